@@ -1,0 +1,61 @@
+// Command torchmem reads what PyTorch's profiler writes and tells where GPU
+// memory went: per-operator tables, allocation sites, leaks, fragmentation.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+)
+
+// Exit codes are part of the interface: CI jobs branch on them.
+const (
+	exitOK       = 0
+	exitFindings = 1
+	exitBadInput = 2
+)
+
+// exitError carries an exit code through cobra's RunE. Silent errors have
+// already printed what the user needs to know.
+type exitError struct {
+	code   int
+	err    error
+	silent bool
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit %d", e.code)
+	}
+	return e.err.Error()
+}
+func (e *exitError) Unwrap() error { return e.err }
+
+// badInput marks an error caused by the user's files or arguments (exit 2).
+func badInput(err error) error { return &exitError{code: exitBadInput, err: err} }
+
+// findings ends a command that has printed its findings with exit code 1.
+func findings() error { return &exitError{code: exitFindings, silent: true} }
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	root := newRootCmd()
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return exitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if !ee.silent && ee.err != nil {
+			fmt.Fprintln(os.Stderr, "torchmem:", ee.err)
+		}
+		return ee.code
+	}
+	// Anything else out of cobra is a usage problem (unknown flag, bad args).
+	fmt.Fprintln(os.Stderr, "torchmem:", err)
+	return exitBadInput
+}

@@ -1,0 +1,33 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "0.1.0-dev"
+
+// subcommands lists the constructors of every subcommand; each command's file
+// adds itself in init so that commands stay independent of one another.
+var subcommands []func() *cobra.Command
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "torchmem",
+		Short: "Where did my GPU memory go? Reads PyTorch profiler traces, memory timelines and allocator snapshots",
+		Long: `torchmem reads what PyTorch's profiler writes (Kineto Chrome traces,
+export_memory_timeline files, allocator snapshots, nvidia-smi logs) and tells
+where GPU memory went: which operators and Python lines allocate it, whether it
+leaks step over step, whether the caching allocator is fragmented, and whether
+the run ran out of memory.
+
+Exit codes: 0 ok, 1 findings at error severity, 2 bad input or usage.`,
+		Version:       version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	for _, c := range subcommands {
+		root.AddCommand(c())
+	}
+	return root
+}
