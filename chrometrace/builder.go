@@ -1,0 +1,341 @@
+package chrometrace
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// builder turns decoded events into the compact model, interning strings.
+type builder struct {
+	t        *Trace
+	strs     map[string]StrID
+	threads  map[threadKey]ThreadID
+	warned   map[string]bool
+	dimsBuf  []byte
+	badTimes int64
+}
+
+type threadKey struct{ pid, tid string }
+
+func newBuilder() *builder {
+	b := &builder{
+		t:       &Trace{Strings: []string{""}},
+		strs:    map[string]StrID{"": NoStr},
+		threads: map[threadKey]ThreadID{},
+		warned:  map[string]bool{},
+	}
+	b.t.Meta.ProfileMemory, b.t.Meta.WithStack, b.t.Meta.RecordShapes = -1, -1, -1
+	return b
+}
+
+// intern returns the id of s, copying s only the first time it is seen (s
+// may point into a reused buffer).
+func (b *builder) intern(s string) StrID {
+	if id, ok := b.strs[s]; ok {
+		return id
+	}
+	s = strings.Clone(s)
+	id := StrID(len(b.t.Strings))
+	b.t.Strings = append(b.t.Strings, s)
+	b.strs[s] = id
+	return id
+}
+
+func (b *builder) internBytes(p []byte) StrID {
+	if id, ok := b.strs[string(p)]; ok { // no allocation for the lookup
+		return id
+	}
+	return b.intern(string(p))
+}
+
+// idText is the JSON text of a pid/tid without quotes.
+func idText(raw []byte) []byte {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) >= 2 && raw[0] == '"' {
+		return raw[1 : len(raw)-1]
+	}
+	return raw
+}
+
+func (b *builder) thread(pidRaw, tidRaw []byte) ThreadID {
+	pid, tid := idText(pidRaw), idText(tidRaw)
+	if id, ok := b.threads[threadKey{string(pid), string(tid)}]; ok {
+		return id
+	}
+	th := Thread{Pid: b.internBytes(pid), Tid: b.internBytes(tid), PidNum: -1, TidNum: -1}
+	if len(pidRaw) > 0 && pidRaw[0] != '"' {
+		if v, err := strconv.ParseInt(string(pid), 10, 64); err == nil {
+			th.PidNum = v
+		}
+	}
+	if len(tidRaw) > 0 && tidRaw[0] != '"' {
+		if v, err := strconv.ParseInt(string(tid), 10, 64); err == nil {
+			th.TidNum = v
+		}
+	}
+	id := ThreadID(len(b.t.Threads))
+	b.t.Threads = append(b.t.Threads, th)
+	b.threads[threadKey{b.t.Strings[th.Pid], b.t.Strings[th.Tid]}] = id
+	return id
+}
+
+// canonicalDims rewrites "Input Dims" JSON into the key torch's
+// group_by_input_shape uses: ", " after each comma, no other spaces, and a
+// list-of-tensors input (a nested list) shown as [] as torch does.
+func (b *builder) canonicalDims(raw []byte) StrID {
+	if len(raw) == 0 || string(raw) == "null" {
+		return NoStr
+	}
+	out := b.dimsBuf[:0]
+	depth := 0
+	inputStart := 0 // where the current input's text begins in out
+	nested := false // the current input is a list of tensors
+	for _, c := range raw {
+		if c == ' ' || c == '\n' || c == '\r' || c == '\t' {
+			continue
+		}
+		switch c {
+		case '[':
+			depth++
+			if depth == 2 {
+				inputStart = len(out)
+				nested = false
+			} else if depth == 3 && !nested {
+				nested = true
+				out = out[:inputStart+1]
+			}
+		case ']':
+			depth--
+			if depth == 1 && nested {
+				nested = false
+			} else if depth >= 2 && nested {
+				continue
+			}
+		case ',':
+			if nested {
+				continue
+			}
+			out = append(out, ',', ' ')
+			continue
+		}
+		if nested && depth >= 3 {
+			continue
+		}
+		out = append(out, c)
+	}
+	b.dimsBuf = out
+	return b.internBytes(out)
+}
+
+func (b *builder) warnOnce(msg string) {
+	if !b.warned[msg] {
+		b.warned[msg] = true
+		b.t.Warnings = append(b.t.Warnings, msg)
+	}
+}
+
+func (b *builder) times(ev *rawEvent) (start, dur int64, ok bool) {
+	start, err := parseMicros(string(ev.Ts))
+	if err != nil {
+		b.badTimes++
+		return 0, 0, false
+	}
+	if ev.Dur != "" {
+		dur, err = parseMicros(string(ev.Dur))
+		if err != nil || dur < 0 {
+			b.badTimes++
+			return 0, 0, false
+		}
+	}
+	return start, dur, true
+}
+
+const profilerStepPrefix = "ProfilerStep#"
+
+// add converts one decoded event into the model.
+func (b *builder) add(ev *rawEvent) error {
+	t := b.t
+	t.Events++
+	switch ev.Ph {
+	case "X":
+		start, dur, ok := b.times(ev)
+		if !ok {
+			return nil
+		}
+		cat := parseCategory(ev.Cat)
+		switch {
+		case cat.IsHostOperator():
+			op := HostOp{
+				Start:      start,
+				Dur:        dur,
+				Name:       b.intern(ev.Name),
+				Thread:     b.thread(ev.Pid, ev.Tid),
+				Cat:        cat,
+				ExternalID: ev.Args.ExternalID,
+				SeqNr:      numberOr(ev.Args.SeqNr, -1),
+				FwdThread:  numberOr(ev.Args.FwdThread, -1),
+				InputDims:  b.canonicalDims(ev.Args.InputDims),
+			}
+			if ev.Args.CallStack != "" {
+				op.CallStack = b.intern(ev.Args.CallStack)
+			}
+			t.HostOps = append(t.HostOps, op)
+			if cat == CatUserAnnotation && strings.HasPrefix(ev.Name, profilerStepPrefix) {
+				if n, err := strconv.ParseInt(ev.Name[len(profilerStepPrefix):], 10, 64); err == nil {
+					t.Steps = append(t.Steps, Step{Number: n, Start: start, Dur: dur, Thread: op.Thread})
+				}
+			}
+		case cat == CatPythonFunction:
+			t.PyFrames = append(t.PyFrames, PyFrame{
+				Start:    start,
+				Dur:      dur,
+				Name:     b.intern(ev.Name),
+				Thread:   b.thread(ev.Pid, ev.Tid),
+				ID:       int32(numberOr(ev.Args.PythonID, -1)),
+				ParentID: int32(numberOr(ev.Args.PythonParentID, -1)),
+			})
+		case cat.IsDevice():
+			d := DeviceOp{
+				Start:      start,
+				Dur:        dur,
+				Name:       b.intern(ev.Name),
+				Thread:     b.thread(ev.Pid, ev.Tid),
+				Cat:        cat,
+				Device:     int16(ev.Args.Device),
+				Stream:     int32(ev.Args.Stream),
+				ExternalID: ev.Args.ExternalID,
+				Bytes:      ev.Args.MemBytes,
+			}
+			t.DeviceOps = append(t.DeviceOps, d)
+		}
+	case "i", "I":
+		switch ev.Name {
+		case "[memory]":
+			ts, _, ok := b.times(ev)
+			if !ok {
+				return nil
+			}
+			t.Memory = append(t.Memory, MemoryEvent{
+				TS:             ts,
+				Bytes:          ev.Args.Bytes,
+				Addr:           ev.Args.Addr,
+				TotalAllocated: ev.Args.TotalAllocated,
+				TotalReserved:  ev.Args.TotalReserved,
+				Thread:         b.thread(ev.Pid, ev.Tid),
+				DeviceType:     DeviceType(ev.Args.DeviceType),
+				DeviceID:       int8(ev.Args.DeviceID),
+			})
+		case "[OutOfMemory]":
+			ts, _, ok := b.times(ev)
+			if !ok {
+				return nil
+			}
+			t.OOMs = append(t.OOMs, OOMEvent{
+				TS:             ts,
+				Bytes:          ev.Args.Bytes,
+				TotalAllocated: ev.Args.TotalAllocated,
+				TotalReserved:  ev.Args.TotalReserved,
+				Thread:         b.thread(ev.Pid, ev.Tid),
+				DeviceType:     DeviceType(ev.Args.DeviceType),
+				DeviceID:       int8(ev.Args.DeviceID),
+			})
+		}
+	case "s", "f":
+		// Only fwdbwd flows are kept: they tie backward ops to the forward
+		// ops that created them. Launch links are implied by External id.
+		if ev.Cat != "fwdbwd" {
+			return nil
+		}
+		ts, _, ok := b.times(ev)
+		if !ok {
+			return nil
+		}
+		id, err := strconv.ParseInt(string(idText(ev.ID)), 10, 64)
+		if err != nil {
+			return nil
+		}
+		t.Flows = append(t.Flows, Flow{TS: ts, ID: id, Thread: b.thread(ev.Pid, ev.Tid), Cat: b.intern(ev.Cat), Start: ev.Ph == "s"})
+	case "M":
+		if ev.Name == "thread_name" && ev.Args.MetaName != "" {
+			id := b.thread(ev.Pid, ev.Tid)
+			t.Threads[id].Name = b.intern(ev.Args.MetaName)
+		}
+	}
+	return nil
+}
+
+func (b *builder) truncated(offset int64, missing string) {
+	b.t.Truncated = &Truncation{Offset: offset, Events: b.t.Events, Reason: "missing " + missing}
+	b.t.Warnings = append(b.t.Warnings, fmt.Sprintf("trace is truncated at byte %d after %d events (missing %s): results cover only what was read", offset, b.t.Events, missing))
+}
+
+func (b *builder) cutBeforeEvents(sp *splitter) error {
+	return fmt.Errorf("truncated at byte %d before any trace event", sp.offset())
+}
+
+func (b *builder) finish() {
+	if b.badTimes > 0 {
+		b.t.Warnings = append(b.t.Warnings, fmt.Sprintf("%d events with a missing or malformed ts/dur were skipped", b.badTimes))
+	}
+	b.t.InputBytes = 0
+}
+
+// setMeta decodes the top-level fields kept aside while streaming.
+func (b *builder) setMeta(meta map[string][]byte) error {
+	m := &b.t.Meta
+	num := func(key string) int64 {
+		raw, ok := meta[key]
+		if !ok {
+			return -1
+		}
+		s := strings.Trim(strings.TrimSpace(string(raw)), `"`)
+		switch s {
+		case "true":
+			return 1
+		case "false":
+			return 0
+		}
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return -1
+		}
+		return v
+	}
+	str := func(key string) string {
+		var s string
+		if raw, ok := meta[key]; ok {
+			if json.Unmarshal(raw, &s) != nil {
+				s = string(raw)
+			}
+		}
+		return s
+	}
+	m.SchemaVersion = num("schemaVersion")
+	m.TraceID = str("trace_id")
+	m.TraceName = str("traceName")
+	m.DisplayTimeUnit = str("displayTimeUnit")
+	m.BaseTimeNanoseconds = max(num("baseTimeNanoseconds"), 0)
+	m.ProfileMemory = num("profile_memory")
+	m.WithStack = num("with_stack")
+	m.RecordShapes = num("record_shapes")
+	m.CUDADriverVersion = num("cuda_driver_version")
+	m.CUDARuntimeVersion = num("cuda_runtime_version")
+	m.CUPTIVersion = num("cupti_version")
+	if raw, ok := meta["deviceProperties"]; ok {
+		if err := json.Unmarshal(raw, &m.Devices); err != nil {
+			b.warnOnce("deviceProperties could not be read: " + err.Error())
+		}
+	}
+	if raw, ok := meta["distributedInfo"]; ok {
+		var d DistributedInfo
+		if err := json.Unmarshal(raw, &d); err != nil {
+			b.warnOnce("distributedInfo could not be read: " + err.Error())
+		} else {
+			m.Distributed = &d
+		}
+	}
+	return nil
+}

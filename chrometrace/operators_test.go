@@ -1,0 +1,135 @@
+package chrometrace
+
+import (
+	"cmp"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// oracleRow is one row of torch's own key_averages() output, saved beside
+// each real trace when it was recorded.
+type oracleRow struct {
+	Key         string   `json:"key"`
+	Count       int64    `json:"count"`
+	Stack       []string `json:"stack"`
+	InputShapes string   `json:"input_shapes"`
+	Self        int64    `json:"self_device_memory_usage"`
+	Total       *int64   `json:"device_memory_usage"`
+	SelfCPU     *int64   `json:"self_cpu_memory_usage"`
+	CPU         *int64   `json:"cpu_memory_usage"`
+}
+
+func readTestTrace(t testing.TB, name string) *Trace {
+	t.Helper()
+	in, err := Open(filepath.Join("..", "testdata", "traces", name, "trace.json.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	tr, err := Read(in, ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+func realTraces(t testing.TB, oracle string) []string {
+	dirs, err := filepath.Glob(filepath.Join("..", "testdata", "traces", "*", oracle))
+	if err != nil || len(dirs) == 0 {
+		t.Fatalf("no %s oracles in testdata/traces", oracle)
+	}
+	var names []string
+	for _, d := range dirs {
+		names = append(names, filepath.Base(filepath.Dir(d)))
+	}
+	return names
+}
+
+// cmpRow is what the oracle and our rows are compared on. Torch keys rows
+// by device type too, which its JSON does not carry, so rows sharing a key
+// are compared as sorted lists.
+type cmpRow struct {
+	Calls, Self, Total, SelfCPU, CPU int64
+}
+
+func TestOperatorsMatchTorchKeyAverages(t *testing.T) {
+	for _, g := range []struct {
+		oracle string
+		by     GroupBy
+	}{
+		{"key_averages.json", GroupByName},
+		{"key_averages_stack.json", GroupByStack},
+		{"key_averages_shape.json", GroupByShape},
+	} {
+		for _, name := range realTraces(t, g.oracle) {
+			t.Run(name+"/"+g.oracle, func(t *testing.T) {
+				data, err := os.ReadFile(filepath.Join("..", "testdata", "traces", name, g.oracle))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var oracle []oracleRow
+				if err := json.Unmarshal(data, &oracle); err != nil {
+					t.Fatal(err)
+				}
+				// Not every oracle file has every column; compare the ones it has.
+				hasTotal := oracle[0].Total != nil
+				hasCPU := oracle[0].SelfCPU != nil
+				want := map[string][]cmpRow{}
+				for _, w := range oracle {
+					r := cmpRow{Calls: w.Count, Self: w.Self}
+					if hasTotal {
+						r.Total = *w.Total
+					}
+					if hasCPU {
+						r.SelfCPU, r.CPU = *w.SelfCPU, *w.CPU
+					}
+					k := rowKey(w.Key, w.InputShapes, w.Stack)
+					want[k] = append(want[k], r)
+				}
+				tr := readTestTrace(t, name)
+				got := map[string][]cmpRow{}
+				for _, r := range Operators(tr, OperatorOptions{Device: -1, GroupBy: g.by}) {
+					c := cmpRow{Calls: r.Calls, Self: r.SelfDeviceMemory}
+					if hasTotal {
+						c.Total = r.DeviceMemory
+					}
+					if hasCPU {
+						c.SelfCPU, c.CPU = r.SelfCPUMemory, r.CPUMemory
+					}
+					k := rowKey(r.Name, r.InputShapes, r.Stack)
+					got[k] = append(got[k], c)
+				}
+				byValue := func(a, b cmpRow) int {
+					return cmp.Or(cmp.Compare(a.Calls, b.Calls), cmp.Compare(a.Self, b.Self), cmp.Compare(a.Total, b.Total))
+				}
+				matched := 0
+				for k, w := range want {
+					gr := got[k]
+					delete(got, k)
+					slices.SortFunc(w, byValue)
+					slices.SortFunc(gr, byValue)
+					if !slices.Equal(gr, w) {
+						t.Errorf("%q: got %+v, torch %+v", k, gr, w)
+						continue
+					}
+					matched += len(w)
+				}
+				for k := range got {
+					t.Errorf("row %q not in torch's output", k)
+				}
+				t.Logf("%d of %d torch rows match to the byte", matched, len(oracle))
+				if matched != len(oracle) {
+					t.Errorf("only %d of %d rows matched", matched, len(oracle))
+				}
+			})
+		}
+	}
+}
+
+func rowKey(name, shapes string, stack []string) string {
+	return name + "\x00" + shapes + "\x00" + strings.Join(stack, "|")
+}
