@@ -30,7 +30,9 @@ type syntaxError struct {
 	Msg    string
 }
 
-func (e *syntaxError) Error() string { return fmt.Sprintf("malformed JSON at byte %d: %s", e.Offset, e.Msg) }
+func (e *syntaxError) Error() string {
+	return fmt.Sprintf("malformed JSON at byte %d: %s", e.Offset, e.Msg)
+}
 
 func newSplitter(r io.Reader) *splitter {
 	return &splitter{r: r, buf: make([]byte, 4<<20)}
