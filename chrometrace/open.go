@@ -74,14 +74,22 @@ func NewInput(r io.Reader) (*Input, error) {
 	return in, nil
 }
 
-// gzipErrReader labels decompression errors so that the user learns the
-// gzip stream is damaged rather than seeing a bare "unexpected EOF".
+// ErrGzipTruncated means the gzip stream stopped early: the file was cut
+// off (the process died while writing), not damaged.
+var ErrGzipTruncated = errors.New("gzip stream ends early")
+
+// gzipErrReader tells a cut-off gzip file (worth reading up to the cut)
+// from a damaged one (an error).
 type gzipErrReader struct{ r io.Reader }
 
 func (g *gzipErrReader) Read(p []byte) (int, error) {
 	n, err := g.r.Read(p)
-	if err != nil && err != io.EOF {
-		err = fmt.Errorf("corrupt or truncated gzip: %w", err)
+	switch {
+	case err == nil || err == io.EOF:
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		err = ErrGzipTruncated
+	default:
+		err = fmt.Errorf("corrupt gzip: %w", err)
 	}
 	return n, err
 }

@@ -331,9 +331,8 @@ func readEvents(sp *splitter, b *builder, workers int, opts ReadOptions) error {
 	}
 	end := <-endc
 	if end.err != nil {
-		if sp.rerr != nil && end.err == sp.rerr {
-			// A damaged gzip stream: keep what was read, as for a cut file.
-			b.truncated(end.offset, "the rest of the file ("+end.err.Error()+")")
+		if errors.Is(end.err, ErrGzipTruncated) {
+			b.truncated(end.offset, "the rest of the file (the gzip stream ends early)")
 			return nil
 		}
 		return end.err
@@ -386,14 +385,20 @@ func decodeBatch(bt *batch) {
 		}
 		var ev rawEvent
 		if e := sonicAPI.UnmarshalFromString(unsafeString(bt.data[s:end]), &ev); e != nil && !errors.As(e, &mismatch) {
-			bt.err = &syntaxError{Offset: bt.offset + int64(s) - 1, Msg: fmt.Sprintf("event %d: %s", bt.first+int64(i), firstLine(e.Error()))}
+			bt.err = &SyntaxError{Offset: bt.offset + int64(s) - 1, Msg: fmt.Sprintf("event %d: %s", bt.first+int64(i), firstLine(e.Error()))}
 			return
 		}
 	}
-	bt.err = &syntaxError{Offset: bt.offset, Msg: firstLine(err.Error())}
+	bt.err = &SyntaxError{Offset: bt.offset, Msg: firstLine(err.Error())}
 }
 
+// firstLine keeps the first line of a sonic error, which otherwise quotes
+// a multi-line excerpt of the input.
 func firstLine(s string) string {
+	s = strings.TrimPrefix(s, `"`)
+	if i := strings.Index(s, `\n`); i >= 0 {
+		s = s[:i]
+	}
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		s = s[:i]
 	}

@@ -24,13 +24,13 @@ type splitter struct {
 // errIncomplete means the input ended inside a value.
 var errIncomplete = errors.New("unexpected end of input")
 
-// syntaxError is malformed JSON at a byte offset of the decompressed input.
-type syntaxError struct {
+// SyntaxError is malformed JSON at a byte offset of the decompressed input.
+type SyntaxError struct {
 	Offset int64
 	Msg    string
 }
 
-func (e *syntaxError) Error() string {
+func (e *SyntaxError) Error() string {
 	return fmt.Sprintf("malformed JSON at byte %d: %s", e.Offset, e.Msg)
 }
 
@@ -41,7 +41,7 @@ func newSplitter(r io.Reader) *splitter {
 func (s *splitter) offset() int64 { return s.base + int64(s.pos) }
 
 func (s *splitter) errorf(format string, args ...any) error {
-	return &syntaxError{Offset: s.offset(), Msg: fmt.Sprintf(format, args...)}
+	return &SyntaxError{Offset: s.offset(), Msg: fmt.Sprintf(format, args...)}
 }
 
 // fill reads more input, keeping buf[keep:end]; it returns false at EOF or

@@ -5,6 +5,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 )
 
@@ -38,12 +39,16 @@ func badInput(err error) error { return &exitError{code: exitBadInput, err: err}
 func findings() error { return &exitError{code: exitFindings, silent: true} }
 
 func main() {
-	os.Exit(run(os.Args[1:]))
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run(args []string) int {
+// run executes the command line and returns the process exit code; tests
+// call it directly.
+func run(args []string, stdout, stderr io.Writer) int {
 	root := newRootCmd()
 	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
 	err := root.Execute()
 	if err == nil {
 		return exitOK
@@ -51,11 +56,12 @@ func run(args []string) int {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if !ee.silent && ee.err != nil {
-			fmt.Fprintln(os.Stderr, "torchmem:", ee.err)
+			fmt.Fprintln(stderr, "torchmem:", ee.err)
 		}
 		return ee.code
 	}
 	// Anything else out of cobra is a usage problem (unknown flag, bad args).
-	fmt.Fprintln(os.Stderr, "torchmem:", err)
+	fmt.Fprintln(stderr, "torchmem:", err)
+	fmt.Fprintln(stderr, "Run 'torchmem --help' for usage.")
 	return exitBadInput
 }

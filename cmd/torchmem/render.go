@@ -52,7 +52,10 @@ func newTableWriter() table.Writer {
 		text.DisableColors()
 	}
 	t := table.NewWriter()
-	t.SetStyle(table.StyleLight)
+	style := table.StyleLight
+	// Keep header case as written: the columns are torch's own names.
+	style.Format.Header = text.FormatDefault
+	t.SetStyle(style)
 	return t
 }
 

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files in testdata")
+
+// torchmem runs the command line in-process and returns stdout, stderr and
+// the exit code.
+func torchmem(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(args, &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+func realTrace(name string) string {
+	return filepath.Join("..", "..", "testdata", "traces", name, "trace.json.gz")
+}
+
+// checkGolden compares got with testdata/cmd/<name>, rewriting it with -update.
+func checkGolden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("..", "..", "testdata", "cmd", name)
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./cmd/torchmem -update)", err)
+	}
+	if got != string(want) {
+		t.Errorf("output differs from %s (run with -update and review the diff):\n%s", path, got)
+	}
+}
+
+func TestOpsTableGolden(t *testing.T) {
+	out, errOut, code := torchmem(t, "ops", realTrace("resnet_train_clean"), "--top", "15")
+	if code != 0 || errOut != "" {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	out = strings.ReplaceAll(out, filepath.ToSlash(realTrace("resnet_train_clean")), "TRACE")
+	checkGolden(t, "ops_resnet_train_clean.txt", out)
+}
+
+func TestOpsJSONShape(t *testing.T) {
+	out, _, code := torchmem(t, "ops", realTrace("leak_module_cache"), "--format", "json", "--top", "0")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	var doc struct {
+		Summary   map[string]any   `json:"summary"`
+		Operators []map[string]any `json:"operators"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Summary == nil || len(doc.Operators) == 0 {
+		t.Fatalf("missing summary or operators: %s", out[:200])
+	}
+	for _, k := range []string{"name", "calls", "self_device_memory_bytes", "device_memory_bytes", "allocs", "alloc_bytes", "mean_alloc_bytes"} {
+		if _, ok := doc.Operators[0][k]; !ok {
+			t.Errorf("operator lacks %q", k)
+		}
+	}
+	// Sorted by self memory, largest first; exact integers.
+	first, second := doc.Operators[0]["self_device_memory_bytes"].(float64), doc.Operators[1]["self_device_memory_bytes"].(float64)
+	if first < second {
+		t.Errorf("not sorted: %v then %v", first, second)
+	}
+	if doc.Summary["peak_allocated_bytes"].(float64) <= 0 {
+		t.Error("no peak allocated")
+	}
+}
+
+func TestOpsFormatsAndFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--format", "csv"}, {"--format", "markdown"}, {"--sort", "allocs"}, {"--sort", "calls"},
+		{"--sort", "total"}, {"--group-by", "shape"}, {"--group-by", "stack"}, {"--device", "0"},
+	} {
+		out, errOut, code := torchmem(t, append([]string{"ops", realTrace("leak_module_cache"), "--top", "5"}, args...)...)
+		if code != 0 || errOut != "" || !strings.Contains(out, "aten::") {
+			t.Errorf("%v: exit %d stderr %q", args, code, errOut)
+		}
+	}
+	out, _, _ := torchmem(t, "ops", realTrace("leak_module_cache"), "--format", "csv", "--top", "3")
+	if !strings.Contains(out, "Self CUDA Mem (bytes)") || strings.Contains(out, " MB") {
+		t.Errorf("CSV should carry exact bytes:\n%s", out)
+	}
+}
+
+func TestOpsNoMemoryTraceSaysHowToRecord(t *testing.T) {
+	out, _, code := torchmem(t, "ops", realTrace("no_memory"))
+	if code != 0 || !strings.Contains(out, "profile_memory=True") {
+		t.Errorf("exit %d, output lacks the hint:\n%s", code, out)
+	}
+}
+
+func TestBadInputExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, data []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	gz, err := os.ReadFile(realTrace("leak_module_cache"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	corrupt := append([]byte(nil), gz...)
+	for i := 200; i < 260; i++ {
+		corrupt[i] ^= 0x5A
+	}
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"missing file", []string{"ops", filepath.Join(dir, "nope.json")}, "no such file"},
+		{"empty", []string{"ops", write("empty.json", nil)}, "empty"},
+		{"not json", []string{"ops", write("x.json", []byte("PK\x03\x04 zip"))}, "not JSON"},
+		{"json not trace", []string{"ops", write("y.json", []byte(`{"hello": [1,2]}`))}, "not a Chrome trace"},
+		{"corrupt gzip", []string{"ops", write("c.json.gz", corrupt)}, "gzip"},
+		{"directory", []string{"ops", dir}, "directory"},
+		{"no args", []string{"ops"}, "arg"},
+		{"bad sort", []string{"ops", realTrace("leak_module_cache"), "--sort", "x"}, "--sort"},
+		{"bad format", []string{"ops", realTrace("leak_module_cache"), "--format", "xml"}, "--format"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out, errOut, code := torchmem(t, c.args...)
+			if code != 2 {
+				t.Errorf("exit %d, want 2", code)
+			}
+			if !strings.Contains(errOut, c.want) || out != "" {
+				t.Errorf("stderr %q should say %q; stdout %q", errOut, c.want, out)
+			}
+			if strings.Contains(errOut, "panic") {
+				t.Error(errOut)
+			}
+		})
+	}
+}
+
+func TestTruncatedTraceWarnsAndReports(t *testing.T) {
+	gz, err := os.ReadFile(realTrace("leak_module_cache"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "cut.json.gz")
+	if err := os.WriteFile(p, gz[:len(gz)*2/3], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := torchmem(t, "ops", p)
+	if code != 0 || !strings.Contains(errOut, "truncated") || !strings.Contains(out, "aten::") {
+		t.Errorf("exit %d stderr %q", code, errOut)
+	}
+}
+
+func TestVersionAndHelp(t *testing.T) {
+	out, _, code := torchmem(t, "--version")
+	if code != 0 || !strings.Contains(out, version) {
+		t.Errorf("--version: %d %q", code, out)
+	}
+	out, _, code = torchmem(t, "ops", "--help")
+	if code != 0 || !strings.Contains(out, "key_averages") || !strings.Contains(out, "Examples:") {
+		t.Errorf("ops --help: %d %q", code, out)
+	}
+}
