@@ -16,6 +16,11 @@ type builder struct {
 	warned   map[string]bool
 	dimsBuf  []byte
 	badTimes int64
+	// Consecutive events mostly share a lane; remembering the last one
+	// skips a map lookup per event.
+	lastPid, lastTid []byte
+	lastThread       ThreadID
+	haveLast         bool
 }
 
 type threadKey struct{ pid, tid string }
@@ -61,6 +66,17 @@ func idText(raw []byte) []byte {
 }
 
 func (b *builder) thread(pidRaw, tidRaw []byte) ThreadID {
+	if b.haveLast && bytes.Equal(pidRaw, b.lastPid) && bytes.Equal(tidRaw, b.lastTid) {
+		return b.lastThread
+	}
+	id := b.lookupThread(pidRaw, tidRaw)
+	b.lastPid = append(b.lastPid[:0], pidRaw...)
+	b.lastTid = append(b.lastTid[:0], tidRaw...)
+	b.lastThread, b.haveLast = id, true
+	return id
+}
+
+func (b *builder) lookupThread(pidRaw, tidRaw []byte) ThreadID {
 	pid, tid := idText(pidRaw), idText(tidRaw)
 	if id, ok := b.threads[threadKey{string(pid), string(tid)}]; ok {
 		return id

@@ -62,7 +62,7 @@ type rawArgs struct {
 
 // sonicAPI decodes without copying strings: the merger copies the few
 // distinct ones when it interns them.
-var sonicAPI = sonic.Config{CopyString: false}.Froze()
+var sonicAPI = sonic.Config{CopyString: false, CaseSensitive: true, NoValidateJSONSkip: true}.Froze()
 
 // batch is a run of whole events, written as one JSON array so that sonic
 // decodes thousands of events per call.

@@ -180,11 +180,21 @@ func scanString(b []byte, i int) (int, error) {
 	}
 }
 
+// structural marks the bytes scanContainer must look at; everything else
+// (digits, letters, punctuation, white space) is skipped in a tight loop.
+var structural = [256]bool{'"': true, '{': true, '}': true, '[': true, ']': true}
+
 func scanContainer(b []byte) (int, error) {
 	// A stack of open brackets, kept small: traces nest a few levels.
 	var stackArr [64]byte
 	stack := stackArr[:0]
 	for i := 0; i < len(b); i++ {
+		for i < len(b) && !structural[b[i]] {
+			i++
+		}
+		if i == len(b) {
+			break
+		}
 		switch c := b[i]; c {
 		case '"':
 			end, err := scanString(b, i)

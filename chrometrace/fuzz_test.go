@@ -1,0 +1,37 @@
+package chrometrace
+
+import (
+	"bytes"
+	"path/filepath"
+	"testing"
+)
+
+// FuzzRead feeds arbitrary bytes (plain or gzip) through the reader and the
+// operator aggregation: any input must give a model or an error, never a
+// panic or a hang. Seeds: the hand-written edge cases and the head of a
+// real trace; the corpus grown by `go test -fuzz` is kept in
+// testdata/fuzz/FuzzRead.
+func FuzzRead(f *testing.F) {
+	f.Add([]byte(edgeTrace))
+	f.Add([]byte(`[{"ph":"X","cat":"cpu_op","name":"a","pid":1,"tid":1,"ts":1,"dur":5}]`))
+	f.Add([]byte(`{"traceEvents":[{"ph":"i","name":"[memory]","pid":"p","tid":"t","ts":"1.5","args":{"Bytes":-512,"Device Type":1}}]}`))
+	real := gunzipFile(f, filepath.Join("..", "testdata", "traces", "leak_module_cache", "trace.json.gz"))
+	f.Add(real[:4096])
+	f.Fuzz(func(t *testing.T, data []byte) {
+		in, err := NewInput(bytes.NewReader(data))
+		if err != nil {
+			return
+		}
+		tr, err := Read(in, ReadOptions{Workers: 2})
+		if err != nil {
+			return
+		}
+		if int64(len(tr.HostOps)+len(tr.Memory)+len(tr.PyFrames)+len(tr.DeviceOps)) > tr.Events {
+			t.Fatalf("more records (%d) than events (%d)", len(tr.HostOps)+len(tr.Memory), tr.Events)
+		}
+		Operators(tr, OperatorOptions{Device: -1})
+		Summarize(tr, -1)
+		var buf bytes.Buffer
+		WriteCanonical(&buf, tr)
+	})
+}
