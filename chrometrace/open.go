@@ -43,7 +43,7 @@ type Input struct {
 
 // NewInput wraps r, decompressing it when it starts with the gzip magic.
 func NewInput(r io.Reader) (*Input, error) {
-	br := bufio.NewReaderSize(r, 1<<20)
+	br := bufio.NewReaderSize(r, 256<<10)
 	head, err := br.Peek(2)
 	if len(head) == 0 {
 		if err == nil || err == io.EOF {

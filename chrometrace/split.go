@@ -35,7 +35,7 @@ func (e *SyntaxError) Error() string {
 }
 
 func newSplitter(r io.Reader) *splitter {
-	return &splitter{r: r, buf: make([]byte, 4<<20)}
+	return &splitter{r: r, buf: make([]byte, 256<<10)}
 }
 
 func (s *splitter) offset() int64 { return s.base + int64(s.pos) }
