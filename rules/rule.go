@@ -1,0 +1,167 @@
+// Package rules holds torchmem's detectors: leaks, fragmentation, OOM,
+// per-operator limits and GPU-timeline problems. Each rule is a small unit
+// with an id, a default threshold and a severity; running it on an input
+// gives findings that carry their evidence and what to do next.
+package rules
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/torchmem/torchmem/chrometrace"
+)
+
+// Severity orders findings; only Error fails `torchmem check`.
+type Severity int
+
+const (
+	Info Severity = iota
+	Warning
+	Error
+)
+
+func (s Severity) String() string {
+	switch s {
+	case Info:
+		return "info"
+	case Warning:
+		return "warning"
+	case Error:
+		return "error"
+	}
+	return "unknown"
+}
+
+// ParseSeverity reads "info", "warning" or "error".
+func ParseSeverity(s string) (Severity, error) {
+	switch strings.ToLower(s) {
+	case "info", "note":
+		return Info, nil
+	case "warning", "warn":
+		return Warning, nil
+	case "error":
+		return Error, nil
+	}
+	return Info, fmt.Errorf("unknown severity %q (want info, warning or error)", s)
+}
+
+func (s Severity) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
+
+func (s *Severity) UnmarshalJSON(b []byte) error {
+	var str string
+	if err := json.Unmarshal(b, &str); err != nil {
+		return err
+	}
+	v, err := ParseSeverity(str)
+	*s = v
+	return err
+}
+
+// Location is a line of the user's Python code.
+type Location struct {
+	File     string `json:"file"`
+	Line     int    `json:"line"`
+	Function string `json:"function,omitempty"`
+}
+
+func (l *Location) String() string { return fmt.Sprintf("%s:%d", l.File, l.Line) }
+
+// Finding is one thing a rule found, with the numbers that prove it.
+type Finding struct {
+	Rule     string    `json:"rule"`
+	Severity Severity  `json:"severity"`
+	Title    string    `json:"title"`
+	Detail   string    `json:"detail"`
+	Advice   string    `json:"advice,omitempty"`
+	Operator string    `json:"operator,omitempty"`
+	Location *Location `json:"location,omitempty"`
+	// Metrics are the evidence in numbers, keyed with their unit
+	// ("bytes_per_step", "fraction", "count").
+	Metrics map[string]float64 `json:"metrics,omitempty"`
+	// Source is the input file the finding is about.
+	Source string `json:"source,omitempty"`
+}
+
+// Input is what rules look at: one profiler trace, with analyses computed
+// on first use and shared between rules.
+type Input struct {
+	Source string
+	Trace  *chrometrace.Trace
+
+	mu    sync.Mutex
+	cache map[string]any
+}
+
+// Memo computes a shared analysis once per input.
+func Memo[T any](in *Input, key string, compute func() T) T {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.cache == nil {
+		in.cache = map[string]any{}
+	}
+	if v, ok := in.cache[key]; ok {
+		return v.(T)
+	}
+	v := compute()
+	in.cache[key] = v
+	return v
+}
+
+// Rule is one detector with its defaults. Check reads the threshold and
+// severity from the rule it is given, so configuration can override them.
+type Rule struct {
+	ID          string
+	Description string
+	Severity    Severity
+	// Threshold is the rule's limit in Unit (bytes, fraction, count...).
+	Threshold float64
+	Unit      string
+	Check     func(r *Rule, in *Input) []Finding
+}
+
+var (
+	registryMu sync.Mutex
+	registry   []*Rule
+)
+
+// Register adds a built-in rule; each rule's file calls it from init.
+func Register(r *Rule) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	registry = append(registry, r)
+}
+
+// Builtin returns copies of every built-in rule, sorted by id.
+func Builtin() []Rule {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	out := make([]Rule, len(registry))
+	for i, r := range registry {
+		out[i] = *r
+	}
+	slices.SortFunc(out, func(a, b Rule) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+// Run applies rules to an input; findings come out most severe first.
+func Run(rs []Rule, in *Input) []Finding {
+	var out []Finding
+	for i := range rs {
+		r := &rs[i]
+		for _, f := range r.Check(r, in) {
+			if f.Rule == "" {
+				f.Rule = r.ID
+			}
+			f.Severity = r.Severity
+			if f.Source == "" {
+				f.Source = in.Source
+			}
+			out = append(out, f)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Finding) int { return int(b.Severity) - int(a.Severity) })
+	return out
+}
