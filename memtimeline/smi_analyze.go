@@ -526,23 +526,23 @@ func judgeRun(all []SMISample, pos []int, s, e int, opts SMIOptions) (run Growth
 func judgeWindow(w GrowthRun, o SMIOptions) (bool, string) {
 	var fails []string
 	if w.GrowthBytes > 0 && float64(w.LargestRiseBytes) > o.MaxRiseFraction*float64(w.GrowthBytes) {
-		fails = append(fails, fmt.Sprintf("a jump, not steady growth: one rise is %.0f%% of the growth",
+		fails = append(fails, fmt.Sprintf("one jump is %.0f%% of the growth",
 			100*float64(w.LargestRiseBytes)/float64(w.GrowthBytes)))
 	}
 	if w.SlopeBytesPerSec <= 0 || w.R2 < o.MinGrowthR2 {
-		fails = append(fails, fmt.Sprintf("not a straight line: R^2 %.2f under %.2f", w.R2, o.MinGrowthR2))
+		fails = append(fails, fmt.Sprintf("R^2 %.2f < %.2f", w.R2, o.MinGrowthR2))
 	}
 	if w.Duration < o.MinGrowthDuration {
-		fails = append(fails, fmt.Sprintf("short: %s under %s", roundDuration(w.Duration), o.MinGrowthDuration))
+		fails = append(fails, fmt.Sprintf("lasted %s < %s", roundDuration(w.Duration), o.MinGrowthDuration))
 	}
 	if w.Samples < o.MinGrowthSamples {
-		fails = append(fails, fmt.Sprintf("%d samples under %d", w.Samples, o.MinGrowthSamples))
+		fails = append(fails, fmt.Sprintf("%d samples < %d", w.Samples, o.MinGrowthSamples))
 	}
 	if w.Rises < o.MinGrowthRises {
-		fails = append(fails, fmt.Sprintf("%d new highs under %d", w.Rises, o.MinGrowthRises))
+		fails = append(fails, fmt.Sprintf("%d new highs < %d", w.Rises, o.MinGrowthRises))
 	}
 	if w.GrowthBytes < o.MinGrowthBytes {
-		fails = append(fails, fmt.Sprintf("grew %s under %s", FormatBytes(w.GrowthBytes), FormatBytes(o.MinGrowthBytes)))
+		fails = append(fails, fmt.Sprintf("grew %s < %s", FormatBytes(w.GrowthBytes), FormatBytes(o.MinGrowthBytes)))
 	}
 	if len(fails) > 0 {
 		return false, strings.Join(fails, "; ")
