@@ -556,3 +556,64 @@ func roundDuration(d time.Duration) time.Duration {
 	}
 	return d.Round(time.Millisecond)
 }
+
+// SMIBucket summarizes the samples of one time slice of a GPU's log, for
+// charts and sparklines: min and max keep short spikes visible.
+type SMIBucket struct {
+	Start        time.Time
+	End          time.Time
+	Samples      int
+	MinUsedBytes int64 // -1 when no sample in the slice has memory.used
+	MaxUsedBytes int64
+	// MeanUtilGPUPct is -1 when no sample has utilization.gpu.
+	MeanUtilGPUPct float64
+}
+
+// SMIBuckets cuts g's time span into n equal slices. Slices the log has no
+// samples in (nvidia-smi stopped) have Samples 0.
+func SMIBuckets(g *SMIGPU, n int) []SMIBucket {
+	if g == nil || len(g.Samples) == 0 || n <= 0 {
+		return nil
+	}
+	start, end := g.Samples[0].Time, g.Samples[len(g.Samples)-1].Time
+	span := end.Sub(start)
+	if span <= 0 {
+		n = 1
+	}
+	out := make([]SMIBucket, n)
+	for i := range out {
+		out[i] = SMIBucket{
+			Start:        start.Add(span * time.Duration(i) / time.Duration(n)),
+			End:          start.Add(span * time.Duration(i+1) / time.Duration(n)),
+			MinUsedBytes: -1, MaxUsedBytes: -1, MeanUtilGPUPct: -1,
+		}
+	}
+	utilSum := make([]float64, n)
+	utilN := make([]int, n)
+	for _, x := range g.Samples {
+		i := 0
+		if span > 0 {
+			// float: an hours-long span times n overflows int64 ns.
+			i = int(float64(x.Time.Sub(start)) / float64(span) * float64(n))
+		}
+		i = min(max(i, 0), n-1)
+		b := &out[i]
+		b.Samples++
+		if x.UsedBytes >= 0 {
+			if b.MinUsedBytes < 0 || x.UsedBytes < b.MinUsedBytes {
+				b.MinUsedBytes = x.UsedBytes
+			}
+			b.MaxUsedBytes = max(b.MaxUsedBytes, x.UsedBytes)
+		}
+		if x.UtilGPUPct >= 0 {
+			utilSum[i] += x.UtilGPUPct
+			utilN[i]++
+		}
+	}
+	for i := range out {
+		if utilN[i] > 0 {
+			out[i].MeanUtilGPUPct = utilSum[i] / float64(utilN[i])
+		}
+	}
+	return out
+}

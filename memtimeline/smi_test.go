@@ -554,3 +554,31 @@ func TestLooksLikeSMILog(t *testing.T) {
 		}
 	}
 }
+
+func TestSMIBuckets(t *testing.T) {
+	g := readSMIFile(t, smiLeakCSV).GPUs[0]
+	b := SMIBuckets(g, 60)
+	if len(b) != 60 || !b[0].Start.Equal(g.Samples[0].Time) || !b[59].End.Equal(g.Samples[len(g.Samples)-1].Time) {
+		t.Fatalf("%d buckets from %v to %v", len(b), b[0].Start, b[len(b)-1].End)
+	}
+	n, peak := 0, int64(-1)
+	for i, x := range b {
+		n += x.Samples
+		peak = max(peak, x.MaxUsedBytes)
+		if i > 0 && !x.Start.Equal(b[i-1].End) {
+			t.Fatalf("bucket %d starts %v, previous ends %v", i, x.Start, b[i-1].End)
+		}
+		// Each sample lies in its bucket.
+		for _, s := range g.Samples {
+			if !s.Time.Before(x.Start) && s.Time.Before(x.End) && (s.UsedBytes > x.MaxUsedBytes || s.UsedBytes < x.MinUsedBytes) {
+				t.Fatalf("sample %v (%d) outside bucket %d's range %d-%d", s.Time, s.UsedBytes, i, x.MinUsedBytes, x.MaxUsedBytes)
+			}
+		}
+	}
+	if n != len(g.Samples) || peak != AnalyzeSMI(&SMILog{GPUs: []*SMIGPU{g}}, DefaultSMIOptions()).GPUs[0].PeakUsedBytes {
+		t.Errorf("buckets hold %d samples (want %d), peak %d", n, len(g.Samples), peak)
+	}
+	if one := SMIBuckets(&SMIGPU{Samples: g.Samples[:1]}, 60); len(one) != 1 || one[0].Samples != 1 {
+		t.Errorf("one sample: %+v", one)
+	}
+}

@@ -159,6 +159,10 @@ func renderSMITable(w io.Writer, path string, log *memtimeline.SMILog, a memtime
 			fmt.Fprintln(w, "  utilization.gpu not logged: no starvation check")
 		}
 
+		if spark := smiSparklines(log, g); spark != "" {
+			fmt.Fprint(w, spark)
+		}
+
 		fmt.Fprintln(w)
 		if len(g.Leaks) == 0 {
 			fmt.Fprintf(w, "Leak: none (no steady growth of %s or more lasting %s)\n", memtimeline.FormatBytes(o.MinGrowthBytes), o.MinGrowthDuration)
@@ -225,6 +229,45 @@ func renderSMITable(w io.Writer, path string, log *memtimeline.SMILog, a memtime
 	}
 }
 
+// smiSparkColumns is the width of the memory-over-time sparkline.
+const smiSparkColumns = 60
+
+// smiSparklines draws memory.used (max per column, scaled to the GPU's
+// peak) and utilization.gpu (mean per column, 0-100%) over time.
+func smiSparklines(log *memtimeline.SMILog, g memtimeline.SMIGPUReport) string {
+	gpu := log.GPU(g.Key)
+	buckets := memtimeline.SMIBuckets(gpu, smiSparkColumns)
+	if len(buckets) < 2 || g.PeakUsedBytes <= 0 {
+		return ""
+	}
+	levels := []rune("▁▂▃▄▅▆▇█")
+	level := func(v, top float64) rune {
+		i := int(v / top * float64(len(levels)-1))
+		return levels[min(max(i, 0), len(levels)-1)]
+	}
+	var mem, util strings.Builder
+	for _, b := range buckets {
+		switch {
+		case b.MaxUsedBytes < 0:
+			mem.WriteRune(' ')
+		default:
+			mem.WriteRune(level(float64(b.MaxUsedBytes), float64(g.PeakUsedBytes)))
+		}
+		switch {
+		case b.MeanUtilGPUPct < 0:
+			util.WriteRune(' ')
+		default:
+			util.WriteRune(level(b.MeanUtilGPUPct, 100))
+		}
+	}
+	step := fmtSMIDuration(buckets[0].End.Sub(buckets[0].Start))
+	out := fmt.Sprintf("  memory.used     %s  (0 to %s, %s a column)\n", mem.String(), memtimeline.FormatBytes(g.PeakUsedBytes), step)
+	if g.MeanUtilGPUPct >= 0 {
+		out += fmt.Sprintf("  utilization.gpu %s  (0 to 100%%)\n", util.String())
+	}
+	return out
+}
+
 // JSON shapes: bytes are exact integers; times are nvidia-smi's layout
 // (local time, as the log has no zone); durations are seconds.
 
@@ -284,6 +327,16 @@ type smiGPUJSON struct {
 	GrowthRuns     []smiGrowthJSON `json:"growth_runs"`
 	Starvation     []smiPeriodJSON `json:"memory_held_gpu_idle"`
 	AboveThreshold smiAlarmJSON    `json:"above_threshold"`
+	Timeline       []smiBucketJSON `json:"timeline"`
+}
+
+type smiBucketJSON struct {
+	Start          string   `json:"start"`
+	End            string   `json:"end"`
+	Samples        int      `json:"samples"`
+	MinUsedBytes   *int64   `json:"min_used_bytes"`
+	MaxUsedBytes   *int64   `json:"max_used_bytes"`
+	MeanUtilGPUPct *float64 `json:"mean_utilization_gpu_pct"`
 }
 
 type smiReportJSON struct {
@@ -381,6 +434,13 @@ func smiJSONReport(path string, log *memtimeline.SMILog, a memtimeline.SMIAnalys
 		}
 		for _, l := range g.Leaks {
 			j.Leaks = append(j.Leaks, smiGrowth(l))
+		}
+		j.Timeline = []smiBucketJSON{}
+		for _, b := range memtimeline.SMIBuckets(log.GPU(g.Key), smiSparkColumns) {
+			j.Timeline = append(j.Timeline, smiBucketJSON{
+				Start: b.Start.Format(memtimeline.SMITimeLayout), End: b.End.Format(memtimeline.SMITimeLayout), Samples: b.Samples,
+				MinUsedBytes: smiOptBytes(b.MinUsedBytes), MaxUsedBytes: smiOptBytes(b.MaxUsedBytes), MeanUtilGPUPct: smiOptPct(b.MeanUtilGPUPct),
+			})
 		}
 		for _, r := range g.Runs {
 			j.GrowthRuns = append(j.GrowthRuns, smiGrowth(r))

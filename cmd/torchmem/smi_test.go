@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -173,5 +174,26 @@ func TestSMICommandTruncatedWarns(t *testing.T) {
 	_, stderr, code := runForTest(t, "smi", p)
 	if code != exitOK || !strings.Contains(stderr, "warning: "+p+": line 3") {
 		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestSMICommandGzipped: logs are often compressed when kept; the content,
+// not the name, decides.
+func TestSMICommandGzipped(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "testdata", "smi", "nvidia_smi_leak.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var z bytes.Buffer
+	zw := gzip.NewWriter(&z)
+	zw.Write(raw)
+	zw.Close()
+	p := filepath.Join(t.TempDir(), "smi.csv")
+	if err := os.WriteFile(p, z.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code := runForTest(t, "smi", p)
+	if code != exitOK || !strings.Contains(out, "Leak: steady growth in 1 stretch") {
+		t.Errorf("exit %d, stderr %q, out:\n%s", code, stderr, out)
 	}
 }
