@@ -43,14 +43,9 @@ const (
 // smiAliases maps the alternative spellings --query-gpu accepts to the
 // name nvidia-smi prints in its header.
 var smiAliases = map[string]string{
-	"gpu_uuid":           SMIColUUID,
-	"gpu_bus_id":         SMIColBusID,
-	"gpu_name":           SMIColName,
-	"memory.total":       SMIColMemTotal,
-	"memory.used":        SMIColMemUsed,
-	"memory.free":        SMIColMemFree,
-	"utilization.gpu":    SMIColUtilGPU,
-	"utilization.memory": SMIColUtilMem,
+	"gpu_uuid":   SMIColUUID,
+	"gpu_bus_id": SMIColBusID,
+	"gpu_name":   SMIColName,
 }
 
 // SMISample is one row of the log: one GPU at one time. Missing values

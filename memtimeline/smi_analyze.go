@@ -34,6 +34,12 @@ type SMIOptions struct {
 	JitterBytes    int64
 	JitterFraction float64
 
+	// A drop to at most NearZeroFraction of memory.total (of the peak when
+	// the total is not logged) means the process ended; a growth run that
+	// ends with a drop to a level above that gave its memory back and is
+	// not a leak.
+	NearZeroFraction float64
+
 	// Starvation: memory.used at least StarveMemFraction of the GPU's peak
 	// in the log (and at least StarveMinBytes) while utilization.gpu is at
 	// most StarveUtilPct, for at least MinStarveDuration. A job that holds
@@ -56,6 +62,7 @@ func DefaultSMIOptions() SMIOptions {
 		MinGrowthR2:       0.9,
 		JitterBytes:       16 << 20,
 		JitterFraction:    0.05,
+		NearZeroFraction:  0.02,
 		StarveMemFraction: 0.5,
 		StarveMinBytes:    1 << 30,
 		StarveUtilPct:     10,
@@ -139,6 +146,13 @@ type GrowthRun struct {
 	Leak             bool
 	// Reason says why the run is, or is not, a leak.
 	Reason string
+	// DroppedTo is where memory.used fell when the run ended, -1 when the
+	// log ended first; DropTime is when it got there.
+	DroppedTo int64
+	DropTime  time.Time
+	// Released: the drop gave back at least half the growth but memory
+	// stayed above near zero, so the process lived on and freed it.
+	Released bool
 }
 
 // SMIPeriod is a stretch of consecutive samples; End is the last sample's
@@ -208,7 +222,12 @@ func analyzeSMIGPU(g *SMIGPU, opts SMIOptions) SMIGPUReport {
 	if utilN > 0 {
 		r.MeanUtilGPUPct = utilSum / float64(utilN)
 	}
-	r.Runs, r.Leaks = findGrowthRuns(s, opts)
+	nearZeroRef := r.TotalBytes
+	if nearZeroRef <= 0 {
+		nearZeroRef = r.PeakUsedBytes
+	}
+	nearZero := max(opts.JitterBytes, int64(opts.NearZeroFraction*float64(nearZeroRef)))
+	r.Runs, r.Leaks = findGrowthRuns(s, opts, nearZero)
 	r.Starvation = starvationPeriods(s, r, opts)
 	r.AboveThreshold = thresholdAlarm(s, r, opts)
 	return r
@@ -331,7 +350,7 @@ func thresholdAlarm(s []SMISample, r SMIGPUReport, opts SMIOptions) SMIThreshold
 // the whole run is not (a fast start-up ramp before a slow leak, or a
 // final jump after one), the longest qualifying part is looked for by
 // trimming whole rises off either end.
-func findGrowthRuns(all []SMISample, opts SMIOptions) (runs, leaks []GrowthRun) {
+func findGrowthRuns(all []SMISample, opts SMIOptions, nearZero int64) (runs, leaks []GrowthRun) {
 	// Samples without memory.used are skipped; pos maps back.
 	var pos []int
 	for i, x := range all {
@@ -362,6 +381,32 @@ func findGrowthRuns(all []SMISample, opts SMIOptions) (runs, leaks []GrowthRun) 
 		if firstRise > 0 {
 			run, leak, ok := judgeRun(all, pos, firstRise-1, peakAt, opts)
 			if ok {
+				// How the run ended: the log ended, or memory dropped.
+				// The drop's floor is the lowest of the next few samples,
+				// as a process frees its memory over a second or two.
+				if j < n {
+					low := j
+					for k := j + 1; k < min(j+5, n); k++ {
+						if used(k) < used(low) {
+							low = k
+						}
+					}
+					run.DroppedTo, run.DropTime = used(low), all[pos[low]].Time
+					// Memory given back while the GPU stays in use is a
+					// cache growing and being flushed (empty_cache, or the
+					// allocator freeing its cache to retry a cudaMalloc),
+					// not memory lost for good.
+					run.Released = used(low) > nearZero && float64(run.EndBytes-used(low)) >= 0.5*float64(run.GrowthBytes)
+				}
+				if leak != nil {
+					leak.DroppedTo, leak.DropTime, leak.Released = run.DroppedTo, run.DropTime, run.Released
+					if run.Released {
+						why := fmt.Sprintf("released: fell to %s at %s with the GPU still in use (a cache grown, then flushed)",
+							FormatBytes(run.DroppedTo), run.DropTime.Format(SMITimeLayout))
+						run.Leak, run.Reason = false, why
+						leak = nil
+					}
+				}
 				runs = append(runs, run)
 				if leak != nil {
 					leaks = append(leaks, *leak)
@@ -459,7 +504,8 @@ func judgeRun(all []SMISample, pos []int, s, e int, opts SMIOptions) (run Growth
 	window := func(a, b, lo, hi int) GrowthRun {
 		ga, gb := all[pos[s+a]], all[pos[s+b]]
 		w := GrowthRun{
-			Start: ga.Time, End: gb.Time, StartSample: pos[s+a], EndSample: pos[s+b],
+			DroppedTo: -1,
+			Start:     ga.Time, End: gb.Time, StartSample: pos[s+a], EndSample: pos[s+b],
 			Duration: gb.Time.Sub(ga.Time), Samples: b - a + 1, Rises: hi - lo + 1,
 			StartBytes: ga.UsedBytes, EndBytes: gb.UsedBytes, GrowthBytes: gb.UsedBytes - ga.UsedBytes,
 		}

@@ -283,6 +283,8 @@ func TestAnalyzeSMISynthetic(t *testing.T) {
 		}(), 1, 160},
 		{"leak reset by a restart is two leaks", concat(linear(100, 500, 32, 1), flat(3, 0), linear(100, 500, 32, 1)), 2, 160},
 		{"fast ramp, then a slow leak", concat(flat(5, 0), linear(6, 1000, 2000, 1), linear(300, 11000, 4, 1)), 1, 20},
+		{"sawtooth: grows, flushed back to a high base, grows again", concat(flat(5, 20000), linear(150, 20000, 32, 1), linear(150, 20000, 32, 1), flat(5, 20000)), 0, 0},
+		{"leak, then exit on a GPU another process holds 1 GiB of", concat(flat(5, 1024), linear(150, 1024, 32, 1), flat(5, 1024)), 1, 160},
 		{"short growth under the minimum duration", concat(flat(5, 0), linear(40, 100, 32, 1), flat(30, 1380)), 0, 0},
 	}
 	for _, c := range cases {

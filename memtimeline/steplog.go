@@ -69,7 +69,7 @@ var ErrNotStepLog = errors.New("not a per-step memory log (JSON Lines with alloc
 // stepKeys lists, per quantity, the keys accepted, in order of preference.
 // A suffix _mb/_mib/_gb/_gib on a key scales its value.
 var stepKeys = map[string][]string{
-	"step":           {"step", "iteration", "iter", "global_step", "step_idx", "batch", "i"},
+	"step":           {"step", "iteration", "iter", "global_step", "step_idx"},
 	"time":           {"t", "time", "timestamp", "ts", "wall_time"},
 	"allocated":      {"allocated", "allocated_bytes.all.current", "allocated_bytes", "memory_allocated", "mem_allocated", "alloc", "allocated_mib", "allocated_mb", "memory_allocated_mb", "allocated_gib", "allocated_gb"},
 	"reserved":       {"reserved", "reserved_bytes.all.current", "reserved_bytes", "memory_reserved", "mem_reserved", "reserved_mib", "reserved_mb", "memory_reserved_mb", "reserved_gib", "reserved_gb"},

@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"math"
+	"sort"
 	"strings"
 	"time"
 
@@ -169,10 +170,14 @@ func renderSMITable(w io.Writer, path string, log *memtimeline.SMILog, a memtime
 		} else {
 			fmt.Fprintf(w, "Leak: steady growth in %d stretch(es)\n", len(g.Leaks))
 			t := newTableWriter()
-			t.AppendHeader(table.Row{"start", "end", "duration", "from", "to", "growth", "rate MiB/s", "R^2", "new highs", "samples"})
+			t.AppendHeader(table.Row{"start", "end", "duration", "from", "to", "growth", "rate MiB/s", "R^2", "new highs", "samples", "then"})
 			for _, l := range g.Leaks {
+				then := "log ends"
+				if l.DroppedTo >= 0 {
+					then = fmt.Sprintf("falls to %s at %s", memtimeline.FormatBytes(l.DroppedTo), clock(l.DropTime))
+				}
 				t.AppendRow(table.Row{clock(l.Start), clock(l.End), fmtSMIDuration(l.Duration), memtimeline.FormatBytes(l.StartBytes), memtimeline.FormatBytes(l.EndBytes),
-					memtimeline.FormatBytes(l.GrowthBytes), fmt.Sprintf("%.1f", l.SlopeBytesPerSec/(1<<20)), fmt.Sprintf("%.3f", l.R2), l.Rises, l.Samples})
+					memtimeline.FormatBytes(l.GrowthBytes), fmt.Sprintf("%.1f", l.SlopeBytesPerSec/(1<<20)), fmt.Sprintf("%.3f", l.R2), l.Rises, l.Samples, then})
 			}
 			fmt.Fprintln(w, t.Render())
 		}
@@ -184,6 +189,14 @@ func renderSMITable(w io.Writer, path string, log *memtimeline.SMILog, a memtime
 		}
 		if len(other) > 0 {
 			fmt.Fprintf(w, "Growth runs that are not leaks (%d):\n", len(other))
+			hidden := 0
+			if len(other) > smiMaxTableRuns {
+				// The longest ones, shown in time order.
+				sort.SliceStable(other, func(i, j int) bool { return other[i].Duration > other[j].Duration })
+				hidden = len(other) - smiMaxTableRuns
+				other = other[:smiMaxTableRuns]
+				sort.SliceStable(other, func(i, j int) bool { return other[i].Start.Before(other[j].Start) })
+			}
 			t := newTableWriter()
 			t.AppendHeader(table.Row{"start", "end", "duration", "from", "to", "R^2", "why not a leak"})
 			for _, r := range other {
@@ -191,6 +204,9 @@ func renderSMITable(w io.Writer, path string, log *memtimeline.SMILog, a memtime
 					fmt.Sprintf("%.2f", r.R2), r.Reason})
 			}
 			fmt.Fprintln(w, t.Render())
+			if hidden > 0 {
+				fmt.Fprintf(w, "(the %d longest shown; %d shorter ones in --format json)\n", smiMaxTableRuns, hidden)
+			}
 		}
 
 		fmt.Fprintln(w)
@@ -228,6 +244,9 @@ func renderSMITable(w io.Writer, path string, log *memtimeline.SMILog, a memtime
 		}
 	}
 }
+
+// smiMaxTableRuns caps the non-leak runs a table lists.
+const smiMaxTableRuns = 10
 
 // smiSparkColumns is the width of the memory-over-time sparkline.
 const smiSparkColumns = 60
@@ -287,6 +306,9 @@ type smiGrowthJSON struct {
 	R2               float64 `json:"r2"`
 	Leak             bool    `json:"leak"`
 	Reason           string  `json:"reason"`
+	DroppedToBytes   *int64  `json:"dropped_to_bytes"`
+	DropTime         *string `json:"drop_time"`
+	Released         bool    `json:"released"`
 }
 
 type smiPeriodJSON struct {
@@ -371,14 +393,19 @@ func smiOptBytes(b int64) *int64 {
 }
 
 func smiGrowth(r memtimeline.GrowthRun) smiGrowthJSON {
-	return smiGrowthJSON{
+	j := smiGrowthJSON{
 		Start: r.Start.Format(memtimeline.SMITimeLayout), End: r.End.Format(memtimeline.SMITimeLayout),
 		DurationS: smiRound(r.Duration.Seconds(), 3), Samples: r.Samples, NewHighs: r.Rises,
 		StartBytes: r.StartBytes, EndBytes: r.EndBytes, GrowthBytes: r.GrowthBytes,
 		LargestRiseBytes: r.LargestRiseBytes, LongestStallS: smiRound(r.LongestStall.Seconds(), 3),
 		SlopeBytesPerS: smiRound(r.SlopeBytesPerSec, 0), SlopeMiBPerS: smiRound(r.SlopeBytesPerSec/(1<<20), 3),
-		R2: smiRound(r.R2, 4), Leak: r.Leak, Reason: r.Reason,
+		R2: smiRound(r.R2, 4), Leak: r.Leak, Reason: r.Reason, Released: r.Released,
 	}
+	if r.DroppedTo >= 0 {
+		b, ts := r.DroppedTo, r.DropTime.Format(memtimeline.SMITimeLayout)
+		j.DroppedToBytes, j.DropTime = &b, &ts
+	}
+	return j
 }
 
 func smiPeriods(ps []memtimeline.SMIPeriod) []smiPeriodJSON {
