@@ -4,70 +4,16 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
-	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
 
-// The -update flag rewrites golden files. Other test files of this package
-// may register it too; whoever comes first wins, the rest look it up.
-func init() {
-	if flag.Lookup("update") == nil {
-		flag.Bool("update", false, "rewrite golden files under testdata")
-	}
-}
-
-func updateGoldens() bool {
-	f := flag.Lookup("update")
-	return f != nil && f.Value.String() == "true"
-}
-
-// runForTest runs the torchmem command line in-process and returns what
-// it printed and the exit code run() would give.
+// runForTest runs the torchmem command line in-process.
 func runForTest(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	root := newRootCmd()
-	var out, errb bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&errb)
-	root.SetArgs(args)
-	err := root.Execute()
-	code = exitOK
-	if err != nil {
-		var ee *exitError
-		if errors.As(err, &ee) {
-			code = ee.code
-			if !ee.silent && ee.err != nil {
-				errb.WriteString("torchmem: " + ee.err.Error() + "\n")
-			}
-		} else {
-			code = exitBadInput
-			errb.WriteString("torchmem: " + err.Error() + "\n")
-		}
-	}
-	return out.String(), errb.String(), code
-}
-
-// checkGolden compares got with the golden file at path (relative to the
-// repository root), or rewrites it under -update.
-func checkGolden(t *testing.T, path, got string) {
-	t.Helper()
-	if updateGoldens() {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("output differs from %s (go test -update rewrites it)\ngot:\n%s\nwant:\n%s", path, got, want)
-	}
+	return torchmem(t, args...)
 }
 
 // chdirRepoRoot makes paths in outputs and goldens repository-relative.
