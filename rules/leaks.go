@@ -211,8 +211,8 @@ func AnalyzeLeaks(t *chrometrace.Trace, opts LeakOptions) LeakReport {
 	case rep.GrowthBytesPerStep >= opts.MinBytesPerStep:
 		rep.Verdict = VerdictLeak
 		top := rep.Suspects[0]
-		rep.Reason = fmt.Sprintf("%s per step stays allocated: %d of %d steps before the last %d left blocks alive at the same site(s); top suspect %s via %s",
-			memtimeline.FormatBytes(rep.GrowthBytesPerStep), top.StepsWithSurvivors, len(steps), opts.SteadySteps, lastFrame(top.Stack), firstOp(top.Operator))
+		rep.Reason = fmt.Sprintf("%s per step stays allocated: blocks from %d of %d steps are still alive at the same site(s); top suspect %s via %s",
+			memtimeline.FormatBytes(rep.GrowthBytesPerStep), top.StepsWithSurvivors, len(steps), lastFrame(top.Stack), firstOp(top.Operator))
 	default:
 		rep.Verdict = VerdictClean
 		var steadyBytes int64
