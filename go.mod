@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/bytedance/sonic v1.15.5
+	github.com/goccy/go-yaml v1.19.2
 	github.com/jedib0t/go-pretty/v6 v6.9.2
 	github.com/klauspost/pgzip v1.3.0
 	github.com/schollz/progressbar/v3 v3.19.1

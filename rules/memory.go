@@ -130,7 +130,9 @@ func init() {
 			if in.Trace == nil {
 				return nil
 			}
-			ops := slices.Clone(in.Operators())
+			ops := slices.DeleteFunc(slices.Clone(in.Operators()), func(o chrometrace.OperatorStats) bool {
+				return o.Name == "ProfilerStep*" // a window, not an operator
+			})
 			var total int64
 			for _, o := range ops {
 				total += o.AllocBytes

@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/memtimeline"
 )
 
 // Severity orders findings; only Error fails `torchmem check`.
@@ -85,11 +86,14 @@ type Finding struct {
 	Source string `json:"source,omitempty"`
 }
 
-// Input is what rules look at: one profiler trace, with analyses computed
-// on first use and shared between rules.
+// Input is what rules look at: one input file of any kind torchmem
+// reads (one of the fields is set), with analyses computed on first use and
+// shared between rules.
 type Input struct {
-	Source string
-	Trace  *chrometrace.Trace
+	Source  string
+	Trace   *chrometrace.Trace
+	SMI     *memtimeline.SMILog
+	StepLog *memtimeline.StepLog
 
 	mu    sync.Mutex
 	cache map[string]any
