@@ -251,7 +251,7 @@ const pickleBufSize = 256 << 10
 // decodePickle reads one pickle from r and returns its arena and root value.
 // It may read past the STOP opcode.
 func decodePickle(r io.Reader) (*arena, pval, error) {
-	d := &pickleDecoder{src: r, buf: make([]byte, pickleBufSize), listIndex: make(map[uint64][][]pval)}
+	d := &pickleDecoder{src: r, buf: make([]byte, 4<<10), listIndex: make(map[uint64][][]pval)}
 	head, err := d.peekUpTo(2)
 	if len(head) == 0 && err != nil {
 		if err == io.EOF {
@@ -276,8 +276,15 @@ func (d *pickleDecoder) fill(n int) error {
 	if d.end-d.pos >= n {
 		return nil
 	}
-	if d.pos > 0 {
-		copy(d.buf, d.buf[d.pos:d.end])
+	if d.pos > 0 || d.end == len(d.buf) {
+		buf := d.buf
+		// Start small (a tiny or broken input costs little) and double up
+		// to pickleBufSize while the input keeps coming.
+		if len(buf) < pickleBufSize {
+			buf = make([]byte, min(2*len(buf), pickleBufSize))
+		}
+		copy(buf, d.buf[d.pos:d.end])
+		d.buf = buf
 		d.base += int64(d.pos)
 		d.end -= d.pos
 		d.pos = 0

@@ -197,8 +197,11 @@ func (m *snapMapper) snapshot(root pval) (*Snapshot, error) {
 	case kList:
 		// torch < 2.0 memory_snapshot(): a bare list of segments.
 		segs, err := m.segments(root)
+		if err != nil {
+			return nil, err
+		}
 		s.Segments = segs
-		return s, err
+		return s, nil
 	case kDict:
 	default:
 		return nil, m.fail(locTop, "", "a %v, want a dict", root.kind())

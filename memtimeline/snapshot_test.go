@@ -124,12 +124,19 @@ func TestSnapshotMatchesCPython(t *testing.T) {
 				framesTotal := 0
 				frames := map[Frame]bool{}
 				stacks := map[string]bool{}
+				seen := map[*Frame]bool{} // stacks are shared slices: key each once
 				for _, e := range tr {
 					actions[e.Action]++
 					sizeSum += e.Size
 					timeSum += uint64(e.TimeUS)
 					addrXor ^= e.Addr
 					framesTotal += len(e.Frames)
+					if len(e.Frames) > 0 {
+						if seen[&e.Frames[0]] {
+							continue
+						}
+						seen[&e.Frames[0]] = true
+					}
 					var key strings.Builder
 					for _, f := range e.Frames {
 						frames[f] = true
