@@ -159,6 +159,9 @@ type arena struct {
 	strs   []string
 	lists  [][]pval
 	dicts  [][]pval
+	// inputBytes is the length of the pickle, which bounds how much work
+	// its contents may legitimately cause (see snapMapper.spend).
+	inputBytes int64
 }
 
 func (a *arena) intVal(n int64) pval {
@@ -266,6 +269,7 @@ func decodePickle(r io.Reader) (*arena, pval, error) {
 	if err != nil {
 		return nil, 0, err
 	}
+	d.a.inputBytes = d.offset()
 	return &d.a, root, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+	"time"
 )
 
 var pickleDir = filepath.Join("testdata", "pickle")
@@ -335,5 +336,36 @@ func TestIsPickle(t *testing.T) {
 		if got := IsPickle([]byte(in)); got != want {
 			t.Errorf("IsPickle(%q) = %v", in, got)
 		}
+	}
+}
+
+// TestRepetitionBomb builds a 1.5 MB pickle whose trace repeats one
+// 100,000-key dict 100,000 times through the memo: expanding it would visit
+// 10^10 fields. It must be refused quickly.
+func TestRepetitionBomb(t *testing.T) {
+	const keys, refs = 100_000, 100_000
+	var b bytes.Buffer
+	b.WriteString("\x80\x04}\x94\x8c\x0ddevice_traces\x94]\x94]\x94") // memo 0..3
+	b.WriteString("}\x94(")                                           // entry dict: memo 4
+	for i := 0; i < keys; i++ {
+		k := fmt.Sprintf("k%d", i)
+		b.WriteByte(0x8c)
+		b.WriteByte(byte(len(k)))
+		b.WriteString(k)
+		b.WriteString("K\x01")
+	}
+	b.WriteString("u0(") // POP the entry dict off the stack
+	for i := 0; i < refs; i++ {
+		b.WriteString("h\x04")
+	}
+	b.WriteString("ea") // the trace gets the refs; device_traces gets the trace
+	b.WriteString("s.") // top["device_traces"] = [...]
+	start := time.Now()
+	_, err := ReadSnapshot(bytes.NewReader(b.Bytes()))
+	if !errors.Is(err, errTooRepetitive) {
+		t.Fatalf("error %v, want errTooRepetitive", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("took %v to refuse", d)
 	}
 }

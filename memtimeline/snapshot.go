@@ -1,6 +1,7 @@
 package memtimeline
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -128,7 +129,8 @@ func ReadSnapshot(r io.Reader) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &snapMapper{a: a, frames: map[int]Frame{}, stacks: map[*pval][]Frame{}, strs: map[string]string{}}
+	m := &snapMapper{a: a, frames: map[int]Frame{}, stacks: map[*pval][]Frame{}, strs: map[string]string{},
+		budget: 8*a.inputBytes + 1<<20}
 	return m.snapshot(root)
 }
 
@@ -140,6 +142,23 @@ type snapMapper struct {
 	frames map[int]Frame     // frame dict index -> frame
 	stacks map[*pval][]Frame // first item of a frames list -> stack
 	strs   map[string]string
+	// budget caps the fields and items the mapping may visit. The memo lets
+	// a few bytes reference a huge dict or list again and again (a 4 MB
+	// file could name a million-key dict a million times); a real snapshot
+	// visits far fewer fields than it has bytes, so work beyond a small
+	// multiple of the input size means a hostile file, not a big one.
+	budget int64
+}
+
+var errTooRepetitive = errors.New("not an allocator snapshot: it refers to the same objects far more often than a real snapshot does (refusing to expand it)")
+
+// spend charges n units of work against the budget.
+func (m *snapMapper) spend(n int) error {
+	m.budget -= int64(n)
+	if m.budget < 0 {
+		return errTooRepetitive
+	}
+	return nil
 }
 
 // loc names a place in the snapshot for error messages, e.g.
@@ -256,7 +275,8 @@ func (m *snapMapper) keys(d pval) string {
 func (m *snapMapper) list(v pval, l *loc, key string) ([]pval, error) {
 	switch v.kind() {
 	case kList, kTuple:
-		return m.a.lists[v.idx()], nil
+		items := m.a.lists[v.idx()]
+		return items, m.spend(len(items))
 	}
 	return nil, m.fail(l, key, "a %v, want a list", v.kind())
 }
@@ -269,6 +289,9 @@ func (m *snapMapper) fields(v pval, l *loc, fn func(key string, v pval) error) e
 		return m.fail(l, "", "a %v, want a dict", v.kind())
 	}
 	kv := m.a.dicts[v.idx()]
+	if err := m.spend(1 + len(kv)/2); err != nil {
+		return err
+	}
 	for i := 0; i+1 < len(kv); i += 2 {
 		if kv[i].kind() != kStr {
 			continue

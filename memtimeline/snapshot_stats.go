@@ -430,9 +430,18 @@ func (s *Snapshot) LeakCandidates() []LeakCandidate {
 		}
 		sort.Ints(idx) // time order, so that the first allocation leads its group
 		groups := map[Frame]int{}
+		sites := map[*Frame]Frame{} // stacks are shared: find each one's site once
 		for _, i := range idx {
 			e := tr[i]
-			site := UserFrame(e.Frames)
+			var site Frame
+			if len(e.Frames) == 0 {
+				site = UserFrame(nil)
+			} else if s, ok := sites[&e.Frames[0]]; ok {
+				site = s
+			} else {
+				site = UserFrame(e.Frames)
+				sites[&e.Frames[0]] = site
+			}
 			g, ok := groups[site]
 			if !ok {
 				g = len(out)
