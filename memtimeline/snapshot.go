@@ -82,9 +82,9 @@ type TraceEntry struct {
 // Frame is one stack frame, innermost first; C++ frames are included.
 // Frames and whole stacks are shared between entries: treat as read-only.
 type Frame struct {
-	Filename string
-	Line     int
-	Name     string
+	Filename string `json:"filename"`
+	Line     int    `json:"line"`
+	Name     string `json:"name"`
 }
 
 // IsPython reports whether the frame is Python code (not a C++ frame from
@@ -123,7 +123,10 @@ type Annotation struct {
 }
 
 // ReadSnapshot decodes an allocator snapshot pickle from r (uncompressed;
-// chrometrace.Open handles gzip). It never executes or resolves classes.
+// chrometrace.Open handles gzip). It never executes or resolves classes,
+// and it may read past the pickle's STOP opcode (it buffers). Errors say
+// what is wrong and where (pickle byte offset or field path); wrap them
+// with the file name.
 func ReadSnapshot(r io.Reader) (*Snapshot, error) {
 	a, root, err := decodePickle(r)
 	if err != nil {

@@ -102,8 +102,10 @@ func renderSnapshotReport(w io.Writer, path string, rep *memtimeline.SnapshotRep
 		return writeJSON(w, snapshotJSON{File: path, SnapshotReport: rep})
 	}
 	st := rep.Stats
-	fmt.Fprintf(w, "Allocator snapshot %s: %d segments on device(s) %s, %d blocks\n\n",
+	fmt.Fprintf(w, "Allocator snapshot %s: %d segments on device(s) %s, %d blocks\n",
 		path, st.Segments, joinInts(st.Devices), st.Blocks)
+	fmt.Fprintln(w, "Sizes in binary units as torch prints them (1 MB = 1 MiB); Bytes are exact.")
+	fmt.Fprintln(w)
 
 	t := newTableWriter()
 	t.AppendHeader(table.Row{"Memory", "Size", "Bytes", "What it is"})
