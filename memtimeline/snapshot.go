@@ -336,11 +336,14 @@ func (m *snapMapper) str(v pval, l *loc, key string) (string, error) {
 	if !ok {
 		return "", m.fail(l, key, "a %v, want a str", v.kind())
 	}
-	return m.intern(s), nil
+	// No interning here: CPython memoizes every str, so repeated actions
+	// and states already share one Go string through the memo.
+	return s, nil
 }
 
-// intern shares equal strings that the pickle did not share through its
-// memo (actions and states are memoized by CPython, but not by every writer).
+// intern shares equal frame strings that the pickle did not share through
+// its memo (CPython does; other writers may not), so that frames from
+// different writers still compare and group cheaply.
 func (m *snapMapper) intern(s string) string {
 	if t, ok := m.strs[s]; ok {
 		return t
@@ -535,8 +538,10 @@ func (m *snapMapper) stack(v pval, owner *loc) ([]Frame, error) {
 			switch key {
 			case "filename":
 				f.Filename, err = m.str(v, l, key)
+				f.Filename = m.intern(f.Filename)
 			case "name":
 				f.Name, err = m.str(v, l, key)
+				f.Name = m.intern(f.Name)
 			case "line":
 				var n int64
 				n, err = m.int(v, l, key)
