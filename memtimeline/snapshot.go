@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 )
 
@@ -658,14 +657,4 @@ func (m *snapMapper) annotations(v pval) ([]Annotation, error) {
 		out = append(out, a)
 	}
 	return out, nil
-}
-
-// sortedKeys returns the keys of m in a stable order for output.
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -159,5 +160,31 @@ func TestCppShortName(t *testing.T) {
 		if got := cppShortName(in); got != want {
 			t.Errorf("cppShortName(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite golden files from the current output")
+
+// TestSnapshotCommandGolden pins the whole table rendering for one real
+// snapshot; run `go test ./cmd/torchmem -run Golden -update` after an
+// intended change and review the diff.
+func TestSnapshotCommandGolden(t *testing.T) {
+	path := filepath.Join(snapshotTestdata, "leak_module_cache.pickle.gz")
+	out, code, err := execute(t, "snapshot", path, "--top", "5")
+	if code != exitOK {
+		t.Fatalf("exit %d: %v", code, err)
+	}
+	golden := filepath.Join(snapshotTestdata, "leak_module_cache.snapshot.golden.txt")
+	if *update {
+		if err := os.WriteFile(golden, []byte(out), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if out != string(want) {
+		t.Errorf("output differs from %s (run with -update if intended):\n%s", golden, out)
 	}
 }
