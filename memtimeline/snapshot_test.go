@@ -201,7 +201,7 @@ type truthJSON struct {
 // forward, and an eval loop keeping its outputs.
 func TestLeakCandidatesFindPlantedLeaks(t *testing.T) {
 	t.Run("leak_module_cache", func(t *testing.T) {
-		truth := readTruth(t, "leak_module_cache")
+		truth := readSnapshotTruth(t, "leak_module_cache")
 		leaks := loadTestSnapshot(t, "leak_module_cache").LeakCandidates()
 		top := leaks[0]
 		// Cached.forward: self.cache.append(h.detach().clone())
@@ -221,7 +221,7 @@ func TestLeakCandidatesFindPlantedLeaks(t *testing.T) {
 		}
 	})
 	t.Run("leak_eval_no_grad", func(t *testing.T) {
-		truth := readTruth(t, "leak_eval_no_grad")
+		truth := readSnapshotTruth(t, "leak_eval_no_grad")
 		leaks := loadTestSnapshot(t, "leak_eval_no_grad").LeakCandidates()
 		top := leaks[0]
 		// "preds.append(out) / out = m(x)": the model call in the user's step.
@@ -237,7 +237,7 @@ func TestLeakCandidatesFindPlantedLeaks(t *testing.T) {
 	})
 }
 
-func readTruth(t *testing.T, name string) truthJSON {
+func readSnapshotTruth(t *testing.T, name string) truthJSON {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(snapshotDir, name+".truth.json"))
 	if err != nil {

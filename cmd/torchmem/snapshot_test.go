@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -163,7 +162,6 @@ func TestCppShortName(t *testing.T) {
 	}
 }
 
-var update = flag.Bool("update", false, "rewrite golden files from the current output")
 
 // TestSnapshotCommandGolden pins the whole table rendering for one real
 // snapshot; run `go test ./cmd/torchmem -run Golden -update` after an
