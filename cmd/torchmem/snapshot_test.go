@@ -162,7 +162,6 @@ func TestCppShortName(t *testing.T) {
 	}
 }
 
-
 // TestSnapshotCommandGolden pins the whole table rendering for one real
 // snapshot; run `go test ./cmd/torchmem -run Golden -update` after an
 // intended change and review the diff.
