@@ -92,8 +92,9 @@ type Finding struct {
 type Input struct {
 	Source  string
 	Trace   *chrometrace.Trace
-	SMI     *memtimeline.SMILog
-	StepLog *memtimeline.StepLog
+	SMI      *memtimeline.SMILog
+	StepLog  *memtimeline.StepLog
+	Snapshot *memtimeline.Snapshot
 
 	mu    sync.Mutex
 	cache map[string]any

@@ -78,7 +78,9 @@ func loadRuleInput(path string, stderr io.Writer) (*rules.Input, inputKind, erro
 		if in.StepLog, err = readStepFile(path); err != nil {
 			err = badInput(err)
 		}
-	case kindSnapshot, kindTimeline:
+	case kindSnapshot:
+		in.Snapshot, err = readSnapshotFile(path)
+	case kindTimeline:
 		fmt.Fprintf(stderr, "torchmem: note: %s is a %s; no rules read it yet, skipped\n", path, kind)
 	default:
 		err = badInput(fmt.Errorf("%s: not a file torchmem reads (a Kineto trace, allocator snapshot, nvidia-smi CSV, per-step JSONL or memory timeline)", path))

@@ -100,6 +100,16 @@ func runLeaks(stdout, stderr io.Writer, args []string, o *leaksOptions) error {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
+			if kind, err := sniffInput(p); err == nil && kind == kindSnapshot {
+				snap, err := readSnapshotFile(p)
+				if err != nil {
+					results[i] = leakResult{Path: p, Err: err}
+					return
+				}
+				rep := rules.AnalyzeSnapshotLeaks(memtimeline.AnalyzeSnapshot(snap, 0), opts)
+				results[i] = leakResult{Path: p, Rank: rankFromName(p), Report: rep}
+				return
+			}
 			var warn strings.Builder
 			t, err := loadTrace(p, &warn)
 			errMu.Lock()
