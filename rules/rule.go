@@ -90,8 +90,8 @@ type Finding struct {
 // reads (one of the fields is set), with analyses computed on first use and
 // shared between rules.
 type Input struct {
-	Source  string
-	Trace   *chrometrace.Trace
+	Source   string
+	Trace    *chrometrace.Trace
 	SMI      *memtimeline.SMILog
 	StepLog  *memtimeline.StepLog
 	Snapshot *memtimeline.Snapshot
