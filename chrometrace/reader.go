@@ -29,35 +29,46 @@ type ReadOptions struct {
 // rawEvent is what sonic decodes one trace event into. Strings reference the
 // batch's bytes (no copy) until the merger interns them.
 type rawEvent struct {
-	Ph   string          `json:"ph"`
-	Cat  string          `json:"cat"`
-	Name string          `json:"name"`
-	Pid  json.RawMessage `json:"pid"`
-	Tid  json.RawMessage `json:"tid"`
-	Ts   json.Number     `json:"ts"`
-	Dur  json.Number     `json:"dur"`
-	ID   json.RawMessage `json:"id"`
-	Args rawArgs         `json:"args"`
+	Ph   string      `json:"ph"`
+	Cat  string      `json:"cat"`
+	Name string      `json:"name"`
+	Pid  rawJSON     `json:"pid"`
+	Tid  rawJSON     `json:"tid"`
+	Ts   json.Number `json:"ts"`
+	Dur  json.Number `json:"dur"`
+	ID   rawJSON     `json:"id"`
+	Args rawArgs     `json:"args"`
+}
+
+// rawJSON is the JSON text of a value, like json.RawMessage but pointing
+// into the batch's bytes instead of a copy: sonic hands UnmarshalJSON a
+// view of its input, and copying it cost an allocation for every pid and
+// tid of every event. Valid until the batch is reused; never appended to.
+type rawJSON []byte
+
+func (r *rawJSON) UnmarshalJSON(b []byte) error {
+	*r = b
+	return nil
 }
 
 type rawArgs struct {
-	Bytes          int64           `json:"Bytes"`
-	Addr           uint64          `json:"Addr"`
-	TotalAllocated int64           `json:"Total Allocated"`
-	TotalReserved  int64           `json:"Total Reserved"`
-	DeviceType     int64           `json:"Device Type"`
-	DeviceID       int64           `json:"Device Id"`
-	ExternalID     int64           `json:"External id"`
-	SeqNr          json.Number     `json:"Sequence number"`
-	FwdThread      json.Number     `json:"Fwd thread id"`
-	InputDims      json.RawMessage `json:"Input Dims"`
-	CallStack      string          `json:"Call stack"`
-	PythonID       json.Number     `json:"Python id"`
-	PythonParentID json.Number     `json:"Python parent id"`
-	MemBytes       int64           `json:"bytes"`
-	Device         int64           `json:"device"`
-	Stream         int64           `json:"stream"`
-	MetaName       string          `json:"name"`
+	Bytes          int64       `json:"Bytes"`
+	Addr           uint64      `json:"Addr"`
+	TotalAllocated int64       `json:"Total Allocated"`
+	TotalReserved  int64       `json:"Total Reserved"`
+	DeviceType     int64       `json:"Device Type"`
+	DeviceID       int64       `json:"Device Id"`
+	ExternalID     int64       `json:"External id"`
+	SeqNr          json.Number `json:"Sequence number"`
+	FwdThread      json.Number `json:"Fwd thread id"`
+	InputDims      rawJSON     `json:"Input Dims"`
+	CallStack      string      `json:"Call stack"`
+	PythonID       json.Number `json:"Python id"`
+	PythonParentID json.Number `json:"Python parent id"`
+	MemBytes       int64       `json:"bytes"`
+	Device         int64       `json:"device"`
+	Stream         int64       `json:"stream"`
+	MetaName       string      `json:"name"`
 }
 
 // sonicAPI decodes without copying strings: the merger copies the few
