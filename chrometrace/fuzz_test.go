@@ -10,7 +10,8 @@ import (
 // operator aggregation: any input must give a model or an error, never a
 // panic or a hang. Seeds: the hand-written edge cases and the head of a
 // real trace; the corpus grown by `go test -fuzz` is kept in
-// testdata/fuzz/FuzzRead.
+// testdata/fuzz/FuzzRead. Plain JSON is also read with tiny speculative
+// batches, which must give exactly what the exact splitter gives.
 func FuzzRead(f *testing.F) {
 	f.Add([]byte(edgeTrace))
 	f.Add([]byte(`[{"ph":"X","cat":"cpu_op","name":"a","pid":1,"tid":1,"ts":1,"dur":5}]`))
@@ -18,6 +19,9 @@ func FuzzRead(f *testing.F) {
 	real := gunzipFile(f, filepath.Join("..", "testdata", "traces", "leak_module_cache", "trace.json.gz"))
 	f.Add(real[:4096])
 	f.Fuzz(func(t *testing.T, data []byte) {
+		if exact, fast, _ := readBothWays(t, data, 48); exact != fast {
+			t.Fatalf("speculative read (got) differs from exact (want):\n%s", firstDiff(fast, exact))
+		}
 		in, err := NewInput(bytes.NewReader(data))
 		if err != nil {
 			return

@@ -308,6 +308,10 @@ type Trace struct {
 	InputBytes int64
 	Truncated  *Truncation
 	Warnings   []string
+
+	// speculativeBatches counts batches read the fast way (tests check
+	// that the fast path ran).
+	speculativeBatches int
 }
 
 // Str returns the string for id.

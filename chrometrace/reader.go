@@ -1,11 +1,13 @@
 package chrometrace
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -75,17 +77,33 @@ type rawArgs struct {
 // distinct ones when it interns them.
 var sonicAPI = sonic.Config{CopyString: false, CaseSensitive: true, NoValidateJSONSkip: true}.Froze()
 
+// sonicValidating also validates the values it skips (unknown fields):
+// a speculative batch is only trusted if all of it is valid JSON, which
+// the exact path's splitter would have accepted too (its bracket check
+// is what sonicAPI's skipping leaves out).
+var sonicValidating = sonic.Config{CopyString: false, CaseSensitive: true}.Froze()
+
 // batch is a run of whole events, written as one JSON array so that sonic
 // decodes thousands of events per call.
 type batch struct {
 	seq    int
 	data   []byte
 	starts []int32 // offset of each element in data
-	offset int64   // input offset of the first element
-	first  int64   // index of the first event in the trace
-	events []rawEvent
-	err    error
-	warn   string
+	// inputOffsets is each element's offset in the input, for errors:
+	// white space between elements is not copied into data.
+	inputOffsets []int64
+	offset       int64 // input offset of the first element
+	first        int64 // index of the first event in the trace
+	events       []rawEvent
+	err          error
+	warn         string
+	// Speculative batches are raw input cut at a guessed element
+	// boundary (see readEventsSpeculative); sep holds the input bytes
+	// between the last element and the next batch, which data no longer
+	// has, and failed says the guess could not be confirmed.
+	speculative bool
+	sep         []byte
+	failed      bool
 }
 
 const batchBytes = 1 << 20
@@ -210,8 +228,22 @@ func readObject(sp *splitter, b *builder, workers int, opts ReadOptions) error {
 }
 
 // readEvents streams the elements of the traceEvents array (or a legacy
-// bare array) through the decoding workers into the builder.
+// bare array) through the decoding workers into the builder: as many
+// whole batches as possible the fast way, the rest (at least the array's
+// end, and everything from an element the fast way cannot vouch for) with
+// the exact splitter.
 func readEvents(sp *splitter, b *builder, workers int, opts ReadOptions) error {
+	before := b.t.Events
+	if err := readEventsSpeculative(sp, b, workers, opts); err != nil {
+		return err
+	}
+	return readEventsExact(sp, b, workers, opts, b.t.Events-before)
+}
+
+// readEventsExact cuts elements with the splitter, which walks every byte
+// on one goroutine. firstEvent is the index in the array of the element
+// at the splitter's position, for messages.
+func readEventsExact(sp *splitter, b *builder, workers int, opts ReadOptions, firstEvent int64) error {
 	jobs := make(chan *batch, workers)
 	results := make(chan *batch, workers)
 	free := make(chan *batch, 2*workers+2)
@@ -224,7 +256,11 @@ func readEvents(sp *splitter, b *builder, workers int, opts ReadOptions) error {
 		go func() {
 			defer wg.Done()
 			for bt := range jobs {
-				decodeBatch(bt)
+				if bt.speculative {
+					decodeSpeculative(bt)
+				} else {
+					decodeBatch(bt)
+				}
 				results <- bt
 			}
 		}()
@@ -241,7 +277,7 @@ func readEvents(sp *splitter, b *builder, workers int, opts ReadOptions) error {
 	go func() {
 		defer close(jobs)
 		seq := 0
-		var events int64
+		events := firstEvent
 		cur := <-free
 		cur.reset(seq, events, sp.offset())
 		send := func() bool {
@@ -287,6 +323,7 @@ func readEvents(sp *splitter, b *builder, workers int, opts ReadOptions) error {
 				cur.data = append(cur.data, ',')
 			}
 			cur.starts = append(cur.starts, int32(len(cur.data)))
+			cur.inputOffsets = append(cur.inputOffsets, sp.offset()-int64(len(elem)))
 			cur.data = append(cur.data, elem...)
 			if len(cur.data) >= batchBytes {
 				if !send() {
@@ -369,8 +406,11 @@ func (bt *batch) reset(seq int, first int64, offset int64) {
 	bt.offset = offset
 	bt.data = append(bt.data[:0], '[')
 	bt.starts = bt.starts[:0]
+	bt.inputOffsets = bt.inputOffsets[:0]
 	bt.err = nil
 	bt.warn = ""
+	bt.speculative = false
+	bt.failed = false
 }
 
 func unsafeString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
@@ -396,7 +436,7 @@ func decodeBatch(bt *batch) {
 		}
 		var ev rawEvent
 		if e := sonicAPI.UnmarshalFromString(unsafeString(bt.data[s:end]), &ev); e != nil && !errors.As(e, &mismatch) {
-			bt.err = &SyntaxError{Offset: bt.offset + int64(s) - 1, Msg: fmt.Sprintf("event %d: %s", bt.first+int64(i), firstLine(e.Error()))}
+			bt.err = &SyntaxError{Offset: bt.inputOffsets[i], Msg: fmt.Sprintf("event %d: %s", bt.first+int64(i), firstLine(e.Error()))}
 			return
 		}
 	}
@@ -430,4 +470,231 @@ func numberOr(n json.Number, def int64) int64 {
 		return int64(f)
 	}
 	return v
+}
+
+// specChunkBytes is the size of a speculative batch; maxSpecChunkBytes is
+// how far a batch grows to find a boundary before the exact splitter takes
+// over. Variables so that tests can make them tiny.
+var (
+	specChunkBytes    = 1 << 20
+	maxSpecChunkBytes = 16 << 20
+	// speculate off reads everything with the exact splitter, for tests
+	// that compare the two.
+	speculate = true
+)
+
+// specEnd is where the speculative reader stopped: the input bytes it read
+// but did not hand out as batches, from input offset restOffset, and how
+// the input ended if it did.
+type specEnd struct {
+	rest       []byte
+	restOffset int64
+	eof        bool
+	err        error
+}
+
+// readEventsSpeculative decodes the array's elements without walking them
+// on one goroutine, which capped the reader at the splitter's speed. The
+// input is read straight into ~1 MB batches, each cut after the last
+// "}" , "{" in it and decoded by sonic as "[" + batch + "]" on the
+// workers.
+//
+// The cut is a guess (those bytes may sit inside a string or deeper in an
+// event), but sonic confirms it: if the batch starts at a true element
+// boundary and decodes as a complete array, the parse ended outside any
+// string at the array's own depth, so the cut is a true boundary too, and
+// by induction so is every batch start. A batch that fails (a wrong guess,
+// malformed JSON, a field of an unexpected type, or an element that is
+// not an object with a "ph") is not used: from its first byte the exact
+// splitter reads again, so errors, warnings and offsets are those of the
+// exact path. The array's last batch is always left to the exact path,
+// which finds the closing bracket.
+//
+// On return the splitter is positioned at the first byte not consumed,
+// the start of an element (or the array's first byte if none was).
+func readEventsSpeculative(sp *splitter, b *builder, workers int, opts ReadOptions) error {
+	if !speculate {
+		return nil
+	}
+	jobs := make(chan *batch, workers)
+	results := make(chan *batch, workers)
+	free := make(chan *batch, 2*workers+2)
+	for i := 0; i < 2*workers+2; i++ {
+		free <- &batch{}
+	}
+	var wg sync.WaitGroup
+	for i := 0; i < workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for bt := range jobs {
+				decodeSpeculative(bt)
+				results <- bt
+			}
+		}()
+	}
+
+	stop := make(chan struct{})
+	endc := make(chan specEnd, 1)
+	go func() {
+		defer close(jobs)
+		endc <- cutSpeculative(sp, jobs, free, stop)
+	}()
+
+	pending := map[int]*batch{}
+	next := 0
+	failedAt := -1
+	var kept []*batch // from the first failed batch on, in order
+	var firstErr error
+	stopOnce := func() {
+		if failedAt < 0 && firstErr == nil {
+			close(stop)
+		}
+	}
+	for bt := range resultsUntilDone(results, &wg) {
+		pending[bt.seq] = bt
+		for {
+			p, ok := pending[next]
+			if !ok {
+				break
+			}
+			delete(pending, next)
+			next++
+			if failedAt < 0 && firstErr == nil && p.failed {
+				stopOnce()
+				failedAt = p.seq
+			}
+			if failedAt >= 0 {
+				kept = append(kept, p)
+				continue
+			}
+			if firstErr == nil {
+				b.t.speculativeBatches++
+				for i := range p.events {
+					if err := b.add(&p.events[i]); err != nil {
+						firstErr = fmt.Errorf("event %d: %w", b.t.Events-1, err)
+						stopOnce()
+						break
+					}
+				}
+				if opts.Progress != nil {
+					opts.Progress(b.t.Events)
+				}
+			}
+			clear(p.events)
+			p.events = p.events[:0]
+			select {
+			case free <- p:
+			default:
+			}
+		}
+	}
+	end := <-endc
+	if firstErr != nil {
+		return firstErr
+	}
+
+	// Hand the unconsumed input back to the splitter: the raw bytes of the
+	// unused batches, what the reader held back, then the rest of the input.
+	resume := end.restOffset
+	var parts []io.Reader
+	if len(kept) > 0 {
+		resume = kept[0].offset
+		for _, p := range kept {
+			parts = append(parts, bytes.NewReader(p.data[1:len(p.data)-1]), bytes.NewReader(p.sep))
+		}
+	}
+	parts = append(parts, bytes.NewReader(end.rest))
+	switch {
+	case end.err != nil:
+		parts = append(parts, errReader{end.err})
+	case !end.eof:
+		parts = append(parts, sp.r)
+	}
+	sp.r = io.MultiReader(parts...)
+	sp.base, sp.pos, sp.end = resume, 0, 0
+	sp.eof, sp.rerr = false, nil
+	return nil
+}
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
+// cutSpeculative reads the input into batches cut at guessed element
+// boundaries and sends them to jobs until the input ends, no boundary is
+// found, or stop is closed.
+func cutSpeculative(sp *splitter, jobs chan<- *batch, free <-chan *batch, stop <-chan struct{}) specEnd {
+	carry := slices.Clone(sp.buf[sp.pos:sp.end])
+	offset := sp.offset() // input offset of carry[0]
+	eof, rerr := sp.eof, sp.rerr
+	r := sp.r
+	for seq := 0; ; seq++ {
+		if (eof || rerr != nil) && len(carry) <= specChunkBytes {
+			// The last batch is the exact splitter's: it finds the end.
+			break
+		}
+		var bt *batch
+		select {
+		case bt = <-free:
+		case <-stop:
+			return specEnd{rest: carry, restOffset: offset, eof: eof, err: rerr}
+		}
+		bt.data = append(append(bt.data[:0], '['), carry...)
+		var cut, next int
+		for want := specChunkBytes; ; want *= 2 {
+			for len(bt.data) <= want && !eof && rerr == nil {
+				if cap(bt.data)-len(bt.data) < 4096 {
+					bt.data = slices.Grow(bt.data, want+1-len(bt.data))
+				}
+				n, err := r.Read(bt.data[len(bt.data):cap(bt.data)])
+				bt.data = bt.data[:len(bt.data)+n]
+				if err == io.EOF {
+					eof = true
+				} else if err != nil {
+					rerr = err
+				}
+			}
+			var ok bool
+			cut, next, ok = lastElementBoundary(bt.data[:min(len(bt.data), want+1)])
+			if ok {
+				break
+			}
+			if len(bt.data) <= want+1 && (eof || rerr != nil || want >= maxSpecChunkBytes) {
+				// No boundary: the exact splitter takes what is left.
+				return specEnd{rest: bt.data[1:], restOffset: offset, eof: eof, err: rerr}
+			}
+		}
+		carry = append(carry[:0], bt.data[next:]...)
+		bt.seq, bt.offset, bt.speculative, bt.failed = seq, offset, true, false
+		bt.sep = append(bt.sep[:0], bt.data[cut:next]...)
+		bt.data[cut] = ']'
+		bt.data = bt.data[:cut+1]
+		offset += int64(next - 1)
+		select {
+		case jobs <- bt:
+		case <-stop:
+			rest := append(append(bt.data[1:cut:cut], bt.sep...), carry...)
+			return specEnd{rest: rest, restOffset: bt.offset, eof: eof, err: rerr}
+		}
+	}
+	return specEnd{rest: carry, restOffset: offset, eof: eof, err: rerr}
+}
+
+// decodeSpeculative decodes a speculative batch, marking it failed unless
+// it is a complete array of objects that all have a "ph".
+func decodeSpeculative(bt *batch) {
+	err := sonicValidating.UnmarshalFromString(unsafeString(bt.data), &bt.events)
+	if err != nil || len(bt.events) == 0 {
+		bt.failed = true
+		return
+	}
+	for i := range bt.events {
+		// A null element decodes to an empty event; the exact path
+		// rejects it, so let that path see it.
+		if bt.events[i].Ph == "" {
+			bt.failed = true
+			return
+		}
+	}
 }

@@ -258,3 +258,32 @@ func (s *splitter) nextElement(first bool) (elem []byte, done bool, err error) {
 	}
 	return v, false, nil
 }
+
+func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }
+
+// lastElementBoundary finds the last "}" ws "," ws "{" in b: cut is just
+// past the '}', next is the '{'. It is only a guess at an element
+// boundary, which the caller must confirm.
+func lastElementBoundary(b []byte) (cut, next int, ok bool) {
+	for i := len(b); i > 0; {
+		j := bytes.LastIndexByte(b[:i], '{')
+		if j < 0 {
+			return 0, 0, false
+		}
+		k := j - 1
+		for k >= 0 && isSpace(b[k]) {
+			k--
+		}
+		if k >= 0 && b[k] == ',' {
+			k--
+			for k >= 0 && isSpace(b[k]) {
+				k--
+			}
+			if k >= 0 && b[k] == '}' {
+				return k + 1, j, true
+			}
+		}
+		i = j
+	}
+	return 0, 0, false
+}

@@ -1,0 +1,127 @@
+package chrometrace
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// readBothWays reads data with the exact splitter only, then with
+// speculative batches of chunk bytes, and returns both results rendered
+// (canonical model, operator rows, or the error) and how many batches the
+// fast path used.
+func readBothWays(t testing.TB, data []byte, chunk int) (exact, fast string, fastBatches int) {
+	t.Helper()
+	render := func(tr *Trace, err error) string {
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		var buf bytes.Buffer
+		WriteCanonical(&buf, tr)
+		for _, r := range Operators(tr, OperatorOptions{Device: -1, GroupBy: GroupByShape}) {
+			fmt.Fprintf(&buf, "%+v\n", r)
+		}
+		return buf.String()
+	}
+	defer func(c, m int, s bool) { specChunkBytes, maxSpecChunkBytes, speculate = c, m, s }(specChunkBytes, maxSpecChunkBytes, speculate)
+
+	speculate = false
+	tr, err := Read(bytes.NewReader(data), ReadOptions{Workers: 2})
+	exact = render(tr, err)
+
+	speculate, specChunkBytes, maxSpecChunkBytes = true, chunk, 64*chunk
+	tr, err = Read(bytes.NewReader(data), ReadOptions{Workers: 2})
+	fast = render(tr, err)
+	if tr != nil {
+		fastBatches = tr.speculativeBatches
+	}
+	return exact, fast, fastBatches
+}
+
+// Every real trace reads the same through speculative batches of several
+// sizes as through the exact splitter alone, and the fast path is used.
+func TestSpeculativeAgreesOnRealTraces(t *testing.T) {
+	paths, _ := filepath.Glob(filepath.Join("..", "testdata", "traces", "*", "trace.json.gz"))
+	if len(paths) == 0 {
+		t.Fatal("no traces in testdata/traces")
+	}
+	for _, p := range paths {
+		name := filepath.Base(filepath.Dir(p))
+		if name == "big_transformer" && testing.Short() {
+			continue
+		}
+		data := gunzipFile(t, p)
+		chunks := []int{300, 4096, 256 << 10}
+		if len(data) > 20<<20 {
+			chunks = []int{64 << 10, 1 << 20}
+		}
+		for _, chunk := range chunks {
+			exact, fast, n := readBothWays(t, data, chunk)
+			if exact != fast {
+				t.Errorf("%s, %d-byte batches: speculative read (got) differs from exact (want):\n%s", name, chunk, firstDiff(fast, exact))
+			}
+			if n == 0 {
+				t.Errorf("%s, %d-byte batches: the fast path was not used", name, chunk)
+			}
+		}
+	}
+}
+
+// Damaged traces (bytes changed, cut, or elements that are not events)
+// give the same model or the same error either way: the fast path must
+// hand every doubtful batch to the exact splitter.
+func TestSpeculativeAgreesOnDamage(t *testing.T) {
+	full := gunzipFile(t, filepath.Join("..", "testdata", "traces", "leak_module_cache", "trace.json.gz"))
+	head := full[:min(len(full), 200<<10)]
+	rng := rand.New(rand.NewPCG(1, 2))
+	tokens := []string{`"`, `{`, `}`, `[`, `]`, `,`, `:`, `\`, ` `, `0`, `null`, `},{`, `}, {`, `"ph": 1`, `"x"`}
+	used := 0
+	for i := 0; i < 150; i++ {
+		data := append([]byte(nil), head...)
+		for k := 0; k < 1+rng.IntN(3); k++ {
+			at := rng.IntN(len(data))
+			switch rng.IntN(3) {
+			case 0: // replace a byte run with a token
+				tok := tokens[rng.IntN(len(tokens))]
+				end := min(len(data), at+rng.IntN(4))
+				data = append(data[:at], append([]byte(tok), data[end:]...)...)
+			case 1: // cut
+				data = data[:at]
+			case 2: // delete a run
+				end := min(len(data), at+1+rng.IntN(40))
+				data = append(data[:at], data[end:]...)
+			}
+		}
+		exact, fast, n := readBothWays(t, data, 700)
+		if n > 0 {
+			used++
+		}
+		if exact != fast {
+			t.Fatalf("mutation %d: speculative read (got) differs from exact (want):\n%s", i, firstDiff(fast, exact))
+		}
+	}
+	if used == 0 {
+		t.Error("the fast path never ran")
+	}
+
+	// Elements the exact path rejects or warns about, placed after enough
+	// good events that they land in a speculative batch.
+	events := full[bytes.Index(full, []byte(`"traceEvents": [`))+len(`"traceEvents": [`):]
+	events = events[:bytes.LastIndex(events[:100<<10], []byte("},"))+2]
+	for _, odd := range []string{`null,`, `1,`, `"x",`, `[],`, `{},`, `{"ph":"X","cat":"cpu_op","name":"a","pid":1,"tid":1,"ts":"bad","dur":5},`,
+		`{"ph":"X","cat":"cpu_op","name":"a","pid":1,"tid":1,"ts":1,"dur":5,"args":{"External id":"x"}},`,
+		`{"ph":"X","cat":"cpu_op","name":"a","pid":1,"tid":1,"ts":1,"dur":5,"args":{"Input Dims":[1,2}}},`} {
+		data := []byte(`{"traceEvents":[` + string(events) + odd + string(events) + `{}]}`)
+		exact, fast, n := readBothWays(t, data, 1000)
+		if exact != fast {
+			t.Errorf("%s: speculative read (got) differs from exact (want):\n%s", odd, firstDiff(fast, exact))
+		}
+		// (An error returns no trace to count batches on.)
+		if n == 0 && !strings.HasPrefix(exact, "error: ") {
+			t.Errorf("%s: the fast path was not used", odd)
+		}
+	}
+}
