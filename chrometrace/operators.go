@@ -2,8 +2,10 @@ package chrometrace
 
 import (
 	"cmp"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // GroupBy selects what besides the name keys an operator row, like the
@@ -171,10 +173,9 @@ func buildOpTree(t *Trace) *opTree {
 		}
 		return cmp.Compare(a, b)
 	}
+	var tmp []int32
 	for l := 0; l+1 < len(laneStart); l++ {
-		if seg := ops[laneStart[l]:laneStart[l+1]]; !slices.IsSortedFunc(seg, byTime) {
-			slices.SortFunc(seg, byTime)
-		}
+		tmp = sortNearlySorted(ops[laneStart[l]:laneStart[l+1]], tmp, byTime)
 	}
 	tr := &opTree{ops: ops, parent: make([]int32, n), alive: make([]bool, n)}
 	// Children as linked lists (first child, next sibling) rather than a
@@ -236,6 +237,53 @@ func buildOpTree(t *Trace) *opTree {
 	return tr
 }
 
+// sortNearlySorted sorts s by cmp, a total order. Kineto writes a thread's
+// ops almost in time order (a handful of ascending runs), where merging the
+// runs is many times faster than sorting; many runs fall back to a sort.
+// tmp is scratch space, returned for reuse.
+func sortNearlySorted(s, tmp []int32, cmp func(a, b int32) int) []int32 {
+	const maxRuns = 256
+	bounds := []int{0}
+	for i := 1; i < len(s); i++ {
+		if cmp(s[i-1], s[i]) > 0 {
+			if len(bounds) == maxRuns {
+				slices.SortFunc(s, cmp)
+				return tmp
+			}
+			bounds = append(bounds, i)
+		}
+	}
+	bounds = append(bounds, len(s))
+	for len(bounds) > 2 {
+		merged := []int{0}
+		for i := 0; i+1 < len(bounds); i += 2 {
+			if i+2 < len(bounds) {
+				lo, mid, hi := bounds[i], bounds[i+1], bounds[i+2]
+				tmp = append(tmp[:0], s[lo:mid]...)
+				a, b, k := 0, mid, lo
+				for a < len(tmp) && b < hi {
+					if cmp(s[b], tmp[a]) < 0 {
+						s[k] = s[b]
+						b++
+					} else {
+						s[k] = tmp[a]
+						a++
+					}
+					k++
+				}
+				copy(s[k:], tmp[a:])
+			}
+			if i+2 < len(bounds) {
+				merged = append(merged, bounds[i+2])
+			} else {
+				merged = append(merged, bounds[i+1])
+			}
+		}
+		bounds = merged
+	}
+	return tmp
+}
+
 // MainThread is the host thread that runs the training loop: the one with
 // ProfilerStep annotations, else the one with the most operators.
 func (t *Trace) MainThread() ThreadID {
@@ -258,10 +306,17 @@ func (t *Trace) MainThread() ThreadID {
 // key_averages() does for "Self CUDA Mem" / "CUDA Mem" (FORMATS.md §2),
 // adding allocation counts. Rows come out sorted by name.
 func Operators(t *Trace, opts OperatorOptions) []OperatorStats {
-	dev := newMemoryIndex(t.Memory, func(e *MemoryEvent) bool {
-		return e.DeviceType.IsGPU() && (opts.Device < 0 || int(e.DeviceID) == opts.Device)
-	})
-	cpu := newMemoryIndex(t.Memory, func(e *MemoryEvent) bool { return e.DeviceType == DeviceCPU })
+	// The memory indexes build while the op tree does.
+	var dev, cpu *memoryIndex
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		dev = newMemoryIndex(t.Memory, func(e *MemoryEvent) bool {
+			return e.DeviceType.IsGPU() && (opts.Device < 0 || int(e.DeviceID) == opts.Device)
+		})
+		cpu = newMemoryIndex(t.Memory, func(e *MemoryEvent) bool { return e.DeviceType == DeviceCPU })
+	}()
 	tree := buildOpTree(t)
 
 	type key struct {
@@ -313,32 +368,62 @@ func Operators(t *Trace, opts OperatorOptions) []OperatorStats {
 		nodeRow[i] = r
 		rows[r].Calls++
 	}
+	wg.Wait()
 	// An op's memory counts fully in its own row (CUDA Mem) and is taken
 	// out of its parent's self figures; parents of live nodes are live.
-	for i, k := range tree.ops {
-		if !tree.alive[i] {
-			continue
-		}
-		op := &t.HostOps[k]
-		lo, hi := dev.span(op.Start, op.End())
-		total := dev.bytes[hi] - dev.bytes[lo]
-		allocs := dev.allocs[hi] - dev.allocs[lo]
-		allocBytes := dev.allocBytes[hi] - dev.allocBytes[lo]
-		lo, hi = cpu.span(op.Start, op.End())
-		cpuTotal := cpu.bytes[hi] - cpu.bytes[lo]
-		r := &rows[nodeRow[i]]
-		r.SelfDeviceMemory += total
-		r.DeviceMemory += total
-		r.SelfCPUMemory += cpuTotal
-		r.CPUMemory += cpuTotal
-		r.Allocs += allocs
-		r.AllocBytes += allocBytes
-		if p := tree.parent[i]; p >= 0 {
-			pr := &rows[nodeRow[p]]
-			pr.SelfDeviceMemory -= total
-			pr.SelfCPUMemory -= cpuTotal
-			pr.Allocs -= allocs
-			pr.AllocBytes -= allocBytes
+	// Parts of the ops sum into their own copies of the rows, added up
+	// after (integer sums: the order does not matter).
+	parts := 1
+	if len(tree.ops) >= 1<<16 {
+		parts = min(runtime.GOMAXPROCS(0), 4)
+	}
+	type memSums struct{ self, total, selfCPU, cpu, allocs, allocBytes int64 }
+	sums := make([][]memSums, parts)
+	for p := range parts {
+		sums[p] = make([]memSums, len(rows))
+		lo, hi := p*len(tree.ops)/parts, (p+1)*len(tree.ops)/parts
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rs := sums[p]
+			for i := lo; i < hi; i++ {
+				if !tree.alive[i] {
+					continue
+				}
+				op := &t.HostOps[tree.ops[i]]
+				a, b := dev.span(op.Start, op.End())
+				total := dev.bytes[b] - dev.bytes[a]
+				allocs := dev.allocs[b] - dev.allocs[a]
+				allocBytes := dev.allocBytes[b] - dev.allocBytes[a]
+				a, b = cpu.span(op.Start, op.End())
+				cpuTotal := cpu.bytes[b] - cpu.bytes[a]
+				r := &rs[nodeRow[i]]
+				r.self += total
+				r.total += total
+				r.selfCPU += cpuTotal
+				r.cpu += cpuTotal
+				r.allocs += allocs
+				r.allocBytes += allocBytes
+				if parent := tree.parent[i]; parent >= 0 {
+					pr := &rs[nodeRow[parent]]
+					pr.self -= total
+					pr.selfCPU -= cpuTotal
+					pr.allocs -= allocs
+					pr.allocBytes -= allocBytes
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, rs := range sums {
+		for i, s := range rs {
+			r := &rows[i]
+			r.SelfDeviceMemory += s.self
+			r.DeviceMemory += s.total
+			r.SelfCPUMemory += s.selfCPU
+			r.CPUMemory += s.cpu
+			r.Allocs += s.allocs
+			r.AllocBytes += s.allocBytes
 		}
 	}
 	for i := range t.DeviceOps {

@@ -3,6 +3,7 @@ package chrometrace
 import (
 	"cmp"
 	"encoding/json"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -132,4 +133,39 @@ func TestOperatorsMatchTorchKeyAverages(t *testing.T) {
 
 func rowKey(name, shapes string, stack []string) string {
 	return name + "\x00" + shapes + "\x00" + strings.Join(stack, "|")
+}
+
+// sortNearlySorted must equal a plain sort, whatever the run structure.
+func TestSortNearlySorted(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for trial := 0; trial < 300; trial++ {
+		n := rng.IntN(2000)
+		keys := make([]int64, n)
+		for i := range keys {
+			keys[i] = int64(i)
+		}
+		// A few misplaced elements, or (sometimes) noise everywhere.
+		moves := rng.IntN(6)
+		if trial%10 == 0 {
+			moves = n
+		}
+		for k := 0; k < moves && n > 1; k++ {
+			i, j := rng.IntN(n), rng.IntN(n)
+			keys[i], keys[j] = keys[j], keys[i]
+		}
+		for i := range keys {
+			keys[i] /= int64(1 + trial%3) // ties, broken by index
+		}
+		cmpf := func(a, b int32) int { return cmp.Or(cmp.Compare(keys[a], keys[b]), cmp.Compare(a, b)) }
+		got := make([]int32, n)
+		for i := range got {
+			got[i] = int32(i)
+		}
+		want := slices.Clone(got)
+		slices.SortFunc(want, cmpf)
+		sortNearlySorted(got, nil, cmpf)
+		if !slices.Equal(got, want) {
+			t.Fatalf("trial %d (n %d, %d moves): order differs from a sort", trial, n, moves)
+		}
+	}
 }
