@@ -302,13 +302,17 @@ func (b *builder) cutBeforeEvents(sp *splitter) error {
 }
 
 func (b *builder) finish() {
-	// Smallest first: each copy's chunks are handed back before the next,
-	// larger, slice is allocated.
-	b.t.Flows = flatten(&b.flows)
-	b.t.DeviceOps = flatten(&b.deviceOps)
-	b.t.Memory = flatten(&b.memory)
-	b.t.PyFrames = flatten(&b.pyFrames)
-	b.t.HostOps = flatten(&b.hostOps)
+	// One copy of the records, with the chunks returned to the OS along
+	// the way (see releaseBytes).
+	unreleased := 0
+	b.t.Flows = flatten(&b.flows, &unreleased)
+	b.t.DeviceOps = flatten(&b.deviceOps, &unreleased)
+	b.t.Memory = flatten(&b.memory, &unreleased)
+	b.t.PyFrames = flatten(&b.pyFrames, &unreleased)
+	b.t.HostOps = flatten(&b.hostOps, &unreleased)
+	if unreleased >= releaseBytes/4 {
+		debug.FreeOSMemory()
+	}
 	if b.badTimes > 0 {
 		b.t.Warnings = append(b.t.Warnings, fmt.Sprintf("%d events with a missing or malformed ts/dur were skipped", b.badTimes))
 	}
@@ -404,28 +408,35 @@ func (c *chunked[T]) grow() {
 	c.cur = make([]T, 0, size)
 }
 
-// releaseBytes: when a flattened list's chunks add up to more than this,
-// they are returned to the OS at once rather than when the runtime gets to
-// them, so that the next list's copy does not stack on top of them.
-const releaseBytes = 32 << 20
+// releaseBytes: as the chunks are copied, they are returned to the OS
+// every releaseBytes (a GC each time) rather than whenever the runtime gets
+// to them. The copies' pages become resident only as they are written, so
+// the peak is the records plus one step, not twice the largest list (for
+// a trace of mostly host ops, another 13% of the JSON). Traces with less
+// than releaseBytes of records never pay for a GC here.
+const releaseBytes = 16 << 20
 
 // flatten returns the records in order in one slice (nil if none) and
-// empties c.
-func flatten[T any](c *chunked[T]) []T {
+// empties c. unreleased counts the bytes of chunks copied and dropped but
+// not yet returned to the OS, across lists.
+func flatten[T any](c *chunked[T], unreleased *int) []T {
 	if c.n == 0 {
 		return nil
 	}
+	var zero T
+	size := int(unsafe.Sizeof(zero))
 	out := make([]T, 0, c.n)
-	for i, ch := range c.chunks {
-		out = append(out, ch...)
+	for i := range c.chunks {
+		out = append(out, c.chunks[i]...)
+		*unreleased += len(c.chunks[i]) * size
 		c.chunks[i] = nil
+		if *unreleased >= releaseBytes {
+			debug.FreeOSMemory()
+			*unreleased = 0
+		}
 	}
 	out = append(out, c.cur...)
-	var zero T
-	big := c.n*int(unsafe.Sizeof(zero)) > releaseBytes
+	*unreleased += len(c.cur) * size
 	*c = chunked[T]{}
-	if big {
-		debug.FreeOSMemory()
-	}
 	return out
 }
