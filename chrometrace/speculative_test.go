@@ -113,15 +113,53 @@ func TestSpeculativeAgreesOnDamage(t *testing.T) {
 	events = events[:bytes.LastIndex(events[:100<<10], []byte("},"))+2]
 	for _, odd := range []string{`null,`, `1,`, `"x",`, `[],`, `{},`, `{"ph":"X","cat":"cpu_op","name":"a","pid":1,"tid":1,"ts":"bad","dur":5},`,
 		`{"ph":"X","cat":"cpu_op","name":"a","pid":1,"tid":1,"ts":1,"dur":5,"args":{"External id":"x"}},`,
-		`{"ph":"X","cat":"cpu_op","name":"a","pid":1,"tid":1,"ts":1,"dur":5,"args":{"Input Dims":[1,2}}},`} {
+		`{"ph":"X","cat":"cpu_op","name":"a","pid":1,"tid":1,"ts":1,"dur":5,"args":{"Input Dims":[1,2}}},`,
+		// Larger than the biggest speculative batch: the exact splitter
+		// reads from here to the end.
+		`{"ph":"X","cat":"cpu_op","name":"` + strings.Repeat("x", 100<<10) + `","pid":1,"tid":1,"ts":1,"dur":5},`} {
 		data := []byte(`{"traceEvents":[` + string(events) + odd + string(events) + `{}]}`)
 		exact, fast, n := readBothWays(t, data, 1000)
 		if exact != fast {
-			t.Errorf("%s: speculative read (got) differs from exact (want):\n%s", odd, firstDiff(fast, exact))
+			t.Errorf("%.80s: speculative read (got) differs from exact (want):\n%s", odd, firstDiff(fast, exact))
 		}
 		// (An error returns no trace to count batches on.)
 		if n == 0 && !strings.HasPrefix(exact, "error: ") {
-			t.Errorf("%s: the fast path was not used", odd)
+			t.Errorf("%.80s: the fast path was not used", odd)
+		}
+	}
+}
+
+// A gzip file cut short ends the fast path with a read error; the exact
+// splitter must see the same bytes and the same error.
+func TestSpeculativeAgreesOnTruncatedGzip(t *testing.T) {
+	gz := readFile(t, filepath.Join("..", "testdata", "traces", "resnet_train_clean", "trace.json.gz"))
+	defer func(c, m int, s bool) { specChunkBytes, maxSpecChunkBytes, speculate = c, m, s }(specChunkBytes, maxSpecChunkBytes, speculate)
+	for _, cut := range []int{len(gz) / 3, len(gz) - 100} {
+		var outs []string
+		batches := 0
+		for _, spec := range []bool{false, true} {
+			speculate, specChunkBytes, maxSpecChunkBytes = spec, 4096, 1<<20
+			in, err := NewInput(bytes.NewReader(gz[:cut]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr, err := Read(in, ReadOptions{Workers: 2})
+			if err != nil {
+				t.Fatalf("cut at %d: %v", cut, err)
+			}
+			if tr.Truncated == nil {
+				t.Fatalf("cut at %d: not reported as truncated", cut)
+			}
+			var buf bytes.Buffer
+			WriteCanonical(&buf, tr)
+			outs = append(outs, buf.String())
+			batches = tr.speculativeBatches
+		}
+		if outs[0] != outs[1] {
+			t.Errorf("cut at %d: speculative read (got) differs from exact (want):\n%s", cut, firstDiff(outs[1], outs[0]))
+		}
+		if batches == 0 {
+			t.Errorf("cut at %d: the fast path was not used", cut)
 		}
 	}
 }
