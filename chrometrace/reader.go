@@ -111,6 +111,9 @@ const batchBytes = 1 << 20
 // Read parses a whole Kineto Chrome trace from r, streaming: memory use is
 // the compact model plus a few MB of batches, whatever the input size. A
 // trace cut off mid-write yields what was read and sets Trace.Truncated.
+// When the model passes 16 MB, Read forces a few garbage collections at
+// the end (runtime/debug.FreeOSMemory) to keep the process's peak memory
+// near the model's size.
 func Read(r io.Reader, opts ReadOptions) (*Trace, error) {
 	workers := opts.Workers
 	if workers <= 0 {
