@@ -163,3 +163,24 @@ func TestSpeculativeAgreesOnTruncatedGzip(t *testing.T) {
 		}
 	}
 }
+
+// Top-level fields after traceEvents can hold "}, {" too; a batch cut
+// there ends past the array and must not be trusted.
+func TestSpeculativeStopsAtArrayEnd(t *testing.T) {
+	full := gunzipFile(t, filepath.Join("..", "testdata", "traces", "leak_module_cache", "trace.json.gz"))
+	events := full[bytes.Index(full, []byte(`"traceEvents": [`))+len(`"traceEvents": [`):]
+	events = events[:bytes.LastIndex(events[:20<<10], []byte("},"))+1]
+	data := []byte(`{"traceEvents":[` + string(events) + `], "deviceProperties": [{"id": 0, "name": "A", "totalGlobalMem": 1}, {"id": 1, "name": "B", "totalGlobalMem": 2}], "schemaVersion": 1}`)
+	for chunk := 40; chunk < 400; chunk += 7 {
+		exact, fast, n := readBothWays(t, data, chunk)
+		if exact != fast {
+			t.Fatalf("%d-byte batches: speculative read (got) differs from exact (want):\n%s", chunk, firstDiff(fast, exact))
+		}
+		if n == 0 {
+			t.Errorf("%d-byte batches: the fast path was not used", chunk)
+		}
+		if !strings.Contains(exact, `device 1 "B"`) {
+			t.Fatalf("deviceProperties not read:\n%s", exact)
+		}
+	}
+}
