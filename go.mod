@@ -3,6 +3,7 @@ module github.com/torchmem/torchmem
 go 1.26.8
 
 require (
+	github.com/go-echarts/go-echarts/v2 v2.6.7
 	github.com/jedib0t/go-pretty/v6 v6.9.2
 	github.com/klauspost/pgzip v1.3.0
 	github.com/spf13/cobra v1.10.2
