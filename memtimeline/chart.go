@@ -83,6 +83,9 @@ type Marker struct {
 	Bytes int64
 }
 
+// maxLabelledSteps is the most step bands drawn with their name.
+const maxLabelledSteps = 24
+
 var chartIDPattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
 
 var chartCounter atomic.Int64
@@ -111,21 +114,48 @@ const chartRuntimeJS = `(function () {
   }
   opt.yAxis[0].axisLabel = {formatter: fmtBytes};
   opt.xAxis[0].axisLabel = {formatter: function (v) { return v + " ms"; }};
+  // Memory is a step function and each series has its own sample times,
+  // so echarts' axis tooltip (nearest point of one series) would show one
+  // line only: look every visible series up at the hovered time instead,
+  // taking the last point at or before it.
+  function valueAt(s, x) {
+    var xi = (s.encode && s.encode.x === 1) ? 1 : 0, data = s.data;
+    var lo = 0, hi = data.length - 1, found = -1;
+    while (lo <= hi) {
+      var mid = (lo + hi) >> 1;
+      if (data[mid][xi] <= x) { found = mid; lo = mid + 1; } else { hi = mid - 1; }
+    }
+    return found >= 0 ? data[found][1 - xi] : null;
+  }
+  var chart;
   opt.tooltip.formatter = function (ps) {
     if (!Array.isArray(ps)) ps = [ps];
-    var out = [];
-    for (var i = 0; i < ps.length; i++) {
-      var p = ps[i];
-      if (p.componentType !== "series" || !Array.isArray(p.value)) {
-        out.push(esc(p.name));
-        continue;
+    if (ps.length === 0) return "";
+    if (ps[0].componentType !== "series") return esc(ps[0].name);
+    var x = Number(ps[0].axisValue);
+    var cur = chart.getOption();
+    var selected = (cur.legend && cur.legend[0] && cur.legend[0].selected) || {};
+    var palette = cur.color || [];
+    var out = [esc(x.toFixed(3)) + " ms"];
+    // The step band under the pointer, by name (labels may be hidden).
+    for (var k = 0; k < opt.series.length; k++) {
+      var bands = (opt.series[k].markArea && opt.series[k].markArea.data) || [];
+      for (var b = 0; b < bands.length; b++) {
+        if (bands[b][0].xAxis <= x && x < bands[b][1].xAxis) out[0] += " \u2014 " + esc(bands[b][0].name);
       }
-      if (out.length === 0) out.push(esc(Number(p.value[0]).toFixed(3)) + " ms");
-      out.push(p.marker + esc(p.seriesName) + ": " + esc(fmtBytes(p.value[1])));
+    }
+    for (var i = opt.series.length - 1; i >= 0; i--) {
+      var s = opt.series[i];
+      if (selected[s.name] === false) continue;
+      var v = valueAt(s, x);
+      if (v === null) continue;
+      var color = palette.length ? palette[i %% palette.length] : "#888";
+      out.push('<span style="display:inline-block;margin-right:4px;border-radius:5px;width:10px;height:10px;background:' +
+        esc(color) + '"></span>' + esc(s.name) + ": " + esc(fmtBytes(v)));
     }
     return out.join("<br>");
   };
-  var chart = echarts.init(el, null, {renderer: "canvas"});
+  chart = echarts.init(el, null, {renderer: "canvas"});
   chart.setOption(opt);
   window.addEventListener("resize", function () { chart.resize(); });
 })();`
@@ -203,7 +233,7 @@ func chartOption(c ChartSpec) (map[string]any, error) {
 			opts.DataZoom{Type: "slider", XAxisIndex: 0, FilterMode: "none"},
 		),
 	)
-	v := &chartVisitor{data: map[int][][2]json.Number{}}
+	v := &chartVisitor{data: map[int][][2]json.Number{}, swapped: map[int]bool{}}
 	addLine := func(s Series, data [][2]json.Number, options ...charts.SeriesOpts) {
 		v.data[len(line.MultiSeries)] = data
 		base := []charts.SeriesOpts{charts.WithLineChartOpts(opts.LineChart{
@@ -225,7 +255,8 @@ func chartOption(c ChartSpec) (map[string]any, error) {
 			if idx != nil {
 				s = s.Pick(idx)
 			}
-			addLine(s, pairs(s, c.StartNs),
+			v.swapped[len(line.MultiSeries)] = true
+			addLine(s, stackedPairs(s, c.StartNs),
 				charts.WithLineChartOpts(opts.LineChart{Stack: "categories", Step: "end", ShowSymbol: opts.Bool(false), Symbol: "none"}),
 				charts.WithAreaStyleOpts(opts.AreaStyle{Opacity: opts.Float(0.55)}),
 				charts.WithLineStyleOpts(opts.LineStyle{Width: 0}),
@@ -244,8 +275,10 @@ func chartOption(c ChartSpec) (map[string]any, error) {
 				{XAxis: msNumber(st.EndNs, c.StartNs)},
 			}))
 		}
+		// Beyond a few dozen bands the labels overlap into a smear; the
+		// tooltip names the band under the pointer anyway.
 		markers = append(markers, charts.WithMarkAreaStyleOpts(opts.MarkAreaStyle{
-			Label: &opts.Label{Show: opts.Bool(true), Position: "insideTop", Color: "#666"},
+			Label: &opts.Label{Show: opts.Bool(len(c.Steps) <= maxLabelledSteps), Position: "insideTop", Color: "#666"},
 		}))
 	}
 	if len(c.Markers) > 0 {
@@ -311,7 +344,9 @@ func chartOption(c ChartSpec) (map[string]any, error) {
 type chartVisitor struct {
 	charts.BaseConfigurationVisitor
 	data map[int][][2]json.Number
-	err  error
+	// swapped series carry [y, x] pairs: see stackedPairs.
+	swapped map[int]bool
+	err     error
 }
 
 func (v *chartVisitor) VisitSeriesOpt(series charts.MultiSeries) any {
@@ -328,6 +363,9 @@ func (v *chartVisitor) VisitSeriesOpt(series charts.MultiSeries) any {
 			return nil
 		}
 		m["sampling"] = "lttb"
+		if v.swapped[i] {
+			m["encode"] = map[string]int{"x": 1, "y": 0}
+		}
 		data := v.data[i]
 		if data == nil {
 			data = [][2]json.Number{}
@@ -355,6 +393,20 @@ func equalInt64s(a, b []int64) bool {
 		}
 	}
 	return true
+}
+
+// stackedPairs writes [bytes, x_ms] for series drawn with encode {x: 1,
+// y: 0}. echarts (5.6, dataStackHelper.enableDataStack) stacks the first
+// numeric data column that is not time or ordinal; with [x, y] pairs on a
+// value x axis that is x, so the times of stacked series were summed (an
+// axis 8 times too long, seen in the browser test's screenshot). Typing x
+// as "time" in series.dimensions does not help: axis types override it.
+func stackedPairs(s Series, startNs int64) [][2]json.Number {
+	out := pairs(s, startNs)
+	for i := range out {
+		out[i][0], out[i][1] = out[i][1], out[i][0]
+	}
+	return out
 }
 
 func pairs(s Series, startNs int64) [][2]json.Number {

@@ -100,15 +100,19 @@ func seriesByName(t *testing.T, opt map[string]any) map[string]map[string]any {
 func dataMax(t *testing.T, s map[string]any) (int64, int) {
 	t.Helper()
 	data := s["data"].([]any)
+	yi := 1 // stacked series carry [y, x] with encode {x: 1, y: 0}
+	if enc, ok := s["encode"].(map[string]any); ok && enc["x"] == 1.0 {
+		yi = 0
+	}
 	var best int64
 	for i, p := range data {
 		pair := p.([]any)
 		if len(pair) != 2 {
 			t.Fatalf("data point %d is not an [x, y] pair: %v", i, p)
 		}
-		y, err := strconv.ParseInt(string(mustNumber(t, pair[1])), 10, 64)
+		y, err := strconv.ParseInt(string(mustNumber(t, pair[yi])), 10, 64)
 		if err != nil {
-			t.Fatalf("y %v is not an exact integer: %v", pair[1], err)
+			t.Fatalf("y %v is not an exact integer: %v", pair[yi], err)
 		}
 		if i == 0 || y > best {
 			best = y
@@ -164,6 +168,9 @@ func TestChartSnippetFromRealTimeline(t *testing.T) {
 	for _, c := range spec.Categories {
 		if series[c.Name]["stack"] != "categories" || series[c.Name]["areaStyle"] == nil {
 			t.Errorf("category %s is not a stacked area", c.Name)
+		}
+		if got, _ := dataMax(t, series[c.Name]); got <= 0 {
+			t.Errorf("category %s drawn with max %d", c.Name, got)
 		}
 	}
 	// Step bands carry the step names, markers their names.
