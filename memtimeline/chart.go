@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -219,6 +220,7 @@ func chartOption(c ChartSpec) (map[string]any, error) {
 		return nil, fmt.Errorf("chart %q: nothing to draw (no allocated, reserved or category series)", c.Title)
 	}
 
+	yTick := float64(binaryTickInterval(chartMaxBytes(c)))
 	line := charts.NewLine()
 	line.SetGlobalOptions(
 		charts.WithAnimation(false),
@@ -227,7 +229,9 @@ func chartOption(c ChartSpec) (map[string]any, error) {
 		charts.WithTooltipOpts(opts.Tooltip{Show: opts.Bool(true), Trigger: "axis"}),
 		charts.WithGridOpts(opts.Grid{Left: "80", Right: "30", Top: "70", Bottom: "70"}),
 		charts.WithXAxisOpts(opts.XAxis{Type: "value", Name: "time (ms)", NameLocation: "middle", NameGap: 25, Min: "dataMin", Max: "dataMax"}),
-		charts.WithYAxisOpts(opts.YAxis{Type: "value", Name: "memory"}),
+		// Ticks at a power of two bytes read as round MiB/GiB values
+		// (1 GiB, 512 MiB), where echarts' decimal steps would give 953.7 MiB.
+		charts.WithYAxisOpts(opts.YAxis{Type: "value", Name: "memory", MinInterval: yTick, MaxInterval: yTick}),
 		charts.WithDataZoomOpts(
 			opts.DataZoom{Type: "inside", XAxisIndex: 0, FilterMode: "none"},
 			opts.DataZoom{Type: "slider", XAxisIndex: 0, FilterMode: "none"},
@@ -374,6 +378,40 @@ func (v *chartVisitor) VisitSeriesOpt(series charts.MultiSeries) any {
 		out[i] = m
 	}
 	return out
+}
+
+// chartMaxBytes is the highest value any drawn series reaches, stacked
+// categories summed.
+func chartMaxBytes(c ChartSpec) int64 {
+	var top int64
+	for _, s := range []Series{c.Allocated, c.Reserved} {
+		if _, v, ok := s.Max(); ok {
+			top = max(top, v)
+		}
+	}
+	if len(c.Categories) > 0 {
+		for i := range c.Categories[0].V {
+			var sum int64
+			for _, s := range c.Categories {
+				sum += s.V[i]
+			}
+			top = max(top, sum)
+		}
+	}
+	for _, m := range c.Markers {
+		top = max(top, m.Bytes)
+	}
+	return top
+}
+
+// binaryTickInterval is the smallest power of two that splits [0, top]
+// into at most 8 intervals.
+func binaryTickInterval(top int64) int64 {
+	iv := int64(1)
+	for iv <= math.MaxInt64/16 && top > 8*iv { // bounded: 8*iv must not overflow
+		iv *= 2
+	}
+	return iv
 }
 
 func checkSeries(s Series) error {

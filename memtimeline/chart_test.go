@@ -360,3 +360,18 @@ func TestPageSizeFor100kPoints(t *testing.T) {
 		t.Errorf("allocated peak %d drawn as %d", want, got)
 	}
 }
+
+func TestBinaryTickInterval(t *testing.T) {
+	for _, top := range []int64{0, 1, 7, 8, 9, 1000, 162 << 20, 7_999_999_999, 1 << 40, 1<<50 + 5} {
+		iv := binaryTickInterval(top)
+		if iv&(iv-1) != 0 {
+			t.Errorf("interval %d for %d is not a power of two", iv, top)
+		}
+		if top > 8*iv {
+			t.Errorf("interval %d splits %d into more than 8", iv, top)
+		}
+		if iv > 1 && top <= 4*iv {
+			t.Errorf("interval %d for %d is not the smallest", iv, top)
+		}
+	}
+}
