@@ -136,6 +136,8 @@ func TestChartSnippetFromRealTimeline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("big_transformer: %d allocated/reserved points, %d category points x %d categories -> snippet %d bytes (+%d echarts)",
+		spec.Allocated.Len(), spec.Categories[0].Len(), len(spec.Categories), len(snippet), len(EchartsJS()))
 	opt := snippetOption(t, string(snippet))
 	series := seriesByName(t, opt)
 	wantNames := []string{"allocated", "reserved"}

@@ -1,33 +1,70 @@
 package memtimeline
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 )
 
 // intJSONScanner reads JSON made only of arrays and integers, which is all
-// export_memory_timeline ever writes, one byte at a time from a buffered
-// reader. It keeps no more than one number in memory, so a timeline of any
+// export_memory_timeline ever writes, through its own window over the
+// input. It keeps no more than one number in memory, so a timeline of any
 // length streams in constant space. sonic is not used here: its decoder
 // buffers the whole top-level value (see GO-LIBS.md), and the `times` array
 // of the coalesced format is one single top-level element, so splitting
 // elements and handing them to sonic would not stream either; for bare
 // integers strconv is the decoder anyway.
 type intJSONScanner struct {
-	r      *bufio.Reader
-	offset int64 // bytes consumed so far, for error messages
-	digits []byte
+	src  io.Reader
+	buf  []byte
+	pos  int   // next byte to read in buf
+	end  int   // end of valid bytes in buf
+	base int64 // input offset of buf[0], for error messages
+	err  error // sticky error of src (io.EOF at the end)
 }
 
+// scanBufSize is the read window; numbers are at most ~21 bytes, so any
+// size well above that works, and 64 KiB keeps reads few.
+const scanBufSize = 64 << 10
+
 func newIntJSONScanner(r io.Reader) *intJSONScanner {
-	br, ok := r.(*bufio.Reader)
-	if !ok {
-		br = bufio.NewReaderSize(r, 1<<16)
+	return &intJSONScanner{src: r, buf: make([]byte, scanBufSize)}
+}
+
+// offset is the input position of the next byte.
+func (s *intJSONScanner) offsetNow() int64 { return s.base + int64(s.pos) }
+
+// fill moves the unread bytes to the front and reads more. It reports
+// whether new bytes arrived.
+func (s *intJSONScanner) fill() bool {
+	if s.err != nil {
+		return false
 	}
-	return &intJSONScanner{r: br, digits: make([]byte, 0, 24)}
+	n := copy(s.buf, s.buf[s.pos:s.end])
+	s.base += int64(s.pos)
+	s.pos, s.end = 0, n
+	for s.end < len(s.buf) {
+		m, err := s.src.Read(s.buf[s.end:])
+		s.end += m
+		if err != nil {
+			s.err = err
+			break
+		}
+		if m > 0 {
+			break
+		}
+	}
+	return s.end > n
+}
+
+// readErr is the error for running out of input.
+func (s *intJSONScanner) readErr() error {
+	if s.err == nil || s.err == io.EOF {
+		return errTruncated
+	}
+	return s.err
 }
 
 // errTruncated marks input that ends inside a value.
@@ -36,22 +73,17 @@ var errTruncated = errors.New("unexpected end of input (file truncated?)")
 // peek returns the next non-space byte without consuming it.
 func (s *intJSONScanner) peek() (byte, error) {
 	for {
-		c, err := s.r.ReadByte()
-		if err != nil {
-			if err == io.EOF {
-				return 0, errTruncated
+		for s.pos < s.end {
+			switch c := s.buf[s.pos]; c {
+			case ' ', '\t', '\n', '\r':
+				s.pos++
+			default:
+				return c, nil
 			}
-			return 0, err
 		}
-		switch c {
-		case ' ', '\t', '\n', '\r':
-			s.offset++
-			continue
+		if !s.fill() {
+			return 0, s.readErr()
 		}
-		if err := s.r.UnreadByte(); err != nil {
-			return 0, err
-		}
-		return c, nil
 	}
 }
 
@@ -61,8 +93,7 @@ func (s *intJSONScanner) next() (byte, error) {
 	if err != nil {
 		return 0, err
 	}
-	s.r.ReadByte() //nolint:errcheck // peek just unread it
-	s.offset++
+	s.pos++
 	return c, nil
 }
 
@@ -79,7 +110,7 @@ func (s *intJSONScanner) expect(want byte) error {
 
 // errorf reports a problem at the current offset (plus delta).
 func (s *intJSONScanner) errorf(delta int64, format string, args ...any) error {
-	return fmt.Errorf("at byte %d: %s", s.offset+delta, fmt.Sprintf(format, args...))
+	return fmt.Errorf("at byte %d: %s", s.offsetNow()+delta, fmt.Sprintf(format, args...))
 }
 
 func describeByte(c byte) string {
@@ -89,55 +120,58 @@ func describeByte(c byte) string {
 	return fmt.Sprintf("byte 0x%02x", c)
 }
 
+// maxIntBytes is more than any int64 needs ("-9223372036854775808" is 20).
+const maxIntBytes = 24
+
 // readInt reads one JSON integer. Fractions and exponents are rejected:
 // torch writes Python ints, and a float here means the file is not what we
 // think it is.
 func (s *intJSONScanner) readInt() (int64, error) {
-	c, err := s.peek()
-	if err != nil {
+	if _, err := s.peek(); err != nil {
 		return 0, err
 	}
-	start := s.offset
-	s.digits = s.digits[:0]
-	if c == '-' {
-		s.r.ReadByte() //nolint:errcheck
-		s.offset++
-		s.digits = append(s.digits, '-')
+	if s.end-s.pos < maxIntBytes {
+		s.fill() // at most once: then the whole number is in the window
 	}
-	for {
-		c, err := s.r.ReadByte()
-		if err == io.EOF {
+	start := s.offsetNow()
+	i := s.pos
+	neg := i < s.end && s.buf[i] == '-'
+	if neg {
+		i++
+	}
+	var u uint64
+	digits := 0
+	for ; i < s.end; i++ {
+		c := s.buf[i]
+		if c < '0' || c > '9' {
 			break
 		}
-		if err != nil {
-			return 0, err
+		digits++
+		if digits > 19 {
+			return 0, fmt.Errorf("at byte %d: integer out of 64-bit range", start)
 		}
-		if c >= '0' && c <= '9' {
-			s.digits = append(s.digits, c)
-			s.offset++
-			if len(s.digits) > 21 {
-				return 0, fmt.Errorf("at byte %d: number too long for a 64-bit integer", start)
-			}
-			continue
+		u = u*10 + uint64(c-'0')
+	}
+	if digits == 0 {
+		s.pos = i
+		if i >= s.end {
+			return 0, s.readErr()
 		}
-		if c == '.' || c == 'e' || c == 'E' {
+		return 0, fmt.Errorf("at byte %d: expected an integer, found %s", s.offsetNow(), describeByte(s.buf[i]))
+	}
+	if i < s.end {
+		if c := s.buf[i]; c == '.' || c == 'e' || c == 'E' {
 			return 0, fmt.Errorf("at byte %d: expected an integer, found a fractional number", start)
 		}
-		s.r.UnreadByte() //nolint:errcheck
-		break
 	}
-	if len(s.digits) == 0 || (len(s.digits) == 1 && s.digits[0] == '-') {
-		c, err := s.peek()
-		if err != nil {
-			return 0, err
-		}
-		return 0, fmt.Errorf("at byte %d: expected an integer, found %s", s.offset, describeByte(c))
+	s.pos = i
+	switch {
+	case !neg && u <= math.MaxInt64:
+		return int64(u), nil
+	case neg && u <= 1<<63:
+		return int64(-u), nil // -(1<<63) wraps to MinInt64, as it should
 	}
-	v, err := strconv.ParseInt(string(s.digits), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("at byte %d: integer %s out of 64-bit range", start, s.digits)
-	}
-	return v, nil
+	return 0, fmt.Errorf("at byte %d: integer out of 64-bit range", start)
 }
 
 // readIntArray reads "[" int ("," int)* "]" (or "[]") after the caller has

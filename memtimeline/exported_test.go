@@ -299,6 +299,9 @@ func TestBadTimelineFilesGiveOneClearError(t *testing.T) {
 		{"one element not event", `[[1,2,3]]`, "one raw event"},
 		{"trailing garbage", `[[1,2,100,0]] x`, "after the end"},
 		{"overflow", `[[99999999999999999999,2,1,0]]`, "out of 64-bit range"},
+		{"overflow by one", `[[9223372036854775808,2,1,0]]`, "out of 64-bit range"},
+		{"leading garbage", `[[+1,2,1,0]]`, "expected an integer"},
+		{"lone minus", `[[-,2,1,0]]`, "expected an integer"},
 		{"overflow us", `[[9999999999999999], [[0,0,0,0,0,0,0,0,0]]]`, "overflows"},
 		{"truncated coalesced", string(real[:len(real)/2]), "truncated"},
 		{"truncated raw", string(realRaw[:len(realRaw)-3]), "truncated"},
@@ -402,4 +405,45 @@ func BenchmarkParseExportedTimeline(b *testing.B) {
 			}
 		})
 	}
+}
+
+// FuzzParseExportedTimeline: any input gives a timeline or an error, never
+// a panic, and an accepted timeline is consistent. Seeds in
+// testdata/fuzz/FuzzParseExportedTimeline plus small real-shaped documents.
+func FuzzParseExportedTimeline(f *testing.F) {
+	for _, seed := range []string{
+		"[]", "[[], []]", "[[1,2,3,4]]", "[[-1,1,10,0],[5,2,3,7]]",
+		"[[1,2],[[0,1,2,3,4,5,6,7,8],[0,0,0,0,0,0,0,0,0]]]",
+		"[[1.5]]", "[[", "[[1,2,3,4],[", `{"a":1}`, "[[9999999999999999999]]",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		tl, err := ParseExportedTimeline(bytes.NewReader(doc))
+		if err != nil {
+			if tl != nil {
+				t.Fatal("timeline returned with an error")
+			}
+			return
+		}
+		if len(tl.Bytes) != len(TimelineCategories) || len(tl.Categories) != len(TimelineCategories) {
+			t.Fatalf("%d category rows", len(tl.Bytes))
+		}
+		for k := range tl.Bytes {
+			if len(tl.Bytes[k]) != len(tl.Times) {
+				t.Fatalf("row %d has %d points, %d times", k, len(tl.Bytes[k]), len(tl.Times))
+			}
+		}
+		c := tl.CoalesceMicros()
+		if c.Len() > tl.Len() {
+			t.Fatalf("coalescing grew %d points to %d", tl.Len(), c.Len())
+		}
+		if tl.Len() > 0 {
+			last, clast := tl.Len()-1, c.Len()-1
+			if tl.TotalAt(last) != c.TotalAt(clast) {
+				t.Fatalf("coalescing changed the final total")
+			}
+		}
+		_ = Downsample(tl.Total("t"), 5)
+	})
 }
