@@ -84,6 +84,26 @@ type Marker struct {
 	Bytes int64
 }
 
+// categoryColors are the colours torch's own memory timeline plot gives
+// each category (torch/profiler/_memory_profiler.py), so the two pictures
+// read the same, and a category keeps its colour from chart to chart.
+var categoryColors = map[string]string{
+	"PARAMETER":       "darkgreen",
+	"OPTIMIZER_STATE": "goldenrod",
+	"INPUT":           "black",
+	"TEMPORARY":       "mediumpurple",
+	"ACTIVATION":      "red",
+	"GRADIENT":        "mediumblue",
+	"AUTOGRAD_DETAIL": "royalblue",
+	"Unknown":         "grey",
+}
+
+// Line colours, apart from every category colour.
+const (
+	allocatedColor = "#c2185b"
+	reservedColor  = "#00838f"
+)
+
 // maxLabelledSteps is the most step bands drawn with their name.
 const maxLabelledSteps = 24
 
@@ -150,7 +170,10 @@ const chartRuntimeJS = `(function () {
       if (selected[s.name] === false) continue;
       var v = valueAt(s, x);
       if (v === null) continue;
-      var color = palette.length ? palette[i %% palette.length] : "#888";
+      // The colour echarts actually drew the series with.
+      var model = chart.getModel().getSeriesByIndex(i);
+      var style = model && model.getData().getVisual("style");
+      var color = (style && (style.stroke || style.fill)) || (palette.length ? palette[i %% palette.length] : "#888");
       out.push('<span style="display:inline-block;margin-right:4px;border-radius:5px;width:10px;height:10px;background:' +
         esc(color) + '"></span>' + esc(s.name) + ": " + esc(fmtBytes(v)));
     }
@@ -260,10 +283,12 @@ func chartOption(c ChartSpec) (map[string]any, error) {
 				s = s.Pick(idx)
 			}
 			v.swapped[len(line.MultiSeries)] = true
+			color := categoryColors[s.Name] // "" (palette) for other names
 			addLine(s, stackedPairs(s, c.StartNs),
 				charts.WithLineChartOpts(opts.LineChart{Stack: "categories", Step: "end", ShowSymbol: opts.Bool(false), Symbol: "none"}),
-				charts.WithAreaStyleOpts(opts.AreaStyle{Opacity: opts.Float(0.55)}),
-				charts.WithLineStyleOpts(opts.LineStyle{Width: 0}),
+				charts.WithAreaStyleOpts(opts.AreaStyle{Opacity: opts.Float(0.55), Color: color}),
+				charts.WithLineStyleOpts(opts.LineStyle{Width: 0, Color: color}),
+				charts.WithItemStyleOpts(opts.ItemStyle{Color: color}),
 			)
 		}
 	}
@@ -320,14 +345,20 @@ func chartOption(c ChartSpec) (map[string]any, error) {
 		if s.Name == "" {
 			s.Name = "allocated"
 		}
-		addLine(s, pairs(s, c.StartNs), append([]charts.SeriesOpts{charts.WithLineStyleOpts(opts.LineStyle{Width: 1.5})}, attach()...)...)
+		addLine(s, pairs(s, c.StartNs), append([]charts.SeriesOpts{
+			charts.WithLineStyleOpts(opts.LineStyle{Width: 1.5, Color: allocatedColor}),
+			charts.WithItemStyleOpts(opts.ItemStyle{Color: allocatedColor}),
+		}, attach()...)...)
 	}
 	if c.Reserved.Len() > 0 {
 		s := Downsample(c.Reserved, maxPoints)
 		if s.Name == "" {
 			s.Name = "reserved"
 		}
-		addLine(s, pairs(s, c.StartNs), append([]charts.SeriesOpts{charts.WithLineStyleOpts(opts.LineStyle{Width: 1.5, Type: "dashed"})}, attach()...)...)
+		addLine(s, pairs(s, c.StartNs), append([]charts.SeriesOpts{
+			charts.WithLineStyleOpts(opts.LineStyle{Width: 1.5, Type: "dashed", Color: reservedColor}),
+			charts.WithItemStyleOpts(opts.ItemStyle{Color: reservedColor}),
+		}, attach()...)...)
 	}
 	if !attached && len(markers) > 0 {
 		last := len(line.MultiSeries) - 1

@@ -204,10 +204,24 @@ func eval[T any](t *testing.T, ctx context.Context, expr string) T {
 func TestChartRendersInBrowser(t *testing.T) {
 	spec := demoSpec(t)
 	spec.ID = "demo"
-	path := writePage(t, "demo.html", "torchmem demo: big_transformer", spec)
+	// A second device's chart on the same page, from another real run's
+	// coalesced file (categories only): one chart per device.
+	other, err := ReadExportedTimeline(filepath.Join(timelineDir("leak_eval_no_grad"), "memory_timeline.json.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := ChartSpec{ID: "second", Title: "cuda:1 (leak_eval_no_grad)", StartNs: other.Times[0], Categories: other.CategorySeries(), HeightPx: 300}
+	path := writePage(t, "demo.html", "torchmem demo: big_transformer", spec, second)
 	ctx, _ := openPage(t, path)
+	if n := eval[int](t, ctx, `document.querySelectorAll(".torchmem-chart canvas").length`); n != 2 {
+		t.Errorf("%d chart canvases on a two-device page, want 2", n)
+	}
+	secondSeries := eval[int](t, ctx, `echarts.getInstanceByDom(document.getElementById("second")).getOption().series.length`)
+	if secondSeries != len(second.Categories) {
+		t.Errorf("second chart has %d series, want %d", secondSeries, len(second.Categories))
+	}
 
-	canvases := eval[int](t, ctx, `document.querySelectorAll(".torchmem-chart canvas").length`)
+	canvases := eval[int](t, ctx, `document.querySelectorAll("#demo canvas").length`)
 	inked := eval[int](t, ctx, inkedPixelsJS)
 	names := eval[[]string](t, ctx, `echarts.getInstanceByDom(document.getElementById("demo")).getOption().series.map(function (s) { return s.name; })`)
 	chartBox := eval[[]float64](t, ctx, `(function(){var r=document.getElementById("demo").getBoundingClientRect();return [r.left,r.top,r.width,r.height];})()`)

@@ -169,6 +169,11 @@ func ParseExportedTimeline(r io.Reader) (*CategoryTimeline, error) {
 	if err != nil {
 		return nil, err
 	}
+	if c == '<' {
+		// export_memory_timeline("x.html") writes a matplotlib PNG in an
+		// <img> tag: there are no numbers to read.
+		return nil, errors.New("this is the HTML export of export_memory_timeline (a picture, no data): export to a .json, .json.gz or .raw.json.gz path instead")
+	}
 	if c != '[' {
 		return nil, s.errorf(0, "not an export_memory_timeline file: expected a JSON array, found %s", describeByte(c))
 	}

@@ -308,6 +308,7 @@ func TestBadTimelineFilesGiveOneClearError(t *testing.T) {
 		{"truncated gzip", string(realGz[:len(realGz)/2]), ""},
 		{"corrupt gzip", string(append(append([]byte{}, realGz[:20]...), bytes.Repeat([]byte{0xff}, 200)...)), ""},
 		{"binary", "\x00\x01\x02", "not an export_memory_timeline file"},
+		{"html export", `<html><img src="data:image/png;base64,iVBO"></html>`, "HTML export"},
 	}
 	for _, c := range cases {
 		p := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "_")+".json")
