@@ -95,6 +95,7 @@ type Input struct {
 	SMI      *memtimeline.SMILog
 	StepLog  *memtimeline.StepLog
 	Snapshot *memtimeline.Snapshot
+	Timeline *memtimeline.CategoryTimeline
 
 	mu    sync.Mutex
 	cache map[string]any

@@ -159,10 +159,8 @@ func runDiff(stdout, stderr io.Writer, baseArg, headArg string, o *diffOptions) 
 	return nil
 }
 
-// writeDiffHTML writes the overlaid timelines; the report's file fills it in.
-var writeDiffHTML = func(path string, d *rules.Diff, base, head []*rules.Input) error {
-	return badInput(fmt.Errorf("-o %s: the HTML diff is not available in this build", path))
-}
+// writeDiffHTML writes the overlaid timelines (report.go).
+var writeDiffHTML func(path string, d *rules.Diff, base, head []*rules.Input) error
 
 func nonNilMovers(m []rules.Mover) []rules.Mover {
 	if m == nil {
