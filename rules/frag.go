@@ -134,7 +134,10 @@ type FragStep struct {
 	Number int64  `json:"number"`
 	// Steady is true for every step after the first: by then the cache
 	// should serve the loop without new segments.
-	Steady      bool  `json:"steady_state"`
+	Steady bool `json:"steady_state"`
+	// StartNS and DurNS place the step on the trace's clock (ns).
+	StartNS     int64 `json:"start_ns"`
+	DurNS       int64 `json:"dur_ns"`
 	Allocs      int64 `json:"allocs"`
 	Frees       int64 `json:"frees"`
 	AllocBytes  int64 `json:"alloc_bytes"`
@@ -309,7 +312,7 @@ func AnalyzeFrag(t *chrometrace.Trace, opts FragOptions) FragReport {
 		return fmt.Sprintf("ProfilerStep#%d", steps[k].Number)
 	}
 	for k, s := range steps {
-		rep.Steps = append(rep.Steps, FragStep{Name: stepName(k), Number: s.Number, Steady: k > 0})
+		rep.Steps = append(rep.Steps, FragStep{Name: stepName(k), Number: s.Number, Steady: k > 0, StartNS: s.Start, DurNS: s.Dur})
 	}
 	nSteps := max(1, len(steps))
 
@@ -562,7 +565,7 @@ func (rep *FragReport) judge(opts FragOptions, steadySteps int) {
 			gap.Detail += fmt.Sprintf("; %d new segment(s) (%s) were allocated while at least the requested bytes sat idle in the cache",
 				rep.FragmentedMisses, memtimeline.FormatBytes(rep.FragmentedMissBytes))
 		case p.Fraction >= opts.MinGapFraction:
-			gap.Detail += "; but every request was served from the cache without a new segment while memory sat idle: the idle memory is left over from an earlier, higher peak (warm-up, cudnn benchmarking), not shown to be fragmented"
+			gap.Detail += "; but no segment was added while a request would have fit in the idle cache: the idle memory was reserved earlier (warm-up, cudnn benchmarking, an earlier higher peak) and is not shown to be fragmented"
 		}
 		gap.Detail += fmt.Sprintf(" (limit %.0f%% and %s)", 100*opts.MinGapFraction, memtimeline.FormatBytes(opts.MinGapBytes))
 	}
