@@ -484,7 +484,7 @@ func AnalyzeFrag(t *chrometrace.Trace, opts FragOptions) FragReport {
 			chain := attr.HostOpChain(int(c.op))
 			if !c.malloc && underEmptyCache(stack) {
 				// Python code, not an operator, made these calls: name it.
-				chain = append(chain, "torch.cuda.empty_cache")
+				chain = append(chain, emptyCacheOp)
 			}
 			site := memtimeline.Site{Frames: memtimeline.UserFrames(stack), Operator: strings.Join(append(chain, t.Str(t.HostOps[c.op].Name)), " > ")}
 			if opts.Depth > 0 && len(site.Frames) > opts.Depth {
@@ -589,8 +589,12 @@ func (rep *FragReport) judge(opts FragOptions, steadySteps int) {
 		if sc.EmptyCacheFrees > 0 {
 			churn.Detail += fmt.Sprintf("; %d cudaFree ran inside torch.cuda.empty_cache()", sc.EmptyCacheFrees)
 		}
-		if churn.Fired && len(sc.TopSites) > 0 {
-			churn.Detail += fmt.Sprintf("; most from %s", siteName(sc.TopSites[0].Stack, sc.TopSites[0].Operator))
+		if cause, ok := sc.cause(); churn.Fired && ok {
+			if strings.Contains(cause.Operator, emptyCacheOp) {
+				churn.Detail += fmt.Sprintf("; empty_cache() called from %s", siteName(cause.Stack, cause.Operator))
+			} else {
+				churn.Detail += fmt.Sprintf("; most from %s", siteName(cause.Stack, cause.Operator))
+			}
 		}
 	}
 	rep.Signals = []FragSignal{flood, gap, churn}
@@ -623,6 +627,24 @@ func (rep *FragReport) judge(opts FragOptions, steadySteps int) {
 	}
 	rep.Reason = "no fragmentation signal: " + strings.Join(parts, "; ")
 	rep.Reasons = parts
+}
+
+// emptyCacheOp stands in the operator chain of cudaFree calls that
+// torch.cuda.empty_cache() made (Python code, not an operator).
+const emptyCacheOp = "torch.cuda.empty_cache"
+
+// cause is the call site to point at for churn: an empty_cache() call when
+// there is one (it causes the cudaMalloc that follow), else the busiest.
+func (sc *SegmentCalls) cause() (CodeSite, bool) {
+	for _, s := range sc.TopSites {
+		if strings.Contains(s.Operator, emptyCacheOp) {
+			return s, true
+		}
+	}
+	if len(sc.TopSites) > 0 {
+		return sc.TopSites[0], true
+	}
+	return CodeSite{}, false
 }
 
 // churnAdvice says what to try against steady-state segment calls,
@@ -900,10 +922,9 @@ func init() {
 						"cuda_free_calls": float64(sc.SteadyCudaFree), "empty_cache_frees": float64(sc.EmptyCacheFrees),
 						"cuda_malloc_ns": float64(sc.CudaMallocNS), "cuda_free_ns": float64(sc.CudaFreeNS)},
 				}
-				if len(sc.TopSites) > 0 {
-					top := sc.TopSites[0]
-					f.Operator = firstOp(top.Operator)
-					f.Location = top.Location
+				if cause, ok := sc.cause(); ok {
+					f.Operator = firstOp(cause.Operator)
+					f.Location = cause.Location
 				}
 				return f, true
 			})

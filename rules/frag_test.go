@@ -328,7 +328,7 @@ func TestFragRulesForCheck(t *testing.T) {
 		t.Errorf("flood finding %+v", flood)
 	}
 	churn, ok := got[RuleCudaMallocChurn]
-	if !ok || churn.Metrics["calls_per_step"] != 4 || !strings.Contains(churn.Advice, "empty_cache") || churn.Location == nil {
+	if !ok || churn.Metrics["calls_per_step"] != 4 || !strings.Contains(churn.Advice, "empty_cache") || churn.Location == nil || churn.Operator != "torch.cuda.empty_cache" {
 		t.Errorf("churn finding %+v", churn)
 	}
 	if _, ok := got[RuleReservedGap]; ok || len(fs) != 2 {

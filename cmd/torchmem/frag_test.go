@@ -120,3 +120,20 @@ func TestFragBadInputAndSnapshots(t *testing.T) {
 		})
 	}
 }
+
+// A trace cut short (the profiler died mid-export) still gets a verdict
+// from what was read, with the truncation warned about.
+func TestFragTruncatedTrace(t *testing.T) {
+	gz, err := os.ReadFile(realTrace("frag_small_allocs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "cut.json.gz")
+	if err := os.WriteFile(p, gz[:len(gz)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := torchmem(t, "frag", p)
+	if code == exitBadInput || !strings.Contains(errOut, "truncated") || !strings.Contains(out, "Verdict:") {
+		t.Errorf("exit %d stderr %q\n%s", code, errOut, out)
+	}
+}
