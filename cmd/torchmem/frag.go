@@ -124,11 +124,71 @@ func isPickle(path string) (bool, error) {
 	return len(head) == 1 && head[0] == 0x80, nil
 }
 
-// runFragSnapshot is the hook for allocator snapshots (pickles from
-// torch.cuda.memory._dump_snapshot). HOOK: the lead wires the snapshot
-// analysis here; until then frag says so and exits as bad input.
+// runFragSnapshot answers the fragmentation question from an allocator
+// snapshot, which sees what a trace cannot: the blocks inside segments.
+// Free space split inside partly used segments (inactive split) cannot be
+// returned by empty_cache nor serve a larger request.
 func runFragSnapshot(stdout, stderr io.Writer, path string, o *fragOptions) error {
-	return badInput(fmt.Errorf("%s: allocator snapshots: coming soon in torchmem frag (use torchmem snapshot %s for now); frag reads profiler traces", path, path))
+	snap, err := readSnapshotFile(path)
+	if err != nil {
+		return err
+	}
+	rep := memtimeline.AnalyzeSnapshot(snap, 0)
+	st := rep.Stats
+	limit := snapshotSplitLimit()
+	verdict, reason := rules.VerdictOK, "little free space is trapped inside used segments"
+	frac := 0.0
+	if st.ReservedBytes > 0 {
+		frac = float64(st.InactiveSplitBytes) / float64(st.ReservedBytes)
+	}
+	if frac > limit {
+		verdict = rules.VerdictFragmented
+		reason = fmt.Sprintf("%s (%.0f%% of reserved, over %.0f%%) is free but split inside segments that also hold live blocks; the largest free block is %s",
+			memtimeline.FormatBytes(st.InactiveSplitBytes), 100*frac, 100*limit, memtimeline.FormatBytes(st.LargestFreeBlock))
+	}
+	if o.format == formatJSON {
+		out := struct {
+			File                  string                        `json:"file"`
+			Verdict               string                        `json:"verdict"`
+			Reason                string                        `json:"reason"`
+			ReservedBytes         int64                         `json:"reserved_bytes"`
+			AllocatedBytes        int64                         `json:"allocated_bytes"`
+			ActiveBytes           int64                         `json:"active_bytes"`
+			InactiveSplitBytes    int64                         `json:"inactive_split_bytes"`
+			LargestFreeBlockBytes int64                         `json:"largest_free_block_bytes"`
+			FreeBytes             int64                         `json:"free_bytes"`
+			Segments              []memtimeline.SegmentFill     `json:"segments"`
+			Settings              memtimeline.AllocatorSettings `json:"allocator_settings"`
+			OOMs                  []memtimeline.OOMEvent        `json:"ooms"`
+		}{path, verdict, reason, st.ReservedBytes, st.AllocatedBytes, st.ActiveBytes, st.InactiveSplitBytes, st.LargestFreeBlock, st.FreeBytes,
+			rep.SegmentFills, rep.Settings, rep.OOMs}
+		if err := writeJSON(stdout, out); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(stdout, "Verdict: %s: %s\n", strings.ToUpper(verdict), reason)
+		if verdict == rules.VerdictFragmented {
+			fmt.Fprintln(stdout, "What to try: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; max_split_size_mb to keep large blocks whole; pre-allocate fixed-size buffers.")
+		}
+		fmt.Fprintln(stdout)
+		if err := renderSnapshotReport(stdout, path, rep, snapshotOptions{format: formatTable, top: 20, leaks: 0}); err != nil {
+			return err
+		}
+	}
+	if verdict == rules.VerdictFragmented {
+		return findings()
+	}
+	return nil
+}
+
+// snapshotSplitLimit is the snapshot.inactive-split rule's threshold.
+func snapshotSplitLimit() float64 {
+	for _, r := range rules.Builtin() {
+		if r.ID == "snapshot.inactive-split" {
+			return r.Threshold
+		}
+	}
+	return 0.2
 }
 
 // stepOffset places a time on the report's step clock: "ProfilerStep#3 +81.2 ms".

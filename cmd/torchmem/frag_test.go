@@ -106,8 +106,7 @@ func TestFragBadInputAndSnapshots(t *testing.T) {
 		{"missing", []string{filepath.Join(dir, "nope.json")}, "no such file"},
 		{"empty", []string{write("empty.json", nil)}, "empty"},
 		{"not a trace", []string{write("x.json", []byte(`{"hello": 1}`))}, "not a Chrome trace"},
-		{"pickle", []string{write("s.pickle", []byte("\x80\x04K\x01."))}, "allocator snapshots: coming soon"},
-		{"gzipped pickle", []string{filepath.Join(snapshotTestdata, "leak_module_cache.pickle.gz")}, "allocator snapshots: coming soon"},
+		{"pickle that is not a snapshot", []string{write("s.pickle", []byte("\x80\x04K\x01."))}, "not an allocator snapshot"},
 		{"bad format", []string{realTrace("no_memory"), "--format", "csv"}, "--format"},
 		{"bad size", []string{realTrace("no_memory"), "--small-max-bytes", "0"}, "--small-max-bytes"},
 	}
@@ -118,6 +117,33 @@ func TestFragBadInputAndSnapshots(t *testing.T) {
 				t.Errorf("exit %d, stdout %q, stderr %q (want %q)", code, out, errOut, c.want)
 			}
 		})
+	}
+}
+
+// From a snapshot: the issue's figures for frag_small_allocs, and a verdict
+// from the free space split inside used segments.
+func TestFragSnapshot(t *testing.T) {
+	out, _, code := torchmem(t, "frag", filepath.Join(snapshotTestdata, "frag_small_allocs.pickle.gz"), "--format", "json")
+	if code != exitFindings {
+		t.Errorf("exit %d", code)
+	}
+	var d struct {
+		Verdict            string            `json:"verdict"`
+		Reserved           int64             `json:"reserved_bytes"`
+		Allocated          int64             `json:"allocated_bytes"`
+		InactiveSplitBytes int64             `json:"inactive_split_bytes"`
+		Largest            int64             `json:"largest_free_block_bytes"`
+		Segments           []json.RawMessage `json:"segments"`
+	}
+	if err := json.Unmarshal([]byte(out), &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Verdict != "fragmented" || d.Reserved != 534773760 || d.Allocated != 272588288 || d.InactiveSplitBytes == 0 || d.Largest == 0 || len(d.Segments) != 34 {
+		t.Errorf("snapshot frag %+v", d)
+	}
+	out, _, code = torchmem(t, "frag", filepath.Join(snapshotTestdata, "leak_module_cache.pickle.gz"))
+	if code != exitOK || !strings.HasPrefix(out, "Verdict: OK") {
+		t.Errorf("leak snapshot: exit %d\n%s", code, out)
 	}
 }
 
