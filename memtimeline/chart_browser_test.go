@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -45,6 +46,30 @@ type browserReport struct {
 	requests []string // every URL the page asked for
 	errors   []string // console errors, uncaught exceptions, log errors
 	dialogs  []string // alert/confirm/prompt: an injection ran
+	pageURL  string
+}
+
+// problems lists every request other than the page itself (and data:
+// URLs), every error and every dialog.
+func (r *browserReport) problems() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, u := range r.requests {
+		if u != r.pageURL && !strings.HasPrefix(u, "data:") {
+			out = append(out, "page made a request: "+u)
+		}
+	}
+	if len(r.requests) == 0 {
+		out = append(out, "no request seen at all, not even the page: the network listener is broken")
+	}
+	for _, e := range r.errors {
+		out = append(out, "browser error: "+e)
+	}
+	for _, d := range r.dialogs {
+		out = append(out, "a dialog opened (injected script ran): "+d)
+	}
+	return out
 }
 
 func (r *browserReport) add(list *[]string, s string) {
@@ -54,8 +79,9 @@ func (r *browserReport) add(list *[]string, s string) {
 }
 
 // openPage loads path in a fresh headless Chromium and returns a context
-// to drive it and the report that fills while it runs.
-func openPage(t *testing.T, path string) (context.Context, *browserReport) {
+// to drive it and the report that fills while it runs. With checkClean,
+// any problem the page had fails the test at its end.
+func openPage(t *testing.T, path string, checkClean bool) (context.Context, *browserReport) {
 	exe := findChromium(t)
 	allocOpts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(exe),
@@ -118,24 +144,14 @@ func openPage(t *testing.T, path string) (context.Context, *browserReport) {
 	); err != nil {
 		t.Fatalf("loading %s in %s: %v", pageURL, exe, err)
 	}
-	t.Cleanup(func() {
-		rep.mu.Lock()
-		defer rep.mu.Unlock()
-		for _, u := range rep.requests {
-			if u != pageURL && !strings.HasPrefix(u, "data:") {
-				t.Errorf("page made a request: %s", u)
+	rep.pageURL = pageURL
+	if checkClean {
+		t.Cleanup(func() {
+			for _, p := range rep.problems() {
+				t.Error(p)
 			}
-		}
-		if len(rep.requests) == 0 {
-			t.Errorf("no request seen at all, not even the page: the network listener is broken")
-		}
-		for _, e := range rep.errors {
-			t.Errorf("browser error: %s", e)
-		}
-		for _, d := range rep.dialogs {
-			t.Errorf("a dialog opened (injected script ran): %s", d)
-		}
-	})
+		})
+	}
 	return ctx, rep
 }
 
@@ -212,7 +228,7 @@ func TestChartRendersInBrowser(t *testing.T) {
 	}
 	second := ChartSpec{ID: "second", Title: "cuda:1 (leak_eval_no_grad)", StartNs: other.Times[0], Categories: other.CategorySeries(), HeightPx: 300}
 	path := writePage(t, "demo.html", "torchmem demo: big_transformer", spec, second)
-	ctx, _ := openPage(t, path)
+	ctx, _ := openPage(t, path, true)
 	if n := eval[int](t, ctx, `document.querySelectorAll(".torchmem-chart canvas").length`); n != 2 {
 		t.Errorf("%d chart canvases on a two-device page, want 2", n)
 	}
@@ -271,7 +287,7 @@ func TestChartNamesCannotInjectInBrowser(t *testing.T) {
 		Markers:    []Marker{{Name: xssName, TNs: 3e6, Bytes: 4 << 30}},
 	}
 	path := writePage(t, "xss.html", xssName, spec)
-	ctx, _ := openPage(t, path)
+	ctx, _ := openPage(t, path, true)
 	box := eval[[]float64](t, ctx, `(function(){var r=document.getElementById("xss").getBoundingClientRect();return [r.left,r.top,r.width,r.height];})()`)
 	sawName := false
 	for _, fx := range []float64{0.2, 0.5, 0.8} {
@@ -300,4 +316,43 @@ func TestChartNamesCannotInjectInBrowser(t *testing.T) {
 		t.Errorf("page title %q, want the payload as text", title)
 	}
 	screenshot(t, ctx, "xss.png")
+}
+
+// TestBrowserCheckCatchesProblems plants a request, a console error, an
+// exception and an alert in a page and checks that the report sees each:
+// otherwise the clean results above would prove nothing. (The request and
+// the alert come after load: either can stall the navigation.)
+func TestBrowserCheckCatchesProblems(t *testing.T) {
+	var page strings.Builder
+	s := Series{Name: "allocated", T: []int64{0, 1e6}, V: []int64{1, 2}}
+	if err := WriteStandalonePage(&page, "sabotaged", ChartSpec{Allocated: s}); err != nil {
+		t.Fatal(err)
+	}
+	// Without the CSP the planted request leaves the page (to a closed
+	// local port: nothing outside the machine).
+	html := regexp.MustCompile(`<meta http-equiv="Content-Security-Policy"[^>]*>`).ReplaceAllString(page.String(), "")
+	cut := strings.LastIndex(html, "</body>") // the library has "</body>" in a string too
+	html = html[:cut] + `<script>console.error("planted error");
+window.addEventListener("load", function () {
+  setTimeout(function () {
+    document.body.appendChild(document.createElement("img")).src = "http://127.0.0.1:9/planted.png";
+    setTimeout(function () { alert("planted alert"); }, 100);
+  }, 50);
+});
+throw new Error("planted exception");</script>
+` + html[cut:]
+	path := filepath.Join(t.TempDir(), "sabotaged.html")
+	if err := os.WriteFile(path, []byte(html), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, rep := openPage(t, path, false)
+	if err := chromedp.Do(ctx, chromedp.Sleep(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(rep.problems(), "\n")
+	for _, want := range []string{"request: http://127.0.0.1:9/planted.png", "planted error", "planted exception", "planted alert"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the browser check missed %q; it saw:\n%s", want, got)
+		}
+	}
 }

@@ -448,3 +448,45 @@ func FuzzParseExportedTimeline(f *testing.F) {
 		_ = Downsample(tl.Total("t"), 5)
 	})
 }
+
+// TestRawTimelineTracksTraceAllocated compares the raw timeline with an
+// independent record of the same run: the Kineto trace's CUDA [memory]
+// events (extracted to memory_events_cuda0.json.gz). Every event's time is
+// a point of the ns timeline, and "Total Allocated" exceeds the timeline's
+// total by one constant at every event: memory allocated before profiling
+// that the memory profiler never saw as a tensor (84.5 MiB here).
+func TestRawTimelineTracksTraceAllocated(t *testing.T) {
+	dir := timelineDir("big_transformer")
+	tl, err := ReadExportedTimeline(filepath.Join(dir, "memory_timeline.raw.json.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events [][3]int64 // t_ns, Total Allocated, Total Reserved
+	if err := json.Unmarshal(readGz(t, filepath.Join(dir, "memory_events_cuda0.json.gz")), &events); err != nil {
+		t.Fatal(err)
+	}
+	if len(events) < 1000 {
+		t.Fatalf("only %d events", len(events))
+	}
+	at := map[int64]int{}
+	for i, ts := range tl.Times {
+		at[ts] = i // the last point with that time: the state after it
+	}
+	var offset int64
+	for n, e := range events {
+		i, ok := at[e[0]]
+		if !ok {
+			t.Fatalf("trace event at %d ns is not a timeline point", e[0])
+		}
+		d := e[1] - tl.TotalAt(i)
+		if n == 0 {
+			offset = d
+		} else if d != offset {
+			t.Fatalf("event %d: Total Allocated - timeline total = %d, earlier %d", n, d, offset)
+		}
+	}
+	if offset < 0 {
+		t.Errorf("the trace sees less memory (%d) than the timeline", offset)
+	}
+	t.Logf("%d trace events: Total Allocated = timeline total + %s at every one", len(events), FormatBytes(offset))
+}
