@@ -298,15 +298,10 @@ func attributeCopies(t *chrometrace.Trace, copies []hostCopy, nest *opNesting, f
 // opNesting gives each cpu_op and user_annotation its enclosing op on the
 // same thread.
 type opNesting struct {
-	parent map[int]int
+	parent []int32 // by HostOps index; -1 at a root or for other categories
 }
 
-func (n *opNesting) parentOf(i int) int {
-	if p, ok := n.parent[i]; ok {
-		return p
-	}
-	return -1
-}
+func (n *opNesting) parentOf(i int) int { return int(n.parent[i]) }
 
 func hostNesting(in *Input) *opNesting {
 	return Memo(in, "gpu.host-opNesting", func() *opNesting {
@@ -326,7 +321,10 @@ func hostNesting(in *Input) *opNesting {
 			}
 			return cmp.Compare(h[b].End(), h[a].End())
 		})
-		n := &opNesting{parent: make(map[int]int, len(idx))}
+		n := &opNesting{parent: make([]int32, len(h))}
+		for i := range n.parent {
+			n.parent[i] = -1
+		}
 		var stack []int
 		for k, i := range idx {
 			if k > 0 && h[idx[k-1]].Thread != h[i].Thread {
@@ -338,7 +336,7 @@ func hostNesting(in *Input) *opNesting {
 					stack = stack[:len(stack)-1]
 					continue
 				}
-				n.parent[i] = stack[len(stack)-1]
+				n.parent[i] = int32(stack[len(stack)-1])
 				break
 			}
 			stack = append(stack, i)
