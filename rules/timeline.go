@@ -98,7 +98,7 @@ func (w *gpuWindows) note() string {
 }
 
 func stepWindows(in *Input) *gpuWindows {
-	return Memo(in, "gpu.gpuWindows", func() *gpuWindows {
+	return Memo(in, "gpu.windows", func() *gpuWindows {
 		t := in.Trace
 		w := &gpuWindows{}
 		seen := map[int64]bool{}
@@ -189,7 +189,11 @@ type hostCopy struct {
 	launch int64
 	// blocked is the host time in the runtime calls tied to the copy
 	// (cudaMemcpyAsync, cudaStreamSynchronize): time the host waited.
-	blocked  int64
+	blocked int64
+	// blocking: the host waited for this copy (a synchronize call, a
+	// synchronous cudaMemcpy, or pageable memory, which the driver copies
+	// synchronously), or the trace has no runtime calls to tell.
+	blocking bool
 	location *Location
 }
 
@@ -235,6 +239,7 @@ func findHostCopies(t *chrometrace.Trace) []hostCopy {
 	// runtime calls of each copy: Kineto gives the launching cpu_op,
 	// its cuda_runtime calls and the device op the same External id.
 	launchSeen := make([]bool, len(copies))
+	runtimeSeen := make([]bool, len(copies))
 	for i := range t.HostOps {
 		h := &t.HostOps[i]
 		ids, ok := want[h.ExternalID]
@@ -250,6 +255,9 @@ func findHostCopies(t *chrometrace.Trace) []hostCopy {
 				}
 			}
 		case chrometrace.CatCUDARuntime:
+			for _, c := range ids {
+				runtimeSeen[c] = true
+			}
 			name := t.Str(h.Name)
 			isCopy := strings.HasPrefix(name, "cudaMemcpy")
 			if !isCopy && !strings.Contains(name, "Synchronize") {
@@ -258,6 +266,11 @@ func findHostCopies(t *chrometrace.Trace) []hostCopy {
 			// Several copies under one op (rare) share the wait; count
 			// it once, on the first.
 			copies[ids[0]].blocked += h.Dur
+			if waits := !isCopy || !strings.Contains(name, "Async"); waits {
+				for _, c := range ids {
+					copies[c].blocking = true
+				}
+			}
 			if isCopy {
 				for _, c := range ids {
 					if !launchSeen[c] {
@@ -270,6 +283,9 @@ func findHostCopies(t *chrometrace.Trace) []hostCopy {
 	for i := range copies {
 		if !launchSeen[i] && copies[i].issuer >= 0 {
 			copies[i].launch = t.HostOps[copies[i].issuer].Start
+		}
+		if copies[i].pageable || !runtimeSeen[i] {
+			copies[i].blocking = true
 		}
 	}
 	return copies
@@ -489,7 +505,7 @@ func checkSyncCopy(r *Rule, in *Input) []Finding {
 	var n int
 	var blocked int64
 	var sizes []int64
-	isD2H := func(c *hostCopy) bool { return c.dir == copyD2H && w.index(c.launch) >= 0 }
+	isD2H := func(c *hostCopy) bool { return c.dir == copyD2H && c.blocking && w.index(c.launch) >= 0 }
 	for i := range copies {
 		c := &copies[i]
 		if !isD2H(c) {

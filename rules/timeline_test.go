@@ -634,6 +634,27 @@ func TestCopyRulesSynthetic(t *testing.T) {
 			t.Errorf("fired without a reference copy: %+v", fs)
 		}
 	})
+	t.Run("non-blocking copy into pinned memory does not block", func(t *testing.T) {
+		var s synth
+		for i := range 3 {
+			base := float64(1000 * (i + 1))
+			s.step(i+1, base, 900)
+			// x.to("cpu", non_blocking=True) into pinned memory: no sync.
+			upload(&s, base+10, "Memcpy DtoH (Device -> Pinned)", 4*mib, 100, 10*i+2)
+		}
+		tr := s.trace(t)
+		if fs := findingsOf(t, tr, ruleSyncCopy); len(fs) != 0 {
+			t.Errorf("fired on asynchronous copies: %+v", fs)
+		}
+		// The same copies with a cudaStreamSynchronize after each do block.
+		for i := range 3 {
+			s.host("cuda_runtime", "cudaStreamSynchronize", float64(1000*(i+1))+120, 5, 10*i+2)
+		}
+		fs := findingsOf(t, s.trace(t), ruleSyncCopy)
+		if len(fs) != 1 || fs[0].Metrics["steps_with_copy"] != 3 || fs[0].Operator != "aten::to" {
+			t.Errorf("with a synchronize: %+v", fs)
+		}
+	})
 	t.Run("copies without host ops", func(t *testing.T) {
 		var s synth
 		s.step(1, 1000, 1000)
@@ -681,4 +702,39 @@ func BenchmarkTimelineRules(b *testing.B) {
 			})
 		}
 	}
+}
+
+// FuzzTimelineRules runs the four rules on whatever the reader accepts:
+// odd times, overlapping steps, copies without host ops, missing devices
+// must give findings or none, never a panic. The corpus grown by
+// `go test -fuzz` is kept in testdata/fuzz/FuzzTimelineRules.
+func FuzzTimelineRules(f *testing.F) {
+	var s synth
+	s.step(1, 1000, 900)
+	s.step(2, 1500, 900) // overlaps step 1
+	s.py("train.py(40): train_step", 1, -1, 1010, 600)
+	s.kernel(0, 7, 1020, 50)
+	s.kernel(3, 9, 990, 5000)
+	s.itemCopy(1100, 100)
+	s.dev("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 0, 7, 1200, 0, 1<<21, 0)
+	s.dev("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", 0, 7, 1300, 10, 1<<22, 7)
+	f.Add([]byte(`{"traceEvents":[` + strings.Join(s.events, ",") + `]}`))
+	f.Add([]byte(`{"traceEvents":[{"ph":"X","cat":"user_annotation","name":"ProfilerStep#1","pid":1,"tid":1,"ts":5,"dur":0}]}`))
+	var rs []Rule
+	for _, id := range timelineRuleIDs {
+		rs = append(rs, timelineRule(f, id))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tr, err := chrometrace.Read(strings.NewReader(string(data)), chrometrace.ReadOptions{Workers: 1})
+		if err != nil {
+			return
+		}
+		for _, fd := range Run(rs, &Input{Trace: tr}) {
+			for k, v := range fd.Metrics {
+				if math.IsNaN(v) || math.IsInf(v, 0) {
+					t.Fatalf("%s: metric %s = %v", fd.Rule, k, v)
+				}
+			}
+		}
+	})
 }
