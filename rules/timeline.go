@@ -589,7 +589,8 @@ func checkPageableH2D(r *Rule, in *Input) []Finding {
 	sites := groupSites(copies, isPageable)
 	top := sites[0]
 	return []Finding{{
-		Title: fmt.Sprintf("%.0f pageable host-to-device copies per step (%s per step)", perStep, memtimeline.FormatBytes(int64(float64(bytes)/steps))),
+		Title: fmt.Sprintf("%.3g pageable host-to-device %s per step (%s per step)", perStep, plural(perStep, "copy", "copies"),
+			memtimeline.FormatBytes(int64(float64(bytes)/steps))),
 		Detail: fmt.Sprintf("%d copies from pageable host memory, %s in all (largest %s), over %d step(s). "+
 			"The driver stages pageable memory through a pinned buffer, so the copy cannot overlap with "+
 			"compute and the host waits for it: %s per step in the copy calls. Issued by: %s.%s",
@@ -661,7 +662,8 @@ func checkLowMemcpyBandwidth(r *Rule, in *Input) []Finding {
 			advice += " Pinned copies this slow point at a shared or narrow link (other copies at the same time, a x8 slot, a PCIe switch)."
 		}
 		out = append(out, Finding{
-			Title: fmt.Sprintf("%d %s copies at %.1f GB/s, %.0f%% of the trace's best %.1f GB/s", len(rates), dir, median, 100*median/best, best),
+			Title: fmt.Sprintf("%d %s %s at %.1f GB/s, %.0f%% of the trace's best %.1f GB/s", len(rates), dir,
+				plural(float64(len(rates)), "copy", "copies"), median, 100*median/best, best),
 			Detail: fmt.Sprintf("%d %s copies of at least %s moved %s at a median %.2f GB/s (%d from pageable memory), "+
 				"under %.0f%% of the best host<->device copy in this trace (%s, %.2f GB/s); they took %s of device time. Issued by: %s.",
 				len(rates), dir, memtimeline.FormatBytes(minBandwidthBytes), memtimeline.FormatBytes(bytes), median, pageable,
@@ -921,6 +923,13 @@ func formatNs(ns int64) string {
 	default:
 		return fmt.Sprintf("%.1f µs", float64(ns)/1e3)
 	}
+}
+
+func plural(n float64, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 func sumInt64(l []int64) int64 {
