@@ -171,3 +171,14 @@ func Run(rs []Rule, in *Input) []Finding {
 	slices.SortStableFunc(out, func(a, b Finding) int { return int(b.Severity) - int(a.Severity) })
 	return out
 }
+
+// traceOnly wraps a check that needs a profiler trace, so that it stays
+// quiet on snapshots and logs.
+func traceOnly(check func(r *Rule, in *Input) []Finding) func(r *Rule, in *Input) []Finding {
+	return func(r *Rule, in *Input) []Finding {
+		if in.Trace == nil {
+			return nil
+		}
+		return check(r, in)
+	}
+}
