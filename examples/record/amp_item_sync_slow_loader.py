@@ -1,6 +1,6 @@
 """Slow input and a host sync every step: bf16 autocast training with loss.item() each step,
 fed by a DataLoader whose dataset sleeps 20 ms per batch (num_workers=0, no pin_memory).
-The trace shows a DtoH memcpy per step, pageable HtoD copies, and the GPU idle while the
+The trace shows a DtoH memcpy and a sync per step, pageable HtoD copies, and the GPU idle while the
 loader sleeps.
 
     python3 amp_item_sync_slow_loader.py OUT_DIR
@@ -62,8 +62,10 @@ def main(out_dir):
             "planted": "bf16 autocast training; loss.item() every step; DataLoader(num_workers=0, "
             "pin_memory=False) over a dataset that sleeps 20 ms per batch",
             "leak_bytes_per_step": 0,
-            "sync_per_step": {"call": "loss.item()", "memcpy": "Memcpy DtoH (Device -> Pageable)",
-                              "bytes": 4, "site": site("# SYNC SITE")},
+            # torch 2.11 stages .item() through a pinned buffer, hence "Pinned" in the name.
+            "sync_per_step": {"call": "loss.item()", "memcpy": "Memcpy DtoH (Device -> Pinned)",
+                              "copies": 1, "bytes": 4, "runtime_call": "cudaStreamSynchronize",
+                              "site": site("# SYNC SITE")},
             "h2d_per_step": {"copies": 2, "bytes_each": BATCH * WIDTH * 4,
                              "memcpy": "Memcpy HtoD (Pageable -> Device)", "site": site("# H2D SITE")},
             "loader": {"sleep_s_per_batch": SLEEP_S, "num_workers": 0, "pin_memory": False,

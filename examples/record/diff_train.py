@@ -90,7 +90,7 @@ def summary(diff_dir):
                 "change": "fc1 width 2048 -> 4096",
                 "change_site": site("# WIDTH SITE"),
                 "activation_site": base["activation_site"],
-                "ops_whose_output_doubles": ["aten::addmm (under aten::linear, fc1)", "aten::relu"],
+                "ops_whose_output_doubles": ["aten::addmm (under aten::linear, fc1)", "aten::relu (allocates in its child aten::clamp_min)"],
                 "fc1_output_bytes": {"base": base["fc1_output_bytes"], "head": head["fc1_output_bytes"]},
                 "relu_output_bytes": {"base": base["relu_output_bytes"], "head": head["relu_output_bytes"]},
                 "weight_grad_bytes_fc1": {"base": base["fc1_weight_grad_bytes"],
