@@ -8,13 +8,15 @@ Copy this file next to your training script, then:
             train_step(batch)
             tm.step()                        # once per iteration
 
-and run `torchmem ops torchmem_out/` (or any other torchmem command) on the result.
+and point torchmem at the files, e.g. `torchmem ops torchmem_out/<host>_rank0_step7.pt.trace.json.gz`.
 
 What it writes into the output directory (<host> is the machine name, <r> the rank):
   <host>_rank<r>_step<n>.pt.trace.json.gz  one Kineto Chrome trace per profiled cycle
                                            (torch.profiler with schedule(wait, warmup, active,
                                            repeat), profile_memory, with_stack, record_shapes);
-                                           n is the profiler step at which the cycle ended.
+                                           n is the profiler's step count at export: a full
+                                           cycle holds ProfilerStep#(n-active)..#(n-1), one cut
+                                           short by an exception ends with #n.
   <host>_rank<r>.snapshot.pickle           the CUDA caching allocator's snapshot with its
                                            allocation history, dumped when the block ends and
                                            when a torch.OutOfMemoryError escapes it (the error
