@@ -300,6 +300,12 @@ func Operators(t *Trace, opts OperatorOptions) []OperatorStats {
 		r.Allocs += selfAllocs[i]
 		r.AllocBytes += selfAllocBytes[i]
 	}
+	// Torch keeps [OutOfMemory] instants as rows of their own (zero-length,
+	// so they own no memory); [memory] instants are not rows.
+	for range t.OOMs {
+		extra, stack := groupExtra(t, opts.GroupBy, NoStr, NoStr)
+		get("[OutOfMemory]", extra, stack, false, false).Calls++
+	}
 	for i := range t.DeviceOps {
 		d := &t.DeviceOps[i]
 		extra, stack := groupExtra(t, opts.GroupBy, NoStr, NoStr)

@@ -125,6 +125,9 @@ type Mover struct {
 	Base  int64  `json:"base_bytes"`
 	Head  int64  `json:"head_bytes"`
 	Delta int64  `json:"delta_bytes"`
+	// DeltaPerStep compares bytes per profiled step, so runs of different
+	// lengths compare; 0 when either side has no steps.
+	DeltaPerStep int64 `json:"delta_bytes_per_step"`
 }
 
 // MetricDelta compares one number between the sides.
@@ -159,7 +162,7 @@ func delta(metric string, base, head int64) MetricDelta {
 	return d
 }
 
-func movers(base, head map[string]int64, top int) []Mover {
+func movers(base, head map[string]int64, baseSteps, headSteps, top int) []Mover {
 	keys := map[string]bool{}
 	for k := range base {
 		keys[k] = true
@@ -170,11 +173,15 @@ func movers(base, head map[string]int64, top int) []Mover {
 	var out []Mover
 	for k := range keys {
 		if d := head[k] - base[k]; d != 0 {
-			out = append(out, Mover{Name: k, Base: base[k], Head: head[k], Delta: d})
+			m := Mover{Name: k, Base: base[k], Head: head[k], Delta: d}
+			if baseSteps > 0 && headSteps > 0 {
+				m.DeltaPerStep = head[k]/int64(headSteps) - base[k]/int64(baseSteps)
+			}
+			out = append(out, m)
 		}
 	}
 	slices.SortFunc(out, func(a, b Mover) int {
-		return cmp.Or(cmp.Compare(abs64(b.Delta), abs64(a.Delta)), strings.Compare(a.Name, b.Name))
+		return cmp.Or(cmp.Compare(abs64(b.DeltaPerStep), abs64(a.DeltaPerStep)), cmp.Compare(abs64(b.Delta), abs64(a.Delta)), strings.Compare(a.Name, b.Name))
 	})
 	if top > 0 && len(out) > top {
 		out = out[:top]
@@ -197,9 +204,10 @@ func Compare(base, head *Side, top int) *Diff {
 		delta("peak_reserved", base.PeakReservedBytes, head.PeakReservedBytes),
 		delta("growth_per_step", base.GrowthBytesPerStep, head.GrowthBytesPerStep),
 	}
-	d.Operators = movers(base.Operators, head.Operators, top)
-	d.SitesAlloc = movers(base.SiteAlloc, head.SiteAlloc, top)
-	d.SitesLive = movers(base.SiteLive, head.SiteLive, top)
+	d.Operators = movers(base.Operators, head.Operators, base.Steps, head.Steps, top)
+	d.SitesAlloc = movers(base.SiteAlloc, head.SiteAlloc, base.Steps, head.Steps, top)
+	// Bytes alive at the end are not per step: compare them whole.
+	d.SitesLive = movers(base.SiteLive, head.SiteLive, 0, 0, top)
 	known := map[string]bool{}
 	for _, s := range base.Suspects {
 		known[SiteLabel(s.Stack, s.Operator)] = true

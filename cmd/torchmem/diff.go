@@ -233,8 +233,16 @@ func writeDiffText(w io.Writer, d *rules.Diff, violations []string, budgets int,
 		if format == formatMarkdown {
 			fmt.Fprintln(w)
 		}
+		perStep := false
+		for _, m := range ms {
+			perStep = perStep || m.DeltaPerStep != 0
+		}
 		tw := newTableWriter()
-		tw.AppendHeader(table.Row{"Name", "Base", "Head", "Change"})
+		header := table.Row{"Name", "Base", "Head", "Change"}
+		if perStep {
+			header = append(header, "Change per step")
+		}
+		tw.AppendHeader(header)
 		for _, m := range ms {
 			name := m.Name
 			if format == formatMarkdown {
@@ -242,9 +250,13 @@ func writeDiffText(w io.Writer, d *rules.Diff, violations []string, budgets int,
 			} else {
 				name = truncate(name, 90)
 			}
-			tw.AppendRow(table.Row{name, memtimeline.FormatBytes(m.Base), memtimeline.FormatBytes(m.Head), signed(m.Delta)})
+			row := table.Row{name, memtimeline.FormatBytes(m.Base), memtimeline.FormatBytes(m.Head), signed(m.Delta)}
+			if perStep {
+				row = append(row, signed(m.DeltaPerStep))
+			}
+			tw.AppendRow(row)
 		}
-		tw.SetColumnConfigs([]table.ColumnConfig{{Number: 2, Align: text.AlignRight}, {Number: 3, Align: text.AlignRight}, {Number: 4, Align: text.AlignRight}})
+		tw.SetColumnConfigs([]table.ColumnConfig{{Number: 2, Align: text.AlignRight}, {Number: 3, Align: text.AlignRight}, {Number: 4, Align: text.AlignRight}, {Number: 5, Align: text.AlignRight}})
 		renderTable(w, tw, format)
 	}
 	movers("Operators whose Self CUDA Mem moved most:", d.Operators)
