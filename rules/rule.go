@@ -98,22 +98,30 @@ type Input struct {
 	Timeline *memtimeline.CategoryTimeline
 
 	mu    sync.Mutex
-	cache map[string]any
+	cache map[string]*memoEntry
 }
 
-// Memo computes a shared analysis once per input.
+// Memo computes a shared analysis once per input. Each key has its own
+// once, so an analysis may itself use Memo for another key (the leak rule
+// builds on the per-operator table) without deadlocking.
 func Memo[T any](in *Input, key string, compute func() T) T {
 	in.mu.Lock()
-	defer in.mu.Unlock()
 	if in.cache == nil {
-		in.cache = map[string]any{}
+		in.cache = map[string]*memoEntry{}
 	}
-	if v, ok := in.cache[key]; ok {
-		return v.(T)
+	e := in.cache[key]
+	if e == nil {
+		e = &memoEntry{}
+		in.cache[key] = e
 	}
-	v := compute()
-	in.cache[key] = v
-	return v
+	in.mu.Unlock()
+	e.once.Do(func() { e.value = compute() })
+	return e.value.(T)
+}
+
+type memoEntry struct {
+	once  sync.Once
+	value any
 }
 
 // Rule is one detector with its defaults. Check reads the threshold and
