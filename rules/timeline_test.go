@@ -258,6 +258,9 @@ var realTimelineCases = []timelineCase{
 	{name: "copies_item_sync", path: "../testdata/gputimeline/copies_item_sync/trace.json.gz",
 		fires:        map[string]bool{ruleIdleGaps: true, rulePageableH2D: true, ruleSyncCopy: true, ruleLowMemcpyBW: true},
 		syncOperator: "aten::to", pageableOperator: "aten::to", gapOperator: "aten::randn"},
+	{name: "slow_loader_pinned", path: "../testdata/gputimeline/slow_loader_pinned/trace.json.gz",
+		fires:       map[string]bool{ruleIdleGaps: true},
+		gapOperator: "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"},
 	{name: "big_transformer", path: "../testdata/traces/big_transformer/trace.json.gz",
 		fires: map[string]bool{}},
 }
