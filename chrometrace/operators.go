@@ -121,6 +121,7 @@ type opTree struct {
 	ops    []int32 // indices into Trace.HostOps, in (start, -end) order
 	parent []int32 // parent node or -1
 	alive  []bool  // false for nodes removed as duplicates
+	nodeOf []int32 // HostOps index -> node, built on demand
 }
 
 // buildOpTree nests host operators per thread the way torch's

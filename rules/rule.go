@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/memtimeline"
 )
 
 // Severity orders findings; only Error fails `torchmem check`.
@@ -85,11 +86,16 @@ type Finding struct {
 	Source string `json:"source,omitempty"`
 }
 
-// Input is what rules look at: one profiler trace, with analyses computed
-// on first use and shared between rules.
+// Input is what rules look at: one input file of any kind torchmem
+// reads (one of the fields is set), with analyses computed on first use and
+// shared between rules.
 type Input struct {
-	Source string
-	Trace  *chrometrace.Trace
+	Source   string
+	Trace    *chrometrace.Trace
+	SMI      *memtimeline.SMILog
+	StepLog  *memtimeline.StepLog
+	Snapshot *memtimeline.Snapshot
+	Timeline *memtimeline.CategoryTimeline
 
 	mu    sync.Mutex
 	cache map[string]any
@@ -164,4 +170,15 @@ func Run(rs []Rule, in *Input) []Finding {
 	}
 	slices.SortStableFunc(out, func(a, b Finding) int { return int(b.Severity) - int(a.Severity) })
 	return out
+}
+
+// traceOnly wraps a check that needs a profiler trace, so that it stays
+// quiet on snapshots and logs.
+func traceOnly(check func(r *Rule, in *Input) []Finding) func(r *Rule, in *Input) []Finding {
+	return func(r *Rule, in *Input) []Finding {
+		if in.Trace == nil {
+			return nil
+		}
+		return check(r, in)
+	}
 }

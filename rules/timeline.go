@@ -33,7 +33,7 @@ func init() {
 		Severity:    Warning,
 		Threshold:   0.9,
 		Unit:        "fraction of steps",
-		Check:       checkSyncCopy,
+		Check:       traceOnly(checkSyncCopy),
 	})
 	Register(&Rule{
 		ID:          rulePageableH2D,
@@ -41,7 +41,7 @@ func init() {
 		Severity:    Warning,
 		Threshold:   1,
 		Unit:        "copies per step",
-		Check:       checkPageableH2D,
+		Check:       traceOnly(checkPageableH2D),
 	})
 	Register(&Rule{
 		ID:          ruleIdleGaps,
@@ -49,7 +49,7 @@ func init() {
 		Severity:    Warning,
 		Threshold:   0.3,
 		Unit:        "fraction of step time",
-		Check:       checkIdleGaps,
+		Check:       traceOnly(checkIdleGaps),
 	})
 	Register(&Rule{
 		ID: ruleLowMemcpyBW,
@@ -58,7 +58,7 @@ func init() {
 		Severity:  Info,
 		Threshold: 0.25,
 		Unit:      "fraction of the trace's best host<->device bandwidth",
-		Check:     checkLowMemcpyBandwidth,
+		Check:     traceOnly(checkLowMemcpyBandwidth),
 	})
 }
 

@@ -1,0 +1,293 @@
+package chrometrace
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+)
+
+// MemoryContext says what was running when one memory event happened.
+type MemoryContext struct {
+	// Op is the HostOps index of the innermost operator enclosing the event
+	// on the event's thread, -1 for none.
+	Op int32
+	// Frame is the PyFrames index of the innermost Python frame: on the
+	// event's thread, or for backward work at the forward op that created
+	// the autograd node. -1 for none.
+	Frame int32
+	// Forward is the HostOps index of that forward op, -1 unless the event
+	// happened in backward.
+	Forward int32
+}
+
+// Attribution ties every memory event to its operator chain and Python
+// stack. Backward-pass allocations run on the autograd thread, which has no
+// Python frames; they are tied to the forward op with the same autograd
+// sequence number, and so to the user's forward code.
+type Attribution struct {
+	Events      []MemoryContext // parallel to Trace.Memory
+	opParent    []int32         // HostOps index -> enclosing HostOps index, -1
+	frameParent []int32         // PyFrames index -> enclosing PyFrames index, -1
+	// framesByThread lists PyFrames indices per thread by (start, -end).
+	framesByThread map[ThreadID][]int32
+	t              *Trace
+}
+
+// Attribute computes the context of every memory event.
+func Attribute(t *Trace) *Attribution {
+	a := &Attribution{
+		Events:      make([]MemoryContext, len(t.Memory)),
+		opParent:    make([]int32, len(t.HostOps)),
+		frameParent: make([]int32, len(t.PyFrames)),
+		t:           t,
+	}
+	for i := range a.Events {
+		a.Events[i] = MemoryContext{Op: -1, Frame: -1, Forward: -1}
+	}
+
+	// Operators: torch's nesting, with duplicate nodes and the profiler's
+	// own overhead ranges made transparent.
+	tree := buildOpTree(t)
+	visible := func(node int32) int32 {
+		for node >= 0 && (!tree.alive[node] || t.HostOps[tree.ops[node]].Cat == CatOverhead) {
+			node = tree.parent[node]
+		}
+		return node
+	}
+	for i := range a.opParent {
+		a.opParent[i] = -1
+	}
+	for node := range tree.ops {
+		if p := visible(tree.parent[node]); p >= 0 {
+			a.opParent[tree.ops[node]] = tree.ops[p]
+		}
+	}
+	memByThread := groupByThread(len(t.Memory), func(i int) (ThreadID, int64) { return t.Memory[i].Thread, t.Memory[i].TS })
+	opsByThread := groupIntervals(len(t.HostOps), func(i int) (ThreadID, int64, int64, bool) {
+		o := &t.HostOps[i]
+		return o.Thread, o.Start, o.End(), o.Cat != CatOverhead
+	})
+	for th, pts := range memByThread {
+		innermost(opsByThread[th], pts, func(point int, iv int32) {
+			// An innermost duplicate stands for its identical parent.
+			for iv >= 0 && !tree.alive[nodeOf(tree, iv)] {
+				iv = a.opParent[iv]
+			}
+			a.Events[point].Op = iv
+		}, func(i int) int64 { return t.Memory[i].TS }, t.HostOps, nil)
+	}
+
+	// Python frames, nested by time on each thread.
+	a.framesByThread = groupIntervals(len(t.PyFrames), func(i int) (ThreadID, int64, int64, bool) {
+		f := &t.PyFrames[i]
+		return f.Thread, f.Start, f.End(), true
+	})
+	for i := range a.frameParent {
+		a.frameParent[i] = -1
+	}
+	for _, ivs := range a.framesByThread {
+		var stack []int32
+		for _, iv := range ivs {
+			f := &t.PyFrames[iv]
+			for len(stack) > 0 && t.PyFrames[stack[len(stack)-1]].End() < f.Start {
+				stack = stack[:len(stack)-1]
+			}
+			if len(stack) > 0 {
+				a.frameParent[iv] = stack[len(stack)-1]
+			}
+			stack = append(stack, iv)
+		}
+	}
+	frameAt := a.frameAt
+	for th, pts := range memByThread {
+		for _, p := range pts {
+			a.Events[p].Frame = frameAt(th, t.Memory[p].TS)
+		}
+	}
+
+	// Backward work: find the forward op by autograd sequence number.
+	firstBySeq := map[int64]int32{}
+	for i := range t.HostOps {
+		o := &t.HostOps[i]
+		if o.SeqNr < 0 || o.Cat != CatCPUOp || isBackwardName(t.Str(o.Name)) {
+			continue
+		}
+		if j, ok := firstBySeq[o.SeqNr]; !ok || o.Start < t.HostOps[j].Start {
+			firstBySeq[o.SeqNr] = int32(i)
+		}
+	}
+	for i := range a.Events {
+		ev := &a.Events[i]
+		if ev.Frame >= 0 || ev.Op < 0 {
+			continue
+		}
+		for op := ev.Op; op >= 0; op = a.opParent[op] {
+			o := &t.HostOps[op]
+			if o.SeqNr < 0 {
+				continue
+			}
+			if fwd, ok := firstBySeq[o.SeqNr]; ok && t.HostOps[fwd].Thread != o.Thread {
+				ev.Forward = fwd
+				ev.Frame = frameAt(t.HostOps[fwd].Thread, t.HostOps[fwd].Start)
+				break
+			}
+		}
+	}
+	return a
+}
+
+// frameAt returns the innermost Python frame on thread th that contains
+// ts, or -1.
+func (a *Attribution) frameAt(th ThreadID, ts int64) int32 {
+	t := a.t
+	ivs := a.framesByThread[th]
+	// The innermost frame containing ts is the last one starting at or
+	// before ts whose ancestors or itself still contain ts.
+	k, _ := slices.BinarySearchFunc(ivs, ts, func(iv int32, ts int64) int {
+		return cmp.Compare(t.PyFrames[iv].Start, ts+1)
+	})
+	if k == 0 {
+		return -1
+	}
+	f := ivs[k-1]
+	for f >= 0 && t.PyFrames[f].End() < ts {
+		f = a.frameParent[f]
+	}
+	return f
+}
+
+// PyStackAt returns the Python frames on thread th around time ts,
+// outermost first: the stack of any host event (a cudaMalloc or cudaFree
+// call), not only of memory events.
+func (a *Attribution) PyStackAt(th ThreadID, ts int64) []string {
+	var frames []string
+	for f := a.frameAt(th, ts); f >= 0; f = a.frameParent[f] {
+		frames = append(frames, a.t.Str(a.t.PyFrames[f].Name))
+	}
+	slices.Reverse(frames)
+	return frames
+}
+
+func nodeOf(tree *opTree, hostIdx int32) int32 {
+	if tree.nodeOf == nil {
+		tree.nodeOf = make([]int32, len(tree.ops))
+		for n, h := range tree.ops {
+			tree.nodeOf[h] = int32(n)
+		}
+	}
+	return tree.nodeOf[hostIdx]
+}
+
+// isBackwardName recognizes autograd node ops ("AddmmBackward0") and the
+// engine's wrappers, which carry the sequence number of their forward op.
+func isBackwardName(name string) bool {
+	return strings.Contains(name, "Backward") || strings.HasPrefix(name, "autograd::engine::")
+}
+
+// groupByThread returns, per thread, point indices sorted by time.
+func groupByThread(n int, key func(int) (ThreadID, int64)) map[ThreadID][]int {
+	out := map[ThreadID][]int{}
+	for i := 0; i < n; i++ {
+		th, _ := key(i)
+		out[th] = append(out[th], i)
+	}
+	for _, pts := range out {
+		slices.SortStableFunc(pts, func(a, b int) int {
+			_, ta := key(a)
+			_, tb := key(b)
+			return cmp.Compare(ta, tb)
+		})
+	}
+	return out
+}
+
+// groupIntervals returns, per thread, interval indices sorted by (start, -end).
+func groupIntervals(n int, key func(int) (ThreadID, int64, int64, bool)) map[ThreadID][]int32 {
+	out := map[ThreadID][]int32{}
+	for i := 0; i < n; i++ {
+		th, _, _, keep := key(i)
+		if keep {
+			out[th] = append(out[th], int32(i))
+		}
+	}
+	for _, ivs := range out {
+		slices.SortStableFunc(ivs, func(a, b int32) int {
+			_, sa, ea, _ := key(int(a))
+			_, sb, eb, _ := key(int(b))
+			return cmp.Or(cmp.Compare(sa, sb), cmp.Compare(eb, ea))
+		})
+	}
+	return out
+}
+
+// innermost sweeps time-sorted points against (start, -end)-sorted nested
+// intervals of one thread and reports the innermost interval containing
+// each point (closed ranges), or -1.
+func innermost(ivs []int32, pts []int, found func(point int, iv int32), ts func(int) int64, ops []HostOp, _ []PyFrame) {
+	var stack []int32
+	next := 0
+	for _, p := range pts {
+		t := ts(p)
+		for next < len(ivs) && ops[ivs[next]].Start <= t {
+			iv := ivs[next]
+			for len(stack) > 0 && ops[stack[len(stack)-1]].End() < ops[iv].Start {
+				stack = stack[:len(stack)-1]
+			}
+			stack = append(stack, iv)
+			next++
+		}
+		for len(stack) > 0 && ops[stack[len(stack)-1]].End() < t {
+			stack = stack[:len(stack)-1]
+		}
+		if len(stack) > 0 {
+			found(p, stack[len(stack)-1])
+		} else {
+			found(p, -1)
+		}
+	}
+}
+
+// OpChain returns the operator names around memory event i, outermost
+// first. ProfilerStep#N windows are left out: they differ every step and
+// say nothing about the site.
+func (a *Attribution) OpChain(i int) []string {
+	return a.opChainFrom(a.Events[i].Op)
+}
+
+// HostOpChain returns the operators enclosing host op i (not i itself),
+// outermost first, ProfilerStep#N windows left out: what was running when
+// the runtime call i (a cudaMalloc, a cudaFree) was made.
+func (a *Attribution) HostOpChain(i int) []string {
+	return a.opChainFrom(a.opParent[i])
+}
+
+func (a *Attribution) opChainFrom(first int32) []string {
+	var chain []string
+	for op := first; op >= 0; op = a.opParent[op] {
+		name := a.t.Str(a.t.HostOps[op].Name)
+		if strings.HasPrefix(name, profilerStepPrefix) {
+			continue
+		}
+		chain = append(chain, name)
+	}
+	slices.Reverse(chain)
+	return chain
+}
+
+// ForwardOp returns the forward operator's name for backward work, or "".
+func (a *Attribution) ForwardOp(i int) string {
+	if f := a.Events[i].Forward; f >= 0 {
+		return a.t.Str(a.t.HostOps[f].Name)
+	}
+	return ""
+}
+
+// PyStack returns the Python frames around memory event i, outermost first.
+func (a *Attribution) PyStack(i int) []string {
+	var frames []string
+	for f := a.Events[i].Frame; f >= 0; f = a.frameParent[f] {
+		frames = append(frames, a.t.Str(a.t.PyFrames[f].Name))
+	}
+	slices.Reverse(frames)
+	return frames
+}

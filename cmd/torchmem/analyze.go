@@ -1,0 +1,242 @@
+package main
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/jedib0t/go-pretty/v6/table"
+	"github.com/jedib0t/go-pretty/v6/text"
+	"github.com/spf13/cobra"
+	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/rules"
+)
+
+func init() { subcommands = append(subcommands, newAnalyzeCmd) }
+
+type analyzeOptions struct {
+	rulesFile string
+	format    string
+	top       int
+	output    string
+}
+
+func newAnalyzeCmd() *cobra.Command {
+	o := &analyzeOptions{}
+	cmd := &cobra.Command{
+		Use:   "analyze INPUT...",
+		Short: "The one-screen diagnosis: where memory went, leaks, fragmentation, GPU timeline, what to do",
+		Long: `Reads every input (traces, per-rank directories, allocator snapshots, nvidia-smi
+logs, per-step memory logs; each recognized by its content) and prints what a
+user checks first: the run's summary, the operators and Python lines that
+allocate the most, the leak verdict, the fragmentation signs, GPU-timeline
+problems (a sync every step, pageable copies, idle gaps), and every finding of
+the rules with what to do next.
+
+Exit status: 0 when no finding has error severity, 1 when one does, 2 for bad
+input; so the same command can gate CI (see also 'torchmem check').`,
+		Example: `  torchmem analyze trace.json.gz
+  torchmem analyze traces/ snapshot.pickle --format markdown
+  torchmem analyze trace.json.gz --format json | jq '.inputs[0].leaks.verdict'`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runAnalyze(cmd.OutOrStdout(), cmd.ErrOrStderr(), args, o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.rulesFile, "rules", "", "YAML file with rule thresholds, severities and disabled rules (as for check)")
+	f.StringVar(&o.format, "format", formatText, "output format: text, json, markdown")
+	f.IntVar(&o.top, "top", 8, "rows in the operator and allocation-site tables")
+	f.StringVarP(&o.output, "output", "o", "", "also write the HTML report to this file")
+	return cmd
+}
+
+// analysisJSON is one input's diagnosis in --format json.
+type analysisJSON struct {
+	Source    string               `json:"source"`
+	Kind      string               `json:"kind"`
+	Summary   *chrometrace.Summary `json:"summary,omitempty"`
+	Operators []operatorJSON       `json:"operators,omitempty"`
+	Sites     []stackJSON          `json:"sites,omitempty"`
+	Leaks     *rules.LeakReport    `json:"leaks,omitempty"`
+	Frag      *fragSummaryJSON     `json:"fragmentation,omitempty"`
+	Findings  []rules.Finding      `json:"findings"`
+}
+
+func runAnalyze(stdout, stderr io.Writer, args []string, o *analyzeOptions) error {
+	if err := checkFormat(o.format, formatText, formatJSON, formatMarkdown); err != nil {
+		return err
+	}
+	rs, _, err := loadRules(o.rulesFile)
+	if err != nil {
+		return err
+	}
+	paths, err := expandInputs(args)
+	if err != nil {
+		return err
+	}
+	var results []analysisJSON
+	var all []rules.Finding
+	var inputs []*rules.Input
+	for _, p := range paths {
+		in, kind, err := loadRuleInput(p, stderr)
+		if err != nil {
+			return err
+		}
+		inputs = append(inputs, in)
+		a := analysisJSON{Source: p, Kind: string(kind), Findings: rules.Run(rs, in)}
+		if a.Findings == nil {
+			a.Findings = []rules.Finding{}
+		}
+		all = append(all, a.Findings...)
+		if t := in.Trace; t != nil {
+			s := chrometrace.Summarize(t, -1)
+			a.Summary = &s
+			ops := slices.Clone(in.Operators())
+			slices.SortFunc(ops, func(x, y chrometrace.OperatorStats) int {
+				return cmp.Or(cmp.Compare(y.SelfDeviceMemory, x.SelfDeviceMemory), strings.Compare(x.Name, y.Name))
+			})
+			for _, r := range ops[:min(o.top, len(ops))] {
+				if r.SelfDeviceMemory <= 0 {
+					break
+				}
+				a.Operators = append(a.Operators, operatorJSON{Name: r.Name, Calls: r.Calls, SelfDeviceMemoryBytes: r.SelfDeviceMemory,
+					DeviceMemoryBytes: r.DeviceMemory, Allocs: r.Allocs, AllocBytes: r.AllocBytes, MeanAllocBytes: meanAlloc(r)})
+			}
+			sites := memtimeline.Sites(t, chrometrace.Attribute(t), memtimeline.Lifetimes(t, -1), memtimeline.SiteOptions{Device: -1, Depth: 5})
+			slices.SortStableFunc(sites, func(x, y memtimeline.Site) int { return cmp.Compare(y.AllocBytes, x.AllocBytes) })
+			for _, s := range sites[:min(o.top, len(sites))] {
+				a.Sites = append(a.Sites, stackJSON{Frames: nonNilStrings(s.Frames), Operator: s.Operator, ForwardOperator: s.ForwardOp,
+					AllocBytes: s.AllocBytes, LiveBytesAtEnd: s.LiveBytesAtEnd, LiveBytesAtPeak: s.LiveBytesAtPeak, Allocs: s.Allocs, LiveBlocksAtEnd: s.LiveBlocksAtEnd})
+			}
+			l := in.Leaks()
+			a.Leaks = &l
+			f := in.Frag()
+			a.Frag = &fragSummaryJSON{Verdict: f.Verdict, Reason: f.Reason, Advice: f.Advice}
+		}
+		if in.Snapshot != nil {
+			l := rules.AnalyzeSnapshotLeaks(in.SnapshotReport(), rules.DefaultLeakOptions())
+			a.Leaks = &l
+		}
+		results = append(results, a)
+	}
+	if o.output != "" {
+		if err := writeReportFile(o.output, paths, inputs, rs, stderr); err != nil {
+			return err
+		}
+	}
+	switch o.format {
+	case formatJSON:
+		if err := writeJSON(stdout, struct {
+			Inputs []analysisJSON `json:"inputs"`
+		}{results}); err != nil {
+			return err
+		}
+	case formatMarkdown:
+		slices.SortStableFunc(all, func(a, b rules.Finding) int { return int(b.Severity) - int(a.Severity) })
+		writeFindingsMarkdown(stdout, all, len(results))
+		for _, a := range results {
+			if a.Leaks != nil {
+				fmt.Fprintf(stdout, "- `%s`: leak verdict **%s**: %s\n", a.Source, a.Leaks.Verdict, mdEscape(a.Leaks.Reason))
+			}
+		}
+	default:
+		for i, a := range results {
+			writeAnalysisText(stdout, a, inputs[i], o)
+		}
+		slices.SortStableFunc(all, func(a, b rules.Finding) int { return int(b.Severity) - int(a.Severity) })
+		fmt.Fprintln(stdout, "== Findings ==")
+		fmt.Fprintln(stdout, verdictLine(all, len(results)))
+		writeFindingsText(stdout, all)
+	}
+	if errs, _, _ := countBySeverity(all); errs > 0 {
+		return findings()
+	}
+	return nil
+}
+
+// fragSummaryJSON is the fragmentation verdict in analyze's output; the
+// full report is torchmem frag's.
+type fragSummaryJSON struct {
+	Verdict string   `json:"verdict"`
+	Reason  string   `json:"reason"`
+	Advice  []string `json:"advice,omitempty"`
+}
+
+func nonNilStrings(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func writeAnalysisText(w io.Writer, a analysisJSON, in *rules.Input, o *analyzeOptions) {
+	fmt.Fprintf(w, "== %s (%s) ==\n", a.Source, a.Kind)
+	if in.Trace != nil {
+		writeSummary(w, a.Source, in.Trace, *a.Summary)
+		if len(a.Operators) > 0 {
+			fmt.Fprintln(w, "Operators that keep the most GPU memory (Self CUDA Mem, as torch's key_averages):")
+			tw := newTableWriter()
+			tw.AppendHeader(table.Row{"Name", "Self CUDA Mem", "CUDA Mem", "# of Calls", "# Allocs"})
+			for _, r := range a.Operators {
+				tw.AppendRow(table.Row{truncate(r.Name, 60), memtimeline.FormatBytes(r.SelfDeviceMemoryBytes), memtimeline.FormatBytes(r.DeviceMemoryBytes), r.Calls, r.Allocs})
+			}
+			tw.SetColumnConfigs([]table.ColumnConfig{{Number: 2, Align: text.AlignRight}, {Number: 3, Align: text.AlignRight}})
+			fmt.Fprintln(w, tw.Render())
+		}
+		if len(a.Sites) > 0 {
+			fmt.Fprintln(w, "\nLines that allocate the most (innermost frame of your code):")
+			tw := newTableWriter()
+			tw.AppendHeader(table.Row{"Where", "Operator", "Allocated", "Live at end"})
+			for _, s := range a.Sites {
+				where := "(no Python stack)"
+				if len(s.Frames) > 0 {
+					where = s.Frames[len(s.Frames)-1]
+				}
+				op := s.Operator
+				if i := strings.Index(op, " > "); i >= 0 {
+					op = op[:i]
+				}
+				if s.ForwardOperator != "" {
+					op += " (backward)"
+				}
+				tw.AppendRow(table.Row{truncate(where, 60), truncate(op, 50), memtimeline.FormatBytes(s.AllocBytes), memtimeline.FormatBytes(s.LiveBytesAtEnd)})
+			}
+			tw.SetColumnConfigs([]table.ColumnConfig{{Number: 3, Align: text.AlignRight}, {Number: 4, Align: text.AlignRight}})
+			fmt.Fprintln(w, tw.Render())
+		}
+	}
+	if in.SMI != nil {
+		fmt.Fprintf(w, "nvidia-smi log: %d GPUs, %d rows\n", len(in.SMI.GPUs), in.SMI.Rows)
+	}
+	if in.StepLog != nil {
+		fmt.Fprintf(w, "Per-step memory log: %d lines\n", in.StepLog.Lines)
+	}
+	if in.Snapshot != nil {
+		st := in.SnapshotReport().Stats
+		fmt.Fprintf(w, "Allocator snapshot: reserved %s, allocated %s, inactive split %s, largest free block %s, %d segments\n",
+			memtimeline.FormatBytes(st.ReservedBytes), memtimeline.FormatBytes(st.AllocatedBytes), memtimeline.FormatBytes(st.InactiveSplitBytes),
+			memtimeline.FormatBytes(st.LargestFreeBlock), st.Segments)
+	}
+	if a.Leaks != nil {
+		fmt.Fprintf(w, "\nLeak verdict: %s", strings.ToUpper(a.Leaks.Verdict))
+		if a.Leaks.Verdict == rules.VerdictLeak {
+			fmt.Fprintf(w, " (%s per step)", memtimeline.FormatBytes(a.Leaks.GrowthBytesPerStep))
+		}
+		fmt.Fprintf(w, ": %s\n", a.Leaks.Reason)
+	}
+	if a.Frag != nil {
+		fmt.Fprintf(w, "Fragmentation: %s: %s\n", strings.ToUpper(a.Frag.Verdict), a.Frag.Reason)
+	}
+	fmt.Fprintln(w)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}

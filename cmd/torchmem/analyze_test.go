@@ -1,0 +1,42 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestAnalyzeLeakingTrace(t *testing.T) {
+	out, _, code := torchmem(t, "analyze", realTrace("leak_module_cache"))
+	if code != exitFindings {
+		t.Errorf("exit %d", code)
+	}
+	for _, want := range []string{"peak allocated 258.10 MB", "aten::empty_strided", "gen_traces.py(143): forward", "Leak verdict: LEAK (4.00 MB per step)", "[ERROR] memory.leak", "what to do:"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+}
+
+func TestAnalyzeJSONSeveralInputs(t *testing.T) {
+	out, _, code := torchmem(t, "analyze", realTrace("resnet_train_clean"), "../../testdata/snapshots/leak_module_cache.pickle.gz", "--format", "json")
+	if code != exitFindings {
+		t.Errorf("exit %d (the snapshot leaks)", code)
+	}
+	var doc struct {
+		Inputs []struct {
+			Kind  string `json:"kind"`
+			Leaks struct {
+				Verdict string `json:"verdict"`
+			} `json:"leaks"`
+			Operators []json.RawMessage `json:"operators"`
+		} `json:"inputs"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Inputs) != 2 || doc.Inputs[0].Kind != "trace" || doc.Inputs[0].Leaks.Verdict != "clean" || len(doc.Inputs[0].Operators) == 0 ||
+		doc.Inputs[1].Kind != "snapshot" || doc.Inputs[1].Leaks.Verdict != "leak" {
+		t.Errorf("inputs %+v", doc.Inputs)
+	}
+}

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"slices"
+
+	"github.com/spf13/cobra"
+	"github.com/torchmem/torchmem/rules"
+)
+
+func init() { subcommands = append(subcommands, newCheckCmd) }
+
+type checkOptions struct {
+	rulesFile string
+	format    string
+}
+
+func newCheckCmd() *cobra.Command {
+	o := &checkOptions{}
+	cmd := &cobra.Command{
+		Use:   "check INPUT...",
+		Short: "Gate CI on memory rules: exit 1 when a rule at error severity fires",
+		Long: `Runs every rule (see 'torchmem rules') on the inputs: Kineto traces,
+directories of per-rank traces, nvidia-smi CSV logs and per-step memory logs,
+each recognized by its content.
+
+A YAML file (--rules) sets thresholds and severities and disables rules:
+
+  rules:
+    memory.leak:
+      threshold: 2097152   # bytes per step
+      severity: error
+    memory.top-ops-share:
+      disabled: true
+
+Exit status: 0 when no finding has error severity, 1 when one does, 2 for bad
+input. --format markdown fits $GITHUB_STEP_SUMMARY and PR comments; --format
+sarif feeds GitHub code scanning, which then annotates the leaking line.`,
+		Example: `  torchmem check trace.json.gz
+  torchmem check traces/ --rules torchmem.yaml --format markdown >> "$GITHUB_STEP_SUMMARY"
+  torchmem check trace.json.gz --format sarif > torchmem.sarif`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runCheck(cmd.OutOrStdout(), cmd.ErrOrStderr(), args, o)
+		},
+	}
+	cmd.Flags().StringVar(&o.rulesFile, "rules", "", "YAML file with rule thresholds, severities and disabled rules")
+	cmd.Flags().StringVar(&o.format, "format", formatText, "output format: text, json, markdown, sarif")
+	return cmd
+}
+
+// loadRules returns the built-in rules with a config file's overrides.
+func loadRules(path string) ([]rules.Rule, *rules.Config, error) {
+	rs := rules.Builtin()
+	if path == "" {
+		return rs, nil, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, badInput(describeOpenError(path, err))
+	}
+	defer f.Close()
+	cfg, err := rules.ParseConfig(f)
+	if err != nil {
+		return nil, nil, badInput(fmt.Errorf("%s: %w", path, err))
+	}
+	rs, err = cfg.Apply(rs)
+	if err != nil {
+		return nil, nil, badInput(fmt.Errorf("%s: %w", path, err))
+	}
+	return rs, cfg, nil
+}
+
+// evaluate loads every input and runs the rules on each.
+func evaluate(args []string, rs []rules.Rule, stderr io.Writer) ([]rules.Finding, []*rules.Input, error) {
+	paths, err := expandInputs(args)
+	if err != nil {
+		return nil, nil, err
+	}
+	var all []rules.Finding
+	var inputs []*rules.Input
+	for _, p := range paths {
+		in, _, err := loadRuleInput(p, stderr)
+		if err != nil {
+			return nil, nil, err
+		}
+		inputs = append(inputs, in)
+		all = append(all, rules.Run(rs, in)...)
+	}
+	slices.SortStableFunc(all, func(a, b rules.Finding) int { return int(b.Severity) - int(a.Severity) })
+	return all, inputs, nil
+}
+
+func runCheck(stdout, stderr io.Writer, args []string, o *checkOptions) error {
+	if err := checkFormat(o.format, formatText, formatJSON, formatMarkdown, formatSARIF); err != nil {
+		return err
+	}
+	rs, _, err := loadRules(o.rulesFile)
+	if err != nil {
+		return err
+	}
+	fs, inputs, err := evaluate(args, rs, stderr)
+	if err != nil {
+		return err
+	}
+	switch o.format {
+	case formatJSON:
+		errs, warns, infos := countBySeverity(fs)
+		out := struct {
+			Passed   bool            `json:"passed"`
+			Errors   int             `json:"errors"`
+			Warnings int             `json:"warnings"`
+			Notes    int             `json:"notes"`
+			Findings []rules.Finding `json:"findings"`
+		}{errs == 0, errs, warns, infos, fs}
+		if out.Findings == nil {
+			out.Findings = []rules.Finding{}
+		}
+		if err := writeJSON(stdout, out); err != nil {
+			return err
+		}
+	case formatMarkdown:
+		writeFindingsMarkdown(stdout, fs, len(inputs))
+	case formatSARIF:
+		if err := writeSARIF(stdout, fs, rs); err != nil {
+			return err
+		}
+	default:
+		fmt.Fprintln(stdout, verdictLine(fs, len(inputs)))
+		fmt.Fprintln(stdout)
+		writeFindingsText(stdout, fs)
+	}
+	if errs, _, _ := countBySeverity(fs); errs > 0 {
+		return findings()
+	}
+	return nil
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestCheckGate(t *testing.T) {
+	out, _, code := torchmem(t, "check", realTrace("leak_module_cache"))
+	if code != exitFindings || !strings.Contains(out, "FAIL") || !strings.Contains(out, "gen_traces.py:143") {
+		t.Errorf("leaking run: exit %d\n%s", code, out)
+	}
+	out, _, code = torchmem(t, "check", realTrace("resnet_train_clean"))
+	if code != exitOK || !strings.Contains(out, "PASS") {
+		t.Errorf("clean run: exit %d\n%s", code, out)
+	}
+}
+
+func TestCheckRulesFile(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "torchmem.yaml")
+	// Demoting the leak rule to a warning lets the leaking run pass.
+	os.WriteFile(cfg, []byte("rules:\n  memory.leak:\n    severity: warning\n"), 0o644)
+	out, _, code := torchmem(t, "check", realTrace("leak_module_cache"), "--rules", cfg)
+	if code != exitOK || !strings.Contains(out, "[WARNING] memory.leak") {
+		t.Errorf("exit %d\n%s", code, out)
+	}
+	os.WriteFile(cfg, []byte("rules:\n  memory.leek:\n    disabled: true\n"), 0o644)
+	_, errOut, code := torchmem(t, "check", realTrace("leak_module_cache"), "--rules", cfg)
+	if code != exitBadInput || !strings.Contains(errOut, "unknown rule") {
+		t.Errorf("typo in rule id: exit %d %q", code, errOut)
+	}
+}
+
+func TestCheckSARIFPutsTheLeakOnItsLine(t *testing.T) {
+	out, _, code := torchmem(t, "check", realTrace("leak_module_cache"), "--format", "sarif")
+	if code != exitFindings {
+		t.Errorf("exit %d", code)
+	}
+	var log struct {
+		Version string `json:"version"`
+		Runs    []struct {
+			Tool struct {
+				Driver struct {
+					Rules []struct {
+						ID string `json:"id"`
+					} `json:"rules"`
+				} `json:"driver"`
+			} `json:"tool"`
+			Results []struct {
+				RuleID    string `json:"ruleId"`
+				Level     string `json:"level"`
+				Locations []struct {
+					PhysicalLocation struct {
+						ArtifactLocation struct {
+							URI string `json:"uri"`
+						} `json:"artifactLocation"`
+						Region struct {
+							StartLine int `json:"startLine"`
+						} `json:"region"`
+					} `json:"physicalLocation"`
+				} `json:"locations"`
+			} `json:"results"`
+		} `json:"runs"`
+	}
+	if err := json.Unmarshal([]byte(out), &log); err != nil {
+		t.Fatal(err)
+	}
+	if log.Version != "2.1.0" || len(log.Runs) != 1 || len(log.Runs[0].Tool.Driver.Rules) == 0 {
+		t.Fatalf("not SARIF 2.1.0: %s", out[:200])
+	}
+	found := false
+	for _, r := range log.Runs[0].Results {
+		if r.RuleID == "memory.leak" && r.Level == "error" {
+			loc := r.Locations[0].PhysicalLocation
+			found = loc.ArtifactLocation.URI == "gen_traces.py" && loc.Region.StartLine == 143
+		}
+	}
+	if !found {
+		t.Errorf("no error result at gen_traces.py:143\n%s", out)
+	}
+}
+
+func TestCheckMarkdownAndJSON(t *testing.T) {
+	out, _, _ := torchmem(t, "check", realTrace("leak_module_cache"), "--format", "markdown")
+	lines := strings.Split(out, "\n")
+	if !strings.Contains(lines[0], "FAIL") || !strings.Contains(out, "| Severity |") {
+		t.Errorf("markdown:\n%s", out)
+	}
+	out, _, _ = torchmem(t, "check", realTrace("resnet_train_clean"), "--format", "json")
+	var doc struct {
+		Passed   bool              `json:"passed"`
+		Findings []json.RawMessage `json:"findings"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || !doc.Passed {
+		t.Errorf("json: %v %s", err, out)
+	}
+}
+
+func TestCheckReadsLogsByContent(t *testing.T) {
+	out, _, code := torchmem(t, "check", filepath.Join("..", "..", "testdata", "smi", "nvidia_smi_leak.csv"))
+	if code != exitFindings || !strings.Contains(out, "smi.leak") {
+		t.Errorf("nvidia-smi log: exit %d\n%s", code, out)
+	}
+	out, _, code = torchmem(t, "check", filepath.Join("..", "..", "testdata", "traces", "leak_module_cache", "stats_steps.jsonl"))
+	if code != exitFindings || !strings.Contains(out, "steps.growth") {
+		t.Errorf("step log: exit %d\n%s", code, out)
+	}
+}
+
+func TestRulesList(t *testing.T) {
+	out, _, code := torchmem(t, "rules", "--format", "json")
+	var rs []struct {
+		ID        string  `json:"id"`
+		Threshold float64 `json:"threshold"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &rs) != nil || len(rs) < 8 {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+}

@@ -1,0 +1,282 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/jedib0t/go-pretty/v6/table"
+	"github.com/jedib0t/go-pretty/v6/text"
+	"github.com/spf13/cobra"
+	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/rules"
+)
+
+func init() { subcommands = append(subcommands, newLeaksCmd) }
+
+type leaksOptions struct {
+	device   int
+	minBytes int64
+	steady   int
+	depth    int
+	top      int
+	format   string
+}
+
+func newLeaksCmd() *cobra.Command {
+	o := &leaksOptions{}
+	def := rules.DefaultLeakOptions()
+	cmd := &cobra.Command{
+		Use:   "leaks INPUT...",
+		Short: "Does GPU memory leak step over step, how fast, and which line keeps it",
+		Long: `Pairs every GPU allocation in the trace with its free and asks, step by step
+(ProfilerStep#N), which blocks each step leaves alive at the end of the trace.
+
+A correct training loop leaves survivors only from its last step or two
+(gradients, the last outputs, a rolling buffer): that is steady state, not a
+leak. Survivors that every earlier step adds at the same site are a leak; the
+verdict gives the growth in bytes per step and the suspects: the operator chain
+and Python stack that allocated the blocks that stay.
+
+INPUT is a trace, several traces, or a directory of per-rank traces (rank read
+from distributedInfo or from "rank<N>" in the file name); ranks are analysed in
+parallel and a rank whose verdict differs from the others is named.
+
+Exit status: 0 clean or unknown, 1 a leak was found, 2 bad input.`,
+		Example: `  torchmem leaks trace.json.gz
+  torchmem leaks traces/ --format json
+  torchmem leaks trace.json.gz --min-bytes-per-step 65536`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runLeaks(cmd.OutOrStdout(), cmd.ErrOrStderr(), args, o)
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.device, "device", -1, "only this GPU index (-1 = all)")
+	f.Int64Var(&o.minBytes, "min-bytes-per-step", def.MinBytesPerStep, "smallest growth in bytes per step that counts as a leak")
+	f.IntVar(&o.steady, "steady-steps", def.SteadySteps, "final steps whose survivors are steady state (gradients, last outputs)")
+	f.IntVar(&o.depth, "depth", def.Depth, "Python frames kept per suspect stack (innermost)")
+	f.IntVar(&o.top, "top", 5, "suspects shown per input (0 = all)")
+	f.StringVar(&o.format, "format", formatTable, "output format: table, json, markdown")
+	return cmd
+}
+
+// leakResult is one input's report.
+type leakResult struct {
+	Path   string
+	Rank   int64
+	Report rules.LeakReport
+	Err    error
+}
+
+// rankLeakJSON is one rank in the multi-input JSON shape.
+type rankLeakJSON struct {
+	Rank  int64  `json:"rank"`
+	Trace string `json:"trace"`
+	rules.LeakReport
+	// Outlier is true for the rank whose verdict differs from the others.
+	Outlier bool `json:"outlier"`
+}
+
+func runLeaks(stdout, stderr io.Writer, args []string, o *leaksOptions) error {
+	if err := checkFormat(o.format, formatTable, formatJSON, formatMarkdown); err != nil {
+		return err
+	}
+	paths, err := expandInputs(args)
+	if err != nil {
+		return err
+	}
+	opts := rules.LeakOptions{Device: o.device, MinBytesPerStep: o.minBytes, SteadySteps: o.steady, Depth: o.depth}
+	results := make([]leakResult, len(paths))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
+	var errMu sync.Mutex
+	for i, p := range paths {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if kind, err := sniffInput(p); err == nil && kind == kindSnapshot {
+				snap, err := readSnapshotFile(p)
+				if err != nil {
+					results[i] = leakResult{Path: p, Err: err}
+					return
+				}
+				rep := rules.AnalyzeSnapshotLeaks(memtimeline.AnalyzeSnapshot(snap, 0), opts)
+				results[i] = leakResult{Path: p, Rank: rankFromName(p), Report: rep}
+				return
+			}
+			var warn strings.Builder
+			t, err := loadTrace(p, &warn)
+			errMu.Lock()
+			io.WriteString(stderr, warn.String())
+			errMu.Unlock()
+			if err != nil {
+				results[i] = leakResult{Path: p, Err: err}
+				return
+			}
+			rank := int64(-1)
+			if t.Meta.Distributed != nil {
+				rank = t.Meta.Distributed.Rank
+			} else {
+				rank = rankFromName(p)
+			}
+			results[i] = leakResult{Path: p, Rank: rank, Report: rules.AnalyzeLeaks(t, opts)}
+		}()
+	}
+	wg.Wait()
+	for _, r := range results {
+		if r.Err != nil {
+			return r.Err
+		}
+	}
+	for i := range results {
+		if o.top > 0 && len(results[i].Report.Suspects) > o.top {
+			results[i].Report.Suspects = results[i].Report.Suspects[:o.top]
+		}
+	}
+	outliers := leakOutliers(results)
+	leak := false
+	for _, r := range results {
+		leak = leak || r.Report.Verdict == rules.VerdictLeak
+	}
+
+	switch {
+	case o.format == formatJSON && len(results) == 1:
+		if err := writeJSON(stdout, results[0].Report); err != nil {
+			return err
+		}
+	case o.format == formatJSON:
+		out := struct {
+			Ranks []rankLeakJSON `json:"ranks"`
+		}{}
+		for i, r := range results {
+			out.Ranks = append(out.Ranks, rankLeakJSON{Rank: r.Rank, Trace: r.Path, LeakReport: r.Report, Outlier: outliers[i]})
+		}
+		if err := writeJSON(stdout, out); err != nil {
+			return err
+		}
+	default:
+		if len(results) > 1 {
+			writeRankSummary(stdout, results, outliers, o.format)
+		}
+		for _, r := range results {
+			writeLeakReport(stdout, r, o.format)
+		}
+	}
+	if leak {
+		return findings()
+	}
+	return nil
+}
+
+// leakOutliers marks the inputs whose verdict is in the minority when the
+// others agree (the one rank that leaks, or the one that does not).
+func leakOutliers(results []leakResult) []bool {
+	out := make([]bool, len(results))
+	if len(results) < 2 {
+		return out
+	}
+	count := map[string]int{}
+	for _, r := range results {
+		count[r.Report.Verdict]++
+	}
+	if len(count) < 2 {
+		return out
+	}
+	majority, best := "", 0
+	for v, n := range count {
+		if n > best || (n == best && v < majority) {
+			majority, best = v, n
+		}
+	}
+	if best*2 <= len(results) && len(results) > 2 {
+		return out // no clear majority: nothing stands out
+	}
+	for i, r := range results {
+		out[i] = r.Report.Verdict != majority
+	}
+	return out
+}
+
+func writeRankSummary(w io.Writer, results []leakResult, outliers []bool, format string) {
+	tw := newTableWriter()
+	tw.AppendHeader(table.Row{"Rank", "Trace", "Verdict", "Growth per step", ""})
+	for i, r := range results {
+		mark := ""
+		if outliers[i] {
+			mark = "differs from the other ranks"
+		}
+		rank := "-"
+		if r.Rank >= 0 {
+			rank = fmt.Sprint(r.Rank)
+		}
+		tw.AppendRow(table.Row{rank, r.Path, r.Report.Verdict, memtimeline.FormatBytes(r.Report.GrowthBytesPerStep), mark})
+	}
+	renderTable(w, tw, format)
+	fmt.Fprintln(w)
+}
+
+func writeLeakReport(w io.Writer, r leakResult, format string) {
+	rep := r.Report
+	title := r.Path
+	if r.Rank >= 0 {
+		title = fmt.Sprintf("%s (rank %d)", r.Path, r.Rank)
+	}
+	if format == formatMarkdown {
+		fmt.Fprintf(w, "### %s\n\n**Verdict: %s**", title, rep.Verdict)
+	} else {
+		fmt.Fprintf(w, "%s\nVerdict: %s", title, strings.ToUpper(rep.Verdict))
+	}
+	if rep.Verdict == rules.VerdictLeak {
+		fmt.Fprintf(w, ", %s per step", memtimeline.FormatBytes(rep.GrowthBytesPerStep))
+	}
+	fmt.Fprintf(w, "\n%s\n\n", rep.Reason)
+	if len(rep.Steps) > 0 {
+		tw := newTableWriter()
+		tw.AppendHeader(table.Row{"Step", "Allocated in step", "Still alive at end", "Blocks", ""})
+		for _, s := range rep.Steps {
+			note := ""
+			if s.Steady && !rep.WholeWindow {
+				note = "steady state"
+			}
+			tw.AppendRow(table.Row{s.Name, memtimeline.FormatBytes(s.AllocBytes), memtimeline.FormatBytes(s.SurvivorBytes), s.SurvivorBlocks, note})
+		}
+		tw.SetColumnConfigs([]table.ColumnConfig{{Number: 2, Align: text.AlignRight}, {Number: 3, Align: text.AlignRight}, {Number: 4, Align: text.AlignRight}})
+		renderTable(w, tw, format)
+	}
+	if len(rep.Suspects) > 0 && rep.Verdict != rules.VerdictClean {
+		fmt.Fprintln(w)
+		tw := newTableWriter()
+		tw.AppendHeader(table.Row{"Per step", "Blocks", "Steps", "Python stack (innermost last)", "Operator"})
+		for _, s := range rep.Suspects {
+			stack := slices.Clone(s.Stack)
+			if len(stack) == 0 {
+				stack = []string{"(no Python stack)"}
+			}
+			sep := "\n"
+			if format != formatTable {
+				sep = " → "
+			}
+			op := s.Operator
+			if s.ForwardOp != "" {
+				op += " (backward of " + s.ForwardOp + ")"
+			}
+			perStep := memtimeline.FormatBytes(s.BytesPerStep)
+			if rep.WholeWindow {
+				perStep = memtimeline.FormatBytes(s.Bytes) + " total"
+			}
+			steps := fmt.Sprintf("#%d..#%d", s.FirstStep, s.LastStep)
+			if rep.WholeWindow {
+				steps = "-"
+			}
+			tw.AppendRow(table.Row{perStep, s.Blocks, steps, strings.Join(stack, sep), strings.ReplaceAll(op, " > ", sep+"> ")})
+		}
+		renderTable(w, tw, format)
+	}
+	fmt.Fprintln(w)
+}

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestLeaksExitCodesAndJSON(t *testing.T) {
+	out, _, code := torchmem(t, "leaks", realTrace("leak_module_cache"), "--format", "json")
+	if code != exitFindings {
+		t.Errorf("leak: exit %d, want 1", code)
+	}
+	var rep struct {
+		Verdict            string `json:"verdict"`
+		Reason             string `json:"reason"`
+		GrowthBytesPerStep int64  `json:"growth_bytes_per_step"`
+		Steps              []struct {
+			Name           string `json:"name"`
+			SurvivorBytes  int64  `json:"survivor_bytes"`
+			SurvivorBlocks int64  `json:"survivor_blocks"`
+		} `json:"steps"`
+		Suspects []struct {
+			BytesPerStep int64    `json:"bytes_per_step"`
+			Blocks       int64    `json:"blocks"`
+			Operator     string   `json:"operator"`
+			Stack        []string `json:"stack"`
+		} `json:"suspects"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Verdict != "leak" || rep.GrowthBytesPerStep != 4<<20 || len(rep.Steps) != 6 || len(rep.Suspects) == 0 {
+		t.Errorf("report %+v", rep)
+	}
+	if _, _, code := torchmem(t, "leaks", realTrace("resnet_train_clean")); code != exitOK {
+		t.Errorf("clean: exit %d", code)
+	}
+	out, _, code = torchmem(t, "leaks", realTrace("no_memory"))
+	if code != exitOK || !strings.Contains(out, "UNKNOWN") || !strings.Contains(out, "profile_memory=True") {
+		t.Errorf("no memory: exit %d\n%s", code, out)
+	}
+}
+
+// A directory of per-rank traces: one verdict per rank, and the rank that
+// differs is named.
+func TestLeaksPerRankDirectory(t *testing.T) {
+	dir := t.TempDir()
+	link := func(src, name string) {
+		data, err := os.ReadFile(realTrace(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link("resnet_train_clean", "host_rank0.pt.trace.json.gz")
+	link("leak_module_cache", "host_rank1.pt.trace.json.gz")
+	link("compiled_model", "host_rank2.pt.trace.json.gz")
+	out, _, code := torchmem(t, "leaks", dir, "--format", "json")
+	if code != exitFindings {
+		t.Errorf("exit %d", code)
+	}
+	var doc struct {
+		Ranks []struct {
+			Rank    int64  `json:"rank"`
+			Verdict string `json:"verdict"`
+			Outlier bool   `json:"outlier"`
+		} `json:"ranks"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Ranks) != 3 {
+		t.Fatalf("%d ranks", len(doc.Ranks))
+	}
+	for _, r := range doc.Ranks {
+		if (r.Rank == 1) != r.Outlier || (r.Rank == 1) != (r.Verdict == "leak") {
+			t.Errorf("rank %+v", r)
+		}
+	}
+	text, _, _ := torchmem(t, "leaks", dir)
+	if !strings.Contains(text, "differs from the other ranks") {
+		t.Errorf("table does not name the odd rank:\n%s", text)
+	}
+}

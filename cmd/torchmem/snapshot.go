@@ -1,0 +1,285 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/jedib0t/go-pretty/v6/table"
+	"github.com/spf13/cobra"
+
+	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/memtimeline"
+)
+
+func init() { subcommands = append(subcommands, newSnapshotCmd) }
+
+// snapshotOptions are the flags of `torchmem snapshot` (and of any command
+// that routes allocator snapshots here).
+type snapshotOptions struct {
+	format string
+	top    int // segments shown in the fill map
+	leaks  int // leak candidate groups shown
+}
+
+func newSnapshotCmd() *cobra.Command {
+	o := snapshotOptions{}
+	cmd := &cobra.Command{
+		Use:   "snapshot FILE",
+		Short: "Summarise a CUDA allocator snapshot: reserved vs allocated, fragmentation, leak candidates, OOMs",
+		Long: `snapshot reads the pickle that torch.cuda.memory._dump_snapshot(path) writes
+after torch.cuda.memory._record_memory_history() (plain or gzipped) and prints:
+
+  - what the caching allocator holds: reserved, allocated, requested bytes,
+    free bytes inside partly used segments (inactive split: empty_cache()
+    cannot return them), the largest free block;
+  - a fill map of the largest segments, one line each;
+  - leak candidates: allocations in the recorded history never freed,
+    grouped by the innermost frame of your own Python code;
+  - the allocator settings (PYTORCH_CUDA_ALLOC_CONF) and recorded OOMs.
+
+The pickle is decoded as plain data; nothing in it is executed.
+Byte sizes in tables use binary units (1 MB = 1 MiB, as torch prints them);
+--format json gives exact integer bytes.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runSnapshot(cmd.OutOrStdout(), args[0], o)
+		},
+	}
+	cmd.Flags().StringVar(&o.format, "format", formatTable, "output format: table or json")
+	cmd.Flags().IntVar(&o.top, "top", 10, "segments to show in the fill map, largest first (0: all)")
+	cmd.Flags().IntVar(&o.leaks, "leaks", 10, "leak candidate groups to show (0: all)")
+	return cmd
+}
+
+// readSnapshotFile opens path (gzip detected by content) and decodes the
+// allocator snapshot in it. Errors name the file and count as bad input.
+func readSnapshotFile(path string) (*memtimeline.Snapshot, error) {
+	in, err := chrometrace.Open(path)
+	if err != nil {
+		if errors.Is(err, chrometrace.ErrEmpty) {
+			return nil, badInput(fmt.Errorf("%s: %w", path, err))
+		}
+		return nil, badInput(err) // *os.PathError already names the file
+	}
+	defer in.Close()
+	s, err := memtimeline.ReadSnapshot(in)
+	if err != nil {
+		return nil, badInput(fmt.Errorf("%s: %w", path, err))
+	}
+	return s, nil
+}
+
+func runSnapshot(w io.Writer, path string, o snapshotOptions) error {
+	if err := checkFormat(o.format, formatTable, formatJSON); err != nil {
+		return err
+	}
+	if o.top < 0 || o.leaks < 0 {
+		return badInput(errors.New("--top and --leaks must be >= 0"))
+	}
+	s, err := readSnapshotFile(path)
+	if err != nil {
+		return err
+	}
+	rep := memtimeline.AnalyzeSnapshot(s, memtimeline.DefaultBarWidth)
+	return renderSnapshotReport(w, path, rep, o)
+}
+
+// snapshotJSON is the --format json document.
+type snapshotJSON struct {
+	File string `json:"file"`
+	*memtimeline.SnapshotReport
+}
+
+// renderSnapshotReport prints rep; other commands (frag on a snapshot) call
+// it too.
+func renderSnapshotReport(w io.Writer, path string, rep *memtimeline.SnapshotReport, o snapshotOptions) error {
+	if o.format == formatJSON {
+		// Every segment and leak group: scripts filter for themselves.
+		return writeJSON(w, snapshotJSON{File: path, SnapshotReport: rep})
+	}
+	st := rep.Stats
+	fmt.Fprintf(w, "Allocator snapshot %s: %d segments on device(s) %s, %d blocks\n",
+		path, st.Segments, joinInts(st.Devices), st.Blocks)
+	fmt.Fprintln(w, "Sizes in binary units as torch prints them (1 MB = 1 MiB); Bytes are exact.")
+	fmt.Fprintln(w)
+
+	t := newTableWriter()
+	t.AppendHeader(table.Row{"Memory", "Size", "Bytes", "What it is"})
+	row := func(name string, n int64, what string) {
+		t.AppendRow(table.Row{name, memtimeline.FormatBytes(n), n, what})
+	}
+	row("Reserved", st.ReservedBytes, "segments cudaMalloc'd by the caching allocator")
+	row("Allocated", st.AllocatedBytes, fmt.Sprintf("%d live blocks (rounded sizes)", st.AllocatedBlocks))
+	row("Requested", st.RequestedBytes, "what the live tensors asked for")
+	row("Rounding waste", st.AllocatedBytes-st.RequestedBytes, "allocated - requested")
+	if st.PendingFreeBlocks > 0 {
+		row("Pending free", st.ActiveBytes-st.AllocatedBytes, fmt.Sprintf("%d blocks freed but still used by a stream", st.PendingFreeBlocks))
+	}
+	row("Free in cache", st.FreeBytes, fmt.Sprintf("%d inactive blocks", st.InactiveBlocks))
+	row("Inactive split", st.InactiveSplitBytes, fmt.Sprintf("%d free blocks in partly used segments: empty_cache() cannot release them", st.InactiveSplitBlocks))
+	row("Largest free block", st.LargestFreeBlock, largestFreeNote(st))
+	renderTable(w, t, formatTable)
+	fmt.Fprintf(w, "Segments: %d small (2 MB, blocks <= 1 MB), %d large, %d expandable\n\n",
+		st.SmallSegments, st.LargeSegments, st.ExpandableSegments)
+
+	fmt.Fprintf(w, "Segment fill map (largest first; each cell is 1/%d of a segment: '#' full, '1'-'9' tenths used, '0' under a tenth, '.' free)\n", memtimeline.DefaultBarWidth)
+	fmt.Fprint(w, memtimeline.FormatSegmentMap(rep.SegmentFills, o.top))
+	fmt.Fprintln(w)
+
+	renderLeakCandidates(w, rep, o.leaks)
+	renderSettings(w, rep.Settings)
+	renderOOMs(w, rep.OOMs)
+	return nil
+}
+
+func largestFreeNote(st memtimeline.SnapshotStats) string {
+	if st.FreeBytes == 0 {
+		return "no free blocks"
+	}
+	return fmt.Sprintf("%.0f%% of free bytes; the rest is scattered", 100*float64(st.LargestFreeBlock)/float64(st.FreeBytes))
+}
+
+func renderLeakCandidates(w io.Writer, rep *memtimeline.SnapshotReport, limit int) {
+	total := 0
+	for _, n := range rep.TraceEntries {
+		total += n
+	}
+	if total == 0 {
+		fmt.Fprintln(w, "Leak candidates: no allocation history in this snapshot (record it with torch.cuda.memory._record_memory_history() before the run)")
+		fmt.Fprintln(w)
+		return
+	}
+	fmt.Fprintf(w, "Leak candidates: allocations never freed in the recorded history (%d entries over %.3f s), by your innermost Python frame\n",
+		total, float64(rep.TraceEndUS-rep.TraceStartUS)/1e6)
+	if len(rep.Leaks) == 0 {
+		fmt.Fprintln(w, "none: everything allocated in the history was freed")
+		fmt.Fprintln(w)
+		return
+	}
+	t := newTableWriter()
+	t.AppendHeader(table.Row{"Site", "Live", "Bytes", "Allocs", "Steps", "Still allocated at dump"})
+	n := len(rep.Leaks)
+	if limit > 0 && limit < n {
+		n = limit
+	}
+	for _, l := range rep.Leaks[:n] {
+		steps := "-"
+		if l.Steps > 0 {
+			steps = strconv.Itoa(l.Steps)
+		}
+		t.AppendRow(table.Row{shortSite(l.Site), memtimeline.FormatBytes(l.Bytes), l.Bytes, l.Count, steps, memtimeline.FormatBytes(l.ActiveAtDumpBytes)})
+	}
+	renderTable(w, t, formatTable)
+	if n < len(rep.Leaks) {
+		fmt.Fprintf(w, "... %d more groups (--leaks 0 shows all)\n", len(rep.Leaks)-n)
+	}
+	fmt.Fprintln(w, "Steps: ProfilerStep ranges in which the live allocations were made; memory left behind in every step grows without bound.")
+	fmt.Fprintln(w)
+}
+
+// shortSite keeps a site readable in a table: C++ names lose their
+// argument lists, paths their directories.
+func shortSite(f memtimeline.Frame) string {
+	if !f.IsPython() {
+		return cppShortName(f.Name) + " [C++]"
+	}
+	file := f.Filename
+	if i := strings.LastIndexByte(file, '/'); i >= 0 {
+		file = file[i+1:]
+	}
+	return fmt.Sprintf("%s:%d %s", file, f.Line, f.Name)
+}
+
+// cppShortName drops a demangled C++ name's trailing argument list and the
+// "(anonymous namespace)::" noise.
+func cppShortName(name string) string {
+	if strings.HasSuffix(name, ")") {
+		depth := 0
+		for i := len(name) - 1; i >= 0; i-- {
+			switch name[i] {
+			case ')':
+				depth++
+			case '(':
+				depth--
+			}
+			if depth == 0 {
+				if i > 0 {
+					name = name[:i]
+				}
+				break
+			}
+		}
+	}
+	return strings.ReplaceAll(name, "(anonymous namespace)::", "")
+}
+
+func renderSettings(w io.Writer, s memtimeline.AllocatorSettings) {
+	conf := s.AllocConf
+	if conf == "" {
+		conf = "(unset)"
+	}
+	fmt.Fprintf(w, "Allocator settings: PYTORCH_CUDA_ALLOC_CONF=%s\n", conf)
+	maxSplit := "unlimited"
+	if s.MaxSplitSize >= 0 {
+		maxSplit = memtimeline.FormatBytes(s.MaxSplitSize)
+	}
+	fmt.Fprintf(w, "  max_split_size: %s, expandable_segments: %t, garbage_collection_threshold: %g\n",
+		maxSplit, s.ExpandableSegments, s.GarbageCollectionThreshold)
+	var div []string
+	keys := make([]string, 0, len(s.RoundupPower2Divisions))
+	for k := range s.RoundupPower2Divisions {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		a, _ := strconv.Atoi(keys[i])
+		b, _ := strconv.Atoi(keys[j])
+		return a < b
+	})
+	for _, k := range keys {
+		if v := s.RoundupPower2Divisions[k]; v != 0 {
+			div = append(div, fmt.Sprintf("%sMB:%d", k, v))
+		}
+	}
+	if len(div) == 0 {
+		div = []string{"off"}
+	}
+	fmt.Fprintf(w, "  roundup_power2_divisions: %s\n", strings.Join(div, ", "))
+	if len(s.Other) > 0 {
+		other := make([]string, 0, len(s.Other))
+		for k, v := range s.Other {
+			other = append(other, k+": "+v)
+		}
+		sort.Strings(other)
+		fmt.Fprintf(w, "  %s\n", strings.Join(other, ", "))
+	}
+	fmt.Fprintln(w)
+}
+
+func renderOOMs(w io.Writer, ooms []memtimeline.OOMEvent) {
+	if len(ooms) == 0 {
+		fmt.Fprintln(w, "Out-of-memory events: none recorded")
+		return
+	}
+	fmt.Fprintf(w, "Out-of-memory events: %d\n", len(ooms))
+	t := newTableWriter()
+	t.AppendHeader(table.Row{"Device", "Time (µs since epoch)", "Requested", "Free on device", "Site"})
+	for _, e := range ooms {
+		t.AppendRow(table.Row{e.Device, e.TimeUS, memtimeline.FormatBytes(e.RequestedBytes), memtimeline.FormatBytes(e.DeviceFreeBytes), shortSite(e.Site)})
+	}
+	renderTable(w, t, formatTable)
+}
+
+func joinInts(v []int) string {
+	if len(v) == 0 {
+		return "-"
+	}
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
+}

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/jedib0t/go-pretty/v6/table"
+	"github.com/jedib0t/go-pretty/v6/text"
+	"github.com/spf13/cobra"
+	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/memtimeline"
+)
+
+func init() { subcommands = append(subcommands, newStacksCmd) }
+
+type stacksOptions struct {
+	depth     int
+	device    int
+	top       int
+	allFrames bool
+	sort      string
+	folded    bool
+	weight    string
+	format    string
+}
+
+func newStacksCmd() *cobra.Command {
+	o := &stacksOptions{}
+	cmd := &cobra.Command{
+		Use:   "stacks TRACE",
+		Short: "Which lines of Python allocate the GPU memory",
+		Long: `Ties every GPU allocation in the trace to the Python stack and the operator
+chain that made it, and ranks the sites by bytes allocated, bytes still alive
+at the end of the trace, and bytes alive when allocated memory peaked.
+
+A free is charged to the site that allocated the block, wherever it happened.
+Backward-pass allocations (on the autograd thread) are tied to the forward
+operator that created the autograd node, and so to your forward code.
+
+By default frames from torch, installed packages and the standard library are
+collapsed so your own lines lead; --all-frames shows them. --folded writes
+Brendan Gregg's folded-stack format for flamegraph.pl, inferno or speedscope.
+The trace needs with_stack=True for Python frames; without it, sites are
+operator chains only.`,
+		Example: `  torchmem stacks trace.json.gz
+  torchmem stacks trace.json.gz --sort live --depth 3
+  torchmem stacks trace.json.gz --folded --weight live > live.folded && flamegraph.pl live.folded > live.svg`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runStacks(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], o)
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.depth, "depth", 5, "keep the innermost N Python frames of each stack (0 = all)")
+	f.IntVar(&o.device, "device", -1, "only allocations on this GPU index (-1 = all)")
+	f.IntVar(&o.top, "top", 15, "show the first N sites (0 = all)")
+	f.BoolVar(&o.allFrames, "all-frames", false, "keep torch, site-packages and standard-library frames")
+	f.StringVar(&o.sort, "sort", "alloc", "rank sites by: alloc (bytes allocated), live (alive at end), peak (alive at peak), allocs (count)")
+	f.BoolVar(&o.folded, "folded", false, "write folded stacks (frames;operators bytes) instead of a table")
+	f.StringVar(&o.weight, "weight", "alloc", "with --folded, weight stacks by: alloc, live, peak")
+	f.StringVar(&o.format, "format", formatTable, "output format: table, json, csv, markdown")
+	return cmd
+}
+
+type stackJSON struct {
+	Frames          []string `json:"frames"`
+	Operator        string   `json:"operator"`
+	ForwardOperator string   `json:"forward_operator,omitempty"`
+	AllocBytes      int64    `json:"alloc_bytes"`
+	LiveBytesAtEnd  int64    `json:"live_bytes_at_end"`
+	LiveBytesAtPeak int64    `json:"live_bytes_at_peak"`
+	Allocs          int64    `json:"allocs"`
+	LiveBlocksAtEnd int64    `json:"live_blocks_at_end"`
+}
+
+func siteValue(key string) (func(s *memtimeline.Site) int64, error) {
+	switch key {
+	case "alloc":
+		return func(s *memtimeline.Site) int64 { return s.AllocBytes }, nil
+	case "live":
+		return func(s *memtimeline.Site) int64 { return s.LiveBytesAtEnd }, nil
+	case "peak":
+		return func(s *memtimeline.Site) int64 { return s.LiveBytesAtPeak }, nil
+	case "allocs":
+		return func(s *memtimeline.Site) int64 { return s.Allocs }, nil
+	}
+	return nil, badInput(fmt.Errorf("unknown value %q (want alloc, live, peak or allocs)", key))
+}
+
+func runStacks(stdout, stderr io.Writer, path string, o *stacksOptions) error {
+	if err := checkFormat(o.format, formatTable, formatJSON, formatCSV, formatMarkdown); err != nil {
+		return err
+	}
+	sortBy, err := siteValue(o.sort)
+	if err != nil {
+		return err
+	}
+	weight, err := siteValue(o.weight)
+	if err != nil {
+		return err
+	}
+	t, err := loadTrace(path, stderr)
+	if err != nil {
+		return err
+	}
+	if len(t.Memory) == 0 {
+		fmt.Fprintf(stderr, "torchmem: note: %s has no memory events; profile with profile_memory=True to see allocation sites\n", path)
+	} else if len(t.PyFrames) == 0 {
+		fmt.Fprintf(stderr, "torchmem: note: %s was recorded without Python stacks: sites are operator chains only. Profile with with_stack=True to see file:line.\n", path)
+	}
+	attr := chrometrace.Attribute(t)
+	sites := memtimeline.Sites(t, attr, memtimeline.Lifetimes(t, o.device), memtimeline.SiteOptions{Device: o.device, Depth: o.depth, AllFrames: o.allFrames})
+
+	if o.folded {
+		return writeFolded(stdout, sites, weight)
+	}
+	slices.SortStableFunc(sites, func(a, b memtimeline.Site) int { return cmp.Compare(sortBy(&b), sortBy(&a)) })
+	if o.top > 0 && len(sites) > o.top {
+		sites = sites[:o.top]
+	}
+	if o.format == formatJSON {
+		out := struct {
+			Trace  string      `json:"trace"`
+			Stacks []stackJSON `json:"stacks"`
+		}{Trace: path, Stacks: []stackJSON{}}
+		for _, s := range sites {
+			frames := s.Frames
+			if frames == nil {
+				frames = []string{}
+			}
+			out.Stacks = append(out.Stacks, stackJSON{Frames: frames, Operator: s.Operator, ForwardOperator: s.ForwardOp,
+				AllocBytes: s.AllocBytes, LiveBytesAtEnd: s.LiveBytesAtEnd, LiveBytesAtPeak: s.LiveBytesAtPeak,
+				Allocs: s.Allocs, LiveBlocksAtEnd: s.LiveBlocksAtEnd})
+		}
+		return writeJSON(stdout, out)
+	}
+	tw := newTableWriter()
+	exact := o.format == formatCSV
+	bytesCol := func(n int64) string {
+		if exact {
+			return strconv.FormatInt(n, 10)
+		}
+		return memtimeline.FormatBytes(n)
+	}
+	unit := ""
+	if exact {
+		unit = " (bytes)"
+	}
+	tw.AppendHeader(table.Row{"Python stack (outermost first)", "Operator", "Allocated" + unit, "# Allocs", "Live at end" + unit, "Live at peak" + unit})
+	sep := "\n"
+	if o.format != formatTable {
+		sep = " ← "
+	}
+	for _, s := range sites {
+		frames := s.Frames
+		if len(frames) == 0 {
+			frames = []string{"(no Python frames)"}
+		}
+		op := s.Operator
+		if s.ForwardOp != "" {
+			op += " (backward of " + s.ForwardOp + ")"
+		}
+		if o.format == formatTable {
+			op = strings.ReplaceAll(op, " > ", "\n> ")
+		}
+		stack := strings.Join(frames, sep)
+		if o.format != formatTable {
+			rev := slices.Clone(frames)
+			slices.Reverse(rev)
+			stack = strings.Join(rev, sep)
+		}
+		tw.AppendRow(table.Row{stack, op, bytesCol(s.AllocBytes), s.Allocs, bytesCol(s.LiveBytesAtEnd), bytesCol(s.LiveBytesAtPeak)})
+		if o.format == formatTable {
+			tw.AppendSeparator()
+		}
+	}
+	tw.SetColumnConfigs([]table.ColumnConfig{
+		{Number: 3, Align: text.AlignRight}, {Number: 4, Align: text.AlignRight},
+		{Number: 5, Align: text.AlignRight}, {Number: 6, Align: text.AlignRight},
+	})
+	renderTable(stdout, tw, o.format)
+	return nil
+}
+
+// writeFolded writes one line per site: frames and operators joined by
+// ';', outermost first, then the weight in bytes.
+func writeFolded(w io.Writer, sites []memtimeline.Site, weight func(*memtimeline.Site) int64) error {
+	clean := func(s string) string { return strings.NewReplacer(";", ":", "\n", " ").Replace(s) }
+	slices.SortStableFunc(sites, func(a, b memtimeline.Site) int { return cmp.Compare(weight(&b), weight(&a)) })
+	for _, s := range sites {
+		v := weight(&s)
+		if v <= 0 {
+			continue
+		}
+		parts := make([]string, 0, len(s.Frames)+4)
+		for _, f := range s.Frames {
+			parts = append(parts, clean(f))
+		}
+		for _, op := range strings.Split(s.Operator, " > ") {
+			if op != "" {
+				parts = append(parts, clean(op))
+			}
+		}
+		if len(parts) == 0 {
+			parts = append(parts, "(unknown)")
+		}
+		if _, err := fmt.Fprintf(w, "%s %d\n", strings.Join(parts, ";"), v); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"sort"
+	"strings"
+
+	"github.com/jedib0t/go-pretty/v6/table"
+	"github.com/spf13/cobra"
+
+	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/memtimeline"
+)
+
+func init() { subcommands = append(subcommands, newStepsCmd) }
+
+func newStepsCmd() *cobra.Command {
+	var (
+		format string
+		opts   = memtimeline.DefaultStepOptions()
+	)
+	cmd := &cobra.Command{
+		Use:   "steps FILE.jsonl",
+		Short: "Does allocated memory grow step over step? Reads a per-step memory log (JSON Lines)",
+		Long: `steps reads a per-step memory log: one JSON object per line, written by the
+training loop after every step, e.g.
+
+    with open("stats_steps.jsonl", "a") as f:
+        f.write(json.dumps({"step": step, "t": time.time(),
+                            "allocated": torch.cuda.memory_allocated(),
+                            "reserved": torch.cuda.memory_reserved()}) + "\n")
+
+Keys may also be memory_stats() names (allocated_bytes.all.current,
+reserved_bytes.all.current, allocated_bytes.all.peak), memory_allocated,
+allocated_mb, ...; lines with a "device" or "rank" key are reported per device.
+
+It fits a least-squares line of allocated bytes over step numbers (leaving
+out --warmup leading steps, when enough remain) and says "growing" (with
+bytes per step) when the line rises steadily (R^2 >= 0.8) by at least 1 MiB
+and 1% of the starting value, else "flat".
+
+It is a report: exit 0 whatever it finds ('torchmem check' gates); 2 when
+the file cannot be read.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFormat(format, formatTable, formatJSON); err != nil {
+				return err
+			}
+			if opts.WarmupSteps < 0 {
+				return badInput(fmt.Errorf("--warmup %d: want 0 or more steps", opts.WarmupSteps))
+			}
+			path := args[0]
+			log, err := readStepFile(path)
+			if err != nil {
+				return badInput(err)
+			}
+			for _, w := range log.Warnings {
+				fmt.Fprintf(cmd.ErrOrStderr(), "torchmem: warning: %s: %s\n", path, w)
+			}
+			a := memtimeline.AnalyzeSteps(log, opts)
+			out := cmd.OutOrStdout()
+			if format == formatJSON {
+				return writeJSON(out, stepsJSONReport(path, log, a))
+			}
+			renderStepsTable(out, path, log, a)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&format, "format", formatTable, "output format: table or json")
+	f.IntVar(&opts.WarmupSteps, "warmup", opts.WarmupSteps, "leading steps left out of the fit (optimizer state is created in step 0)")
+	return cmd
+}
+
+// readStepFile opens path (gzipped or not) and parses it; errors name it.
+func readStepFile(path string) (*memtimeline.StepLog, error) {
+	in, err := chrometrace.Open(path)
+	if err != nil {
+		if errors.Is(err, chrometrace.ErrEmpty) {
+			return nil, fmt.Errorf("%s: file is empty, not a per-step memory log", path)
+		}
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			return nil, err // already names the file
+		}
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	defer in.Close()
+	log, err := memtimeline.ReadStepLog(in)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return log, nil
+}
+
+// stepsSignedBytes prints a per-step change with its sign.
+func stepsSignedBytes(b int64) string {
+	if b > 0 {
+		return "+" + memtimeline.FormatBytes(b)
+	}
+	return memtimeline.FormatBytes(b)
+}
+
+func stepsKeyList(log *memtimeline.StepLog) string {
+	var parts []string
+	for q, k := range log.Keys {
+		parts = append(parts, q+"="+k)
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
+}
+
+func renderStepsTable(w io.Writer, path string, log *memtimeline.StepLog, a memtimeline.StepAnalysis) {
+	fmt.Fprintf(w, "%s: %d records; keys %s\n", path, log.Lines, stepsKeyList(log))
+	t := newTableWriter()
+	t.AppendHeader(table.Row{"device", "steps", "verdict", "allocated per step", "R^2", "allocated first → last", "peak allocated (step)", "reserved per step", "peak reserved (step)"})
+	for _, s := range a.Series {
+		dev := s.Device
+		if dev == "" {
+			dev = "-"
+		}
+		steps := fmt.Sprintf("%d-%d", s.FirstStep, s.LastStep)
+		perStep, r2, span := "-", "-", "-"
+		if s.Allocated.FitSteps >= 2 {
+			perStep = stepsSignedBytes(s.BytesPerStep)
+			r2 = fmt.Sprintf("%.3f", s.Allocated.R2)
+			span = memtimeline.FormatBytes(s.Allocated.FirstBytes) + " → " + memtimeline.FormatBytes(s.Allocated.LastBytes)
+		}
+		resPerStep, resPeak := "-", "-"
+		if s.Reserved != nil && s.Reserved.FitSteps >= 2 {
+			resPerStep = stepsSignedBytes(int64(s.Reserved.SlopeBytesPerStep))
+		}
+		if s.PeakReservedBytes >= 0 {
+			resPeak = fmt.Sprintf("%s (%d)", memtimeline.FormatBytes(s.PeakReservedBytes), s.PeakReservedStep)
+		}
+		t.AppendRow(table.Row{dev, steps, s.Verdict, perStep, r2, span,
+			fmt.Sprintf("%s (%d)", memtimeline.FormatBytes(s.PeakAllocatedBytes), s.PeakAllocatedStep), resPerStep, resPeak})
+	}
+	fmt.Fprintln(w, t.Render())
+	for _, s := range a.Series {
+		prefix := ""
+		if s.Device != "" {
+			prefix = "device " + s.Device + ": "
+		}
+		warm := ""
+		if s.SkippedWarmup > 0 {
+			warm = fmt.Sprintf(" (first %d step(s) left out as warm-up)", s.SkippedWarmup)
+		}
+		fmt.Fprintf(w, "%s%s: %s%s\n", prefix, s.Verdict, s.Reason, warm)
+	}
+}
+
+type stepsTrendJSON struct {
+	FitSteps          int      `json:"fit_steps"`
+	SlopeBytesPerStep float64  `json:"slope_bytes_per_step"`
+	R2                float64  `json:"r2"`
+	BytesPerSecond    *float64 `json:"bytes_per_second"`
+	FirstBytes        int64    `json:"first_bytes"`
+	LastBytes         int64    `json:"last_bytes"`
+	GrowthBytes       int64    `json:"growth_bytes"`
+}
+
+type stepsSeriesJSON struct {
+	Device             string          `json:"device"`
+	Records            int             `json:"records"`
+	FirstStep          int64           `json:"first_step"`
+	LastStep           int64           `json:"last_step"`
+	SkippedWarmup      int             `json:"skipped_warmup_steps"`
+	Verdict            string          `json:"verdict"`
+	BytesPerStep       int64           `json:"bytes_per_step"`
+	Reason             string          `json:"reason"`
+	Allocated          stepsTrendJSON  `json:"allocated"`
+	Reserved           *stepsTrendJSON `json:"reserved"`
+	PeakAllocatedBytes int64           `json:"peak_allocated_bytes"`
+	PeakAllocatedStep  int64           `json:"peak_allocated_step"`
+	PeakReservedBytes  *int64          `json:"peak_reserved_bytes"`
+	PeakReservedStep   *int64          `json:"peak_reserved_step"`
+	MaxAllocatedBytes  *int64          `json:"max_allocated_bytes_logged"`
+}
+
+type stepsReportJSON struct {
+	File     string            `json:"file"`
+	Records  int               `json:"records"`
+	Keys     map[string]string `json:"keys"`
+	Warnings []string          `json:"warnings"`
+	Options  map[string]any    `json:"options"`
+	Series   []stepsSeriesJSON `json:"series"`
+}
+
+func stepsTrend(t memtimeline.StepTrend) stepsTrendJSON {
+	j := stepsTrendJSON{FitSteps: t.FitSteps, SlopeBytesPerStep: smiRound(t.SlopeBytesPerStep, 1), R2: smiRound(t.R2, 4),
+		FirstBytes: t.FirstBytes, LastBytes: t.LastBytes, GrowthBytes: t.GrowthBytes}
+	if t.HasTime {
+		v := smiRound(t.BytesPerSecond, 0)
+		j.BytesPerSecond = &v
+	}
+	return j
+}
+
+func stepsJSONReport(path string, log *memtimeline.StepLog, a memtimeline.StepAnalysis) stepsReportJSON {
+	o := a.Options
+	rep := stepsReportJSON{File: path, Records: log.Lines, Keys: log.Keys, Warnings: log.Warnings,
+		Options: map[string]any{"warmup_steps": o.WarmupSteps, "min_fit_steps": o.MinFitSteps, "min_r2": o.MinR2,
+			"min_growth_bytes": o.MinGrowthBytes, "min_growth_fraction": o.MinGrowthFraction},
+		Series: []stepsSeriesJSON{}}
+	if rep.Warnings == nil {
+		rep.Warnings = []string{}
+	}
+	for _, s := range a.Series {
+		j := stepsSeriesJSON{Device: s.Device, Records: s.Records, FirstStep: s.FirstStep, LastStep: s.LastStep,
+			SkippedWarmup: s.SkippedWarmup, Verdict: s.Verdict, BytesPerStep: s.BytesPerStep, Reason: s.Reason,
+			Allocated: stepsTrend(s.Allocated), PeakAllocatedBytes: s.PeakAllocatedBytes, PeakAllocatedStep: s.PeakAllocatedStep,
+			MaxAllocatedBytes: smiOptBytes(s.MaxAllocatedBytes)}
+		if s.Reserved != nil {
+			r := stepsTrend(*s.Reserved)
+			j.Reserved = &r
+		}
+		if s.PeakReservedBytes >= 0 {
+			b, st := s.PeakReservedBytes, s.PeakReservedStep
+			j.PeakReservedBytes, j.PeakReservedStep = &b, &st
+		}
+		rep.Series = append(rep.Series, j)
+	}
+	return rep
+}

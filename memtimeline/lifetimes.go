@@ -1,0 +1,89 @@
+package memtimeline
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/torchmem/torchmem/chrometrace"
+)
+
+// BlockState classifies one block of the caching allocator seen in a trace.
+type BlockState uint8
+
+const (
+	// Freed: allocated and freed inside the profiled window.
+	Freed BlockState = iota
+	// Unreleased: allocated in the window and still alive at its end.
+	Unreleased
+	// Preexisting: freed in the window but allocated before it began.
+	Preexisting
+)
+
+func (s BlockState) String() string {
+	return [...]string{"freed", "unreleased", "preexisting"}[s]
+}
+
+// Lifetime is one allocator block: its allocation and free events paired
+// by (device, address) in time order.
+type Lifetime struct {
+	Alloc int32 // index into Trace.Memory, -1 for Preexisting
+	Free  int32 // index into Trace.Memory, -1 for Unreleased
+	State BlockState
+	Bytes int64
+	Addr  uint64
+	// Start and End are nanoseconds; Start is -1 for Preexisting blocks,
+	// End is -1 for Unreleased ones.
+	Start, End int64
+	Device     int8
+}
+
+// Lifetimes pairs every GPU allocation with its free. device selects one
+// GPU index, -1 all. Lifetimes come out in allocation (or free) time order.
+func Lifetimes(t *chrometrace.Trace, device int) []Lifetime {
+	idx := make([]int32, 0, len(t.Memory))
+	for i := range t.Memory {
+		e := &t.Memory[i]
+		if e.DeviceType.IsGPU() && (device < 0 || int(e.DeviceID) == device) && e.Bytes != 0 {
+			idx = append(idx, int32(i))
+		}
+	}
+	slices.SortStableFunc(idx, func(a, b int32) int { return cmp.Compare(t.Memory[a].TS, t.Memory[b].TS) })
+	type key struct {
+		dev  int8
+		addr uint64
+	}
+	open := map[key]int{} // -> index in out
+	out := make([]Lifetime, 0, len(idx)/2+1)
+	for _, i := range idx {
+		e := &t.Memory[i]
+		k := key{e.DeviceID, e.Addr}
+		if e.Bytes > 0 {
+			open[k] = len(out)
+			out = append(out, Lifetime{Alloc: i, Free: -1, State: Unreleased, Bytes: e.Bytes, Addr: e.Addr, Start: e.TS, End: -1, Device: e.DeviceID})
+			continue
+		}
+		if j, ok := open[k]; ok {
+			delete(open, k)
+			out[j].Free, out[j].End, out[j].State = i, e.TS, Freed
+			continue
+		}
+		out = append(out, Lifetime{Alloc: -1, Free: i, State: Preexisting, Bytes: -e.Bytes, Addr: e.Addr, Start: -1, End: e.TS, Device: e.DeviceID})
+	}
+	return out
+}
+
+// PeakAllocated returns the largest "Total Allocated" on a device (-1 for
+// the first GPU seen) and when it happened.
+func PeakAllocated(t *chrometrace.Trace, device int) (bytes, ts int64) {
+	ts = -1
+	for i := range t.Memory {
+		e := &t.Memory[i]
+		if !e.DeviceType.IsGPU() || (device >= 0 && int(e.DeviceID) != device) {
+			continue
+		}
+		if ts < 0 || e.TotalAllocated > bytes {
+			bytes, ts = e.TotalAllocated, e.TS
+		}
+	}
+	return bytes, ts
+}

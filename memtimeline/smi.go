@@ -1,0 +1,670 @@
+package memtimeline
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// This file reads the CSV that `nvidia-smi --query-gpu=... --format=csv`
+// prints, once or in a loop (-l / -lms). nvidia-smi is what people have
+// when no profiler ran, so the reader is lenient about everything the
+// tool lets a user vary: column order and choice, units in the header or
+// in the values (nounits), no header at all (noheader), several GPUs
+// interleaved, the header repeated when logs are concatenated, and
+// "[Not Supported]" / "[N/A]" values. What it cannot make sense of is an
+// error naming the line.
+
+// SMI column names as nvidia-smi prints them in the header (without the
+// " [unit]" suffix). Only the ones the analysis uses are named here.
+const (
+	SMIColIndex       = "index"
+	SMIColTimestamp   = "timestamp"
+	SMIColName        = "name"
+	SMIColBusID       = "pci.bus_id"
+	SMIColUUID        = "uuid"
+	SMIColMemUsed     = "memory.used"
+	SMIColMemTotal    = "memory.total"
+	SMIColMemFree     = "memory.free"
+	SMIColMemReserved = "memory.reserved"
+	SMIColUtilGPU     = "utilization.gpu"
+	SMIColUtilMem     = "utilization.memory"
+)
+
+// smiAliases maps the alternative spellings --query-gpu accepts to the
+// name nvidia-smi prints in its header.
+var smiAliases = map[string]string{
+	"gpu_uuid":   SMIColUUID,
+	"gpu_bus_id": SMIColBusID,
+	"gpu_name":   SMIColName,
+}
+
+// SMISample is one row of the log: one GPU at one time. Missing values
+// ("[N/A]", "[Not Supported]", or a column not queried) are -1.
+type SMISample struct {
+	Time          time.Time
+	UsedBytes     int64
+	TotalBytes    int64
+	UtilGPUPct    float64
+	UtilMemoryPct float64
+}
+
+// SMIGPU is the time series of one GPU, in time order.
+type SMIGPU struct {
+	// Key identifies the GPU in the log: its index, else its PCI bus id,
+	// else its UUID, else "#k" for the k-th row of each sampling round.
+	Key   string
+	Index int // -1 when the log has no index column
+	BusID string
+	UUID  string
+	Name  string
+	// Samples are sorted by time (stable, so equal times keep file order).
+	Samples []SMISample
+}
+
+// SMILog is a parsed nvidia-smi CSV log.
+type SMILog struct {
+	// Columns are the canonical column names of the (first) header, in
+	// file order; for a noheader log, the names inferred from the values.
+	Columns []string
+	// HeaderInferred is true for a noheader log.
+	HeaderInferred bool
+	GPUs           []*SMIGPU
+	// Rows counts data rows read (all GPUs).
+	Rows int
+	// Warnings are problems the reader tolerated (a truncated last line).
+	Warnings []string
+}
+
+// GPU returns the GPU with the given key, or nil.
+func (l *SMILog) GPU(key string) *SMIGPU {
+	for _, g := range l.GPUs {
+		if g.Key == key {
+			return g
+		}
+	}
+	return nil
+}
+
+// ErrNotSMILog is wrapped by ReadSMILog errors about input that is not
+// an nvidia-smi CSV at all (as opposed to a damaged one).
+var ErrNotSMILog = errors.New("not an nvidia-smi --query-gpu CSV log")
+
+// smiColumn is one header field: canonical name and the unit the header
+// gives ("MiB", "%", or "").
+type smiColumn struct {
+	name string
+	unit string
+}
+
+var smiFieldName = regexp.MustCompile(`^[a-z][a-z0-9_.]*$`)
+
+// parseSMIHeader returns the columns if line is an nvidia-smi header. A
+// header is a line whose every field is a query name, optionally followed
+// by " [unit]", and that names at least one field the reader knows.
+func parseSMIHeader(fields []string) ([]smiColumn, bool) {
+	cols := make([]smiColumn, len(fields))
+	known := false
+	for i, f := range fields {
+		name, unit := f, ""
+		if j := strings.IndexByte(f, '['); j >= 0 {
+			if !strings.HasSuffix(f, "]") {
+				return nil, false
+			}
+			name = strings.TrimSpace(f[:j])
+			unit = strings.TrimSpace(f[j+1 : len(f)-1])
+		}
+		name = strings.ToLower(name)
+		if !smiFieldName.MatchString(name) {
+			return nil, false
+		}
+		if a, ok := smiAliases[name]; ok {
+			name = a
+		}
+		switch name {
+		case SMIColIndex, SMIColTimestamp, SMIColBusID, SMIColUUID, SMIColMemUsed,
+			SMIColMemTotal, SMIColMemFree, SMIColUtilGPU, SMIColUtilMem, SMIColName:
+			known = true
+		}
+		cols[i] = smiColumn{name: name, unit: unit}
+	}
+	return cols, known
+}
+
+// splitSMIFields splits a CSV row. nvidia-smi never quotes and separates
+// with ", "; GPU names contain spaces but no commas.
+func splitSMIFields(line string) []string {
+	fields := strings.Split(line, ",")
+	for i := range fields {
+		fields[i] = strings.TrimSpace(fields[i])
+	}
+	return fields
+}
+
+// isSMIMissing reports whether v is one of nvidia-smi's placeholders for
+// a value it could not read: "[N/A]", "[Not Supported]", "[Unknown
+// Error]", "[Insufficient Permissions]", "N/A".
+func isSMIMissing(v string) bool {
+	if v == "" || strings.EqualFold(v, "N/A") {
+		return true
+	}
+	return strings.HasPrefix(v, "[") && strings.HasSuffix(v, "]")
+}
+
+var smiByteUnits = map[string]float64{
+	"b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
+	"kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
+}
+
+// parseSMIBytes parses "1234 MiB" or "1234" (nounits; the unit is then the
+// header's, and nvidia-smi reports memory in MiB when neither says).
+func parseSMIBytes(v, headerUnit string) (int64, error) {
+	num, unit := v, headerUnit
+	if i := strings.IndexByte(v, ' '); i >= 0 {
+		num, unit = v[:i], strings.TrimSpace(v[i+1:])
+	}
+	if unit == "" {
+		unit = "MiB"
+	}
+	mult, ok := smiByteUnits[strings.ToLower(unit)]
+	if !ok {
+		return 0, fmt.Errorf("unknown memory unit %q", unit)
+	}
+	if n, err := strconv.ParseInt(num, 10, 64); err == nil {
+		if n < 0 || float64(n) > math.MaxInt64/mult {
+			return 0, fmt.Errorf("memory value %q out of range", v)
+		}
+		return n * int64(mult), nil
+	}
+	f, err := strconv.ParseFloat(num, 64)
+	if err != nil || f < 0 || math.IsNaN(f) || f*mult >= math.MaxInt64 {
+		return 0, fmt.Errorf("bad memory value %q", v)
+	}
+	return int64(math.Round(f * mult)), nil
+}
+
+// parseSMIPercent parses "45 %" or "45".
+func parseSMIPercent(v string) (float64, error) {
+	num := strings.TrimSpace(strings.TrimSuffix(v, "%"))
+	f, err := strconv.ParseFloat(num, 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f < 0 {
+		return 0, fmt.Errorf("bad percentage %q", v)
+	}
+	return f, nil
+}
+
+// smiTimeLayouts: nvidia-smi prints local time without a zone; -l and -lms
+// both print milliseconds, but older drivers and hand-made logs may not.
+var smiTimeLayouts = []string{
+	"2006/01/02 15:04:05.000",
+	"2006/01/02 15:04:05",
+	"2006-01-02 15:04:05.000",
+	"2006-01-02 15:04:05",
+	"2006-01-02T15:04:05.999999999Z07:00",
+	"2006-01-02T15:04:05.999999999",
+}
+
+// SMITimeLayout is how reports print sample times: nvidia-smi's own layout,
+// so a time in a report can be found in the log with grep.
+const SMITimeLayout = "2006/01/02 15:04:05.000"
+
+func parseSMITime(v string) (time.Time, error) {
+	for _, l := range smiTimeLayouts {
+		if t, err := time.Parse(l, v); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("bad timestamp %q (want like 2026/11/29 17:26:22.516)", v)
+}
+
+var (
+	smiUUIDValue  = regexp.MustCompile(`^(GPU|MIG)-[0-9a-fA-F-]+$`)
+	smiBusIDValue = regexp.MustCompile(`^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-9a-fA-F]$`)
+)
+
+// inferSMIColumns names the columns of a noheader log from the values of
+// its first rows. Memory columns carry " MiB" and percentages " %" unless
+// nounits was also given; then there is nothing to go on.
+func inferSMIColumns(rows [][]string) ([]smiColumn, error) {
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("%w: no header and no rows", ErrNotSMILog)
+	}
+	width := len(rows[0])
+	cols := make([]smiColumn, width)
+	var memCols, pctCols []int
+	for i := 0; i < width; i++ {
+		v := rows[0][i]
+		switch {
+		case func() bool { _, err := parseSMITime(v); return err == nil }():
+			cols[i].name = SMIColTimestamp
+		case smiUUIDValue.MatchString(v):
+			cols[i].name = SMIColUUID
+		case smiBusIDValue.MatchString(v):
+			cols[i].name = SMIColBusID
+		case strings.HasSuffix(v, " MiB"):
+			memCols = append(memCols, i)
+		case strings.HasSuffix(v, " %"):
+			pctCols = append(pctCols, i)
+		default:
+			cols[i].name = fmt.Sprintf("column%d", i+1)
+		}
+	}
+	// The first bare small integer before any memory column is the GPU
+	// index: nvidia-smi users nearly always query index first.
+	if width > 0 && cols[0].name == "column1" {
+		if n, err := strconv.Atoi(rows[0][0]); err == nil && n >= 0 && n < 1024 {
+			cols[0].name = SMIColIndex
+		}
+	}
+	switch len(memCols) {
+	case 0:
+		return nil, fmt.Errorf("%w: no header line and no value with a MiB unit (a log written with noheader,nounits cannot be read: keep the header)", ErrNotSMILog)
+	case 1:
+		cols[memCols[0]] = smiColumn{name: SMIColMemUsed, unit: "MiB"}
+	case 2:
+		// memory.total is constant and never below memory.used.
+		a, b := memCols[0], memCols[1]
+		aConst, bConst := true, true
+		var aMax, bMax int64
+		for _, r := range rows {
+			if len(r) != width {
+				continue
+			}
+			av, _ := parseSMIBytes(r[a], "")
+			bv, _ := parseSMIBytes(r[b], "")
+			aConst = aConst && r[a] == rows[0][a]
+			bConst = bConst && r[b] == rows[0][b]
+			aMax, bMax = max(aMax, av), max(bMax, bv)
+		}
+		switch {
+		case aConst && !bConst, aConst && bConst && aMax > bMax:
+			cols[a] = smiColumn{name: SMIColMemTotal, unit: "MiB"}
+			cols[b] = smiColumn{name: SMIColMemUsed, unit: "MiB"}
+		case bConst && !aConst, aConst && bConst && bMax > aMax:
+			cols[b] = smiColumn{name: SMIColMemTotal, unit: "MiB"}
+			cols[a] = smiColumn{name: SMIColMemUsed, unit: "MiB"}
+		default:
+			return nil, fmt.Errorf("%w: no header line, and two memory columns that cannot be told apart (keep the header)", ErrNotSMILog)
+		}
+	default:
+		return nil, fmt.Errorf("%w: no header line, and %d memory columns that cannot be told apart (keep the header)", ErrNotSMILog, len(memCols))
+	}
+	// Percentages: utilization.gpu, utilization.memory is the order every
+	// nvidia-smi example uses; without a header that is all there is.
+	for k, i := range pctCols {
+		switch k {
+		case 0:
+			cols[i] = smiColumn{name: SMIColUtilGPU, unit: "%"}
+		case 1:
+			cols[i] = smiColumn{name: SMIColUtilMem, unit: "%"}
+		default:
+			cols[i] = smiColumn{name: fmt.Sprintf("column%d", i+1), unit: "%"}
+		}
+	}
+	return cols, nil
+}
+
+// smiLayout locates the columns the reader uses within a row.
+type smiLayout struct {
+	width                                           int
+	cols                                            []smiColumn
+	index, ts, name, bus, uuid, used, total, ug, um int
+}
+
+func newSMILayout(cols []smiColumn) (*smiLayout, error) {
+	l := &smiLayout{width: len(cols), cols: cols, index: -1, ts: -1, name: -1, bus: -1, uuid: -1, used: -1, total: -1, ug: -1, um: -1}
+	for i, c := range cols {
+		p := map[string]*int{
+			SMIColIndex: &l.index, SMIColTimestamp: &l.ts, SMIColName: &l.name,
+			SMIColBusID: &l.bus, SMIColUUID: &l.uuid, SMIColMemUsed: &l.used,
+			SMIColMemTotal: &l.total, SMIColUtilGPU: &l.ug, SMIColUtilMem: &l.um,
+		}[c.name]
+		if p != nil && *p < 0 {
+			*p = i
+		}
+	}
+	if l.used < 0 {
+		return nil, errors.New("no memory.used column: add memory.used to --query-gpu")
+	}
+	if l.ts < 0 {
+		return nil, errors.New("no timestamp column: add timestamp to --query-gpu (needed to measure growth rates)")
+	}
+	return l, nil
+}
+
+// smiRow is one parsed data row before it is assigned to a GPU.
+type smiRow struct {
+	tsText string
+	index  int
+	bus    string
+	uuid   string
+	name   string
+	sample SMISample
+}
+
+func (l *smiLayout) parseRow(fields []string) (smiRow, error) {
+	if len(fields) != l.width {
+		return smiRow{}, fmt.Errorf("%d fields where the header has %d", len(fields), l.width)
+	}
+	r := smiRow{index: -1, sample: SMISample{UsedBytes: -1, TotalBytes: -1, UtilGPUPct: -1, UtilMemoryPct: -1}}
+	var err error
+	r.tsText = fields[l.ts]
+	if r.sample.Time, err = parseSMITime(fields[l.ts]); err != nil {
+		return r, err
+	}
+	if l.index >= 0 && !isSMIMissing(fields[l.index]) {
+		n, err := strconv.Atoi(fields[l.index])
+		if err != nil || n < 0 {
+			return r, fmt.Errorf("bad GPU index %q", fields[l.index])
+		}
+		r.index = n
+	}
+	if l.bus >= 0 {
+		r.bus = fields[l.bus]
+	}
+	if l.uuid >= 0 {
+		r.uuid = fields[l.uuid]
+	}
+	if l.name >= 0 {
+		r.name = fields[l.name]
+	}
+	mem := func(col int, dst *int64) error {
+		if col < 0 || isSMIMissing(fields[col]) {
+			return nil
+		}
+		v, err := parseSMIBytes(fields[col], l.cols[col].unit)
+		if err != nil {
+			return fmt.Errorf("%s: %w", l.cols[col].name, err)
+		}
+		*dst = v
+		return nil
+	}
+	pct := func(col int, dst *float64) error {
+		if col < 0 || isSMIMissing(fields[col]) {
+			return nil
+		}
+		v, err := parseSMIPercent(fields[col])
+		if err != nil {
+			return fmt.Errorf("%s: %w", l.cols[col].name, err)
+		}
+		*dst = v
+		return nil
+	}
+	if err := mem(l.used, &r.sample.UsedBytes); err != nil {
+		return r, err
+	}
+	if err := mem(l.total, &r.sample.TotalBytes); err != nil {
+		return r, err
+	}
+	if err := pct(l.ug, &r.sample.UtilGPUPct); err != nil {
+		return r, err
+	}
+	if err := pct(l.um, &r.sample.UtilMemoryPct); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+// smiMaxLine bounds one line; nvidia-smi rows are a few hundred bytes.
+const smiMaxLine = 64 << 10
+
+// smiInferRows is how many rows of a noheader log are looked at to name
+// its columns.
+const smiInferRows = 256
+
+// ReadSMILog parses an nvidia-smi --query-gpu CSV log. Errors name the
+// line and say what is wrong; they wrap ErrNotSMILog when the input does
+// not look like such a log at all. A malformed last line without a final
+// newline (a log cut off while nvidia-smi was writing) is dropped with a
+// warning instead.
+func ReadSMILog(r io.Reader) (*SMILog, error) {
+	lr := newLineReader(r, smiMaxLine)
+
+	type rawLine struct {
+		no     int
+		fields []string
+		// unterminated: the line had no newline, so it is the last one
+		// and may have been cut off mid-write.
+		unterminated bool
+	}
+	var (
+		log      = &SMILog{}
+		layout   *smiLayout
+		pending  []rawLine // noheader rows held back until columns are inferred
+		gpus     = map[string]*SMIGPU{}
+		order    []string
+		prevTS   string
+		roundPos int
+	)
+	addRow := func(rl rawLine) error {
+		row, err := layout.parseRow(rl.fields)
+		if err != nil {
+			if rl.unterminated {
+				log.Warnings = append(log.Warnings, fmt.Sprintf("line %d: dropped a truncated last line (%v)", rl.no, err))
+				return nil
+			}
+			return fmt.Errorf("line %d: %w", rl.no, err)
+		}
+		var key string
+		switch {
+		case layout.index >= 0 && row.index >= 0:
+			key = strconv.Itoa(row.index)
+		case layout.bus >= 0 && row.bus != "" && !isSMIMissing(row.bus):
+			key = row.bus
+		case layout.uuid >= 0 && row.uuid != "" && !isSMIMissing(row.uuid):
+			key = row.uuid
+		default:
+			// No identity column: nvidia-smi prints every GPU of one
+			// sampling round with the same timestamp, in device order.
+			if row.tsText == prevTS {
+				roundPos++
+			} else {
+				roundPos = 0
+			}
+			key = "#" + strconv.Itoa(roundPos)
+		}
+		prevTS = row.tsText
+		g := gpus[key]
+		if g == nil {
+			g = &SMIGPU{Key: key, Index: row.index, BusID: row.bus, UUID: row.uuid, Name: row.name}
+			gpus[key] = g
+			order = append(order, key)
+		}
+		g.Samples = append(g.Samples, row.sample)
+		log.Rows++
+		return nil
+	}
+	flushPending := func() error {
+		if layout != nil || len(pending) == 0 {
+			return nil
+		}
+		rows := make([][]string, len(pending))
+		for i, p := range pending {
+			rows[i] = p.fields
+		}
+		cols, err := inferSMIColumns(rows)
+		if err != nil {
+			return err
+		}
+		if layout, err = newSMILayout(cols); err != nil {
+			return fmt.Errorf("%w: %v", ErrNotSMILog, err)
+		}
+		log.HeaderInferred = true
+		for _, c := range cols {
+			log.Columns = append(log.Columns, c.name)
+		}
+		for _, p := range pending {
+			if err := addRow(p); err != nil {
+				return err
+			}
+		}
+		pending = nil
+		return nil
+	}
+
+	for {
+		text, terminated, err := lr.next()
+		if err == io.EOF {
+			break
+		}
+		lineNo := lr.lineNo
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", lineNo, err)
+		}
+		if lineNo == 1 {
+			text = strings.TrimPrefix(text, "\ufeff")
+		}
+		if strings.TrimSpace(text) == "" {
+			continue
+		}
+		if !isTextLine(text) {
+			return nil, fmt.Errorf("line %d: %w: binary data", lineNo, ErrNotSMILog)
+		}
+		fields := splitSMIFields(text)
+		if cols, ok := parseSMIHeader(fields); ok {
+			// A header: the first one, or one repeated when logs were
+			// concatenated or nvidia-smi restarted (maybe with another
+			// query: then the new columns apply from here on).
+			if err := flushPending(); err != nil {
+				return nil, err
+			}
+			nl, err := newSMILayout(cols)
+			if err != nil {
+				return nil, fmt.Errorf("line %d: %w: %v", lineNo, ErrNotSMILog, err)
+			}
+			if layout == nil {
+				for _, c := range cols {
+					log.Columns = append(log.Columns, c.name)
+				}
+			}
+			layout = nl
+			continue
+		}
+		rl := rawLine{no: lineNo, fields: fields, unterminated: !terminated}
+		if layout == nil {
+			pending = append(pending, rl)
+			if len(pending) >= smiInferRows {
+				if err := flushPending(); err != nil {
+					return nil, err
+				}
+			}
+			continue
+		}
+		if err := addRow(rl); err != nil {
+			return nil, err
+		}
+	}
+	if lr.bytes == 0 {
+		return nil, errors.New("file is empty")
+	}
+	if err := flushPending(); err != nil {
+		return nil, err
+	}
+	if layout == nil {
+		return nil, fmt.Errorf("%w: only blank lines", ErrNotSMILog)
+	}
+	if log.Rows == 0 {
+		return nil, errors.New("header but no samples")
+	}
+	for _, k := range order {
+		g := gpus[k]
+		sort.SliceStable(g.Samples, func(i, j int) bool { return g.Samples[i].Time.Before(g.Samples[j].Time) })
+		log.GPUs = append(log.GPUs, g)
+	}
+	// Numeric indices in numeric order; other keys keep first appearance.
+	sort.SliceStable(log.GPUs, func(i, j int) bool {
+		a, b := log.GPUs[i].Index, log.GPUs[j].Index
+		return a >= 0 && b >= 0 && a < b
+	})
+	return log, nil
+}
+
+// lineReader yields lines without their "\n" or "\r\n", bounding the
+// length of one line so that a binary file cannot make it buffer forever.
+type lineReader struct {
+	br     *bufio.Reader
+	lineNo int
+	bytes  int64
+}
+
+func newLineReader(r io.Reader, maxLine int) *lineReader {
+	return &lineReader{br: bufio.NewReaderSize(r, maxLine)}
+}
+
+// next returns the next line and whether it ended with a newline; io.EOF
+// after the last line.
+func (lr *lineReader) next() (string, bool, error) {
+	b, err := lr.br.ReadSlice('\n')
+	lr.bytes += int64(len(b))
+	if len(b) == 0 && err == io.EOF {
+		return "", false, io.EOF
+	}
+	lr.lineNo++
+	switch {
+	case err == bufio.ErrBufferFull:
+		return "", false, fmt.Errorf("line longer than %d bytes: not a text log", lr.br.Size())
+	case err != nil && err != io.EOF:
+		return "", false, err
+	}
+	terminated := err == nil
+	b = bytes.TrimSuffix(b, []byte("\n"))
+	b = bytes.TrimSuffix(b, []byte("\r"))
+	return string(b), terminated, nil
+}
+
+// isTextLine rejects lines with control characters or invalid UTF-8: the
+// sign of a binary file handed to a text reader.
+func isTextLine(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 && c != '\t' {
+			return false
+		}
+	}
+	return true
+}
+
+// LooksLikeSMILog reports whether head (the first bytes of a file) is an
+// nvidia-smi --query-gpu CSV: its first line is a header naming
+// memory.used, or (noheader) a row with a timestamp and a MiB value.
+func LooksLikeSMILog(head []byte) bool {
+	head = bytes.TrimPrefix(head, []byte("\ufeff"))
+	for _, l := range bytes.Split(head, []byte("\n")) {
+		line := strings.TrimSpace(string(l))
+		if line == "" {
+			continue
+		}
+		if !isTextLine(line) {
+			return false
+		}
+		fields := splitSMIFields(line)
+		if cols, ok := parseSMIHeader(fields); ok {
+			for _, c := range cols {
+				if c.name == SMIColMemUsed {
+					return true
+				}
+			}
+			return false
+		}
+		var hasTime, hasMiB bool
+		for _, f := range fields {
+			if _, err := parseSMITime(f); err == nil {
+				hasTime = true
+			}
+			hasMiB = hasMiB || strings.HasSuffix(f, " MiB")
+		}
+		return hasTime && hasMiB
+	}
+	return false
+}

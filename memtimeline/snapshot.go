@@ -1,0 +1,660 @@
+package memtimeline
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Snapshot is a CUDA caching-allocator snapshot as written by
+// torch.cuda.memory._dump_snapshot: the segments and blocks alive when it
+// was taken, and the recorded history of allocator events per device.
+type Snapshot struct {
+	Segments            []Segment
+	DeviceTraces        [][]TraceEntry // index = CUDA device
+	AllocatorSettings   AllocatorSettings
+	ExternalAnnotations []Annotation
+}
+
+// Segment is one cudaMalloc'd (or, with expandable segments, mapped) range
+// that the caching allocator carves into blocks.
+type Segment struct {
+	Device        int
+	Address       uint64
+	TotalSize     int64
+	AllocatedSize int64 // bytes in active_allocated blocks
+	ActiveSize    int64 // allocated plus active_pending_free
+	RequestedSize int64 // what callers asked for, before rounding
+	Stream        int64
+	SegmentType   string // "small" (<= 1 MiB blocks, 2 MiB segments) or "large"
+	PoolID        [2]int64
+	IsExpandable  bool
+	Frames        []Frame // where the segment was allocated, when recorded
+	Blocks        []Block
+}
+
+// Block states as torch names them.
+const (
+	BlockActiveAllocated   = "active_allocated"
+	BlockActivePendingFree = "active_pending_free"
+	BlockInactive          = "inactive"
+)
+
+// Block is a piece of a segment: a live tensor's storage or a free gap.
+type Block struct {
+	Address       uint64
+	Size          int64
+	RequestedSize int64
+	State         string // BlockActiveAllocated, BlockActivePendingFree or BlockInactive
+	Frames        []Frame
+}
+
+// Trace actions as torch names them.
+const (
+	ActionAlloc         = "alloc"
+	ActionFreeRequested = "free_requested"
+	ActionFreeCompleted = "free_completed"
+	ActionSegmentAlloc  = "segment_alloc"
+	ActionSegmentFree   = "segment_free"
+	ActionSegmentMap    = "segment_map"
+	ActionSegmentUnmap  = "segment_unmap"
+	ActionSnapshot      = "snapshot"
+	ActionOOM           = "oom"
+)
+
+// TraceEntry is one recorded allocator event.
+type TraceEntry struct {
+	Action string
+	Addr   uint64
+	// DeviceFree is set on "oom" entries only: the bytes cudaMemGetInfo
+	// reported free (torch stores it in place of addr).
+	DeviceFree     int64
+	Size           int64
+	Stream         int64
+	TimeUS         int64 // epoch microseconds
+	Frames         []Frame
+	CompileContext string
+	UserMetadata   string
+}
+
+// Frame is one stack frame, innermost first; C++ frames are included.
+// Frames and whole stacks are shared between entries: treat as read-only.
+type Frame struct {
+	Filename string `json:"filename"`
+	Line     int    `json:"line"`
+	Name     string `json:"name"`
+}
+
+// IsPython reports whether the frame is Python code (not a C++ frame from
+// the unwinder, whose file is "??", "" or a .cpp/.h).
+func (f Frame) IsPython() bool { return strings.HasSuffix(f.Filename, ".py") }
+
+func (f Frame) String() string {
+	if f.Line > 0 {
+		return fmt.Sprintf("%s:%d %s", f.Filename, f.Line, f.Name)
+	}
+	if f.Filename == "" || f.Filename == "??" {
+		return f.Name
+	}
+	return f.Filename + " " + f.Name
+}
+
+// AllocatorSettings is the allocator configuration in force at the dump.
+type AllocatorSettings struct {
+	AllocConf                  string  `json:"PYTORCH_CUDA_ALLOC_CONF"`
+	MaxSplitSize               int64   `json:"max_split_size"` // -1: unset
+	ExpandableSegments         bool    `json:"expandable_segments"`
+	GarbageCollectionThreshold float64 `json:"garbage_collection_threshold"`
+	// RoundupPower2Divisions maps a size bucket in MiB ("1", "2", ...) to
+	// its number of divisions (0: off).
+	RoundupPower2Divisions map[string]int64 `json:"roundup_power2_divisions,omitempty"`
+	// Other holds every remaining scalar setting, printed as Python would.
+	Other map[string]string `json:"other,omitempty"`
+}
+
+// Annotation is a record_function range boundary (e.g. ProfilerStep#3).
+type Annotation struct {
+	Stage  string // START or END
+	Name   string
+	Device int
+	TimeUS int64
+}
+
+// ReadSnapshot decodes an allocator snapshot pickle from r (uncompressed;
+// chrometrace.Open handles gzip). It never executes or resolves classes,
+// and it may read past the pickle's STOP opcode (it buffers). Errors say
+// what is wrong and where (pickle byte offset or field path); wrap them
+// with the file name.
+func ReadSnapshot(r io.Reader) (*Snapshot, error) {
+	a, root, err := decodePickle(r)
+	if err != nil {
+		return nil, err
+	}
+	m := &snapMapper{a: a, frames: map[int]Frame{}, stacks: map[*pval][]Frame{}, strs: map[string]string{},
+		budget: 8*a.inputBytes + 1<<20}
+	return m.snapshot(root)
+}
+
+// snapMapper converts the generic arena into the typed model, sharing
+// frames and stacks by their pickle identity. Each dict is walked once with
+// a switch on its keys; error locations are only built on failure.
+type snapMapper struct {
+	a      *arena
+	frames map[int]Frame     // frame dict index -> frame
+	stacks map[*pval][]Frame // first item of a frames list -> stack
+	strs   map[string]string
+	// budget caps the fields and items the mapping may visit. The memo lets
+	// a few bytes reference a huge dict or list again and again (a 4 MB
+	// file could name a million-key dict a million times); a real snapshot
+	// visits far fewer fields than it has bytes, so work beyond a small
+	// multiple of the input size means a hostile file, not a big one.
+	budget int64
+}
+
+var errTooRepetitive = errors.New("not an allocator snapshot: it refers to the same objects far more often than a real snapshot does (refusing to expand it)")
+
+// spend charges n units of work against the budget.
+func (m *snapMapper) spend(n int) error {
+	m.budget -= int64(n)
+	if m.budget < 0 {
+		return errTooRepetitive
+	}
+	return nil
+}
+
+// loc names a place in the snapshot for error messages, e.g.
+// segments[3].blocks[2]; it is formatted only when something is wrong.
+type loc struct {
+	parent *loc
+	name   string
+	idx    int // -1: no index
+}
+
+func (l *loc) String() string {
+	if l == nil {
+		return ""
+	}
+	s := l.parent.String()
+	if l.name != "" {
+		if s != "" {
+			s += "."
+		}
+		s += l.name
+	}
+	if l.idx >= 0 {
+		s += fmt.Sprintf("[%d]", l.idx)
+	}
+	return s
+}
+
+type fieldError struct {
+	path string
+	msg  string
+}
+
+func (e *fieldError) Error() string { return "not an allocator snapshot: " + e.path + ": " + e.msg }
+
+func (m *snapMapper) fail(l *loc, key, format string, args ...any) error {
+	p := l.String()
+	if key != "" {
+		if p != "" {
+			p += "."
+		}
+		p += key
+	}
+	return &fieldError{path: p, msg: fmt.Sprintf(format, args...)}
+}
+
+var (
+	locTop      = &loc{name: "top level", idx: -1}
+	locSegments = &loc{name: "segments", idx: -1}
+	locTraces   = &loc{name: "device_traces", idx: -1}
+)
+
+func (m *snapMapper) snapshot(root pval) (*Snapshot, error) {
+	s := &Snapshot{}
+	switch root.kind() {
+	case kList:
+		// torch < 2.0 memory_snapshot(): a bare list of segments.
+		segs, err := m.segments(root)
+		if err != nil {
+			return nil, err
+		}
+		s.Segments = segs
+		return s, nil
+	case kDict:
+	default:
+		return nil, m.fail(locTop, "", "a %v, want a dict", root.kind())
+	}
+	_, hasSeg := m.a.dictGet(root, "segments")
+	_, hasTr := m.a.dictGet(root, "device_traces")
+	if !hasSeg && !hasTr {
+		return nil, m.fail(locTop, "", "a dict without segments or device_traces (keys: %s)", m.keys(root))
+	}
+	var err error
+	if v, ok := m.a.dictGet(root, "segments"); ok {
+		if s.Segments, err = m.segments(v); err != nil {
+			return nil, err
+		}
+	}
+	if v, ok := m.a.dictGet(root, "device_traces"); ok && v.kind() != kNone {
+		devs, err := m.list(v, nil, "device_traces")
+		if err != nil {
+			return nil, err
+		}
+		s.DeviceTraces = make([][]TraceEntry, len(devs))
+		for i, dv := range devs {
+			if s.DeviceTraces[i], err = m.trace(dv, &loc{parent: locTraces, idx: i}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if v, ok := m.a.dictGet(root, "allocator_settings"); ok && v.kind() == kDict {
+		if s.AllocatorSettings, err = m.settings(v); err != nil {
+			return nil, err
+		}
+	}
+	if v, ok := m.a.dictGet(root, "external_annotations"); ok && v.kind() != kNone {
+		if s.ExternalAnnotations, err = m.annotations(v); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (m *snapMapper) keys(d pval) string {
+	var ks []string
+	kv := m.a.dicts[d.idx()]
+	for i := 0; i < len(kv) && len(ks) < 8; i += 2 {
+		if s, ok := m.a.str(kv[i]); ok {
+			ks = append(ks, s)
+		}
+	}
+	return strings.Join(ks, ", ")
+}
+
+func (m *snapMapper) list(v pval, l *loc, key string) ([]pval, error) {
+	switch v.kind() {
+	case kList, kTuple:
+		items := m.a.lists[v.idx()]
+		return items, m.spend(len(items))
+	}
+	return nil, m.fail(l, key, "a %v, want a list", v.kind())
+}
+
+// fields calls fn for every str-keyed item of dict v; a missing key thus
+// leaves the zero value (older torch versions lack some), while a present
+// key of the wrong type makes fn fail.
+func (m *snapMapper) fields(v pval, l *loc, fn func(key string, v pval) error) error {
+	if v.kind() != kDict {
+		return m.fail(l, "", "a %v, want a dict", v.kind())
+	}
+	kv := m.a.dicts[v.idx()]
+	if err := m.spend(1 + len(kv)/2); err != nil {
+		return err
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i].kind() != kStr {
+			continue
+		}
+		if err := fn(m.a.strs[kv[i].idx()], kv[i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *snapMapper) int(v pval, l *loc, key string) (int64, error) {
+	if v.kind() == kNone {
+		return 0, nil
+	}
+	n, ok := m.a.int64Of(v)
+	if !ok {
+		return 0, m.fail(l, key, "a %v, want an int that fits 64 bits", v.kind())
+	}
+	return n, nil
+}
+
+func (m *snapMapper) addr(v pval, l *loc, key string) (uint64, error) {
+	if v.kind() == kNone {
+		return 0, nil
+	}
+	n, ok := m.a.uint64Of(v)
+	if !ok {
+		return 0, m.fail(l, key, "a %v, want a non-negative int that fits 64 bits", v.kind())
+	}
+	return n, nil
+}
+
+func (m *snapMapper) str(v pval, l *loc, key string) (string, error) {
+	if v.kind() == kNone {
+		return "", nil
+	}
+	s, ok := m.a.str(v)
+	if !ok {
+		return "", m.fail(l, key, "a %v, want a str", v.kind())
+	}
+	// No interning here: CPython memoizes every str, so repeated actions
+	// and states already share one Go string through the memo.
+	return s, nil
+}
+
+// intern shares equal frame strings that the pickle did not share through
+// its memo (CPython does; other writers may not), so that frames from
+// different writers still compare and group cheaply.
+func (m *snapMapper) intern(s string) string {
+	if t, ok := m.strs[s]; ok {
+		return t
+	}
+	m.strs[s] = s
+	return s
+}
+
+func (m *snapMapper) segments(v pval) ([]Segment, error) {
+	items, err := m.list(v, nil, "segments")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Segment, len(items))
+	for i, sv := range items {
+		l := &loc{parent: locSegments, idx: i}
+		seg := &out[i]
+		var blocks pval
+		hasBlocks := false
+		err := m.fields(sv, l, func(key string, v pval) error {
+			var err error
+			var n int64
+			switch key {
+			case "device":
+				n, err = m.int(v, l, key)
+				seg.Device = int(n)
+			case "address":
+				seg.Address, err = m.addr(v, l, key)
+			case "total_size":
+				seg.TotalSize, err = m.int(v, l, key)
+			case "allocated_size":
+				seg.AllocatedSize, err = m.int(v, l, key)
+			case "active_size":
+				seg.ActiveSize, err = m.int(v, l, key)
+			case "requested_size":
+				seg.RequestedSize, err = m.int(v, l, key)
+			case "stream":
+				seg.Stream, err = m.int(v, l, key)
+			case "segment_type":
+				seg.SegmentType, err = m.str(v, l, key)
+			case "is_expandable":
+				n, err = m.int(v, l, key)
+				seg.IsExpandable = n != 0
+			case "segment_pool_id":
+				if v.kind() == kNone {
+					break
+				}
+				var ids []pval
+				if ids, err = m.list(v, l, key); err != nil {
+					break
+				}
+				for j := 0; j < len(ids) && j < 2 && err == nil; j++ {
+					seg.PoolID[j], err = m.int(ids[j], l, key)
+				}
+			case "frames":
+				seg.Frames, err = m.stack(v, l)
+			case "blocks":
+				blocks, hasBlocks = v, true
+			}
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		if hasBlocks {
+			if seg.Blocks, err = m.blocks(blocks, seg.Address, l); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+func (m *snapMapper) blocks(v pval, segAddr uint64, segLoc *loc) ([]Block, error) {
+	items, err := m.list(v, segLoc, "blocks")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Block, len(items))
+	next := segAddr // blocks are contiguous; old snapshots omit their address
+	for i, bv := range items {
+		l := &loc{parent: segLoc, name: "blocks", idx: i}
+		b := &out[i]
+		hasAddr, hasReq := false, false
+		err := m.fields(bv, l, func(key string, v pval) error {
+			var err error
+			switch key {
+			case "address":
+				b.Address, err = m.addr(v, l, key)
+				hasAddr = v.kind() != kNone
+			case "size":
+				b.Size, err = m.int(v, l, key)
+				if err == nil && b.Size < 0 {
+					err = m.fail(l, key, "negative (%d)", b.Size)
+				}
+			case "requested_size":
+				b.RequestedSize, err = m.int(v, l, key)
+				hasReq = true
+			case "state":
+				b.State, err = m.str(v, l, key)
+			case "frames":
+				b.Frames, err = m.stack(v, l)
+			}
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		if !hasAddr {
+			b.Address = next
+		}
+		if !hasReq {
+			b.RequestedSize = b.Size
+		}
+		next = b.Address + uint64(b.Size)
+	}
+	return out, nil
+}
+
+func (m *snapMapper) trace(v pval, devLoc *loc) ([]TraceEntry, error) {
+	items, err := m.list(v, devLoc, "")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]TraceEntry, len(items))
+	// One loc reused for every entry: it escapes only into error messages.
+	l := &loc{parent: devLoc, idx: 0}
+	for i, ev := range items {
+		l.idx = i
+		e := &out[i]
+		err := m.fields(ev, l, func(key string, v pval) error {
+			var err error
+			switch key {
+			case "action":
+				e.Action, err = m.str(v, l, key)
+			case "addr":
+				e.Addr, err = m.addr(v, l, key)
+			case "size":
+				e.Size, err = m.int(v, l, key)
+			case "stream":
+				e.Stream, err = m.int(v, l, key)
+			case "time_us":
+				e.TimeUS, err = m.int(v, l, key)
+			case "device_free":
+				e.DeviceFree, err = m.int(v, l, key)
+			case "frames":
+				e.Frames, err = m.stack(v, l)
+			case "compile_context":
+				e.CompileContext, err = m.str(v, l, key)
+			case "user_metadata":
+				e.UserMetadata, err = m.str(v, l, key)
+			}
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// stack converts a "frames" list, sharing the result with every other
+// holder of the same pickle list (the decoder already merged equal lists).
+func (m *snapMapper) stack(v pval, owner *loc) ([]Frame, error) {
+	if v.kind() == kNone {
+		return nil, nil
+	}
+	items, err := m.list(v, owner, "frames")
+	if err != nil {
+		return nil, err
+	}
+	if len(items) == 0 {
+		return nil, nil
+	}
+	// The decoder stores equal lists once; the slice's first element
+	// identifies it (with its length, as a prefix could share the start).
+	if st, ok := m.stacks[&items[0]]; ok && len(st) == len(items) {
+		return st, nil
+	}
+	st := make([]Frame, len(items))
+	for i, fv := range items {
+		if fv.kind() == kDict {
+			if f, ok := m.frames[fv.idx()]; ok {
+				st[i] = f
+				continue
+			}
+		}
+		l := &loc{parent: owner, name: "frames", idx: i}
+		f := &st[i]
+		err := m.fields(fv, l, func(key string, v pval) error {
+			var err error
+			switch key {
+			case "filename":
+				f.Filename, err = m.str(v, l, key)
+				f.Filename = m.intern(f.Filename)
+			case "name":
+				f.Name, err = m.str(v, l, key)
+				f.Name = m.intern(f.Name)
+			case "line":
+				var n int64
+				n, err = m.int(v, l, key)
+				f.Line = int(n)
+			}
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		m.frames[fv.idx()] = *f
+	}
+	m.stacks[&items[0]] = st
+	return st, nil
+}
+
+func (m *snapMapper) settings(d pval) (AllocatorSettings, error) {
+	l := &loc{name: "allocator_settings", idx: -1}
+	var s AllocatorSettings
+	err := m.fields(d, l, func(key string, v pval) error {
+		var err error
+		switch key {
+		case "PYTORCH_CUDA_ALLOC_CONF":
+			s.AllocConf, err = m.str(v, l, key)
+		case "max_split_size":
+			s.MaxSplitSize, err = m.int(v, l, key)
+		case "expandable_segments":
+			var n int64
+			n, err = m.int(v, l, key)
+			s.ExpandableSegments = n != 0
+		case "garbage_collection_threshold":
+			if v.kind() == kFloat {
+				s.GarbageCollectionThreshold = m.a.floats[v.idx()]
+				break
+			}
+			var n int64
+			n, err = m.int(v, l, key)
+			s.GarbageCollectionThreshold = float64(n)
+		case "roundup_power2_divisions":
+			if v.kind() != kDict {
+				break
+			}
+			s.RoundupPower2Divisions = map[string]int64{}
+			rkv := m.a.dicts[v.idx()]
+			for j := 0; j+1 < len(rkv) && err == nil; j += 2 {
+				var n int64
+				n, err = m.int(rkv[j+1], l, key)
+				s.RoundupPower2Divisions[m.pyRepr(rkv[j])] = n
+			}
+		default:
+			if s.Other == nil {
+				s.Other = map[string]string{}
+			}
+			s.Other[key] = m.pyRepr(v)
+		}
+		return err
+	})
+	return s, err
+}
+
+// pyRepr prints a scalar the way Python's str() would, for display.
+func (m *snapMapper) pyRepr(v pval) string {
+	switch v.kind() {
+	case kNone:
+		return "None"
+	case kTrue:
+		return "True"
+	case kFalse:
+		return "False"
+	case kInt, kWideInt:
+		n, _ := m.a.int64Of(v)
+		return fmt.Sprint(n)
+	case kWideUint:
+		return fmt.Sprint(m.a.wide[v.idx()])
+	case kFloat:
+		return fmt.Sprint(m.a.floats[v.idx()])
+	case kStr, kBytes:
+		return m.a.strs[v.idx()]
+	}
+	return "<" + v.kind().String() + ">"
+}
+
+func (m *snapMapper) annotations(v pval) ([]Annotation, error) {
+	items, err := m.list(v, nil, "external_annotations")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Annotation, 0, len(items))
+	for i, av := range items {
+		if av.kind() != kDict {
+			continue // free-form user data: skip what is not a dict
+		}
+		l := &loc{name: "external_annotations", idx: i}
+		var a Annotation
+		err := m.fields(av, l, func(key string, v pval) error {
+			var err error
+			switch key {
+			case "stage":
+				a.Stage, err = m.str(v, l, key)
+			case "name":
+				a.Name, err = m.str(v, l, key)
+			case "device":
+				var n int64
+				n, err = m.int(v, l, key)
+				a.Device = int(n)
+			case "time_us":
+				a.TimeUS, err = m.int(v, l, key)
+			}
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}

@@ -1,0 +1,573 @@
+package memtimeline
+
+import (
+	"fmt"
+	"math/bits"
+	"sort"
+	"strings"
+)
+
+// SnapshotStats sums the segments and blocks of a snapshot, the way
+// torch.cuda.memory_stats() and `python -m torch.cuda._memory_viz stats`
+// count them at the moment of the dump.
+type SnapshotStats struct {
+	Segments           int   `json:"segments"`
+	SmallSegments      int   `json:"small_segments"`
+	LargeSegments      int   `json:"large_segments"`
+	ExpandableSegments int   `json:"expandable_segments"`
+	Blocks             int   `json:"blocks"`
+	AllocatedBlocks    int   `json:"allocated_blocks"`
+	PendingFreeBlocks  int   `json:"pending_free_blocks"`
+	InactiveBlocks     int   `json:"inactive_blocks"`
+	Devices            []int `json:"devices"`
+
+	// ReservedBytes: sum of segment total_size (cudaMalloc'd by the cache;
+	// memory_stats reserved_bytes.all.current).
+	ReservedBytes int64 `json:"reserved_bytes"`
+	// AllocatedBytes: sum of active_allocated block sizes, rounded as the
+	// allocator hands them out (allocated_bytes.all.current; equals the sum
+	// of segment allocated_size).
+	AllocatedBytes int64 `json:"allocated_bytes"`
+	// ActiveBytes adds blocks freed by Python but still in use by a stream
+	// (active_pending_free).
+	ActiveBytes int64 `json:"active_bytes"`
+	// RequestedBytes: what callers asked for, before the allocator rounded
+	// up (requested_bytes.all.current).
+	RequestedBytes int64 `json:"requested_bytes"`
+	// FreeBytes: inactive blocks, reserved but not in use (ReservedBytes -
+	// ActiveBytes).
+	FreeBytes int64 `json:"free_bytes"`
+	// InactiveSplitBytes: free blocks inside segments that also hold active
+	// blocks. empty_cache() cannot return them to CUDA; they are the
+	// fragmentation that memory_stats calls inactive_split_bytes.
+	InactiveSplitBytes  int64 `json:"inactive_split_bytes"`
+	InactiveSplitBlocks int   `json:"inactive_split_blocks"`
+	// LargestFreeBlock is the biggest request the cache can serve without a
+	// new cudaMalloc (per stream and pool, in fact; this ignores both).
+	LargestFreeBlock int64 `json:"largest_free_block"`
+}
+
+// SegmentFill describes how full one segment is, with a text bar.
+type SegmentFill struct {
+	Device           int    `json:"device"`
+	Address          uint64 `json:"address"`
+	SegmentType      string `json:"segment_type"`
+	Stream           int64  `json:"stream"`
+	Expandable       bool   `json:"is_expandable"`
+	TotalSize        int64  `json:"total_size"`
+	AllocatedBytes   int64  `json:"allocated_bytes"` // active_allocated blocks
+	ActiveBytes      int64  `json:"active_bytes"`    // allocated + pending free
+	FreeBytes        int64  `json:"free_bytes"`
+	LargestFreeBlock int64  `json:"largest_free_block"`
+	Blocks           int    `json:"blocks"`
+	// Bar has one cell per 1/width of the segment: '#' full, '1'..'9'
+	// tenths in use, '0' under a tenth, '.' free.
+	Bar string `json:"bar"`
+}
+
+// LeakCandidate groups allocations from the device trace that were never
+// freed before the trace ended, by the user's innermost Python frame. Live
+// memory at the end is not always a leak (parameters, the current batch);
+// memory that grows with the number of steps is.
+type LeakCandidate struct {
+	Device int   `json:"device"`
+	Site   Frame `json:"site"`
+	// Stack lists the Python frames (innermost first, up to 8) of the
+	// first allocation in the group, for context.
+	Stack []Frame `json:"stack"`
+	Bytes int64   `json:"bytes"`
+	Count int     `json:"count"`
+	// Steps counts the distinct ProfilerStep#N ranges (from the snapshot's
+	// external annotations) in which the group's live allocations were
+	// made: a leak leaves memory behind in every step, a model's
+	// parameters and optimizer state in one.
+	Steps int `json:"steps"`
+	// ActiveAtDumpBytes counts the allocations whose address is still an
+	// active block in the snapshot's segments; the rest were freed after
+	// recording stopped or the trace dropped the free.
+	ActiveAtDumpBytes int64 `json:"active_at_dump_bytes"`
+	FirstTimeUS       int64 `json:"first_time_us"`
+	LastTimeUS        int64 `json:"last_time_us"`
+}
+
+// OOMEvent is an out-of-memory recorded in a device trace.
+type OOMEvent struct {
+	Device          int   `json:"device"`
+	TimeUS          int64 `json:"time_us"`
+	RequestedBytes  int64 `json:"requested_bytes"`
+	DeviceFreeBytes int64 `json:"device_free_bytes"`
+	Stream          int64 `json:"stream"`
+	Site            Frame `json:"site"`
+}
+
+// SnapshotReport is everything torchmem derives from one snapshot.
+type SnapshotReport struct {
+	Stats    SnapshotStats     `json:"stats"`
+	Settings AllocatorSettings `json:"allocator_settings"`
+	// SegmentFills lists every segment, largest first.
+	SegmentFills []SegmentFill   `json:"segments"`
+	Leaks        []LeakCandidate `json:"leak_candidates"`
+	OOMs         []OOMEvent      `json:"ooms"`
+	// TraceEntries counts device_traces entries by action.
+	TraceEntries map[string]int `json:"trace_entries"`
+	// TraceStartUS and TraceEndUS bound the recorded history (epoch µs).
+	TraceStartUS int64 `json:"trace_start_us"`
+	TraceEndUS   int64 `json:"trace_end_us"`
+}
+
+// DefaultBarWidth is the number of cells in a segment fill bar.
+const DefaultBarWidth = 40
+
+// AnalyzeSnapshot computes the report for s; barWidth <= 0 means
+// DefaultBarWidth. This is the entry point for commands.
+func AnalyzeSnapshot(s *Snapshot, barWidth int) *SnapshotReport {
+	if barWidth <= 0 {
+		barWidth = DefaultBarWidth
+	}
+	rep := &SnapshotReport{
+		Stats:        s.Stats(),
+		Settings:     s.AllocatorSettings,
+		SegmentFills: s.SegmentFills(barWidth),
+		Leaks:        s.LeakCandidates(),
+		OOMs:         s.OOMs(),
+		TraceEntries: map[string]int{},
+	}
+	for _, tr := range s.DeviceTraces {
+		for _, e := range tr {
+			rep.TraceEntries[e.Action]++
+			if rep.TraceStartUS == 0 || e.TimeUS < rep.TraceStartUS {
+				rep.TraceStartUS = e.TimeUS
+			}
+			rep.TraceEndUS = max(rep.TraceEndUS, e.TimeUS)
+		}
+	}
+	return rep
+}
+
+// Stats sums segments and blocks.
+func (s *Snapshot) Stats() SnapshotStats {
+	var st SnapshotStats
+	devs := map[int]bool{}
+	for _, seg := range s.Segments {
+		st.Segments++
+		devs[seg.Device] = true
+		switch seg.SegmentType {
+		case "small":
+			st.SmallSegments++
+		case "large":
+			st.LargeSegments++
+		}
+		if seg.IsExpandable {
+			st.ExpandableSegments++
+		}
+		st.ReservedBytes += seg.TotalSize
+		active := false
+		var free int64
+		var freeBlocks int
+		for _, b := range seg.Blocks {
+			st.Blocks++
+			switch b.State {
+			case BlockActiveAllocated:
+				st.AllocatedBlocks++
+				st.AllocatedBytes += b.Size
+				st.ActiveBytes += b.Size
+				st.RequestedBytes += b.RequestedSize
+				active = true
+			case BlockActivePendingFree:
+				st.PendingFreeBlocks++
+				st.ActiveBytes += b.Size
+				active = true
+			default:
+				st.InactiveBlocks++
+				free += b.Size
+				freeBlocks++
+				st.LargestFreeBlock = max(st.LargestFreeBlock, b.Size)
+			}
+		}
+		st.FreeBytes += free
+		if active {
+			st.InactiveSplitBytes += free
+			st.InactiveSplitBlocks += freeBlocks
+		}
+	}
+	for d := range devs {
+		st.Devices = append(st.Devices, d)
+	}
+	sort.Ints(st.Devices)
+	return st
+}
+
+// SegmentFills returns every segment's fill, largest segment first (then by
+// device and address), each with a bar of width cells.
+func (s *Snapshot) SegmentFills(width int) []SegmentFill {
+	if width <= 0 {
+		width = DefaultBarWidth
+	}
+	out := make([]SegmentFill, 0, len(s.Segments))
+	for _, seg := range s.Segments {
+		f := SegmentFill{
+			Device: seg.Device, Address: seg.Address, SegmentType: seg.SegmentType,
+			Stream: seg.Stream, Expandable: seg.IsExpandable, TotalSize: seg.TotalSize,
+			Blocks: len(seg.Blocks),
+		}
+		used := make([]int64, width)
+		var off int64
+		for _, b := range seg.Blocks {
+			switch b.State {
+			case BlockActiveAllocated, BlockActivePendingFree:
+				if b.State == BlockActiveAllocated {
+					f.AllocatedBytes += b.Size
+				}
+				f.ActiveBytes += b.Size
+				addUsed(used, seg.TotalSize, off, b.Size)
+			default:
+				f.FreeBytes += b.Size
+				f.LargestFreeBlock = max(f.LargestFreeBlock, b.Size)
+			}
+			off += b.Size
+		}
+		f.Bar = fillBar(used, seg.TotalSize)
+		out = append(out, f)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.TotalSize != b.TotalSize {
+			return a.TotalSize > b.TotalSize
+		}
+		if a.Device != b.Device {
+			return a.Device < b.Device
+		}
+		return a.Address < b.Address
+	})
+	return out
+}
+
+// cellStart is the first byte of cell j when total bytes are cut into
+// len(used) cells; integer math keeps every byte in exactly one cell.
+func cellStart(total int64, j, cells int) int64 {
+	if total <= 0 {
+		return 0
+	}
+	// 128-bit product: total*j overflows int64 for hostile sizes.
+	hi, lo := bits.Mul64(uint64(total), uint64(j))
+	q, _ := bits.Div64(hi, lo, uint64(cells))
+	return int64(q)
+}
+
+// addUsed spreads the byte range [off, off+size) over the cells.
+func addUsed(used []int64, total, off, size int64) {
+	if total <= 0 || size <= 0 {
+		return
+	}
+	end := min(off+size, total)
+	cells := len(used)
+	for j := 0; j < cells; j++ {
+		lo, hi := cellStart(total, j, cells), cellStart(total, j+1, cells)
+		if j == cells-1 {
+			hi = total
+		}
+		if hi <= off {
+			continue
+		}
+		if lo >= end {
+			break
+		}
+		used[j] += min(hi, end) - max(lo, off)
+	}
+}
+
+func fillBar(used []int64, total int64) string {
+	var sb strings.Builder
+	cells := len(used)
+	for j, u := range used {
+		lo, hi := cellStart(total, j, cells), cellStart(total, j+1, cells)
+		if j == cells-1 {
+			hi = total
+		}
+		size := hi - lo
+		switch {
+		case u <= 0 || size <= 0:
+			sb.WriteByte('.')
+		case u >= size:
+			sb.WriteByte('#')
+		default:
+			sb.WriteByte("0123456789"[u*10/size])
+		}
+	}
+	return sb.String()
+}
+
+// torchPackages are the top-level parts of the torch package; a frame under
+// ".../torch/<one of these>" is torch's own code even outside site-packages
+// (a source checkout), while ".../torch/myproject/train.py" stays the user's.
+var torchPackages = map[string]bool{
+	"nn": true, "autograd": true, "optim": true, "utils": true, "cuda": true,
+	"_dynamo": true, "_inductor": true, "_functorch": true, "distributed": true,
+	"amp": true, "fx": true, "jit": true, "profiler": true, "_subclasses": true,
+	"_export": true, "export": true, "backends": true, "multiprocessing": true,
+	"sparse": true, "testing": true, "_library": true, "_higher_order_ops": true,
+	"_prims": true, "_refs": true, "_decomp": true, "_prims_common": true,
+	"_tensor.py": true, "functional.py": true, "_ops.py": true, "overrides.py": true,
+	"_jit_internal.py": true, "random.py": true, "serialization.py": true,
+	"storage.py": true, "_utils.py": true, "__init__.py": true, "_compile.py": true,
+	"_tensor_str.py": true, "_guards.py": true, "_logging": true, "func": true,
+}
+
+// IsLibraryFrame reports whether a Python frame belongs to torch, an
+// installed package or the standard library rather than the user's code.
+func IsLibraryFrame(f Frame) bool {
+	p := f.Filename
+	if strings.HasPrefix(p, "<") || strings.Contains(p, "/site-packages/") ||
+		strings.Contains(p, "/dist-packages/") {
+		return true
+	}
+	if i := strings.Index(p, "/lib/python3"); i >= 0 {
+		return true
+	}
+	if i := strings.LastIndex(p, "/torch/"); i >= 0 {
+		rest := p[i+len("/torch/"):]
+		if j := strings.IndexByte(rest, '/'); j >= 0 {
+			rest = rest[:j]
+		}
+		return torchPackages[rest]
+	}
+	return false
+}
+
+// UserFrame picks the frame that names an allocation site: the innermost
+// Python frame of the user's own code; failing that the innermost Python
+// frame; failing that the innermost frame with a name.
+func UserFrame(stack []Frame) Frame {
+	firstPy := -1
+	for i, f := range stack {
+		if !f.IsPython() {
+			continue
+		}
+		if firstPy < 0 {
+			firstPy = i
+		}
+		if !IsLibraryFrame(f) {
+			return f
+		}
+	}
+	if firstPy >= 0 {
+		return stack[firstPy]
+	}
+	// C++ only (autograd's backward thread, cuBLAS workspaces): the first
+	// frame past the unwinder and the allocator says what asked for memory.
+	for _, f := range stack {
+		if f.Name != "" && !isAllocatorMachinery(f.Name) {
+			return f
+		}
+	}
+	for _, f := range stack {
+		if f.Name != "" {
+			return f
+		}
+	}
+	return Frame{Name: "<no stack recorded>"}
+}
+
+// allocatorMachinery prefixes the C++ frames that every recorded stack
+// starts with: the unwinder, the caching allocator, the empty-tensor
+// factories.
+var allocatorMachinery = []string{
+	"torch::unwind::", "torch::CapturedTraceback::", "torch::cuda::(anonymous namespace)::gather",
+	"c10::cuda::CUDACachingAllocator::", "at::detail::empty", "at::(anonymous namespace)::create_out",
+}
+
+func isAllocatorMachinery(name string) bool {
+	for _, p := range allocatorMachinery {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func pythonFrames(stack []Frame, limit int) []Frame {
+	var out []Frame
+	for _, f := range stack {
+		if f.IsPython() {
+			out = append(out, f)
+			if len(out) == limit {
+				break
+			}
+		}
+	}
+	return out
+}
+
+// LeakCandidates replays each device trace: an alloc stays live until a
+// later free_requested or free_completed of the same address. What is live
+// at the end is grouped by UserFrame; groups that left memory behind in
+// the most profiler steps come first, then the biggest.
+func (s *Snapshot) LeakCandidates() []LeakCandidate {
+	activeAtDump := map[uint64]bool{}
+	for _, seg := range s.Segments {
+		for _, b := range seg.Blocks {
+			if b.State == BlockActiveAllocated {
+				activeAtDump[b.Address] = true
+			}
+		}
+	}
+	steps := s.stepRanges()
+	var out []LeakCandidate
+	groupSteps := map[int]map[int]bool{}
+	for dev, tr := range s.DeviceTraces {
+		live := map[uint64]int{} // addr -> index of its alloc in tr
+		for i, e := range tr {
+			switch e.Action {
+			case ActionAlloc:
+				live[e.Addr] = i
+			case ActionFreeRequested, ActionFreeCompleted:
+				delete(live, e.Addr)
+			}
+		}
+		idx := make([]int, 0, len(live))
+		for _, i := range live {
+			idx = append(idx, i)
+		}
+		sort.Ints(idx) // time order, so that the first allocation leads its group
+		groups := map[Frame]int{}
+		sites := map[*Frame]Frame{} // stacks are shared: find each one's site once
+		for _, i := range idx {
+			e := tr[i]
+			var site Frame
+			if len(e.Frames) == 0 {
+				site = UserFrame(nil)
+			} else if s, ok := sites[&e.Frames[0]]; ok {
+				site = s
+			} else {
+				site = UserFrame(e.Frames)
+				sites[&e.Frames[0]] = site
+			}
+			g, ok := groups[site]
+			if !ok {
+				g = len(out)
+				groups[site] = g
+				out = append(out, LeakCandidate{
+					Device: dev, Site: site, Stack: pythonFrames(e.Frames, 8),
+					FirstTimeUS: e.TimeUS,
+				})
+			}
+			lc := &out[g]
+			lc.Bytes += e.Size
+			lc.Count++
+			lc.LastTimeUS = e.TimeUS
+			if activeAtDump[e.Addr] {
+				lc.ActiveAtDumpBytes += e.Size
+			}
+			if st := findStep(steps[dev], e.TimeUS); st >= 0 {
+				if groupSteps[g] == nil {
+					groupSteps[g] = map[int]bool{}
+				}
+				groupSteps[g][st] = true
+			}
+		}
+	}
+	for g, set := range groupSteps {
+		out[g].Steps = len(set)
+	}
+	// Memory left behind in many steps is the leak signature; among equals,
+	// the bigger group first.
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Steps != out[j].Steps {
+			return out[i].Steps > out[j].Steps
+		}
+		if out[i].Bytes != out[j].Bytes {
+			return out[i].Bytes > out[j].Bytes
+		}
+		return out[i].Count > out[j].Count
+	})
+	return out
+}
+
+// stepRange is one ProfilerStep#N window in epoch microseconds.
+type stepRange struct {
+	start, end int64
+	step       int
+}
+
+// stepRanges pairs the START and END annotations of ProfilerStep#N per
+// device, sorted by start.
+func (s *Snapshot) stepRanges() map[int][]stepRange {
+	open := map[[2]int]int64{} // (device, step) -> start
+	out := map[int][]stepRange{}
+	for _, a := range s.ExternalAnnotations {
+		n, ok := strings.CutPrefix(a.Name, "ProfilerStep#")
+		if !ok {
+			continue
+		}
+		var step int
+		if _, err := fmt.Sscanf(n, "%d", &step); err != nil {
+			continue
+		}
+		key := [2]int{a.Device, step}
+		switch a.Stage {
+		case "START":
+			open[key] = a.TimeUS
+		case "END":
+			if st, ok := open[key]; ok && st <= a.TimeUS {
+				out[a.Device] = append(out[a.Device], stepRange{start: st, end: a.TimeUS, step: step})
+				delete(open, key)
+			}
+		}
+	}
+	for _, r := range out {
+		sort.Slice(r, func(i, j int) bool { return r[i].start < r[j].start })
+	}
+	return out
+}
+
+// findStep returns the step whose window holds t, or -1.
+func findStep(r []stepRange, t int64) int {
+	i := sort.Search(len(r), func(i int) bool { return r[i].start > t }) - 1
+	if i >= 0 && t <= r[i].end {
+		return r[i].step
+	}
+	return -1
+}
+
+// OOMs lists the out-of-memory entries of the device traces.
+func (s *Snapshot) OOMs() []OOMEvent {
+	var out []OOMEvent
+	for dev, tr := range s.DeviceTraces {
+		for _, e := range tr {
+			if e.Action == ActionOOM {
+				out = append(out, OOMEvent{
+					Device: dev, TimeUS: e.TimeUS, RequestedBytes: e.Size,
+					DeviceFreeBytes: e.DeviceFree, Stream: e.Stream, Site: UserFrame(e.Frames),
+				})
+			}
+		}
+	}
+	return out
+}
+
+// FormatSegmentMap prints the top segments (all when top <= 0) as text,
+// one line per segment, like `python -m torch.cuda._memory_viz stats`.
+func FormatSegmentMap(fills []SegmentFill, top int) string {
+	var sb strings.Builder
+	n := len(fills)
+	if top > 0 && top < n {
+		n = top
+	}
+	for _, f := range fills[:n] {
+		stream := ""
+		if f.Stream != 0 {
+			stream = fmt.Sprintf(" stream %#x", f.Stream)
+		}
+		exp := ""
+		if f.Expandable {
+			exp = " expandable"
+		}
+		fmt.Fprintf(&sb, "[%s] %9s %-5s dev %d %#x: %s allocated, %s free (largest %s)%s%s\n",
+			f.Bar, FormatBytes(f.TotalSize), f.SegmentType, f.Device, f.Address,
+			FormatBytes(f.AllocatedBytes), FormatBytes(f.FreeBytes), FormatBytes(f.LargestFreeBlock), stream, exp)
+	}
+	if n < len(fills) {
+		fmt.Fprintf(&sb, "... %d smaller segments not shown\n", len(fills)-n)
+	}
+	return sb.String()
+}

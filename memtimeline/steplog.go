@@ -1,0 +1,312 @@
+package memtimeline
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// This file reads per-step memory logs: JSON Lines where a training loop
+// wrote torch.cuda.memory_allocated()/memory_reserved() or a slice of
+// torch.cuda.memory_stats() after every step, e.g.
+//
+//	{"step": 0, "t": 1795973230.88, "allocated": 207699968, "reserved": 264241152}
+//
+// People name these keys as they like, so the reader accepts the common
+// spellings (see stepKeys) and a nested "memory_stats" object.
+//
+// encoding/json rather than sonic: lines are tiny, json.Number keeps byte
+// counts exact, and its errors are stable across platforms (sonic falls
+// back to encoding/json off amd64/arm64 anyway).
+
+// StepRecord is one line of a step log. Byte counts missing from the line
+// are -1.
+type StepRecord struct {
+	Step int64
+	// Time is the line's timestamp in seconds (Unix time as time.time()
+	// writes it), when HasTime.
+	Time           float64
+	HasTime        bool
+	AllocatedBytes int64
+	ReservedBytes  int64
+	ActiveBytes    int64
+	// Peak values since the process started (or since the last
+	// reset_peak_memory_stats), when the line has them.
+	PeakAllocatedBytes int64
+	PeakReservedBytes  int64
+	// Line is the 1-based line number in the file.
+	Line int
+}
+
+// StepSeries is the records of one device (or rank), sorted by step.
+type StepSeries struct {
+	// Device is the value of the line's "device"/"rank" key; "" when the
+	// log has none.
+	Device  string
+	Records []StepRecord
+}
+
+// StepLog is a parsed step log.
+type StepLog struct {
+	Series []*StepSeries
+	// Keys found for each quantity, for the report ("allocated" ->
+	// "allocated_bytes.all.current").
+	Keys     map[string]string
+	Lines    int
+	Warnings []string
+}
+
+// ErrNotStepLog is wrapped by ReadStepLog errors about input that is not a
+// step log at all.
+var ErrNotStepLog = errors.New("not a per-step memory log (JSON Lines with allocated bytes per step)")
+
+// stepKeys lists, per quantity, the keys accepted, in order of preference.
+// A suffix _mb/_mib/_gb/_gib on a key scales its value.
+var stepKeys = map[string][]string{
+	"step":           {"step", "iteration", "iter", "global_step", "step_idx"},
+	"time":           {"t", "time", "timestamp", "ts", "wall_time"},
+	"allocated":      {"allocated", "allocated_bytes.all.current", "allocated_bytes", "memory_allocated", "mem_allocated", "alloc", "allocated_mib", "allocated_mb", "memory_allocated_mb", "allocated_gib", "allocated_gb"},
+	"reserved":       {"reserved", "reserved_bytes.all.current", "reserved_bytes", "memory_reserved", "mem_reserved", "reserved_mib", "reserved_mb", "memory_reserved_mb", "reserved_gib", "reserved_gb"},
+	"active":         {"active", "active_bytes.all.current", "active_bytes"},
+	"peak_allocated": {"max_allocated", "peak_allocated", "allocated_bytes.all.peak", "max_memory_allocated", "max_allocated_bytes", "max_allocated_mb"},
+	"peak_reserved":  {"max_reserved", "peak_reserved", "reserved_bytes.all.peak", "max_memory_reserved", "max_reserved_bytes", "max_reserved_mb"},
+	"device":         {"device", "rank", "local_rank", "gpu"},
+}
+
+// stepNested names objects whose keys count as the line's own.
+var stepNested = []string{"memory_stats", "stats", "memory", "mem"}
+
+func keyScale(key string) float64 {
+	switch {
+	case strings.HasSuffix(key, "_mib"), strings.HasSuffix(key, "_mb"):
+		return 1 << 20
+	case strings.HasSuffix(key, "_gib"), strings.HasSuffix(key, "_gb"):
+		return 1 << 30
+	}
+	return 1
+}
+
+// lookupStepKey finds the first accepted key for quantity q in obj or its
+// nested stats object.
+func lookupStepKey(obj map[string]any, q string) (string, any, bool) {
+	for _, k := range stepKeys[q] {
+		if v, ok := obj[k]; ok && v != nil {
+			return k, v, true
+		}
+	}
+	for _, n := range stepNested {
+		if inner, ok := obj[n].(map[string]any); ok {
+			for _, k := range stepKeys[q] {
+				if v, ok := inner[k]; ok && v != nil {
+					return n + "." + k, v, true
+				}
+			}
+		}
+	}
+	return "", nil, false
+}
+
+// stepBytes converts a JSON number to bytes, scaled by the key's unit.
+func stepBytes(key string, v any) (int64, error) {
+	num, ok := v.(json.Number)
+	if !ok {
+		return 0, fmt.Errorf("%s: %v is not a number", key, v)
+	}
+	scale := keyScale(key)
+	if n, err := strconv.ParseInt(string(num), 10, 64); err == nil && scale == 1 {
+		if n < 0 {
+			return 0, fmt.Errorf("%s: negative byte count %d", key, n)
+		}
+		return n, nil
+	}
+	f, err := strconv.ParseFloat(string(num), 64)
+	f *= scale
+	if err != nil || f < 0 || math.IsNaN(f) || math.IsInf(f, 0) || f >= math.MaxInt64 {
+		return 0, fmt.Errorf("%s: %s is not a byte count", key, num)
+	}
+	return int64(math.Round(f)), nil
+}
+
+// parseStepLine decodes one JSON object with exact numbers.
+func parseStepLine(line []byte) (map[string]any, error) {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.UseNumber()
+	var obj map[string]any
+	if err := dec.Decode(&obj); err != nil {
+		return nil, err
+	}
+	if obj == nil {
+		return nil, errors.New("null, not a JSON object")
+	}
+	if dec.More() {
+		return nil, errors.New("more than one JSON value on the line")
+	}
+	return obj, nil
+}
+
+// stepMaxLine bounds one line; a memory_stats dump is ~6 KB.
+const stepMaxLine = 1 << 20
+
+// ReadStepLog parses a per-step memory log. Errors name the line; they
+// wrap ErrNotStepLog when the input is not such a log at all. An
+// unterminated malformed last line (a log cut off mid-write) is dropped
+// with a warning.
+func ReadStepLog(r io.Reader) (*StepLog, error) {
+	lr := newLineReader(r, stepMaxLine)
+	log := &StepLog{Keys: map[string]string{}}
+	series := map[string]*StepSeries{}
+	var order []string
+	implicitStep := int64(0)
+	for {
+		text, terminated, err := lr.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", lr.lineNo, err)
+		}
+		if lr.lineNo == 1 {
+			text = strings.TrimPrefix(text, "\ufeff")
+		}
+		text = strings.TrimSpace(text)
+		if text == "" {
+			continue
+		}
+		rec, device, err := parseStepRecord(log, text)
+		if err != nil {
+			if !terminated && log.Lines > 0 {
+				log.Warnings = append(log.Warnings, fmt.Sprintf("line %d: dropped a truncated last line (%v)", lr.lineNo, err))
+				break
+			}
+			if log.Lines == 0 {
+				return nil, fmt.Errorf("line %d: %w: %v", lr.lineNo, ErrNotStepLog, err)
+			}
+			return nil, fmt.Errorf("line %d: %w", lr.lineNo, err)
+		}
+		rec.Line = lr.lineNo
+		if rec.Step < 0 {
+			rec.Step = implicitStep
+		}
+		implicitStep = rec.Step + 1
+		s := series[device]
+		if s == nil {
+			s = &StepSeries{Device: device}
+			series[device] = s
+			order = append(order, device)
+		}
+		s.Records = append(s.Records, rec)
+		log.Lines++
+	}
+	if lr.bytes == 0 {
+		return nil, errors.New("file is empty")
+	}
+	if log.Lines == 0 {
+		return nil, fmt.Errorf("%w: no records", ErrNotStepLog)
+	}
+	for _, d := range order {
+		s := series[d]
+		sort.SliceStable(s.Records, func(i, j int) bool { return s.Records[i].Step < s.Records[j].Step })
+		log.Series = append(log.Series, s)
+	}
+	return log, nil
+}
+
+// parseStepRecord reads one line's record; Step is -1 when the line has no
+// step key (the caller numbers lines then).
+func parseStepRecord(log *StepLog, text string) (StepRecord, string, error) {
+	rec := StepRecord{Step: -1, AllocatedBytes: -1, ReservedBytes: -1,
+		ActiveBytes: -1, PeakAllocatedBytes: -1, PeakReservedBytes: -1}
+	if !isTextLine(text) {
+		return rec, "", errors.New("binary data")
+	}
+	if text[0] != '{' {
+		return rec, "", errors.New("not a JSON object")
+	}
+	obj, err := parseStepLine([]byte(text))
+	if err != nil {
+		return rec, "", fmt.Errorf("bad JSON: %w", err)
+	}
+	key, v, ok := lookupStepKey(obj, "allocated")
+	if !ok {
+		return rec, "", fmt.Errorf("no allocated bytes (looked for %s)", strings.Join(stepKeys["allocated"][:4], ", "))
+	}
+	if rec.AllocatedBytes, err = stepBytes(key, v); err != nil {
+		return rec, "", err
+	}
+	log.Keys["allocated"] = key
+	for q, dst := range map[string]*int64{
+		"reserved": &rec.ReservedBytes, "active": &rec.ActiveBytes,
+		"peak_allocated": &rec.PeakAllocatedBytes, "peak_reserved": &rec.PeakReservedBytes,
+	} {
+		if key, v, ok := lookupStepKey(obj, q); ok {
+			if *dst, err = stepBytes(key, v); err != nil {
+				return rec, "", err
+			}
+			log.Keys[q] = key
+		}
+	}
+	if key, v, ok := lookupStepKey(obj, "step"); ok {
+		num, isNum := v.(json.Number)
+		n, err := strconv.ParseInt(string(num), 10, 64)
+		if !isNum || err != nil || n < 0 {
+			return rec, "", fmt.Errorf("%s: %v is not a step number", key, v)
+		}
+		rec.Step = n
+		log.Keys["step"] = key
+	}
+	if key, v, ok := lookupStepKey(obj, "time"); ok {
+		if num, isNum := v.(json.Number); isNum {
+			if f, err := num.Float64(); err == nil && !math.IsInf(f, 0) {
+				rec.Time, rec.HasTime = f, true
+				log.Keys["time"] = key
+			}
+		}
+	}
+	device := ""
+	if _, v, ok := lookupStepKey(obj, "device"); ok {
+		device = fmt.Sprint(v)
+	}
+	return rec, device, nil
+}
+
+// LooksLikeStepLog reports whether head (the first bytes of a file) is a
+// per-step memory log: its first line is a whole JSON object with an
+// allocated-bytes key and a step key (or a second such line follows).
+// A Chrome trace or a pretty-printed memory_stats.json does not qualify.
+func LooksLikeStepLog(head []byte) bool {
+	head = bytes.TrimPrefix(head, []byte("\ufeff"))
+	lines := bytes.Split(head, []byte("\n"))
+	objects := 0
+	for i, l := range lines {
+		l = bytes.TrimSpace(l)
+		if len(l) == 0 {
+			continue
+		}
+		if i == len(lines)-1 && !bytes.HasSuffix(head, []byte("\n")) {
+			break // possibly cut by the peek
+		}
+		if l[0] != '{' {
+			return false
+		}
+		obj, err := parseStepLine(l)
+		if err != nil {
+			return false
+		}
+		if _, _, ok := lookupStepKey(obj, "allocated"); !ok {
+			return false
+		}
+		if _, _, ok := lookupStepKey(obj, "step"); ok {
+			return true
+		}
+		if objects++; objects >= 2 {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,224 @@
+package memtimeline
+
+import (
+	"fmt"
+	"math"
+)
+
+// StepOptions tunes AnalyzeSteps; DefaultStepOptions gives the command's
+// defaults.
+type StepOptions struct {
+	// WarmupSteps leading records are left out of the fit when at least
+	// MinFitSteps remain: the first step creates optimizer state and
+	// gradients, a one-off rise that is not a leak.
+	WarmupSteps int
+	MinFitSteps int
+	// Allocated memory is "growing" when the fitted line rises with
+	// R^2 >= MinR2 and its rise over the fitted steps is at least
+	// MinGrowthBytes and MinGrowthFraction of the first fitted value.
+	MinR2             float64
+	MinGrowthBytes    int64
+	MinGrowthFraction float64
+}
+
+// DefaultStepOptions returns the defaults of `torchmem steps`.
+func DefaultStepOptions() StepOptions {
+	return StepOptions{WarmupSteps: 1, MinFitSteps: 3, MinR2: 0.8, MinGrowthBytes: 1 << 20, MinGrowthFraction: 0.01}
+}
+
+// Step verdicts.
+const (
+	StepVerdictGrowing = "growing"
+	StepVerdictFlat    = "flat"
+	// StepVerdictUnknown: too few steps to fit a line.
+	StepVerdictUnknown = "unknown"
+)
+
+// StepAnalysis is AnalyzeSteps' result, one report per device.
+type StepAnalysis struct {
+	Options StepOptions
+	Series  []StepSeriesReport
+}
+
+// StepSeriesReport describes one device's memory over steps.
+type StepSeriesReport struct {
+	Device    string
+	Records   int
+	FirstStep int64
+	LastStep  int64
+	// SkippedWarmup is how many leading records the fits leave out.
+	SkippedWarmup int
+
+	Allocated StepTrend
+	// Reserved is nil when the log has no reserved bytes.
+	Reserved *StepTrend
+
+	PeakAllocatedBytes int64
+	PeakAllocatedStep  int64
+	// PeakReservedBytes is -1 without reserved bytes.
+	PeakReservedBytes int64
+	PeakReservedStep  int64
+	// MaxAllocatedBytes is the largest peak-allocated value the log itself
+	// recorded (max_memory_allocated); -1 when it has none.
+	MaxAllocatedBytes int64
+
+	// Verdict is growing, flat or unknown, from the allocated trend.
+	Verdict string
+	// BytesPerStep is the allocated slope rounded to whole bytes.
+	BytesPerStep int64
+	Reason       string
+}
+
+// StepTrend is a least-squares line of bytes over step numbers.
+type StepTrend struct {
+	FitSteps          int
+	SlopeBytesPerStep float64
+	R2                float64
+	// BytesPerSecond is the slope over the lines' timestamps, when
+	// HasTime.
+	BytesPerSecond float64
+	HasTime        bool
+	FirstBytes     int64
+	LastBytes      int64
+	GrowthBytes    int64
+}
+
+// AnalyzeSteps fits allocated (and reserved) bytes over steps for every
+// series of log and gives a verdict.
+func AnalyzeSteps(log *StepLog, opts StepOptions) StepAnalysis {
+	a := StepAnalysis{Options: opts}
+	if log == nil {
+		return a
+	}
+	for _, s := range log.Series {
+		a.Series = append(a.Series, analyzeStepSeries(s, opts))
+	}
+	return a
+}
+
+func analyzeStepSeries(s *StepSeries, opts StepOptions) StepSeriesReport {
+	rep := StepSeriesReport{Device: s.Device, Records: len(s.Records), PeakReservedBytes: -1, MaxAllocatedBytes: -1, Verdict: StepVerdictUnknown}
+	recs := s.Records
+	if len(recs) == 0 {
+		rep.Reason = "no records"
+		return rep
+	}
+	rep.FirstStep, rep.LastStep = recs[0].Step, recs[len(recs)-1].Step
+	rep.PeakAllocatedBytes = -1
+	hasReserved := false
+	for _, r := range recs {
+		if r.AllocatedBytes > rep.PeakAllocatedBytes {
+			rep.PeakAllocatedBytes, rep.PeakAllocatedStep = r.AllocatedBytes, r.Step
+		}
+		if r.ReservedBytes > rep.PeakReservedBytes {
+			rep.PeakReservedBytes, rep.PeakReservedStep = r.ReservedBytes, r.Step
+		}
+		hasReserved = hasReserved || r.ReservedBytes >= 0
+		rep.MaxAllocatedBytes = max(rep.MaxAllocatedBytes, r.PeakAllocatedBytes)
+	}
+	if len(recs)-opts.WarmupSteps >= opts.MinFitSteps {
+		rep.SkippedWarmup = max(opts.WarmupSteps, 0)
+	}
+	fitRecs := recs[rep.SkippedWarmup:]
+	rep.Allocated = fitStepTrend(fitRecs, func(r StepRecord) int64 { return r.AllocatedBytes })
+	if hasReserved {
+		t := fitStepTrend(fitRecs, func(r StepRecord) int64 { return r.ReservedBytes })
+		rep.Reserved = &t
+	}
+	tr := rep.Allocated
+	rep.BytesPerStep = int64(math.Round(tr.SlopeBytesPerStep))
+	if tr.FitSteps < opts.MinFitSteps {
+		rep.Reason = fmt.Sprintf("%d steps to fit, need %d", tr.FitSteps, opts.MinFitSteps)
+		return rep
+	}
+	first := float64(tr.FirstBytes)
+	span := float64(fitRecs[len(fitRecs)-1].Step - fitRecs[0].Step)
+	fittedRise := tr.SlopeBytesPerStep * span
+	need := max(float64(opts.MinGrowthBytes), opts.MinGrowthFraction*first)
+	switch {
+	case tr.SlopeBytesPerStep <= 0 || fittedRise <= 0:
+		rep.Verdict = StepVerdictFlat
+		rep.Reason = fmt.Sprintf("allocated does not rise over steps %d-%d", fitRecs[0].Step, fitRecs[len(fitRecs)-1].Step)
+	case tr.R2 < opts.MinR2:
+		rep.Verdict = StepVerdictFlat
+		rep.Reason = fmt.Sprintf("no steady trend: R^2 %.2f under %.2f", tr.R2, opts.MinR2)
+	case fittedRise < need:
+		rep.Verdict = StepVerdictFlat
+		rep.Reason = fmt.Sprintf("rise of %s over %d steps is under %s", FormatBytes(int64(fittedRise)), int64(span), FormatBytes(int64(need)))
+	default:
+		rep.Verdict = StepVerdictGrowing
+		rep.Reason = fmt.Sprintf("allocated grows %s per step (R^2 %.3f) over steps %d-%d",
+			FormatBytes(rep.BytesPerStep), tr.R2, fitRecs[0].Step, fitRecs[len(fitRecs)-1].Step)
+	}
+	return rep
+}
+
+// fitStepTrend fits value(r) over r.Step, skipping records where the value
+// is missing (-1). Sums are taken about the first point to keep float64
+// exact for byte counts in the hundreds of GiB.
+func fitStepTrend(recs []StepRecord, value func(StepRecord) int64) StepTrend {
+	t := StepTrend{FirstBytes: -1, LastBytes: -1}
+	var xs, ys, ts []float64
+	var x0 int64
+	var y0 int64
+	timed := true
+	for _, r := range recs {
+		v := value(r)
+		if v < 0 {
+			continue
+		}
+		if len(xs) == 0 {
+			x0, y0 = r.Step, v
+			t.FirstBytes = v
+		}
+		t.LastBytes = v
+		xs = append(xs, float64(r.Step-x0))
+		ys = append(ys, float64(v-y0))
+		ts = append(ts, r.Time)
+		timed = timed && r.HasTime
+	}
+	t.FitSteps = len(xs)
+	if len(xs) == 0 {
+		return t
+	}
+	t.GrowthBytes = t.LastBytes - t.FirstBytes
+	t.SlopeBytesPerStep, t.R2 = leastSquares(xs, ys)
+	if timed && len(ts) >= 2 {
+		t0 := ts[0]
+		rel := make([]float64, len(ts))
+		for i := range ts {
+			rel[i] = ts[i] - t0
+		}
+		t.BytesPerSecond, _ = leastSquares(rel, ys)
+		t.HasTime = true
+	}
+	return t
+}
+
+// leastSquares returns the slope and R^2 of y over x; both 0 when x or y
+// does not vary (no trend can be measured, or there is none).
+func leastSquares(xs, ys []float64) (slope, r2 float64) {
+	n := float64(len(xs))
+	var mx, my float64
+	for i := range xs {
+		mx += xs[i]
+		my += ys[i]
+	}
+	mx /= n
+	my /= n
+	var sxx, sxy, syy float64
+	for i := range xs {
+		dx, dy := xs[i]-mx, ys[i]-my
+		sxx += dx * dx
+		sxy += dx * dy
+		syy += dy * dy
+	}
+	if sxx == 0 {
+		return 0, 0
+	}
+	slope = sxy / sxx
+	if syy == 0 {
+		return slope, 0
+	}
+	return slope, min(sxy*sxy/(sxx*syy), 1)
+}

@@ -1,0 +1,45 @@
+package memtimeline
+
+import (
+	"bytes"
+	"math"
+	"testing"
+)
+
+// FuzzReadStepLog: any input either fails with an error or gives a log
+// whose invariants hold and which AnalyzeSteps can analyze. Seeds are in
+// testdata/fuzz/FuzzReadStepLog.
+func FuzzReadStepLog(f *testing.F) {
+	f.Add([]byte(`{"step": 0, "allocated": 1}` + "\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		log, err := ReadStepLog(bytes.NewReader(data))
+		if err != nil {
+			if log != nil {
+				t.Fatal("log and error both returned")
+			}
+			return
+		}
+		n := 0
+		for _, s := range log.Series {
+			for i, r := range s.Records {
+				if r.AllocatedBytes < 0 || (i > 0 && r.Step < s.Records[i-1].Step) {
+					t.Fatalf("bad record %+v", r)
+				}
+			}
+			n += len(s.Records)
+		}
+		if n != log.Lines || n == 0 {
+			t.Fatalf("lines %d, records %d", log.Lines, n)
+		}
+		for _, s := range AnalyzeSteps(log, DefaultStepOptions()).Series {
+			switch s.Verdict {
+			case StepVerdictGrowing, StepVerdictFlat, StepVerdictUnknown:
+			default:
+				t.Fatalf("verdict %q", s.Verdict)
+			}
+			if math.IsNaN(s.Allocated.R2) || math.IsNaN(s.Allocated.SlopeBytesPerStep) || math.IsInf(s.Allocated.SlopeBytesPerStep, 0) {
+				t.Fatalf("bad trend %+v", s.Allocated)
+			}
+		}
+	})
+}

@@ -1,0 +1,267 @@
+package memtimeline
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"math"
+	"os"
+	"strings"
+	"testing"
+)
+
+func readStepFile(t *testing.T, name string) *StepLog {
+	t.Helper()
+	f, err := os.Open("../testdata/steps/" + name + ".stats_steps.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	log, err := ReadStepLog(f)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return log
+}
+
+// stepOracle reads a stats_steps.jsonl with encoding/json into plain
+// structs: an independent parse to compare with.
+func stepOracle(t *testing.T, name string) (steps []int64, alloc, reserved []int64) {
+	t.Helper()
+	f, err := os.Open("../testdata/steps/" + name + ".stats_steps.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var r struct {
+			Step      int64 `json:"step"`
+			Allocated int64 `json:"allocated"`
+			Reserved  int64 `json:"reserved"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatal(err)
+		}
+		steps = append(steps, r.Step)
+		alloc = append(alloc, r.Allocated)
+		reserved = append(reserved, r.Reserved)
+	}
+	return steps, alloc, reserved
+}
+
+func TestReadStepLogRealFiles(t *testing.T) {
+	for _, name := range []string{"leak_module_cache", "resnet_train_clean", "leak_eval_no_grad", "frag_small_allocs", "nvidia_smi_leak", "big_transformer", "compiled_model"} {
+		log := readStepFile(t, name)
+		steps, alloc, reserved := stepOracle(t, name)
+		if len(log.Series) != 1 || len(log.Series[0].Records) != len(steps) {
+			t.Fatalf("%s: %d series, want 1 of %d records", name, len(log.Series), len(steps))
+		}
+		for i, r := range log.Series[0].Records {
+			if r.Step != steps[i] || r.AllocatedBytes != alloc[i] || r.ReservedBytes != reserved[i] || !r.HasTime {
+				t.Fatalf("%s record %d = %+v, file says step %d allocated %d reserved %d", name, i, r, steps[i], alloc[i], reserved[i])
+			}
+		}
+	}
+}
+
+// TestAnalyzeStepsRealVerdicts compares with each scenario's truth.json:
+// planted leaks grow by their planted bytes per step, clean runs are flat.
+func TestAnalyzeStepsRealVerdicts(t *testing.T) {
+	for _, name := range []string{"leak_module_cache", "resnet_train_clean", "leak_eval_no_grad", "frag_small_allocs", "nvidia_smi_leak", "big_transformer", "compiled_model"} {
+		t.Run(name, func(t *testing.T) {
+			var truth struct {
+				Planted          string `json:"planted"`
+				LeakBytesPerStep int64  `json:"leak_bytes_per_step"`
+				LeakSite         string `json:"leak_site"`
+			}
+			b, err := os.ReadFile("../testdata/steps/" + name + ".truth.json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(b, &truth); err != nil {
+				t.Fatal(err)
+			}
+			rep := AnalyzeSteps(readStepFile(t, name), DefaultStepOptions()).Series[0]
+			// A scenario leaks if truth names a leak site, a per-step
+			// leak, or (nvidia_smi_leak) planted growth.
+			leaks := truth.LeakSite != "" || truth.LeakBytesPerStep > 0 || strings.Contains(truth.Planted, "growth")
+			wantVerdict := StepVerdictFlat
+			if leaks {
+				wantVerdict = StepVerdictGrowing
+			}
+			if rep.Verdict != wantVerdict {
+				t.Fatalf("verdict %s (%s), truth %q", rep.Verdict, rep.Reason, truth.Planted)
+			}
+			if !leaks {
+				return
+			}
+			// Bytes per step: truth's number when it gives one, else the
+			// mean step-to-step difference after warm-up.
+			want := float64(truth.LeakBytesPerStep)
+			if want == 0 {
+				_, alloc, _ := stepOracle(t, name)
+				want = float64(alloc[len(alloc)-1]-alloc[1]) / float64(len(alloc)-2)
+			}
+			if math.Abs(rep.Allocated.SlopeBytesPerStep-want) > 0.001*want {
+				t.Errorf("slope %.0f B/step, want %.0f", rep.Allocated.SlopeBytesPerStep, want)
+			}
+			if rep.Allocated.R2 < 0.99 {
+				t.Errorf("R^2 %.4f for a planted constant leak", rep.Allocated.R2)
+			}
+		})
+	}
+}
+
+func TestReadStepLogLenientKeys(t *testing.T) {
+	cases := map[string]string{
+		"memory_stats names": `{"iteration": 10, "allocated_bytes.all.current": 1048576, "reserved_bytes.all.current": 2097152, "allocated_bytes.all.peak": 3145728}
+{"iteration": 11, "allocated_bytes.all.current": 2097152, "reserved_bytes.all.current": 2097152, "allocated_bytes.all.peak": 3145728}`,
+		"nested memory_stats": `{"step": 10, "memory_stats": {"allocated_bytes.all.current": 1048576, "reserved_bytes.all.current": 2097152, "allocated_bytes.all.peak": 3145728}}
+{"step": 11, "memory_stats": {"allocated_bytes.all.current": 2097152, "reserved_bytes.all.current": 2097152, "allocated_bytes.all.peak": 3145728}}`,
+		"MiB keys and floats": `{"global_step": 10, "allocated_mb": 1.0, "reserved_mb": 2, "max_allocated_mb": 3}
+{"global_step": 11, "allocated_mb": 2.0, "reserved_mb": 2, "max_allocated_mb": 3}`,
+		"torch function names": `{"step": 10, "memory_allocated": 1048576, "memory_reserved": 2097152, "max_memory_allocated": 3145728}
+{"step": 11, "memory_allocated": 2097152, "memory_reserved": 2097152, "max_memory_allocated": 3145728}`,
+	}
+	for name, in := range cases {
+		t.Run(name, func(t *testing.T) {
+			log, err := ReadStepLog(strings.NewReader(in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := log.Series[0].Records
+			if len(r) != 2 || r[0].Step != 10 || r[1].Step != 11 || r[0].AllocatedBytes != 1<<20 || r[1].AllocatedBytes != 2<<20 ||
+				r[0].ReservedBytes != 2<<20 || r[0].PeakAllocatedBytes != 3<<20 {
+				t.Errorf("records %+v", r)
+			}
+		})
+	}
+}
+
+func TestReadStepLogDevicesAndImplicitSteps(t *testing.T) {
+	in := `{"rank": 0, "allocated": 100}
+{"rank": 1, "allocated": 200}
+{"rank": 0, "allocated": 110}
+{"rank": 1, "allocated": 200}
+`
+	log, err := ReadStepLog(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(log.Series) != 2 || log.Series[0].Device != "0" || log.Series[1].Device != "1" {
+		t.Fatalf("series %+v", log.Series)
+	}
+	// Lines without a step key are numbered in file order.
+	r := log.Series[0].Records
+	if len(r) != 2 || r[0].AllocatedBytes != 100 || r[1].AllocatedBytes != 110 || r[0].Step >= r[1].Step {
+		t.Errorf("rank 0 records %+v", r)
+	}
+}
+
+func TestAnalyzeStepsSynthetic(t *testing.T) {
+	mk := func(vals ...int64) *StepLog {
+		s := &StepSeries{}
+		for i, v := range vals {
+			s.Records = append(s.Records, StepRecord{Step: int64(i), AllocatedBytes: v, ReservedBytes: -1, ActiveBytes: -1, PeakAllocatedBytes: -1, PeakReservedBytes: -1})
+		}
+		return &StepLog{Series: []*StepSeries{s}}
+	}
+	const mb = 1 << 20
+	const anyRate = math.MinInt64
+	cases := []struct {
+		name    string
+		log     *StepLog
+		verdict string
+		perStep int64
+	}{
+		{"warm-up rise then flat", mk(100*mb, 200*mb, 200*mb, 200*mb, 200*mb), StepVerdictFlat, 0},
+		{"steady 2 MiB/step", mk(100*mb, 200*mb, 202*mb, 204*mb, 206*mb, 208*mb), StepVerdictGrowing, 2 * mb},
+		{"noise around a level", mk(100*mb, 200*mb, 203*mb, 199*mb, 202*mb, 198*mb, 201*mb), StepVerdictFlat, anyRate},
+		{"tiny growth under 1 MiB total", mk(100*mb, 200*mb, 200*mb+1000, 200*mb+2000, 200*mb+3000), StepVerdictFlat, 1000},
+		{"too few steps", mk(100*mb, 200*mb), StepVerdictUnknown, anyRate},
+		{"shrinking", mk(300*mb, 280*mb, 260*mb, 240*mb), StepVerdictFlat, -20 * mb},
+	}
+	for _, c := range cases {
+		rep := AnalyzeSteps(c.log, DefaultStepOptions()).Series[0]
+		if rep.Verdict != c.verdict || (c.perStep != anyRate && rep.BytesPerStep != c.perStep) {
+			t.Errorf("%s: verdict %s, %d B/step (%s); want %s, %d", c.name, rep.Verdict, rep.BytesPerStep, rep.Reason, c.verdict, c.perStep)
+		}
+	}
+}
+
+func TestReadStepLogErrors(t *testing.T) {
+	good := `{"step": 0, "allocated": 1}` + "\n"
+	cases := []struct {
+		name, in, want string
+		notSteps       bool
+	}{
+		{"empty", "", "empty", false},
+		{"blank", "\n \n", "no records", true},
+		{"csv", "index, timestamp, memory.used [MiB]\n", "not a JSON object", true},
+		{"pretty json", "{\n \"a\": 1\n}\n", "bad JSON", true},
+		{"no allocated key", `{"step": 0, "loss": 1.5}` + "\n", "no allocated", true},
+		{"bad line later", good + "{broken\n" + good, "line 2", false},
+		{"string bytes", good + `{"step": 1, "allocated": "12"}` + "\n", "not a number", false},
+		{"negative bytes", good + `{"step": 1, "allocated": -5}` + "\n", "negative", false},
+		{"huge bytes", good + `{"step": 1, "allocated": 1e300}` + "\n", "not a byte count", false},
+		{"fractional step", good + `{"step": 1.5, "allocated": 5}` + "\n", "step number", false},
+		{"two values on a line", good + `{"step": 1, "allocated": 5} {"x": 1}` + "\n", "more than one", false},
+		{"binary", "\x00\x01{\n", "binary", true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			log, err := ReadStepLog(strings.NewReader(c.in))
+			if err == nil {
+				t.Fatalf("no error; log %+v", log)
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error %q does not say %q", err, c.want)
+			}
+			if c.notSteps != errors.Is(err, ErrNotStepLog) {
+				t.Errorf("error %q: errors.Is(ErrNotStepLog) = %v, want %v", err, !c.notSteps, c.notSteps)
+			}
+		})
+	}
+}
+
+func TestReadStepLogTruncatedLastLine(t *testing.T) {
+	in := `{"step": 0, "allocated": 1}` + "\n" + `{"step": 1, "allocated": 2}` + "\n" + `{"step": 2, "alloc`
+	log, err := ReadStepLog(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if log.Lines != 2 || len(log.Warnings) != 1 || !strings.Contains(log.Warnings[0], "line 3") {
+		t.Errorf("lines %d warnings %q", log.Lines, log.Warnings)
+	}
+}
+
+func TestLooksLikeStepLog(t *testing.T) {
+	steps, err := os.ReadFile("../testdata/steps/leak_module_cache.stats_steps.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	smi, err := os.ReadFile(smiLeakCSV)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		head []byte
+		want bool
+	}{
+		{"real steps log", steps, true},
+		{"real steps log cut mid-line", steps[:130], true},
+		{"nvidia-smi csv", smi[:512], false},
+		{"chrome trace", []byte(`{"schemaVersion": 1, "deviceProperties": [], "traceEvents": [` + "\n"), false},
+		{"pretty memory_stats.json", []byte("{\n \"active.all.allocated\": 80,\n"), false},
+		{"one-line memory_stats without step", []byte(`{"allocated_bytes.all.current": 5}` + "\n"), false},
+		{"two lines without step", []byte(`{"allocated": 5}` + "\n" + `{"allocated": 6}` + "\n"), true},
+		{"empty", nil, false},
+	}
+	for _, c := range cases {
+		if got := LooksLikeStepLog(c.head); got != c.want {
+			t.Errorf("%s: LooksLikeStepLog = %v, want %v", c.name, got, c.want)
+		}
+	}
+}

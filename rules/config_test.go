@@ -1,0 +1,61 @@
+package rules
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestConfigOverridesAndDisables(t *testing.T) {
+	c, err := ParseConfig(strings.NewReader(`
+rules:
+  memory.leak:
+    threshold: 8388608
+    severity: warning
+  memory.top-ops-share:
+    disabled: true
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := c.Apply(Builtin())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rs {
+		switch r.ID {
+		case "memory.leak":
+			if r.Threshold != 8<<20 || r.Severity != Warning {
+				t.Errorf("leak rule %+v", r)
+			}
+		case "memory.top-ops-share":
+			t.Error("disabled rule still present")
+		}
+	}
+	// The override is what the rule uses: 8 MiB/step is above the planted 4 MiB.
+	var leak []Rule
+	for _, r := range rs {
+		if r.ID == "memory.leak" {
+			leak = append(leak, r)
+		}
+	}
+	if fs := Run(leak, &Input{Trace: readTrace(t, "leak_module_cache")}); len(fs) != 0 {
+		t.Errorf("threshold override ignored: %+v", fs)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	for _, bad := range []string{
+		"rules:\n  memory.nope:\n    threshold: 1\n",
+		"rules:\n  memory.leak:\n    treshold: 1\n",
+		"rules:\n  memory.leak:\n    severity: fatal\n",
+		"rules: [1, 2\n",
+	} {
+		c, err := ParseConfig(strings.NewReader(bad))
+		if err == nil {
+			_, err = c.Apply(Builtin())
+		}
+		if err == nil {
+			t.Errorf("accepted %q", bad)
+		}
+	}
+}

@@ -1,0 +1,120 @@
+package rules
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/torchmem/torchmem/memtimeline"
+)
+
+// Rules over logs users have without a profiler: nvidia-smi CSV and the
+// snippet's per-step memory_stats lines.
+
+func init() {
+	Register(&Rule{
+		ID:          "smi.leak",
+		Description: "nvidia-smi: memory.used grows steadily and never falls back (a leak seen from outside the process)",
+		Severity:    Error,
+		Threshold:   64 << 20,
+		Unit:        "bytes",
+		Check: func(r *Rule, in *Input) []Finding {
+			if in.SMI == nil {
+				return nil
+			}
+			opts := memtimeline.DefaultSMIOptions()
+			opts.MinGrowthBytes = int64(r.Threshold)
+			a := memtimeline.AnalyzeSMI(in.SMI, opts)
+			var out []Finding
+			for _, g := range a.GPUs {
+				for _, l := range g.Leaks {
+					out = append(out, Finding{
+						Title: fmt.Sprintf("GPU %s: memory grew %s at %.1f MiB/s for %s", g.Key, memtimeline.FormatBytes(l.GrowthBytes), l.SlopeBytesPerSec/(1<<20), l.Duration.Round(100*time.Millisecond)),
+						Detail: fmt.Sprintf("From %s to %s memory.used rose from %s to %s in %d steady rises (R² %.3f). %s",
+							l.Start.Format("15:04:05.000"), l.End.Format("15:04:05.000"), memtimeline.FormatBytes(l.StartBytes), memtimeline.FormatBytes(l.EndBytes), l.Rises, l.R2, l.Reason),
+						Advice:  "Profile a few steps of that process with profile_memory=True and run torchmem leaks on the trace to find the line.",
+						Metrics: map[string]float64{"growth_bytes": float64(l.GrowthBytes), "bytes_per_second": l.SlopeBytesPerSec, "r2": l.R2, "seconds": l.Duration.Seconds()},
+					})
+				}
+			}
+			return out
+		},
+	})
+	Register(&Rule{
+		ID:          "smi.memory-high",
+		Description: "nvidia-smi: memory.used above this fraction of memory.total",
+		Severity:    Warning,
+		Threshold:   0.9,
+		Unit:        "fraction",
+		Check: func(r *Rule, in *Input) []Finding {
+			if in.SMI == nil {
+				return nil
+			}
+			opts := memtimeline.DefaultSMIOptions()
+			opts.Threshold = r.Threshold
+			var out []Finding
+			for _, g := range memtimeline.AnalyzeSMI(in.SMI, opts).GPUs {
+				if g.AboveThreshold.Samples == 0 {
+					continue
+				}
+				out = append(out, Finding{
+					Title:   fmt.Sprintf("GPU %s: memory above %.0f%% of total for %s", g.Key, 100*r.Threshold, g.AboveThreshold.Duration.Round(100*time.Millisecond)),
+					Detail:  fmt.Sprintf("%d samples above %s.", g.AboveThreshold.Samples, memtimeline.FormatBytes(g.AboveThreshold.ThresholdBytes)),
+					Advice:  "Little headroom before OOM: reduce batch size or activation memory, or check for a leak.",
+					Metrics: map[string]float64{"seconds": g.AboveThreshold.Duration.Seconds(), "samples": float64(g.AboveThreshold.Samples)},
+				})
+			}
+			return out
+		},
+	})
+	Register(&Rule{
+		ID:          "smi.starvation",
+		Description: "nvidia-smi: memory held but GPU utilization low for a long time (the GPU waits for input)",
+		Severity:    Warning,
+		Threshold:   10,
+		Unit:        "percent_utilization",
+		Check: func(r *Rule, in *Input) []Finding {
+			if in.SMI == nil {
+				return nil
+			}
+			opts := memtimeline.DefaultSMIOptions()
+			opts.StarveUtilPct = r.Threshold
+			var out []Finding
+			for _, g := range memtimeline.AnalyzeSMI(in.SMI, opts).GPUs {
+				for _, p := range g.Starvation {
+					out = append(out, Finding{
+						Title:   fmt.Sprintf("GPU %s: %s held at %.0f%% utilization for %s", g.Key, memtimeline.FormatBytes(p.MeanUsedBytes), p.MeanUtilGPUPct, p.Duration.Round(time.Second)),
+						Detail:  fmt.Sprintf("From %s to %s.", p.Start.Format("15:04:05"), p.End.Format("15:04:05")),
+						Advice:  "If this is training, the input pipeline is starving the GPU: more DataLoader workers, pin_memory=True, prefetching.",
+						Metrics: map[string]float64{"seconds": p.Duration.Seconds(), "utilization_pct": p.MeanUtilGPUPct},
+					})
+				}
+			}
+			return out
+		},
+	})
+	Register(&Rule{
+		ID:          "steps.growth",
+		Description: "Per-step memory log: allocated memory grows every step",
+		Severity:    Error,
+		Threshold:   1 << 20,
+		Unit:        "bytes_per_step",
+		Check: func(r *Rule, in *Input) []Finding {
+			if in.StepLog == nil {
+				return nil
+			}
+			var out []Finding
+			for _, s := range memtimeline.AnalyzeSteps(in.StepLog, memtimeline.DefaultStepOptions()).Series {
+				if s.Verdict != "growing" || float64(s.BytesPerStep) < r.Threshold {
+					continue
+				}
+				out = append(out, Finding{
+					Title:   fmt.Sprintf("Allocated memory grows %s per step (device %s)", memtimeline.FormatBytes(s.BytesPerStep), s.Device),
+					Detail:  s.Reason,
+					Advice:  "Profile a few steps with the torchmem snippet and run torchmem leaks on the trace to find the line.",
+					Metrics: map[string]float64{"bytes_per_step": float64(s.BytesPerStep)},
+				})
+			}
+			return out
+		},
+	})
+}
