@@ -338,6 +338,16 @@ func checkIdleAgainstOracle(t *testing.T, tr *chrometrace.Trace, o *oracleTrace,
 	if tc.gapOperator != "" && f.Operator != tc.gapOperator {
 		t.Errorf("gap operator %q, want %q (%s)", f.Operator, tc.gapOperator, f.Detail)
 	}
+	// The traces with a planted stall (a slow loader, randn on the CPU)
+	// must read as one stall; the small models of the seed traces idle in
+	// many short launch gaps.
+	stall := strings.Contains(f.Detail, "one stall")
+	if want := tc.gapOperator != ""; stall != want || (f.Metrics["largest_gap_share_of_step_idle"] >= 0.5) != want {
+		t.Errorf("stall=%v (largest gap %.2f of its step's idle), want %v: %s", stall, f.Metrics["largest_gap_share_of_step_idle"], want, f.Detail)
+	}
+	if !stall && !strings.Contains(f.Advice, "launch") {
+		t.Errorf("spread-out idle time without launch-bound advice: %s", f.Advice)
+	}
 }
 
 func maxStepNs(o *oracleTrace) int64 {
