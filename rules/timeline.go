@@ -811,8 +811,14 @@ func checkIdleGaps(r *Rule, in *Input) []Finding {
 		// the GPU runs them.
 		meanGap := idleTotal / int64(max(gapCount, 1))
 		shape := fmt.Sprintf("The idle time is spread over %d gaps (mean %s): the GPU waits for the host to launch work (CPU or launch bound).", gapCount, formatNs(meanGap))
+		advice := "Many short gaps mean the host cannot launch kernels as fast as the GPU runs them: " +
+			"use larger batches, fuse small ops with torch.compile (mode=\"reduce-overhead\" adds CUDA graphs), " +
+			"and remove per-step host syncs (.item(), .cpu())."
 		if 2*gapLen >= worst.idle {
 			shape = "Most of that step's idle time is one stall."
+			advice = "Find what the host does in the gap (above). If it is data loading: DataLoader(num_workers>0, " +
+				"pin_memory=True, prefetch_factor=2+, persistent_workers=True), move preprocessing to the GPU, or prefetch " +
+				"the next batch on a side stream; if it is a host sync (.item(), .cpu()), move it out of the step."
 		}
 		out = append(out, Finding{
 			Title: fmt.Sprintf("GPU %d idle %.0f%% of the median step", dev, 100*median),
@@ -820,9 +826,7 @@ func checkIdleGaps(r *Rule, in *Input) []Finding {
 				"The largest gap, %s in %s, began %s into the step; %s.%s",
 				dev, 100*median, 100*sorted[len(sorted)-1], 100*float64(idleTotal)/float64(max(stepTotal, 1)), len(w.list), shape,
 				formatNs(gapLen), stepLabel, formatNs(worst.gap.start-w.list[worstStep].Start), hostText, w.note()),
-			Advice: "Find what the host does in the gap. For data loading: DataLoader(num_workers>0, pin_memory=True, " +
-				"prefetch_factor, persistent_workers=True) and move preprocessing to the GPU; for many small kernels " +
-				"(launch-bound): larger batches, torch.compile or CUDA graphs; remove per-step host syncs (.item(), .cpu()).",
+			Advice:   advice,
 			Operator: op,
 			Location: loc,
 			Metrics: map[string]float64{

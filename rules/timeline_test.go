@@ -258,6 +258,15 @@ var realTimelineCases = []timelineCase{
 	{name: "copies_item_sync", path: "../testdata/gputimeline/copies_item_sync/trace.json.gz",
 		fires:        map[string]bool{ruleIdleGaps: true, rulePageableH2D: true, ruleSyncCopy: true, ruleLowMemcpyBW: true},
 		syncOperator: "aten::to", pageableOperator: "aten::to", gapOperator: "aten::randn"},
+	{name: "slow_loader_pinned", path: "../testdata/gputimeline/slow_loader_pinned/trace.json.gz",
+		fires:       map[string]bool{ruleIdleGaps: true},
+		gapOperator: "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"},
+	// Recorded by the GPU helper: bf16 autocast, loss.item() every step,
+	// pageable uploads, a DataLoader sleeping 20 ms per batch.
+	{name: "amp_item_sync_slow_loader", path: "../testdata/gpu/amp_item_sync_slow_loader/trace.json.gz",
+		fires:        map[string]bool{ruleIdleGaps: true, rulePageableH2D: true, ruleSyncCopy: true},
+		syncOperator: "aten::item", pageableOperator: "aten::to",
+		gapOperator: "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"},
 	{name: "big_transformer", path: "../testdata/traces/big_transformer/trace.json.gz",
 		fires: map[string]bool{}},
 }
@@ -328,6 +337,16 @@ func checkIdleAgainstOracle(t *testing.T, tr *chrometrace.Trace, o *oracleTrace,
 	}
 	if tc.gapOperator != "" && f.Operator != tc.gapOperator {
 		t.Errorf("gap operator %q, want %q (%s)", f.Operator, tc.gapOperator, f.Detail)
+	}
+	// The traces with a planted stall (a slow loader, randn on the CPU)
+	// must read as one stall; the small models of the seed traces idle in
+	// many short launch gaps.
+	stall := strings.Contains(f.Detail, "one stall")
+	if want := tc.gapOperator != ""; stall != want || (f.Metrics["largest_gap_share_of_step_idle"] >= 0.5) != want {
+		t.Errorf("stall=%v (largest gap %.2f of its step's idle), want %v: %s", stall, f.Metrics["largest_gap_share_of_step_idle"], want, f.Detail)
+	}
+	if !stall && !strings.Contains(f.Advice, "launch") {
+		t.Errorf("spread-out idle time without launch-bound advice: %s", f.Advice)
 	}
 }
 
@@ -420,6 +439,85 @@ func checkBandwidthAgainstOracle(t *testing.T, o *oracleTrace, fs []Finding) {
 			t.Errorf("%s: %v copies at median %v GB/s, Kineto: %v", prefix, f.Metrics["copies"], f.Metrics["median_gbps"], slow)
 		}
 	}
+}
+
+// TestAmpItemSyncSlowLoaderTruth checks the findings against what the
+// recording script says it planted (truth.json): copies per step, their
+// size, and the Python frames around the planted lines. Kineto names a
+// frame by the line its function starts on, so a finding's line is the
+// enclosing def, at or above the planted line.
+func TestAmpItemSyncSlowLoaderTruth(t *testing.T) {
+	dir := "../testdata/gpu/amp_item_sync_slow_loader/"
+	raw, err := os.ReadFile(dir + "truth.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type site struct {
+		File string `json:"file"`
+		Line int    `json:"line"`
+	}
+	var truth struct {
+		Window struct{ Active int } `json:"window"`
+		Sync   struct {
+			Memcpy string `json:"memcpy"`
+			Copies int    `json:"copies"`
+			Bytes  int64  `json:"bytes"`
+			Site   site   `json:"site"`
+		} `json:"sync_per_step"`
+		H2D struct {
+			Memcpy    string `json:"memcpy"`
+			Copies    int    `json:"copies"`
+			BytesEach int64  `json:"bytes_each"`
+			Site      site   `json:"site"`
+		} `json:"h2d_per_step"`
+		Loader struct {
+			SleepS float64 `json:"sleep_s_per_batch"`
+			Site   site    `json:"site"`
+		} `json:"loader"`
+	}
+	if err := json.Unmarshal(raw, &truth); err != nil {
+		t.Fatal(err)
+	}
+	tr := readTraceFile(t, dir+"trace.json.gz")
+	steps := truth.Window.Active
+	atOrAbove := func(what string, got *Location, want site) {
+		t.Helper()
+		if got == nil || got.File != want.File || got.Line > want.Line || got.Line < want.Line-40 {
+			t.Errorf("%s: location %+v, want the function around %s:%d", what, got, want.File, want.Line)
+		}
+	}
+
+	sync := findingsOf(t, tr, ruleSyncCopy)
+	if len(sync) != 1 {
+		t.Fatalf("sync: %+v", sync)
+	}
+	m := sync[0].Metrics
+	if int(m["steps"]) != steps || int(m["steps_with_copy"]) != steps || int(m["copies"]) != truth.Sync.Copies*steps ||
+		int64(m["median_bytes_per_copy"]) != truth.Sync.Bytes {
+		t.Errorf("sync metrics %v, truth %d copies of %d B in each of %d steps", m, truth.Sync.Copies, truth.Sync.Bytes, steps)
+	}
+	atOrAbove("sync", sync[0].Location, truth.Sync.Site)
+
+	h2d := findingsOf(t, tr, rulePageableH2D)
+	if len(h2d) != 1 {
+		t.Fatalf("pageable: %+v", h2d)
+	}
+	m = h2d[0].Metrics
+	if int(m["copies"]) != truth.H2D.Copies*steps || int64(m["bytes_per_step"]) != int64(truth.H2D.Copies)*truth.H2D.BytesEach ||
+		int64(m["largest_copy_bytes"]) != truth.H2D.BytesEach {
+		t.Errorf("pageable metrics %v, truth %d x %d B per step", m, truth.H2D.Copies, truth.H2D.BytesEach)
+	}
+	atOrAbove("pageable", h2d[0].Location, truth.H2D.Site)
+
+	idle := findingsOf(t, tr, ruleIdleGaps)
+	if len(idle) != 1 {
+		t.Fatalf("idle: %+v", idle)
+	}
+	// The loader sleeps SleepS per batch, so the largest gap is at least that.
+	if gap := idle[0].Metrics["largest_gap_us"]; gap < truth.Loader.SleepS*1e6 {
+		t.Errorf("largest gap %.0f µs, shorter than the loader's %.0f ms sleep", gap, truth.Loader.SleepS*1e3)
+	}
+	atOrAbove("idle", idle[0].Location, truth.Loader.Site)
 }
 
 // ---- synthetic traces for the edges
