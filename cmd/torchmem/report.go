@@ -163,7 +163,11 @@ func buildReportInput(idPrefix string, in *rules.Input, rs []rules.Rule) (report
 		t := in.Trace
 		s := chrometrace.Summarize(t, -1)
 		ri.Summary = traceSummaryKV(t, s)
+		l := in.Leaks()
 		for _, spec := range memtimeline.TraceChartSpecs(t, idPrefix) {
+			if l.Verdict == rules.VerdictLeak {
+				spec.Markers = append(spec.Markers, leakMarkers(t, spec, l)...)
+			}
 			if err := ri.addChart(spec); err != nil {
 				return ri, err
 			}
@@ -181,7 +185,6 @@ func buildReportInput(idPrefix string, in *rules.Input, rs []rules.Rule) (report
 		for _, st := range sites[:min(reportTop, len(sites))] {
 			ri.Sites = append(ri.Sites, stackJSON{Frames: st.Frames, Operator: st.Operator, ForwardOperator: st.ForwardOp, AllocBytes: st.AllocBytes, LiveBytesAtEnd: st.LiveBytesAtEnd, LiveBytesAtPeak: st.LiveBytesAtPeak})
 		}
-		l := in.Leaks()
 		ri.Leak = &l
 	case in.Snapshot != nil:
 		ri.Kind = string(kindSnapshot)
@@ -262,6 +265,34 @@ func (ri *reportInput) addChart(spec memtimeline.ChartSpec) error {
 	}
 	ri.Charts = append(ri.Charts, reportChart{Title: spec.Title, HTML: h})
 	return nil
+}
+
+// leakMarkers pins, at the end of each step that leaves blocks behind, how
+// much it kept: the growth shows on the chart where it happens.
+func leakMarkers(t *chrometrace.Trace, spec memtimeline.ChartSpec, l rules.LeakReport) []memtimeline.Marker {
+	var out []memtimeline.Marker
+	steps := slices.Clone(t.Steps)
+	slices.SortFunc(steps, func(a, b chrometrace.Step) int { return cmp.Compare(a.Start, b.Start) })
+	var kept int64
+	for i, s := range l.Steps {
+		if i >= len(steps) || s.SurvivorBytes == 0 {
+			continue
+		}
+		kept += s.SurvivorBytes
+		end := steps[i].End()
+		// The allocated level at the step's end, for the pin's height.
+		a := spec.Allocated
+		k, _ := slices.BinarySearch(a.T, end+1)
+		if k == 0 {
+			continue
+		}
+		out = append(out, memtimeline.Marker{
+			Name:  fmt.Sprintf("%s keeps %s (%s so far)", s.Name, memtimeline.FormatBytes(s.SurvivorBytes), memtimeline.FormatBytes(kept)),
+			TNs:   end,
+			Bytes: a.V[k-1],
+		})
+	}
+	return out
 }
 
 func traceSummaryKV(t *chrometrace.Trace, s chrometrace.Summary) []reportKV {
