@@ -28,7 +28,9 @@ type Attribution struct {
 	Events      []MemoryContext // parallel to Trace.Memory
 	opParent    []int32         // HostOps index -> enclosing HostOps index, -1
 	frameParent []int32         // PyFrames index -> enclosing PyFrames index, -1
-	t           *Trace
+	// framesByThread lists PyFrames indices per thread by (start, -end).
+	framesByThread map[ThreadID][]int32
+	t              *Trace
 }
 
 // Attribute computes the context of every memory event.
@@ -76,14 +78,14 @@ func Attribute(t *Trace) *Attribution {
 	}
 
 	// Python frames, nested by time on each thread.
-	framesByThread := groupIntervals(len(t.PyFrames), func(i int) (ThreadID, int64, int64, bool) {
+	a.framesByThread = groupIntervals(len(t.PyFrames), func(i int) (ThreadID, int64, int64, bool) {
 		f := &t.PyFrames[i]
 		return f.Thread, f.Start, f.End(), true
 	})
 	for i := range a.frameParent {
 		a.frameParent[i] = -1
 	}
-	for _, ivs := range framesByThread {
+	for _, ivs := range a.framesByThread {
 		var stack []int32
 		for _, iv := range ivs {
 			f := &t.PyFrames[iv]
@@ -96,22 +98,7 @@ func Attribute(t *Trace) *Attribution {
 			stack = append(stack, iv)
 		}
 	}
-	frameAt := func(th ThreadID, ts int64) int32 {
-		ivs := framesByThread[th]
-		// The innermost frame containing ts is the last one starting at or
-		// before ts whose ancestors or itself still contain ts.
-		k, _ := slices.BinarySearchFunc(ivs, ts, func(iv int32, ts int64) int {
-			return cmp.Compare(t.PyFrames[iv].Start, ts+1)
-		})
-		if k == 0 {
-			return -1
-		}
-		f := ivs[k-1]
-		for f >= 0 && t.PyFrames[f].End() < ts {
-			f = a.frameParent[f]
-		}
-		return f
-	}
+	frameAt := a.frameAt
 	for th, pts := range memByThread {
 		for _, p := range pts {
 			a.Events[p].Frame = frameAt(th, t.Memory[p].TS)
@@ -147,6 +134,38 @@ func Attribute(t *Trace) *Attribution {
 		}
 	}
 	return a
+}
+
+// frameAt returns the innermost Python frame on thread th that contains
+// ts, or -1.
+func (a *Attribution) frameAt(th ThreadID, ts int64) int32 {
+	t := a.t
+	ivs := a.framesByThread[th]
+	// The innermost frame containing ts is the last one starting at or
+	// before ts whose ancestors or itself still contain ts.
+	k, _ := slices.BinarySearchFunc(ivs, ts, func(iv int32, ts int64) int {
+		return cmp.Compare(t.PyFrames[iv].Start, ts+1)
+	})
+	if k == 0 {
+		return -1
+	}
+	f := ivs[k-1]
+	for f >= 0 && t.PyFrames[f].End() < ts {
+		f = a.frameParent[f]
+	}
+	return f
+}
+
+// PyStackAt returns the Python frames on thread th around time ts,
+// outermost first: the stack of any host event (a cudaMalloc or cudaFree
+// call), not only of memory events.
+func (a *Attribution) PyStackAt(th ThreadID, ts int64) []string {
+	var frames []string
+	for f := a.frameAt(th, ts); f >= 0; f = a.frameParent[f] {
+		frames = append(frames, a.t.Str(a.t.PyFrames[f].Name))
+	}
+	slices.Reverse(frames)
+	return frames
 }
 
 func nodeOf(tree *opTree, hostIdx int32) int32 {
@@ -232,8 +251,19 @@ func innermost(ivs []int32, pts []int, found func(point int, iv int32), ts func(
 // first. ProfilerStep#N windows are left out: they differ every step and
 // say nothing about the site.
 func (a *Attribution) OpChain(i int) []string {
+	return a.opChainFrom(a.Events[i].Op)
+}
+
+// HostOpChain returns the operators enclosing host op i (not i itself),
+// outermost first, ProfilerStep#N windows left out: what was running when
+// the runtime call i (a cudaMalloc, a cudaFree) was made.
+func (a *Attribution) HostOpChain(i int) []string {
+	return a.opChainFrom(a.opParent[i])
+}
+
+func (a *Attribution) opChainFrom(first int32) []string {
 	var chain []string
-	for op := a.Events[i].Op; op >= 0; op = a.opParent[op] {
+	for op := first; op >= 0; op = a.opParent[op] {
 		name := a.t.Str(a.t.HostOps[op].Name)
 		if strings.HasPrefix(name, profilerStepPrefix) {
 			continue

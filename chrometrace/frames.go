@@ -56,18 +56,58 @@ var stdlibModules = map[string]bool{
 // user's: they name the layer.
 func IsLibraryFrame(name string) bool {
 	switch {
-	case strings.HasPrefix(name, "nn.Module: "), strings.HasPrefix(name, "nn.Module:"):
+	case strings.HasPrefix(name, "nn.Module:"):
 		return false
 	case strings.HasPrefix(name, "<built-in"), strings.HasPrefix(name, "<frozen"), strings.HasPrefix(name, "<string>"):
 		return true
-	case strings.HasPrefix(name, "torch/"), strings.HasPrefix(name, "torchvision/"), strings.HasPrefix(name, "transformers/"),
-		strings.HasPrefix(name, "triton/"), strings.HasPrefix(name, "numpy/"), strings.HasPrefix(name, "accelerate/"):
-		return true
-	case strings.Contains(name, "site-packages/"), strings.Contains(name, "dist-packages/"), strings.Contains(name, "/lib/python3"):
-		return true
 	}
 	if f, ok := ParseFrame(name); ok {
-		return stdlibModules[f.File]
+		return IsLibraryFile(f.File)
+	}
+	return IsLibraryFile(name)
+}
+
+// libraryRoots are packages whose frames are never the user's code; trace
+// frames name them relative ("torch/nn/modules/module.py").
+var libraryRoots = []string{"torch/", "torchvision/", "transformers/", "triton/", "numpy/", "accelerate/"}
+
+// IsLibraryFile reports whether a source file is library code: relative
+// paths as profiler traces write them, absolute ones as allocator
+// snapshots do.
+func IsLibraryFile(path string) bool {
+	switch {
+	case strings.HasPrefix(path, "<"):
+		return true
+	case strings.Contains(path, "/site-packages/"), strings.Contains(path, "/dist-packages/"), strings.Contains(path, "/lib/python3"):
+		return true
+	case stdlibModules[path]:
+		return true
+	}
+	for _, root := range libraryRoots {
+		if strings.HasPrefix(path, root) {
+			return true
+		}
+	}
+	// A source checkout of torch: ".../torch/<one of its packages>/..."
+	// is torch's, ".../torch/myproject/train.py" stays the user's.
+	if i := strings.LastIndex(path, "/torch/"); i >= 0 {
+		rest := path[i+len("/torch/"):]
+		if j := strings.IndexByte(rest, '/'); j >= 0 {
+			rest = rest[:j]
+		}
+		return torchPackages[rest]
 	}
 	return false
+}
+
+// torchPackages are the top-level parts of the torch package.
+var torchPackages = map[string]bool{
+	"nn": true, "autograd": true, "optim": true, "utils": true, "cuda": true,
+	"_dynamo": true, "_inductor": true, "_functorch": true, "distributed": true,
+	"amp": true, "fx": true, "jit": true, "profiler": true, "_subclasses": true,
+	"_export": true, "export": true, "backends": true, "multiprocessing": true,
+	"sparse": true, "testing": true, "_library": true, "_higher_order_ops": true,
+	"_prims": true, "_refs": true, "_decomp": true, "_prims_common": true,
+	"_tensor.py": true, "functional.py": true, "_ops.py": true, "overrides.py": true,
+	"_jit_internal.py": true, "random.py": true, "serialization.py": true,
 }

@@ -426,6 +426,12 @@ func Operators(t *Trace, opts OperatorOptions) []OperatorStats {
 			r.AllocBytes += s.allocBytes
 		}
 	}
+	// Torch keeps [OutOfMemory] instants as rows of their own (zero-length,
+	// so they own no memory); [memory] instants are not rows.
+	for range t.OOMs {
+		extra, stack := groupExtra(t, opts.GroupBy, NoStr, NoStr)
+		rows[get("[OutOfMemory]", extra, stack, false, false)].Calls++
+	}
 	for i := range t.DeviceOps {
 		d := &t.DeviceOps[i]
 		extra, stack := groupExtra(t, opts.GroupBy, NoStr, NoStr)

@@ -26,7 +26,12 @@ type oracleRow struct {
 
 func readTestTrace(t testing.TB, name string) *Trace {
 	t.Helper()
-	in, err := Open(filepath.Join("..", "testdata", "traces", name, "trace.json.gz"))
+	return readTraceFile(t, filepath.Join("..", "testdata", "traces", name, "trace.json.gz"))
+}
+
+func readTraceFile(t testing.TB, path string) *Trace {
+	t.Helper()
+	in, err := Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,16 +43,26 @@ func readTestTrace(t testing.TB, name string) *Trace {
 	return tr
 }
 
-func realTraces(t testing.TB, oracle string) []string {
-	dirs, err := filepath.Glob(filepath.Join("..", "testdata", "traces", "*", oracle))
-	if err != nil || len(dirs) == 0 {
-		t.Fatalf("no %s oracles in testdata/traces", oracle)
+// oracleDirs lists every recorded run with the given torch oracle beside
+// its trace: the shared traces and the ones recorded for this project.
+func oracleDirs(t testing.TB, oracle string) []string {
+	var dirs []string
+	for _, pattern := range []string{
+		filepath.Join("..", "testdata", "traces", "*", oracle),
+		filepath.Join("..", "testdata", "gpu", "*", oracle),
+		filepath.Join("..", "testdata", "gpu", "*", "*", oracle),
+	} {
+		m, _ := filepath.Glob(pattern)
+		for _, p := range m {
+			if _, err := os.Stat(filepath.Join(filepath.Dir(p), "trace.json.gz")); err == nil {
+				dirs = append(dirs, filepath.Dir(p))
+			}
+		}
 	}
-	var names []string
-	for _, d := range dirs {
-		names = append(names, filepath.Base(filepath.Dir(d)))
+	if len(dirs) == 0 {
+		t.Fatalf("no %s oracles in testdata", oracle)
 	}
-	return names
+	return dirs
 }
 
 // cmpRow is what the oracle and our rows are compared on. Torch keys rows
@@ -66,9 +81,10 @@ func TestOperatorsMatchTorchKeyAverages(t *testing.T) {
 		{"key_averages_stack.json", GroupByStack},
 		{"key_averages_shape.json", GroupByShape},
 	} {
-		for _, name := range realTraces(t, g.oracle) {
+		for _, dir := range oracleDirs(t, g.oracle) {
+			name := strings.TrimPrefix(filepath.ToSlash(dir), "../testdata/")
 			t.Run(name+"/"+g.oracle, func(t *testing.T) {
-				data, err := os.ReadFile(filepath.Join("..", "testdata", "traces", name, g.oracle))
+				data, err := os.ReadFile(filepath.Join(dir, g.oracle))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -91,7 +107,7 @@ func TestOperatorsMatchTorchKeyAverages(t *testing.T) {
 					k := rowKey(w.Key, w.InputShapes, w.Stack)
 					want[k] = append(want[k], r)
 				}
-				tr := readTestTrace(t, name)
+				tr := readTraceFile(t, filepath.Join(dir, "trace.json.gz"))
 				got := map[string][]cmpRow{}
 				for _, r := range Operators(tr, OperatorOptions{Device: -1, GroupBy: g.by}) {
 					c := cmpRow{Calls: r.Calls, Self: r.SelfDeviceMemory}

@@ -2,6 +2,7 @@ package memtimeline
 
 import (
 	"fmt"
+	"github.com/torchmem/torchmem/chrometrace"
 	"math/bits"
 	"sort"
 	"strings"
@@ -297,42 +298,10 @@ func fillBar(used []int64, total int64) string {
 	return sb.String()
 }
 
-// torchPackages are the top-level parts of the torch package; a frame under
-// ".../torch/<one of these>" is torch's own code even outside site-packages
-// (a source checkout), while ".../torch/myproject/train.py" stays the user's.
-var torchPackages = map[string]bool{
-	"nn": true, "autograd": true, "optim": true, "utils": true, "cuda": true,
-	"_dynamo": true, "_inductor": true, "_functorch": true, "distributed": true,
-	"amp": true, "fx": true, "jit": true, "profiler": true, "_subclasses": true,
-	"_export": true, "export": true, "backends": true, "multiprocessing": true,
-	"sparse": true, "testing": true, "_library": true, "_higher_order_ops": true,
-	"_prims": true, "_refs": true, "_decomp": true, "_prims_common": true,
-	"_tensor.py": true, "functional.py": true, "_ops.py": true, "overrides.py": true,
-	"_jit_internal.py": true, "random.py": true, "serialization.py": true,
-	"storage.py": true, "_utils.py": true, "__init__.py": true, "_compile.py": true,
-	"_tensor_str.py": true, "_guards.py": true, "_logging": true, "func": true,
-}
-
 // IsLibraryFrame reports whether a Python frame belongs to torch, an
-// installed package or the standard library rather than the user's code.
-func IsLibraryFrame(f Frame) bool {
-	p := f.Filename
-	if strings.HasPrefix(p, "<") || strings.Contains(p, "/site-packages/") ||
-		strings.Contains(p, "/dist-packages/") {
-		return true
-	}
-	if i := strings.Index(p, "/lib/python3"); i >= 0 {
-		return true
-	}
-	if i := strings.LastIndex(p, "/torch/"); i >= 0 {
-		rest := p[i+len("/torch/"):]
-		if j := strings.IndexByte(rest, '/'); j >= 0 {
-			rest = rest[:j]
-		}
-		return torchPackages[rest]
-	}
-	return false
-}
+// installed package or the standard library rather than the user's code
+// (one rule for traces and snapshots: chrometrace.IsLibraryFile).
+func IsLibraryFrame(f Frame) bool { return chrometrace.IsLibraryFile(f.Filename) }
 
 // UserFrame picks the frame that names an allocation site: the innermost
 // Python frame of the user's own code; failing that the innermost Python

@@ -59,3 +59,12 @@ func TestConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// An analysis may use Memo for another key while being computed.
+func TestMemoNests(t *testing.T) {
+	in := &Input{}
+	got := Memo(in, "outer", func() int { return Memo(in, "inner", func() int { return 41 }) + 1 })
+	if got != 42 || Memo(in, "outer", func() int { return 0 }) != 42 {
+		t.Errorf("got %d", got)
+	}
+}

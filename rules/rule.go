@@ -95,24 +95,33 @@ type Input struct {
 	SMI      *memtimeline.SMILog
 	StepLog  *memtimeline.StepLog
 	Snapshot *memtimeline.Snapshot
+	Timeline *memtimeline.CategoryTimeline
 
 	mu    sync.Mutex
-	cache map[string]any
+	cache map[string]*memoEntry
 }
 
-// Memo computes a shared analysis once per input.
+// Memo computes a shared analysis once per input. Each key has its own
+// once, so an analysis may itself use Memo for another key (the leak rule
+// builds on the per-operator table) without deadlocking.
 func Memo[T any](in *Input, key string, compute func() T) T {
 	in.mu.Lock()
-	defer in.mu.Unlock()
 	if in.cache == nil {
-		in.cache = map[string]any{}
+		in.cache = map[string]*memoEntry{}
 	}
-	if v, ok := in.cache[key]; ok {
-		return v.(T)
+	e := in.cache[key]
+	if e == nil {
+		e = &memoEntry{}
+		in.cache[key] = e
 	}
-	v := compute()
-	in.cache[key] = v
-	return v
+	in.mu.Unlock()
+	e.once.Do(func() { e.value = compute() })
+	return e.value.(T)
+}
+
+type memoEntry struct {
+	once  sync.Once
+	value any
 }
 
 // Rule is one detector with its defaults. Check reads the threshold and
@@ -169,4 +178,15 @@ func Run(rs []Rule, in *Input) []Finding {
 	}
 	slices.SortStableFunc(out, func(a, b Finding) int { return int(b.Severity) - int(a.Severity) })
 	return out
+}
+
+// traceOnly wraps a check that needs a profiler trace, so that it stays
+// quiet on snapshots and logs.
+func traceOnly(check func(r *Rule, in *Input) []Finding) func(r *Rule, in *Input) []Finding {
+	return func(r *Rule, in *Input) []Finding {
+		if in.Trace == nil {
+			return nil
+		}
+		return check(r, in)
+	}
 }

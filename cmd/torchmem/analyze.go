@@ -62,6 +62,7 @@ type analysisJSON struct {
 	Operators []operatorJSON       `json:"operators,omitempty"`
 	Sites     []stackJSON          `json:"sites,omitempty"`
 	Leaks     *rules.LeakReport    `json:"leaks,omitempty"`
+	Frag      *fragSummaryJSON     `json:"fragmentation,omitempty"`
 	Findings  []rules.Finding      `json:"findings"`
 }
 
@@ -113,6 +114,8 @@ func runAnalyze(stdout, stderr io.Writer, args []string, o *analyzeOptions) erro
 			}
 			l := in.Leaks()
 			a.Leaks = &l
+			f := in.Frag()
+			a.Frag = &fragSummaryJSON{Verdict: f.Verdict, Reason: f.Reason, Advice: f.Advice}
 		}
 		if in.Snapshot != nil {
 			l := rules.AnalyzeSnapshotLeaks(in.SnapshotReport(), rules.DefaultLeakOptions())
@@ -153,6 +156,14 @@ func runAnalyze(stdout, stderr io.Writer, args []string, o *analyzeOptions) erro
 		return findings()
 	}
 	return nil
+}
+
+// fragSummaryJSON is the fragmentation verdict in analyze's output; the
+// full report is torchmem frag's.
+type fragSummaryJSON struct {
+	Verdict string   `json:"verdict"`
+	Reason  string   `json:"reason"`
+	Advice  []string `json:"advice,omitempty"`
 }
 
 func nonNilStrings(s []string) []string {
@@ -216,6 +227,9 @@ func writeAnalysisText(w io.Writer, a analysisJSON, in *rules.Input, o *analyzeO
 			fmt.Fprintf(w, " (%s per step)", memtimeline.FormatBytes(a.Leaks.GrowthBytesPerStep))
 		}
 		fmt.Fprintf(w, ": %s\n", a.Leaks.Reason)
+	}
+	if a.Frag != nil {
+		fmt.Fprintf(w, "Fragmentation: %s: %s\n", strings.ToUpper(a.Frag.Verdict), a.Frag.Reason)
 	}
 	fmt.Fprintln(w)
 }

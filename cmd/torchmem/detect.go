@@ -81,7 +81,9 @@ func loadRuleInput(path string, stderr io.Writer) (*rules.Input, inputKind, erro
 	case kindSnapshot:
 		in.Snapshot, err = readSnapshotFile(path)
 	case kindTimeline:
-		fmt.Fprintf(stderr, "torchmem: note: %s is a %s; no rules read it yet, skipped\n", path, kind)
+		if in.Timeline, err = memtimeline.ReadExportedTimeline(path); err != nil {
+			err = badInput(err)
+		}
 	default:
 		err = badInput(fmt.Errorf("%s: not a file torchmem reads (a Kineto trace, allocator snapshot, nvidia-smi CSV, per-step JSONL or memory timeline)", path))
 	}

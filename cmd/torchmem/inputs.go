@@ -11,8 +11,9 @@ import (
 )
 
 // expandInputs turns the command line's files and directories into files.
-// A directory stands for the traces in it (per-rank exports): files whose
-// names end in .json or .json.gz, and allocator snapshots (.pickle).
+// A directory stands for the files torchmem reads in it, such as what the
+// snippet writes: traces (.json, .json.gz), allocator snapshots (.pickle),
+// per-step logs (.jsonl) and nvidia-smi logs (.csv), gzipped or not.
 func expandInputs(args []string) ([]string, error) {
 	var out []string
 	for _, a := range args {
@@ -34,18 +35,26 @@ func expandInputs(args []string) ([]string, error) {
 			if e.IsDir() || strings.HasPrefix(n, ".") {
 				continue
 			}
-			if strings.HasSuffix(n, ".json") || strings.HasSuffix(n, ".json.gz") || strings.HasSuffix(n, ".pickle") {
-				found = append(found, filepath.Join(a, n))
+			base := strings.TrimSuffix(n, ".gz")
+			for _, ext := range readableExtensions {
+				if strings.HasSuffix(base, ext) {
+					found = append(found, filepath.Join(a, n))
+					break
+				}
 			}
 		}
 		if len(found) == 0 {
-			return nil, badInput(fmt.Errorf("%s: no .json, .json.gz or .pickle files in this directory", a))
+			return nil, badInput(fmt.Errorf("%s: no %s files in this directory", a, strings.Join(readableExtensions, ", ")))
 		}
 		slices.Sort(found)
 		out = append(out, found...)
 	}
 	return out, nil
 }
+
+// readableExtensions are the file endings a directory is searched for
+// (each may also end in .gz); content decides what a file is.
+var readableExtensions = []string{".json", ".jsonl", ".pickle", ".csv"}
 
 var rankInName = regexp.MustCompile(`(?i)rank[_-]?(\d+)`)
 

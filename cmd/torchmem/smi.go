@@ -46,8 +46,8 @@ gzipped or not) and reports per GPU:
     of a job starved by its input pipeline;
   - time above --threshold of memory.total (the out-of-memory alarm).
 
-It is a report: the exit code is 0 whatever it finds ('torchmem check'
-gates); 2 when the file cannot be read.`,
+Exit status: 0 when no leak is found, 1 when one is, 2 when the file cannot
+be read.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(format, formatTable, formatJSON); err != nil {
@@ -82,9 +82,15 @@ gates); 2 when the file cannot be read.`,
 			a := memtimeline.AnalyzeSMI(log, opts)
 			out := cmd.OutOrStdout()
 			if format == formatJSON {
-				return writeJSON(out, smiJSONReport(path, log, a))
+				if err := writeJSON(out, smiJSONReport(path, log, a)); err != nil {
+					return err
+				}
+			} else {
+				renderSMITable(out, path, log, a)
 			}
-			renderSMITable(out, path, log, a)
+			if len(a.Leaks()) > 0 {
+				return findings()
+			}
 			return nil
 		},
 	}

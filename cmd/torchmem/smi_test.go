@@ -27,8 +27,8 @@ func TestSMICommandGolden(t *testing.T) {
 	const log = "testdata/smi/nvidia_smi_leak.csv"
 	for _, format := range []string{"table", "json"} {
 		out, stderr, code := runForTest(t, "smi", "--format", format, log)
-		// A report: exit 0 even though it finds a leak.
-		if code != exitOK || stderr != "" {
+		// The log holds a leak: exit 1, like leaks and frag.
+		if code != exitFindings || stderr != "" {
 			t.Fatalf("%s: exit %d, stderr %q", format, code, stderr)
 		}
 		checkGolden(t, "testdata/smi/nvidia_smi_leak.smi."+format+".golden", out)
@@ -38,7 +38,7 @@ func TestSMICommandGolden(t *testing.T) {
 func TestSMICommandJSON(t *testing.T) {
 	chdirRepoRoot(t)
 	out, _, code := runForTest(t, "smi", "--format", "json", "--gpu", "0", "testdata/smi/nvidia_smi_leak.csv")
-	if code != exitOK {
+	if code != exitFindings {
 		t.Fatalf("exit %d", code)
 	}
 	dec := json.NewDecoder(strings.NewReader(out))
@@ -139,7 +139,7 @@ func TestSMICommandGzipped(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, stderr, code := runForTest(t, "smi", p)
-	if code != exitOK || !strings.Contains(out, "Leak: steady growth in 1 stretch") {
+	if code != exitFindings || !strings.Contains(out, "Leak: steady growth in 1 stretch") {
 		t.Errorf("exit %d, stderr %q, out:\n%s", code, stderr, out)
 	}
 }

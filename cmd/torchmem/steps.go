@@ -42,8 +42,8 @@ out --warmup leading steps, when enough remain) and says "growing" (with
 bytes per step) when the line rises steadily (R^2 >= 0.8) by at least 1 MiB
 and 1% of the starting value, else "flat".
 
-It is a report: exit 0 whatever it finds ('torchmem check' gates); 2 when
-the file cannot be read.`,
+Exit status: 0 flat or unknown, 1 when a device's allocated memory grows, 2
+when the file cannot be read.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(format, formatTable, formatJSON); err != nil {
@@ -63,10 +63,13 @@ the file cannot be read.`,
 			a := memtimeline.AnalyzeSteps(log, opts)
 			out := cmd.OutOrStdout()
 			if format == formatJSON {
-				return writeJSON(out, stepsJSONReport(path, log, a))
+				if err := writeJSON(out, stepsJSONReport(path, log, a)); err != nil {
+					return err
+				}
+				return stepsExit(a)
 			}
 			renderStepsTable(out, path, log, a)
-			return nil
+			return stepsExit(a)
 		},
 	}
 	f := cmd.Flags()
@@ -225,4 +228,14 @@ func stepsJSONReport(path string, log *memtimeline.StepLog, a memtimeline.StepAn
 		rep.Series = append(rep.Series, j)
 	}
 	return rep
+}
+
+// stepsExit is findings (exit 1) when any device's memory grows.
+func stepsExit(a memtimeline.StepAnalysis) error {
+	for _, s := range a.Series {
+		if s.Verdict == "growing" {
+			return findings()
+		}
+	}
+	return nil
 }

@@ -1,0 +1,271 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/jedib0t/go-pretty/v6/table"
+	"github.com/jedib0t/go-pretty/v6/text"
+	"github.com/spf13/cobra"
+	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/rules"
+)
+
+func init() { subcommands = append(subcommands, newDiffCmd) }
+
+type diffOptions struct {
+	failIf    []string
+	rulesFile string
+	format    string
+	top       int
+	output    string
+}
+
+func newDiffCmd() *cobra.Command {
+	o := &diffOptions{}
+	cmd := &cobra.Command{
+		Use:   "diff BASE HEAD",
+		Short: "What a change did to GPU memory: peaks, growth, and the operators and lines that moved",
+		Long: `Compares two runs, each a trace, a directory of per-rank traces, or an allocator
+snapshot: peak allocated and reserved (absolute and %), growth per step and leak
+verdicts side by side, the operators (Self CUDA Mem) and allocation sites
+(file:line) whose bytes moved most, and leak suspects that are new in HEAD.
+Operators match by name and sites by your innermost line and operator, so two
+runs of different lengths still compare; steps match by their position in the
+profiled window.
+
+--fail-if sets a budget (repeatable; also 'diff: fail_if: [...]' in the rules
+YAML): METRIC>+N% (relative to BASE), METRIC>+N<unit> (increase), METRIC>N<unit>
+(HEAD's value), with METRIC one of peak_allocated, peak_reserved,
+growth_per_step, new_suspects. Exit status: 0 within budget, 1 over, 2 bad input.`,
+		Example: `  torchmem diff main.json.gz pr.json.gz
+  torchmem diff base/ head/ --fail-if "peak_allocated>+5%" --fail-if "new_suspects>0"
+  torchmem diff base.json.gz head.json.gz --format markdown >> "$GITHUB_STEP_SUMMARY"`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runDiff(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], args[1], o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVar(&o.failIf, "fail-if", nil, `budget condition, e.g. "peak_allocated>+5%" (repeatable)`)
+	f.StringVar(&o.rulesFile, "rules", "", "YAML config whose diff.fail_if conditions apply too")
+	f.StringVar(&o.format, "format", formatText, "output format: text, json, markdown")
+	f.IntVar(&o.top, "top", 10, "movers shown per table")
+	f.StringVarP(&o.output, "output", "o", "", "also write an HTML page with both memory timelines overlaid")
+	return cmd
+}
+
+// loadSide reads one side of a diff: a trace, a snapshot, or a directory
+// of per-rank traces (merged).
+func loadSide(arg string, stderr io.Writer) (*rules.Side, []*rules.Input, error) {
+	paths, err := expandInputs([]string{arg})
+	if err != nil {
+		return nil, nil, err
+	}
+	var sides []*rules.Side
+	var inputs []*rules.Input
+	for _, p := range paths {
+		in, kind, err := loadRuleInput(p, stderr)
+		if err != nil {
+			return nil, nil, err
+		}
+		switch {
+		case in.Trace != nil:
+			sides = append(sides, rules.NewTraceSide(p, in.Trace))
+		case in.Snapshot != nil:
+			sides = append(sides, rules.NewSnapshotSide(p, in.SnapshotReport()))
+		default:
+			return nil, nil, badInput(fmt.Errorf("%s: a %s cannot be diffed (want a trace, a directory of traces or a snapshot)", p, kind))
+		}
+		inputs = append(inputs, in)
+	}
+	return rules.Merge(arg, sides), inputs, nil
+}
+
+type diffJSON struct {
+	Base          string              `json:"base"`
+	Head          string              `json:"head"`
+	Changed       bool                `json:"changed"`
+	WithinBudget  bool                `json:"within_budget"`
+	Violations    []string            `json:"violations"`
+	Metrics       []rules.MetricDelta `json:"metrics"`
+	BaseVerdict   string              `json:"base_leak_verdict"`
+	HeadVerdict   string              `json:"head_leak_verdict"`
+	Operators     []rules.Mover       `json:"operators"`
+	SitesAlloc    []rules.Mover       `json:"sites_alloc"`
+	SitesLive     []rules.Mover       `json:"sites_live_at_end"`
+	NewSuspects   []rules.LeakSuspect `json:"new_suspects"`
+	StepSurvivors [][2]int64          `json:"step_survivors"`
+}
+
+func runDiff(stdout, stderr io.Writer, baseArg, headArg string, o *diffOptions) error {
+	if err := checkFormat(o.format, formatText, formatJSON, formatMarkdown); err != nil {
+		return err
+	}
+	conds := append([]string(nil), o.failIf...)
+	if o.rulesFile != "" {
+		_, cfg, err := loadRules(o.rulesFile)
+		if err != nil {
+			return err
+		}
+		conds = append(conds, cfg.Diff.FailIf...)
+	}
+	var budgets []rules.Budget
+	for _, c := range conds {
+		b, err := rules.ParseBudget(c)
+		if err != nil {
+			return badInput(fmt.Errorf("--fail-if: %w", err))
+		}
+		budgets = append(budgets, b)
+	}
+	base, baseInputs, err := loadSide(baseArg, stderr)
+	if err != nil {
+		return err
+	}
+	head, headInputs, err := loadSide(headArg, stderr)
+	if err != nil {
+		return err
+	}
+	d := rules.Compare(base, head, o.top)
+	var violations []string
+	for _, b := range budgets {
+		if over, why := b.Exceeded(d); over {
+			violations = append(violations, b.Text+": "+why)
+		}
+	}
+	if o.output != "" {
+		if err := writeDiffHTML(o.output, d, baseInputs, headInputs); err != nil {
+			return err
+		}
+	}
+	switch o.format {
+	case formatJSON:
+		out := diffJSON{Base: d.Base, Head: d.Head, Changed: d.Changed, WithinBudget: len(violations) == 0, Violations: nonNilStrings(violations),
+			Metrics: d.Metrics, BaseVerdict: d.BaseVerdict, HeadVerdict: d.HeadVerdict, Operators: nonNilMovers(d.Operators),
+			SitesAlloc: nonNilMovers(d.SitesAlloc), SitesLive: nonNilMovers(d.SitesLive), NewSuspects: d.NewSuspects, StepSurvivors: d.StepSurvivors}
+		if out.NewSuspects == nil {
+			out.NewSuspects = []rules.LeakSuspect{}
+		}
+		if err := writeJSON(stdout, out); err != nil {
+			return err
+		}
+	default:
+		writeDiffText(stdout, d, violations, len(budgets), o.format)
+	}
+	if len(violations) > 0 {
+		return findings()
+	}
+	return nil
+}
+
+// writeDiffHTML writes the overlaid timelines (report.go).
+var writeDiffHTML func(path string, d *rules.Diff, base, head []*rules.Input) error
+
+func nonNilMovers(m []rules.Mover) []rules.Mover {
+	if m == nil {
+		return []rules.Mover{}
+	}
+	return m
+}
+
+func signed(n int64) string {
+	if n > 0 {
+		return "+" + memtimeline.FormatBytes(n)
+	}
+	return memtimeline.FormatBytes(n)
+}
+
+func diffVerdict(d *rules.Diff, violations []string, budgets int) string {
+	switch {
+	case len(violations) > 0:
+		return fmt.Sprintf("OVER BUDGET: %s", strings.Join(violations, "; "))
+	case !d.Changed:
+		return "no change in GPU memory"
+	}
+	var peak rules.MetricDelta
+	for _, m := range d.Metrics {
+		if m.Metric == "peak_allocated" {
+			peak = m
+		}
+	}
+	s := fmt.Sprintf("peak allocated %s (%+.1f%%)", signed(peak.Delta), peak.Pct)
+	if d.BaseVerdict != d.HeadVerdict {
+		s += fmt.Sprintf(", leak verdict %s -> %s", d.BaseVerdict, d.HeadVerdict)
+	}
+	if len(d.NewSuspects) > 0 {
+		s += fmt.Sprintf(", %d new leak suspects", len(d.NewSuspects))
+	}
+	if budgets > 0 {
+		s += ", within budget"
+	}
+	return s
+}
+
+func writeDiffText(w io.Writer, d *rules.Diff, violations []string, budgets int, format string) {
+	line := diffVerdict(d, violations, budgets)
+	if format == formatMarkdown {
+		icon := "✅"
+		if len(violations) > 0 {
+			icon = "❌"
+		}
+		fmt.Fprintf(w, "%s **torchmem diff: %s**\n\n", icon, mdEscape(line))
+	} else {
+		fmt.Fprintf(w, "torchmem diff %s -> %s: %s\n\n", d.Base, d.Head, line)
+	}
+	tw := newTableWriter()
+	tw.AppendHeader(table.Row{"Metric", "Base", "Head", "Change", "%"})
+	for _, m := range d.Metrics {
+		pct := fmt.Sprintf("%+.1f%%", m.Pct)
+		if m.Base == 0 && m.Delta != 0 {
+			pct = "new"
+		}
+		tw.AppendRow(table.Row{m.Metric, memtimeline.FormatBytes(m.Base), memtimeline.FormatBytes(m.Head), signed(m.Delta), pct})
+	}
+	tw.AppendRow(table.Row{"leak verdict", d.BaseVerdict, d.HeadVerdict, "", ""})
+	tw.SetColumnConfigs([]table.ColumnConfig{{Number: 2, Align: text.AlignRight}, {Number: 3, Align: text.AlignRight}, {Number: 4, Align: text.AlignRight}, {Number: 5, Align: text.AlignRight}})
+	renderTable(w, tw, format)
+	movers := func(title string, ms []rules.Mover) {
+		if len(ms) == 0 {
+			return
+		}
+		fmt.Fprintf(w, "\n%s\n", title)
+		if format == formatMarkdown {
+			fmt.Fprintln(w)
+		}
+		perStep := false
+		for _, m := range ms {
+			perStep = perStep || m.DeltaPerStep != 0
+		}
+		tw := newTableWriter()
+		header := table.Row{"Name", "Base", "Head", "Change"}
+		if perStep {
+			header = append(header, "Change per step")
+		}
+		tw.AppendHeader(header)
+		for _, m := range ms {
+			name := m.Name
+			if format == formatMarkdown {
+				name = mdEscape(name)
+			} else {
+				name = truncate(name, 90)
+			}
+			row := table.Row{name, memtimeline.FormatBytes(m.Base), memtimeline.FormatBytes(m.Head), signed(m.Delta)}
+			if perStep {
+				row = append(row, signed(m.DeltaPerStep))
+			}
+			tw.AppendRow(row)
+		}
+		tw.SetColumnConfigs([]table.ColumnConfig{{Number: 2, Align: text.AlignRight}, {Number: 3, Align: text.AlignRight}, {Number: 4, Align: text.AlignRight}, {Number: 5, Align: text.AlignRight}})
+		renderTable(w, tw, format)
+	}
+	movers("Operators whose Self CUDA Mem moved most:", d.Operators)
+	movers("Allocation sites whose allocated bytes moved most:", d.SitesAlloc)
+	movers("Allocation sites whose bytes alive at the end moved most:", d.SitesLive)
+	if len(d.NewSuspects) > 0 {
+		fmt.Fprintln(w, "\nLeak suspects new in HEAD:")
+		for _, s := range d.NewSuspects {
+			fmt.Fprintf(w, "  %s per step: %s\n", memtimeline.FormatBytes(s.BytesPerStep), rules.SiteLabel(s.Stack, s.Operator))
+		}
+	}
+}

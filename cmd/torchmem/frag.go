@@ -1,0 +1,401 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/jedib0t/go-pretty/v6/table"
+	"github.com/jedib0t/go-pretty/v6/text"
+	"github.com/spf13/cobra"
+	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/rules"
+)
+
+func init() { subcommands = append(subcommands, newFragCmd) }
+
+type fragOptions struct {
+	rules.FragOptions
+	format string
+}
+
+func newFragCmd() *cobra.Command {
+	o := &fragOptions{FragOptions: rules.DefaultFragOptions()}
+	def := rules.DefaultFragOptions()
+	cmd := &cobra.Command{
+		Use:   "frag FILE",
+		Short: "Is the CUDA caching allocator fragmented: 4 KB floods, reserved-allocated gap, cudaMalloc churn",
+		Long: `Reads a profiler trace (recorded with profile_memory=True) and looks for the
+signs of a fragmented or thrashing caching allocator:
+
+  - a flood of small blocks: thousands of allocations of <= 4 KiB per step
+    making most of all allocations (the sites that make them are listed);
+  - a large gap between reserved and allocated memory at the peak while the
+    allocator still asked the driver for new segments: memory it held but
+    could not use for the request;
+  - cudaMalloc/cudaFree after the first step: the cache keeps missing, or
+    torch.cuda.empty_cache() in the loop gives segments back that the next
+    step takes again (reserved memory drops, then cudaMalloc).
+
+It also prints the allocation size histogram (by the allocator's size
+classes), alloc/free traffic per step and the reserved-minus-allocated gap.
+What a trace cannot show is the layout inside segments (inactive split
+blocks, the largest free block): that needs an allocator snapshot.
+
+Sizes use binary units as torch prints them (1 MB = 1 MiB); --format json
+gives exact integer bytes and nanoseconds.
+
+Exit status: 0 ok or unknown, 1 fragmented, 2 bad input.`,
+		Example: `  torchmem frag trace.json.gz
+  torchmem frag trace.json.gz --format json
+  torchmem frag trace.json.gz --min-small-per-step 500 --min-churn-per-step 0.5`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runFrag(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], o)
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.Device, "device", -1, "only this GPU index (-1 = all; the reserved timeline follows the GPU with the highest allocated memory)")
+	f.Int64Var(&o.SmallMaxBytes, "small-max-bytes", def.SmallMaxBytes, "largest block size counted as a small allocation")
+	f.Float64Var(&o.MinSmallPerStep, "min-small-per-step", def.MinSmallPerStep, "small allocations per step that make a flood (with --min-small-fraction)")
+	f.Float64Var(&o.MinSmallFraction, "min-small-fraction", def.MinSmallFraction, "share of all allocations that small ones must reach for a flood")
+	f.Float64Var(&o.MinGapFraction, "min-gap-fraction", def.MinGapFraction, "reserved-minus-allocated at peak, as a fraction of reserved, that counts as a gap")
+	f.Int64Var(&o.MinGapBytes, "min-gap-bytes", def.MinGapBytes, "smallest reserved-minus-allocated gap at peak, in bytes, that counts")
+	f.Float64Var(&o.MinChurnPerStep, "min-churn-per-step", def.MinChurnPerStep, "cudaMalloc/cudaFree calls per step after the first that count as churn")
+	f.IntVar(&o.Depth, "depth", def.Depth, "Python frames kept per site stack (innermost)")
+	f.IntVar(&o.TopSites, "top", 5, "sites shown (0 = all)")
+	f.StringVar(&o.format, "format", formatTable, "output format: table, json, markdown")
+	return cmd
+}
+
+// fragJSON is the --format json document: the report with the file it is about.
+type fragJSON struct {
+	Trace string `json:"trace"`
+	rules.FragReport
+}
+
+func runFrag(stdout, stderr io.Writer, path string, o *fragOptions) error {
+	if err := checkFormat(o.format, formatTable, formatJSON, formatMarkdown); err != nil {
+		return err
+	}
+	if o.SmallMaxBytes <= 0 || o.TopSites < 0 || o.Depth < 0 || o.MinSmallFraction < 0 || o.MinGapFraction < 0 {
+		return badInput(errors.New("--small-max-bytes must be positive; --top, --depth and the fractions must not be negative"))
+	}
+	snapshot, err := isPickle(path)
+	if err != nil {
+		return err
+	}
+	if snapshot {
+		return runFragSnapshot(stdout, stderr, path, o)
+	}
+	t, err := loadTrace(path, stderr)
+	if err != nil {
+		return err
+	}
+	rep := rules.AnalyzeFrag(t, o.FragOptions)
+	if o.format == formatJSON {
+		if err := writeJSON(stdout, fragJSON{Trace: path, FragReport: rep}); err != nil {
+			return err
+		}
+	} else {
+		writeFragReport(stdout, path, &rep, o.format)
+	}
+	if rep.Verdict == rules.VerdictFragmented {
+		return findings()
+	}
+	return nil
+}
+
+// isPickle reports whether path holds a Python pickle (an allocator
+// snapshot), plain or gzipped, from its first byte.
+func isPickle(path string) (bool, error) {
+	in, err := chrometrace.Open(path)
+	if err != nil {
+		if errors.Is(err, chrometrace.ErrEmpty) {
+			return false, badInput(fmt.Errorf("%s: %w", path, err))
+		}
+		return false, badInput(describeOpenError(path, err))
+	}
+	defer in.Close()
+	head, _ := in.Peek(1)
+	return len(head) == 1 && head[0] == 0x80, nil
+}
+
+// runFragSnapshot answers the fragmentation question from an allocator
+// snapshot, which sees what a trace cannot: the blocks inside segments.
+// Free space split inside partly used segments (inactive split) cannot be
+// returned by empty_cache nor serve a larger request.
+func runFragSnapshot(stdout, stderr io.Writer, path string, o *fragOptions) error {
+	snap, err := readSnapshotFile(path)
+	if err != nil {
+		return err
+	}
+	rep := memtimeline.AnalyzeSnapshot(snap, 0)
+	st := rep.Stats
+	limit := snapshotSplitLimit()
+	verdict, reason := rules.VerdictOK, "little free space is trapped inside used segments"
+	frac := 0.0
+	if st.ReservedBytes > 0 {
+		frac = float64(st.InactiveSplitBytes) / float64(st.ReservedBytes)
+	}
+	if frac > limit {
+		verdict = rules.VerdictFragmented
+		reason = fmt.Sprintf("%s (%.0f%% of reserved, over %.0f%%) is free but split inside segments that also hold live blocks; the largest free block is %s",
+			memtimeline.FormatBytes(st.InactiveSplitBytes), 100*frac, 100*limit, memtimeline.FormatBytes(st.LargestFreeBlock))
+	}
+	if o.format == formatJSON {
+		out := struct {
+			File                  string                        `json:"file"`
+			Verdict               string                        `json:"verdict"`
+			Reason                string                        `json:"reason"`
+			ReservedBytes         int64                         `json:"reserved_bytes"`
+			AllocatedBytes        int64                         `json:"allocated_bytes"`
+			ActiveBytes           int64                         `json:"active_bytes"`
+			InactiveSplitBytes    int64                         `json:"inactive_split_bytes"`
+			LargestFreeBlockBytes int64                         `json:"largest_free_block_bytes"`
+			FreeBytes             int64                         `json:"free_bytes"`
+			Segments              []memtimeline.SegmentFill     `json:"segments"`
+			Settings              memtimeline.AllocatorSettings `json:"allocator_settings"`
+			OOMs                  []memtimeline.OOMEvent        `json:"ooms"`
+		}{path, verdict, reason, st.ReservedBytes, st.AllocatedBytes, st.ActiveBytes, st.InactiveSplitBytes, st.LargestFreeBlock, st.FreeBytes,
+			rep.SegmentFills, rep.Settings, rep.OOMs}
+		if err := writeJSON(stdout, out); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(stdout, "Verdict: %s: %s\n", strings.ToUpper(verdict), reason)
+		if verdict == rules.VerdictFragmented {
+			fmt.Fprintln(stdout, "What to try: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; max_split_size_mb to keep large blocks whole; pre-allocate fixed-size buffers.")
+		}
+		fmt.Fprintln(stdout)
+		if err := renderSnapshotReport(stdout, path, rep, snapshotOptions{format: formatTable, top: 20, leaks: 0}); err != nil {
+			return err
+		}
+	}
+	if verdict == rules.VerdictFragmented {
+		return findings()
+	}
+	return nil
+}
+
+// snapshotSplitLimit is the snapshot.inactive-split rule's threshold.
+func snapshotSplitLimit() float64 {
+	for _, r := range rules.Builtin() {
+		if r.ID == "snapshot.inactive-split" {
+			return r.Threshold
+		}
+	}
+	return 0.2
+}
+
+// stepOffset places a time on the report's step clock: "ProfilerStep#3 +81.2 ms".
+func stepOffset(rep *rules.FragReport, step string, ts int64) string {
+	for _, s := range rep.Steps {
+		if s.Name == step {
+			return fmt.Sprintf("%s +%s", step, formatNS(ts-s.StartNS))
+		}
+	}
+	return step
+}
+
+// formatNS prints a duration in ms (µs when short).
+func formatNS(ns int64) string {
+	if ns < 100_000 && ns > -100_000 {
+		return fmt.Sprintf("%.1f µs", float64(ns)/1e3)
+	}
+	return fmt.Sprintf("%.1f ms", float64(ns)/1e6)
+}
+
+func writeFragReport(w io.Writer, path string, rep *rules.FragReport, format string) {
+	md := format == formatMarkdown
+	heading := func(s string) {
+		if md {
+			fmt.Fprintf(w, "#### %s\n\n", s)
+		} else {
+			fmt.Fprintf(w, "%s\n", s)
+		}
+	}
+	if md {
+		fmt.Fprintf(w, "### %s\n\n**Verdict: %s**\n\n", path, rep.Verdict)
+	} else {
+		fmt.Fprintf(w, "%s\nVerdict: %s\n", path, strings.ToUpper(rep.Verdict))
+	}
+	bullet := func(s string) {
+		if md {
+			fmt.Fprintf(w, "- %s\n", s)
+		} else {
+			fmt.Fprintf(w, "  - %s\n", s)
+		}
+	}
+	if rep.Verdict == rules.VerdictUnknown {
+		fmt.Fprintf(w, "%s\n", rep.Reason)
+		return
+	}
+	list := func(title string, items []string) {
+		if len(items) == 0 {
+			return
+		}
+		if md {
+			fmt.Fprintf(w, "**%s**\n\n", title)
+		} else {
+			fmt.Fprintln(w, title)
+		}
+		for _, it := range items {
+			bullet(it)
+		}
+		if md {
+			fmt.Fprintln(w)
+		}
+	}
+	if rep.Verdict == rules.VerdictFragmented {
+		list("Why:", rep.Reasons)
+	} else {
+		list("Checked:", rep.Reasons)
+	}
+	list("What to try:", rep.Advice)
+	if !md {
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w, "Sizes in binary units as torch prints them (1 MB = 1 MiB); --format json gives exact bytes.")
+	fmt.Fprintln(w)
+
+	heading("Summary")
+	tw := newTableWriter()
+	tw.AppendHeader(table.Row{"", "Value", "Note"})
+	sa := rep.SmallAllocs
+	tw.AppendRow(table.Row{"GPU allocations", fmt.Sprintf("%d (%s)", rep.Allocs, memtimeline.FormatBytes(rep.AllocBytes)), fmt.Sprintf("%d frees (%s)", rep.Frees, memtimeline.FormatBytes(rep.FreedBytes))})
+	perStep := fmt.Sprintf("%.1f per step", sa.PerStep)
+	if rep.WholeWindow {
+		perStep = "no ProfilerStep annotations"
+	}
+	tw.AppendRow(table.Row{"Small allocations (<= " + memtimeline.FormatBytes(sa.MaxBytes) + ")", fmt.Sprintf("%d (%s)", sa.Count, memtimeline.FormatBytes(sa.Bytes)), fmt.Sprintf("%s, %.1f%% of allocations", perStep, 100*sa.Fraction)})
+	gapRow := func(name string, p *rules.GapPoint, note string) {
+		if p == nil {
+			return
+		}
+		tw.AppendRow(table.Row{name, fmt.Sprintf("%s (%.1f%% of reserved)", memtimeline.FormatBytes(p.Gap), 100*p.Fraction),
+			fmt.Sprintf("%s allocated, %s reserved at %s%s", memtimeline.FormatBytes(p.Allocated), memtimeline.FormatBytes(p.Reserved), stepOffset(rep, p.Step, p.TS), note)})
+	}
+	gapRow("Reserved - allocated at peak allocated", rep.GapAtPeak, "")
+	gapRow("Largest reserved - allocated", rep.LargestGap, "")
+	tw.AppendRow(table.Row{"New segments while the request fit in idle cache", fmt.Sprint(rep.FragmentedMisses), memtimeline.FormatBytes(rep.FragmentedMissBytes) + " reserved: memory held but not usable for the request"})
+	sc := rep.SegmentCalls
+	source := "from CUDA runtime events"
+	if sc.Source == "reserved" {
+		source = "inferred from reserved memory (no CUDA runtime events)"
+	}
+	tw.AppendRow(table.Row{"cudaMalloc", fmt.Sprintf("%d (%s)", sc.CudaMalloc, formatNS(sc.CudaMallocNS)), fmt.Sprintf("%d after the first step, %s", sc.SteadyCudaMalloc, source)})
+	tw.AppendRow(table.Row{"cudaFree", fmt.Sprintf("%d (%s)", sc.CudaFree, formatNS(sc.CudaFreeNS)), fmt.Sprintf("%d after the first step, %d inside torch.cuda.empty_cache()", sc.SteadyCudaFree, sc.EmptyCacheFrees)})
+	tw.AppendRow(table.Row{"Churn after the first step", fmt.Sprintf("%.1f calls per step", sc.ChurnPerStep), "cudaFree, and cudaMalloc in steps without a new peak"})
+	renderTable(w, tw, format)
+	fmt.Fprintln(w)
+
+	heading("Allocation sizes (rounded blocks)")
+	tw = newTableWriter()
+	tw.AppendHeader(table.Row{"Block size", "Allocator pool", "Allocations", "Share", "Bytes"})
+	for _, h := range rep.Histogram {
+		tw.AppendRow(table.Row{h.Label, h.Pool, h.Count, fmt.Sprintf("%.1f%%", 100*h.Fraction), memtimeline.FormatBytes(h.Bytes)})
+	}
+	tw.SetColumnConfigs([]table.ColumnConfig{{Number: 3, Align: text.AlignRight}, {Number: 4, Align: text.AlignRight}, {Number: 5, Align: text.AlignRight}})
+	renderTable(w, tw, format)
+	fmt.Fprintln(w)
+
+	if len(rep.Steps) > 0 {
+		heading("Per step")
+		tw = newTableWriter()
+		tw.AppendHeader(table.Row{"Step", "Allocs", "Frees", "Churned", "Small", "Peak allocated", "Peak reserved", "cudaMalloc", "cudaFree", "Returned", ""})
+		for _, s := range rep.Steps {
+			note := []string{}
+			if !s.Steady {
+				note = append(note, "first step")
+			}
+			if s.NewPeak && s.Steady && s.CudaMalloc > 0 {
+				note = append(note, "new peak: growth")
+			}
+			if s.ChurnCalls > 0 {
+				note = append(note, fmt.Sprintf("%d churn calls", s.ChurnCalls))
+			}
+			tw.AppendRow(table.Row{s.Name, s.Allocs, s.Frees, memtimeline.FormatBytes(s.AllocBytes + s.FreedBytes), s.SmallAllocs,
+				memtimeline.FormatBytes(s.PeakAllocated), memtimeline.FormatBytes(s.PeakReserved),
+				callsCell(s.CudaMalloc, s.CudaMallocNS), callsCell(s.CudaFree, s.CudaFreeNS),
+				memtimeline.FormatBytes(s.ReservedReturnedBytes), strings.Join(note, ", ")})
+		}
+		cfg := []table.ColumnConfig{}
+		for c := 2; c <= 10; c++ {
+			cfg = append(cfg, table.ColumnConfig{Number: c, Align: text.AlignRight})
+		}
+		tw.SetColumnConfigs(cfg)
+		renderTable(w, tw, format)
+		fmt.Fprintln(w)
+	}
+
+	if len(rep.ReservedDrops) > 0 {
+		heading("Reserved memory given back (segments freed)")
+		tw = newTableWriter()
+		tw.AppendHeader(table.Row{"When", "Returned", "Reserved after", "cudaFree calls", "By"})
+		for _, d := range rep.ReservedDrops {
+			by := "allocation retry or other cudaFree"
+			if d.EmptyCache {
+				by = "torch.cuda.empty_cache()"
+			}
+			tw.AppendRow(table.Row{stepOffset(rep, d.Step, d.TS), memtimeline.FormatBytes(d.Bytes), memtimeline.FormatBytes(d.ReservedAfter), d.CudaFreeCalls, by})
+		}
+		renderTable(w, tw, format)
+		fmt.Fprintln(w)
+	}
+
+	writeSites := func(title string, sites []rules.CodeSite, bytes bool) {
+		if len(sites) == 0 {
+			return
+		}
+		heading(title)
+		tw := newTableWriter()
+		row := table.Row{"Count", "Per step", "Share"}
+		if bytes {
+			row = append(row, "Bytes")
+		}
+		tw.AppendHeader(append(row, "Python stack (innermost last)", "Operator"))
+		sep := "\n"
+		if format != formatTable {
+			sep = " → "
+		}
+		for _, s := range sites {
+			stack := slices.Clone(s.Stack)
+			if len(stack) == 0 {
+				stack = []string{"(no Python stack)"}
+			}
+			op := s.Operator
+			if s.ForwardOp != "" {
+				op += " (backward of " + s.ForwardOp + ")"
+			}
+			r := table.Row{s.Count, fmt.Sprintf("%.1f", s.PerStep), fmt.Sprintf("%.1f%%", 100*s.Fraction)}
+			if bytes {
+				r = append(r, memtimeline.FormatBytes(s.Bytes))
+			}
+			tw.AppendRow(append(r, strings.Join(stack, sep), strings.ReplaceAll(op, " > ", sep+"> ")))
+		}
+		numeric := 3
+		if bytes {
+			numeric = 4
+		}
+		cfg := []table.ColumnConfig{}
+		for c := 1; c <= numeric; c++ {
+			cfg = append(cfg, table.ColumnConfig{Number: c, Align: text.AlignRight})
+		}
+		tw.SetColumnConfigs(cfg)
+		renderTable(w, tw, format)
+		fmt.Fprintln(w)
+	}
+	writeSites(fmt.Sprintf("Top sites of small allocations (<= %s)", memtimeline.FormatBytes(sa.MaxBytes)), sa.TopSites, true)
+	writeSites("Where cudaMalloc/cudaFree were called after the first step (churn)", sc.TopSites, false)
+}
+
+func callsCell(n, ns int64) string {
+	if n == 0 {
+		return "0"
+	}
+	return fmt.Sprintf("%d (%s)", n, formatNS(ns))
+}

@@ -1,0 +1,397 @@
+package main
+
+import (
+	"cmp"
+	_ "embed"
+	"fmt"
+	"html/template"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/rules"
+)
+
+func init() {
+	subcommands = append(subcommands, newReportCmd)
+	writeDiffHTML = writeDiffReport
+}
+
+// writeReportFile is how analyze -o writes the report.
+var writeReportFile = writeReport
+
+//go:embed templates/report.html.tmpl
+var reportTemplateText string
+
+// The template escapes every name it prints (op names like
+// "void at::native::...<...>" and stack paths come from untrusted files);
+// charts come pre-escaped from memtimeline.ChartSnippet.
+var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
+	"bytes": memtimeline.FormatBytes,
+	"join":  func(s []string) string { return strings.Join(s, "\n") },
+}).Parse(reportTemplateText))
+
+func newReportCmd() *cobra.Command {
+	var output, rulesFile string
+	var top int
+	cmd := &cobra.Command{
+		Use:   "report INPUT... -o report.html",
+		Short: "Write one self-contained HTML report with memory-over-time charts, to attach to a pull request",
+		Long: `Writes one HTML file that works offline, forever: the charting library is
+embedded and the page requests nothing from the network. Inputs are traces,
+directories of per-rank traces, export_memory_timeline files (.json, .json.gz,
+.raw.json.gz), allocator snapshots, nvidia-smi logs and per-step memory logs,
+each recognized by its content.
+
+Per input: a summary, memory over time (allocated and reserved per GPU, with
+ProfilerStep bands, zoom and out-of-memory markers; per-category stacked areas
+for memory timelines; used memory per GPU for nvidia-smi), the top operators
+and allocation sites, the leak verdict with its suspects, and every finding of
+the rules with what to do.`,
+		Example: `  torchmem report trace.json.gz -o report.html
+  torchmem report traces/ snapshot.pickle memory_timeline.json.gz -o report.html`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if output == "" {
+				return badInput(fmt.Errorf("say where to write the report: -o report.html"))
+			}
+			rs, _, err := loadRules(rulesFile)
+			if err != nil {
+				return err
+			}
+			paths, err := expandInputs(args)
+			if err != nil {
+				return err
+			}
+			var inputs []*rules.Input
+			for _, p := range paths {
+				in, _, err := loadRuleInput(p, cmd.ErrOrStderr())
+				if err != nil {
+					return err
+				}
+				inputs = append(inputs, in)
+			}
+			reportTop = top
+			if err := writeReport(output, paths, inputs, rs, cmd.ErrOrStderr()); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s\n", output)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "the HTML file to write")
+	cmd.Flags().StringVar(&rulesFile, "rules", "", "YAML rules config for the findings (as for check)")
+	cmd.Flags().IntVar(&top, "top", 15, "rows in the operator and site tables")
+	return cmd
+}
+
+// reportTop is the number of table rows; the report command sets it.
+var reportTop = 15
+
+type reportKV struct{ Key, Value string }
+
+type reportChart struct {
+	Title string
+	HTML  template.HTML
+}
+
+type reportTable struct {
+	Title  string
+	Header []string
+	Rows   [][]string
+}
+
+type reportInput struct {
+	Source    string
+	Kind      string
+	Summary   []reportKV
+	Charts    []reportChart
+	Leak      *rules.LeakReport
+	Operators []operatorJSON
+	Sites     []stackJSON
+	Tables    []reportTable
+	Findings  []rules.Finding
+}
+
+type reportPage struct {
+	Title   string
+	Version string
+	Verdict string
+	Failed  bool
+	Echarts template.HTML
+	Inputs  []reportInput
+}
+
+func writeReport(path string, sources []string, inputs []*rules.Input, rs []rules.Rule, stderr io.Writer) error {
+	page := reportPage{Title: "torchmem memory report", Version: version, Echarts: memtimeline.EchartsScript()}
+	var all []rules.Finding
+	for i, in := range inputs {
+		ri, err := buildReportInput(fmt.Sprintf("in%d_", i), in, rs)
+		if err != nil {
+			return badInput(fmt.Errorf("%s: %w", in.Source, err))
+		}
+		all = append(all, ri.Findings...)
+		page.Inputs = append(page.Inputs, ri)
+	}
+	page.Verdict = verdictLine(all, len(inputs))
+	errs, _, _ := countBySeverity(all)
+	page.Failed = errs > 0
+	return writePage(path, page)
+}
+
+func writePage(path string, page reportPage) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return badInput(fmt.Errorf("-o %s: %w", path, err))
+	}
+	if err := reportTemplate.Execute(f, page); err != nil {
+		f.Close()
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return f.Close()
+}
+
+func buildReportInput(idPrefix string, in *rules.Input, rs []rules.Rule) (reportInput, error) {
+	ri := reportInput{Source: in.Source, Findings: rules.Run(rs, in)}
+	switch {
+	case in.Trace != nil:
+		ri.Kind = string(kindTrace)
+		t := in.Trace
+		s := chrometrace.Summarize(t, -1)
+		ri.Summary = traceSummaryKV(t, s)
+		l := in.Leaks()
+		for _, spec := range memtimeline.TraceChartSpecs(t, idPrefix) {
+			if l.Verdict == rules.VerdictLeak {
+				spec.Markers = append(spec.Markers, leakMarkers(t, spec, l)...)
+			}
+			if err := ri.addChart(spec); err != nil {
+				return ri, err
+			}
+		}
+		ops := slices.Clone(in.Operators())
+		slices.SortFunc(ops, func(a, b chrometrace.OperatorStats) int {
+			return cmp.Or(cmp.Compare(b.SelfDeviceMemory, a.SelfDeviceMemory), strings.Compare(a.Name, b.Name))
+		})
+		ops = slices.DeleteFunc(ops, func(o chrometrace.OperatorStats) bool { return o.OnDevice })
+		for _, r := range ops[:min(reportTop, len(ops))] {
+			ri.Operators = append(ri.Operators, operatorJSON{Name: r.Name, Calls: r.Calls, SelfDeviceMemoryBytes: r.SelfDeviceMemory, DeviceMemoryBytes: r.DeviceMemory, Allocs: r.Allocs})
+		}
+		sites := memtimeline.Sites(t, chrometrace.Attribute(t), memtimeline.Lifetimes(t, -1), memtimeline.SiteOptions{Device: -1, Depth: 5})
+		slices.SortStableFunc(sites, func(a, b memtimeline.Site) int { return cmp.Compare(b.AllocBytes, a.AllocBytes) })
+		for _, st := range sites[:min(reportTop, len(sites))] {
+			ri.Sites = append(ri.Sites, stackJSON{Frames: st.Frames, Operator: st.Operator, ForwardOperator: st.ForwardOp, AllocBytes: st.AllocBytes, LiveBytesAtEnd: st.LiveBytesAtEnd, LiveBytesAtPeak: st.LiveBytesAtPeak})
+		}
+		ri.Leak = &l
+	case in.Snapshot != nil:
+		ri.Kind = string(kindSnapshot)
+		rep := in.SnapshotReport()
+		st := rep.Stats
+		ri.Summary = []reportKV{
+			{"Reserved", fmt.Sprintf("%s (%d segments: %d small, %d large, %d expandable)", memtimeline.FormatBytes(st.ReservedBytes), st.Segments, st.SmallSegments, st.LargeSegments, st.ExpandableSegments)},
+			{"Allocated", memtimeline.FormatBytes(st.AllocatedBytes)},
+			{"Inactive split", memtimeline.FormatBytes(st.InactiveSplitBytes) + " (free inside partly used segments)"},
+			{"Largest free block", memtimeline.FormatBytes(st.LargestFreeBlock)},
+			{"Out-of-memory events", fmt.Sprint(len(rep.OOMs))},
+		}
+		for _, spec := range snapshotChartSpecs(in.Snapshot, idPrefix) {
+			if err := ri.addChart(spec); err != nil {
+				return ri, err
+			}
+		}
+		l := rules.AnalyzeSnapshotLeaks(rep, rules.DefaultLeakOptions())
+		ri.Leak = &l
+		var rows [][]string
+		for _, f := range rep.SegmentFills[:min(reportTop, len(rep.SegmentFills))] {
+			rows = append(rows, []string{fmt.Sprintf("%#x", f.Address), f.SegmentType, memtimeline.FormatBytes(f.TotalSize), memtimeline.FormatBytes(f.AllocatedBytes), f.Bar})
+		}
+		ri.Tables = append(ri.Tables, reportTable{Title: "Largest segments ('#' full, '.' free)", Header: []string{"Address", "Pool", "Size", "Allocated", "Fill"}, Rows: rows})
+	case in.Timeline != nil:
+		ri.Kind = string(kindTimeline)
+		tl := in.Timeline
+		_, peak, _ := tl.Peak()
+		ri.Summary = []reportKV{{"Points", fmt.Sprint(tl.Len())}, {"Peak total", memtimeline.FormatBytes(peak)}}
+		if tl.Len() > 0 {
+			if err := ri.addChart(memtimeline.ChartSpec{ID: idPrefix + "0", Title: "memory by category", StartNs: tl.Times[0], Categories: tl.CategorySeries()}); err != nil {
+				return ri, err
+			}
+		}
+	case in.SMI != nil:
+		ri.Kind = string(kindSMI)
+		ri.Summary = []reportKV{{"GPUs", fmt.Sprint(len(in.SMI.GPUs))}, {"Rows", fmt.Sprint(in.SMI.Rows)}}
+		for i, g := range in.SMI.GPUs {
+			s := memtimeline.Series{Name: "memory.used"}
+			var total memtimeline.Series
+			total.Name = "memory.total"
+			for _, smp := range g.Samples {
+				if smp.UsedBytes < 0 {
+					continue
+				}
+				s.T = append(s.T, smp.Time.UnixNano())
+				s.V = append(s.V, smp.UsedBytes)
+				if smp.TotalBytes > 0 {
+					total.T = append(total.T, smp.Time.UnixNano())
+					total.V = append(total.V, smp.TotalBytes)
+				}
+			}
+			if s.Len() == 0 {
+				continue
+			}
+			spec := memtimeline.ChartSpec{ID: fmt.Sprintf("%s%d", idPrefix, i), Title: "GPU " + g.Key, StartNs: s.T[0], Allocated: s}
+			if total.Len() == s.Len() {
+				spec.Reserved = total
+			}
+			if err := ri.addChart(spec); err != nil {
+				return ri, err
+			}
+		}
+	case in.StepLog != nil:
+		ri.Kind = string(kindSteps)
+		a := memtimeline.AnalyzeSteps(in.StepLog, memtimeline.DefaultStepOptions())
+		for _, s := range a.Series {
+			ri.Summary = append(ri.Summary, reportKV{"Device " + s.Device, fmt.Sprintf("%s: %s per step; %s", s.Verdict, memtimeline.FormatBytes(s.BytesPerStep), s.Reason)})
+		}
+	}
+	return ri, nil
+}
+
+func (ri *reportInput) addChart(spec memtimeline.ChartSpec) error {
+	h, err := memtimeline.ChartSnippet(spec)
+	if err != nil {
+		return err
+	}
+	ri.Charts = append(ri.Charts, reportChart{Title: spec.Title, HTML: h})
+	return nil
+}
+
+// leakMarkers pins, at the end of each step that leaves blocks behind, how
+// much it kept: the growth shows on the chart where it happens.
+func leakMarkers(t *chrometrace.Trace, spec memtimeline.ChartSpec, l rules.LeakReport) []memtimeline.Marker {
+	var out []memtimeline.Marker
+	steps := slices.Clone(t.Steps)
+	slices.SortFunc(steps, func(a, b chrometrace.Step) int { return cmp.Compare(a.Start, b.Start) })
+	var kept int64
+	for i, s := range l.Steps {
+		if i >= len(steps) || s.SurvivorBytes == 0 {
+			continue
+		}
+		kept += s.SurvivorBytes
+		end := steps[i].End()
+		// The allocated level at the step's end, for the pin's height.
+		a := spec.Allocated
+		k, _ := slices.BinarySearch(a.T, end+1)
+		if k == 0 {
+			continue
+		}
+		out = append(out, memtimeline.Marker{
+			Name:  fmt.Sprintf("%s keeps %s (%s so far)", s.Name, memtimeline.FormatBytes(s.SurvivorBytes), memtimeline.FormatBytes(kept)),
+			TNs:   end,
+			Bytes: a.V[k-1],
+		})
+	}
+	return out
+}
+
+func traceSummaryKV(t *chrometrace.Trace, s chrometrace.Summary) []reportKV {
+	kv := []reportKV{{"Events", fmt.Sprintf("%d over %.1f ms", s.Events, float64(s.DurationNs)/1e6)}}
+	if s.GPU != "" {
+		kv = append(kv, reportKV{"GPU", fmt.Sprintf("%s, %s, CUDA %s", s.GPU, memtimeline.FormatBytes(s.GPUMemoryBytes), s.CUDARuntime)})
+	}
+	if s.Rank >= 0 {
+		kv = append(kv, reportKV{"Rank", fmt.Sprintf("%d of %d", s.Rank, s.WorldSize)})
+	}
+	kv = append(kv, reportKV{"Steps", fmt.Sprintf("%d (ProfilerStep#%d..#%d)", s.Steps, s.FirstStep, s.LastStep)})
+	kv = append(kv, reportKV{"Peak allocated", memtimeline.FormatBytes(s.PeakAllocatedBytes)}, reportKV{"Peak reserved", memtimeline.FormatBytes(s.PeakReservedBytes)})
+	rec := fmt.Sprintf("profile_memory %v, with_stack %v, record_shapes %v", s.ProfileMemory, s.WithStack, s.RecordShapes)
+	kv = append(kv, reportKV{"Recorded", rec})
+	if t.Truncated != nil {
+		kv = append(kv, reportKV{"Warning", fmt.Sprintf("truncated at byte %d: the report covers what was read", t.Truncated.Offset)})
+	}
+	return kv
+}
+
+// snapshotChartSpecs draws the active memory of the snapshot's recorded
+// history per device: allocations add, completed frees subtract.
+func snapshotChartSpecs(s *memtimeline.Snapshot, idPrefix string) []memtimeline.ChartSpec {
+	var specs []memtimeline.ChartSpec
+	for dev, entries := range s.DeviceTraces {
+		var ser memtimeline.Series
+		ser.Name = "active (recorded history)"
+		var cur int64
+		for _, e := range entries {
+			switch e.Action {
+			case memtimeline.ActionAlloc:
+				cur += e.Size
+			case memtimeline.ActionFreeCompleted:
+				cur -= e.Size
+			default:
+				continue
+			}
+			ser.T = append(ser.T, e.TimeUS*1000)
+			ser.V = append(ser.V, cur)
+		}
+		if ser.Len() == 0 {
+			continue
+		}
+		specs = append(specs, memtimeline.ChartSpec{ID: fmt.Sprintf("%s%d", idPrefix, dev), Title: fmt.Sprintf("cuda:%d (relative to the start of the history)", dev), StartNs: ser.T[0], Allocated: ser})
+	}
+	return specs
+}
+
+// writeDiffReport overlays both runs' allocated memory on one axis aligned
+// at the first profiled step, beside the movers' tables.
+func writeDiffReport(path string, d *rules.Diff, base, head []*rules.Input) error {
+	page := reportPage{Title: "torchmem diff: " + d.Base + " → " + d.Head, Version: version, Echarts: memtimeline.EchartsScript()}
+	page.Verdict = diffVerdict(d, nil, 0)
+	ri := reportInput{Source: d.Base + " → " + d.Head, Kind: "diff"}
+	for _, m := range d.Metrics {
+		ri.Summary = append(ri.Summary, reportKV{m.Metric, fmt.Sprintf("%s → %s (%s)", memtimeline.FormatBytes(m.Base), memtimeline.FormatBytes(m.Head), signed(m.Delta))})
+	}
+	ri.Summary = append(ri.Summary, reportKV{"leak verdict", d.BaseVerdict + " → " + d.HeadVerdict})
+	if len(base) > 0 && len(head) > 0 && base[0].Trace != nil && head[0].Trace != nil {
+		b, h := stepAligned(base[0].Trace, "base allocated"), stepAligned(head[0].Trace, "head allocated")
+		if b.Len() > 0 && h.Len() > 0 {
+			if err := ri.addChart(memtimeline.ChartSpec{ID: "diff0", Title: "allocated, aligned at the first profiled step", StartNs: 0, Allocated: b, Reserved: h}); err != nil {
+				return err
+			}
+		}
+	}
+	table := func(title string, ms []rules.Mover) {
+		var rows [][]string
+		for _, m := range ms {
+			rows = append(rows, []string{m.Name, memtimeline.FormatBytes(m.Base), memtimeline.FormatBytes(m.Head), signed(m.Delta)})
+		}
+		if len(rows) > 0 {
+			ri.Tables = append(ri.Tables, reportTable{Title: title, Header: []string{"Name", "Base", "Head", "Change"}, Rows: rows})
+		}
+	}
+	table("Operators whose Self CUDA Mem moved most", d.Operators)
+	table("Allocation sites whose allocated bytes moved most", d.SitesAlloc)
+	table("Allocation sites whose bytes alive at the end moved most", d.SitesLive)
+	page.Inputs = []reportInput{ri}
+	return writePage(path, page)
+}
+
+// stepAligned returns the trace's allocated series with time measured from
+// its first ProfilerStep (or first event).
+func stepAligned(t *chrometrace.Trace, name string) memtimeline.Series {
+	tls := memtimeline.TraceTimelines(t)
+	if len(tls) == 0 {
+		return memtimeline.Series{}
+	}
+	s := tls[0].Allocated
+	origin := s.T[0]
+	for _, st := range t.Steps {
+		if origin == s.T[0] || st.Start < origin {
+			origin = st.Start
+		}
+	}
+	out := memtimeline.Series{Name: name, T: make([]int64, s.Len()), V: s.V}
+	for i, ts := range s.T {
+		out.T[i] = ts - origin
+	}
+	return out
+}

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+	"github.com/torchmem/torchmem/memtimeline/browsertest"
+)
+
+// The report, opened in a real headless Chromium: the chart draws on a
+// canvas, nothing is logged as an error, nothing is requested but the page.
+func TestReportRendersInBrowser(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "report.html")
+	if _, errOut, code := torchmem(t, "report", realTrace("leak_module_cache"), "../../testdata/snapshots/leak_module_cache.pickle.gz", "-o", out); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	ctx, _ := browsertest.OpenPage(t, out, true) // fails the test on any request, error or dialog
+	canvases, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll(".torchmem-chart canvas").length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if canvases < 2 {
+		t.Errorf("%d chart canvases, want the trace's and the snapshot's", canvases)
+	}
+}
+
+// An operator named like markup is shown as text and runs nothing.
+func TestReportHostileNamesInBrowser(t *testing.T) {
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "hostile.json")
+	if err := os.WriteFile(trace, []byte(hostileTrace), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "r.html")
+	if _, errOut, code := torchmem(t, "report", trace, "-o", out); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	ctx, _ := browsertest.OpenPage(t, out, true) // a dialog from alert() would fail the test
+	imgs, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("img").length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if imgs != 0 {
+		t.Errorf("%d <img> elements: a name became markup", imgs)
+	}
+	if !strings.Contains(text, "<img src=x onerror=alert(1)>") {
+		t.Error("the hostile operator name is not shown as text")
+	}
+}

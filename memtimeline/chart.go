@@ -1,0 +1,547 @@
+package memtimeline
+
+import (
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/go-echarts/go-echarts/v2/charts"
+	"github.com/go-echarts/go-echarts/v2/opts"
+)
+
+// echartsMinJS is dist/echarts.min.js of the echarts 5.6.0 npm package,
+// embedded so that reports open offline and make no network request
+// (go-echarts' AssetsHost only moves the URL). Apache-2.0: see
+// assets/NOTICE.
+//
+//go:embed assets/echarts.min.js
+var echartsMinJS string
+
+// EchartsVersion is the version of the embedded echarts.
+const EchartsVersion = "5.6.0"
+
+// EchartsJS returns the embedded echarts library source.
+func EchartsJS() string { return echartsMinJS }
+
+// EchartsScript returns the embedded echarts as one inline <script>
+// element, for a page's <head>; include it once, before any ChartSnippet.
+func EchartsScript() template.HTML {
+	// The library is trusted, pinned content; it contains no "</script"
+	// (TestEchartsScriptIsInlineSafe), so inlining it cannot end the element.
+	return template.HTML("<script>" + echartsMinJS + "</script>")
+}
+
+// DefaultChartMaxPoints bounds the points each series keeps in a chart.
+// 4000 min/max-preserving points keep every peak and keep a 100k-point
+// trace's page small; zooming shows the same points spread wider.
+const DefaultChartMaxPoints = 4000
+
+// ChartSpec is one memory-over-time chart, normally one per device.
+// Every string in it may come from a file and is treated as untrusted.
+type ChartSpec struct {
+	// ID is the chart element's id; letters, digits, '-' and '_', starting
+	// with a letter. Generated when empty.
+	ID string
+	// Title is shown above the chart, e.g. "cuda:0".
+	Title string
+	// StartNs is the x origin (trace start): x = (t - StartNs) in ms.
+	StartNs int64
+	// Allocated and Reserved are drawn as lines; either may be empty.
+	Allocated Series
+	Reserved  Series
+	// Categories are drawn as stacked areas (e.g. CategoryTimeline's
+	// CategorySeries); they must share one T.
+	Categories []Series
+	// Steps are shaded bands, e.g. ProfilerStep#N.
+	Steps []StepSpan
+	// Markers are vertical lines with a pin, e.g. out-of-memory events.
+	Markers []Marker
+	// MaxPoints per series after peak-preserving downsampling
+	// (DefaultChartMaxPoints when 0).
+	MaxPoints int
+	// HeightPx is the chart's height in CSS pixels (420 when 0).
+	HeightPx int
+}
+
+// StepSpan is a named interval on the time axis.
+type StepSpan struct {
+	Name           string
+	StartNs, EndNs int64
+}
+
+// Marker is a named instant, drawn at Bytes on the value axis.
+type Marker struct {
+	Name  string
+	TNs   int64
+	Bytes int64
+}
+
+// categoryColors are the colours torch's own memory timeline plot gives
+// each category (torch/profiler/_memory_profiler.py), so the two pictures
+// read the same, and a category keeps its colour from chart to chart.
+var categoryColors = map[string]string{
+	"PARAMETER":       "darkgreen",
+	"OPTIMIZER_STATE": "goldenrod",
+	"INPUT":           "black",
+	"TEMPORARY":       "mediumpurple",
+	"ACTIVATION":      "red",
+	"GRADIENT":        "mediumblue",
+	"AUTOGRAD_DETAIL": "royalblue",
+	"Unknown":         "grey",
+}
+
+// Line colours, apart from every category colour.
+const (
+	allocatedColor = "#c2185b"
+	reservedColor  = "#00838f"
+)
+
+// maxLabelledSteps is the most step bands drawn with their name.
+const maxLabelledSteps = 24
+
+var chartIDPattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
+
+var chartCounter atomic.Int64
+
+// chartRuntimeJS turns the JSON options into a chart. It is static code:
+// the page's only dynamic parts are the element id (validated against
+// chartIDPattern) and the options, which travel as JSON inside a
+// type="application/json" element with <, > and & escaped, and are read with
+// JSON.parse, so no name from a file is ever parsed as HTML or JS. Names
+// shown in the tooltip (rendered as HTML by echarts) go through esc().
+const chartRuntimeJS = `(function () {
+  var id = %s;
+  var el = document.getElementById(id);
+  var opt = JSON.parse(document.getElementById(id + "-option").textContent);
+  function esc(s) {
+    return String(s).replace(/[&<>"']/g, function (c) {
+      return {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c];
+    });
+  }
+  function fmtBytes(b) {
+    var a = Math.abs(b);
+    if (a >= 1073741824) return (b / 1073741824).toFixed(2) + " GiB";
+    if (a >= 1048576) return (b / 1048576).toFixed(1) + " MiB";
+    if (a >= 1024) return (b / 1024).toFixed(1) + " KiB";
+    return b + " B";
+  }
+  opt.yAxis[0].axisLabel = {formatter: fmtBytes};
+  opt.xAxis[0].axisLabel = {formatter: function (v) { return v + " ms"; }};
+  // Memory is a step function and each series has its own sample times,
+  // so echarts' axis tooltip (nearest point of one series) would show one
+  // line only: look every visible series up at the hovered time instead,
+  // taking the last point at or before it.
+  function valueAt(s, x) {
+    var xi = (s.encode && s.encode.x === 1) ? 1 : 0, data = s.data;
+    var lo = 0, hi = data.length - 1, found = -1;
+    while (lo <= hi) {
+      var mid = (lo + hi) >> 1;
+      if (data[mid][xi] <= x) { found = mid; lo = mid + 1; } else { hi = mid - 1; }
+    }
+    return found >= 0 ? data[found][1 - xi] : null;
+  }
+  var chart;
+  opt.tooltip.formatter = function (ps) {
+    if (!Array.isArray(ps)) ps = [ps];
+    if (ps.length === 0) return "";
+    if (ps[0].componentType !== "series") return esc(ps[0].name);
+    var x = Number(ps[0].axisValue);
+    var cur = chart.getOption();
+    var selected = (cur.legend && cur.legend[0] && cur.legend[0].selected) || {};
+    var palette = cur.color || [];
+    var out = [esc(x.toFixed(3)) + " ms"];
+    // The step band under the pointer, by name (labels may be hidden).
+    for (var k = 0; k < opt.series.length; k++) {
+      var bands = (opt.series[k].markArea && opt.series[k].markArea.data) || [];
+      for (var b = 0; b < bands.length; b++) {
+        if (bands[b][0].xAxis <= x && x < bands[b][1].xAxis) out[0] += " \u2014 " + esc(bands[b][0].name);
+      }
+    }
+    for (var i = opt.series.length - 1; i >= 0; i--) {
+      var s = opt.series[i];
+      if (selected[s.name] === false) continue;
+      var v = valueAt(s, x);
+      if (v === null) continue;
+      // The colour echarts actually drew the series with.
+      var model = chart.getModel().getSeriesByIndex(i);
+      var style = model && model.getData().getVisual("style");
+      var color = (style && (style.stroke || style.fill)) || (palette.length ? palette[i %% palette.length] : "#888");
+      out.push('<span style="display:inline-block;margin-right:4px;border-radius:5px;width:10px;height:10px;background:' +
+        esc(color) + '"></span>' + esc(s.name) + ": " + esc(fmtBytes(v)));
+    }
+    return out.join("<br>");
+  };
+  chart = echarts.init(el, null, {renderer: "canvas"});
+  chart.setOption(opt);
+  window.addEventListener("resize", function () { chart.resize(); });
+})();`
+
+// ChartSnippet renders c as HTML to embed in a page that has included
+// EchartsScript once: a <div> for the chart, its options as JSON, and a
+// small script that draws it. Series are downsampled with DownsampleIndices
+// (peaks kept exactly) and echarts' 'lttb' sampling thins them further on
+// screen; data are [x_ms, bytes] pairs.
+func ChartSnippet(c ChartSpec) (template.HTML, error) {
+	id := c.ID
+	if id == "" {
+		id = "torchmem-chart-" + strconv.FormatInt(chartCounter.Add(1), 10)
+	}
+	if !chartIDPattern.MatchString(id) {
+		return "", fmt.Errorf("chart id %q: want a letter then letters, digits, '-' or '_'", id)
+	}
+	option, err := chartOption(c)
+	if err != nil {
+		return "", err
+	}
+	// json.Marshal escapes <, >, &, U+2028 and U+2029, so the JSON cannot
+	// close the <script> element that carries it.
+	optJSON, err := json.Marshal(option)
+	if err != nil {
+		return "", fmt.Errorf("chart %q: %w", c.Title, err)
+	}
+	idJS, _ := json.Marshal(id)
+	height := c.HeightPx
+	if height <= 0 {
+		height = 420
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, `<div class="torchmem-chart" id="%s" style="width:100%%;height:%dpx"></div>`+"\n", id, height)
+	fmt.Fprintf(&b, `<script type="application/json" id="%s-option">%s</script>`+"\n", id, optJSON)
+	fmt.Fprintf(&b, "<script>"+chartRuntimeJS+"</script>\n", idJS)
+	return template.HTML(b.String()), nil
+}
+
+// chartOption builds the echarts option object with go-echarts.
+func chartOption(c ChartSpec) (map[string]any, error) {
+	maxPoints := c.MaxPoints
+	if maxPoints <= 0 {
+		maxPoints = DefaultChartMaxPoints
+	}
+	if err := checkSeries(c.Allocated); err != nil {
+		return nil, fmt.Errorf("chart %q: allocated: %w", c.Title, err)
+	}
+	if err := checkSeries(c.Reserved); err != nil {
+		return nil, fmt.Errorf("chart %q: reserved: %w", c.Title, err)
+	}
+	for i, s := range c.Categories {
+		if err := checkSeries(s); err != nil {
+			return nil, fmt.Errorf("chart %q: category %q: %w", c.Title, s.Name, err)
+		}
+		if !equalInt64s(s.T, c.Categories[0].T) {
+			return nil, fmt.Errorf("chart %q: category %d (%q) has other times than category 0: stacked areas must share T", c.Title, i, s.Name)
+		}
+	}
+	if c.Allocated.Len() == 0 && c.Reserved.Len() == 0 && len(c.Categories) == 0 {
+		return nil, fmt.Errorf("chart %q: nothing to draw (no allocated, reserved or category series)", c.Title)
+	}
+
+	yTick := float64(binaryTickInterval(chartMaxBytes(c)))
+	line := charts.NewLine()
+	line.SetGlobalOptions(
+		charts.WithAnimation(false),
+		charts.WithTitleOpts(opts.Title{Title: c.Title}),
+		charts.WithLegendOpts(opts.Legend{Show: opts.Bool(true), Top: "28", Type: "scroll"}),
+		charts.WithTooltipOpts(opts.Tooltip{Show: opts.Bool(true), Trigger: "axis"}),
+		charts.WithGridOpts(opts.Grid{Left: "80", Right: "30", Top: "70", Bottom: "70"}),
+		charts.WithXAxisOpts(opts.XAxis{Type: "value", Name: "time (ms)", NameLocation: "middle", NameGap: 25, Min: "dataMin", Max: "dataMax"}),
+		// Ticks at a power of two bytes read as round MiB/GiB values
+		// (1 GiB, 512 MiB), where echarts' decimal steps would give 953.7 MiB.
+		charts.WithYAxisOpts(opts.YAxis{Type: "value", Name: "memory", MinInterval: yTick, MaxInterval: yTick}),
+		charts.WithDataZoomOpts(
+			opts.DataZoom{Type: "inside", XAxisIndex: 0, FilterMode: "none"},
+			opts.DataZoom{Type: "slider", XAxisIndex: 0, FilterMode: "none"},
+		),
+	)
+	v := &chartVisitor{data: map[int][][2]json.Number{}, swapped: map[int]bool{}}
+	addLine := func(s Series, data [][2]json.Number, options ...charts.SeriesOpts) {
+		v.data[len(line.MultiSeries)] = data
+		base := []charts.SeriesOpts{charts.WithLineChartOpts(opts.LineChart{
+			Step: "end", ShowSymbol: opts.Bool(false), Symbol: "none",
+		})}
+		line.AddSeries(s.Name, nil, append(base, options...)...)
+	}
+
+	// Stacked categories first, so the lines stay on top.
+	if len(c.Categories) > 0 {
+		total := make([]int64, c.Categories[0].Len())
+		for _, s := range c.Categories {
+			for i, x := range s.V {
+				total[i] += x
+			}
+		}
+		idx := DownsampleIndices(total, maxPoints)
+		for _, s := range c.Categories {
+			if idx != nil {
+				s = s.Pick(idx)
+			}
+			v.swapped[len(line.MultiSeries)] = true
+			color := categoryColors[s.Name] // "" (palette) for other names
+			addLine(s, stackedPairs(s, c.StartNs),
+				charts.WithLineChartOpts(opts.LineChart{Stack: "categories", Step: "end", ShowSymbol: opts.Bool(false), Symbol: "none"}),
+				charts.WithAreaStyleOpts(opts.AreaStyle{Opacity: opts.Float(0.55), Color: color}),
+				charts.WithLineStyleOpts(opts.LineStyle{Width: 0, Color: color}),
+				charts.WithItemStyleOpts(opts.ItemStyle{Color: color}),
+			)
+		}
+	}
+	var markers []charts.SeriesOpts
+	if len(c.Steps) > 0 {
+		for i, st := range c.Steps {
+			color := "rgba(120,120,120,0.10)"
+			if i%2 == 1 {
+				color = "rgba(120,120,120,0.04)"
+			}
+			markers = append(markers, charts.WithMarkAreaData([]opts.MarkAreaData{
+				{Name: st.Name, XAxis: msNumber(st.StartNs, c.StartNs), MarkAreaStyle: opts.MarkAreaStyle{ItemStyle: &opts.ItemStyle{Color: color}}},
+				{XAxis: msNumber(st.EndNs, c.StartNs)},
+			}))
+		}
+		// Beyond a few dozen bands the labels overlap into a smear; the
+		// tooltip names the band under the pointer anyway.
+		markers = append(markers, charts.WithMarkAreaStyleOpts(opts.MarkAreaStyle{
+			Label: &opts.Label{Show: opts.Bool(len(c.Steps) <= maxLabelledSteps), Position: "insideTop", Color: "#666"},
+		}))
+	}
+	if len(c.Markers) > 0 {
+		for _, m := range c.Markers {
+			markers = append(markers,
+				charts.WithMarkLineNameXAxisItemOpts(opts.MarkLineNameXAxisItem{Name: m.Name, XAxis: msNumber(m.TNs, c.StartNs)}),
+				charts.WithMarkPointNameCoordItemOpts(opts.MarkPointNameCoordItem{
+					Name: m.Name, Coordinate: []any{msNumber(m.TNs, c.StartNs), json.Number(strconv.FormatInt(m.Bytes, 10))},
+					Value: "!",
+				}),
+			)
+		}
+		markers = append(markers,
+			charts.WithMarkLineStyleOpts(opts.MarkLineStyle{
+				Symbol:    []string{"none", "none"},
+				Label:     &opts.Label{Show: opts.Bool(true), Formatter: "{b}", Position: "insideEndTop", Color: "#c00"},
+				LineStyle: &opts.LineStyle{Color: "#c00", Type: "dashed", Width: 1.5},
+			}),
+			charts.WithMarkPointStyleOpts(opts.MarkPointStyle{Symbol: []string{"pin"}, SymbolSize: 36}),
+		)
+	}
+	// Bands and markers hang on the first line series drawn (allocated,
+	// else reserved, else the top category), so they show whatever the
+	// legend has on.
+	attached := false
+	attach := func() []charts.SeriesOpts {
+		if attached {
+			return nil
+		}
+		attached = true
+		return markers
+	}
+	if c.Allocated.Len() > 0 {
+		s := Downsample(c.Allocated, maxPoints)
+		if s.Name == "" {
+			s.Name = "allocated"
+		}
+		addLine(s, pairs(s, c.StartNs), append([]charts.SeriesOpts{
+			charts.WithLineStyleOpts(opts.LineStyle{Width: 1.5, Color: allocatedColor}),
+			charts.WithItemStyleOpts(opts.ItemStyle{Color: allocatedColor}),
+		}, attach()...)...)
+	}
+	if c.Reserved.Len() > 0 {
+		s := Downsample(c.Reserved, maxPoints)
+		if s.Name == "" {
+			s.Name = "reserved"
+		}
+		addLine(s, pairs(s, c.StartNs), append([]charts.SeriesOpts{
+			charts.WithLineStyleOpts(opts.LineStyle{Width: 1.5, Type: "dashed", Color: reservedColor}),
+			charts.WithItemStyleOpts(opts.ItemStyle{Color: reservedColor}),
+		}, attach()...)...)
+	}
+	if !attached && len(markers) > 0 {
+		last := len(line.MultiSeries) - 1
+		line.MultiSeries[last].ConfigureSeriesOpts(markers...)
+	}
+	line.Accept(v)
+	line.Validate()
+	option := line.JSON()
+	if v.err != nil {
+		return nil, fmt.Errorf("chart %q: %w", c.Title, v.err)
+	}
+	return option, nil
+}
+
+// chartVisitor adds what go-echarts has no field for: echarts' 'lttb'
+// sampling per series, and data as compact [x, y] pairs (~30% smaller than
+// opts.LineData objects).
+type chartVisitor struct {
+	charts.BaseConfigurationVisitor
+	data map[int][][2]json.Number
+	// swapped series carry [y, x] pairs: see stackedPairs.
+	swapped map[int]bool
+	err     error
+}
+
+func (v *chartVisitor) VisitSeriesOpt(series charts.MultiSeries) any {
+	out := make([]map[string]any, len(series))
+	for i, s := range series {
+		b, err := json.Marshal(s)
+		if err != nil {
+			v.err = err
+			return nil
+		}
+		m := map[string]any{}
+		if err := json.Unmarshal(b, &m); err != nil {
+			v.err = err
+			return nil
+		}
+		m["sampling"] = "lttb"
+		if v.swapped[i] {
+			m["encode"] = map[string]int{"x": 1, "y": 0}
+		}
+		data := v.data[i]
+		if data == nil {
+			data = [][2]json.Number{}
+		}
+		m["data"] = data
+		out[i] = m
+	}
+	return out
+}
+
+// chartMaxBytes is the highest value any drawn series reaches, stacked
+// categories summed.
+func chartMaxBytes(c ChartSpec) int64 {
+	var top int64
+	for _, s := range []Series{c.Allocated, c.Reserved} {
+		if _, v, ok := s.Max(); ok {
+			top = max(top, v)
+		}
+	}
+	if len(c.Categories) > 0 {
+		for i := range c.Categories[0].V {
+			var sum int64
+			for _, s := range c.Categories {
+				sum += s.V[i]
+			}
+			top = max(top, sum)
+		}
+	}
+	for _, m := range c.Markers {
+		top = max(top, m.Bytes)
+	}
+	return top
+}
+
+// binaryTickInterval is the smallest power of two that splits [0, top]
+// into at most 8 intervals.
+func binaryTickInterval(top int64) int64 {
+	iv := int64(1)
+	for iv <= math.MaxInt64/16 && top > 8*iv { // bounded: 8*iv must not overflow
+		iv *= 2
+	}
+	return iv
+}
+
+func checkSeries(s Series) error {
+	if len(s.T) != len(s.V) {
+		return fmt.Errorf("%d times but %d values", len(s.T), len(s.V))
+	}
+	return nil
+}
+
+func equalInt64s(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// stackedPairs writes [bytes, x_ms] for series drawn with encode {x: 1,
+// y: 0}. echarts (5.6, dataStackHelper.enableDataStack) stacks the first
+// numeric data column that is not time or ordinal; with [x, y] pairs on a
+// value x axis that is x, so the times of stacked series were summed (an
+// axis 8 times too long, seen in the browser test's screenshot). Typing x
+// as "time" in series.dimensions does not help: axis types override it.
+func stackedPairs(s Series, startNs int64) [][2]json.Number {
+	out := pairs(s, startNs)
+	for i := range out {
+		out[i][0], out[i][1] = out[i][1], out[i][0]
+	}
+	return out
+}
+
+func pairs(s Series, startNs int64) [][2]json.Number {
+	out := make([][2]json.Number, len(s.T))
+	for i := range s.T {
+		out[i] = [2]json.Number{msNumber(s.T[i], startNs), json.Number(strconv.FormatInt(s.V[i], 10))}
+	}
+	return out
+}
+
+// msNumber is (t - start) in milliseconds, rounded to the µs (the
+// profiler's resolution in coalesced files), without float noise.
+func msNumber(t, start int64) json.Number {
+	d := t - start
+	neg := d < 0
+	if neg {
+		d = -d
+	}
+	us := (d + 500) / 1000
+	s := strconv.FormatInt(us/1000, 10)
+	if frac := us % 1000; frac != 0 {
+		f := strings.TrimRight(fmt.Sprintf("%03d", frac), "0")
+		s += "." + f
+	}
+	if neg && s != "0" {
+		s = "-" + s
+	}
+	return json.Number(s)
+}
+
+// standalonePage is a minimal offline page around charts; html/template
+// escapes the title, the snippets are already safe HTML.
+var standalonePage = template.Must(template.New("page").Parse(`<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:">
+<title>{{.Title}}</title>
+<style>body{font-family:sans-serif;margin:1em 2em}</style>
+{{.Echarts}}
+</head>
+<body>
+<h1>{{.Title}}</h1>
+{{range .Charts}}{{.}}{{end}}
+</body>
+</html>
+`))
+
+// WriteStandalonePage writes a self-contained HTML page (echarts inline, no
+// network request; a Content-Security-Policy forbids any) with one chart
+// per spec, e.g. one per device.
+func WriteStandalonePage(w io.Writer, title string, specs ...ChartSpec) error {
+	if len(specs) == 0 {
+		return errors.New("no charts to write")
+	}
+	var snippets []template.HTML
+	for _, c := range specs {
+		s, err := ChartSnippet(c)
+		if err != nil {
+			return err
+		}
+		snippets = append(snippets, s)
+	}
+	return standalonePage.Execute(w, struct {
+		Title   string
+		Echarts template.HTML
+		Charts  []template.HTML
+	}{title, EchartsScript(), snippets})
+}

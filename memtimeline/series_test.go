@@ -1,0 +1,145 @@
+package memtimeline
+
+import (
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+	"testing/quick"
+)
+
+// checkDownsampled verifies every promise Downsample makes about out.
+func checkDownsampled(t *testing.T, in, out Series, maxPoints int) {
+	t.Helper()
+	limit := max(maxPoints, minDownsamplePoints)
+	if len(in.V) <= limit {
+		if len(out.V) != len(in.V) {
+			t.Fatalf("series of %d points that fits in %d was changed to %d", len(in.V), limit, len(out.V))
+		}
+		return
+	}
+	if len(out.T) != len(out.V) {
+		t.Fatalf("T has %d points, V %d", len(out.T), len(out.V))
+	}
+	if len(out.V) > limit {
+		t.Fatalf("%d points, more than the limit %d", len(out.V), limit)
+	}
+	if out.T[0] != in.T[0] || out.V[0] != in.V[0] {
+		t.Fatalf("first point not kept")
+	}
+	last := len(in.V) - 1
+	if out.T[len(out.T)-1] != in.T[last] || out.V[len(out.V)-1] != in.V[last] {
+		t.Fatalf("last point not kept")
+	}
+	_, inMax, _ := in.Max()
+	_, outMax, _ := out.Max()
+	_, inMin, _ := in.Min()
+	_, outMin, _ := out.Min()
+	if inMax != outMax {
+		t.Fatalf("max %d, input max %d", outMax, inMax)
+	}
+	if inMin != outMin {
+		t.Fatalf("min %d, input min %d", outMin, inMin)
+	}
+	// Every kept point is an input point, in time order, no duplicates.
+	j := 0
+	for i := range out.T {
+		for j < len(in.T) && (in.T[j] != out.T[i] || in.V[j] != out.V[i]) {
+			j++
+		}
+		if j == len(in.T) {
+			t.Fatalf("point %d (%d, %d) is not an input point in order", i, out.T[i], out.V[i])
+		}
+		j++
+	}
+}
+
+func randomSeries(r *rand.Rand, n int) Series {
+	s := Series{Name: "r", T: make([]int64, n), V: make([]int64, n)}
+	var t, v int64
+	for i := 0; i < n; i++ {
+		t += r.Int64N(1000) // equal times allowed, as in real files
+		switch r.IntN(4) {
+		case 0: // a spike
+			v += r.Int64N(1 << 34)
+		case 1:
+			v -= r.Int64N(1 << 33)
+		default:
+			v += r.Int64N(1<<20) - 1<<19
+		}
+		s.T[i], s.V[i] = t, v
+	}
+	return s
+}
+
+// newTestRand is seeded: a failure must be reproducible.
+func newTestRand() *rand.Rand { return rand.New(rand.NewPCG(1, 2)) }
+
+func TestDownsampleKeepsExtremesOnRandomSeries(t *testing.T) {
+	r := newTestRand()
+	for trial := 0; trial < 2000; trial++ {
+		n := r.IntN(3000)
+		maxPoints := r.IntN(400) - 10 // includes nonsense limits <= 0
+		in := randomSeries(r, n)
+		checkDownsampled(t, in, Downsample(in, maxPoints), maxPoints)
+	}
+}
+
+// TestDownsampleQuick is the same property driven by testing/quick's own
+// generator (arbitrary values, including extremes of int64).
+func TestDownsampleQuick(t *testing.T) {
+	prop := func(vals []int64, maxPoints uint8) bool {
+		in := Series{T: make([]int64, len(vals)), V: vals}
+		for i := range in.T {
+			in.T[i] = int64(i)
+		}
+		out := Downsample(in, int(maxPoints))
+		_, inMax, okIn := in.Max()
+		_, outMax, okOut := out.Max()
+		_, inMin, _ := in.Min()
+		_, outMin, _ := out.Min()
+		if okIn != okOut || inMax != outMax || inMin != outMin {
+			return false
+		}
+		return len(out.V) <= max(int(maxPoints), minDownsamplePoints) || len(out.V) == len(in.V)
+	}
+	if err := quick.Check(prop, &quick.Config{MaxCount: 3000}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDownsampleSinglePeakInTheMiddle(t *testing.T) {
+	// A flat series with one spike: equal-count buckets must still find it.
+	n := 100000
+	in := Series{T: make([]int64, n), V: make([]int64, n)}
+	for i := range in.T {
+		in.T[i] = int64(i) * 1000
+		in.V[i] = 1 << 30
+	}
+	in.V[54321] = 5 << 30
+	in.V[777] = 1 << 20
+	out := Downsample(in, 50)
+	checkDownsampled(t, in, out, 50)
+}
+
+func TestDownsampleRealTimeline(t *testing.T) {
+	tl, err := ReadExportedTimeline(filepath.Join(timelineDir("big_transformer"), "memory_timeline.raw.json.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := tl.Total("allocated")
+	for _, maxPoints := range []int{4, 100, 1000, 5000} {
+		out := Downsample(total, maxPoints)
+		checkDownsampled(t, total, out, maxPoints)
+	}
+	// Categories downsampled together stay aligned and their stack keeps
+	// the total's peak.
+	idx := DownsampleIndices(total.V, 1000)
+	_, wantPeak, _ := total.Max()
+	var gotPeak int64
+	for _, i := range idx {
+		gotPeak = max(gotPeak, tl.TotalAt(i))
+	}
+	if gotPeak != wantPeak {
+		t.Fatalf("stacked categories at chosen indices peak at %d, total peaks at %d", gotPeak, wantPeak)
+	}
+}

@@ -1,0 +1,88 @@
+package memtimeline
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"github.com/torchmem/torchmem/chrometrace"
+)
+
+// DeviceTimeline is one GPU's allocator totals over time, from the
+// "Total Allocated" / "Total Reserved" of its [memory] events.
+type DeviceTimeline struct {
+	DeviceType chrometrace.DeviceType
+	Device     int
+	Allocated  Series
+	Reserved   Series
+}
+
+// Label is "cuda:0".
+func (d *DeviceTimeline) Label() string { return fmt.Sprintf("%s:%d", d.DeviceType, d.Device) }
+
+// TraceTimelines returns one timeline per GPU in the trace, in device
+// order. Events are put in time order first: the file order is not.
+func TraceTimelines(t *chrometrace.Trace) []DeviceTimeline {
+	type key struct {
+		dt  chrometrace.DeviceType
+		dev int8
+	}
+	byDev := map[key][]int32{}
+	for i := range t.Memory {
+		e := &t.Memory[i]
+		if e.DeviceType.IsGPU() {
+			k := key{e.DeviceType, e.DeviceID}
+			byDev[k] = append(byDev[k], int32(i))
+		}
+	}
+	keys := make([]key, 0, len(byDev))
+	for k := range byDev {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b key) int { return cmp.Or(cmp.Compare(a.dt, b.dt), cmp.Compare(a.dev, b.dev)) })
+	var out []DeviceTimeline
+	for _, k := range keys {
+		idx := byDev[k]
+		slices.SortStableFunc(idx, func(a, b int32) int { return cmp.Compare(t.Memory[a].TS, t.Memory[b].TS) })
+		d := DeviceTimeline{DeviceType: k.dt, Device: int(k.dev)}
+		d.Allocated = Series{Name: "allocated", T: make([]int64, len(idx)), V: make([]int64, len(idx))}
+		d.Reserved = Series{Name: "reserved", T: make([]int64, len(idx)), V: make([]int64, len(idx))}
+		for j, i := range idx {
+			e := &t.Memory[i]
+			d.Allocated.T[j], d.Allocated.V[j] = e.TS, e.TotalAllocated
+			d.Reserved.T[j], d.Reserved.V[j] = e.TS, e.TotalReserved
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// TraceChartSpecs builds one chart per GPU of the trace: allocated and
+// reserved lines, ProfilerStep bands and out-of-memory markers.
+func TraceChartSpecs(t *chrometrace.Trace, idPrefix string) []ChartSpec {
+	var start int64 = -1
+	for i := range t.HostOps {
+		if start < 0 || t.HostOps[i].Start < start {
+			start = t.HostOps[i].Start
+		}
+	}
+	var steps []StepSpan
+	for _, s := range t.Steps {
+		steps = append(steps, StepSpan{Name: fmt.Sprintf("ProfilerStep#%d", s.Number), StartNs: s.Start, EndNs: s.End()})
+	}
+	slices.SortFunc(steps, func(a, b StepSpan) int { return cmp.Compare(a.StartNs, b.StartNs) })
+	var specs []ChartSpec
+	for i, d := range TraceTimelines(t) {
+		if start < 0 && d.Allocated.Len() > 0 {
+			start = d.Allocated.T[0]
+		}
+		spec := ChartSpec{ID: fmt.Sprintf("%s%d", idPrefix, i), Title: d.Label(), StartNs: start, Allocated: d.Allocated, Reserved: d.Reserved, Steps: steps}
+		for _, o := range t.OOMs {
+			if o.DeviceType == d.DeviceType && int(o.DeviceID) == d.Device {
+				spec.Markers = append(spec.Markers, Marker{Name: "OOM: " + FormatBytes(o.Bytes) + " requested", TNs: o.TS, Bytes: o.TotalAllocated})
+			}
+		}
+		specs = append(specs, spec)
+	}
+	return specs
+}

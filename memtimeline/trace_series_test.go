@@ -1,0 +1,29 @@
+package memtimeline
+
+import "testing"
+
+// The timeline's maximum is the trace's peak allocated, and the series is
+// in time order (the file order is not).
+func TestTraceTimelines(t *testing.T) {
+	tr := readTrace(t, "resnet_train_clean")
+	tls := TraceTimelines(tr)
+	if len(tls) != 1 || tls[0].Label() != "cuda:0" {
+		t.Fatalf("timelines %+v", len(tls))
+	}
+	peak, _ := PeakAllocated(tr, 0)
+	if _, v, _ := tls[0].Allocated.Max(); v != peak {
+		t.Errorf("max allocated %d, peak %d", v, peak)
+	}
+	for i := 1; i < tls[0].Allocated.Len(); i++ {
+		if tls[0].Allocated.T[i] < tls[0].Allocated.T[i-1] {
+			t.Fatal("not in time order")
+		}
+	}
+	specs := TraceChartSpecs(tr, "c")
+	if len(specs) != 1 || len(specs[0].Steps) != 4 {
+		t.Errorf("specs %d, steps %d", len(specs), len(specs[0].Steps))
+	}
+	if _, err := ChartSnippet(specs[0]); err != nil {
+		t.Error(err)
+	}
+}

@@ -1,0 +1,312 @@
+package rules
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/memtimeline"
+)
+
+// Side is one side of a diff: the analyses of a trace (or of a snapshot)
+// reduced to what can be compared between two runs.
+type Side struct {
+	Source             string
+	PeakAllocatedBytes int64
+	PeakReservedBytes  int64
+	Steps              int
+	GrowthBytesPerStep int64
+	LeakVerdict        string
+	// Operators maps an operator name to its Self CUDA Mem.
+	Operators map[string]int64
+	// Sites maps a site ("file.py(12): fn via aten::op") to its bytes.
+	SiteAlloc map[string]int64
+	SiteLive  map[string]int64
+	Suspects  []LeakSuspect
+	// StepSurvivors lists survivor bytes per step, in step order.
+	StepSurvivors []int64
+}
+
+// SiteLabel names a site by its innermost user frame and outermost
+// operator, so the same code line matches across runs.
+func SiteLabel(frames []string, operator string) string {
+	where := "(no Python stack)"
+	for i := len(frames) - 1; i >= 0; i-- {
+		if !chrometrace.IsLibraryFrame(frames[i]) {
+			where = frames[i]
+			break
+		}
+	}
+	if where == "(no Python stack)" && len(frames) > 0 {
+		where = frames[len(frames)-1]
+	}
+	return where + " via " + firstOp(operator)
+}
+
+// NewTraceSide reduces a trace (device -1: all GPUs) for diffing.
+func NewTraceSide(source string, t *chrometrace.Trace) *Side {
+	in := &Input{Source: source, Trace: t}
+	s := &Side{Source: source, Operators: map[string]int64{}, SiteAlloc: map[string]int64{}, SiteLive: map[string]int64{}}
+	sum := chrometrace.Summarize(t, -1)
+	s.PeakAllocatedBytes, s.PeakReservedBytes, s.Steps = sum.PeakAllocatedBytes, sum.PeakReservedBytes, sum.Steps
+	leaks := in.Leaks()
+	s.GrowthBytesPerStep, s.LeakVerdict, s.Suspects = leaks.GrowthBytesPerStep, leaks.Verdict, leaks.Suspects
+	for _, st := range leaks.Steps {
+		s.StepSurvivors = append(s.StepSurvivors, st.SurvivorBytes)
+	}
+	for _, op := range in.Operators() {
+		if !op.OnDevice {
+			s.Operators[op.Name] += op.SelfDeviceMemory
+		}
+	}
+	for _, site := range memtimeline.Sites(t, chrometrace.Attribute(t), memtimeline.Lifetimes(t, -1), memtimeline.SiteOptions{Device: -1}) {
+		k := SiteLabel(site.Frames, site.Operator)
+		if site.ForwardOp != "" {
+			k += " (backward)"
+		}
+		s.SiteAlloc[k] += site.AllocBytes
+		s.SiteLive[k] += site.LiveBytesAtEnd
+	}
+	return s
+}
+
+// NewSnapshotSide reduces an allocator snapshot for diffing: its reserved
+// and allocated bytes stand in for the peaks, and its never-freed groups
+// for the sites.
+func NewSnapshotSide(source string, rep *memtimeline.SnapshotReport) *Side {
+	s := &Side{Source: source, Operators: map[string]int64{}, SiteAlloc: map[string]int64{}, SiteLive: map[string]int64{}}
+	s.PeakAllocatedBytes, s.PeakReservedBytes = rep.Stats.AllocatedBytes, rep.Stats.ReservedBytes
+	leaks := AnalyzeSnapshotLeaks(rep, DefaultLeakOptions())
+	s.GrowthBytesPerStep, s.LeakVerdict, s.Suspects = leaks.GrowthBytesPerStep, leaks.Verdict, leaks.Suspects
+	for _, c := range rep.Leaks {
+		k := fmt.Sprintf("%s(%d): %s", c.Site.Filename, c.Site.Line, c.Site.Name)
+		s.SiteLive[k] += c.Bytes
+		s.SiteAlloc[k] += c.Bytes
+	}
+	return s
+}
+
+// Merge sums per-rank sides into one (peaks: the largest rank).
+func Merge(source string, sides []*Side) *Side {
+	if len(sides) == 1 {
+		return sides[0]
+	}
+	out := &Side{Source: source, Operators: map[string]int64{}, SiteAlloc: map[string]int64{}, SiteLive: map[string]int64{}, LeakVerdict: VerdictClean}
+	for _, s := range sides {
+		out.PeakAllocatedBytes = max(out.PeakAllocatedBytes, s.PeakAllocatedBytes)
+		out.PeakReservedBytes = max(out.PeakReservedBytes, s.PeakReservedBytes)
+		out.Steps = max(out.Steps, s.Steps)
+		out.GrowthBytesPerStep = max(out.GrowthBytesPerStep, s.GrowthBytesPerStep)
+		if s.LeakVerdict == VerdictLeak || (s.LeakVerdict == VerdictUnknown && out.LeakVerdict == VerdictClean) {
+			out.LeakVerdict = s.LeakVerdict
+		}
+		for k, v := range s.Operators {
+			out.Operators[k] += v
+		}
+		for k, v := range s.SiteAlloc {
+			out.SiteAlloc[k] += v
+		}
+		for k, v := range s.SiteLive {
+			out.SiteLive[k] += v
+		}
+		out.Suspects = append(out.Suspects, s.Suspects...)
+	}
+	return out
+}
+
+// Mover is a name whose bytes changed between the sides.
+type Mover struct {
+	Name  string `json:"name"`
+	Base  int64  `json:"base_bytes"`
+	Head  int64  `json:"head_bytes"`
+	Delta int64  `json:"delta_bytes"`
+	// DeltaPerStep compares bytes per profiled step, so runs of different
+	// lengths compare; 0 when either side has no steps.
+	DeltaPerStep int64 `json:"delta_bytes_per_step"`
+}
+
+// MetricDelta compares one number between the sides.
+type MetricDelta struct {
+	Metric string  `json:"metric"`
+	Base   int64   `json:"base"`
+	Head   int64   `json:"head"`
+	Delta  int64   `json:"delta"`
+	Pct    float64 `json:"percent"` // NaN-free: 0 when base is 0
+}
+
+// Diff is what changed from base to head.
+type Diff struct {
+	Base, Head     string
+	Metrics        []MetricDelta
+	BaseVerdict    string
+	HeadVerdict    string
+	Operators      []Mover
+	SitesAlloc     []Mover
+	SitesLive      []Mover
+	NewSuspects    []LeakSuspect
+	StepSurvivors  [][2]int64 // matched by position in the profiled window
+	Changed        bool
+	ChangedSummary string
+}
+
+func delta(metric string, base, head int64) MetricDelta {
+	d := MetricDelta{Metric: metric, Base: base, Head: head, Delta: head - base}
+	if base != 0 {
+		d.Pct = 100 * float64(head-base) / math.Abs(float64(base))
+	}
+	return d
+}
+
+func movers(base, head map[string]int64, baseSteps, headSteps, top int) []Mover {
+	keys := map[string]bool{}
+	for k := range base {
+		keys[k] = true
+	}
+	for k := range head {
+		keys[k] = true
+	}
+	var out []Mover
+	for k := range keys {
+		if d := head[k] - base[k]; d != 0 {
+			m := Mover{Name: k, Base: base[k], Head: head[k], Delta: d}
+			if baseSteps > 0 && headSteps > 0 {
+				m.DeltaPerStep = head[k]/int64(headSteps) - base[k]/int64(baseSteps)
+			}
+			out = append(out, m)
+		}
+	}
+	slices.SortFunc(out, func(a, b Mover) int {
+		return cmp.Or(cmp.Compare(abs64(b.DeltaPerStep), abs64(a.DeltaPerStep)), cmp.Compare(abs64(b.Delta), abs64(a.Delta)), strings.Compare(a.Name, b.Name))
+	})
+	if top > 0 && len(out) > top {
+		out = out[:top]
+	}
+	return out
+}
+
+func abs64(x int64) int64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// Compare diffs two sides, keeping the top movers of each table.
+func Compare(base, head *Side, top int) *Diff {
+	d := &Diff{Base: base.Source, Head: head.Source, BaseVerdict: base.LeakVerdict, HeadVerdict: head.LeakVerdict}
+	d.Metrics = []MetricDelta{
+		delta("peak_allocated", base.PeakAllocatedBytes, head.PeakAllocatedBytes),
+		delta("peak_reserved", base.PeakReservedBytes, head.PeakReservedBytes),
+		delta("growth_per_step", base.GrowthBytesPerStep, head.GrowthBytesPerStep),
+	}
+	d.Operators = movers(base.Operators, head.Operators, base.Steps, head.Steps, top)
+	d.SitesAlloc = movers(base.SiteAlloc, head.SiteAlloc, base.Steps, head.Steps, top)
+	// Bytes alive at the end are not per step: compare them whole.
+	d.SitesLive = movers(base.SiteLive, head.SiteLive, 0, 0, top)
+	known := map[string]bool{}
+	for _, s := range base.Suspects {
+		known[SiteLabel(s.Stack, s.Operator)] = true
+	}
+	for _, s := range head.Suspects {
+		if !known[SiteLabel(s.Stack, s.Operator)] {
+			d.NewSuspects = append(d.NewSuspects, s)
+		}
+	}
+	for i := 0; i < max(len(base.StepSurvivors), len(head.StepSurvivors)); i++ {
+		var p [2]int64
+		p[0], p[1] = -1, -1
+		if i < len(base.StepSurvivors) {
+			p[0] = base.StepSurvivors[i]
+		}
+		if i < len(head.StepSurvivors) {
+			p[1] = head.StepSurvivors[i]
+		}
+		d.StepSurvivors = append(d.StepSurvivors, p)
+	}
+	d.Changed = len(d.Operators) > 0 || len(d.SitesAlloc) > 0 || len(d.NewSuspects) > 0 || d.BaseVerdict != d.HeadVerdict
+	for _, m := range d.Metrics {
+		if m.Delta != 0 {
+			d.Changed = true
+		}
+	}
+	return d
+}
+
+// Budget is one --fail-if condition: "peak_allocated>+5%",
+// "peak_reserved>+512MiB", "growth_per_step>1MiB", "new_suspects>0".
+type Budget struct {
+	Text     string
+	Metric   string
+	Relative bool // +N% of base
+	Increase bool // +N (bytes) over base
+	Value    float64
+}
+
+var budgetRe = regexp.MustCompile(`^\s*([a-z_]+)\s*>\s*(\+)?\s*([0-9]+(?:\.[0-9]+)?)\s*(%|[KMGT]i?B|B)?\s*$`)
+
+var budgetUnits = map[string]float64{"": 1, "B": 1, "KB": 1 << 10, "KiB": 1 << 10, "MB": 1 << 20, "MiB": 1 << 20, "GB": 1 << 30, "GiB": 1 << 30, "TB": 1 << 40, "TiB": 1 << 40}
+
+// DiffMetrics are the names --fail-if accepts.
+var DiffMetrics = []string{"peak_allocated", "peak_reserved", "growth_per_step", "new_suspects"}
+
+// ParseBudget reads one --fail-if condition.
+func ParseBudget(s string) (Budget, error) {
+	m := budgetRe.FindStringSubmatch(s)
+	if m == nil {
+		return Budget{}, fmt.Errorf("bad condition %q: want METRIC>VALUE, METRIC>+N%% or METRIC>+N<unit> (units B, KiB, MiB, GiB)", s)
+	}
+	b := Budget{Text: strings.TrimSpace(s), Metric: m[1]}
+	if !slices.Contains(DiffMetrics, b.Metric) {
+		return Budget{}, fmt.Errorf("bad condition %q: unknown metric %q (want one of %s)", s, b.Metric, strings.Join(DiffMetrics, ", "))
+	}
+	v, _ := strconv.ParseFloat(m[3], 64)
+	switch unit := m[4]; {
+	case unit == "%":
+		if m[2] != "+" {
+			return Budget{}, fmt.Errorf("bad condition %q: a percentage is a change, write >+%s%%", s, m[3])
+		}
+		b.Relative = true
+		b.Value = v
+	default:
+		b.Increase = m[2] == "+"
+		b.Value = v * budgetUnits[unit]
+	}
+	return b, nil
+}
+
+// Exceeded reports whether the diff breaks the budget, and how.
+func (b Budget) Exceeded(d *Diff) (bool, string) {
+	if b.Metric == "new_suspects" {
+		n := float64(len(d.NewSuspects))
+		return n > b.Value, fmt.Sprintf("%d new leak suspects", len(d.NewSuspects))
+	}
+	var m MetricDelta
+	for _, x := range d.Metrics {
+		if x.Metric == b.Metric {
+			m = x
+		}
+	}
+	switch {
+	case b.Relative:
+		if m.Base == 0 {
+			return m.Head > 0, fmt.Sprintf("%s went from 0 to %s", b.Metric, memtimeline.FormatBytes(m.Head))
+		}
+		return m.Pct > b.Value, fmt.Sprintf("%s changed %+.1f%% (%s -> %s)", b.Metric, m.Pct, memtimeline.FormatBytes(m.Base), memtimeline.FormatBytes(m.Head))
+	case b.Increase:
+		return float64(m.Delta) > b.Value, fmt.Sprintf("%s changed by %s", b.Metric, signedBytes(m.Delta))
+	default:
+		return float64(m.Head) > b.Value, fmt.Sprintf("%s is %s", b.Metric, memtimeline.FormatBytes(m.Head))
+	}
+}
+
+func signedBytes(n int64) string {
+	if n > 0 {
+		return "+" + memtimeline.FormatBytes(n)
+	}
+	return memtimeline.FormatBytes(n)
+}

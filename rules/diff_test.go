@@ -1,0 +1,69 @@
+package rules
+
+import (
+	"testing"
+)
+
+func TestParseBudget(t *testing.T) {
+	good := map[string]Budget{
+		"peak_allocated>+5%":       {Metric: "peak_allocated", Relative: true, Value: 5},
+		"peak_reserved > +512MiB":  {Metric: "peak_reserved", Increase: true, Value: 512 << 20},
+		"growth_per_step>1MiB":     {Metric: "growth_per_step", Value: 1 << 20},
+		"new_suspects>0":           {Metric: "new_suspects", Value: 0},
+		"peak_allocated>+1.5GiB":   {Metric: "peak_allocated", Increase: true, Value: 1.5 * (1 << 30)},
+		"peak_allocated>100000000": {Metric: "peak_allocated", Value: 1e8},
+	}
+	for s, want := range good {
+		b, err := ParseBudget(s)
+		if err != nil {
+			t.Errorf("%q: %v", s, err)
+			continue
+		}
+		b.Text = ""
+		if b != want {
+			t.Errorf("%q: got %+v, want %+v", s, b, want)
+		}
+	}
+	for _, s := range []string{"peak>5%", "peak_allocated>5%", "peak_allocated<+5%", "peak_allocated>+5 parsecs", ""} {
+		if _, err := ParseBudget(s); err == nil {
+			t.Errorf("accepted %q", s)
+		}
+	}
+}
+
+func TestDiffSelfIsNoChange(t *testing.T) {
+	tr := readTrace(t, "resnet_train_clean")
+	a, b := NewTraceSide("a", tr), NewTraceSide("b", tr)
+	d := Compare(a, b, 10)
+	if d.Changed || len(d.Operators) != 0 || len(d.SitesAlloc) != 0 || len(d.NewSuspects) != 0 {
+		t.Errorf("self diff changed: %+v", d)
+	}
+	for _, c := range []string{"peak_allocated>+0%", "peak_reserved>+0B", "new_suspects>0"} {
+		bud, _ := ParseBudget(c)
+		if over, why := bud.Exceeded(d); over {
+			t.Errorf("%s exceeded by a self diff: %s", c, why)
+		}
+	}
+}
+
+// A leaking run against a clean one: the new suspect is the planted line
+// and the live-at-end mover is its 24 MiB.
+func TestDiffFindsNewLeak(t *testing.T) {
+	d := Compare(NewTraceSide("base", readTrace(t, "compiled_model")), NewTraceSide("head", readTrace(t, "leak_module_cache")), 20)
+	if len(d.NewSuspects) != 1 || SiteLabel(d.NewSuspects[0].Stack, d.NewSuspects[0].Operator) != "gen_traces.py(143): forward via aten::clone" {
+		t.Errorf("new suspects %+v", d.NewSuspects)
+	}
+	found := false
+	for _, m := range d.SitesLive {
+		if m.Name == "gen_traces.py(143): forward via aten::clone" && m.Delta == 24<<20 {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("live movers %+v", d.SitesLive)
+	}
+	bud, _ := ParseBudget("growth_per_step>+1MiB")
+	if over, _ := bud.Exceeded(d); !over {
+		t.Error("4 MiB/step growth within a 1 MiB budget")
+	}
+}

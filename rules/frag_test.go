@@ -1,0 +1,362 @@
+package rules
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/torchmem/torchmem/chrometrace"
+)
+
+func TestFragVerdictsOnRealTraces(t *testing.T) {
+	cases := []struct {
+		name, verdict string
+	}{
+		{"frag_small_allocs", VerdictFragmented},
+		{"resnet_train_clean", VerdictOK},
+		{"big_transformer", VerdictOK},
+		{"compiled_model", VerdictOK},
+		{"leak_module_cache", VerdictOK},
+		{"leak_eval_no_grad", VerdictOK},
+		{"no_memory", VerdictUnknown},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rep := AnalyzeFrag(readTrace(t, c.name), DefaultFragOptions())
+			if rep.Verdict != c.verdict {
+				t.Fatalf("verdict %s (%s), want %s", rep.Verdict, rep.Reason, c.verdict)
+			}
+			if rep.Reason == "" || len(rep.Reasons) == 0 {
+				t.Error("no reason given")
+			}
+			fired := 0
+			for _, s := range rep.Signals {
+				if s.Fired {
+					fired++
+				}
+			}
+			if (fired > 0) != (c.verdict == VerdictFragmented) || (len(rep.Advice) > 0) != (fired > 0) {
+				t.Errorf("%d signals fired, %d pieces of advice, verdict %s", fired, len(rep.Advice), rep.Verdict)
+			}
+			if c.verdict == VerdictUnknown {
+				if !strings.Contains(rep.Reason, "profile_memory=True") {
+					t.Errorf("reason %q does not say how to record memory", rep.Reason)
+				}
+				return
+			}
+			// The histogram partitions every allocation.
+			var n, b int64
+			for _, h := range rep.Histogram {
+				n += h.Count
+				b += h.Bytes
+			}
+			if n != rep.Allocs || b != rep.AllocBytes {
+				t.Errorf("histogram holds %d allocs / %d bytes of %d / %d", n, b, rep.Allocs, rep.AllocBytes)
+			}
+		})
+	}
+}
+
+// memoryStats reads torch.cuda.memory_stats() saved at the end of the run.
+func memoryStats(t *testing.T, name string) map[string]int64 {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "testdata", "traces", name, "memory_stats.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]int64
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+type fragTruth struct {
+	Planted string `json:"planted"`
+	Window  struct {
+		Wait, Warmup, Active int64
+	} `json:"window"`
+}
+
+func readFragTruth(t *testing.T, name string) fragTruth {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "testdata", "traces", name, "truth.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tr fragTruth
+	if err := json.Unmarshal(data, &tr); err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+// rawSmallCUDAAllocs counts CUDA [memory] allocations of 1..maxBytes bytes
+// by decoding the trace with encoding/json into generic maps: a different
+// parser and a different path through the data than chrometrace's.
+func rawSmallCUDAAllocs(t *testing.T, name string, maxBytes float64) int64 {
+	t.Helper()
+	in, err := chrometrace.Open(filepath.Join("..", "testdata", "traces", name, "trace.json.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	var doc struct {
+		TraceEvents []struct {
+			Name string         `json:"name"`
+			Args map[string]any `json:"args"`
+		} `json:"traceEvents"`
+	}
+	if err := json.NewDecoder(in).Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, e := range doc.TraceEvents {
+		if e.Name != "[memory]" || e.Args["Device Type"] != float64(1) {
+			continue
+		}
+		if b, _ := e.Args["Bytes"].(float64); b > 0 && b <= maxBytes {
+			n++
+		}
+	}
+	return n
+}
+
+// frag_small_allocs plants 3000 blocks of 4 KiB and 300 scalar tensors
+// (one 512 B block each) per step; the loop also makes one more 512 B block
+// per step (a torch.zeros). So 3301 blocks of <= 4 KiB per step, 13204 over
+// the 4 active steps. The count is derived twice without the analyzer:
+//   - from the raw JSON with another parser;
+//   - from torch.cuda.memory_stats() of the same process: the small pool
+//     served 19806 allocations over wait+warmup+active = 6 identical
+//     steps, so 19806*4/6 in the profiled window, and the histogram shows
+//     that every small-pool block here is <= 4 KiB (nothing in 4 KiB..1 MiB).
+func TestFragSmallAllocsCountedIndependently(t *testing.T) {
+	rep := AnalyzeFrag(readTrace(t, "frag_small_allocs"), DefaultFragOptions())
+	raw := rawSmallCUDAAllocs(t, "frag_small_allocs", 4096)
+	if rep.SmallAllocs.Count != raw {
+		t.Errorf("small allocs %d, raw JSON count %d", rep.SmallAllocs.Count, raw)
+	}
+	stats := memoryStats(t, "frag_small_allocs")
+	truth := readFragTruth(t, "frag_small_allocs")
+	steps := truth.Window.Wait + truth.Window.Warmup + truth.Window.Active
+	fromStats := stats["allocation.small_pool.allocated"] * truth.Window.Active / steps
+	if rep.SmallAllocs.Count != fromStats {
+		t.Errorf("small allocs %d, memory_stats says %d in the window", rep.SmallAllocs.Count, fromStats)
+	}
+	if rep.Histogram[2].Count+rep.Histogram[3].Count != 0 {
+		t.Errorf("blocks of 4 KiB..1 MiB: the memory_stats derivation assumes none")
+	}
+	// Large-pool blocks (> 1 MiB) likewise: memory_stats counted all steps.
+	large := rep.Histogram[4].Count + rep.Histogram[5].Count
+	if want := stats["allocation.large_pool.allocated"] * truth.Window.Active / steps; large != want {
+		t.Errorf("large-pool allocs %d, memory_stats says %d in the window", large, want)
+	}
+	if rep.SmallAllocs.Count != 13204 || rep.SmallAllocs.PerStep != 3301 || len(rep.Steps) != int(truth.Window.Active) {
+		t.Errorf("small allocs %d (%.1f per step) over %d steps", rep.SmallAllocs.Count, rep.SmallAllocs.PerStep, len(rep.Steps))
+	}
+	for _, s := range rep.Steps {
+		if s.SmallAllocs != 3301 {
+			t.Errorf("%s: %d small allocs", s.Name, s.SmallAllocs)
+		}
+	}
+	// The planted sites, per step: 3000 x 4 KiB, then the 300 scalars.
+	planted := regexp.MustCompile(`(\d+) x 4 KiB allocs per step.*?(\d+) scalar`).FindStringSubmatch(truth.Planted)
+	if planted == nil {
+		t.Fatalf("truth.json plan %q not understood", truth.Planted)
+	}
+	per4K, _ := strconv.ParseFloat(planted[1], 64)
+	perScalar, _ := strconv.ParseFloat(planted[2], 64)
+	top := rep.SmallAllocs.TopSites
+	if len(top) < 2 || top[0].PerStep != per4K || top[0].Bytes != int64(per4K)*4096*truth.Window.Active || top[1].PerStep != perScalar {
+		t.Fatalf("top sites %+v", top)
+	}
+	if top[0].Operator != "aten::empty" || top[0].Location == nil || top[0].Location.String() != "gen_traces.py:184" {
+		t.Errorf("top site %s at %v", top[0].Operator, top[0].Location)
+	}
+	if !strings.HasPrefix(top[1].Operator, "aten::to") {
+		t.Errorf("scalar site is %s, want the host-to-device copy aten::to", top[1].Operator)
+	}
+}
+
+// The empty_cache() the scenario plants shows as one drop of reserved
+// memory, made of cudaFree calls inside empty_cache(), and the next step
+// takes the segments back with cudaMalloc. memory_stats of the same run
+// agree: it freed num_device_free segments, reserved_bytes.all.freed bytes,
+// all of them inside the profiled window.
+func TestFragEmptyCacheChurn(t *testing.T) {
+	rep := AnalyzeFrag(readTrace(t, "frag_small_allocs"), DefaultFragOptions())
+	stats := memoryStats(t, "frag_small_allocs")
+	truth := readFragTruth(t, "frag_small_allocs")
+	m := regexp.MustCompile(`empty_cache at step (\d+)`).FindStringSubmatch(truth.Planted)
+	if m == nil {
+		t.Fatalf("truth.json plan %q has no empty_cache step", truth.Planted)
+	}
+	if len(rep.ReservedDrops) != 1 {
+		t.Fatalf("reserved drops %+v", rep.ReservedDrops)
+	}
+	d := rep.ReservedDrops[0]
+	if d.Step != "ProfilerStep#"+m[1] || !d.EmptyCache || d.Bytes != stats["reserved_bytes.all.freed"] || d.CudaFreeCalls != stats["num_device_free"] {
+		t.Errorf("drop %+v; memory_stats freed %d bytes in %d segments", d, stats["reserved_bytes.all.freed"], stats["num_device_free"])
+	}
+	sc := rep.SegmentCalls
+	if sc.Source != "cuda_runtime" || sc.CudaFree != stats["num_device_free"] || sc.EmptyCacheFrees != sc.CudaFree || stats["num_alloc_retries"] != 0 {
+		t.Errorf("segment calls %+v", sc)
+	}
+	// Every new segment is one cudaMalloc and one rise of reserved memory.
+	var grows int64
+	for _, s := range rep.Steps {
+		grows += s.SegmentGrows
+	}
+	if grows != sc.CudaMalloc || sc.CudaMalloc > stats["num_device_alloc"] {
+		t.Errorf("%d reserved rises, %d cudaMalloc, %d segments in the whole run", grows, sc.CudaMalloc, stats["num_device_alloc"])
+	}
+	// After the drop, the next step re-allocates what was given back.
+	next := rep.Steps[stepIndex(rep.Steps, d.Step)+1]
+	if next.CudaMalloc == 0 || next.NewPeak || next.ReservedGrownBytes < d.Bytes {
+		t.Errorf("step after empty_cache: %+v", next)
+	}
+	sig := rep.Signal(RuleCudaMallocChurn)
+	if !sig.Fired || sc.ChurnCalls != sc.SteadyCudaMalloc+sc.SteadyCudaFree || !strings.Contains(strings.Join(rep.Advice, " "), "empty_cache") {
+		t.Errorf("churn %+v, advice %v", sig, rep.Advice)
+	}
+	if len(sc.TopSites) < 2 || !strings.Contains(sc.TopSites[0].Operator+sc.TopSites[1].Operator, "torch.cuda.empty_cache > cudaFree") {
+		t.Errorf("call sites %+v", sc.TopSites)
+	}
+}
+
+// Segment calls in the other runs agree with memory_stats: none freed a
+// segment, and cudaMalloc that comes with a new peak (the leaks) is growth,
+// not churn.
+func TestFragSegmentCallsMatchMemoryStats(t *testing.T) {
+	for _, name := range []string{"resnet_train_clean", "big_transformer", "compiled_model", "leak_module_cache", "leak_eval_no_grad"} {
+		t.Run(name, func(t *testing.T) {
+			rep := AnalyzeFrag(readTrace(t, name), DefaultFragOptions())
+			stats := memoryStats(t, name)
+			sc := rep.SegmentCalls
+			if sc.CudaFree != stats["num_device_free"] || sc.CudaMalloc > stats["num_device_alloc"] || len(rep.ReservedDrops) != 0 {
+				t.Errorf("cudaFree %d cudaMalloc %d drops %d; memory_stats: %d freed, %d allocated", sc.CudaFree, sc.CudaMalloc, len(rep.ReservedDrops), stats["num_device_free"], stats["num_device_alloc"])
+			}
+			if sc.ChurnCalls != 0 {
+				t.Errorf("churn %d: %+v", sc.ChurnCalls, rep.Steps)
+			}
+			// The peak is the process's own peak (every run peaks inside the window).
+			if rep.GapAtPeak.Allocated != stats["allocated_bytes.all.peak"] {
+				t.Errorf("peak allocated %d, memory_stats %d", rep.GapAtPeak.Allocated, stats["allocated_bytes.all.peak"])
+			}
+		})
+	}
+}
+
+// Thresholds decide, not special cases: raising them turns the planted
+// flood and churn into "ok"; lowering the gap limit makes the gap signal
+// fire on the same trace.
+func TestFragThresholds(t *testing.T) {
+	tr := readTrace(t, "frag_small_allocs")
+	opts := DefaultFragOptions()
+	opts.MinSmallPerStep = 4000
+	opts.MinChurnPerStep = 5
+	if rep := AnalyzeFrag(tr, opts); rep.Verdict != VerdictOK {
+		t.Errorf("raised thresholds: %s (%s)", rep.Verdict, rep.Reason)
+	}
+	opts = DefaultFragOptions()
+	opts.MinSmallFraction = 0.99
+	if rep := AnalyzeFrag(tr, opts); rep.Signal(RuleSmallAllocFlood).Fired {
+		t.Error("a 98% share fired a 99% limit")
+	}
+	opts = DefaultFragOptions()
+	opts.MinGapFraction, opts.MinGapBytes = 0.05, 1<<20
+	rep := AnalyzeFrag(tr, opts)
+	if !rep.Signal(RuleReservedGap).Fired || !strings.Contains(strings.Join(rep.Advice, " "), "expandable_segments:True") {
+		t.Errorf("gap %+v", rep.Signal(RuleReservedGap))
+	}
+	// The ResNet run holds 41% of reserved idle at its peak, but never
+	// needed a new segment: an idle cache, not a fragmented one.
+	rn := AnalyzeFrag(readTrace(t, "resnet_train_clean"), DefaultFragOptions())
+	if g := rn.GapAtPeak; g.Fraction < 0.3 || rn.FragmentedMisses != 0 || rn.Signal(RuleReservedGap).Fired || !strings.Contains(rn.Signal(RuleReservedGap).Detail, "no segment was added") {
+		t.Errorf("resnet gap %+v misses %d: %s", g, rn.FragmentedMisses, rn.Signal(RuleReservedGap).Detail)
+	}
+}
+
+func TestFragWithoutSteps(t *testing.T) {
+	tr := readTrace(t, "frag_small_allocs")
+	none := *tr
+	none.Steps = nil
+	rep := AnalyzeFrag(&none, DefaultFragOptions())
+	if !rep.WholeWindow || rep.SmallAllocs.PerStep != float64(rep.SmallAllocs.Count) || rep.Signal(RuleCudaMallocChurn).Fired {
+		t.Errorf("no steps: %+v", rep.Signals)
+	}
+	if !strings.Contains(rep.Signal(RuleCudaMallocChurn).Detail, "no steady state") || rep.Verdict != VerdictFragmented {
+		t.Errorf("%s: %s", rep.Verdict, rep.Reason)
+	}
+	// Without CUDA runtime events, segment calls come from reserved memory.
+	noRuntime := *tr
+	noRuntime.HostOps = nil
+	rep = AnalyzeFrag(&noRuntime, DefaultFragOptions())
+	if sc := rep.SegmentCalls; sc.Source != "reserved" || sc.CudaMalloc != 16 || sc.SteadyCudaFree != 1 || !rep.Signal(RuleCudaMallocChurn).Fired {
+		t.Errorf("from reserved: %+v", sc)
+	}
+	// Another GPU index has no events: unknown, saying so.
+	opts := DefaultFragOptions()
+	opts.Device = 3
+	if rep := AnalyzeFrag(tr, opts); rep.Verdict != VerdictUnknown || !strings.Contains(rep.Reason, "GPU 3") {
+		t.Errorf("device 3: %s (%s)", rep.Verdict, rep.Reason)
+	}
+}
+
+func TestFragRulesForCheck(t *testing.T) {
+	var rs []Rule
+	for _, r := range Builtin() {
+		if r.ID == RuleSmallAllocFlood || r.ID == RuleReservedGap || r.ID == RuleCudaMallocChurn {
+			rs = append(rs, r)
+		}
+	}
+	if len(rs) != 3 {
+		t.Fatalf("%d fragmentation rules registered", len(rs))
+	}
+	fs := Run(rs, &Input{Source: "frag", Trace: readTrace(t, "frag_small_allocs")})
+	got := map[string]Finding{}
+	for _, f := range fs {
+		got[f.Rule] = f
+	}
+	flood, ok := got[RuleSmallAllocFlood]
+	if !ok || flood.Location == nil || flood.Location.String() != "gen_traces.py:184" || flood.Operator != "aten::empty" || flood.Metrics["allocs_per_step"] != 3301 || flood.Severity != Warning {
+		t.Errorf("flood finding %+v", flood)
+	}
+	churn, ok := got[RuleCudaMallocChurn]
+	if !ok || churn.Metrics["calls_per_step"] != 4 || !strings.Contains(churn.Advice, "empty_cache") || churn.Location == nil || churn.Operator != "torch.cuda.empty_cache" {
+		t.Errorf("churn finding %+v", churn)
+	}
+	if _, ok := got[RuleReservedGap]; ok || len(fs) != 2 {
+		t.Errorf("findings %+v", fs)
+	}
+	// A configured threshold is the rule's: 5000 per step silences the flood.
+	for i := range rs {
+		if rs[i].ID == RuleSmallAllocFlood {
+			rs[i].Threshold = 5000
+		}
+	}
+	for _, f := range Run(rs, &Input{Trace: readTrace(t, "frag_small_allocs")}) {
+		if f.Rule == RuleSmallAllocFlood {
+			t.Errorf("flood fired over a 5000 limit: %s", f.Title)
+		}
+	}
+	for _, name := range []string{"resnet_train_clean", "leak_eval_no_grad", "no_memory"} {
+		if fs := Run(rs, &Input{Trace: readTrace(t, name)}); len(fs) != 0 {
+			t.Errorf("%s: %+v", name, fs)
+		}
+	}
+}
+
+func BenchmarkAnalyzeFrag(b *testing.B) {
+	tr := readTrace(b, "big_transformer")
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		AnalyzeFrag(tr, DefaultFragOptions())
+	}
+}

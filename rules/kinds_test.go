@@ -1,0 +1,30 @@
+package rules
+
+import (
+	"testing"
+
+	"github.com/torchmem/torchmem/memtimeline"
+)
+
+// Every rule must stay quiet (and not crash) on inputs of kinds it does
+// not read: an input holds exactly one kind.
+func TestEveryRuleToleratesEveryInputKind(t *testing.T) {
+	inputs := []*Input{
+		{Source: "empty"},
+		{Source: "snapshot", Snapshot: readSnapshot(t, "leak_module_cache")},
+		{Source: "steps", StepLog: &memtimeline.StepLog{}},
+		{Source: "smi", SMI: &memtimeline.SMILog{}},
+	}
+	for _, in := range inputs {
+		for _, r := range Builtin() {
+			func() {
+				defer func() {
+					if p := recover(); p != nil {
+						t.Errorf("rule %s panics on a %s input: %v", r.ID, in.Source, p)
+					}
+				}()
+				Run([]Rule{r}, in)
+			}()
+		}
+	}
+}

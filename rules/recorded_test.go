@@ -1,0 +1,172 @@
+package rules
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/torchmem/torchmem/chrometrace"
+)
+
+// Traces recorded for this project on an H200 (testdata/gpu, see its
+// README): leak patterns beyond the shared ones, so the detector is proven
+// general rather than tuned to one file.
+
+func readGPUTrace(t testing.TB, rel string) *chrometrace.Trace {
+	t.Helper()
+	in, err := chrometrace.Open(filepath.Join("..", "testdata", "gpu", rel, "trace.json.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	tr, err := chrometrace.Read(in, chrometrace.ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+type gpuTruth struct {
+	LeakBytesPerStep int64  `json:"leak_bytes_per_step"`
+	LeakOp           string `json:"leak_op"`
+	LeakFrame        string `json:"leak_frame"`
+	LeakSite         struct {
+		File string `json:"file"`
+		Line int    `json:"line"`
+	} `json:"leak_site"`
+}
+
+func readGPUTruth(t testing.TB, rel string) gpuTruth {
+	var tr gpuTruth
+	data, err := os.ReadFile(filepath.Join("..", "testdata", "gpu", rel, "truth.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &tr); err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+func TestLeakVerdictsOnRecordedPatterns(t *testing.T) {
+	for _, rel := range []string{
+		"leak_hook_every_step",      // a forward hook registered every step keeps a clone
+		"leak_retain_graph",         // backward(retain_graph=True) with the loss kept
+		"ddp_one_rank_leaks/rank1",  // the DDP rank that leaks
+		"ddp_one_rank_leaks/rank0",  // its clean peer
+		"diff_pair/base",            // clean
+		"diff_pair/head",            // clean, wider activations
+		"diff_pair/head_leak",       // a module cache
+		"amp_item_sync_slow_loader", // clean, slow
+		"oom",                       // an OOM, no leak
+	} {
+		t.Run(rel, func(t *testing.T) {
+			truth := readGPUTruth(t, rel)
+			rep := AnalyzeLeaks(readGPUTrace(t, rel), DefaultLeakOptions())
+			if truth.LeakBytesPerStep == 0 {
+				if rep.Verdict == VerdictLeak {
+					t.Fatalf("false alarm: %s", rep.Reason)
+				}
+				return
+			}
+			if rep.Verdict != VerdictLeak || rep.GrowthBytesPerStep != truth.LeakBytesPerStep {
+				t.Fatalf("%s, %d bytes/step (%s); planted %d", rep.Verdict, rep.GrowthBytesPerStep, rep.Reason, truth.LeakBytesPerStep)
+			}
+			top := rep.Suspects[0]
+			if truth.LeakOp != "" && !strings.HasPrefix(top.Operator, truth.LeakOp) {
+				t.Errorf("suspect operator %q, planted %q", top.Operator, truth.LeakOp)
+			}
+			if truth.LeakFrame != "" && lastFrame(top.Stack) != truth.LeakFrame {
+				t.Errorf("suspect frame %q, planted %q", lastFrame(top.Stack), truth.LeakFrame)
+			}
+			if loc := LocationOf(top.Stack); truth.LeakSite.File != "" && (loc == nil || loc.File != truth.LeakSite.File) {
+				t.Errorf("suspect in %v, planted in %s", loc, truth.LeakSite.File)
+			}
+		})
+	}
+}
+
+// The recorded run with loss.item() every step and a DataLoader that
+// sleeps gets the sync and starvation findings; its OOM sibling gets OOM.
+func TestGPUTimelineAndOOMFindingsOnRecordedRuns(t *testing.T) {
+	ids := func(rel string) map[string]Finding {
+		out := map[string]Finding{}
+		for _, f := range Run(Builtin(), &Input{Source: rel, Trace: readGPUTrace(t, rel)}) {
+			out[f.Rule] = f
+		}
+		return out
+	}
+	got := ids("amp_item_sync_slow_loader")
+	for _, want := range []string{"gpu.sync-copy-every-step", "gpu.idle-gaps", "gpu.pageable-h2d"} {
+		if _, ok := got[want]; !ok {
+			t.Errorf("amp_item_sync_slow_loader: no %s finding (got %v)", want, keys(got))
+		}
+	}
+	if f := got["gpu.sync-copy-every-step"]; f.Location == nil || f.Location.File != "amp_item_sync_slow_loader.py" {
+		t.Errorf("sync finding not placed in the script: %+v", f.Location)
+	}
+	if _, ok := got["memory.leak"]; ok {
+		t.Error("leak finding on a clean run")
+	}
+	if _, ok := ids("oom")["memory.oom"]; !ok {
+		t.Error("no memory.oom finding on the run that hit OOM")
+	}
+	if _, ok := ids("diff_pair/base")["memory.oom"]; ok {
+		t.Error("memory.oom on a run without OOM")
+	}
+}
+
+func keys(m map[string]Finding) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// The recorded before/after pair: HEAD doubles fc1's width. The diff
+// names the operators and the line whose bytes moved, by the right amount
+// per step (fc1's output: 4 MiB -> 8 MiB per step).
+func TestDiffOnRecordedPair(t *testing.T) {
+	var truth struct {
+		HeadVsBase struct {
+			FC1 struct{ Base, Head int64 } `json:"fc1_output_bytes"`
+		} `json:"head_vs_base"`
+		HeadLeakVsBase struct {
+			LeakBytesPerStep int64 `json:"leak_bytes_per_step"`
+		} `json:"head_leak_vs_base"`
+	}
+	data, _ := os.ReadFile(filepath.Join("..", "testdata", "gpu", "diff_pair", "truth.json"))
+	if err := json.Unmarshal(data, &truth); err != nil {
+		t.Fatal(err)
+	}
+	want := truth.HeadVsBase.FC1.Head - truth.HeadVsBase.FC1.Base
+	base := NewTraceSide("base", readGPUTrace(t, "diff_pair/base"))
+	d := Compare(base, NewTraceSide("head", readGPUTrace(t, "diff_pair/head")), 0)
+	found := map[string]int64{}
+	for _, m := range d.Operators {
+		found["op "+m.Name] = m.DeltaPerStep
+	}
+	for _, m := range d.SitesAlloc {
+		found["site "+m.Name] = m.DeltaPerStep
+	}
+	for _, k := range []string{"op aten::addmm", "op aten::clamp_min", "site diff_train.py(35): forward via aten::relu"} {
+		if found[k] != want {
+			t.Errorf("%s moved %d bytes/step, fc1's output grew %d", k, found[k], want)
+		}
+	}
+	if len(d.NewSuspects) != 0 || d.HeadVerdict != VerdictClean {
+		t.Errorf("a wider layer is not a leak: %+v", d.NewSuspects)
+	}
+	d = Compare(base, NewTraceSide("head_leak", readGPUTrace(t, "diff_pair/head_leak")), 0)
+	if len(d.NewSuspects) != 1 || d.NewSuspects[0].BytesPerStep != truth.HeadLeakVsBase.LeakBytesPerStep ||
+		SiteLabel(d.NewSuspects[0].Stack, d.NewSuspects[0].Operator) != "diff_train.py(35): forward via aten::clone" {
+		t.Errorf("new suspects %+v", d.NewSuspects)
+	}
+	self := Compare(base, NewTraceSide("base again", readGPUTrace(t, "diff_pair/base")), 0)
+	if self.Changed {
+		t.Error("a run diffed with itself changed")
+	}
+}

@@ -1,0 +1,838 @@
+package rules
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/torchmem/torchmem/chrometrace"
+)
+
+var timelineRuleIDs = []string{ruleSyncCopy, rulePageableH2D, ruleIdleGaps, ruleLowMemcpyBW}
+
+func TestTimelineRulesRegistered(t *testing.T) {
+	byID := map[string]Rule{}
+	for _, r := range Builtin() {
+		byID[r.ID] = r
+	}
+	for _, id := range timelineRuleIDs {
+		r, ok := byID[id]
+		if !ok {
+			t.Errorf("%s is not registered", id)
+			continue
+		}
+		if r.Description == "" || r.Unit == "" || r.Threshold <= 0 || r.Check == nil {
+			t.Errorf("%s: incomplete rule %+v", id, r)
+		}
+	}
+}
+
+// timelineRule returns the built-in rule id, to run alone or with a changed threshold.
+func timelineRule(t testing.TB, id string) Rule {
+	t.Helper()
+	for _, r := range Builtin() {
+		if r.ID == id {
+			return r
+		}
+	}
+	t.Fatalf("no rule %s", id)
+	return Rule{}
+}
+
+func readTraceFile(t testing.TB, path string) *chrometrace.Trace {
+	t.Helper()
+	in, err := chrometrace.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	tr, err := chrometrace.Read(in, chrometrace.ReadOptions{})
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return tr
+}
+
+func findingsOf(t testing.TB, tr *chrometrace.Trace, id string) []Finding {
+	t.Helper()
+	return Run([]Rule{timelineRule(t, id)}, &Input{Source: "test", Trace: tr})
+}
+
+// ---- an oracle that reads the raw JSON with encoding/json, independent of
+// chrometrace's model, for the facts the rules must agree with.
+
+type rawTimelineEvent struct {
+	Ph   string          `json:"ph"`
+	Cat  string          `json:"cat"`
+	Name string          `json:"name"`
+	Ts   json.Number     `json:"ts"`
+	Dur  json.Number     `json:"dur"`
+	Args json.RawMessage `json:"args"`
+}
+
+type rawDeviceArgs struct {
+	Device    int     `json:"device"`
+	Bytes     int64   `json:"bytes"`
+	Bandwidth float64 `json:"memory bandwidth (GB/s)"`
+}
+
+type oracleTrace struct {
+	steps  [][2]int64 // host ProfilerStep windows, ns, sorted
+	device map[int][][2]int64
+	copies []oracleCopy
+}
+
+type oracleCopy struct {
+	name      string
+	start     int64
+	bytes     int64
+	bandwidth float64 // Kineto's own "memory bandwidth (GB/s)"
+}
+
+// microsToNs parses Kineto's "123.456" microseconds exactly.
+func microsToNs(t testing.TB, n json.Number) int64 {
+	s := string(n)
+	whole, frac, _ := strings.Cut(s, ".")
+	frac = (frac + "000")[:3]
+	w, err1 := strconv.ParseInt(whole, 10, 64)
+	f, err2 := strconv.ParseInt(frac, 10, 64)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("bad time %q", s)
+	}
+	return w*1000 + f
+}
+
+func readOracle(t testing.TB, path string) *oracleTrace {
+	t.Helper()
+	in, err := chrometrace.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	data, err := io.ReadAll(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		TraceEvents []rawTimelineEvent `json:"traceEvents"`
+	}
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.UseNumber()
+	if err := dec.Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	o := &oracleTrace{device: map[int][][2]int64{}}
+	seenStep := map[string]bool{}
+	for _, e := range doc.TraceEvents {
+		if e.Ph != "X" {
+			continue
+		}
+		start := microsToNs(t, e.Ts)
+		end := start + microsToNs(t, e.Dur)
+		switch e.Cat {
+		case "user_annotation":
+			if strings.HasPrefix(e.Name, "ProfilerStep#") && !seenStep[e.Name] {
+				seenStep[e.Name] = true
+				o.steps = append(o.steps, [2]int64{start, end})
+			}
+		case "kernel", "gpu_memcpy", "gpu_memset":
+			var a rawDeviceArgs
+			if err := json.Unmarshal(e.Args, &a); err != nil {
+				t.Fatal(err)
+			}
+			o.device[a.Device] = append(o.device[a.Device], [2]int64{start, end})
+			if e.Cat == "gpu_memcpy" {
+				o.copies = append(o.copies, oracleCopy{name: e.Name, start: start, bytes: a.Bytes, bandwidth: a.Bandwidth})
+			}
+		}
+	}
+	slices.SortFunc(o.steps, func(a, b [2]int64) int { return cmp.Compare(a[0], b[0]) })
+	return o
+}
+
+// idleFractions clips the device's ranges to each step, sorts and unions
+// them: the plain way, against the rule's merged-then-searched intervals.
+func (o *oracleTrace) idleFractions(dev int) []float64 {
+	var out []float64
+	for _, s := range o.steps {
+		var clipped [][2]int64
+		for _, iv := range o.device[dev] {
+			a, b := max(iv[0], s[0]), min(iv[1], s[1])
+			if b > a {
+				clipped = append(clipped, [2]int64{a, b})
+			}
+		}
+		slices.SortFunc(clipped, func(x, y [2]int64) int { return cmp.Compare(x[0], y[0]) })
+		var busy, curS, curE int64
+		open := false
+		for _, iv := range clipped {
+			if open && iv[0] <= curE {
+				curE = max(curE, iv[1])
+				continue
+			}
+			if open {
+				busy += curE - curS
+			}
+			curS, curE, open = iv[0], iv[1], true
+		}
+		if open {
+			busy += curE - curS
+		}
+		out = append(out, 1-float64(busy)/float64(s[1]-s[0]))
+	}
+	return out
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 0 {
+		return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return s[len(s)/2]
+}
+
+func (o *oracleTrace) copiesNamed(prefix string, minBytes int64) []oracleCopy {
+	var out []oracleCopy
+	for _, c := range o.copies {
+		if strings.HasPrefix(c.name, prefix) && c.bytes >= minBytes {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// stepsWith counts the steps in which one of the copies ran on the device.
+// The rules place a copy by its host launch; in these traces each copy also
+// starts inside its step, which the oracle checks instead.
+func (o *oracleTrace) stepsWith(copies []oracleCopy) int {
+	n := 0
+	for _, s := range o.steps {
+		for _, c := range copies {
+			if c.start >= s[0] && c.start <= s[1] {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
+func near(a, b, tol float64) bool { return math.Abs(a-b) <= tol*math.Max(1, math.Abs(b)) }
+
+// ---- real traces
+
+type timelineCase struct {
+	name string
+	path string
+	// which rules must fire; the others must stay silent.
+	fires map[string]bool
+	// host operator the sync or pageable finding must name.
+	syncOperator, pageableOperator string
+	// the host op the largest idle gap is attributed to, when the trace
+	// has one long stall.
+	gapOperator string
+}
+
+var realTimelineCases = []timelineCase{
+	{name: "resnet_train_clean", path: "../testdata/traces/resnet_train_clean/trace.json.gz",
+		fires: map[string]bool{ruleIdleGaps: true}},
+	{name: "leak_module_cache", path: "../testdata/traces/leak_module_cache/trace.json.gz",
+		fires: map[string]bool{ruleIdleGaps: true}},
+	{name: "leak_eval_no_grad", path: "../testdata/traces/leak_eval_no_grad/trace.json.gz",
+		fires: map[string]bool{ruleIdleGaps: true}},
+	{name: "compiled_model", path: "../testdata/traces/compiled_model/trace.json.gz",
+		fires: map[string]bool{ruleIdleGaps: true}},
+	{name: "no_memory", path: "../testdata/traces/no_memory/trace.json.gz",
+		fires: map[string]bool{ruleIdleGaps: true}},
+	{name: "frag_small_allocs", path: "../testdata/traces/frag_small_allocs/trace.json.gz",
+		fires:            map[string]bool{ruleIdleGaps: true, rulePageableH2D: true},
+		pageableOperator: "aten::to"},
+	{name: "copies_item_sync", path: "../testdata/gputimeline/copies_item_sync/trace.json.gz",
+		fires:        map[string]bool{ruleIdleGaps: true, rulePageableH2D: true, ruleSyncCopy: true, ruleLowMemcpyBW: true},
+		syncOperator: "aten::to", pageableOperator: "aten::to", gapOperator: "aten::randn"},
+	{name: "slow_loader_pinned", path: "../testdata/gputimeline/slow_loader_pinned/trace.json.gz",
+		fires:       map[string]bool{ruleIdleGaps: true},
+		gapOperator: "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"},
+	// Recorded by the GPU helper: bf16 autocast, loss.item() every step,
+	// pageable uploads, a DataLoader sleeping 20 ms per batch.
+	{name: "amp_item_sync_slow_loader", path: "../testdata/gpu/amp_item_sync_slow_loader/trace.json.gz",
+		fires:        map[string]bool{ruleIdleGaps: true, rulePageableH2D: true, ruleSyncCopy: true},
+		syncOperator: "aten::item", pageableOperator: "aten::to",
+		gapOperator: "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"},
+	{name: "big_transformer", path: "../testdata/traces/big_transformer/trace.json.gz",
+		fires: map[string]bool{}},
+}
+
+func TestTimelineRulesOnRealTraces(t *testing.T) {
+	for _, tc := range realTimelineCases {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := os.Stat(tc.path); err != nil {
+				t.Fatalf("test trace missing: %v", err)
+			}
+			if tc.name == "big_transformer" && testing.Short() {
+				t.Skip("76 MB of JSON for the oracle")
+			}
+			tr := readTraceFile(t, tc.path)
+			o := readOracle(t, tc.path)
+			for _, id := range timelineRuleIDs {
+				fs := findingsOf(t, tr, id)
+				if got := len(fs) > 0; got != tc.fires[id] {
+					t.Errorf("%s: fired=%v, want %v: %+v", id, got, tc.fires[id], fs)
+					continue
+				}
+				for _, f := range fs {
+					if f.Advice == "" || f.Detail == "" || f.Title == "" || len(f.Metrics) == 0 {
+						t.Errorf("%s: finding without evidence or advice: %+v", id, f)
+					}
+				}
+				switch id {
+				case ruleIdleGaps:
+					checkIdleAgainstOracle(t, tr, o, fs, tc)
+				case rulePageableH2D:
+					checkPageableAgainstOracle(t, o, fs, tc)
+				case ruleSyncCopy:
+					checkSyncAgainstOracle(t, o, fs, tc)
+				case ruleLowMemcpyBW:
+					checkBandwidthAgainstOracle(t, o, fs)
+				}
+			}
+		})
+	}
+}
+
+func checkIdleAgainstOracle(t *testing.T, tr *chrometrace.Trace, o *oracleTrace, fs []Finding, tc timelineCase) {
+	t.Helper()
+	// Whether it fired or not, the oracle's median decides.
+	want := median(o.idleFractions(0))
+	if tc.fires[ruleIdleGaps] != (want > timelineRule(t, ruleIdleGaps).Threshold) {
+		t.Errorf("oracle median idle %.3f disagrees with fired=%v", want, tc.fires[ruleIdleGaps])
+	}
+	if len(fs) == 0 {
+		return
+	}
+	if len(fs) != 1 {
+		t.Fatalf("want one idle finding (one GPU), got %d", len(fs))
+	}
+	f := fs[0]
+	if got := f.Metrics["median_idle_fraction"]; !near(got, want, 1e-9) {
+		t.Errorf("median idle fraction %.6f, oracle %.6f", got, want)
+	}
+	fr := o.idleFractions(0)
+	if got, w := f.Metrics["max_idle_fraction"], slices.Max(fr); !near(got, w, 1e-9) {
+		t.Errorf("max idle fraction %.6f, oracle %.6f", got, w)
+	}
+	if int(f.Metrics["steps"]) != len(o.steps) {
+		t.Errorf("steps %v, oracle %d", f.Metrics["steps"], len(o.steps))
+	}
+	if gap := f.Metrics["largest_gap_us"]; gap <= 0 || gap*1e3 > float64(maxStepNs(o)) {
+		t.Errorf("largest gap %v µs outside (0, longest step]", gap)
+	}
+	if tc.gapOperator != "" && f.Operator != tc.gapOperator {
+		t.Errorf("gap operator %q, want %q (%s)", f.Operator, tc.gapOperator, f.Detail)
+	}
+	// The traces with a planted stall (a slow loader, randn on the CPU)
+	// must read as one stall; the small models of the seed traces idle in
+	// many short launch gaps.
+	stall := strings.Contains(f.Detail, "one stall")
+	if want := tc.gapOperator != ""; stall != want || (f.Metrics["largest_gap_share_of_step_idle"] >= 0.5) != want {
+		t.Errorf("stall=%v (largest gap %.2f of its step's idle), want %v: %s", stall, f.Metrics["largest_gap_share_of_step_idle"], want, f.Detail)
+	}
+	if !stall && !strings.Contains(f.Advice, "launch") {
+		t.Errorf("spread-out idle time without launch-bound advice: %s", f.Advice)
+	}
+}
+
+func maxStepNs(o *oracleTrace) int64 {
+	var m int64
+	for _, s := range o.steps {
+		m = max(m, s[1]-s[0])
+	}
+	return m
+}
+
+func checkPageableAgainstOracle(t *testing.T, o *oracleTrace, fs []Finding, tc timelineCase) {
+	t.Helper()
+	pageable := o.copiesNamed("Memcpy HtoD (Pageable", 0)
+	if len(fs) == 0 {
+		if len(pageable) >= len(o.steps) {
+			t.Errorf("silent, but the trace has %d pageable uploads in %d steps", len(pageable), len(o.steps))
+		}
+		return
+	}
+	f := fs[0]
+	var bytes int64
+	for _, c := range pageable {
+		bytes += c.bytes
+	}
+	if int(f.Metrics["copies"]) != len(pageable) || int64(f.Metrics["bytes"]) != bytes {
+		t.Errorf("copies %v bytes %v, oracle %d and %d", f.Metrics["copies"], f.Metrics["bytes"], len(pageable), bytes)
+	}
+	if got, want := f.Metrics["copies_per_step"], float64(len(pageable))/float64(len(o.steps)); !near(got, want, 1e-12) {
+		t.Errorf("copies per step %v, oracle %v", got, want)
+	}
+	if f.Operator != tc.pageableOperator {
+		t.Errorf("operator %q, want %q", f.Operator, tc.pageableOperator)
+	}
+	if f.Metrics["host_blocked_us_per_step"] <= 0 {
+		t.Errorf("no host time found for synchronous pageable copies: %v", f.Metrics)
+	}
+}
+
+func checkSyncAgainstOracle(t *testing.T, o *oracleTrace, fs []Finding, tc timelineCase) {
+	t.Helper()
+	d2h := o.copiesNamed("Memcpy DtoH", 0)
+	if len(fs) == 0 {
+		if len(o.steps) > 0 && o.stepsWith(d2h) == len(o.steps) {
+			t.Errorf("silent, but every step has a device-to-host copy")
+		}
+		return
+	}
+	f := fs[0]
+	if int(f.Metrics["copies"]) != len(d2h) || int(f.Metrics["steps_with_copy"]) != o.stepsWith(d2h) || int(f.Metrics["steps"]) != len(o.steps) {
+		t.Errorf("copies %v in %v of %v steps, oracle %d in %d of %d", f.Metrics["copies"], f.Metrics["steps_with_copy"], f.Metrics["steps"],
+			len(d2h), o.stepsWith(d2h), len(o.steps))
+	}
+	if f.Operator != tc.syncOperator {
+		t.Errorf("operator %q, want %q", f.Operator, tc.syncOperator)
+	}
+	if f.Metrics["host_blocked_us_per_step"] <= 0 {
+		t.Errorf("no blocked host time: %v", f.Metrics)
+	}
+	if f.Location == nil {
+		t.Errorf("no Python location though the trace has stacks")
+	}
+}
+
+func checkBandwidthAgainstOracle(t *testing.T, o *oracleTrace, fs []Finding) {
+	t.Helper()
+	large := append(o.copiesNamed("Memcpy HtoD", 1<<20), o.copiesNamed("Memcpy DtoH", 1<<20)...)
+	var best float64
+	for _, c := range large {
+		best = max(best, c.bandwidth)
+	}
+	limit := timelineRule(t, ruleLowMemcpyBW).Threshold * best
+	for _, f := range fs {
+		// Kineto's own bandwidth figure is the oracle.
+		if !near(f.Metrics["best_gbps"], best, 1e-6) {
+			t.Errorf("best %v GB/s, Kineto says %v", f.Metrics["best_gbps"], best)
+		}
+		prefix := "Memcpy HtoD"
+		if strings.Contains(f.Title, "device-to-host") {
+			prefix = "Memcpy DtoH"
+		}
+		var slow []float64
+		for _, c := range o.copiesNamed(prefix, 1<<20) {
+			if c.bandwidth < limit {
+				slow = append(slow, c.bandwidth)
+			}
+		}
+		slices.Sort(slow)
+		if len(slow) == 0 || int(f.Metrics["copies"]) != len(slow) || !near(f.Metrics["median_gbps"], slow[len(slow)/2], 1e-6) {
+			t.Errorf("%s: %v copies at median %v GB/s, Kineto: %v", prefix, f.Metrics["copies"], f.Metrics["median_gbps"], slow)
+		}
+	}
+}
+
+// TestAmpItemSyncSlowLoaderTruth checks the findings against what the
+// recording script says it planted (truth.json): copies per step, their
+// size, and the Python frames around the planted lines. Kineto names a
+// frame by the line its function starts on, so a finding's line is the
+// enclosing def, at or above the planted line.
+func TestAmpItemSyncSlowLoaderTruth(t *testing.T) {
+	dir := "../testdata/gpu/amp_item_sync_slow_loader/"
+	raw, err := os.ReadFile(dir + "truth.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type site struct {
+		File string `json:"file"`
+		Line int    `json:"line"`
+	}
+	var truth struct {
+		Window struct{ Active int } `json:"window"`
+		Sync   struct {
+			Memcpy string `json:"memcpy"`
+			Copies int    `json:"copies"`
+			Bytes  int64  `json:"bytes"`
+			Site   site   `json:"site"`
+		} `json:"sync_per_step"`
+		H2D struct {
+			Memcpy    string `json:"memcpy"`
+			Copies    int    `json:"copies"`
+			BytesEach int64  `json:"bytes_each"`
+			Site      site   `json:"site"`
+		} `json:"h2d_per_step"`
+		Loader struct {
+			SleepS float64 `json:"sleep_s_per_batch"`
+			Site   site    `json:"site"`
+		} `json:"loader"`
+	}
+	if err := json.Unmarshal(raw, &truth); err != nil {
+		t.Fatal(err)
+	}
+	tr := readTraceFile(t, dir+"trace.json.gz")
+	steps := truth.Window.Active
+	atOrAbove := func(what string, got *Location, want site) {
+		t.Helper()
+		if got == nil || got.File != want.File || got.Line > want.Line || got.Line < want.Line-40 {
+			t.Errorf("%s: location %+v, want the function around %s:%d", what, got, want.File, want.Line)
+		}
+	}
+
+	sync := findingsOf(t, tr, ruleSyncCopy)
+	if len(sync) != 1 {
+		t.Fatalf("sync: %+v", sync)
+	}
+	m := sync[0].Metrics
+	if int(m["steps"]) != steps || int(m["steps_with_copy"]) != steps || int(m["copies"]) != truth.Sync.Copies*steps ||
+		int64(m["median_bytes_per_copy"]) != truth.Sync.Bytes {
+		t.Errorf("sync metrics %v, truth %d copies of %d B in each of %d steps", m, truth.Sync.Copies, truth.Sync.Bytes, steps)
+	}
+	atOrAbove("sync", sync[0].Location, truth.Sync.Site)
+
+	h2d := findingsOf(t, tr, rulePageableH2D)
+	if len(h2d) != 1 {
+		t.Fatalf("pageable: %+v", h2d)
+	}
+	m = h2d[0].Metrics
+	if int(m["copies"]) != truth.H2D.Copies*steps || int64(m["bytes_per_step"]) != int64(truth.H2D.Copies)*truth.H2D.BytesEach ||
+		int64(m["largest_copy_bytes"]) != truth.H2D.BytesEach {
+		t.Errorf("pageable metrics %v, truth %d x %d B per step", m, truth.H2D.Copies, truth.H2D.BytesEach)
+	}
+	atOrAbove("pageable", h2d[0].Location, truth.H2D.Site)
+
+	idle := findingsOf(t, tr, ruleIdleGaps)
+	if len(idle) != 1 {
+		t.Fatalf("idle: %+v", idle)
+	}
+	// The loader sleeps SleepS per batch, so the largest gap is at least that.
+	if gap := idle[0].Metrics["largest_gap_us"]; gap < truth.Loader.SleepS*1e6 {
+		t.Errorf("largest gap %.0f µs, shorter than the loader's %.0f ms sleep", gap, truth.Loader.SleepS*1e3)
+	}
+	atOrAbove("idle", idle[0].Location, truth.Loader.Site)
+}
+
+// ---- synthetic traces for the edges
+
+// synth builds a Kineto trace; times are in microseconds.
+type synth struct{ events []string }
+
+func (s *synth) step(n int, ts, dur float64) {
+	s.events = append(s.events, fmt.Sprintf(`{"ph":"X","cat":"user_annotation","name":"ProfilerStep#%d","pid":1,"tid":1,"ts":%g,"dur":%g}`, n, ts, dur))
+}
+
+func (s *synth) host(cat, name string, ts, dur float64, ext int) {
+	s.events = append(s.events, fmt.Sprintf(`{"ph":"X","cat":%q,"name":%q,"pid":1,"tid":1,"ts":%g,"dur":%g,"args":{"External id":%d}}`, cat, name, ts, dur, ext))
+}
+
+func (s *synth) py(name string, id, parent int, ts, dur float64) {
+	s.events = append(s.events, fmt.Sprintf(`{"ph":"X","cat":"python_function","name":%q,"pid":1,"tid":1,"ts":%g,"dur":%g,"args":{"Python id":%d,"Python parent id":%d}}`, name, ts, dur, id, parent))
+}
+
+func (s *synth) dev(cat, name string, device, stream int, ts, dur float64, bytes int64, ext int) {
+	s.events = append(s.events, fmt.Sprintf(`{"ph":"X","cat":%q,"name":%q,"pid":%d,"tid":%d,"ts":%g,"dur":%g,"args":{"device":%d,"stream":%d,"bytes":%d,"External id":%d}}`,
+		cat, name, device, stream, ts, dur, device, stream, bytes, ext))
+}
+
+func (s *synth) kernel(device, stream int, ts, dur float64) {
+	s.dev("kernel", "gemm", device, stream, ts, dur, 0, 0)
+}
+
+// itemCopy is loss.item(): aten::item > aten::_local_scalar_dense issuing a
+// cudaMemcpyAsync and a cudaStreamSynchronize, and the 4-byte copy.
+func (s *synth) itemCopy(ts float64, ext int) {
+	s.host("cpu_op", "aten::item", ts, 30, ext-1)
+	s.host("cpu_op", "aten::_local_scalar_dense", ts+1, 28, ext)
+	s.host("cuda_runtime", "cudaMemcpyAsync", ts+2, 5, ext)
+	s.host("cuda_runtime", "cudaStreamSynchronize", ts+8, 20, ext)
+	s.dev("gpu_memcpy", "Memcpy DtoH (Device -> Pinned)", 0, 7, ts+25, 2, 4, ext)
+}
+
+func (s *synth) trace(t testing.TB) *chrometrace.Trace {
+	t.Helper()
+	doc := `{"schemaVersion":1,"traceEvents":[` + strings.Join(s.events, ",\n") + `]}`
+	tr, err := chrometrace.Read(strings.NewReader(doc), chrometrace.ReadOptions{})
+	if err != nil {
+		t.Fatalf("synthetic trace: %v\n%s", err, doc)
+	}
+	return tr
+}
+
+func TestSyncCopySynthetic(t *testing.T) {
+	cases := []struct {
+		name      string
+		steps     int
+		withCopy  []bool // per step
+		threshold float64
+		wantFire  bool
+		wantWhole bool
+	}{
+		{name: "every step", steps: 4, withCopy: []bool{true, true, true, true}, threshold: 0.9, wantFire: true},
+		{name: "half the steps", steps: 4, withCopy: []bool{true, false, true, false}, threshold: 0.9},
+		{name: "half the steps, lower threshold", steps: 4, withCopy: []bool{true, false, true, false}, threshold: 0.5, wantFire: true},
+		{name: "no copy", steps: 3, withCopy: []bool{false, false, false}, threshold: 0.9},
+		{name: "no steps: the whole trace is one window", steps: 0, withCopy: []bool{true}, threshold: 0.9, wantFire: true, wantWhole: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var s synth
+			for i, has := range tc.withCopy {
+				base := float64(1000 + i*1000)
+				if tc.steps > 0 {
+					s.step(i+1, base, 900)
+				}
+				s.py("train.py(40): train_step", 2*i+1, -1, base+10, 600)
+				s.kernel(0, 7, base+20, 50)
+				if has {
+					s.itemCopy(base+100, 100*(i+1))
+				}
+			}
+			r := timelineRule(t, ruleSyncCopy)
+			r.Threshold = tc.threshold
+			fs := Run([]Rule{r}, &Input{Trace: s.trace(t)})
+			if (len(fs) > 0) != tc.wantFire {
+				t.Fatalf("fired=%v, want %v: %+v", len(fs) > 0, tc.wantFire, fs)
+			}
+			if !tc.wantFire {
+				return
+			}
+			f := fs[0]
+			copies := 0
+			for _, h := range tc.withCopy {
+				if h {
+					copies++
+				}
+			}
+			windows := max(tc.steps, 1)
+			if int(f.Metrics["copies"]) != copies || int(f.Metrics["steps"]) != windows || f.Metrics["median_bytes_per_copy"] != 4 {
+				t.Errorf("metrics %v, want %d copies of 4 B in %d windows", f.Metrics, copies, windows)
+			}
+			// cudaMemcpyAsync 5 µs + cudaStreamSynchronize 20 µs per copy.
+			if want := 25.0 * float64(copies) / float64(windows); !near(f.Metrics["host_blocked_us_per_step"], want, 1e-9) {
+				t.Errorf("blocked %v µs per step, want %v", f.Metrics["host_blocked_us_per_step"], want)
+			}
+			if f.Operator != "aten::item" || !strings.Contains(f.Detail, "aten::item > aten::_local_scalar_dense") {
+				t.Errorf("operator %q, detail %q", f.Operator, f.Detail)
+			}
+			if f.Location == nil || f.Location.File != "train.py" || f.Location.Line != 40 || f.Location.Function != "train_step" {
+				t.Errorf("location %+v, want train.py:40 train_step", f.Location)
+			}
+			if got := strings.Contains(f.Detail, "no ProfilerStep"); got != tc.wantWhole {
+				t.Errorf("whole-trace note=%v, want %v: %s", got, tc.wantWhole, f.Detail)
+			}
+		})
+	}
+}
+
+func TestIdleGapsSynthetic(t *testing.T) {
+	t.Run("several devices, overlapping streams", func(t *testing.T) {
+		var s synth
+		// Two 1000 µs steps. GPU 0: two streams overlap into [0,800)
+		// of each step (20% idle); GPU 1: one 100 µs kernel (90% idle).
+		for i := range 2 {
+			base := float64(10000 + 2000*i)
+			s.step(i+1, base, 1000)
+			s.kernel(0, 7, base, 500)
+			s.kernel(0, 8, base+300, 500)
+			s.kernel(1, 7, base+100, 100)
+			s.host("user_annotation", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", base+560, 400, 0)
+		}
+		fs := findingsOf(t, s.trace(t), ruleIdleGaps)
+		if len(fs) != 1 {
+			t.Fatalf("want a finding for GPU 1 only, got %+v", fs)
+		}
+		f := fs[0]
+		if f.Metrics["device"] != 1 || !near(f.Metrics["median_idle_fraction"], 0.9, 1e-12) {
+			t.Errorf("metrics %v, want device 1 idle 0.9", f.Metrics)
+		}
+		// The largest gap on GPU 1 is [200, 1000) of a step: 800 µs, while
+		// the loader ran from 560 to 960.
+		if !near(f.Metrics["largest_gap_us"], 800, 1e-12) || f.Operator != "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__" {
+			t.Errorf("gap %v µs, operator %q", f.Metrics["largest_gap_us"], f.Operator)
+		}
+
+		r := timelineRule(t, ruleIdleGaps)
+		r.Threshold = 0.1
+		fs = Run([]Rule{r}, &Input{Trace: s.trace(t)})
+		if len(fs) != 2 || fs[0].Metrics["device"] != 0 || !near(fs[0].Metrics["median_idle_fraction"], 0.2, 1e-12) {
+			t.Errorf("at 0.1 want GPU 0 (idle 0.2) and GPU 1: %+v", fs)
+		}
+	})
+	t.Run("no device ops", func(t *testing.T) {
+		var s synth
+		s.step(1, 100, 1000)
+		s.host("cpu_op", "aten::add", 200, 10, 1)
+		tr := s.trace(t)
+		for _, id := range timelineRuleIDs {
+			if fs := findingsOf(t, tr, id); len(fs) != 0 {
+				t.Errorf("%s on a CPU-only trace: %+v", id, fs)
+			}
+		}
+	})
+	t.Run("no steps", func(t *testing.T) {
+		var s synth
+		s.host("cpu_op", "aten::mm", 0, 1000, 1)
+		s.kernel(0, 7, 100, 100)
+		fs := findingsOf(t, s.trace(t), ruleIdleGaps)
+		if len(fs) != 1 || !near(fs[0].Metrics["median_idle_fraction"], 0.9, 1e-12) || !strings.Contains(fs[0].Detail, "no ProfilerStep") {
+			t.Errorf("want the whole trace 90%% idle with the note: %+v", fs)
+		}
+	})
+}
+
+func TestCopyRulesSynthetic(t *testing.T) {
+	const mib = 1 << 20
+	upload := func(s *synth, ts float64, name string, bytes int64, dur float64, ext int) {
+		s.host("cpu_op", "aten::to", ts, dur+20, ext-1)
+		s.host("cpu_op", "aten::copy_", ts+1, dur+18, ext)
+		s.host("cuda_runtime", "cudaMemcpyAsync", ts+2, dur+10, ext)
+		s.dev("gpu_memcpy", name, 0, 7, ts+5, dur, bytes, ext)
+	}
+	t.Run("pageable and pinned", func(t *testing.T) {
+		var s synth
+		for i := range 3 {
+			base := float64(10000 * (i + 1))
+			s.step(i+1, base, 9000)
+			// 64 MiB at 5 GB/s pageable, 50 GB/s pinned, and a small one.
+			upload(&s, base+10, "Memcpy HtoD (Pageable -> Device)", 64*mib, 64*mib/5e3, 10*i+2)
+			upload(&s, base+5000, "Memcpy HtoD (Pinned -> Device)", 64*mib, 64*mib/50e3, 10*i+4)
+			upload(&s, base+7000, "Memcpy HtoD (Pageable -> Device)", 4, 1, 10*i+6)
+		}
+		tr := s.trace(t)
+		fs := findingsOf(t, tr, rulePageableH2D)
+		if len(fs) != 1 || fs[0].Metrics["copies"] != 6 || fs[0].Metrics["copies_per_step"] != 2 ||
+			fs[0].Metrics["bytes"] != float64(3*(64*mib+4)) || fs[0].Operator != "aten::to" {
+			t.Errorf("pageable: %+v", fs)
+		}
+		fs = findingsOf(t, tr, ruleLowMemcpyBW)
+		if len(fs) != 1 || fs[0].Metrics["copies"] != 3 || !near(fs[0].Metrics["median_gbps"], 5, 1e-3) ||
+			!near(fs[0].Metrics["best_gbps"], 50, 1e-3) || fs[0].Metrics["pageable_copies"] != 3 {
+			t.Errorf("bandwidth: %+v", fs)
+		}
+		r := timelineRule(t, rulePageableH2D)
+		r.Threshold = 3
+		if fs := Run([]Rule{r}, &Input{Trace: tr}); len(fs) != 0 {
+			t.Errorf("2 per step under a threshold of 3 fired: %+v", fs)
+		}
+	})
+	t.Run("only pageable: nothing faster to compare with", func(t *testing.T) {
+		var s synth
+		s.step(1, 1000, 90000)
+		upload(&s, 1010, "Memcpy HtoD (Pageable -> Device)", 64*mib, 64*mib/5e3, 2)
+		upload(&s, 30000, "Memcpy HtoD (Pageable -> Device)", 64*mib, 64*mib/6e3, 4)
+		if fs := findingsOf(t, s.trace(t), ruleLowMemcpyBW); len(fs) != 0 {
+			t.Errorf("fired without a reference copy: %+v", fs)
+		}
+	})
+	t.Run("non-blocking copy into pinned memory does not block", func(t *testing.T) {
+		var s synth
+		for i := range 3 {
+			base := float64(1000 * (i + 1))
+			s.step(i+1, base, 900)
+			// x.to("cpu", non_blocking=True) into pinned memory: no sync.
+			upload(&s, base+10, "Memcpy DtoH (Device -> Pinned)", 4*mib, 100, 10*i+2)
+		}
+		tr := s.trace(t)
+		if fs := findingsOf(t, tr, ruleSyncCopy); len(fs) != 0 {
+			t.Errorf("fired on asynchronous copies: %+v", fs)
+		}
+		// The same copies with a cudaStreamSynchronize after each do block.
+		for i := range 3 {
+			s.host("cuda_runtime", "cudaStreamSynchronize", float64(1000*(i+1))+120, 5, 10*i+2)
+		}
+		fs := findingsOf(t, s.trace(t), ruleSyncCopy)
+		if len(fs) != 1 || fs[0].Metrics["steps_with_copy"] != 3 || fs[0].Operator != "aten::to" {
+			t.Errorf("with a synchronize: %+v", fs)
+		}
+	})
+	t.Run("copies without host ops", func(t *testing.T) {
+		var s synth
+		s.step(1, 1000, 1000)
+		s.dev("gpu_memcpy", "Memcpy DtoH (Device -> Pageable)", 0, 7, 1100, 10, 4, 0)
+		fs := findingsOf(t, s.trace(t), ruleSyncCopy)
+		if len(fs) != 1 || fs[0].Operator != "(no host operator)" || fs[0].Metrics["host_blocked_us_per_step"] != 0 {
+			t.Errorf("%+v", fs)
+		}
+	})
+}
+
+// All four rules on one input share analyses through Memo; running them
+// together twice must neither deadlock nor change the answer.
+func TestTimelineRulesShareAnalyses(t *testing.T) {
+	tr := readTraceFile(t, "../testdata/gputimeline/copies_item_sync/trace.json.gz")
+	in := &Input{Trace: tr}
+	var rs []Rule
+	for _, id := range timelineRuleIDs {
+		rs = append(rs, timelineRule(t, id))
+	}
+	first := Run(rs, in)
+	second := Run(rs, in)
+	a, _ := json.Marshal(first)
+	b, _ := json.Marshal(second)
+	if string(a) != string(b) || len(first) != 5 {
+		t.Errorf("%d then %d findings, or they differ", len(first), len(second))
+	}
+}
+
+// BenchmarkTimelineRules runs each rule on the largest trace, and on
+// frag_small_allocs, whose 1200 uploads exercise the host attribution that
+// big_transformer (no host<->device copies) never reaches. Thresholds at 0
+// make every rule build its full evidence.
+func BenchmarkTimelineRules(b *testing.B) {
+	for _, name := range []string{"big_transformer", "frag_small_allocs"} {
+		tr := readTraceFile(b, "../testdata/traces/"+name+"/trace.json.gz")
+		for _, id := range timelineRuleIDs {
+			r := timelineRule(b, id)
+			r.Threshold = 0
+			b.Run(name+"/"+id, func(b *testing.B) {
+				for b.Loop() {
+					// A fresh Input each time: the cost includes the shared analyses.
+					Run([]Rule{r}, &Input{Trace: tr})
+				}
+			})
+		}
+	}
+}
+
+// FuzzTimelineRules runs the four rules on whatever the reader accepts:
+// odd times, overlapping steps, copies without host ops, missing devices
+// must give findings or none, never a panic. The corpus grown by
+// `go test -fuzz` is kept in testdata/fuzz/FuzzTimelineRules.
+func FuzzTimelineRules(f *testing.F) {
+	var s synth
+	s.step(1, 1000, 900)
+	s.step(2, 1500, 900) // overlaps step 1
+	s.py("train.py(40): train_step", 1, -1, 1010, 600)
+	s.kernel(0, 7, 1020, 50)
+	s.kernel(3, 9, 990, 5000)
+	s.itemCopy(1100, 100)
+	s.dev("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 0, 7, 1200, 0, 1<<21, 0)
+	s.dev("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", 0, 7, 1300, 10, 1<<22, 7)
+	f.Add([]byte(`{"traceEvents":[` + strings.Join(s.events, ",") + `]}`))
+	f.Add([]byte(`{"traceEvents":[{"ph":"X","cat":"user_annotation","name":"ProfilerStep#1","pid":1,"tid":1,"ts":5,"dur":0}]}`))
+	var rs []Rule
+	for _, id := range timelineRuleIDs {
+		rs = append(rs, timelineRule(f, id))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tr, err := chrometrace.Read(strings.NewReader(string(data)), chrometrace.ReadOptions{Workers: 1})
+		if err != nil {
+			return
+		}
+		for _, fd := range Run(rs, &Input{Trace: tr}) {
+			for k, v := range fd.Metrics {
+				if math.IsNaN(v) || math.IsInf(v, 0) {
+					t.Fatalf("%s: metric %s = %v", fd.Rule, k, v)
+				}
+			}
+		}
+	})
+}
