@@ -44,13 +44,17 @@ func readBothWays(t testing.TB, data []byte, chunk int) (exact, fast string, fas
 // Every real trace reads the same through speculative batches of several
 // sizes as through the exact splitter alone, and the fast path is used.
 func TestSpeculativeAgreesOnRealTraces(t *testing.T) {
-	paths, _ := filepath.Glob(filepath.Join("..", "testdata", "traces", "*", "trace.json.gz"))
+	var paths []string
+	for _, pattern := range []string{"traces/*/trace.json.gz", "gpu/*/trace.json.gz", "gpu/*/*/trace.json.gz", "gputimeline/*/trace.json.gz"} {
+		m, _ := filepath.Glob(filepath.Join("..", "testdata", filepath.FromSlash(pattern)))
+		paths = append(paths, m...)
+	}
 	if len(paths) == 0 {
 		t.Fatal("no traces in testdata/traces")
 	}
 	for _, p := range paths {
-		name := filepath.Base(filepath.Dir(p))
-		if name == "big_transformer" && testing.Short() {
+		name := strings.TrimPrefix(filepath.ToSlash(filepath.Dir(p)), "../testdata/")
+		if name == "traces/big_transformer" && testing.Short() {
 			continue
 		}
 		data := gunzipFile(t, p)
