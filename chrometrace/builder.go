@@ -30,6 +30,13 @@ type builder struct {
 	lastPid, lastTid []byte
 	lastThread       ThreadID
 	haveLast         bool
+
+	// A local builder converts one batch on a worker: its strings point
+	// into the batch (not copied) and its ids are renumbered by merge.
+	local bool
+	// Scratch for merge: local string and thread ids to global ones.
+	globalStr    []StrID
+	globalThread []ThreadID
 }
 
 type threadKey struct{ pid, tid string }
@@ -45,13 +52,117 @@ func newBuilder() *builder {
 	return b
 }
 
+func newLocalBuilder() *builder {
+	b := newBuilder()
+	b.local = true
+	return b
+}
+
+// reset empties a local builder for the next batch, keeping its memory.
+func (b *builder) reset() {
+	t := b.t
+	clear(t.Strings)
+	t.Strings = append(t.Strings[:0], "")
+	clear(b.strs)
+	b.strs[""] = NoStr
+	clear(b.threads)
+	t.Threads = t.Threads[:0]
+	t.Steps = t.Steps[:0]
+	t.OOMs = t.OOMs[:0]
+	t.Events = 0
+	b.badTimes = 0
+	b.haveLast = false
+	b.hostOps.reset()
+	b.memory.reset()
+	b.pyFrames.reset()
+	b.deviceOps.reset()
+	b.flows.reset()
+}
+
+// merge appends a local builder's batch, in order: its strings and
+// threads are interned here in the order the batch first used them, which
+// is the order reading the events here one by one would have, so every id
+// comes out the same.
+func (b *builder) merge(l *builder) {
+	lt := l.t
+	gs := b.globalStr[:0]
+	for _, s := range lt.Strings {
+		gs = append(gs, b.intern(s))
+	}
+	gt := b.globalThread[:0]
+	for i := range lt.Threads {
+		th := &lt.Threads[i]
+		key := threadKey{lt.Strings[th.Pid], lt.Strings[th.Tid]}
+		id, ok := b.threads[key]
+		if !ok {
+			id = ThreadID(len(b.t.Threads))
+			b.t.Threads = append(b.t.Threads, Thread{Pid: gs[th.Pid], Tid: gs[th.Tid], PidNum: th.PidNum, TidNum: th.TidNum})
+			b.threads[threadKey{b.t.Strings[gs[th.Pid]], b.t.Strings[gs[th.Tid]]}] = id
+		}
+		gt = append(gt, id)
+	}
+	// A batch's last thread_name for a lane wins, as it would event by
+	// event (names are never set empty).
+	for i := range lt.Threads {
+		if n := lt.Threads[i].Name; n != NoStr {
+			b.t.Threads[gt[i]].Name = gs[n]
+		}
+	}
+	b.globalStr, b.globalThread = gs, gt
+
+	l.hostOps.each(func(ops []HostOp) {
+		for _, op := range ops {
+			op.Name, op.Thread = gs[op.Name], gt[op.Thread]
+			op.InputDims, op.CallStack = gs[op.InputDims], gs[op.CallStack]
+			b.hostOps.add(op)
+		}
+	})
+	l.pyFrames.each(func(fs []PyFrame) {
+		for _, f := range fs {
+			f.Name, f.Thread = gs[f.Name], gt[f.Thread]
+			b.pyFrames.add(f)
+		}
+	})
+	l.deviceOps.each(func(ds []DeviceOp) {
+		for _, d := range ds {
+			d.Name, d.Thread = gs[d.Name], gt[d.Thread]
+			b.deviceOps.add(d)
+		}
+	})
+	l.memory.each(func(ms []MemoryEvent) {
+		for _, m := range ms {
+			m.Thread = gt[m.Thread]
+			b.memory.add(m)
+		}
+	})
+	l.flows.each(func(fs []Flow) {
+		for _, f := range fs {
+			f.Thread, f.Cat = gt[f.Thread], gs[f.Cat]
+			b.flows.add(f)
+		}
+	})
+	for _, o := range lt.OOMs {
+		o.Thread = gt[o.Thread]
+		b.t.OOMs = append(b.t.OOMs, o)
+	}
+	for _, st := range lt.Steps {
+		st.Thread = gt[st.Thread]
+		b.t.Steps = append(b.t.Steps, st)
+	}
+	b.t.Events += lt.Events
+	b.badTimes += l.badTimes
+}
+
 // intern returns the id of s, copying s only the first time it is seen (s
-// may point into a reused buffer).
+// may point into a reused buffer). A local builder does not copy: its
+// strings live as long as the batch.
 func (b *builder) intern(s string) StrID {
 	if id, ok := b.strs[s]; ok {
 		return id
 	}
-	s = strings.Clone(s)
+	if !b.local {
+		s = strings.Clone(s)
+	}
 	id := StrID(len(b.t.Strings))
 	b.t.Strings = append(b.t.Strings, s)
 	b.strs[s] = id
@@ -396,6 +507,24 @@ func (c *chunked[T]) add(v T) {
 	}
 	c.cur = append(c.cur, v)
 	c.n++
+}
+
+// reset empties c, keeping its largest chunk for reuse.
+func (c *chunked[T]) reset() {
+	clear(c.chunks)
+	c.chunks = c.chunks[:0]
+	c.cur = c.cur[:0]
+	c.n = 0
+}
+
+// each calls fn with the records in order, a chunk at a time.
+func (c *chunked[T]) each(fn func([]T)) {
+	for _, ch := range c.chunks {
+		fn(ch)
+	}
+	if len(c.cur) > 0 {
+		fn(c.cur)
+	}
 }
 
 func (c *chunked[T]) grow() {

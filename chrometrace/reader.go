@@ -104,9 +104,27 @@ type batch struct {
 	speculative bool
 	sep         []byte
 	failed      bool
+	// local holds the batch's events converted on the worker, with
+	// batch-local string and thread ids; the merger only renumbers them.
+	local *builder
 }
 
-const batchBytes = 1 << 20
+// convert turns the decoded events into local records on the worker, while
+// they are in its cache, and drops the decoded events.
+func (bt *batch) convert() {
+	if bt.local == nil {
+		bt.local = newLocalBuilder()
+	}
+	bt.local.reset()
+	for i := range bt.events {
+		bt.local.add(&bt.events[i])
+	}
+	clear(bt.events)
+	bt.events = bt.events[:0]
+}
+
+// batchBytes is the size of an exact-path batch (a variable for tests).
+var batchBytes = 1 << 20
 
 // Read parses a whole Kineto Chrome trace from r, streaming: memory use is
 // the compact model plus a few MB of batches, whatever the input size. A
@@ -357,13 +375,7 @@ func readEventsExact(sp *splitter, b *builder, workers int, opts ReadOptions, fi
 					if p.warn != "" {
 						b.warnOnce(p.warn)
 					}
-					for i := range p.events {
-						if err := b.add(&p.events[i]); err != nil {
-							firstErr = fmt.Errorf("event %d: %w", p.first+int64(i), err)
-							close(stop)
-							break
-						}
-					}
+					b.merge(p.local)
 					if opts.Progress != nil {
 						opts.Progress(b.t.Events)
 					}
@@ -421,6 +433,7 @@ func unsafeString(b []byte) string { return unsafe.String(unsafe.SliceData(b), l
 func decodeBatch(bt *batch) {
 	err := sonicAPI.UnmarshalFromString(unsafeString(bt.data), &bt.events)
 	if err == nil {
+		bt.convert()
 		return
 	}
 	var mismatch *decoder.MismatchTypeError
@@ -428,6 +441,7 @@ func decodeBatch(bt *batch) {
 		// sonic decodes the rest and reports the first field of an
 		// unexpected type; the event keeps its other fields.
 		bt.warn = "some event fields had an unexpected type and were ignored"
+		bt.convert()
 		return
 	}
 	// Find the bad element to say where it is.
@@ -573,19 +587,11 @@ func readEventsSpeculative(sp *splitter, b *builder, workers int, opts ReadOptio
 			}
 			if firstErr == nil {
 				b.t.speculativeBatches++
-				for i := range p.events {
-					if err := b.add(&p.events[i]); err != nil {
-						firstErr = fmt.Errorf("event %d: %w", b.t.Events-1, err)
-						stopOnce()
-						break
-					}
-				}
+				b.merge(p.local)
 				if opts.Progress != nil {
 					opts.Progress(b.t.Events)
 				}
 			}
-			clear(p.events)
-			p.events = p.events[:0]
 			select {
 			case free <- p:
 			default:
@@ -700,4 +706,5 @@ func decodeSpeculative(bt *batch) {
 			return
 		}
 	}
+	bt.convert()
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -185,6 +186,56 @@ func TestSpeculativeStopsAtArrayEnd(t *testing.T) {
 		}
 		if !strings.Contains(exact, `device 1 "B"`) {
 			t.Fatalf("deviceProperties not read:\n%s", exact)
+		}
+	}
+}
+
+// Batches are converted on the workers with their own string and thread
+// ids and renumbered in order; with batches of a few events, in both
+// paths, the model must still match the goldens written by reading event
+// by event.
+func TestCanonicalGoldensSmallBatches(t *testing.T) {
+	paths, _ := filepath.Glob(filepath.Join("..", "testdata", "traces", "*", "trace.string"))
+	if len(paths) == 0 {
+		t.Fatal("no goldens in testdata/traces")
+	}
+	defer func(c, m, e int, s bool) {
+		specChunkBytes, maxSpecChunkBytes, batchBytes, speculate = c, m, e, s
+	}(specChunkBytes, maxSpecChunkBytes, batchBytes, speculate)
+	for _, golden := range paths {
+		dir := filepath.Dir(golden)
+		if filepath.Base(dir) == "big_transformer" && testing.Short() {
+			continue
+		}
+		want := readFile(t, golden)
+		data := gunzipFile(t, filepath.Join(dir, "trace.json.gz"))
+		// One batch for the whole array converts event by event: its
+		// string and thread ids are the reference (goldens print names,
+		// not ids).
+		speculate, batchBytes = false, len(data)+1
+		whole, err := Read(bytes.NewReader(data), ReadOptions{Workers: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, spec := range []bool{false, true} {
+			size := 2000
+			if len(data) > 10<<20 {
+				size = 64 << 10 // hundreds of batches still, in less time
+			}
+			speculate, specChunkBytes, maxSpecChunkBytes, batchBytes = spec, size, 1<<20, size
+			tr, err := Read(bytes.NewReader(data), ReadOptions{Workers: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var buf bytes.Buffer
+			WriteCanonical(&buf, tr)
+			if !bytes.Equal(buf.Bytes(), want) {
+				t.Errorf("%s, speculative %v, %d-byte batches: model differs from the golden\n%s", filepath.Base(dir), spec, size, firstDiff(buf.String(), string(want)))
+			}
+			if !slices.Equal(tr.Strings, whole.Strings) || !slices.Equal(tr.Threads, whole.Threads) ||
+				!slices.Equal(tr.HostOps, whole.HostOps) || !slices.Equal(tr.PyFrames, whole.PyFrames) {
+				t.Errorf("%s, speculative %v, %d-byte batches: string, thread or record ids differ from one batch", filepath.Base(dir), spec, size)
+			}
 		}
 	}
 }
