@@ -265,27 +265,13 @@ func readEvents(sp *splitter, b *builder, workers int, opts ReadOptions) error {
 // on one goroutine. firstEvent is the index in the array of the element
 // at the splitter's position, for messages.
 func readEventsExact(sp *splitter, b *builder, workers int, opts ReadOptions, firstEvent int64) error {
-	jobs := make(chan *batch, workers)
-	results := make(chan *batch, workers)
-	free := make(chan *batch, 2*workers+2)
-	for i := 0; i < 2*workers+2; i++ {
-		free <- &batch{}
-	}
-	var wg sync.WaitGroup
-	for i := 0; i < workers; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for bt := range jobs {
-				if bt.speculative {
-					decodeSpeculative(bt)
-				} else {
-					decodeBatch(bt)
-				}
-				results <- bt
-			}
-		}()
-	}
+	jobs, results, free := startWorkers(workers, func(bt *batch) {
+		if bt.speculative {
+			decodeSpeculative(bt)
+		} else {
+			decodeBatch(bt)
+		}
+	})
 
 	// The splitter runs on its own goroutine; this one merges in order.
 	type splitEnd struct {
@@ -358,7 +344,7 @@ func readEventsExact(sp *splitter, b *builder, workers int, opts ReadOptions, fi
 	pending := map[int]*batch{}
 	next := 0
 	var firstErr error
-	for bt := range resultsUntilDone(results, &wg) {
+	for bt := range results {
 		pending[bt.seq] = bt
 		for {
 			p, ok := pending[next]
@@ -406,13 +392,32 @@ func readEventsExact(sp *splitter, b *builder, workers int, opts ReadOptions, fi
 	return nil
 }
 
-// resultsUntilDone closes results once every worker has finished.
-func resultsUntilDone(results chan *batch, wg *sync.WaitGroup) <-chan *batch {
+// startWorkers starts the decoding workers: they take batches from jobs,
+// decode them and pass them on to results, which closes once jobs is
+// closed and every worker is done. free holds the recycled batches.
+func startWorkers(workers int, decode func(*batch)) (jobs chan *batch, results <-chan *batch, free chan *batch) {
+	jobs = make(chan *batch, workers)
+	out := make(chan *batch, workers)
+	free = make(chan *batch, 2*workers+2)
+	for i := 0; i < 2*workers+2; i++ {
+		free <- &batch{}
+	}
+	var wg sync.WaitGroup
+	for i := 0; i < workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for bt := range jobs {
+				decode(bt)
+				out <- bt
+			}
+		}()
+	}
 	go func() {
 		wg.Wait()
-		close(results)
+		close(out)
 	}()
-	return results
+	return jobs, out, free
 }
 
 func (bt *batch) reset(seq int, first int64, offset int64) {
@@ -533,23 +538,7 @@ func readEventsSpeculative(sp *splitter, b *builder, workers int, opts ReadOptio
 	if !speculate {
 		return nil
 	}
-	jobs := make(chan *batch, workers)
-	results := make(chan *batch, workers)
-	free := make(chan *batch, 2*workers+2)
-	for i := 0; i < 2*workers+2; i++ {
-		free <- &batch{}
-	}
-	var wg sync.WaitGroup
-	for i := 0; i < workers; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for bt := range jobs {
-				decodeSpeculative(bt)
-				results <- bt
-			}
-		}()
-	}
+	jobs, results, free := startWorkers(workers, decodeSpeculative)
 
 	stop := make(chan struct{})
 	endc := make(chan specEnd, 1)
@@ -568,7 +557,7 @@ func readEventsSpeculative(sp *splitter, b *builder, workers int, opts ReadOptio
 			close(stop)
 		}
 	}
-	for bt := range resultsUntilDone(results, &wg) {
+	for bt := range results {
 		pending[bt.seq] = bt
 		for {
 			p, ok := pending[next]
