@@ -341,40 +341,26 @@ func readEventsExact(sp *splitter, b *builder, workers int, opts ReadOptions, fi
 	}()
 
 	// Merge batches in sequence order.
-	pending := map[int]*batch{}
-	next := 0
 	var firstErr error
-	for bt := range results {
-		pending[bt.seq] = bt
-		for {
-			p, ok := pending[next]
-			if !ok {
-				break
-			}
-			delete(pending, next)
-			next++
-			if firstErr == nil {
-				if p.err != nil {
-					firstErr = p.err
-					close(stop)
-				} else {
-					if p.warn != "" {
-						b.warnOnce(p.warn)
-					}
-					b.merge(p.local)
-					if opts.Progress != nil {
-						opts.Progress(b.t.Events)
-					}
+	inSequence(results, func(p *batch) {
+		if firstErr == nil {
+			if p.err != nil {
+				firstErr = p.err
+				close(stop)
+			} else {
+				if p.warn != "" {
+					b.warnOnce(p.warn)
+				}
+				b.merge(p.local)
+				if opts.Progress != nil {
+					opts.Progress(b.t.Events)
 				}
 			}
-			clear(p.events)
-			p.events = p.events[:0]
-			select {
-			case free <- p:
-			default:
-			}
 		}
-	}
+		clear(p.events)
+		p.events = p.events[:0]
+		recycle(free, p)
+	})
 	if firstErr != nil {
 		return firstErr
 	}
@@ -390,6 +376,29 @@ func readEventsExact(sp *splitter, b *builder, workers int, opts ReadOptions, fi
 		b.truncated(end.offset, "the end of the traceEvents array")
 	}
 	return nil
+}
+
+// inSequence hands the batches coming out of the workers to merge in
+// their input order (seq), whatever order the workers finish them in.
+func inSequence(results <-chan *batch, merge func(*batch)) {
+	pending := map[int]*batch{}
+	next := 0
+	for bt := range results {
+		pending[bt.seq] = bt
+		for p, ok := pending[next]; ok; p, ok = pending[next] {
+			delete(pending, next)
+			next++
+			merge(p)
+		}
+	}
+}
+
+// recycle returns a merged batch to the free list, dropping it if full.
+func recycle(free chan *batch, p *batch) {
+	select {
+	case free <- p:
+	default:
+	}
 }
 
 // startWorkers starts the decoding workers: they take batches from jobs,
@@ -547,8 +556,6 @@ func readEventsSpeculative(sp *splitter, b *builder, workers int, opts ReadOptio
 		endc <- cutSpeculative(sp, jobs, free, stop)
 	}()
 
-	pending := map[int]*batch{}
-	next := 0
 	failedAt := -1
 	var kept []*batch // from the first failed batch on, in order
 	var firstErr error
@@ -557,36 +564,24 @@ func readEventsSpeculative(sp *splitter, b *builder, workers int, opts ReadOptio
 			close(stop)
 		}
 	}
-	for bt := range results {
-		pending[bt.seq] = bt
-		for {
-			p, ok := pending[next]
-			if !ok {
-				break
-			}
-			delete(pending, next)
-			next++
-			if failedAt < 0 && firstErr == nil && p.failed {
-				stopOnce()
-				failedAt = p.seq
-			}
-			if failedAt >= 0 {
-				kept = append(kept, p)
-				continue
-			}
-			if firstErr == nil {
-				b.t.speculativeBatches++
-				b.merge(p.local)
-				if opts.Progress != nil {
-					opts.Progress(b.t.Events)
-				}
-			}
-			select {
-			case free <- p:
-			default:
+	inSequence(results, func(p *batch) {
+		if failedAt < 0 && firstErr == nil && p.failed {
+			stopOnce()
+			failedAt = p.seq
+		}
+		if failedAt >= 0 {
+			kept = append(kept, p)
+			return
+		}
+		if firstErr == nil {
+			b.t.speculativeBatches++
+			b.merge(p.local)
+			if opts.Progress != nil {
+				opts.Progress(b.t.Events)
 			}
 		}
-	}
+		recycle(free, p)
+	})
 	end := <-endc
 	if firstErr != nil {
 		return firstErr
