@@ -14,16 +14,7 @@ import (
 
 func readTrace(t testing.TB, name string) *chrometrace.Trace {
 	t.Helper()
-	in, err := chrometrace.Open(filepath.Join("..", "testdata", "traces", name, "trace.json.gz"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	tr, err := chrometrace.Read(in, chrometrace.ReadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tr
+	return readTraceFile(t, filepath.Join("..", "testdata", "traces", name, "trace.json.gz"))
 }
 
 // stepLogGrowth measures growth per step independently of the trace: from

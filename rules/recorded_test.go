@@ -16,16 +16,7 @@ import (
 
 func readGPUTrace(t testing.TB, rel string) *chrometrace.Trace {
 	t.Helper()
-	in, err := chrometrace.Open(filepath.Join("..", "testdata", "gpu", rel, "trace.json.gz"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	tr, err := chrometrace.Read(in, chrometrace.ReadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tr
+	return readTraceFile(t, filepath.Join("..", "testdata", "gpu", rel, "trace.json.gz"))
 }
 
 type gpuTruth struct {
