@@ -149,6 +149,7 @@ type Diff struct {
 	SitesAlloc     []Mover
 	SitesLive      []Mover
 	NewSuspects    []LeakSuspect
+	HeadSuspects   []LeakSuspect
 	StepSurvivors  [][2]int64 // matched by position in the profiled window
 	Changed        bool
 	ChangedSummary string
@@ -212,6 +213,7 @@ func Compare(base, head *Side, top int) *Diff {
 	for _, s := range base.Suspects {
 		known[SiteLabel(s.Stack, s.Operator)] = true
 	}
+	d.HeadSuspects = head.Suspects
 	for _, s := range head.Suspects {
 		if !known[SiteLabel(s.Stack, s.Operator)] {
 			d.NewSuspects = append(d.NewSuspects, s)
@@ -309,4 +311,50 @@ func signedBytes(n int64) string {
 		return "+" + memtimeline.FormatBytes(n)
 	}
 	return memtimeline.FormatBytes(n)
+}
+
+// LeakGate is what `torchmem diff` fails on without any flag: HEAD leaks
+// where BASE did not, or HEAD has a leak suspect BASE lacks that keeps at
+// least threshold bytes per step. Each reason is one sentence; none means
+// the leak gate passes.
+func (d *Diff) LeakGate(threshold int64) []string {
+	var out []string
+	if d.HeadVerdict == VerdictLeak && d.BaseVerdict != VerdictLeak {
+		why := fmt.Sprintf("HEAD leaks (BASE %s)", d.BaseVerdict)
+		if len(d.HeadSuspects) > 0 {
+			s := d.HeadSuspects[0]
+			why = fmt.Sprintf("HEAD leaks %s per step at %s (BASE %s)", memtimeline.FormatBytes(s.BytesPerStep), SiteLabel(s.Stack, s.Operator), d.BaseVerdict)
+		}
+		out = append(out, why)
+	}
+	if len(out) > 0 {
+		return out // the new leak's top suspect is named already
+	}
+	for _, s := range d.NewSuspects {
+		if s.BytesPerStep >= threshold {
+			out = append(out, fmt.Sprintf("new leak suspect in HEAD: %s per step at %s (threshold %s)",
+				memtimeline.FormatBytes(s.BytesPerStep), SiteLabel(s.Stack, s.Operator), memtimeline.FormatBytes(threshold)))
+		}
+	}
+	return out
+}
+
+// RuleLeak is the leak rule's id; its threshold is the diff's leak gate.
+const RuleLeak = "memory.leak"
+
+var bytesRe = regexp.MustCompile(`^\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]i?B|B)?\s*$`)
+
+// ParseBytes reads a size like "1048576", "512KiB" or "1.5 MiB" (KB, MB... are
+// powers of 1024, as torch prints them).
+func ParseBytes(s string) (int64, error) {
+	m := bytesRe.FindStringSubmatch(s)
+	if m == nil {
+		return 0, fmt.Errorf("bad size %q: want a number of bytes with an optional unit (B, KiB, MiB, GiB)", s)
+	}
+	v, _ := strconv.ParseFloat(m[1], 64)
+	v *= budgetUnits[m[2]]
+	if v > math.MaxInt64/2 {
+		return 0, fmt.Errorf("bad size %q: too large", s)
+	}
+	return int64(v), nil
 }

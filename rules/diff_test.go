@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -65,5 +66,53 @@ func TestDiffFindsNewLeak(t *testing.T) {
 	bud, _ := ParseBudget("growth_per_step>+1MiB")
 	if over, _ := bud.Exceeded(d); !over {
 		t.Error("4 MiB/step growth within a 1 MiB budget")
+	}
+}
+
+// The leak gate fails on a new leak without flags, on a new suspect when
+// both sides leak (at or above the threshold), and never on a fixed leak,
+// a clean change or a self diff. Real recordings only.
+func TestDiffLeakGate(t *testing.T) {
+	side := func(name string) *Side {
+		if strings.HasPrefix(name, "gpu/") {
+			return NewTraceSide(name, readGPUTrace(t, strings.TrimPrefix(name, "gpu/")))
+		}
+		return NewTraceSide(name, readTrace(t, name))
+	}
+	cases := []struct {
+		base, head string
+		threshold  int64
+		want       string // substring of the first reason; "" passes
+	}{
+		{"gpu/diff_pair/base", "gpu/diff_pair/head_leak", 1 << 20, "HEAD leaks 4.00 MB per step at diff_train.py(35): forward via aten::clone (BASE clean)"},
+		{"compiled_model", "leak_module_cache", 1 << 20, "HEAD leaks 4.00 MB per step at gen_traces.py(143)"},
+		// Both leak: the new site fails at a 1 MiB threshold, not at 8 MiB.
+		{"leak_module_cache", "gpu/diff_pair/head_leak", 1 << 20, "new leak suspect in HEAD: 4.00 MB per step at diff_train.py(35)"},
+		{"leak_module_cache", "gpu/diff_pair/head_leak", 8 << 20, ""},
+		{"leak_module_cache", "compiled_model", 1 << 20, ""},
+		{"gpu/diff_pair/base", "gpu/diff_pair/head", 1 << 20, ""},
+		{"leak_module_cache", "leak_module_cache", 1 << 20, ""},
+	}
+	for _, c := range cases {
+		got := Compare(side(c.base), side(c.head), 10).LeakGate(c.threshold)
+		switch {
+		case c.want == "" && len(got) > 0:
+			t.Errorf("%s -> %s: gate failed: %q", c.base, c.head, got)
+		case c.want != "" && (len(got) == 0 || !strings.Contains(got[0], c.want)):
+			t.Errorf("%s -> %s: got %q, want %q", c.base, c.head, got, c.want)
+		}
+	}
+}
+
+func TestParseBytes(t *testing.T) {
+	for s, want := range map[string]int64{"1048576": 1 << 20, "512KiB": 512 << 10, "1.5 MiB": 3 << 19, "2GB": 2 << 30} {
+		if got, err := ParseBytes(s); err != nil || got != want {
+			t.Errorf("%q: %d %v, want %d", s, got, err, want)
+		}
+	}
+	for _, s := range []string{"", "-1", "1 parsec", "1e400", "99999999999999999999TiB"} {
+		if _, err := ParseBytes(s); err == nil {
+			t.Errorf("accepted %q", s)
+		}
 	}
 }

@@ -13,8 +13,9 @@ import (
 func init() { subcommands = append(subcommands, newCheckCmd) }
 
 type checkOptions struct {
-	rulesFile string
-	format    string
+	rulesFile  string
+	format     string
+	sourceRoot string
 }
 
 func newCheckCmd() *cobra.Command {
@@ -37,7 +38,9 @@ A YAML file (--rules) sets thresholds and severities and disables rules:
 
 Exit status: 0 when no finding has error severity, 1 when one does, 2 for bad
 input. --format markdown fits $GITHUB_STEP_SUMMARY and PR comments; --format
-sarif feeds GitHub code scanning, which then annotates the leaking line.`,
+sarif feeds GitHub code scanning, which then annotates the leaking line: file
+URIs are relative to --source-root (default: the git work tree of the current
+directory), and a file outside it is named in the message only.`,
 		Example: `  torchmem check trace.json.gz
   torchmem check traces/ --rules torchmem.yaml --format markdown >> "$GITHUB_STEP_SUMMARY"
   torchmem check trace.json.gz --format sarif > torchmem.sarif`,
@@ -48,6 +51,7 @@ sarif feeds GitHub code scanning, which then annotates the leaking line.`,
 	}
 	cmd.Flags().StringVar(&o.rulesFile, "rules", "", "YAML file with rule thresholds, severities and disabled rules")
 	cmd.Flags().StringVar(&o.format, "format", formatText, "output format: text, json, markdown, sarif")
+	cmd.Flags().StringVar(&o.sourceRoot, "source-root", "", "SARIF: make file URIs relative to DIR (default: the git work tree of the current directory, else the current directory)")
 	return cmd
 }
 
@@ -124,7 +128,13 @@ func runCheck(stdout, stderr io.Writer, args []string, o *checkOptions) error {
 	case formatMarkdown:
 		writeFindingsMarkdown(stdout, fs, len(inputs))
 	case formatSARIF:
-		if err := writeSARIF(stdout, fs, rs); err != nil {
+		root := o.sourceRoot
+		if root == "" {
+			root = sourceRootDefault()
+		} else if st, err := os.Stat(root); err != nil || !st.IsDir() {
+			return badInput(fmt.Errorf("--source-root %s: not a directory", root))
+		}
+		if err := writeSARIF(stdout, fs, rs, root); err != nil {
 			return err
 		}
 	default:

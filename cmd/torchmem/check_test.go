@@ -121,3 +121,99 @@ func TestRulesList(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, out)
 	}
 }
+
+func TestSARIFURI(t *testing.T) {
+	root := filepath.FromSlash("/home/me/repo")
+	cases := []struct {
+		path, want string
+		ok         bool
+	}{
+		{"/home/me/repo/train.py", "train.py", true},
+		{"/home/me/repo/src/my model/train#1.py", "src/my%20model/train%231.py", true},
+		{"/home/me/repo/a:b.py", "a%3Ab.py", true},
+		{"/home/me/repo/src/100%.py", "src/100%25.py", true},
+		{"train.py", "train.py", true}, // relative as recorded: kept
+		{"pkg/../train.py", "train.py", true},
+		{"/home/me/other/train.py", "", false},
+		{"/home/me/repo", "", false},
+		{"../train.py", "", false},
+		{"", "", false},
+	}
+	for _, c := range cases {
+		got, ok := sarifURI(root, c.path)
+		if got != c.want || ok != c.ok {
+			t.Errorf("sarifURI(%q) = %q %v, want %q %v", c.path, got, ok, c.want, c.ok)
+		}
+	}
+	if got := sarifRootURI("/home/me/my repo"); got != "file:///home/me/my%20repo/" {
+		t.Errorf("root URI %q", got)
+	}
+}
+
+// SARIF URIs are relative to --source-root (default: the git work tree of
+// the current directory); a file outside it is named in the message and
+// left out of locations.
+func TestCheckSARIFSourceRoot(t *testing.T) {
+	type result struct {
+		RuleID    string                `json:"ruleId"`
+		Message   struct{ Text string } `json:"message"`
+		Locations []struct {
+			PhysicalLocation struct {
+				ArtifactLocation struct {
+					URI       string `json:"uri"`
+					URIBaseID string `json:"uriBaseId"`
+				} `json:"artifactLocation"`
+			} `json:"physicalLocation"`
+		} `json:"locations"`
+	}
+	run := func(args ...string) (map[string]result, string) {
+		out, errOut, code := torchmem(t, append([]string{"check", realTrace("leak_module_cache"), "--format", "sarif"}, args...)...)
+		if code != exitFindings {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		var log struct {
+			Runs []struct {
+				Base    map[string]struct{ URI string } `json:"originalUriBaseIds"`
+				Results []result                        `json:"results"`
+			} `json:"runs"`
+		}
+		if err := json.Unmarshal([]byte(out), &log); err != nil {
+			t.Fatal(err)
+		}
+		byRule := map[string]result{}
+		for _, r := range log.Runs[0].Results {
+			byRule[r.RuleID] = r
+		}
+		return byRule, log.Runs[0].Base["SRCROOT"].URI
+	}
+	// The repository root: the trace file (where a finding without a code
+	// line points) is relative to it.
+	rs, base := run("--source-root", filepath.Join("..", ".."))
+	top := rs["memory.top-ops-share"]
+	if len(top.Locations) != 1 || top.Locations[0].PhysicalLocation.ArtifactLocation.URI != "testdata/traces/leak_module_cache/trace.json.gz" ||
+		top.Locations[0].PhysicalLocation.ArtifactLocation.URIBaseID != "SRCROOT" || !strings.HasPrefix(base, "file:///") {
+		t.Errorf("default root %s: %+v", base, top)
+	}
+	// By default the root is the git work tree holding the current
+	// directory (when the tests run in one).
+	if _, err := os.Stat(filepath.Join("..", "..", ".git")); err == nil {
+		want, _ := filepath.Abs(filepath.Join("..", ".."))
+		if got := sourceRootDefault(); got != want {
+			t.Errorf("default source root %s, want %s", got, want)
+		}
+	}
+	// Outside --source-root: no location, the path in the message.
+	other := t.TempDir()
+	rs, _ = run("--source-root", other)
+	top = rs["memory.top-ops-share"]
+	if len(top.Locations) != 0 || !strings.Contains(top.Message.Text, "leak_module_cache/trace.json.gz") {
+		t.Errorf("outside the root: %+v", top)
+	}
+	// The recorded frame is relative (gen_traces.py): kept as it is.
+	if l := rs["memory.leak"].Locations; len(l) != 1 || l[0].PhysicalLocation.ArtifactLocation.URI != "gen_traces.py" {
+		t.Errorf("leak location %+v", l)
+	}
+	if _, errOut, code := torchmem(t, "check", realTrace("leak_module_cache"), "--format", "sarif", "--source-root", filepath.Join(other, "nope")); code != exitBadInput || !strings.Contains(errOut, "--source-root") {
+		t.Errorf("missing root: exit %d %q", code, errOut)
+	}
+}

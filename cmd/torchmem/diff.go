@@ -15,11 +15,12 @@ import (
 func init() { subcommands = append(subcommands, newDiffCmd) }
 
 type diffOptions struct {
-	failIf    []string
-	rulesFile string
-	format    string
-	top       int
-	output    string
+	failIf        []string
+	leakThreshold string
+	rulesFile     string
+	format        string
+	top           int
+	output        string
 }
 
 func newDiffCmd() *cobra.Command {
@@ -38,7 +39,16 @@ profiled window.
 --fail-if sets a budget (repeatable; also 'diff: fail_if: [...]' in the rules
 YAML): METRIC>+N% (relative to BASE), METRIC>+N<unit> (increase), METRIC>N<unit>
 (HEAD's value), with METRIC one of peak_allocated, peak_reserved,
-growth_per_step, new_suspects. Exit status: 0 within budget, 1 over, 2 bad input.`,
+growth_per_step, new_suspects.
+
+The leak gate needs no flag: diff exits 1 when HEAD leaks and BASE does not,
+or when HEAD has a leak suspect BASE lacks that keeps at least the leak
+threshold per step (the memory.leak rule's threshold, 1 MiB by default; set it
+with --leak-threshold or in the rules YAML; disabling memory.leak there turns
+the leak gate off).
+
+Exit status: 0 no new leak and within budget, 1 a new leak or over budget, 2
+bad input.`,
 		Example: `  torchmem diff main.json.gz pr.json.gz
   torchmem diff base/ head/ --fail-if "peak_allocated>+5%" --fail-if "new_suspects>0"
   torchmem diff base.json.gz head.json.gz --format markdown >> "$GITHUB_STEP_SUMMARY"`,
@@ -49,7 +59,8 @@ growth_per_step, new_suspects. Exit status: 0 within budget, 1 over, 2 bad input
 	}
 	f := cmd.Flags()
 	f.StringArrayVar(&o.failIf, "fail-if", nil, `budget condition, e.g. "peak_allocated>+5%" (repeatable)`)
-	f.StringVar(&o.rulesFile, "rules", "", "YAML config whose diff.fail_if conditions apply too")
+	f.StringVar(&o.rulesFile, "rules", "", "YAML config whose diff.fail_if conditions and memory.leak threshold apply too")
+	f.StringVar(&o.leakThreshold, "leak-threshold", "", `bytes per step at which a new leak suspect fails the diff, e.g. "512KiB" (default: the memory.leak rule's threshold)`)
 	f.StringVar(&o.format, "format", formatText, "output format: text, json, markdown")
 	f.IntVar(&o.top, "top", 10, "movers shown per table")
 	f.StringVarP(&o.output, "output", "o", "", "also write an HTML page with both memory timelines overlaid")
@@ -84,8 +95,13 @@ func loadSide(arg string, stderr io.Writer) (*rules.Side, []*rules.Input, error)
 }
 
 type diffJSON struct {
-	Base          string              `json:"base"`
-	Head          string              `json:"head"`
+	Base string `json:"base"`
+	Head string `json:"head"`
+	// Passed is false when the leak gate or a budget fails (exit 1).
+	Passed bool `json:"passed"`
+	// NewLeak says why the leak gate failed: HEAD leaks where BASE did
+	// not, or a new suspect at or above the leak threshold.
+	NewLeak       []string            `json:"new_leak"`
 	Changed       bool                `json:"changed"`
 	WithinBudget  bool                `json:"within_budget"`
 	Violations    []string            `json:"violations"`
@@ -104,12 +120,25 @@ func runDiff(stdout, stderr io.Writer, baseArg, headArg string, o *diffOptions) 
 		return err
 	}
 	conds := append([]string(nil), o.failIf...)
-	if o.rulesFile != "" {
-		_, cfg, err := loadRules(o.rulesFile)
-		if err != nil {
-			return err
-		}
+	rs, cfg, err := loadRules(o.rulesFile)
+	if err != nil {
+		return err
+	}
+	if cfg != nil {
 		conds = append(conds, cfg.Diff.FailIf...)
+	}
+	leakGate, leakThreshold := false, int64(0)
+	for _, r := range rs {
+		if r.ID == rules.RuleLeak {
+			leakGate, leakThreshold = true, int64(r.Threshold)
+		}
+	}
+	if o.leakThreshold != "" {
+		v, err := rules.ParseBytes(o.leakThreshold)
+		if err != nil {
+			return badInput(fmt.Errorf("--leak-threshold: %w", err))
+		}
+		leakGate, leakThreshold = true, v
 	}
 	var budgets []rules.Budget
 	for _, c := range conds {
@@ -128,20 +157,25 @@ func runDiff(stdout, stderr io.Writer, baseArg, headArg string, o *diffOptions) 
 		return err
 	}
 	d := rules.Compare(base, head, o.top)
-	var violations []string
+	var leaks, violations []string
+	if leakGate {
+		leaks = d.LeakGate(leakThreshold)
+	}
 	for _, b := range budgets {
 		if over, why := b.Exceeded(d); over {
 			violations = append(violations, b.Text+": "+why)
 		}
 	}
 	if o.output != "" {
-		if err := writeDiffHTML(o.output, d, baseInputs, headInputs); err != nil {
+		verdict := diffVerdict(d, leaks, violations, len(budgets))
+		if err := writeDiffHTML(o.output, d, verdict, len(leaks)+len(violations) > 0, baseInputs, headInputs); err != nil {
 			return err
 		}
 	}
 	switch o.format {
 	case formatJSON:
-		out := diffJSON{Base: d.Base, Head: d.Head, Changed: d.Changed, WithinBudget: len(violations) == 0, Violations: nonNilStrings(violations),
+		out := diffJSON{Base: d.Base, Head: d.Head, Passed: len(leaks)+len(violations) == 0, NewLeak: nonNilStrings(leaks),
+			Changed: d.Changed, WithinBudget: len(violations) == 0, Violations: nonNilStrings(violations),
 			Metrics: d.Metrics, BaseVerdict: d.BaseVerdict, HeadVerdict: d.HeadVerdict, Operators: nonNilMovers(d.Operators),
 			SitesAlloc: nonNilMovers(d.SitesAlloc), SitesLive: nonNilMovers(d.SitesLive), NewSuspects: d.NewSuspects, StepSurvivors: d.StepSurvivors}
 		if out.NewSuspects == nil {
@@ -151,16 +185,16 @@ func runDiff(stdout, stderr io.Writer, baseArg, headArg string, o *diffOptions) 
 			return err
 		}
 	default:
-		writeDiffText(stdout, d, violations, len(budgets), o.format)
+		writeDiffText(stdout, d, leaks, violations, len(budgets), o.format)
 	}
-	if len(violations) > 0 {
+	if len(leaks)+len(violations) > 0 {
 		return findings()
 	}
 	return nil
 }
 
 // writeDiffHTML writes the overlaid timelines (report.go).
-var writeDiffHTML func(path string, d *rules.Diff, base, head []*rules.Input) error
+var writeDiffHTML func(path string, d *rules.Diff, verdict string, failed bool, base, head []*rules.Input) error
 
 func nonNilMovers(m []rules.Mover) []rules.Mover {
 	if m == nil {
@@ -176,8 +210,12 @@ func signed(n int64) string {
 	return memtimeline.FormatBytes(n)
 }
 
-func diffVerdict(d *rules.Diff, violations []string, budgets int) string {
+func diffVerdict(d *rules.Diff, leaks, violations []string, budgets int) string {
 	switch {
+	case len(leaks) > 0 && len(violations) > 0:
+		return fmt.Sprintf("NEW LEAK: %s; OVER BUDGET: %s", strings.Join(leaks, "; "), strings.Join(violations, "; "))
+	case len(leaks) > 0:
+		return fmt.Sprintf("NEW LEAK: %s", strings.Join(leaks, "; "))
 	case len(violations) > 0:
 		return fmt.Sprintf("OVER BUDGET: %s", strings.Join(violations, "; "))
 	case !d.Changed:
@@ -202,11 +240,11 @@ func diffVerdict(d *rules.Diff, violations []string, budgets int) string {
 	return s
 }
 
-func writeDiffText(w io.Writer, d *rules.Diff, violations []string, budgets int, format string) {
-	line := diffVerdict(d, violations, budgets)
+func writeDiffText(w io.Writer, d *rules.Diff, leaks, violations []string, budgets int, format string) {
+	line := diffVerdict(d, leaks, violations, budgets)
 	if format == formatMarkdown {
 		icon := "✅"
-		if len(violations) > 0 {
+		if len(leaks)+len(violations) > 0 {
 			icon = "❌"
 		}
 		fmt.Fprintf(w, "%s **torchmem diff: %s**\n\n", icon, mdEscape(line))

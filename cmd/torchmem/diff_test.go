@@ -37,13 +37,13 @@ func TestDiffBudgetAndJSON(t *testing.T) {
 	if d.WithinBudget || len(d.Violations) != 1 || d.HeadVerdict != "leak" || len(d.NewSuspects) != 1 || d.Metrics[0].Metric != "peak_allocated" || d.Metrics[0].Pct < 5 {
 		t.Errorf("diff %+v", d)
 	}
-	// The same budget from the rules YAML.
+	// The same budget from the rules YAML (the leak gate turned off there).
 	cfg := filepath.Join(t.TempDir(), "torchmem.yaml")
-	os.WriteFile(cfg, []byte("diff:\n  fail_if:\n    - peak_allocated>+50%\n"), 0o644)
+	os.WriteFile(cfg, []byte("rules:\n  memory.leak:\n    disabled: true\ndiff:\n  fail_if:\n    - peak_allocated>+50%\n"), 0o644)
 	if _, _, code := torchmem(t, "diff", realTrace("compiled_model"), realTrace("leak_module_cache"), "--rules", cfg); code != exitOK {
-		t.Errorf("13.7%% growth over a 50%% budget: exit %d", code)
+		t.Errorf("13.7%% growth over a 50%% budget, leak gate off: exit %d", code)
 	}
-	md, _, _ := torchmem(t, "diff", realTrace("compiled_model"), realTrace("leak_module_cache"), "--format", "markdown")
+	md, _, _ := torchmem(t, "diff", gpuDiff("base"), gpuDiff("head"), "--format", "markdown")
 	if !strings.HasPrefix(md, "✅ **torchmem diff:") || !strings.Contains(md, "| Metric |") {
 		t.Errorf("markdown:\n%s", md)
 	}
@@ -51,4 +51,58 @@ func TestDiffBudgetAndJSON(t *testing.T) {
 	if code != exitBadInput || !strings.Contains(errOut, "unknown metric") {
 		t.Errorf("bad budget: exit %d %q", code, errOut)
 	}
+}
+
+func gpuDiff(side string) string {
+	return filepath.Join("..", "..", "testdata", "gpu", "diff_pair", side, "trace.json.gz")
+}
+
+// A change that starts leaking fails the diff without any flag, and its
+// headline says so in every format; a fixed leak and a clean change pass.
+func TestDiffFailsOnNewLeak(t *testing.T) {
+	cases := []struct {
+		base, head string
+		args       []string
+		code       int
+		headline   string
+	}{
+		{gpuDiff("base"), gpuDiff("head_leak"), nil, exitFindings, "❌ **torchmem diff: NEW LEAK: HEAD leaks 4.00 MB per step at diff_train.py(35): forward via aten::clone (BASE clean)"},
+		{realTrace("compiled_model"), realTrace("leak_module_cache"), nil, exitFindings, "❌ **torchmem diff: NEW LEAK: HEAD leaks 4.00 MB per step at gen_traces.py(143)"},
+		{realTrace("leak_module_cache"), gpuDiff("head_leak"), nil, exitFindings, "❌ **torchmem diff: NEW LEAK: new leak suspect in HEAD: 4.00 MB per step at diff_train.py(35)"},
+		{realTrace("leak_module_cache"), gpuDiff("head_leak"), []string{"--leak-threshold", "8MiB"}, exitOK, "✅"},
+		{realTrace("leak_module_cache"), realTrace("compiled_model"), nil, exitOK, "✅ **torchmem diff: peak allocated"},
+		// Budgets still apply on top of the leak gate.
+		{gpuDiff("base"), gpuDiff("head"), []string{"--fail-if", "peak_allocated>+5%"}, exitFindings, "❌ **torchmem diff: OVER BUDGET"},
+		{gpuDiff("base"), gpuDiff("head_leak"), []string{"--fail-if", "peak_allocated>+1000%"}, exitFindings, "❌ **torchmem diff: NEW LEAK"},
+	}
+	for _, c := range cases {
+		args := append([]string{"diff", c.base, c.head, "--format", "markdown"}, c.args...)
+		out, errOut, code := torchmem(t, args...)
+		if code != c.code || !strings.HasPrefix(out, c.headline) {
+			t.Errorf("%v: exit %d (want %d)\n%s%s", args[1:], code, c.code, firstLine(out), errOut)
+		}
+	}
+	out, _, code := torchmem(t, "diff", gpuDiff("base"), gpuDiff("head_leak"), "--format", "json")
+	var d struct {
+		Passed       bool     `json:"passed"`
+		NewLeak      []string `json:"new_leak"`
+		WithinBudget bool     `json:"within_budget"`
+	}
+	if err := json.Unmarshal([]byte(out), &d); err != nil || code != exitFindings || d.Passed || len(d.NewLeak) != 1 || !d.WithinBudget {
+		t.Errorf("json: exit %d %v %+v", code, err, d)
+	}
+	out, _, _ = torchmem(t, "diff", gpuDiff("base"), gpuDiff("head_leak"))
+	if !strings.Contains(firstLine(out), ": NEW LEAK: HEAD leaks 4.00 MB per step") {
+		t.Errorf("text headline: %s", firstLine(out))
+	}
+	if _, errOut, code := torchmem(t, "diff", gpuDiff("base"), gpuDiff("head"), "--leak-threshold", "lots"); code != exitBadInput || !strings.Contains(errOut, "--leak-threshold") {
+		t.Errorf("bad threshold: exit %d %q", code, errOut)
+	}
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
 }

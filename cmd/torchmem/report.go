@@ -76,10 +76,14 @@ the rules with what to do.`,
 				inputs = append(inputs, in)
 			}
 			reportTop = top
-			if err := writeReport(output, paths, inputs, rs, cmd.ErrOrStderr()); err != nil {
+			verdict, failed, err := writeReportPage(output, inputs, rs)
+			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s\n", output)
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s\n%s\n", output, verdict)
+			if failed {
+				return findings() // exits like check: 1 when a rule at error severity fired
+			}
 			return nil
 		},
 	}
@@ -127,12 +131,19 @@ type reportPage struct {
 }
 
 func writeReport(path string, sources []string, inputs []*rules.Input, rs []rules.Rule, stderr io.Writer) error {
+	_, _, err := writeReportPage(path, inputs, rs)
+	return err
+}
+
+// writeReportPage writes the report and returns its verdict line and
+// whether an error-severity finding fails it (the report exits like check).
+func writeReportPage(path string, inputs []*rules.Input, rs []rules.Rule) (string, bool, error) {
 	page := reportPage{Title: "torchmem memory report", Version: version, Echarts: memtimeline.EchartsScript()}
 	var all []rules.Finding
 	for i, in := range inputs {
 		ri, err := buildReportInput(fmt.Sprintf("in%d_", i), in, rs)
 		if err != nil {
-			return badInput(fmt.Errorf("%s: %w", in.Source, err))
+			return "", false, badInput(fmt.Errorf("%s: %w", in.Source, err))
 		}
 		all = append(all, ri.Findings...)
 		page.Inputs = append(page.Inputs, ri)
@@ -140,7 +151,7 @@ func writeReport(path string, sources []string, inputs []*rules.Input, rs []rule
 	page.Verdict = verdictLine(all, len(inputs))
 	errs, _, _ := countBySeverity(all)
 	page.Failed = errs > 0
-	return writePage(path, page)
+	return page.Verdict, page.Failed, writePage(path, page)
 }
 
 func writePage(path string, page reportPage) error {
@@ -343,9 +354,9 @@ func snapshotChartSpecs(s *memtimeline.Snapshot, idPrefix string) []memtimeline.
 
 // writeDiffReport overlays both runs' allocated memory on one axis aligned
 // at the first profiled step, beside the movers' tables.
-func writeDiffReport(path string, d *rules.Diff, base, head []*rules.Input) error {
+func writeDiffReport(path string, d *rules.Diff, verdict string, failed bool, base, head []*rules.Input) error {
 	page := reportPage{Title: "torchmem diff: " + d.Base + " → " + d.Head, Version: version, Echarts: memtimeline.EchartsScript()}
-	page.Verdict = diffVerdict(d, nil, 0)
+	page.Verdict, page.Failed = verdict, failed
 	ri := reportInput{Source: d.Base + " → " + d.Head, Kind: "diff"}
 	for _, m := range d.Metrics {
 		ri.Summary = append(ri.Summary, reportKV{m.Metric, fmt.Sprintf("%s → %s (%s)", memtimeline.FormatBytes(m.Base), memtimeline.FormatBytes(m.Head), signed(m.Delta))})

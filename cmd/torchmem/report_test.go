@@ -40,7 +40,7 @@ func TestReportEscapesUntrustedNames(t *testing.T) {
 // The report must work offline: nothing in it may point at the network.
 func TestReportLoadsNothingFromTheNetwork(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "r.html")
-	if _, errOut, code := torchmem(t, "report", realTrace("leak_module_cache"), "../../testdata/snapshots/leak_module_cache.pickle.gz", "-o", out); code != 0 {
+	if _, errOut, code := torchmem(t, "report", realTrace("leak_module_cache"), "../../testdata/snapshots/leak_module_cache.pickle.gz", "-o", out); code != exitFindings { // the leak fails the report like check
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	page, _ := os.ReadFile(out)
@@ -89,5 +89,25 @@ func TestAnalyzeWritesReportAndDiffWritesPage(t *testing.T) {
 	page, err := os.ReadFile(out)
 	if err != nil || !strings.Contains(string(page), "aligned at the first profiled step") {
 		t.Errorf("diff -o: %v", err)
+	}
+}
+
+// report exits like check: 1 under a FAIL verdict (an error finding), 0
+// under PASS, and says which on stdout.
+func TestReportExitsLikeCheck(t *testing.T) {
+	for _, c := range []struct {
+		trace string
+		code  int
+		word  string
+	}{{realTrace("leak_module_cache"), exitFindings, "FAIL"}, {realTrace("resnet_train_clean"), exitOK, "PASS"}} {
+		out := filepath.Join(t.TempDir(), "r.html")
+		stdout, errOut, code := torchmem(t, "report", c.trace, "-o", out)
+		_, _, checkCode := torchmem(t, "check", c.trace)
+		if code != c.code || code != checkCode || !strings.Contains(stdout, c.word) {
+			t.Errorf("%s: exit %d (check %d), want %d\n%s%s", c.trace, code, checkCode, c.code, stdout, errOut)
+		}
+		if _, err := os.Stat(out); err != nil {
+			t.Errorf("%s: report not written: %v", c.trace, err)
+		}
 	}
 }
