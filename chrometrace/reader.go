@@ -26,7 +26,18 @@ type ReadOptions struct {
 	Workers int
 	// Progress, when set, is called now and then from the reading goroutine.
 	Progress func(eventsRead int64)
+	// MaxEventBytes caps one JSON value (a trace event or a top-level
+	// field) and one run of white space; 0 means MaxEventBytes, the
+	// package default. Past it Read fails with a *LimitError.
+	MaxEventBytes int
 }
+
+// MaxEventBytes is the default cap on one JSON value and one run of white
+// space in a trace: 64 MiB, hundreds of times the largest event a profiler
+// writes (a long "Call stack" is tens of KB), so the reader's memory stays
+// bounded whatever the input (a gzip bomb of white space, one endless
+// string). The CLI's --max-value-bytes sets it.
+var MaxEventBytes = 64 << 20
 
 // rawEvent is what sonic decodes one trace event into. Strings reference the
 // batch's bytes (no copy) until the merger interns them.
@@ -138,7 +149,7 @@ func Read(r io.Reader, opts ReadOptions) (*Trace, error) {
 		workers = min(runtime.GOMAXPROCS(0), 4)
 	}
 	b := newBuilder()
-	sp := newSplitter(r)
+	sp := newSplitter(r, opts.MaxEventBytes)
 
 	c, err := sp.peekByte()
 	if err != nil {
@@ -166,6 +177,14 @@ func Read(r io.Reader, opts ReadOptions) (*Trace, error) {
 	}
 	b.finish()
 	return b.t, nil
+}
+
+// metaKeys are the top-level fields setMeta reads.
+var metaKeys = map[string]bool{
+	"schemaVersion": true, "trace_id": true, "traceName": true, "displayTimeUnit": true,
+	"baseTimeNanoseconds": true, "profile_memory": true, "with_stack": true, "record_shapes": true,
+	"cuda_driver_version": true, "cuda_runtime_version": true, "cupti_version": true,
+	"deviceProperties": true, "distributedInfo": true,
 }
 
 func readObject(sp *splitter, b *builder, workers int, opts ReadOptions) error {
@@ -240,7 +259,11 @@ func readObject(sp *splitter, b *builder, workers int, opts ReadOptions) error {
 			}
 			return err
 		}
-		meta[key] = append([]byte(nil), v...)
+		if metaKeys[key] {
+			// Only the fields setMeta reads are kept: a file of many
+			// large unknown fields costs no memory.
+			meta[key] = append([]byte(nil), v...)
+		}
 	}
 	if !sawEvents {
 		return fmt.Errorf("%w: no traceEvents array", ErrNotTrace)
@@ -394,7 +417,11 @@ func inSequence(results <-chan *batch, merge func(*batch)) {
 }
 
 // recycle returns a merged batch to the free list, dropping it if full.
+// A buffer that grew for an outsized element is dropped rather than kept.
 func recycle(free chan *batch, p *batch) {
+	if cap(p.data) > 4*max(batchBytes, specChunkBytes) {
+		p.data = nil
+	}
 	select {
 	case free <- p:
 	default:
@@ -653,7 +680,7 @@ func cutSpeculative(sp *splitter, jobs chan<- *batch, free <-chan *batch, stop <
 			if ok {
 				break
 			}
-			if len(bt.data) <= want+1 && (eof || rerr != nil || want >= maxSpecChunkBytes) {
+			if len(bt.data) <= want+1 && (eof || rerr != nil) || want >= maxSpecChunkBytes {
 				// No boundary: the exact splitter takes what is left.
 				return specEnd{rest: bt.data[1:], restOffset: offset, eof: eof, err: rerr}
 			}

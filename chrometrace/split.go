@@ -19,6 +19,8 @@ type splitter struct {
 	base int64 // input offset of buf[0]
 	eof  bool
 	rerr error // read error other than EOF
+	// limit caps one value and one run of white space (see MaxEventBytes).
+	limit int
 }
 
 // errIncomplete means the input ended inside a value.
@@ -34,8 +36,36 @@ func (e *SyntaxError) Error() string {
 	return fmt.Sprintf("malformed JSON at byte %d: %s", e.Offset, e.Msg)
 }
 
-func newSplitter(r io.Reader) *splitter {
-	return &splitter{r: r, buf: make([]byte, 256<<10)}
+func newSplitter(r io.Reader, limit int) *splitter {
+	if limit <= 0 {
+		limit = MaxEventBytes
+	}
+	return &splitter{r: r, buf: make([]byte, min(256<<10, limit+1)), limit: limit}
+}
+
+// LimitError is a value or a run of white space larger than the reader's
+// limit: a hostile or broken file, not a trace worth the memory.
+type LimitError struct {
+	What   string // "one JSON value", "a run of white space"
+	Offset int64  // where it starts in the decompressed input
+	Limit  int
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("%s at byte %d is over the limit of %s (--max-value-bytes raises it)", e.What, e.Offset, formatLimit(e.Limit))
+}
+
+// formatLimit prints a byte limit the way it is usually set.
+func formatLimit(n int) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 func (s *splitter) offset() int64 { return s.base + int64(s.pos) }
@@ -57,8 +87,13 @@ func (s *splitter) fill(keep int) bool {
 		s.end = n
 	}
 	if s.end == len(s.buf) {
-		// One value larger than the buffer: grow rather than fail.
-		nb := make([]byte, 2*len(s.buf))
+		// One value larger than the buffer: grow rather than fail, up to
+		// the limit.
+		if len(s.buf) > s.limit {
+			s.rerr = &LimitError{What: "one JSON value", Offset: s.base, Limit: s.limit}
+			return false
+		}
+		nb := make([]byte, min(2*len(s.buf), s.limit+1))
 		copy(nb, s.buf[:s.end])
 		s.buf = nb
 	}
@@ -80,7 +115,10 @@ func (s *splitter) fill(keep int) bool {
 }
 
 // peekByte skips white space and returns the next byte without consuming it.
+// A run of white space longer than the limit is an error: nothing legitimate
+// pads a trace with megabytes of it, and skipping gigabytes takes seconds.
 func (s *splitter) peekByte() (byte, error) {
+	from := s.offset()
 	for {
 		for s.pos < s.end {
 			c := s.buf[s.pos]
@@ -89,6 +127,10 @@ func (s *splitter) peekByte() (byte, error) {
 				continue
 			}
 			return c, nil
+		}
+		if s.offset()-from > int64(s.limit) {
+			s.rerr = &LimitError{What: "a run of white space", Offset: from, Limit: s.limit}
+			return 0, s.rerr
 		}
 		if !s.fill(s.pos) {
 			if s.rerr != nil {

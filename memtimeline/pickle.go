@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"unsafe"
 )
 
 // ErrNotPlainData marks a pickle that builds objects (GLOBAL, REDUCE, BUILD,
@@ -247,6 +248,8 @@ type pickleDecoder struct {
 	// thousands of identical "frames" lists of a trace share one slice.
 	listIndex map[uint64][][]pval
 	slab      []pval
+	// limit is MaxPickleValueBytes when decoding started.
+	limit int
 }
 
 const pickleBufSize = 256 << 10
@@ -254,7 +257,7 @@ const pickleBufSize = 256 << 10
 // decodePickle reads one pickle from r and returns its arena and root value.
 // It may read past the STOP opcode.
 func decodePickle(r io.Reader) (*arena, pval, error) {
-	d := &pickleDecoder{src: r, buf: make([]byte, 4<<10), listIndex: make(map[uint64][][]pval)}
+	d := &pickleDecoder{src: r, buf: make([]byte, 4<<10), listIndex: make(map[uint64][][]pval), limit: max(MaxPickleValueBytes, 1)}
 	head, err := d.peekUpTo(2)
 	if len(head) == 0 && err != nil {
 		if err == io.EOF {
@@ -339,26 +342,61 @@ func truncated(err error) error {
 
 var errTruncated = errors.New("truncated pickle (input ends before STOP)")
 
+// MaxPickleValueBytes caps one value in a pickle: a str or bytes payload,
+// and the items of one container gathered on the stack (8 bytes each). The
+// default, 64 MiB, is thousands of times what a snapshot holds in one
+// string (file names, function names, settings); it keeps a hostile
+// length (a 10 GB string behind a few bytes of gzip) from costing memory.
+// The CLI's --max-value-bytes sets it.
+var MaxPickleValueBytes = 64 << 20
+
+// ValueLimitError is a pickle value over MaxPickleValueBytes.
+type ValueLimitError struct {
+	Offset int64  // pickle byte offset of the opcode
+	What   string // "a str of 10737418240 bytes", ...
+	Limit  int
+}
+
+func (e *ValueLimitError) Error() string {
+	return fmt.Sprintf("pickle byte %d: %s is over the limit of %s on one value (--max-value-bytes raises it)", e.Offset, e.What, formatLimit(e.Limit))
+}
+
+// formatLimit prints a byte limit the way it is usually set.
+func formatLimit(n int) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
 // readBytes reads a length-prefixed payload. Lengths come from the file and
-// may be hostile: memory grows only as bytes actually arrive, so a claimed
-// length of 2^60 costs at most what the input really holds.
-func (d *pickleDecoder) readBytes(n uint64) ([]byte, error) {
+// may be hostile: a length over the limit is refused before reading, and
+// below it memory grows only as bytes actually arrive, so a claimed length
+// costs at most what the input really holds. fresh says the result is a new
+// allocation (not a view of the read buffer) that the caller may keep.
+func (d *pickleDecoder) readBytes(n uint64) (b []byte, fresh bool, err error) {
 	if n <= uint64(len(d.buf)) {
-		return d.next(int(n))
+		b, err := d.next(int(n))
+		return b, false, err
 	}
 	const chunk = 1 << 20
 	var out []byte
 	for uint64(len(out)) < n {
 		if d.pos == d.end {
 			if err := d.fill(1); err != nil {
-				return nil, truncated(err)
+				return nil, false, truncated(err)
 			}
 		}
 		take := min(uint64(d.end-d.pos), n-uint64(len(out)), chunk)
 		out = append(out, d.buf[d.pos:d.pos+int(take)]...)
 		d.pos += int(take)
 	}
-	return out, nil
+	return out, true, nil
 }
 
 func (d *pickleDecoder) push(v pval) { d.stack = append(d.stack, v) }
@@ -477,8 +515,15 @@ func equalVals(a, b []pval) bool {
 }
 
 func (d *pickleDecoder) run() (pval, error) {
+	// Real pickles keep a few thousand values on the stack (CPython
+	// appends in batches of 1000); a stack or mark stack past the one-value
+	// limit is a file that only pushes.
+	maxStack := max(d.limit/8, 1<<10)
 	for {
 		opOff := d.offset()
+		if len(d.stack) > maxStack || len(d.marks) > maxStack {
+			return 0, &ValueLimitError{Offset: opOff, What: fmt.Sprintf("a value of %d stack items (%d marks)", len(d.stack), len(d.marks)), Limit: d.limit}
+		}
 		if d.pos == d.end {
 			if err := d.fill(1); err != nil {
 				return 0, truncated(err)
@@ -576,7 +621,7 @@ func (d *pickleDecoder) run() (pval, error) {
 			if n > 9 {
 				return 0, d.errorf(opOff, op, "integer of %d bytes overflows 64 bits", n)
 			}
-			b, err := d.readBytes(n)
+			b, _, err := d.readBytes(n)
 			if err != nil {
 				return 0, err
 			}
@@ -615,15 +660,22 @@ func (d *pickleDecoder) run() (pval, error) {
 				}
 				n = binary.LittleEndian.Uint64(b)
 			}
-			b, err := d.readBytes(n)
-			if err != nil {
-				return 0, err
-			}
 			k := kBytes
 			if op == opSHORTBINUNICODE || op == opBINUNICODE || op == opBINUNICODE8 {
 				k = kStr
 			}
-			d.a.strs = append(d.a.strs, string(b))
+			if n > uint64(d.limit) {
+				return 0, &ValueLimitError{Offset: opOff, What: fmt.Sprintf("a %v of %d bytes", k, n), Limit: d.limit}
+			}
+			b, fresh, err := d.readBytes(n)
+			if err != nil {
+				return 0, err
+			}
+			str := unsafe.String(unsafe.SliceData(b), len(b))
+			if !fresh {
+				str = string(b)
+			}
+			d.a.strs = append(d.a.strs, str)
 			d.push(mkval(k, uint64(len(d.a.strs)-1)))
 		case opEMPTYDICT:
 			d.a.dicts = append(d.a.dicts, nil)

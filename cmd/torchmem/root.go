@@ -26,6 +26,7 @@ Exit codes: 0 ok, 1 findings at error severity, 2 bad input or usage.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	addLimitFlags(root)
 	for _, c := range subcommands {
 		root.AddCommand(c())
 	}

@@ -1,0 +1,190 @@
+package chrometrace
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"runtime"
+	"runtime/metrics"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/gzip"
+)
+
+// repeatReader yields head, then n bytes of fill (repeated), then tail,
+// generated as read: a bomb of any size without a file.
+type repeatReader struct {
+	head, fill, tail []byte
+	n                int64 // fill bytes left
+	read             int64
+}
+
+func (r *repeatReader) Read(p []byte) (int, error) {
+	k := 0
+	for k < len(p) {
+		switch {
+		case len(r.head) > 0:
+			c := copy(p[k:], r.head)
+			r.head = r.head[c:]
+			k += c
+		case r.n > 0:
+			end := k + int(min(r.n, int64(len(p)-k)))
+			c := copy(p[k:end], r.fill[r.read%int64(len(r.fill)):])
+			r.n -= int64(c)
+			r.read += int64(c)
+			k += c
+		case len(r.tail) > 0:
+			c := copy(p[k:], r.tail)
+			r.tail = r.tail[c:]
+			k += c
+		default:
+			if k == 0 {
+				return 0, io.EOF
+			}
+			return k, nil
+		}
+	}
+	return k, nil
+}
+
+// peakHeap runs fn while sampling the live heap every millisecond
+// (runtime/metrics, no stop-the-world) and returns the largest sample above
+// the heap before fn started.
+func peakHeap(fn func()) uint64 {
+	runtime.GC()
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	read := func() uint64 { metrics.Read(sample); return sample[0].Value.Uint64() }
+	base := read()
+	var peak uint64
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(time.Millisecond)
+		defer t.Stop()
+		for {
+			peak = max(peak, read())
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	fn()
+	close(stop)
+	wg.Wait()
+	peak = max(peak, read())
+	if peak < base {
+		return 0
+	}
+	return peak - base
+}
+
+// gzipBomb returns head + n bytes of fill (n a multiple of 1 MiB) + tail
+// as a multi-member gzip: copies of one compressed MiB of fill between a
+// first and a last member, so 10 GB cost ~10 MB and no time to make.
+func gzipBomb(t testing.TB, head []byte, fill byte, n int64, tail []byte) []byte {
+	t.Helper()
+	member := func(b []byte) []byte {
+		var buf bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+		zw.Write(b)
+		zw.Close()
+		return buf.Bytes()
+	}
+	out := member(head)
+	m := member(bytes.Repeat([]byte{fill}, 1<<20))
+	for i := int64(0); i < n>>20; i++ {
+		out = append(out, m...)
+	}
+	return append(out, member(tail)...)
+}
+
+const bombEvent = `{"ph":"X","cat":"cpu_op","name":"a","pid":1,"tid":1,"ts":1,"dur":1}`
+
+// TestReadBombs: white space, one event or one top-level field of any size
+// fails with a *LimitError naming what and where, and memory stays bounded
+// by the limit, not by the input (10 GB generated as read), on both the
+// speculative and the exact path.
+func TestReadBombs(t *testing.T) {
+	const limit = 1 << 20
+	const tenGB = 10 << 30
+	s := func(x string) []byte { return []byte(x) }
+	cases := []struct {
+		name string
+		r    func() io.Reader
+		what string // LimitError.What; "" for success
+	}{
+		{"spaces inside traceEvents", func() io.Reader {
+			return &repeatReader{head: s(`{"traceEvents":[`), fill: s(" "), n: tenGB, tail: s(bombEvent + `]}`)}
+		}, "a run of white space"},
+		{"newlines between events", func() io.Reader {
+			return &repeatReader{head: s(`{"traceEvents":[` + bombEvent + ","), fill: s("\n\r\t "), n: tenGB, tail: s(bombEvent + `]}`)}
+		}, "a run of white space"},
+		{"spaces before the trace", func() io.Reader { return &repeatReader{fill: s(" "), n: tenGB, tail: s(`[` + bombEvent + `]`)} }, "a run of white space"},
+		{"one endless name", func() io.Reader {
+			return &repeatReader{head: s(`{"traceEvents":[` + bombEvent + `,{"ph":"X","name":"`), fill: s("ab"), n: tenGB, tail: s(`"}]}`)}
+		}, "one JSON value"},
+		{"one endless top-level field", func() io.Reader {
+			return &repeatReader{head: s(`{"deviceProperties":[`), fill: s("[1],"), n: tenGB, tail: s(`1],"traceEvents":[]}`)}
+		}, "one JSON value"},
+		{"many large unknown fields", func() io.Reader {
+			field := `"x":"` + strings.Repeat("y", limit/2) + `",`
+			return &repeatReader{head: s(`{`), fill: s(field), n: int64(len(field)) * 400, tail: s(`"traceEvents":[` + bombEvent + `]}`)}
+		}, ""},
+		{"many events near the limit", func() io.Reader {
+			ev := `{"ph":"X","cat":"cpu_op","name":"` + strings.Repeat("n", limit*9/10) + `","pid":1,"tid":1,"ts":1,"dur":1},`
+			return &repeatReader{head: s(`{"traceEvents":[`), fill: s(ev), n: int64(len(ev)) * 300, tail: s(bombEvent + `]}`)}
+		}, ""},
+	}
+	for _, spec := range []bool{true, false} {
+		for _, c := range cases {
+			t.Run(c.name+map[bool]string{true: "/speculative", false: "/exact"}[spec], func(t *testing.T) {
+				defer func(old bool) { speculate = old }(speculate)
+				speculate = spec
+				var err error
+				peak := peakHeap(func() { _, err = Read(c.r(), ReadOptions{MaxEventBytes: limit}) })
+				var le *LimitError
+				switch {
+				case c.what == "" && err != nil:
+					t.Fatalf("error %v", err)
+				case c.what != "" && (!errors.As(err, &le) || le.What != c.what || le.Limit != limit):
+					t.Fatalf("error %v, want a LimitError for %s", err, c.what)
+				}
+				t.Logf("%v; peak heap %d bytes", err, peak)
+				if peak > 128<<20 {
+					t.Errorf("peak heap %d bytes, want under 128 MiB", peak)
+				}
+			})
+		}
+	}
+}
+
+// TestReadGzipBomb is issue 16's bomb: `{"traceEvents":[` + 10 GB of spaces
+// + one event, 10 MB of gzip, read at the default limit.
+func TestReadGzipBomb(t *testing.T) {
+	gz := gzipBomb(t, []byte(`{"traceEvents":[`), ' ', 10<<30, []byte(bombEvent+`]}`))
+	var err error
+	peak := peakHeap(func() {
+		in, e := NewInput(bytes.NewReader(gz))
+		if e != nil {
+			err = e
+			return
+		}
+		defer in.Close()
+		_, err = Read(in, ReadOptions{})
+	})
+	var le *LimitError
+	if !errors.As(err, &le) || le.Limit != MaxEventBytes || le.Offset != int64(len(`{"traceEvents":[`)) {
+		t.Fatalf("%d bytes of gzip: error %v, want a LimitError at byte 16", len(gz), err)
+	}
+	t.Logf("%d bytes of gzip: %v; peak heap %d bytes", len(gz), err, peak)
+	if peak > 512<<20 {
+		t.Errorf("peak heap %d bytes, want under 512 MiB", peak)
+	}
+}
