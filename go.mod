@@ -12,6 +12,7 @@ require (
 	github.com/klauspost/pgzip v1.3.0
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/spf13/cobra v1.10.2
+	github.com/yuin/goldmark v1.8.7
 	golang.org/x/term v0.48.0
 )
 

@@ -140,7 +140,7 @@ func runAnalyze(stdout, stderr io.Writer, args []string, o *analyzeOptions) erro
 		writeFindingsMarkdown(stdout, all, len(results))
 		for _, a := range results {
 			if a.Leaks != nil {
-				fmt.Fprintf(stdout, "- `%s`: leak verdict **%s**: %s\n", a.Source, a.Leaks.Verdict, mdEscape(a.Leaks.Reason))
+				fmt.Fprintf(stdout, "- %s: leak verdict **%s**: %s\n", mdCode(a.Source), a.Leaks.Verdict, mdEscape(a.Leaks.Reason))
 			}
 		}
 	default:

@@ -283,9 +283,7 @@ func writeDiffText(w io.Writer, d *rules.Diff, leaks, violations []string, budge
 		tw.AppendHeader(header)
 		for _, m := range ms {
 			name := m.Name
-			if format == formatMarkdown {
-				name = mdEscape(name)
-			} else {
+			if format != formatMarkdown {
 				name = truncate(name, 90)
 			}
 			row := table.Row{name, memtimeline.FormatBytes(m.Base), memtimeline.FormatBytes(m.Head), signed(m.Delta)}
@@ -303,7 +301,11 @@ func writeDiffText(w io.Writer, d *rules.Diff, leaks, violations []string, budge
 	if len(d.NewSuspects) > 0 {
 		fmt.Fprintln(w, "\nLeak suspects new in HEAD:")
 		for _, s := range d.NewSuspects {
-			fmt.Fprintf(w, "  %s per step: %s\n", memtimeline.FormatBytes(s.BytesPerStep), rules.SiteLabel(s.Stack, s.Operator))
+			label := rules.SiteLabel(s.Stack, s.Operator)
+			if format == formatMarkdown {
+				label = mdEscape(label)
+			}
+			fmt.Fprintf(w, "  %s per step: %s\n", memtimeline.FormatBytes(s.BytesPerStep), label)
 		}
 	}
 }

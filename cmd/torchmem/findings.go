@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/jedib0t/go-pretty/v6/table"
+	"github.com/torchmem/torchmem/cmd/internal/escape"
 	"github.com/torchmem/torchmem/rules"
 )
 
@@ -78,25 +79,28 @@ func writeFindingsMarkdown(w io.Writer, fs []rules.Finding, inputs int) {
 	tw := newTableWriter()
 	tw.AppendHeader(table.Row{"Severity", "Rule", "Finding", "Where", "What to do"})
 	for _, f := range fs {
-		where := f.Operator
-		if f.Location != nil {
-			where = "`" + f.Location.String() + "`"
+		var where string
+		switch {
+		case f.Location != nil:
+			where = escape.MarkdownCode(f.Location.String())
 			if f.Operator != "" {
-				where += " via `" + f.Operator + "`"
+				where += " via " + escape.MarkdownCode(f.Operator)
 			}
-		} else if where != "" {
-			where = "`" + where + "`"
+		case f.Operator != "":
+			where = escape.MarkdownCode(f.Operator)
 		}
-		tw.AppendRow(table.Row{f.Severity.String(), "`" + f.Rule + "`", mdEscape(f.Title), where, mdEscape(f.Advice)})
+		tw.AppendRow(table.Row{f.Severity.String(), escape.MarkdownText(escape.MarkdownCode(f.Rule)), f.Title, escape.MarkdownText(where), f.Advice})
 	}
 	fmt.Fprintln(w, tw.RenderMarkdown())
 }
 
-// mdEscape keeps table cells on one line and stops names with | or <
-// from breaking the table or injecting HTML.
-func mdEscape(s string) string {
-	return strings.NewReplacer("|", `\|`, "\n", " ", "<", "&lt;", ">", "&gt;").Replace(s)
-}
+// mdEscape escapes text from the inputs for Markdown outside tables
+// (table cells are escaped by the table itself: see escapingTable).
+func mdEscape(s string) string { return escape.Markdown(s) }
+
+// mdCode shows a name from the inputs as a Markdown code span that no
+// character of the name can close.
+func mdCode(s string) string { return escape.MarkdownCode(s) }
 
 // SARIF 2.1.0, enough for GitHub code scanning: findings with a Python
 // file:line annotate that line in the pull request.
@@ -209,13 +213,9 @@ func sarifURI(root, path string) (uri string, ok bool) {
 	if p == "." || p == ".." || strings.HasPrefix(p, "../") || strings.HasPrefix(p, "/") {
 		return "", false
 	}
-	segs := strings.Split(p, "/")
-	for i, seg := range segs {
-		// PathEscape leaves ':' alone, which would read as a scheme in a
-		// relative reference's first segment.
-		segs[i] = strings.ReplaceAll(url.PathEscape(seg), ":", "%3A")
-	}
-	return strings.Join(segs, "/"), true
+	// escape.URIPath encodes ':' too, which would read as a scheme in a
+	// relative reference's first segment.
+	return escape.URIPath(p), true
 }
 
 // sarifRootURI is root as a file: URI ending in '/', as SARIF requires of

@@ -219,18 +219,22 @@ func writeFragReport(w io.Writer, path string, rep *rules.FragReport, format str
 		}
 	}
 	if md {
-		fmt.Fprintf(w, "### %s\n\n**Verdict: %s**\n\n", path, rep.Verdict)
+		fmt.Fprintf(w, "### %s\n\n**Verdict: %s**\n\n", mdEscape(path), rep.Verdict)
 	} else {
 		fmt.Fprintf(w, "%s\nVerdict: %s\n", path, strings.ToUpper(rep.Verdict))
 	}
 	bullet := func(s string) {
 		if md {
-			fmt.Fprintf(w, "- %s\n", s)
+			fmt.Fprintf(w, "- %s\n", mdEscape(s))
 		} else {
 			fmt.Fprintf(w, "  - %s\n", s)
 		}
 	}
 	if rep.Verdict == rules.VerdictUnknown {
+		if md {
+			fmt.Fprintf(w, "%s\n", mdEscape(rep.Reason))
+			return
+		}
 		fmt.Fprintf(w, "%s\n", rep.Reason)
 		return
 	}

@@ -80,7 +80,7 @@ func TestFragExitCodes(t *testing.T) {
 		t.Errorf("no memory: exit %d\n%s", code, out)
 	}
 	out, code = fragOutput(t, "frag_small_allocs", "--format", "markdown")
-	if code != exitFindings || !strings.Contains(out, "**Verdict: fragmented**") || !strings.Contains(out, "| <= 4 KiB | small | 12000 |") {
+	if code != exitFindings || !strings.Contains(out, "**Verdict: fragmented**") || !strings.Contains(out, "| &lt;= 4 KiB | small | 12000 |") {
 		t.Errorf("markdown: exit %d\n%s", code, out)
 	}
 	// Thresholds are flags: above the planted numbers the verdict is ok.

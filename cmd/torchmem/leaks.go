@@ -227,15 +227,17 @@ func writeLeakReport(w io.Writer, r leakResult, format string) {
 	if r.Rank >= 0 {
 		title = fmt.Sprintf("%s (rank %d)", r.Path, r.Rank)
 	}
+	reason := rep.Reason
 	if format == formatMarkdown {
-		fmt.Fprintf(w, "### %s\n\n**Verdict: %s**", title, rep.Verdict)
+		reason = mdEscape(reason)
+		fmt.Fprintf(w, "### %s\n\n**Verdict: %s**", mdEscape(title), rep.Verdict)
 	} else {
 		fmt.Fprintf(w, "%s\nVerdict: %s", title, strings.ToUpper(rep.Verdict))
 	}
 	if rep.Verdict == rules.VerdictLeak {
 		fmt.Fprintf(w, ", %s per step", memtimeline.FormatBytes(rep.GrowthBytesPerStep))
 	}
-	fmt.Fprintf(w, "\n%s\n\n", rep.Reason)
+	fmt.Fprintf(w, "\n%s\n\n", reason)
 	if len(rep.Steps) > 0 {
 		tw := newTableWriter()
 		tw.AppendHeader(table.Row{"Step", "Allocated in step", "Still alive at end", "Blocks", ""})

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/torchmem/torchmem/cmd/internal/escape"
 )
 
 // Exit codes are part of the interface: CI jobs branch on them.
@@ -45,6 +47,13 @@ func main() {
 // run executes the command line and returns the process exit code; tests
 // call it directly.
 func run(args []string, stdout, stderr io.Writer) int {
+	// Everything printed goes through the terminal filter: names from the
+	// inputs cannot reach a terminal as control sequences, whatever the
+	// command or format (see package escape).
+	out, errw := escape.NewTerminalWriter(stdout), escape.NewTerminalWriter(stderr)
+	defer out.Flush()  //nolint:errcheck
+	defer errw.Flush() //nolint:errcheck
+	stdout, stderr = out, errw
 	root := newRootCmd()
 	root.SetArgs(args)
 	root.SetOut(stdout)

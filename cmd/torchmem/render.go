@@ -8,6 +8,7 @@ import (
 
 	"github.com/jedib0t/go-pretty/v6/table"
 	"github.com/jedib0t/go-pretty/v6/text"
+	"github.com/torchmem/torchmem/cmd/internal/escape"
 	"golang.org/x/term"
 )
 
@@ -56,7 +57,104 @@ func newTableWriter() table.Writer {
 	// Keep header case as written: the columns are torch's own names.
 	style.Format.Header = text.FormatDefault
 	t.SetStyle(style)
-	return t
+	return &escapingTable{Writer: t}
+}
+
+// escapingTable is every table torchmem prints: it keeps the rows as
+// given and escapes each string cell for the medium when rendered
+// (escape.TerminalLines for text, escape.Markdown for Markdown; CSV is quoted
+// by go-pretty), so no renderer has to remember to. Cells of type
+// escape.MarkdownText are Markdown written by torchmem and pass as they
+// are.
+type escapingTable struct {
+	table.Writer
+	header, footer []tableRow
+	rows           []tableRow
+}
+
+type tableRow struct {
+	row       table.Row
+	cfg       []table.RowConfig
+	separator bool
+}
+
+func (t *escapingTable) AppendHeader(r table.Row, cfg ...table.RowConfig) {
+	t.header = append(t.header, tableRow{row: r, cfg: cfg})
+}
+func (t *escapingTable) AppendFooter(r table.Row, cfg ...table.RowConfig) {
+	t.footer = append(t.footer, tableRow{row: r, cfg: cfg})
+}
+func (t *escapingTable) AppendRow(r table.Row, cfg ...table.RowConfig) {
+	t.rows = append(t.rows, tableRow{row: r, cfg: cfg})
+}
+func (t *escapingTable) AppendRows(rs []table.Row, cfg ...table.RowConfig) {
+	for _, r := range rs {
+		t.AppendRow(r, cfg...)
+	}
+}
+func (t *escapingTable) AppendSeparator() { t.rows = append(t.rows, tableRow{separator: true}) }
+func (t *escapingTable) Length() int {
+	n := 0
+	for _, r := range t.rows {
+		if !r.separator {
+			n++
+		}
+	}
+	return n
+}
+
+// fill hands the rows, escaped by esc, to go-pretty.
+func (t *escapingTable) fill(esc func(string) string) {
+	t.Writer.ResetHeaders()
+	t.Writer.ResetRows()
+	t.Writer.ResetFooters()
+	cells := func(r table.Row) table.Row {
+		out := make(table.Row, len(r))
+		for i, c := range r {
+			switch v := c.(type) {
+			case escape.MarkdownText:
+				out[i] = escape.Terminal(string(v)) // already Markdown; no terminal controls either way
+			case string:
+				out[i] = esc(v)
+			case fmt.Stringer:
+				out[i] = esc(v.String())
+			default:
+				out[i] = c
+			}
+		}
+		return out
+	}
+	for _, r := range t.header {
+		t.Writer.AppendHeader(cells(r.row), r.cfg...)
+	}
+	for _, r := range t.rows {
+		if r.separator {
+			t.Writer.AppendSeparator()
+			continue
+		}
+		t.Writer.AppendRow(cells(r.row), r.cfg...)
+	}
+	for _, r := range t.footer {
+		t.Writer.AppendFooter(cells(r.row), r.cfg...)
+	}
+}
+
+func (t *escapingTable) Render() string {
+	t.fill(escape.TerminalLines)
+	return t.Writer.Render()
+}
+
+func (t *escapingTable) RenderMarkdown() string {
+	t.fill(escape.Markdown)
+	return t.Writer.RenderMarkdown()
+}
+
+// RenderCSV: go-pretty quotes fields holding quotes, commas or newlines;
+// escape.CSV shows the other control characters (a bare carriage return
+// would end a record) as escapes.
+func (t *escapingTable) RenderCSV() string {
+	t.fill(escape.CSV)
+	return t.Writer.RenderCSV()
 }
 
 // renderTable writes t in the chosen format: table, csv or markdown.
