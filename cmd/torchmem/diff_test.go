@@ -66,9 +66,9 @@ func TestDiffFailsOnNewLeak(t *testing.T) {
 		code       int
 		headline   string
 	}{
-		{gpuDiff("base"), gpuDiff("head_leak"), nil, exitFindings, "❌ **torchmem diff: NEW LEAK: HEAD leaks 4.00 MB per step at diff_train.py(35): forward via aten::clone (BASE clean)"},
-		{realTrace("compiled_model"), realTrace("leak_module_cache"), nil, exitFindings, "❌ **torchmem diff: NEW LEAK: HEAD leaks 4.00 MB per step at gen_traces.py(143)"},
-		{realTrace("leak_module_cache"), gpuDiff("head_leak"), nil, exitFindings, "❌ **torchmem diff: NEW LEAK: new leak suspect in HEAD: 4.00 MB per step at diff_train.py(35)"},
+		{gpuDiff("base"), gpuDiff("head_leak"), nil, exitFindings, "❌ **torchmem diff: NEW LEAK: HEAD leaks 4.00 MB per step at diff\\_train.py(35): forward via aten::clone (BASE clean)"},
+		{realTrace("compiled_model"), realTrace("leak_module_cache"), nil, exitFindings, "❌ **torchmem diff: NEW LEAK: HEAD leaks 4.00 MB per step at gen\\_traces.py(143)"},
+		{realTrace("leak_module_cache"), gpuDiff("head_leak"), nil, exitFindings, "❌ **torchmem diff: NEW LEAK: new leak suspect in HEAD: 4.00 MB per step at diff\\_train.py(35)"},
 		{realTrace("leak_module_cache"), gpuDiff("head_leak"), []string{"--leak-threshold", "8MiB"}, exitOK, "✅"},
 		{realTrace("leak_module_cache"), realTrace("compiled_model"), nil, exitOK, "✅ **torchmem diff: peak allocated"},
 		// Budgets still apply on top of the leak gate.
