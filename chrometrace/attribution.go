@@ -291,3 +291,29 @@ func (a *Attribution) PyStack(i int) []string {
 	slices.Reverse(frames)
 	return frames
 }
+
+// OpParent returns the HostOps index of the operator enclosing host op i
+// (ProfilerStep windows included), or -1.
+func (a *Attribution) OpParent(i int32) int32 {
+	if i < 0 || int(i) >= len(a.opParent) {
+		return -1
+	}
+	return a.opParent[i]
+}
+
+// IsBackwardOp reports whether host op i is autograd backward work (a
+// node's op or the engine's wrapper around it).
+func (a *Attribution) IsBackwardOp(i int32) bool {
+	return isBackwardName(a.t.Str(a.t.HostOps[i].Name))
+}
+
+// PyFrameChain returns the PyFrames indices around memory event i,
+// outermost first.
+func (a *Attribution) PyFrameChain(i int) []int32 {
+	var out []int32
+	for f := a.Events[i].Frame; f >= 0; f = a.frameParent[f] {
+		out = append(out, f)
+	}
+	slices.Reverse(out)
+	return out
+}

@@ -17,22 +17,45 @@ const (
 	VerdictUnknown = "unknown"
 )
 
+// Leak kinds: why the memory stays.
+const (
+	// KindContainer: a tensor made each step and kept in a list, dict or
+	// cache, with no autograd graph behind it.
+	KindContainer = "container"
+	// KindAutogradGraph: outputs that require grad kept without a backward
+	// (evaluation without torch.no_grad()): their saved activations stay.
+	KindAutogradGraph = "autograd_graph"
+	// KindRetainGraph: backward ran, yet the tensors it saved survive
+	// (backward(retain_graph=True) with the loss or graph kept).
+	KindRetainGraph = "retain_graph"
+	// KindHook: a hook registered every step; its call count grows.
+	KindHook = "hook"
+	// KindUnknown: the trace does not say.
+	KindUnknown = "unknown"
+)
+
 // LeakOptions tune the leak detector.
 type LeakOptions struct {
 	Device int // GPU index, -1 all
-	// MinBytesPerStep is the smallest growth called a leak.
+	// MinBytesPerStep does not decide the verdict: a regular leak is a
+	// leak at any size. Findings under it are warnings, at or above it
+	// errors.
 	MinBytesPerStep int64
-	// SteadySteps is how many final steps may legitimately keep blocks
-	// alive (gradients, a rolling buffer, the last step's outputs).
+	// SteadySteps marks the final steps in the step table (their
+	// survivors are the expected ones: gradients, the last outputs).
 	SteadySteps int
-	// Depth of the Python stacks that key suspects (innermost frames).
+	// Depth keeps the innermost Depth user frames of each suspect's
+	// stack; 0 keeps the whole chain from the outermost frame.
 	Depth int
+	// MinSteps is how many consecutive steps a site must keep memory in
+	// to be a leak (at least 3).
+	MinSteps int
 }
 
-// DefaultLeakOptions: growth of 1 MiB per step or more is a leak; the last
-// two steps are steady state.
+// DefaultLeakOptions: 3 consecutive steps make a leak; 1 MiB per step or
+// more makes it an error.
 func DefaultLeakOptions() LeakOptions {
-	return LeakOptions{Device: -1, MinBytesPerStep: 1 << 20, SteadySteps: 2, Depth: 5}
+	return LeakOptions{Device: -1, MinBytesPerStep: 1 << 20, SteadySteps: 2, MinSteps: 3}
 }
 
 // StepSurvivors is what one step allocated that was still alive at the end.
@@ -46,18 +69,48 @@ type StepSurvivors struct {
 	Steady bool `json:"steady_state"`
 }
 
-// LeakSuspect is a site that keeps adding blocks step after step.
+// LeakSuspect is a site that keeps memory step after step.
 type LeakSuspect struct {
-	BytesPerStep int64    `json:"bytes_per_step"`
-	Blocks       int64    `json:"blocks"`
-	Bytes        int64    `json:"bytes"`
-	Operator     string   `json:"operator"`
-	ForwardOp    string   `json:"forward_operator,omitempty"`
-	Stack        []string `json:"stack"`
-	FirstStep    int64    `json:"first_step"`
-	LastStep     int64    `json:"last_step"`
+	BytesPerStep int64  `json:"bytes_per_step"`
+	Blocks       int64  `json:"blocks"`
+	Bytes        int64  `json:"bytes"`
+	Operator     string `json:"operator"`
+	ForwardOp    string `json:"forward_operator,omitempty"`
+	// Stack is the user's call chain, outermost first, down to the
+	// allocating frame.
+	Stack []string `json:"stack"`
+	// Site names the suspect the one way every output names a site.
+	Site string `json:"site"`
+	// FirstStep..LastStep are the ProfilerStep numbers of the steps the
+	// site kept memory in; -1 when the input has no steps.
+	FirstStep int64 `json:"first_step"`
+	LastStep  int64 `json:"last_step"`
 	// StepsWithSurvivors counts the steps where the site kept blocks.
 	StepsWithSurvivors int `json:"steps_with_survivors"`
+	// BytesByStep is what the site kept from each step FirstStep..LastStep.
+	BytesByStep []int64 `json:"bytes_by_step,omitempty"`
+	// Accelerating: the site keeps more every step (hooks piling up).
+	Accelerating bool   `json:"accelerating,omitempty"`
+	Kind         string `json:"kind"`
+	Evidence     string `json:"evidence"`
+	Fix          string `json:"fix"`
+	// StackNote says how to read the stack's lines.
+	StackNote string `json:"stack_note,omitempty"`
+}
+
+// Leak is one leak of an input: its sites share a cause (kind).
+type Leak struct {
+	Kind         string `json:"kind"`
+	BytesPerStep int64  `json:"bytes_per_step"`
+	FirstStep    int64  `json:"first_step"`
+	LastStep     int64  `json:"last_step"`
+	Accelerating bool   `json:"accelerating,omitempty"`
+	// AccelerationBytes is how much more is kept each step than the step
+	// before, for an accelerating leak.
+	AccelerationBytes int64         `json:"acceleration_bytes_per_step,omitempty"`
+	Evidence          string        `json:"evidence"`
+	Fix               string        `json:"fix"`
+	Sites             []LeakSuspect `json:"sites"`
 }
 
 // LeakReport is the answer to "does memory creep up step after step?".
@@ -66,7 +119,9 @@ type LeakReport struct {
 	Reason             string          `json:"reason"`
 	GrowthBytesPerStep int64           `json:"growth_bytes_per_step"`
 	Steps              []StepSurvivors `json:"steps"`
-	Suspects           []LeakSuspect   `json:"suspects"`
+	// Leaks groups the suspects by cause: one entry per leak.
+	Leaks    []Leak        `json:"leaks"`
+	Suspects []LeakSuspect `json:"suspects"`
 	// UnreleasedBytes are all blocks allocated in the window and alive at
 	// its end; PreexistingFrees counts frees of blocks from before it.
 	UnreleasedBytes  int64 `json:"unreleased_bytes"`
@@ -75,12 +130,109 @@ type LeakReport struct {
 	WholeWindow      bool  `json:"whole_window"`
 }
 
+// Kind is the kind of the input's largest leak, "" when it has none.
+func (r *LeakReport) Kind() string {
+	if len(r.Leaks) == 0 {
+		return ""
+	}
+	return r.Leaks[0].Kind
+}
+
+// siteSeries is what one site kept from each step, and why.
+type siteSeries struct {
+	site   memtimeline.Site
+	bytes  []int64 // per step: survivors' bytes
+	blocks []int64
+	first  int32 // Memory index of the first surviving allocation
+	// maxRetention is the most step boundaries a freed block of this site
+	// lived across: a rolling buffer of K steps frees blocks K steps later.
+	maxRetention int
+	// Autograd evidence, in blocks: made by an op that recorded a graph
+	// node; of those, whose node's backward ran; made in backward.
+	graphBlocks, backwardRanBlocks, backwardMadeBlocks, noGraphBlocks int64
+}
+
+// run is a leak candidate: steps lo..hi (indices) of one site.
+type run struct {
+	lo, hi       int
+	bytesPerStep int64
+	accelerating bool
+	accel        int64
+}
+
+// regularRun finds the longest stretch of at least minSteps consecutive
+// steps in which the site kept memory, and judges whether it is regular:
+// steady bytes (or blocks) per step, or a steady increase (accelerating).
+// The window's last step is left out of the judgement when the stretch
+// reaches it: that step also holds its own outputs and gradients.
+func regularRun(bytes, blocks []int64, minSteps int) (run, bool) {
+	best := run{lo: -1}
+	for i := 0; i < len(bytes); {
+		if bytes[i] == 0 {
+			i++
+			continue
+		}
+		j := i
+		for j+1 < len(bytes) && bytes[j+1] > 0 {
+			j++
+		}
+		if j-i > best.hi-best.lo || best.lo < 0 {
+			best = run{lo: i, hi: j}
+		}
+		i = j + 1
+	}
+	if best.lo < 0 || best.hi-best.lo+1 < minSteps {
+		return best, false
+	}
+	hi := best.hi
+	if hi == len(bytes)-1 && hi-best.lo+1 > minSteps {
+		hi-- // judge without the final step
+	}
+	vb, vn := bytes[best.lo:hi+1], blocks[best.lo:hi+1]
+	steady := func(v []int64) bool { return slices.Max(v) <= 2*slices.Min(v) }
+	var sum int64
+	for _, b := range vb {
+		sum += b
+	}
+	best.bytesPerStep = sum / int64(len(vb))
+	if increasing(vb) || increasing(vn) {
+		// Measured over every step of the stretch: the last one keeps
+		// the most, not extra outputs.
+		all := bytes[best.lo : best.hi+1]
+		sum = 0
+		for _, b := range all {
+			sum += b
+		}
+		best.bytesPerStep = sum / int64(len(all))
+		best.accelerating = true
+		best.accel = (all[len(all)-1] - all[0]) / int64(len(all)-1)
+		return best, true
+	}
+	return best, steady(vb) || steady(vn)
+}
+
+// increasing: every step keeps more than the one before and the last at
+// least 1.5 times the first (k blocks at step k).
+func increasing(v []int64) bool {
+	if len(v) < 3 {
+		return false
+	}
+	for i := 1; i < len(v); i++ {
+		if v[i] <= v[i-1] {
+			return false
+		}
+	}
+	return 2*v[len(v)-1] >= 3*v[0]
+}
+
 // AnalyzeLeaks pairs allocations with frees and asks which steps leave
-// blocks behind. A correct loop leaves survivors only from its last step
-// or two; a leak leaves some from (nearly) every earlier step, at the same
-// site each time.
+// blocks behind. A site that keeps memory from each of at least 3
+// consecutive steps, steadily or more each step, is a leak whatever its
+// size; memory made once (parameters, optimizer state, accumulated
+// gradients) or by the last step or two (outputs, gradients) is not.
 func AnalyzeLeaks(t *chrometrace.Trace, opts LeakOptions) LeakReport {
-	rep := LeakReport{Steps: []StepSurvivors{}, Suspects: []LeakSuspect{}}
+	rep := LeakReport{Steps: []StepSurvivors{}, Suspects: []LeakSuspect{}, Leaks: []Leak{}}
+	minSteps := max(3, opts.MinSteps)
 	gpuEvents := 0
 	for i := range t.Memory {
 		if t.Memory[i].DeviceType.IsGPU() {
@@ -117,13 +269,10 @@ func AnalyzeLeaks(t *chrometrace.Trace, opts LeakOptions) LeakReport {
 	}
 
 	attr := chrometrace.Attribute(t)
-	type siteAgg struct {
-		site    memtimeline.Site
-		perStep map[int]int64
-		blocks  int64
-		bytes   int64
-	}
-	sites := map[string]*siteAgg{}
+	graph := newGraphIndex(t, attr)
+	siteOpts := memtimeline.SiteOptions{Device: opts.Device, Depth: opts.Depth}
+	sites := map[string]*siteSeries{}
+	var order []*siteSeries
 	for _, lt := range lts {
 		switch lt.State {
 		case memtimeline.Preexisting:
@@ -143,88 +292,422 @@ func AnalyzeLeaks(t *chrometrace.Trace, opts LeakOptions) LeakReport {
 		}
 		rep.Steps[k].SurvivorBytes += lt.Bytes
 		rep.Steps[k].SurvivorBlocks++
-		s := memtimeline.SiteOf(attr, int(lt.Alloc), memtimeline.SiteOptions{Device: opts.Device, Depth: opts.Depth})
-		key := strings.Join(s.Frames, "\x00") + "\x01" + s.Operator
+		s := memtimeline.SiteOf(attr, int(lt.Alloc), siteOpts)
+		key := siteKey(s)
 		agg := sites[key]
 		if agg == nil {
-			agg = &siteAgg{site: s, perStep: map[int]int64{}}
+			agg = &siteSeries{site: s, bytes: make([]int64, len(steps)), blocks: make([]int64, len(steps)), first: lt.Alloc}
 			sites[key] = agg
+			order = append(order, agg)
 		}
-		agg.perStep[k] += lt.Bytes
-		agg.blocks++
-		agg.bytes += lt.Bytes
+		agg.site.Allocs++
+		agg.site.LiveBytesAtEnd += lt.Bytes
+		agg.bytes[k] += lt.Bytes
+		agg.blocks[k]++
+		switch graph.blockKind(int(lt.Alloc)) {
+		case blockGraph:
+			agg.graphBlocks++
+		case blockGraphBackwardRan:
+			agg.graphBlocks++
+			agg.backwardRanBlocks++
+		case blockBackwardMade:
+			agg.backwardMadeBlocks++
+		default:
+			agg.noGraphBlocks++
+		}
 	}
 
 	if rep.WholeWindow {
 		rep.Verdict = VerdictUnknown
 		rep.Reason = fmt.Sprintf("no ProfilerStep annotations (profile with a schedule and call prof.step()): the whole window was treated as one step; %s allocated in it is still alive at the end", memtimeline.FormatBytes(rep.UnreleasedBytes))
-		for _, a := range sites {
-			rep.Suspects = append(rep.Suspects, LeakSuspect{Bytes: a.bytes, Blocks: a.blocks, Operator: a.site.Operator, ForwardOp: a.site.ForwardOp, Stack: nonNil(a.site.Frames), FirstStep: -1, LastStep: -1, StepsWithSurvivors: 1})
+		for _, a := range order {
+			rep.Suspects = append(rep.Suspects, LeakSuspect{Bytes: a.site.LiveBytesAtEnd, Blocks: a.blocks[0], Operator: a.site.Operator, ForwardOp: a.site.ForwardOp,
+				Stack: nonNil(a.site.Frames), Site: SiteLabel(a.site.Frames, a.site.Operator), FirstStep: -1, LastStep: -1, StepsWithSurvivors: 1, Kind: KindUnknown})
 		}
 		sortSuspects(rep.Suspects)
 		return rep
 	}
-	early := len(steps) - opts.SteadySteps
-	if len(steps) < 3 || early < 1 {
+	if len(steps) < minSteps {
 		rep.Verdict = VerdictUnknown
-		rep.Reason = fmt.Sprintf("only %d profiled steps: at least 3 are needed to tell growth from the last steps' steady state (raise active= in the profiler schedule)", len(steps))
+		rep.Reason = fmt.Sprintf("only %d profiled steps: at least %d are needed to tell a leak from the last steps' outputs (raise active= in the profiler schedule)", len(steps), minSteps)
 		return rep
 	}
-	// A suspect keeps blocks from most early steps: one-off caches (a
-	// lazily built buffer) survive from a single step and are not growth.
-	need := max(2, (3*early+3)/4)
-	if early < 2 {
-		need = 1
-	}
-	for _, a := range sites {
-		var earlyBytes int64
-		stepsWith := 0
-		first, last := -1, -1
-		for k, b := range a.perStep {
-			if first < 0 || k < first {
-				first = k
-			}
-			last = max(last, k)
-			if k < early {
-				earlyBytes += b
-				stepsWith++
-			}
-		}
-		if stepsWith < need {
+
+	// Blocks freed after living across step boundaries tell a bounded
+	// buffer (kept K steps, then freed) from a leak.
+	for _, lt := range lts {
+		if lt.State != memtimeline.Freed {
 			continue
 		}
-		rep.Suspects = append(rep.Suspects, LeakSuspect{
-			BytesPerStep: earlyBytes / int64(early), Blocks: a.blocks, Bytes: a.bytes,
-			Operator: a.site.Operator, ForwardOp: a.site.ForwardOp, Stack: nonNil(a.site.Frames),
-			FirstStep: steps[first].Number, LastStep: steps[last].Number, StepsWithSurvivors: len(a.perStep),
-		})
+		a, b := stepOf(lt.Start), stepOf(lt.End)
+		if a < 0 || b <= a {
+			continue
+		}
+		agg := sites[siteKey(memtimeline.SiteOf(attr, int(lt.Alloc), siteOpts))]
+		if agg != nil {
+			agg.maxRetention = max(agg.maxRetention, b-a)
+		}
+	}
+
+	hooks := growingFrames(t, steps, stepOf)
+	type cand struct {
+		agg *siteSeries
+		r   run
+	}
+	var cands []cand
+	for _, a := range order {
+		r, ok := regularRun(a.bytes, a.blocks, minSteps)
+		if !ok || r.hi-r.lo+1 <= a.maxRetention {
+			continue
+		}
+		cands = append(cands, cand{a, r})
+	}
+	for _, c := range cands {
+		a, r := c.agg, c.r
+		s := LeakSuspect{
+			BytesPerStep: r.bytesPerStep, Operator: a.site.Operator, ForwardOp: a.site.ForwardOp,
+			Stack: nonNil(a.site.Frames), Site: SiteLabel(a.site.Frames, a.site.Operator),
+			FirstStep: steps[r.lo].Number, LastStep: steps[r.hi].Number, StepsWithSurvivors: r.hi - r.lo + 1,
+			BytesByStep: slices.Clone(a.bytes[r.lo : r.hi+1]), Accelerating: r.accelerating,
+		}
+		for k := r.lo; k <= r.hi; k++ {
+			s.Blocks += a.blocks[k]
+			s.Bytes += a.bytes[k]
+		}
+		s.Kind = siteKind(a, hooks, graph.known)
+		if n := graph.enteredBeforeProfiling(a.first, steps[0].Start); n > 0 {
+			s.StackNote = fmt.Sprintf("the outermost %d frame(s) began before profiling started: their line is where profiling began, not the call; Python frames in traces carry their function's def line", n)
+		} else {
+			s.StackNote = "Python frames in traces carry their function's def line; the allocator snapshot has the allocating line"
+		}
+		rep.Suspects = append(rep.Suspects, s)
 	}
 	sortSuspects(rep.Suspects)
-	for _, s := range rep.Suspects {
-		rep.GrowthBytesPerStep += s.BytesPerStep
+	rep.Leaks = groupLeaks(rep.Suspects, hooks, steps)
+	for i, l := range rep.Leaks {
+		for j := range l.Sites {
+			rep.Leaks[i].Sites[j].Evidence, rep.Leaks[i].Sites[j].Fix = l.Evidence, l.Fix
+		}
+		rep.GrowthBytesPerStep += l.BytesPerStep
 	}
-	steady := rep.Steps[early].Name
-	if opts.SteadySteps > 1 {
-		steady += ".." + rep.Steps[len(rep.Steps)-1].Name
+	// The flat list carries each site's leak's kind, evidence and fix.
+	rep.Suspects = rep.Suspects[:0]
+	for _, l := range rep.Leaks {
+		rep.Suspects = append(rep.Suspects, l.Sites...)
+	}
+	sortSuspects(rep.Suspects)
+
+	if len(rep.Leaks) > 0 {
+		rep.Verdict = VerdictLeak
+		l := rep.Leaks[0]
+		top := l.Sites[0]
+		rep.Reason = fmt.Sprintf("%s per step stays allocated: %s keeps memory from each of steps #%d..#%d",
+			memtimeline.FormatBytes(rep.GrowthBytesPerStep), top.Site, l.FirstStep, l.LastStep)
+		if l.Accelerating {
+			rep.Reason += fmt.Sprintf(", more every step (accelerating, +%s per step each step)", memtimeline.FormatBytes(l.AccelerationBytes))
+		}
+		rep.Reason += fmt.Sprintf("; kind %s: %s", l.Kind, l.Evidence)
+		if len(rep.Leaks) > 1 {
+			rep.Reason += fmt.Sprintf(" (and %d more leak(s))", len(rep.Leaks)-1)
+		}
+		return rep
+	}
+	rep.Verdict = VerdictClean
+	lastSurvivors := 0
+	var endBytes int64
+	for i := len(rep.Steps) - 1; i >= 0 && rep.Steps[i].SurvivorBlocks > 0; i-- {
+		lastSurvivors++
+		endBytes += rep.Steps[i].SurvivorBytes
 	}
 	switch {
-	case rep.GrowthBytesPerStep >= opts.MinBytesPerStep:
-		rep.Verdict = VerdictLeak
-		top := rep.Suspects[0]
-		rep.Reason = fmt.Sprintf("%s per step stays allocated: blocks from %d of %d steps are still alive at the same site(s); top suspect %s via %s",
-			memtimeline.FormatBytes(rep.GrowthBytesPerStep), top.StepsWithSurvivors, len(steps), lastFrame(top.Stack), firstOp(top.Operator))
+	case rep.UnreleasedBytes == 0:
+		rep.Reason = "no growth: every block allocated in the profiled steps was freed"
 	default:
-		rep.Verdict = VerdictClean
-		var steadyBytes int64
-		for _, s := range rep.Steps[early:] {
-			steadyBytes += s.SurvivorBytes
-		}
-		rep.Reason = fmt.Sprintf("no growth: blocks alive at the end come from %s (%s, steady state: gradients, outputs, rolling buffers)", steady, memtimeline.FormatBytes(steadyBytes))
-		if rep.GrowthBytesPerStep > 0 {
-			rep.Reason += fmt.Sprintf("; %s per step of repeated survivors is under the %s threshold", memtimeline.FormatBytes(rep.GrowthBytesPerStep), memtimeline.FormatBytes(opts.MinBytesPerStep))
-		}
+		rep.Reason = fmt.Sprintf("no growth: no site keeps memory from %d consecutive steps; %s still alive at the end was made once or by the last step(s) (%s from the last %d: outputs, gradients, optimizer state)",
+			minSteps, memtimeline.FormatBytes(rep.UnreleasedBytes), memtimeline.FormatBytes(endBytes), lastSurvivors)
 	}
 	return rep
+}
+
+func siteKey(s memtimeline.Site) string {
+	return strings.Join(s.Frames, "\x00") + "\x01" + s.Operator + "\x01" + s.ForwardOp
+}
+
+// siteKind tells from a site's own evidence why it keeps memory.
+func siteKind(a *siteSeries, hooks map[string]growingFrame, known bool) string {
+	for _, f := range a.site.Frames {
+		if _, ok := hooks[f]; ok {
+			return KindHook
+		}
+	}
+	if !known {
+		return KindUnknown
+	}
+	total := a.graphBlocks + a.backwardMadeBlocks + a.noGraphBlocks
+	switch {
+	case total == 0:
+		return KindUnknown
+	case 2*a.graphBlocks > total:
+		if 2*a.backwardRanBlocks > a.graphBlocks {
+			return KindRetainGraph
+		}
+		return KindAutogradGraph
+	}
+	return KindContainer
+}
+
+// copyOps make a new tensor out of an existing one: what a container
+// keeps when the user stores a copy.
+var copyOps = []string{"aten::clone", "aten::copy_", "aten::_to_copy", "aten::to", "aten::contiguous", "aten::detach", "aten::cat", "aten::stack", "aten::index_select", "aten::cpu"}
+
+func isCopySite(op string) bool {
+	for _, c := range copyOps {
+		if strings.HasPrefix(op, c+" ") || op == c {
+			return true
+		}
+	}
+	return false
+}
+
+// groupLeaks makes one leak per cause. A graph kept alive holds many
+// tensors (each layer's output and what it saved); tensors it saved that
+// no op of the graph made (inputs, targets) are part of the same leak.
+// A single graph site on its own is a tensor kept in a container that
+// happens to carry its graph.
+func groupLeaks(suspects []LeakSuspect, hooks map[string]growingFrame, steps []chrometrace.Step) []Leak {
+	graphSites := map[string]int{}
+	for _, s := range suspects {
+		if s.Kind == KindAutogradGraph || s.Kind == KindRetainGraph {
+			graphSites[s.Kind]++
+		}
+	}
+	graphKind := ""
+	for _, k := range []string{KindRetainGraph, KindAutogradGraph} {
+		if graphSites[k] >= 2 && (graphKind == "" || graphSites[k] > graphSites[graphKind]) {
+			graphKind = k
+		}
+	}
+	byKind := map[string]*Leak{}
+	var out []*Leak
+	for _, s := range suspects {
+		k := s.Kind
+		switch {
+		case (k == KindAutogradGraph || k == KindRetainGraph) && graphSites[k] < 2:
+			k = KindContainer
+		case k == KindContainer && graphKind != "" && !isCopySite(s.Operator):
+			k = graphKind
+		}
+		s.Kind = k
+		l := byKind[k]
+		if l == nil {
+			l = &Leak{Kind: k, FirstStep: s.FirstStep, LastStep: s.LastStep}
+			byKind[k] = l
+			out = append(out, l)
+		}
+		l.Sites = append(l.Sites, s)
+		l.BytesPerStep += s.BytesPerStep
+		l.FirstStep, l.LastStep = min(l.FirstStep, s.FirstStep), max(l.LastStep, s.LastStep)
+		if s.Accelerating {
+			l.Accelerating = true
+			n := len(s.BytesByStep)
+			if n > 1 {
+				l.AccelerationBytes += (s.BytesByStep[n-1] - s.BytesByStep[0]) / int64(n-1)
+			}
+		}
+	}
+	res := make([]Leak, 0, len(out))
+	for _, l := range out {
+		l.Evidence, l.Fix = explainLeak(l, hooks)
+		res = append(res, *l)
+	}
+	slices.SortStableFunc(res, func(a, b Leak) int { return cmp.Compare(b.BytesPerStep, a.BytesPerStep) })
+	return res
+}
+
+// explainLeak gives the one-line evidence and the specific fix.
+func explainLeak(l *Leak, hooks map[string]growingFrame) (evidence, fix string) {
+	top := l.Sites[0]
+	steps := fmt.Sprintf("steps #%d..#%d", l.FirstStep, l.LastStep)
+	where := top.Site
+	switch l.Kind {
+	case KindContainer:
+		return fmt.Sprintf("%s made by %s in each of %s has no autograd graph behind it and is never freed: a list, dict or cache keeps it",
+				memtimeline.FormatBytes(top.BytesPerStep), firstOp(top.Operator), steps),
+			fmt.Sprintf("Stop keeping a tensor per step (called from %s): store .item() or .cpu() values, bound it (collections.deque(maxlen=N)), or clear it each step", where)
+	case KindAutogradGraph:
+		return fmt.Sprintf("outputs of %d forward operator site(s) that recorded an autograd graph survive %s and no backward ran over them: outputs that require grad are kept, and the activations their graph saved stay with them", len(l.Sites), steps),
+			"Run evaluation under torch.no_grad() (or torch.inference_mode()); keep out.detach() or out.cpu() if the outputs are needed"
+	case KindRetainGraph:
+		return fmt.Sprintf("backward ran over these operators in each of %s, yet the %d tensor site(s) it saved survive: the graph is kept alive after backward (retain_graph=True with the loss or outputs kept)", steps, len(l.Sites)),
+			"Drop retain_graph=True unless the same graph is backwarded twice, and keep loss.item() or loss.detach() rather than the loss"
+	case KindHook:
+		for _, f := range top.Stack {
+			if h, ok := hooks[f]; ok {
+				return fmt.Sprintf("%s ran %s times in steps #%d..#%d, one more call each step: a hook registered every step and never removed keeps what it saves",
+						f, joinCounts(h.counts), h.first, h.last),
+					fmt.Sprintf("Register the hook (%s) once, outside the loop, or keep its handle and call handle.remove()", f)
+			}
+		}
+	}
+	return fmt.Sprintf("%s keeps memory from each of %s; the trace does not say what holds it", where, steps),
+		"Find what keeps a reference to these tensors at that line (a list or cache that grows, outputs kept with their graph)"
+}
+
+func joinCounts(c []int) string {
+	s := make([]string, len(c))
+	for i, n := range c {
+		s[i] = fmt.Sprint(n)
+	}
+	return strings.Join(s, ",")
+}
+
+// growingFrame is a Python function called more often every step.
+type growingFrame struct {
+	counts      []int
+	first, last int64
+}
+
+// growingFrames finds Python functions whose calls per step increase in
+// at least 3 consecutive steps by one or more each step: a hook registered
+// again every step.
+func growingFrames(t *chrometrace.Trace, steps []chrometrace.Step, stepOf func(int64) int) map[string]growingFrame {
+	counts := map[chrometrace.StrID][]int{}
+	for i := range t.PyFrames {
+		f := &t.PyFrames[i]
+		k := stepOf(f.Start)
+		if k < 0 || f.Start > steps[k].End() {
+			continue
+		}
+		c := counts[f.Name]
+		if c == nil {
+			c = make([]int, len(steps))
+			counts[f.Name] = c
+		}
+		c[k]++
+	}
+	out := map[string]growingFrame{}
+	for name, c := range counts {
+		lo := 0
+		for lo < len(c) && c[lo] == 0 {
+			lo++
+		}
+		hi := len(c) - 1
+		for hi > lo && c[hi] == 0 {
+			hi--
+		}
+		if hi-lo+1 < 3 {
+			continue
+		}
+		ok := true
+		for i := lo + 1; i <= hi; i++ {
+			ok = ok && c[i] > c[i-1]
+		}
+		n := t.Str(name)
+		if ok && !chrometrace.IsLibraryFrame(n) {
+			out[chrometrace.NormalizeFrame(n)] = growingFrame{counts: slices.Clone(c[lo : hi+1]), first: steps[lo].Number, last: steps[hi].Number}
+		}
+	}
+	return out
+}
+
+// Autograd evidence of one block.
+const (
+	blockNoGraph = iota
+	blockGraph
+	blockGraphBackwardRan
+	blockBackwardMade
+)
+
+// graphIndex answers, per allocation, whether the op that made it
+// recorded an autograd node, and whether that node's backward ran. The
+// profiler records the thread's next sequence number at every op; an op
+// created a node exactly when the next forward op on its thread starts
+// with a higher number. Backward ops carry their forward op's number.
+type graphIndex struct {
+	t    *chrometrace.Trace
+	attr *chrometrace.Attribution
+	// known is false for traces without sequence numbers.
+	known       bool
+	created     map[int32]bool // forward HostOps index -> recorded a node
+	backwardRan map[int64]bool // sequence numbers with a backward op
+}
+
+func newGraphIndex(t *chrometrace.Trace, attr *chrometrace.Attribution) *graphIndex {
+	g := &graphIndex{t: t, attr: attr, created: map[int32]bool{}, backwardRan: map[int64]bool{}}
+	fwd := map[chrometrace.ThreadID][]int32{}
+	for i := range t.HostOps {
+		o := &t.HostOps[i]
+		if o.SeqNr < 0 || o.Cat != chrometrace.CatCPUOp {
+			continue
+		}
+		g.known = true
+		if attr.IsBackwardOp(int32(i)) {
+			g.backwardRan[o.SeqNr] = true
+			continue
+		}
+		fwd[o.Thread] = append(fwd[o.Thread], int32(i))
+	}
+	for _, ops := range fwd {
+		slices.SortFunc(ops, func(a, b int32) int { return cmp.Compare(t.HostOps[a].Start, t.HostOps[b].Start) })
+		for k, i := range ops {
+			end := t.HostOps[i].End()
+			// The next op that starts after this one ends (not nested in it).
+			j, _ := slices.BinarySearchFunc(ops[k+1:], end, func(x int32, ts int64) int { return cmp.Compare(t.HostOps[x].Start, ts+1) })
+			if k+1+j < len(ops) {
+				g.created[i] = t.HostOps[ops[k+1+j]].SeqNr > t.HostOps[i].SeqNr
+			} else {
+				g.created[i] = g.backwardRan[t.HostOps[i].SeqNr]
+			}
+		}
+	}
+	return g
+}
+
+// blockKind classifies the allocation at Memory index i.
+func (g *graphIndex) blockKind(i int) int {
+	if i < 0 || i >= len(g.attr.Events) {
+		return blockNoGraph
+	}
+	ev := g.attr.Events[i]
+	if ev.Forward >= 0 {
+		return blockBackwardMade
+	}
+	for op := ev.Op; op >= 0; op = g.attr.OpParent(op) {
+		o := &g.t.HostOps[op]
+		if o.SeqNr < 0 || o.Cat != chrometrace.CatCPUOp {
+			continue
+		}
+		if g.attr.IsBackwardOp(op) {
+			return blockBackwardMade
+		}
+		if !g.created[op] {
+			return blockNoGraph
+		}
+		if g.backwardRan[o.SeqNr] {
+			return blockGraphBackwardRan
+		}
+		return blockGraph
+	}
+	return blockNoGraph
+}
+
+// enteredBeforeProfiling counts the outermost frames of allocation i's
+// stack that were already running when profiling began: the profiler
+// names them by the line they were at then, not by their def line.
+func (g *graphIndex) enteredBeforeProfiling(i int32, firstStep int64) int {
+	if i < 0 {
+		return 0
+	}
+	n := 0
+	for _, f := range g.attr.PyFrameChain(int(i)) {
+		if g.t.PyFrames[f].Start >= firstStep {
+			break
+		}
+		if !chrometrace.IsLibraryFrame(g.t.Str(g.t.PyFrames[f].Name)) {
+			n++
+		}
+	}
+	return n
 }
 
 func sortSuspects(s []LeakSuspect) {
@@ -255,4 +738,61 @@ func firstOp(chain string) string {
 		return "(no operator)"
 	}
 	return chain
+}
+
+// leakFindings makes one finding per leak: its bytes per step in all,
+// its kind with the evidence, its sites listed inside and the fix. A leak
+// under the threshold is still reported, as a warning.
+func leakFindings(rep LeakReport, threshold float64) []Finding {
+	if rep.Verdict != VerdictLeak {
+		return nil
+	}
+	var out []Finding
+	for _, l := range rep.Leaks {
+		top := l.Sites[0]
+		title := fmt.Sprintf("Leak (%s): %s per step kept by %s", l.Kind, memtimeline.FormatBytes(l.BytesPerStep), top.Site)
+		if l.Accelerating {
+			title += ", accelerating"
+		}
+		var d strings.Builder
+		fmt.Fprintf(&d, "%s.", upperFirst(l.Evidence))
+		if l.Accelerating {
+			fmt.Fprintf(&d, " It accelerates: each step keeps %s more than the step before.", memtimeline.FormatBytes(l.AccelerationBytes))
+		}
+		if len(top.Stack) > 0 {
+			fmt.Fprintf(&d, " Held through: %s;", strings.Join(top.Stack, " > "))
+		}
+		if len(l.Sites) > 1 {
+			fmt.Fprintf(&d, " %d sites:", len(l.Sites))
+			for i, s := range l.Sites {
+				if i == 8 {
+					fmt.Fprintf(&d, " and %d more;", len(l.Sites)-i)
+					break
+				}
+				fmt.Fprintf(&d, " %s per step at %s;", memtimeline.FormatBytes(s.BytesPerStep), s.Site)
+			}
+		}
+		f := Finding{
+			Title:    title,
+			Detail:   strings.TrimSuffix(strings.TrimSuffix(d.String(), ";"), ".") + ".",
+			Advice:   l.Fix + ".",
+			Operator: firstOp(top.Operator),
+			Location: LocationOf(top.Stack),
+			Metrics: map[string]float64{"bytes_per_step": float64(l.BytesPerStep), "sites": float64(len(l.Sites)),
+				"steps": float64(top.StepsWithSurvivors), "growth_bytes_per_step": float64(rep.GrowthBytesPerStep)},
+			belowThreshold: float64(l.BytesPerStep) < threshold,
+		}
+		if top.Operator == "" {
+			f.Operator = ""
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }

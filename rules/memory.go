@@ -40,7 +40,7 @@ func LocationOf(stack []string) *Location {
 func init() {
 	Register(&Rule{
 		ID:          "memory.leak",
-		Description: "GPU memory grows step over step: blocks allocated at the same site in most steps stay alive",
+		Description: "GPU memory grows step over step: the same site keeps memory from each of 3 or more consecutive steps (a leak at any size; under the threshold in bytes per step it is a warning)",
 		Severity:    Error,
 		Threshold:   1 << 20,
 		Unit:        "bytes_per_step",
@@ -48,27 +48,7 @@ func init() {
 			if in.Trace == nil {
 				return nil
 			}
-			opts := DefaultLeakOptions()
-			opts.MinBytesPerStep = int64(r.Threshold)
-			rep := Memo(in, fmt.Sprintf("leaks:%d", opts.MinBytesPerStep), func() LeakReport { return AnalyzeLeaks(in.Trace, opts) })
-			if rep.Verdict != VerdictLeak {
-				return nil
-			}
-			var out []Finding
-			for i, s := range rep.Suspects {
-				if i >= 3 {
-					break
-				}
-				out = append(out, Finding{
-					Title:    fmt.Sprintf("Leak: %s per step kept by %s", memtimeline.FormatBytes(s.BytesPerStep), siteName(s.Stack, s.Operator)),
-					Detail:   fmt.Sprintf("%d blocks (%s) allocated by %s in steps #%d..#%d are still alive at the end of the trace; total growth %s per step.", s.Blocks, memtimeline.FormatBytes(s.Bytes), s.Operator, s.FirstStep, s.LastStep, memtimeline.FormatBytes(rep.GrowthBytesPerStep)),
-					Advice:   "Find what keeps a reference to these tensors at that line (a list or cache that grows, outputs kept with their graph: use .detach() or torch.no_grad() for evaluation, .item() for logged losses).",
-					Operator: firstOp(s.Operator),
-					Location: LocationOf(s.Stack),
-					Metrics:  map[string]float64{"bytes_per_step": float64(s.BytesPerStep), "blocks": float64(s.Blocks), "growth_bytes_per_step": float64(rep.GrowthBytesPerStep)},
-				})
-			}
-			return out
+			return leakFindings(in.Leaks(), r.Threshold)
 		},
 	})
 	Register(&Rule{

@@ -84,6 +84,9 @@ type Finding struct {
 	Metrics map[string]float64 `json:"metrics,omitempty"`
 	// Source is the input file the finding is about.
 	Source string `json:"source,omitempty"`
+	// belowThreshold: the rule fired on evidence (a regular leak) with a
+	// size under its threshold: at most a warning.
+	belowThreshold bool
 }
 
 // Input is what rules look at: one input file of any kind torchmem
@@ -170,6 +173,9 @@ func Run(rs []Rule, in *Input) []Finding {
 				f.Rule = r.ID
 			}
 			f.Severity = r.Severity
+			if f.belowThreshold && f.Severity > Warning {
+				f.Severity = Warning
+			}
 			if f.Source == "" {
 				f.Source = in.Source
 			}

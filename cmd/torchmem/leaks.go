@@ -35,11 +35,14 @@ func newLeaksCmd() *cobra.Command {
 		Long: `Pairs every GPU allocation in the trace with its free and asks, step by step
 (ProfilerStep#N), which blocks each step leaves alive at the end of the trace.
 
-A correct training loop leaves survivors only from its last step or two
-(gradients, the last outputs, a rolling buffer): that is steady state, not a
-leak. Survivors that every earlier step adds at the same site are a leak; the
-verdict gives the growth in bytes per step and the suspects: the operator chain
-and Python stack that allocated the blocks that stay.
+A site that keeps memory from each of at least 3 consecutive steps, the same
+amount every step (or more every step: accelerating), is a leak at any size;
+one that starts mid-window is found from where it starts. Memory made once
+(parameters, optimizer state, accumulated gradients) or by the last step or two
+(outputs, gradients), and rolling buffers that free what they kept, are not.
+Each leak has a kind (container, autograd_graph, retain_graph, hook, unknown)
+with its evidence and fix, its bytes per step, and its sites with the call
+chain from the outermost frame down to the allocating one.
 
 INPUT is a trace, several traces, or a directory of per-rank traces (rank read
 from distributedInfo or from "rank<N>" in the file name); ranks are analysed in
@@ -56,9 +59,9 @@ Exit status: 0 clean or unknown, 1 a leak was found, 2 bad input.`,
 	}
 	f := cmd.Flags()
 	f.IntVar(&o.device, "device", -1, "only this GPU index (-1 = all)")
-	f.Int64Var(&o.minBytes, "min-bytes-per-step", def.MinBytesPerStep, "smallest growth in bytes per step that counts as a leak")
-	f.IntVar(&o.steady, "steady-steps", def.SteadySteps, "final steps whose survivors are steady state (gradients, last outputs)")
-	f.IntVar(&o.depth, "depth", def.Depth, "Python frames kept per suspect stack (innermost)")
+	f.Int64Var(&o.minBytes, "min-bytes-per-step", def.MinBytesPerStep, "kept for compatibility: the verdict does not depend on size (check's memory.leak threshold sets error vs warning)")
+	f.IntVar(&o.steady, "steady-steps", def.SteadySteps, "final steps marked as steady state in the step table")
+	f.IntVar(&o.depth, "depth", def.Depth, "innermost user frames kept per suspect chain (0 = the whole chain)")
 	f.IntVar(&o.top, "top", 5, "suspects shown per input (0 = all)")
 	f.StringVar(&o.format, "format", formatTable, "output format: table, json, markdown")
 	return cmd
@@ -89,7 +92,7 @@ func runLeaks(stdout, stderr io.Writer, args []string, o *leaksOptions) error {
 	if err != nil {
 		return err
 	}
-	opts := rules.LeakOptions{Device: o.device, MinBytesPerStep: o.minBytes, SteadySteps: o.steady, Depth: o.depth}
+	opts := rules.LeakOptions{Device: o.device, MinBytesPerStep: o.minBytes, SteadySteps: o.steady, Depth: o.depth, MinSteps: rules.DefaultLeakOptions().MinSteps}
 	results := make([]leakResult, len(paths))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
@@ -251,10 +254,24 @@ func writeLeakReport(w io.Writer, r leakResult, format string) {
 		tw.SetColumnConfigs([]table.ColumnConfig{{Number: 2, Align: text.AlignRight}, {Number: 3, Align: text.AlignRight}, {Number: 4, Align: text.AlignRight}})
 		renderTable(w, tw, format)
 	}
+	for i, l := range rep.Leaks {
+		accel := ""
+		if l.Accelerating {
+			accel = fmt.Sprintf(", accelerating (+%s per step each step)", memtimeline.FormatBytes(l.AccelerationBytes))
+		}
+		fmt.Fprintf(w, "\nLeak %d: %s, %s per step, steps #%d..#%d%s, %d site(s)\n  why: %s\n  fix: %s\n",
+			i+1, l.Kind, memtimeline.FormatBytes(l.BytesPerStep), l.FirstStep, l.LastStep, accel, len(l.Sites), l.Evidence, l.Fix)
+		if len(l.Sites) > 0 && len(l.Sites[0].Stack) > 0 {
+			fmt.Fprintf(w, "  held through (outermost first): %s\n", strings.Join(l.Sites[0].Stack, " > "))
+			if n := l.Sites[0].StackNote; n != "" {
+				fmt.Fprintf(w, "  (%s)\n", n)
+			}
+		}
+	}
 	if len(rep.Suspects) > 0 && rep.Verdict != rules.VerdictClean {
 		fmt.Fprintln(w)
 		tw := newTableWriter()
-		tw.AppendHeader(table.Row{"Per step", "Blocks", "Steps", "Python stack (innermost last)", "Operator"})
+		tw.AppendHeader(table.Row{"Per step", "Blocks", "Steps", "Kind", "Call chain (outermost first)", "Operator"})
 		for _, s := range rep.Suspects {
 			stack := slices.Clone(s.Stack)
 			if len(stack) == 0 {
@@ -273,10 +290,17 @@ func writeLeakReport(w io.Writer, r leakResult, format string) {
 				perStep = memtimeline.FormatBytes(s.Bytes) + " total"
 			}
 			steps := fmt.Sprintf("#%d..#%d", s.FirstStep, s.LastStep)
+			if rep.WholeWindow || s.FirstStep < 0 {
+				steps = fmt.Sprintf("%d steps", s.StepsWithSurvivors)
+			}
 			if rep.WholeWindow {
 				steps = "-"
 			}
-			tw.AppendRow(table.Row{perStep, s.Blocks, steps, strings.Join(stack, sep), strings.ReplaceAll(op, " > ", sep+"> ")})
+			kind := s.Kind
+			if s.Accelerating {
+				kind += ", accelerating"
+			}
+			tw.AppendRow(table.Row{perStep, s.Blocks, steps, kind, strings.Join(stack, sep), strings.ReplaceAll(op, " > ", sep+"> ")})
 		}
 		renderTable(w, tw, format)
 	}
