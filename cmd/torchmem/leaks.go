@@ -259,12 +259,16 @@ func writeLeakReport(w io.Writer, r leakResult, format string) {
 		if l.Accelerating {
 			accel = fmt.Sprintf(", accelerating (+%s per step each step)", memtimeline.FormatBytes(l.AccelerationBytes))
 		}
-		fmt.Fprintf(w, "\nLeak %d: %s, %s per step, steps #%d..#%d%s, %d site(s)\n  why: %s\n  fix: %s\n",
-			i+1, l.Kind, memtimeline.FormatBytes(l.BytesPerStep), l.FirstStep, l.LastStep, accel, len(l.Sites), l.Evidence, l.Fix)
+		esc, nl := func(s string) string { return s }, "\n"
+		if format == formatMarkdown {
+			esc, nl = mdEscape, "  \n"
+		}
+		fmt.Fprintf(w, "\nLeak %d: %s, %s per step, steps #%d..#%d%s, %d site(s)%s  why: %s%s  fix: %s%s",
+			i+1, l.Kind, memtimeline.FormatBytes(l.BytesPerStep), l.FirstStep, l.LastStep, accel, len(l.Sites), nl, esc(l.Evidence), nl, esc(l.Fix), nl)
 		if len(l.Sites) > 0 && len(l.Sites[0].Stack) > 0 {
-			fmt.Fprintf(w, "  held through (outermost first): %s\n", strings.Join(l.Sites[0].Stack, " > "))
+			fmt.Fprintf(w, "  held through (outermost first): %s%s", esc(strings.Join(l.Sites[0].Stack, " > ")), nl)
 			if n := l.Sites[0].StackNote; n != "" {
-				fmt.Fprintf(w, "  (%s)\n", n)
+				fmt.Fprintf(w, "  (%s)%s", esc(n), nl)
 			}
 		}
 	}
