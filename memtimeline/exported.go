@@ -1,6 +1,7 @@
 package memtimeline
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -488,4 +489,17 @@ func pythonMicros(t int64) int64 {
 	q.Quo(new(big.Float).SetInt64(t), new(big.Float).SetInt64(1000))
 	f, _ := q.Float64()
 	return int64(f)
+}
+
+// LooksLikeExportedTimeline reports whether head, the first bytes of a
+// file, starts an export_memory_timeline file: both formats open with "[["
+// (the coalesced times array, or the raw file's first [t, action, bytes,
+// category] entry).
+func LooksLikeExportedTimeline(head []byte) bool {
+	b := bytes.TrimLeft(bytes.TrimPrefix(head, []byte("\ufeff")), " \t\r\n")
+	if len(b) == 0 || b[0] != '[' {
+		return false
+	}
+	b = bytes.TrimLeft(b[1:], " \t\r\n")
+	return len(b) > 0 && b[0] == '['
 }

@@ -93,12 +93,18 @@ type Finding struct {
 // reads (one of the fields is set), with analyses computed on first use and
 // shared between rules.
 type Input struct {
-	Source   string
+	Source string
+	// Kind is what the loader found the file to be ("trace", "snapshot",
+	// "nvidia-smi", "steps", "memory-timeline", "memory-summary").
+	Kind string
+	// Rank is the distributed rank, or -1 when unknown.
+	Rank     int64
 	Trace    *chrometrace.Trace
 	SMI      *memtimeline.SMILog
 	StepLog  *memtimeline.StepLog
 	Snapshot *memtimeline.Snapshot
 	Timeline *memtimeline.CategoryTimeline
+	Summary  *memtimeline.SummaryLog
 
 	mu    sync.Mutex
 	cache map[string]*memoEntry

@@ -74,20 +74,15 @@ func runAnalyze(stdout, stderr io.Writer, args []string, o *analyzeOptions) erro
 	if err != nil {
 		return err
 	}
-	paths, err := expandInputs(args)
+	inputs, err := loadRuleInputs(stderr, args, "analyze")
 	if err != nil {
 		return err
 	}
+	paths := sources(inputs)
 	var results []analysisJSON
 	var all []rules.Finding
-	var inputs []*rules.Input
-	for _, p := range paths {
-		in, kind, err := loadRuleInput(p, stderr)
-		if err != nil {
-			return err
-		}
-		inputs = append(inputs, in)
-		a := analysisJSON{Source: p, Kind: string(kind), Findings: rules.Run(rs, in)}
+	for _, in := range inputs {
+		a := analysisJSON{Source: in.Source, Kind: in.Kind, Findings: rules.Run(rs, in)}
 		if a.Findings == nil {
 			a.Findings = []rules.Finding{}
 		}

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/spf13/cobra"
+	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/rules"
 )
 
@@ -63,7 +64,7 @@ func loadRules(path string) ([]rules.Rule, *rules.Config, error) {
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, nil, badInput(describeOpenError(path, err))
+		return nil, nil, badInput(load.FileError(path, err))
 	}
 	defer f.Close()
 	cfg, err := rules.ParseConfig(f)
@@ -79,18 +80,12 @@ func loadRules(path string) ([]rules.Rule, *rules.Config, error) {
 
 // evaluate loads every input and runs the rules on each.
 func evaluate(args []string, rs []rules.Rule, stderr io.Writer) ([]rules.Finding, []*rules.Input, error) {
-	paths, err := expandInputs(args)
+	inputs, err := loadRuleInputs(stderr, args, "check")
 	if err != nil {
 		return nil, nil, err
 	}
 	var all []rules.Finding
-	var inputs []*rules.Input
-	for _, p := range paths {
-		in, _, err := loadRuleInput(p, stderr)
-		if err != nil {
-			return nil, nil, err
-		}
-		inputs = append(inputs, in)
+	for _, in := range inputs {
 		all = append(all, rules.Run(rs, in)...)
 	}
 	slices.SortStableFunc(all, func(a, b rules.Finding) int { return int(b.Severity) - int(a.Severity) })

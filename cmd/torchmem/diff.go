@@ -1,13 +1,16 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/jedib0t/go-pretty/v6/table"
 	"github.com/jedib0t/go-pretty/v6/text"
 	"github.com/spf13/cobra"
+	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules"
 )
@@ -28,8 +31,10 @@ func newDiffCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "diff BASE HEAD",
 		Short: "What a change did to GPU memory: peaks, growth, and the operators and lines that moved",
-		Long: `Compares two runs, each a trace, a directory of per-rank traces, or an allocator
-snapshot: peak allocated and reserved (absolute and %), growth per step and leak
+		Long: `Compares two runs, each a trace, an allocator snapshot, or a directory of them
+(the snippet's output, per-rank traces). Inputs pair by kind and rank: rank 1's
+trace with rank 1's, snapshot with snapshot (several trace windows of one rank
+count as one); each pair gets its own comparison. For each: peak allocated and reserved (absolute and %), growth per step and leak
 verdicts side by side, the operators (Self CUDA Mem) and allocation sites
 (file:line) whose bytes moved most, and leak suspects that are new in HEAD.
 Operators match by name and sites by your innermost line and operator, so two
@@ -67,31 +72,107 @@ bad input.`,
 	return cmd
 }
 
-// loadSide reads one side of a diff: a trace, a snapshot, or a directory
-// of per-rank traces (merged).
-func loadSide(arg string, stderr io.Writer) (*rules.Side, []*rules.Input, error) {
-	paths, err := expandInputs([]string{arg})
+// diffGroup is the inputs of one kind and rank on one side of a diff.
+type diffGroup struct {
+	kind   load.Kind
+	rank   int64
+	inputs []*rules.Input
+}
+
+// loadSide reads one side of a diff (a trace, a snapshot, or a directory
+// of them) and groups its inputs by kind and rank: several traces of one
+// rank (profiling windows) are compared as one.
+func loadSide(arg string, stderr io.Writer) ([]*diffGroup, error) {
+	files, err := loadFiles(stderr, []string{arg}, "diff", load.Trace, load.Trace, load.Snapshot)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
+	var groups []*diffGroup
+	for _, f := range files {
+		var g *diffGroup
+		for _, h := range groups {
+			if h.kind == f.Kind && h.rank == f.Rank {
+				g = h
+			}
+		}
+		if g == nil {
+			g = &diffGroup{kind: f.Kind, rank: f.Rank}
+			groups = append(groups, g)
+		}
+		g.inputs = append(g.inputs, ruleInput(f))
+	}
+	return groups, nil
+}
+
+// side reduces a group to what a diff compares.
+func (g *diffGroup) side(arg string) *rules.Side {
 	var sides []*rules.Side
-	var inputs []*rules.Input
-	for _, p := range paths {
-		in, kind, err := loadRuleInput(p, stderr)
-		if err != nil {
-			return nil, nil, err
+	for _, in := range g.inputs {
+		if in.Trace != nil {
+			sides = append(sides, rules.NewTraceSide(in.Source, in.Trace))
+		} else {
+			sides = append(sides, rules.NewSnapshotSide(in.Source, in.SnapshotReport()))
 		}
-		switch {
-		case in.Trace != nil:
-			sides = append(sides, rules.NewTraceSide(p, in.Trace))
-		case in.Snapshot != nil:
-			sides = append(sides, rules.NewSnapshotSide(p, in.SnapshotReport()))
-		default:
-			return nil, nil, badInput(fmt.Errorf("%s: a %s cannot be diffed (want a trace, a directory of traces or a snapshot)", p, kind))
-		}
-		inputs = append(inputs, in)
 	}
-	return rules.Merge(arg, sides), inputs, nil
+	source := arg
+	if len(g.inputs) == 1 {
+		source = g.inputs[0].Source
+	} else if g.rank >= 0 {
+		source = fmt.Sprintf("%s (rank %d)", arg, g.rank)
+	}
+	return rules.Merge(source, sides)
+}
+
+func kindOrder(k load.Kind) int {
+	if k == load.Trace {
+		return 0
+	}
+	return 1
+}
+
+// diffPair is what is compared: base and head inputs of one kind and rank.
+type diffPair struct{ base, head *diffGroup }
+
+// pairSides pairs the groups of both sides by kind and rank. When a kind
+// has one group on each side, they pair whatever their ranks (two single
+// files). Groups without a counterpart are named in a warning.
+func pairSides(base, head []*diffGroup, baseArg, headArg string, warn func(string)) []diffPair {
+	var pairs []diffPair
+	used := map[*diffGroup]bool{}
+	count := func(gs []*diffGroup, k load.Kind) int {
+		n := 0
+		for _, g := range gs {
+			if g.kind == k {
+				n++
+			}
+		}
+		return n
+	}
+	// Traces first: they say the most.
+	slices.SortStableFunc(base, func(a, b *diffGroup) int { return cmp.Compare(kindOrder(a.kind), kindOrder(b.kind)) })
+	for _, b := range base {
+		for _, h := range head {
+			if used[h] || b.kind != h.kind {
+				continue
+			}
+			if b.rank == h.rank || (count(base, b.kind) == 1 && count(head, b.kind) == 1) {
+				pairs = append(pairs, diffPair{b, h})
+				used[b], used[h] = true, true
+				break
+			}
+		}
+	}
+	for _, side := range []struct {
+		arg, other string
+		gs         []*diffGroup
+	}{{baseArg, headArg, base}, {headArg, baseArg, head}} {
+		for _, g := range side.gs {
+			if !used[g] {
+				warn(fmt.Sprintf("%s: no %s of rank %d in %s to compare with", g.inputs[0].Source, g.kind, g.rank, side.other))
+			}
+		}
+	}
+	return pairs
 }
 
 type diffJSON struct {
@@ -148,14 +229,39 @@ func runDiff(stdout, stderr io.Writer, baseArg, headArg string, o *diffOptions) 
 		}
 		budgets = append(budgets, b)
 	}
-	base, baseInputs, err := loadSide(baseArg, stderr)
+	base, err := loadSide(baseArg, stderr)
 	if err != nil {
 		return err
 	}
-	head, headInputs, err := loadSide(headArg, stderr)
+	head, err := loadSide(headArg, stderr)
 	if err != nil {
 		return err
 	}
+	pairs := pairSides(base, head, baseArg, headArg, func(msg string) { fmt.Fprintf(stderr, "torchmem: warning: %s\n", msg) })
+	if len(pairs) == 0 {
+		return badInput(fmt.Errorf("%s and %s have nothing in common to compare (traces pair with traces, snapshots with snapshots, rank with rank)", baseArg, headArg))
+	}
+	first := true
+	return eachInput(stdout, o.format, pairs, func(stdout io.Writer, p diffPair) error {
+		po := *o
+		if !first {
+			po.output = "" // the HTML page shows the first pair
+		}
+		first = false
+		return writeDiff(stdout, p.base.side(baseArg), p.head.side(headArg), p.base.inputs, p.head.inputs, diffGates{leakGate, leakThreshold, budgets}, &po)
+	})
+}
+
+// diffGates are what fails a diff: the leak gate and the budgets.
+type diffGates struct {
+	leakGate      bool
+	leakThreshold int64
+	budgets       []rules.Budget
+}
+
+// writeDiff compares one pair and prints the result.
+func writeDiff(stdout io.Writer, base, head *rules.Side, baseInputs, headInputs []*rules.Input, g diffGates, o *diffOptions) error {
+	leakGate, leakThreshold, budgets := g.leakGate, g.leakThreshold, g.budgets
 	d := rules.Compare(base, head, o.top)
 	var leaks, violations []string
 	if leakGate {

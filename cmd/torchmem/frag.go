@@ -11,6 +11,7 @@ import (
 	"github.com/jedib0t/go-pretty/v6/text"
 	"github.com/spf13/cobra"
 	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules"
 )
@@ -26,7 +27,7 @@ func newFragCmd() *cobra.Command {
 	o := &fragOptions{FragOptions: rules.DefaultFragOptions()}
 	def := rules.DefaultFragOptions()
 	cmd := &cobra.Command{
-		Use:   "frag FILE",
+		Use:   "frag INPUT...",
 		Short: "Is the CUDA caching allocator fragmented: 4 KB floods, reserved-allocated gap, cudaMalloc churn",
 		Long: `Reads a profiler trace (recorded with profile_memory=True) and looks for the
 signs of a fragmented or thrashing caching allocator:
@@ -52,9 +53,9 @@ Exit status: 0 ok or unknown, 1 fragmented, 2 bad input.`,
 		Example: `  torchmem frag trace.json.gz
   torchmem frag trace.json.gz --format json
   torchmem frag trace.json.gz --min-small-per-step 500 --min-churn-per-step 0.5`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runFrag(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], o)
+			return runFrag(cmd.OutOrStdout(), cmd.ErrOrStderr(), args, o)
 		},
 	}
 	f := cmd.Flags()
@@ -77,24 +78,26 @@ type fragJSON struct {
 	rules.FragReport
 }
 
-func runFrag(stdout, stderr io.Writer, path string, o *fragOptions) error {
+func runFrag(stdout, stderr io.Writer, args []string, o *fragOptions) error {
 	if err := checkFormat(o.format, formatTable, formatJSON, formatMarkdown); err != nil {
 		return err
 	}
 	if o.SmallMaxBytes <= 0 || o.TopSites < 0 || o.Depth < 0 || o.MinSmallFraction < 0 || o.MinGapFraction < 0 {
 		return badInput(errors.New("--small-max-bytes must be positive; --top, --depth and the fractions must not be negative"))
 	}
-	snapshot, err := isPickle(path)
+	files, err := loadFiles(stderr, args, "frag", load.Trace, load.Trace, load.Snapshot)
 	if err != nil {
 		return err
 	}
-	if snapshot {
-		return runFragSnapshot(stdout, stderr, path, o)
-	}
-	t, err := loadTrace(path, stderr)
-	if err != nil {
-		return err
-	}
+	return eachInput(stdout, o.format, files, func(w io.Writer, f *load.File) error {
+		if f.Snapshot != nil {
+			return runFragSnapshot(w, f.Path, f.Snapshot, o)
+		}
+		return runFragTrace(w, f.Path, f.Trace, o)
+	})
+}
+
+func runFragTrace(stdout io.Writer, path string, t *chrometrace.Trace, o *fragOptions) error {
 	rep := rules.AnalyzeFrag(t, o.FragOptions)
 	if o.format == formatJSON {
 		if err := writeJSON(stdout, fragJSON{Trace: path, FragReport: rep}); err != nil {
@@ -109,30 +112,11 @@ func runFrag(stdout, stderr io.Writer, path string, o *fragOptions) error {
 	return nil
 }
 
-// isPickle reports whether path holds a Python pickle (an allocator
-// snapshot), plain or gzipped, from its first byte.
-func isPickle(path string) (bool, error) {
-	in, err := chrometrace.Open(path)
-	if err != nil {
-		if errors.Is(err, chrometrace.ErrEmpty) {
-			return false, badInput(fmt.Errorf("%s: %w", path, err))
-		}
-		return false, badInput(describeOpenError(path, err))
-	}
-	defer in.Close()
-	head, _ := in.Peek(1)
-	return len(head) == 1 && head[0] == 0x80, nil
-}
-
 // runFragSnapshot answers the fragmentation question from an allocator
 // snapshot, which sees what a trace cannot: the blocks inside segments.
 // Free space split inside partly used segments (inactive split) cannot be
 // returned by empty_cache nor serve a larger request.
-func runFragSnapshot(stdout, stderr io.Writer, path string, o *fragOptions) error {
-	snap, err := readSnapshotFile(path)
-	if err != nil {
-		return err
-	}
+func runFragSnapshot(stdout io.Writer, path string, snap *memtimeline.Snapshot, o *fragOptions) error {
 	rep := memtimeline.AnalyzeSnapshot(snap, 0)
 	st := rep.Stats
 	limit := snapshotSplitLimit()

@@ -11,6 +11,7 @@ import (
 	"github.com/jedib0t/go-pretty/v6/table"
 	"github.com/jedib0t/go-pretty/v6/text"
 	"github.com/spf13/cobra"
+	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules"
 )
@@ -72,7 +73,6 @@ type leakResult struct {
 	Path   string
 	Rank   int64
 	Report rules.LeakReport
-	Err    error
 }
 
 // rankLeakJSON is one rank in the multi-input JSON shape.
@@ -88,55 +88,30 @@ func runLeaks(stdout, stderr io.Writer, args []string, o *leaksOptions) error {
 	if err := checkFormat(o.format, formatTable, formatJSON, formatMarkdown); err != nil {
 		return err
 	}
-	paths, err := expandInputs(args)
+	files, err := loadFiles(stderr, args, "leaks", load.Trace, load.Trace, load.Snapshot)
 	if err != nil {
 		return err
 	}
 	opts := rules.LeakOptions{Device: o.device, MinBytesPerStep: o.minBytes, SteadySteps: o.steady, Depth: o.depth, MinSteps: rules.DefaultLeakOptions().MinSteps}
-	results := make([]leakResult, len(paths))
+	results := make([]leakResult, len(files))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
-	var errMu sync.Mutex
-	for i, p := range paths {
+	for i, f := range files {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			if kind, err := sniffInput(p); err == nil && kind == kindSnapshot {
-				snap, err := readSnapshotFile(p)
-				if err != nil {
-					results[i] = leakResult{Path: p, Err: err}
-					return
-				}
-				rep := rules.AnalyzeSnapshotLeaks(memtimeline.AnalyzeSnapshot(snap, 0), opts)
-				results[i] = leakResult{Path: p, Rank: rankFromName(p), Report: rep}
-				return
-			}
-			var warn strings.Builder
-			t, err := loadTrace(p, &warn)
-			errMu.Lock()
-			io.WriteString(stderr, warn.String())
-			errMu.Unlock()
-			if err != nil {
-				results[i] = leakResult{Path: p, Err: err}
-				return
-			}
-			rank := int64(-1)
-			if t.Meta.Distributed != nil {
-				rank = t.Meta.Distributed.Rank
+			r := leakResult{Path: f.Path, Rank: f.Rank}
+			if f.Snapshot != nil {
+				r.Report = rules.AnalyzeSnapshotLeaks(memtimeline.AnalyzeSnapshot(f.Snapshot, 0), opts)
 			} else {
-				rank = rankFromName(p)
+				r.Report = rules.AnalyzeLeaks(f.Trace, opts)
 			}
-			results[i] = leakResult{Path: p, Rank: rank, Report: rules.AnalyzeLeaks(t, opts)}
+			results[i] = r
 		}()
 	}
 	wg.Wait()
-	for _, r := range results {
-		if r.Err != nil {
-			return r.Err
-		}
-	}
 	for i := range results {
 		if o.top > 0 && len(results[i].Report.Suspects) > o.top {
 			results[i].Report.Suspects = results[i].Report.Suspects[:o.top]

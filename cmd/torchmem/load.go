@@ -1,74 +1,93 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
-	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/cmd/torchmem/load"
+	"github.com/torchmem/torchmem/rules"
 )
 
 // progressMinBytes: smaller files load faster than a bar could be read.
 const progressMinBytes = 32 << 20
 
-// loadTrace reads one Kineto trace, printing its warnings to stderr and a
-// progress bar when stderr is a terminal. Errors name the file and are
-// marked as bad input (exit 2).
-func loadTrace(path string, stderr io.Writer) (*chrometrace.Trace, error) {
-	f, err := os.Open(path)
+// stdin is what "-" reads; tests replace it.
+var stdin io.Reader = os.Stdin
+
+// loadFiles reads the command's inputs through the one loader: files,
+// directories (expanded; files of other kinds passed over, unreadable ones
+// skipped with a warning) and "-" for stdin. kinds are what the command
+// reads (none: every kind); an unrecognized file named on the command line
+// is parsed as fallback so that its parser says what is wrong. Warnings go
+// to stderr; errors name the file and mean bad input (exit 2).
+func loadFiles(stderr io.Writer, args []string, command string, fallback load.Kind, kinds ...load.Kind) ([]*load.File, error) {
+	files, err := load.Load(args, load.Options{
+		Kinds:    kinds,
+		Fallback: fallback,
+		Command:  command,
+		Stdin:    stdin,
+		Progress: progressBar,
+		Warn:     func(msg string) { fmt.Fprintf(stderr, "torchmem: warning: %s\n", msg) },
+	})
 	if err != nil {
-		return nil, badInput(describeOpenError(path, err))
+		return nil, badInput(err)
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, badInput(fmt.Errorf("%s: %w", path, err))
-	}
-	if st.IsDir() {
-		return nil, badInput(fmt.Errorf("%s: is a directory, not a trace file", path))
-	}
-	var r io.Reader = f
-	if st.Size() >= progressMinBytes && isTerminal(os.Stderr) {
-		bar := progressbar.NewOptions64(st.Size(),
-			progressbar.OptionSetWriter(os.Stderr),
-			progressbar.OptionSetDescription("reading "+path),
-			progressbar.OptionShowBytes(true),
-			progressbar.OptionThrottle(100*time.Millisecond),
-			progressbar.OptionClearOnFinish(),
-		)
-		defer bar.Finish()
-		pr := progressbar.NewReader(f, bar)
-		r = &pr
-	}
-	in, err := chrometrace.NewInput(r)
-	if err != nil {
-		return nil, badInput(fmt.Errorf("%s: %w", path, err))
-	}
-	defer in.Close()
-	t, err := chrometrace.Read(in, chrometrace.ReadOptions{})
-	if err != nil {
-		var se *chrometrace.SyntaxError
-		if in.Gzipped && errors.As(err, &se) {
-			return nil, badInput(fmt.Errorf("%s: %w (after decompression: the gzip data may be corrupt)", path, err))
-		}
-		return nil, badInput(fmt.Errorf("%s: %w", path, err))
-	}
-	for _, w := range t.Warnings {
-		fmt.Fprintf(stderr, "torchmem: warning: %s: %s\n", path, w)
-	}
-	return t, nil
+	return files, nil
 }
 
-func describeOpenError(path string, err error) error {
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("%s: no such file", path)
-	case errors.Is(err, fs.ErrPermission):
-		return fmt.Errorf("%s: permission denied", path)
+// progressBar shows a bar on a terminal while a large file is read.
+func progressBar(path string, size int64, r io.Reader) (io.Reader, func()) {
+	if size < progressMinBytes || !isTerminal(os.Stderr) {
+		return r, func() {}
 	}
-	return err
+	bar := progressbar.NewOptions64(size,
+		progressbar.OptionSetWriter(os.Stderr),
+		progressbar.OptionSetDescription("reading "+path),
+		progressbar.OptionShowBytes(true),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionClearOnFinish(),
+	)
+	pr := progressbar.NewReader(r, bar)
+	return &pr, func() { bar.Finish() }
 }
+
+// ruleInput is a loaded file as the rules see it.
+func ruleInput(f *load.File) *rules.Input {
+	return &rules.Input{Source: f.Path, Kind: string(f.Kind), Rank: f.Rank, Trace: f.Trace, SMI: f.SMI, StepLog: f.Steps,
+		Snapshot: f.Snapshot, Timeline: f.Timeline, Summary: f.Summary}
+}
+
+// loadRuleInputs reads inputs of every kind for analyze, check and report.
+func loadRuleInputs(stderr io.Writer, args []string, command string) ([]*rules.Input, error) {
+	files, err := loadFiles(stderr, args, command, load.Unknown)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*rules.Input, len(files))
+	for i, f := range files {
+		out[i] = ruleInput(f)
+	}
+	return out, nil
+}
+
+// sources lists the inputs' file names.
+func sources(ins []*rules.Input) []string {
+	out := make([]string, len(ins))
+	for i, in := range ins {
+		out[i] = in.Source
+	}
+	return out
+}
+
+// Short names for the kinds, as the renderers use them.
+const (
+	kindTrace    = load.Trace
+	kindSnapshot = load.Snapshot
+	kindSMI      = load.SMI
+	kindSteps    = load.Steps
+	kindTimeline = load.Timeline
+	kindSummary  = load.Summary
+)

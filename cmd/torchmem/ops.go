@@ -12,6 +12,7 @@ import (
 	"github.com/jedib0t/go-pretty/v6/text"
 	"github.com/spf13/cobra"
 	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/memtimeline"
 )
 
@@ -28,7 +29,7 @@ type opsOptions struct {
 func newOpsCmd() *cobra.Command {
 	o := &opsOptions{}
 	cmd := &cobra.Command{
-		Use:   "ops TRACE",
+		Use:   "ops TRACE...",
 		Short: "Per-operator GPU memory, exactly as torch's key_averages() computes it",
 		Long: `Prints the per-operator memory table that
 prof.key_averages().table(sort_by="self_cuda_memory_usage") prints inside the
@@ -43,9 +44,9 @@ child operators; CUDA Mem includes the children. Sizes use torch's units
   torchmem ops trace.json.gz --sort allocs --top 10
   torchmem ops trace.json.gz --group-by shape --format markdown
   torchmem ops trace.json.gz --format json | jq '.operators[0]'`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runOps(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], o)
+			return runOps(cmd.OutOrStdout(), cmd.ErrOrStderr(), args, o)
 		},
 	}
 	f := cmd.Flags()
@@ -80,7 +81,7 @@ type operatorJSON struct {
 	MeanAllocBytes        int64    `json:"mean_alloc_bytes"`
 }
 
-func runOps(stdout, stderr io.Writer, path string, o *opsOptions) error {
+func runOps(stdout, stderr io.Writer, args []string, o *opsOptions) error {
 	if err := checkFormat(o.format, formatTable, formatJSON, formatCSV, formatMarkdown); err != nil {
 		return err
 	}
@@ -99,10 +100,22 @@ func runOps(stdout, stderr io.Writer, path string, o *opsOptions) error {
 	if err != nil {
 		return err
 	}
-	t, err := loadTrace(path, stderr)
+	files, err := loadFiles(stderr, args, "ops", load.Trace, load.Trace)
 	if err != nil {
 		return err
 	}
+	return eachInput(stdout, o.format, files, func(w io.Writer, f *load.File) error {
+		label := ""
+		if len(files) > 1 {
+			label = f.Path
+		}
+		return writeOps(w, f.Path, label, f.Trace, by, less, o)
+	})
+}
+
+// writeOps prints one trace's operator table. label, when set, names the
+// trace in a CSV column (several traces in one CSV).
+func writeOps(stdout io.Writer, path, label string, t *chrometrace.Trace, by chrometrace.GroupBy, less func(a, b chrometrace.OperatorStats) int, o *opsOptions) error {
 	rows := chrometrace.Operators(t, chrometrace.OperatorOptions{Device: o.device, GroupBy: by})
 	slices.SortStableFunc(rows, less)
 	if o.top > 0 && len(rows) > o.top {
@@ -128,7 +141,10 @@ func runOps(stdout, stderr io.Writer, path string, o *opsOptions) error {
 	if o.format == formatTable {
 		writeSummary(stdout, path, t, sum)
 	}
-	writeOperatorTable(stdout, rows, by, o.format)
+	if o.format == formatMarkdown && label != "" {
+		fmt.Fprintf(stdout, "### %s\n\n", mdEscape(path))
+	}
+	writeOperatorTable(stdout, rows, by, o.format, label)
 	return nil
 }
 
@@ -208,7 +224,7 @@ func writeSummary(w io.Writer, path string, t *chrometrace.Trace, s chrometrace.
 	fmt.Fprintln(w)
 }
 
-func writeOperatorTable(w io.Writer, rows []chrometrace.OperatorStats, by chrometrace.GroupBy, format string) {
+func writeOperatorTable(w io.Writer, rows []chrometrace.OperatorStats, by chrometrace.GroupBy, format, label string) {
 	showCPU := false
 	for _, r := range rows {
 		if r.SelfCPUMemory != 0 || r.CPUMemory != 0 {
@@ -252,6 +268,9 @@ func writeOperatorTable(w io.Writer, rows []chrometrace.OperatorStats, by chrome
 		case chrometrace.GroupByStack:
 			row = append(row, strings.Join(r.Stack, "\n"))
 		}
+		if label != "" && format == formatCSV {
+			row = append(table.Row{label}, row...)
+		}
 		tw.AppendRow(row)
 	}
 	cfg := []table.ColumnConfig{}
@@ -266,6 +285,9 @@ func writeOperatorTable(w io.Writer, rows []chrometrace.OperatorStats, by chrome
 			h = append(h, "Self CPU Mem (bytes)", "CPU Mem (bytes)")
 		}
 		h = append(h, header[len(h):]...)
+		if label != "" {
+			h = append(table.Row{"Trace"}, h...)
+		}
 		tw.ResetHeaders()
 		tw.AppendHeader(h)
 	}

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -167,4 +169,45 @@ func renderTable(w io.Writer, t table.Writer, format string) {
 	default:
 		fmt.Fprintln(w, t.Render())
 	}
+}
+
+// eachInput renders one result per input, the same way for every command:
+// text formats one after another (a blank line between), JSON as the one
+// input's document or, for several, {"inputs": [document, ...]}. render
+// may return findings() (exit 1 once all are written); other errors stop.
+func eachInput[T any](stdout io.Writer, format string, items []T, render func(w io.Writer, item T) error) error {
+	var found error
+	keep := func(err error) error {
+		var ee *exitError
+		if errors.As(err, &ee) && ee.code == exitFindings {
+			found = err
+			return nil
+		}
+		return err
+	}
+	if format != formatJSON || len(items) == 1 {
+		for i, it := range items {
+			if i > 0 && (format == formatTable || format == formatText || format == formatMarkdown) {
+				fmt.Fprintln(stdout)
+			}
+			if err := keep(render(stdout, it)); err != nil {
+				return err
+			}
+		}
+		return found
+	}
+	docs := make([]json.RawMessage, 0, len(items))
+	for _, it := range items {
+		var b bytes.Buffer
+		if err := keep(render(&b, it)); err != nil {
+			return err
+		}
+		docs = append(docs, json.RawMessage(b.Bytes()))
+	}
+	if err := writeJSON(stdout, struct {
+		Inputs []json.RawMessage `json:"inputs"`
+	}{docs}); err != nil {
+		return err
+	}
+	return found
 }

@@ -63,17 +63,9 @@ the rules with what to do.`,
 			if err != nil {
 				return err
 			}
-			paths, err := expandInputs(args)
+			inputs, err := loadRuleInputs(cmd.ErrOrStderr(), args, "report")
 			if err != nil {
 				return err
-			}
-			var inputs []*rules.Input
-			for _, p := range paths {
-				in, _, err := loadRuleInput(p, cmd.ErrOrStderr())
-				if err != nil {
-					return err
-				}
-				inputs = append(inputs, in)
 			}
 			reportTop = top
 			verdict, failed, err := writeReportPage(output, inputs, rs)

@@ -21,6 +21,12 @@ where GPU memory went: which operators and Python lines allocate it, whether it
 leaks step over step, whether the caching allocator is fragmented, and whether
 the run ran out of memory.
 
+Inputs: every command takes files, directories and - (standard input).
+Each file's kind is recognized by its content (gzipped or not), whatever its
+name. A directory stands for the files under it: each command picks the kinds
+it reads (ops and stacks the traces, snapshot the snapshots, ...), and a file
+of no kind torchmem reads (a config.json) is skipped with a warning naming it.
+
 Exit codes: 0 ok, 1 findings at error severity, 2 bad input or usage.`,
 		Version:       version,
 		SilenceUsage:  true,

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"math"
 	"sort"
 	"strings"
@@ -13,7 +11,7 @@ import (
 	"github.com/jedib0t/go-pretty/v6/table"
 	"github.com/spf13/cobra"
 
-	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/memtimeline"
 )
 
@@ -27,7 +25,7 @@ func newSMICmd() *cobra.Command {
 		minGrowD time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "smi FILE",
+		Use:   "smi FILE...",
 		Short: "Find leaks, idle-but-full GPUs and near-OOM time in an nvidia-smi CSV log",
 		Long: `smi reads a log written by
 
@@ -48,7 +46,7 @@ gzipped or not) and reports per GPU:
 
 Exit status: 0 when no leak is found, 1 when one is, 2 when the file cannot
 be read.`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(format, formatTable, formatJSON); err != nil {
 				return err
@@ -60,38 +58,36 @@ be read.`,
 				return badInput(fmt.Errorf("--min-growth-duration %v: want a positive duration", minGrowD))
 			}
 			opts.MinGrowthDuration = minGrowD
-			path := args[0]
-			log, err := readSMIFile(path)
+			files, err := loadFiles(cmd.ErrOrStderr(), args, "smi", load.SMI, load.SMI)
 			if err != nil {
-				return badInput(err)
+				return err
 			}
-			if gpu != "" {
-				g := log.GPU(gpu)
-				if g == nil {
-					var keys []string
-					for _, g := range log.GPUs {
-						keys = append(keys, g.Key)
+			return eachInput(cmd.OutOrStdout(), format, files, func(out io.Writer, f *load.File) error {
+				path, log := f.Path, f.SMI
+				if gpu != "" {
+					g := log.GPU(gpu)
+					if g == nil {
+						var keys []string
+						for _, g := range log.GPUs {
+							keys = append(keys, g.Key)
+						}
+						return badInput(fmt.Errorf("%s: no GPU %q in the log (it has %s)", path, gpu, strings.Join(keys, ", ")))
 					}
-					return badInput(fmt.Errorf("%s: no GPU %q in the log (it has %s)", path, gpu, strings.Join(keys, ", ")))
+					log.GPUs = []*memtimeline.SMIGPU{g}
 				}
-				log.GPUs = []*memtimeline.SMIGPU{g}
-			}
-			for _, w := range log.Warnings {
-				fmt.Fprintf(cmd.ErrOrStderr(), "torchmem: warning: %s: %s\n", path, w)
-			}
-			a := memtimeline.AnalyzeSMI(log, opts)
-			out := cmd.OutOrStdout()
-			if format == formatJSON {
-				if err := writeJSON(out, smiJSONReport(path, log, a)); err != nil {
-					return err
+				a := memtimeline.AnalyzeSMI(log, opts)
+				if format == formatJSON {
+					if err := writeJSON(out, smiJSONReport(path, log, a)); err != nil {
+						return err
+					}
+				} else {
+					renderSMITable(out, path, log, a)
 				}
-			} else {
-				renderSMITable(out, path, log, a)
-			}
-			if len(a.Leaks()) > 0 {
-				return findings()
-			}
-			return nil
+				if len(a.Leaks()) > 0 {
+					return findings()
+				}
+				return nil
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -100,27 +96,6 @@ be read.`,
 	f.Float64Var(&opts.Threshold, "threshold", opts.Threshold, "alarm when memory.used exceeds this fraction of memory.total")
 	f.DurationVar(&minGrowD, "min-growth-duration", opts.MinGrowthDuration, "shortest steady growth reported as a leak")
 	return cmd
-}
-
-// readSMIFile opens path (gzipped or not) and parses it; errors name it.
-func readSMIFile(path string) (*memtimeline.SMILog, error) {
-	in, err := chrometrace.Open(path)
-	if err != nil {
-		if errors.Is(err, chrometrace.ErrEmpty) {
-			return nil, fmt.Errorf("%s: file is empty, not an nvidia-smi log", path)
-		}
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			return nil, err // already names the file
-		}
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	defer in.Close()
-	log, err := memtimeline.ReadSMILog(in)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return log, nil
 }
 
 func fmtSMIDuration(d time.Duration) string {

@@ -11,7 +11,7 @@ import (
 	"github.com/jedib0t/go-pretty/v6/table"
 	"github.com/spf13/cobra"
 
-	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/memtimeline"
 )
 
@@ -28,7 +28,7 @@ type snapshotOptions struct {
 func newSnapshotCmd() *cobra.Command {
 	o := snapshotOptions{}
 	cmd := &cobra.Command{
-		Use:   "snapshot FILE",
+		Use:   "snapshot FILE...",
 		Short: "Summarise a CUDA allocator snapshot: reserved vs allocated, fragmentation, leak candidates, OOMs",
 		Long: `snapshot reads the pickle that torch.cuda.memory._dump_snapshot(path) writes
 after torch.cuda.memory._record_memory_history() (plain or gzipped) and prints:
@@ -44,9 +44,9 @@ after torch.cuda.memory._record_memory_history() (plain or gzipped) and prints:
 The pickle is decoded as plain data; nothing in it is executed.
 Byte sizes in tables use binary units (1 MB = 1 MiB, as torch prints them);
 --format json gives exact integer bytes.`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runSnapshot(cmd.OutOrStdout(), args[0], o)
+			return runSnapshot(cmd.OutOrStdout(), cmd.ErrOrStderr(), args, o)
 		},
 	}
 	cmd.Flags().StringVar(&o.format, "format", formatTable, "output format: table or json")
@@ -55,37 +55,20 @@ Byte sizes in tables use binary units (1 MB = 1 MiB, as torch prints them);
 	return cmd
 }
 
-// readSnapshotFile opens path (gzip detected by content) and decodes the
-// allocator snapshot in it. Errors name the file and count as bad input.
-func readSnapshotFile(path string) (*memtimeline.Snapshot, error) {
-	in, err := chrometrace.Open(path)
-	if err != nil {
-		if errors.Is(err, chrometrace.ErrEmpty) {
-			return nil, badInput(fmt.Errorf("%s: %w", path, err))
-		}
-		return nil, badInput(err) // *os.PathError already names the file
-	}
-	defer in.Close()
-	s, err := memtimeline.ReadSnapshot(in)
-	if err != nil {
-		return nil, badInput(fmt.Errorf("%s: %w", path, err))
-	}
-	return s, nil
-}
-
-func runSnapshot(w io.Writer, path string, o snapshotOptions) error {
+func runSnapshot(w, stderr io.Writer, args []string, o snapshotOptions) error {
 	if err := checkFormat(o.format, formatTable, formatJSON); err != nil {
 		return err
 	}
 	if o.top < 0 || o.leaks < 0 {
 		return badInput(errors.New("--top and --leaks must be >= 0"))
 	}
-	s, err := readSnapshotFile(path)
+	files, err := loadFiles(stderr, args, "snapshot", load.Snapshot, load.Snapshot)
 	if err != nil {
 		return err
 	}
-	rep := memtimeline.AnalyzeSnapshot(s, memtimeline.DefaultBarWidth)
-	return renderSnapshotReport(w, path, rep, o)
+	return eachInput(w, o.format, files, func(w io.Writer, f *load.File) error {
+		return renderSnapshotReport(w, f.Path, memtimeline.AnalyzeSnapshot(f.Snapshot, memtimeline.DefaultBarWidth), o)
+	})
 }
 
 // snapshotJSON is the --format json document.

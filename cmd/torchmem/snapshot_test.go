@@ -135,7 +135,7 @@ func TestSnapshotCommandBadInput(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"snapshot", notPickle}, notPickle + ": not a pickle"},
+		{[]string{"snapshot", notPickle}, notPickle + ": this is a Kineto trace; snapshot reads an allocator snapshot"},
 		{[]string{"snapshot", empty}, empty + ": file is empty"},
 		{[]string{"snapshot", cut}, cut + ": truncated pickle"},
 		{[]string{"snapshot", filepath.Join(dir, "missing.pickle")}, "no such file"},

@@ -12,6 +12,7 @@ import (
 	"github.com/jedib0t/go-pretty/v6/text"
 	"github.com/spf13/cobra"
 	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/memtimeline"
 )
 
@@ -31,7 +32,7 @@ type stacksOptions struct {
 func newStacksCmd() *cobra.Command {
 	o := &stacksOptions{}
 	cmd := &cobra.Command{
-		Use:   "stacks TRACE",
+		Use:   "stacks TRACE...",
 		Short: "Which lines of Python allocate the GPU memory",
 		Long: `Ties every GPU allocation in the trace to the Python stack and the operator
 chain that made it, and ranks the sites by bytes allocated, bytes still alive
@@ -49,9 +50,9 @@ operator chains only.`,
 		Example: `  torchmem stacks trace.json.gz
   torchmem stacks trace.json.gz --sort live --depth 3
   torchmem stacks trace.json.gz --folded --weight live > live.folded && flamegraph.pl live.folded > live.svg`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runStacks(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], o)
+			return runStacks(cmd.OutOrStdout(), cmd.ErrOrStderr(), args, o)
 		},
 	}
 	f := cmd.Flags()
@@ -91,7 +92,7 @@ func siteValue(key string) (func(s *memtimeline.Site) int64, error) {
 	return nil, badInput(fmt.Errorf("unknown value %q (want alloc, live, peak or allocs)", key))
 }
 
-func runStacks(stdout, stderr io.Writer, path string, o *stacksOptions) error {
+func runStacks(stdout, stderr io.Writer, args []string, o *stacksOptions) error {
 	if err := checkFormat(o.format, formatTable, formatJSON, formatCSV, formatMarkdown); err != nil {
 		return err
 	}
@@ -103,10 +104,26 @@ func runStacks(stdout, stderr io.Writer, path string, o *stacksOptions) error {
 	if err != nil {
 		return err
 	}
-	t, err := loadTrace(path, stderr)
+	files, err := loadFiles(stderr, args, "stacks", load.Trace, load.Trace)
 	if err != nil {
 		return err
 	}
+	format := o.format
+	if o.folded {
+		format = "folded"
+	}
+	return eachInput(stdout, format, files, func(w io.Writer, f *load.File) error {
+		label := ""
+		if len(files) > 1 {
+			label = f.Path
+		}
+		return writeStacks(w, stderr, f.Path, label, f.Trace, sortBy, weight, o)
+	})
+}
+
+// writeStacks prints one trace's allocation sites. label, when set, names
+// the trace (several traces): a CSV column, the root of folded stacks.
+func writeStacks(stdout, stderr io.Writer, path, label string, t *chrometrace.Trace, sortBy, weight func(*memtimeline.Site) int64, o *stacksOptions) error {
 	if len(t.Memory) == 0 {
 		fmt.Fprintf(stderr, "torchmem: note: %s has no memory events; profile with profile_memory=True to see allocation sites\n", path)
 	} else if len(t.PyFrames) == 0 {
@@ -116,7 +133,7 @@ func runStacks(stdout, stderr io.Writer, path string, o *stacksOptions) error {
 	sites := memtimeline.Sites(t, attr, memtimeline.Lifetimes(t, o.device), memtimeline.SiteOptions{Device: o.device, Depth: o.depth, AllFrames: o.allFrames})
 
 	if o.folded {
-		return writeFolded(stdout, sites, weight)
+		return writeFolded(stdout, sites, weight, label)
 	}
 	slices.SortStableFunc(sites, func(a, b memtimeline.Site) int { return cmp.Compare(sortBy(&b), sortBy(&a)) })
 	if o.top > 0 && len(sites) > o.top {
@@ -150,7 +167,12 @@ func runStacks(stdout, stderr io.Writer, path string, o *stacksOptions) error {
 	if exact {
 		unit = " (bytes)"
 	}
-	tw.AppendHeader(table.Row{"Python stack (outermost first)", "Operator", "Allocated" + unit, "# Allocs", "Live at end" + unit, "Live at peak" + unit})
+	header := table.Row{"Python stack (outermost first)", "Operator", "Allocated" + unit, "# Allocs", "Live at end" + unit, "Live at peak" + unit}
+	csvLabel := label != "" && o.format == formatCSV
+	if csvLabel {
+		header = append(table.Row{"Trace"}, header...)
+	}
+	tw.AppendHeader(header)
 	sep := "\n"
 	if o.format != formatTable {
 		sep = " ← "
@@ -173,7 +195,11 @@ func runStacks(stdout, stderr io.Writer, path string, o *stacksOptions) error {
 			slices.Reverse(rev)
 			stack = strings.Join(rev, sep)
 		}
-		tw.AppendRow(table.Row{stack, op, bytesCol(s.AllocBytes), s.Allocs, bytesCol(s.LiveBytesAtEnd), bytesCol(s.LiveBytesAtPeak)})
+		row := table.Row{stack, op, bytesCol(s.AllocBytes), s.Allocs, bytesCol(s.LiveBytesAtEnd), bytesCol(s.LiveBytesAtPeak)}
+		if csvLabel {
+			row = append(table.Row{label}, row...)
+		}
+		tw.AppendRow(row)
 		if o.format == formatTable {
 			tw.AppendSeparator()
 		}
@@ -182,13 +208,19 @@ func runStacks(stdout, stderr io.Writer, path string, o *stacksOptions) error {
 		{Number: 3, Align: text.AlignRight}, {Number: 4, Align: text.AlignRight},
 		{Number: 5, Align: text.AlignRight}, {Number: 6, Align: text.AlignRight},
 	})
+	if o.format == formatMarkdown && label != "" {
+		fmt.Fprintf(stdout, "### %s\n\n", mdEscape(path))
+	}
+	if o.format == formatTable && label != "" {
+		fmt.Fprintf(stdout, "%s\n", path)
+	}
 	renderTable(stdout, tw, o.format)
 	return nil
 }
 
 // writeFolded writes one line per site: frames and operators joined by
 // ';', outermost first, then the weight in bytes.
-func writeFolded(w io.Writer, sites []memtimeline.Site, weight func(*memtimeline.Site) int64) error {
+func writeFolded(w io.Writer, sites []memtimeline.Site, weight func(*memtimeline.Site) int64, root string) error {
 	clean := func(s string) string { return strings.NewReplacer(";", ":", "\n", " ").Replace(s) }
 	slices.SortStableFunc(sites, func(a, b memtimeline.Site) int { return cmp.Compare(weight(&b), weight(&a)) })
 	for _, s := range sites {
@@ -196,7 +228,10 @@ func writeFolded(w io.Writer, sites []memtimeline.Site, weight func(*memtimeline
 		if v <= 0 {
 			continue
 		}
-		parts := make([]string, 0, len(s.Frames)+4)
+		parts := make([]string, 0, len(s.Frames)+5)
+		if root != "" {
+			parts = append(parts, clean(root))
+		}
 		for _, f := range s.Frames {
 			parts = append(parts, clean(f))
 		}

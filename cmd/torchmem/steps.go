@@ -1,17 +1,15 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"sort"
 	"strings"
 
 	"github.com/jedib0t/go-pretty/v6/table"
 	"github.com/spf13/cobra"
 
-	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/memtimeline"
 )
 
@@ -23,7 +21,7 @@ func newStepsCmd() *cobra.Command {
 		opts   = memtimeline.DefaultStepOptions()
 	)
 	cmd := &cobra.Command{
-		Use:   "steps FILE.jsonl",
+		Use:   "steps FILE...",
 		Short: "Does allocated memory grow step over step? Reads a per-step memory log (JSON Lines)",
 		Long: `steps reads a per-step memory log: one JSON object per line, written by the
 training loop after every step, e.g.
@@ -44,7 +42,7 @@ and 1% of the starting value, else "flat".
 
 Exit status: 0 flat or unknown, 1 when a device's allocated memory grows, 2
 when the file cannot be read.`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(format, formatTable, formatJSON); err != nil {
 				return err
@@ -52,51 +50,28 @@ when the file cannot be read.`,
 			if opts.WarmupSteps < 0 {
 				return badInput(fmt.Errorf("--warmup %d: want 0 or more steps", opts.WarmupSteps))
 			}
-			path := args[0]
-			log, err := readStepFile(path)
+			files, err := loadFiles(cmd.ErrOrStderr(), args, "steps", load.Steps, load.Steps)
 			if err != nil {
-				return badInput(err)
+				return err
 			}
-			for _, w := range log.Warnings {
-				fmt.Fprintf(cmd.ErrOrStderr(), "torchmem: warning: %s: %s\n", path, w)
-			}
-			a := memtimeline.AnalyzeSteps(log, opts)
-			out := cmd.OutOrStdout()
-			if format == formatJSON {
-				if err := writeJSON(out, stepsJSONReport(path, log, a)); err != nil {
-					return err
+			return eachInput(cmd.OutOrStdout(), format, files, func(out io.Writer, f *load.File) error {
+				path, log := f.Path, f.Steps
+				a := memtimeline.AnalyzeSteps(log, opts)
+				if format == formatJSON {
+					if err := writeJSON(out, stepsJSONReport(path, log, a)); err != nil {
+						return err
+					}
+					return stepsExit(a)
 				}
+				renderStepsTable(out, path, log, a)
 				return stepsExit(a)
-			}
-			renderStepsTable(out, path, log, a)
-			return stepsExit(a)
+			})
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&format, "format", formatTable, "output format: table or json")
 	f.IntVar(&opts.WarmupSteps, "warmup", opts.WarmupSteps, "leading steps left out of the fit (optimizer state is created in step 0)")
 	return cmd
-}
-
-// readStepFile opens path (gzipped or not) and parses it; errors name it.
-func readStepFile(path string) (*memtimeline.StepLog, error) {
-	in, err := chrometrace.Open(path)
-	if err != nil {
-		if errors.Is(err, chrometrace.ErrEmpty) {
-			return nil, fmt.Errorf("%s: file is empty, not a per-step memory log", path)
-		}
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			return nil, err // already names the file
-		}
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	defer in.Close()
-	log, err := memtimeline.ReadStepLog(in)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return log, nil
 }
 
 // stepsSignedBytes prints a per-step change with its sign.

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// userRunDir is what a user's run directory holds: the snippet's output
+// (two trace windows, a snapshot, a per-step log) plus unrelated JSON.
+func userRunDir(t *testing.T) string {
+	t.Helper()
+	src := filepath.Join("..", "..", "testdata", "gpu", "snippet_proof", "gpu")
+	dir := t.TempDir()
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644)
+	}
+	os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"lr": 0.1, "batch_size": 256}`), 0o644)
+	truth, _ := os.ReadFile(filepath.Join("..", "..", "testdata", "gpu", "leak_retain_graph", "truth.json"))
+	os.WriteFile(filepath.Join(dir, "truth.json"), truth, 0o644)
+	return dir
+}
+
+// Every command accepts the snippet's directory with unrelated JSON in
+// it: it picks the kinds it reads, warns once per file it skips, and
+// reports each input it read.
+func TestEveryCommandReadsTheSnippetDirectory(t *testing.T) {
+	dir := userRunDir(t)
+	cases := []struct {
+		args []string
+		// inputs: what the output must mention
+		want []string
+		code int
+	}{
+		{[]string{"analyze"}, []string{"vm_rank0_step5.pt.trace.json.gz (trace)", "vm_rank0_step10.pt.trace.json.gz (trace)", "vm_rank0.snapshot.pickle (snapshot)", "vm_rank0.steps.jsonl (steps)"}, -1},
+		{[]string{"check"}, []string{"in 4 inputs"}, -1},
+		{[]string{"ops"}, []string{"Trace:    " + filepath.Join(dir, "vm_rank0_step10.pt.trace.json.gz"), "Trace:    " + filepath.Join(dir, "vm_rank0_step5.pt.trace.json.gz")}, 0},
+		{[]string{"stacks"}, []string{filepath.Join(dir, "vm_rank0_step10.pt.trace.json.gz"), filepath.Join(dir, "vm_rank0_step5.pt.trace.json.gz")}, 0},
+		{[]string{"leaks"}, []string{"vm_rank0_step10.pt.trace.json.gz", "vm_rank0_step5.pt.trace.json.gz", "vm_rank0.snapshot.pickle"}, -1},
+		{[]string{"snapshot"}, []string{"Allocator snapshot " + filepath.Join(dir, "vm_rank0.snapshot.pickle")}, 0},
+		{[]string{"steps"}, []string{"vm_rank0.steps.jsonl"}, -1},
+		{[]string{"frag"}, []string{"vm_rank0_step10.pt.trace.json.gz", "vm_rank0_step5.pt.trace.json.gz", "vm_rank0.snapshot.pickle"}, -1},
+	}
+	for _, c := range cases {
+		t.Run(c.args[0], func(t *testing.T) {
+			out, errOut, code := torchmem(t, append(c.args, dir)...)
+			if code == exitBadInput || (c.code >= 0 && code != c.code) {
+				t.Fatalf("exit %d, stderr %q", code, errOut)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+			for _, name := range []string{"config.json", "truth.json"} {
+				if n := strings.Count(errOut, "skipping "+filepath.Join(dir, name)); n != 1 {
+					t.Errorf("%d warnings for %s: %q", n, name, errOut)
+				}
+			}
+		})
+	}
+	// smi: no nvidia-smi log there: bad input, said plainly.
+	_, errOut, code := torchmem(t, "smi", dir)
+	if code != exitBadInput || !strings.Contains(errOut, dir+": no nvidia-smi log in this directory") {
+		t.Errorf("smi: exit %d, %q", code, errOut)
+	}
+	// diff pairs by kind and rank: traces with traces, snapshots with snapshots.
+	out, errOut, code := torchmem(t, "diff", dir, dir, "--format", "json")
+	if code != exitOK || strings.Count(out, `"head_leak_verdict"`) != 2 || !strings.Contains(out, `"inputs"`) {
+		t.Errorf("diff DIR DIR: exit %d, stderr %q\n%s", code, errOut, out)
+	}
+}
+
+// `diff DIR DIR` on per-rank directories compares rank with rank: the
+// leaking rank is not blurred into the clean one.
+func TestDiffPairsRanks(t *testing.T) {
+	base := filepath.Join("..", "..", "testdata", "gpu", "ddp_one_rank_leaks")
+	out, errOut, code := torchmem(t, "diff", base, base, "--format", "json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, r := range []string{"rank0", "rank1"} {
+		if !strings.Contains(out, filepath.Join(base, r, "trace.json.gz")) {
+			t.Errorf("no pair for %s:\n%s", r, out)
+		}
+	}
+	// One rank against a single file: paired, whatever the ranks.
+	out, _, code = torchmem(t, "diff", filepath.Join(base, "rank0", "trace.json.gz"), filepath.Join(base, "rank1", "trace.json.gz"))
+	if code != exitOK || !strings.Contains(out, "rank0/trace.json.gz -> ") {
+		t.Errorf("exit %d\n%s", code, out)
+	}
+}
+
+// "-" reads stdin, gzipped or not, for every command that reads a trace.
+func TestStdin(t *testing.T) {
+	gz, err := os.ReadFile(filepath.Join("..", "..", "testdata", "gpu", "leak_retain_graph", "trace.json.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := stdin
+	defer func() { stdin = saved }()
+	for _, args := range [][]string{{"analyze", "-"}, {"ops", "-"}, {"stacks", "-"}, {"leaks", "-"}, {"frag", "-"}, {"check", "-"}} {
+		stdin = bytes.NewReader(gz)
+		out, errOut, code := torchmem(t, args...)
+		if code == exitBadInput || out == "" {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
+		}
+	}
+	stdin = bytes.NewReader(nil)
+	_, errOut, code := torchmem(t, "ops", "-")
+	if code != exitBadInput || !strings.Contains(errOut, "stdin: file is empty") {
+		t.Errorf("empty stdin: exit %d, %q", code, errOut)
+	}
+}

@@ -1,0 +1,274 @@
+package load
+
+import (
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+func repo(parts ...string) string {
+	return filepath.Join(append([]string{"..", "..", ".."}, parts...)...)
+}
+
+// head returns the decompressed start of a file, as Open sniffs it.
+func head(t *testing.T, path string) []byte {
+	t.Helper()
+	r, err := Open(path, &Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	h, _ := r.Peek(SniffBytes)
+	return h
+}
+
+// Every real input in testdata is recognized by content, and the JSON
+// files that sit next to them (oracles, truth, memory_stats) are not
+// mistaken for traces.
+func TestSniffRealFiles(t *testing.T) {
+	cases := []struct {
+		path string
+		want Kind
+	}{
+		{repo("testdata", "traces", "resnet_train_clean", "trace.json.gz"), Trace},
+		{repo("testdata", "gpu", "leak_retain_graph", "trace.json.gz"), Trace},
+		{repo("testdata", "gpu", "leak_retain_graph", "snapshot.pickle"), Snapshot},
+		{repo("testdata", "snapshots", "leak_module_cache.pickle.gz"), Snapshot},
+		{repo("testdata", "gpu", "leak_retain_graph", "memory_timeline.raw.json.gz"), Timeline},
+		{repo("testdata", "gpu", "leak_retain_graph", "stats_steps.jsonl"), Steps},
+		{repo("testdata", "gpu", "snippet_proof", "gpu", "vm_rank0.steps.jsonl"), Steps},
+		{repo("testdata", "smi", "nvidia_smi_leak.csv"), SMI},
+		{repo("testdata", "gpu", "leak_retain_graph", "key_averages.json"), Unknown},
+		{repo("testdata", "gpu", "leak_retain_graph", "memory_stats.json"), Unknown},
+		{repo("testdata", "gpu", "leak_retain_graph", "truth.json"), Unknown},
+		{repo("testdata", "gpu", "leak_retain_graph", "table.txt"), Unknown},
+		{repo("testdata", "gpu", "README.md"), Unknown},
+	}
+	for _, c := range cases {
+		if got := Sniff(head(t, c.path)); got != c.want {
+			t.Errorf("%s: %s, want %s", c.path, got, c.want)
+		}
+	}
+}
+
+func TestSniffSynthetic(t *testing.T) {
+	cases := []struct {
+		in   string
+		want Kind
+	}{
+		{`{"traceEvents": []}`, Trace},
+		{`{"schemaVersion": 1, "deviceProperties": [`, Trace}, // head ends before traceEvents
+		{`{"displayTimeUnit": "ns", "traceEvents": [{"ph": "X"}]}`, Trace},
+		{`[{"name": "aten::mm", "ph": "X", "ts": 1}]`, Trace}, // legacy bare array
+		{`[]`, Trace},
+		{`{"hello": 1}`, Unknown},
+		{`{"lr": 0.1, "epochs": 3}`, Unknown},
+		{`[{"key": "aten::mm", "count": 6}]`, Unknown},
+		{`[[1, 2], [[3]]]`, Timeline},
+		{"\x80\x04K\x01.", Snapshot},
+		{"index, timestamp, memory.used [MiB]\n0, 2026/11/29 17:26:22.516, 5 MiB\n", SMI},
+		{`{"step": 0, "allocated": 5}` + "\n", Steps},
+		{"2026-11-30 12:00:01 INFO rank0: |                  PyTorch CUDA memory summary, device ID 0                 |\n", Summary},
+		{"PK\x03\x04 zip", Unknown},
+		{"", Unknown},
+	}
+	for _, c := range cases {
+		if got := Sniff([]byte(c.in)); got != c.want {
+			t.Errorf("Sniff(%q) = %s, want %s", c.in, got, c.want)
+		}
+	}
+}
+
+// snippetDir copies the snippet's output directory and adds the files a
+// user's run directory also holds.
+func snippetDir(t *testing.T) string {
+	t.Helper()
+	src := repo("testdata", "gpu", "snippet_proof", "gpu")
+	dir := t.TempDir()
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644)
+	}
+	os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"lr": 0.1}`), 0o644)
+	truth, _ := os.ReadFile(repo("testdata", "gpu", "leak_retain_graph", "truth.json"))
+	os.WriteFile(filepath.Join(dir, "truth.json"), truth, 0o644)
+	os.WriteFile(filepath.Join(dir, "broken.json.gz"), []byte("\x1f\x8b\x08garbage"), 0o644)
+	return dir
+}
+
+func TestLoadDirectory(t *testing.T) {
+	dir := snippetDir(t)
+	cases := []struct {
+		kinds []Kind
+		want  map[Kind]int
+	}{
+		{nil, map[Kind]int{Trace: 2, Snapshot: 1, Steps: 1}},
+		{[]Kind{Trace}, map[Kind]int{Trace: 2}},
+		{[]Kind{Snapshot}, map[Kind]int{Snapshot: 1}},
+		{[]Kind{Steps}, map[Kind]int{Steps: 1}},
+		{[]Kind{Trace, Snapshot}, map[Kind]int{Trace: 2, Snapshot: 1}},
+	}
+	for _, c := range cases {
+		var warnings []string
+		files, err := Load([]string{dir}, Options{Kinds: c.kinds, Warn: func(m string) { warnings = append(warnings, m) }})
+		if err != nil {
+			t.Fatalf("%v: %v", c.kinds, err)
+		}
+		got := map[Kind]int{}
+		for _, f := range files {
+			got[f.Kind]++
+			if f.Rank != 0 {
+				t.Errorf("%s: rank %d, want 0 (vm_rank0...)", f.Path, f.Rank)
+			}
+		}
+		if len(got) != len(c.want) {
+			t.Errorf("%v: loaded %v, want %v", c.kinds, got, c.want)
+		}
+		for k, n := range c.want {
+			if got[k] != n {
+				t.Errorf("%v: loaded %v, want %v", c.kinds, got, c.want)
+			}
+		}
+		// One warning per unreadable or unknown file, naming it.
+		if len(warnings) != 3 {
+			t.Errorf("%v: warnings %q", c.kinds, warnings)
+		}
+		for _, name := range []string{"config.json", "truth.json", "broken.json.gz"} {
+			if !strings.Contains(strings.Join(warnings, "\n"), filepath.Join(dir, name)) {
+				t.Errorf("no warning names %s: %q", name, warnings)
+			}
+		}
+	}
+	// Nothing of the wanted kind: an error naming the directory.
+	_, err := Load([]string{dir}, Options{Kinds: []Kind{SMI}})
+	if err == nil || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "no nvidia-smi log") {
+		t.Errorf("no smi log: %v", err)
+	}
+}
+
+// A bad file named on the command line is an error; in a directory it is
+// only skipped.
+func TestLoadNamedFiles(t *testing.T) {
+	dir := snippetDir(t)
+	cases := []struct {
+		name     string
+		opts     Options
+		wantErr  string
+		wantKind Kind
+	}{
+		{"config.json", Options{}, "config.json: not a file torchmem reads", ""},
+		{"config.json", Options{Kinds: []Kind{Trace}, Fallback: Trace}, "config.json: not a Chrome trace", ""},
+		{"broken.json.gz", Options{}, "broken.json.gz: corrupt gzip", ""},
+		{"vm_rank0.snapshot.pickle", Options{Kinds: []Kind{Trace}, Fallback: Trace, Command: "ops"}, "vm_rank0.snapshot.pickle: this is an allocator snapshot; ops reads a Kineto trace", ""},
+		{"missing.json", Options{}, "missing.json: no such file", ""},
+		{"vm_rank0.snapshot.pickle", Options{}, "", Snapshot},
+	}
+	for _, c := range cases {
+		files, err := Load([]string{filepath.Join(dir, c.name)}, c.opts)
+		switch {
+		case c.wantErr != "" && (err == nil || !strings.Contains(err.Error(), c.wantErr)):
+			t.Errorf("%s: error %v, want %q", c.name, err, c.wantErr)
+		case c.wantErr == "" && (err != nil || len(files) != 1 || files[0].Kind != c.wantKind):
+			t.Errorf("%s: %v %v", c.name, files, err)
+		}
+		var le *Error
+		if err != nil && !errors.As(err, &le) {
+			t.Errorf("%s: error %T is not a *load.Error", c.name, err)
+		}
+	}
+}
+
+// "-" reads stdin, gzipped or not; it is read once, never reopened.
+func TestLoadStdin(t *testing.T) {
+	gz, err := os.ReadFile(repo("testdata", "gpu", "leak_retain_graph", "trace.json.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, _ := gzip.NewReader(bytes.NewReader(gz))
+	plain, _ := io.ReadAll(zr)
+	for name, data := range map[string][]byte{"gzipped": gz, "plain": plain} {
+		files, err := Load([]string{Stdin}, Options{Stdin: bytes.NewReader(data)})
+		if err != nil || len(files) != 1 || files[0].Trace == nil || len(files[0].Trace.Memory) == 0 {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	if _, err := Load([]string{Stdin, Stdin}, Options{Stdin: bytes.NewReader(gz)}); err == nil {
+		t.Error("stdin twice: no error")
+	}
+	_, err = Load([]string{Stdin}, Options{Stdin: strings.NewReader("")})
+	if err == nil || !strings.Contains(err.Error(), "stdin: file is empty") {
+		t.Errorf("empty stdin: %v", err)
+	}
+}
+
+// A FIFO can be read only once: the sniffed bytes must be the ones parsed.
+func TestLoadFIFO(t *testing.T) {
+	gz, err := os.ReadFile(repo("testdata", "gpu", "leak_retain_graph", "trace.json.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(t.TempDir(), "trace.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skip("no FIFOs here:", err)
+	}
+	go func() {
+		w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+		if err != nil {
+			return
+		}
+		w.Write(gz)
+		w.Close()
+	}()
+	files, err := Load([]string{fifo}, Options{})
+	if err != nil || len(files) != 1 || files[0].Trace == nil || len(files[0].Trace.Memory) == 0 {
+		t.Fatalf("FIFO: %v", err)
+	}
+}
+
+func TestRankFromName(t *testing.T) {
+	for path, want := range map[string]int64{
+		"vm_rank3_step10.pt.trace.json.gz": 3,
+		"run/rank1/trace.json.gz":          1,
+		"host-rank-12.pickle":              12,
+		"trace.json.gz":                    -1,
+		"ddp_one_rank_leaks/trace.json":    -1,
+	} {
+		if got := RankFromName(path); got != want {
+			t.Errorf("%s: %d, want %d", path, got, want)
+		}
+	}
+}
+
+// Directories expand recursively (per-rank subdirectories), a few levels
+// deep, hidden entries left out.
+func TestExpand(t *testing.T) {
+	srcs, err := Expand([]string{repo("testdata", "gpu", "ddp_one_rank_leaks")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var traces int
+	for _, s := range srcs {
+		if s.Named() {
+			t.Errorf("%s counted as named", s.Path)
+		}
+		if strings.HasSuffix(s.Path, "trace.json.gz") {
+			traces++
+		}
+	}
+	if traces != 2 {
+		t.Errorf("found %d traces in rank0/ and rank1/", traces)
+	}
+}

@@ -1,0 +1,289 @@
+package memtimeline
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// MemorySummary is one torch.cuda.memory_summary() table: the caching
+// allocator's counters on one device at one moment. Sizes are bytes as
+// torch printed them: torch rounds down to whole KiB/MiB/GiB, so a value
+// may be up to one unit low.
+type MemorySummary struct {
+	// Line is the 1-based line of the table's title in the log.
+	Line   int `json:"line"`
+	Device int `json:"device"`
+	// Rank is read from a logger prefix ("rank3:"), or -1.
+	Rank int `json:"rank"`
+	// Step is the last "step N" the log printed before the table, or -1.
+	Step int64 `json:"step"`
+	// Time is the logger prefix's timestamp, when it has one.
+	Time time.Time `json:"time,omitzero"`
+
+	AllocatedBytes         int64 `json:"allocated_bytes"`
+	AllocatedPeakBytes     int64 `json:"allocated_peak_bytes"`
+	ReservedBytes          int64 `json:"reserved_bytes"`
+	ReservedPeakBytes      int64 `json:"reserved_peak_bytes"`
+	ActiveBytes            int64 `json:"active_bytes"`
+	ActivePeakBytes        int64 `json:"active_peak_bytes"`
+	NonReleasableBytes     int64 `json:"non_releasable_bytes"`
+	NonReleasablePeakBytes int64 `json:"non_releasable_peak_bytes"`
+	// Allocations is the "Allocations" row's current count.
+	Allocations int64 `json:"allocations"`
+	// Retries counts cudaMalloc retries: the allocator freed its cache and
+	// tried again, a sign of memory pressure or fragmentation.
+	Retries int64 `json:"cuda_malloc_retries"`
+	OOMs    int64 `json:"ooms"`
+}
+
+// SummaryLog is every memory_summary() table found in one text file.
+type SummaryLog struct {
+	Samples []MemorySummary `json:"samples"`
+	Lines   int             `json:"lines"`
+	// Warnings are what the reader tolerated (overlong lines, a table cut
+	// off by the end of the file).
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// summaryMaxLine bounds one line; longer ones (progress bars redrawn with
+// \r, dumped tensors) are skipped, not buffered.
+const summaryMaxLine = 64 << 10
+
+// summaryMaxSamples bounds the tables kept from one file.
+const summaryMaxSamples = 1 << 20
+
+// ErrNotSummaryLog marks a text with no memory_summary() table in it.
+var ErrNotSummaryLog = errors.New("no torch.cuda.memory_summary() table in it")
+
+var (
+	summaryTitle = regexp.MustCompile(`PyTorch CUDA memory summary, device ID (\d+)`)
+	summaryOOMs  = regexp.MustCompile(`CUDA OOMs:\s*(\d+)\s*\|\s*cudaMalloc retries:\s*(\d+)`)
+	summaryRank  = regexp.MustCompile(`(?i)\brank[ _\-:\[]*(\d+)`)
+	summaryStep  = regexp.MustCompile(`(?i)\b(?:step|iter(?:ation)?)[ _#:=\[]*(\d+)`)
+	summaryTime  = regexp.MustCompile(`(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2})(?:[.,](\d{1,9}))?`)
+)
+
+// LooksLikeMemorySummary reports whether head, the first bytes of a file,
+// holds a memory_summary() table (alone or inside a training log).
+func LooksLikeMemorySummary(head []byte) bool {
+	return summaryTitle.Match(head) ||
+		(bytes.Contains(head, []byte("| Allocated memory")) && bytes.Contains(head, []byte("Cur Usage")))
+}
+
+// ReadMemorySummaries finds every memory_summary() table in a text, also
+// when each line carries a logger prefix ("2026-11-30 12:00:01 INFO rank0:
+// |  Allocated memory ..."). Tables of different ranks may interleave;
+// each table is one sample.
+func ReadMemorySummaries(r io.Reader) (*SummaryLog, error) {
+	br := bufio.NewReaderSize(r, summaryMaxLine)
+	log := &SummaryLog{}
+	open := map[int]*MemorySummary{} // rank -> table being read
+	lastStep := map[int]int64{}
+	skipped := 0
+	finish := func(rank int) {
+		s := open[rank]
+		delete(open, rank)
+		if s != nil && len(log.Samples) < summaryMaxSamples {
+			log.Samples = append(log.Samples, *s)
+		}
+	}
+	for {
+		line, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			// Skip the rest of an overlong line.
+			for err == bufio.ErrBufferFull {
+				_, err = br.ReadSlice('\n')
+			}
+			log.Lines++
+			skipped++
+			if err != nil && err != io.EOF {
+				return nil, err
+			}
+			if err == io.EOF {
+				break
+			}
+			continue
+		}
+		if len(line) == 0 && err == io.EOF {
+			break
+		}
+		if err != nil && err != io.EOF {
+			return nil, fmt.Errorf("line %d: %w", log.Lines+1, err)
+		}
+		log.Lines++
+		text := strings.TrimRight(string(line), "\r\n")
+		bar := strings.IndexByte(text, '|')
+		prefix := text
+		if bar >= 0 {
+			prefix = text[:bar]
+		}
+		rank := -1
+		if m := summaryRank.FindStringSubmatch(prefix); m != nil {
+			rank = atoiOr(m[1], -1)
+		}
+		if bar < 0 {
+			if m := summaryStep.FindAllStringSubmatch(text, -1); m != nil {
+				lastStep[rank] = int64(atoiOr(m[len(m)-1][1], -1))
+			}
+			finish(rank)
+			if err == io.EOF {
+				break
+			}
+			continue
+		}
+		if m := summaryStep.FindAllStringSubmatch(prefix, -1); m != nil {
+			lastStep[rank] = int64(atoiOr(m[len(m)-1][1], -1))
+		}
+		row := text[bar:]
+		if m := summaryTitle.FindStringSubmatch(row); m != nil {
+			finish(rank)
+			s := &MemorySummary{Line: log.Lines, Device: atoiOr(m[1], -1), Rank: rank, Step: -1}
+			if st, ok := lastStep[rank]; ok {
+				s.Step = st
+			} else if st, ok := lastStep[-1]; ok {
+				s.Step = st
+			}
+			if m := summaryTime.FindStringSubmatch(prefix); m != nil {
+				s.Time = parseLogTime(m)
+			}
+			open[rank] = s
+		} else if s := open[rank]; s != nil {
+			if !summaryRow(s, row) {
+				finish(rank)
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+	}
+	for rank, s := range open {
+		if s.AllocatedBytes == 0 && s.ReservedBytes == 0 {
+			log.Warnings = append(log.Warnings, fmt.Sprintf("line %d: a memory summary cut off before its numbers", s.Line))
+			delete(open, rank)
+		}
+	}
+	// Tables still open at the end (the file ends with one) are complete
+	// enough when their numbers were read; keep them in line order.
+	var rest []int
+	for rank := range open {
+		rest = append(rest, rank)
+	}
+	for len(rest) > 0 {
+		best := 0
+		for i, r := range rest {
+			if open[r].Line < open[rest[best]].Line {
+				best = i
+			}
+		}
+		finish(rest[best])
+		rest = append(rest[:best], rest[best+1:]...)
+	}
+	if skipped > 0 {
+		log.Warnings = append(log.Warnings, fmt.Sprintf("skipped %d lines longer than %d bytes", skipped, summaryMaxLine))
+	}
+	if len(log.Samples) == 0 {
+		return nil, ErrNotSummaryLog
+	}
+	sortSummaries(log.Samples)
+	return log, nil
+}
+
+// sortSummaries orders samples by their line (tables finish out of order
+// when ranks interleave).
+func sortSummaries(s []MemorySummary) {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j].Line < s[j-1].Line; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+}
+
+// summaryRow reads one row of a table into s. It returns false when the
+// row ends the table (the closing rule after the last row).
+func summaryRow(s *MemorySummary, row string) bool {
+	if m := summaryOOMs.FindStringSubmatch(row); m != nil {
+		s.OOMs, s.Retries = int64(atoiOr(m[1], 0)), int64(atoiOr(m[2], 0))
+		return true
+	}
+	cells := strings.Split(strings.Trim(row, "| \t"), "|")
+	if len(cells) < 3 {
+		return true // rules (|-----|, |=====|)
+	}
+	name := strings.TrimSpace(cells[0])
+	cur, peak := summaryValue(cells[1]), summaryValue(cells[2])
+	switch name {
+	case "Allocated memory":
+		s.AllocatedBytes, s.AllocatedPeakBytes = cur, peak
+	case "Active memory":
+		s.ActiveBytes, s.ActivePeakBytes = cur, peak
+	case "GPU reserved memory":
+		s.ReservedBytes, s.ReservedPeakBytes = cur, peak
+	case "Non-releasable memory":
+		s.NonReleasableBytes, s.NonReleasablePeakBytes = cur, peak
+	case "Allocations":
+		s.Allocations = cur
+	case "Oversize GPU segments":
+		return false
+	}
+	return true
+}
+
+var summaryUnits = map[string]int64{"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40, "PiB": 1 << 50, "K": 1000, "M": 1000000}
+
+// summaryValue reads "720896 KiB", "0 B", "11", "12K" as torch's
+// _format_size and _format_count print them (saturating).
+func summaryValue(cell string) int64 {
+	f := strings.Fields(cell)
+	if len(f) == 0 {
+		return 0
+	}
+	num := f[0]
+	unit := "B"
+	if len(f) > 1 {
+		unit = f[1]
+	} else if n := len(num); n > 1 && (num[n-1] == 'K' || num[n-1] == 'M') {
+		num, unit = num[:n-1], num[n-1:]
+	}
+	v, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || v < 0 {
+		return 0
+	}
+	mul, ok := summaryUnits[unit]
+	if !ok {
+		return v
+	}
+	if v > (1<<63-1)/mul {
+		return 1<<63 - 1
+	}
+	return v * mul
+}
+
+func atoiOr(s string, def int) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return def
+	}
+	return n
+}
+
+func parseLogTime(m []string) time.Time {
+	frac := m[3]
+	layout := "2006-01-02 15:04:05"
+	v := m[1] + " " + m[2]
+	if frac != "" {
+		layout += "." + strings.Repeat("0", len(frac))
+		v += "." + frac
+	}
+	t, err := time.Parse(layout, v)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
