@@ -72,33 +72,22 @@ func init() {
 		},
 	})
 	Register(&Rule{
-		ID:          "memory.op-self-limit",
-		Description: "One operator's Self CUDA Mem (what it keeps allocated beyond its children) exceeds the limit",
-		Severity:    Warning,
-		Threshold:   1 << 30,
-		Unit:        "bytes",
-		Check: func(r *Rule, in *Input) []Finding {
-			if in.Trace == nil {
-				return nil
-			}
-			var out []Finding
-			for _, op := range in.Operators() {
-				if op.OnDevice || strings.HasPrefix(op.Name, "ProfilerStep") || float64(op.SelfDeviceMemory) <= r.Threshold {
-					continue
-				}
-				out = append(out, Finding{
-					Title:    fmt.Sprintf("%s: Self CUDA Mem %s over %d calls", op.Name, memtimeline.FormatBytes(op.SelfDeviceMemory), op.Calls),
-					Detail:   fmt.Sprintf("%s keeps %s allocated across its %d calls (limit %s); %d allocations, %s mean.", op.Name, memtimeline.FormatBytes(op.SelfDeviceMemory), op.Calls, memtimeline.FormatBytes(int64(r.Threshold)), op.Allocs, memtimeline.FormatBytes(safeDiv(op.AllocBytes, op.Allocs))),
-					Advice:   "See which lines call it (torchmem stacks --sort alloc); large activations shrink with smaller batches, checkpointing or lower precision.",
-					Operator: op.Name,
-					Metrics:  map[string]float64{"self_device_memory_bytes": float64(op.SelfDeviceMemory), "calls": float64(op.Calls)},
-				})
-			}
-			slices.SortFunc(out, func(a, b Finding) int {
-				return cmp.Compare(b.Metrics["self_device_memory_bytes"], a.Metrics["self_device_memory_bytes"])
-			})
-			return out
-		},
+		ID: RuleOpSelfLimit,
+		Description: "One operator's tensors hold too much: a single allocation over the limit, or tensors alive at the peak " +
+			"over the limit and more than half of the peak",
+		Severity:  Warning,
+		Threshold: 1 << 30,
+		Unit:      "bytes",
+		Check:     traceOnly(checkOpSelfLimit),
+	})
+	Register(&Rule{
+		ID: RuleOpSelfPerStep,
+		Description: "torch's rule of thumb: an operator whose Self CUDA Mem per profiled step is over 1 GB deserves a look " +
+			"(it allocates that much per step; what it holds is memory.op-self-limit)",
+		Severity:  Info,
+		Threshold: 1 << 30,
+		Unit:      "bytes_per_step",
+		Check:     traceOnly(checkOpSelfPerStep),
 	})
 	Register(&Rule{
 		ID:          "memory.top-ops-share",
@@ -188,4 +177,155 @@ func siteName(stack []string, op string) string {
 		return stack[len(stack)-1]
 	}
 	return firstOp(op)
+}
+
+// Operator rule ids.
+const (
+	RuleOpSelfLimit   = "memory.op-self-limit"
+	RuleOpSelfPerStep = "memory.op-self-per-step"
+)
+
+// OpHolding is what one operator's allocations hold: the bytes of its
+// blocks alive when allocated memory peaks and its largest single block.
+// The operator is the innermost one around the allocation (torch's Self).
+type OpHolding struct {
+	Operator     string `json:"operator"`
+	HeldAtPeak   int64  `json:"held_at_peak_bytes"`
+	Largest      int64  `json:"largest_alloc_bytes"`
+	Allocs       int64  `json:"allocs"`
+	LargestStack []string
+}
+
+// OpHoldings are the input's per-operator holdings (all GPUs), most held
+// at the peak first, with the peak they refer to.
+func (in *Input) OpHoldings() (holdings []OpHolding, peak int64) {
+	type result struct {
+		h    []OpHolding
+		peak int64
+	}
+	r := Memo(in, "op-holdings", func() result {
+		t := in.Trace
+		attr := chrometrace.Attribute(t)
+		peak, peakTS := memtimeline.PeakAllocated(t, -1)
+		by := map[string]*OpHolding{}
+		for _, lt := range memtimeline.Lifetimes(t, -1) {
+			if lt.Alloc < 0 {
+				continue
+			}
+			name := "(no operator)"
+			if op := attr.Events[lt.Alloc].Op; op >= 0 {
+				name = t.Str(t.HostOps[op].Name)
+			}
+			h := by[name]
+			if h == nil {
+				h = &OpHolding{Operator: name}
+				by[name] = h
+			}
+			h.Allocs++
+			if peakTS >= 0 && lt.Start <= peakTS && (lt.End < 0 || lt.End > peakTS) {
+				h.HeldAtPeak += lt.Bytes
+			}
+			if lt.Bytes > h.Largest {
+				h.Largest = lt.Bytes
+				h.LargestStack = memtimeline.UserFrames(attr.PyStack(int(lt.Alloc)))
+			}
+		}
+		out := make([]OpHolding, 0, len(by))
+		for _, h := range by {
+			out = append(out, *h)
+		}
+		slices.SortFunc(out, func(a, b OpHolding) int {
+			return cmp.Or(cmp.Compare(b.HeldAtPeak, a.HeldAtPeak), cmp.Compare(b.Largest, a.Largest), strings.Compare(a.Operator, b.Operator))
+		})
+		return result{out, peak}
+	})
+	return r.h, r.peak
+}
+
+// checkOpSelfLimit judges what operators hold, not what they churn: a
+// single block over the limit, or blocks alive at the peak over the limit
+// that make more than half of it (one operator owns the peak).
+func checkOpSelfLimit(r *Rule, in *Input) []Finding {
+	hs, peak := in.OpHoldings()
+	limit := int64(r.Threshold)
+	var out []Finding
+	for _, h := range hs {
+		single := h.Largest > limit
+		dominant := h.HeldAtPeak > limit && 2*h.HeldAtPeak > peak
+		if !single && !dominant {
+			continue
+		}
+		f := Finding{
+			Operator: h.Operator,
+			Location: LocationOf(h.LargestStack),
+			Advice: "See which lines call it (torchmem stacks --sort peak); large activations shrink with smaller batches or " +
+				"sequence lengths, activation checkpointing or lower precision; a single huge buffer can often be chunked.",
+			Metrics: map[string]float64{"held_at_peak_bytes": float64(h.HeldAtPeak), "largest_alloc_bytes": float64(h.Largest),
+				"peak_allocated_bytes": float64(peak), "share_of_peak": ratio(h.HeldAtPeak, peak), "allocs": float64(h.Allocs)},
+		}
+		if dominant {
+			f.Title = fmt.Sprintf("%s holds %s at the peak (%.0f%% of %s)", h.Operator, memtimeline.FormatBytes(h.HeldAtPeak), 100*ratio(h.HeldAtPeak, peak), memtimeline.FormatBytes(peak))
+		} else {
+			f.Title = fmt.Sprintf("%s allocates a single %s block", h.Operator, memtimeline.FormatBytes(h.Largest))
+		}
+		f.Detail = fmt.Sprintf("When allocated memory peaked at %s, blocks %s allocated were holding %s (%.0f%% of it); its largest single allocation was %s (limit %s).",
+			memtimeline.FormatBytes(peak), h.Operator, memtimeline.FormatBytes(h.HeldAtPeak), 100*ratio(h.HeldAtPeak, peak), memtimeline.FormatBytes(h.Largest), memtimeline.FormatBytes(limit))
+		out = append(out, f)
+	}
+	return out
+}
+
+// checkOpSelfPerStep keeps torch's rule of thumb as a note: Self CUDA Mem
+// (bytes allocated minus freed inside the operator, summed over its calls)
+// per profiled step over the limit. That is allocation volume, not what
+// stays allocated, hence info.
+func checkOpSelfPerStep(r *Rule, in *Input) []Finding {
+	steps := 0
+	seen := map[int64]bool{}
+	for _, s := range in.Trace.Steps {
+		if !seen[s.Number] {
+			seen[s.Number] = true
+			steps++
+		}
+	}
+	per := "per profiled step"
+	if steps == 0 {
+		steps, per = 1, "in the window (no ProfilerStep annotations)"
+	}
+	type row struct {
+		name  string
+		self  int64
+		calls int64
+	}
+	var over []row
+	for _, op := range in.Operators() {
+		if op.OnDevice || op.Annotation || strings.HasPrefix(op.Name, "ProfilerStep") {
+			continue
+		}
+		if float64(op.SelfDeviceMemory)/float64(steps) > r.Threshold {
+			over = append(over, row{op.Name, op.SelfDeviceMemory, op.Calls})
+		}
+	}
+	if len(over) == 0 {
+		return nil
+	}
+	slices.SortFunc(over, func(a, b row) int { return cmp.Or(cmp.Compare(b.self, a.self), strings.Compare(a.name, b.name)) })
+	var parts []string
+	for i, o := range over {
+		if i == 5 {
+			parts = append(parts, fmt.Sprintf("and %d more", len(over)-i))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s %s (%d calls)", o.name, memtimeline.FormatBytes(o.self/int64(steps)), o.calls/int64(steps)))
+	}
+	return []Finding{{
+		Title: fmt.Sprintf("%d %s over torch's rule of thumb of %s Self CUDA Mem %s", len(over), plural(float64(len(over)), "operator", "operators"),
+			memtimeline.FormatBytes(int64(r.Threshold)), per),
+		Detail: fmt.Sprintf("Self CUDA Mem %s: %s. Self CUDA Mem sums what each call allocates minus what it frees itself, so it measures allocation volume "+
+			"over %d step(s), not memory held; what operators hold at the peak is in memory.op-self-limit and torchmem stacks --sort peak.",
+			per, strings.Join(parts, ", "), steps),
+		Advice:   "Worth a look when memory is tight: fewer or smaller temporaries in these operators (in-place ops, fused kernels, torch.compile) lower the allocator's traffic.",
+		Operator: over[0].name,
+		Metrics:  map[string]float64{"operators": float64(len(over)), "top_self_bytes_per_step": float64(over[0].self) / float64(steps), "steps": float64(steps)},
+	}}
 }

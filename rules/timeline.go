@@ -44,12 +44,22 @@ func init() {
 		Check:       traceOnly(checkPageableH2D),
 	})
 	Register(&Rule{
-		ID:          ruleIdleGaps,
-		Description: "the GPU runs nothing (no kernel, memcpy or memset) for a large part of the median step: input pipeline or CPU bound",
-		Severity:    Warning,
-		Threshold:   0.3,
-		Unit:        "fraction of step time",
-		Check:       traceOnly(checkIdleGaps),
+		ID: ruleIdleGaps,
+		Description: "the GPU runs nothing for a large part of the median step, and the trace names why: the host fetching data " +
+			"(input starvation), or waiting in a synchronize or a pageable copy every step",
+		Severity:  Warning,
+		Threshold: 0.3,
+		Unit:      "fraction of step time",
+		Check:     traceOnly(checkIdleGaps),
+	})
+	Register(&Rule{
+		ID: ruleLaunchBound,
+		Description: "the GPU runs nothing for a large part of the median step while the host launches work slower than it runs " +
+			"(no data loading, sync or pageable copy in the gaps): launch or CPU bound, common for small models",
+		Severity:  Info,
+		Threshold: 0.3,
+		Unit:      "fraction of step time",
+		Check:     traceOnly(checkIdleGaps),
 	})
 	Register(&Rule{
 		ID: ruleLowMemcpyBW,
@@ -759,6 +769,7 @@ func checkIdleGaps(r *Rule, in *Input) []Finding {
 	if len(w.list) == 0 || len(busy) == 0 {
 		return nil
 	}
+	causes := idleCauseIndex(in)
 	devices := make([]int16, 0, len(busy))
 	for d := range busy {
 		devices = append(devices, d)
@@ -767,13 +778,20 @@ func checkIdleGaps(r *Rule, in *Input) []Finding {
 	var out []Finding
 	for _, dev := range devices {
 		fracs := make([]float64, len(w.list))
+		namedShares := make([]float64, len(w.list))
 		var worst gpuStepIdle
 		worstStep := 0
 		var idleTotal, stepTotal int64
+		var charged idleCauses
 		gapCount := 0
 		for i, s := range w.list {
 			si := idleInWindow(busy[dev], s)
 			fracs[i] = si.fraction
+			c := causesInWindow(busy[dev], s, causes)
+			charged.data += c.data
+			charged.sync += c.sync
+			charged.pageable += c.pageable
+			namedShares[i] = float64(c.named()) / float64(max(si.idle, 1))
 			idleTotal += si.idle
 			gapCount += si.gaps
 			stepTotal += s.End - s.Start
@@ -788,6 +806,13 @@ func checkIdleGaps(r *Rule, in *Input) []Finding {
 			median = (sorted[len(sorted)/2-1] + sorted[len(sorted)/2]) / 2
 		}
 		if median <= r.Threshold {
+			continue
+		}
+		// A cause is named when it accounts for at least half the idle
+		// time of the median step; otherwise the host is simply slower
+		// than the device (info, under gpu.launch-bound).
+		named := medianOf(namedShares) >= 0.5
+		if named != (r.ID == ruleIdleGaps) {
 			continue
 		}
 		gapLen := worst.gap.end - worst.gap.start
@@ -820,8 +845,19 @@ func checkIdleGaps(r *Rule, in *Input) []Finding {
 				"pin_memory=True, prefetch_factor=2+, persistent_workers=True), move preprocessing to the GPU, or prefetch " +
 				"the next batch on a side stream; if it is a host sync (.item(), .cpu()), move it out of the step."
 		}
+		title := fmt.Sprintf("GPU %d idle %.0f%% of the median step", dev, 100*median)
+		if named {
+			cause, why, what := charged.main(stepTotal)
+			title += ": " + cause
+			shape += " " + why
+			advice = what
+		} else if 2*gapLen >= worst.idle && op != "" {
+			title += ": one stall per step while the host ran " + op
+		} else {
+			title += ": the host launches work slower than the GPU runs it"
+		}
 		out = append(out, Finding{
-			Title: fmt.Sprintf("GPU %d idle %.0f%% of the median step", dev, 100*median),
+			Title: title,
 			Detail: fmt.Sprintf("On GPU %d no kernel, copy or memset ran for %.0f%% of the median step (max %.0f%%, %.0f%% of all %d step(s) together). %s "+
 				"The largest gap, %s in %s, began %s into the step; %s.%s",
 				dev, 100*median, 100*sorted[len(sorted)-1], 100*float64(idleTotal)/float64(max(stepTotal, 1)), len(w.list), shape,
@@ -841,6 +877,10 @@ func checkIdleGaps(r *Rule, in *Input) []Finding {
 				"gaps":                           float64(gapCount),
 				"mean_gap_us":                    float64(meanGap) / 1e3,
 				"largest_gap_share_of_step_idle": float64(gapLen) / float64(max(worst.idle, 1)),
+				"data_wait_fraction":             float64(charged.data) / float64(max(stepTotal, 1)),
+				"sync_wait_fraction":             float64(charged.sync) / float64(max(stepTotal, 1)),
+				"pageable_wait_fraction":         float64(charged.pageable) / float64(max(stepTotal, 1)),
+				"median_named_share_of_idle":     medianOf(namedShares),
 			},
 		})
 	}
@@ -942,4 +982,39 @@ func sumInt64(l []int64) int64 {
 		s += v
 	}
 	return s
+}
+
+func medianOf(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 0 {
+		return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return s[len(s)/2]
+}
+
+// main names the largest cause of the charged idle time, says what it is
+// in numbers of step time and what to do.
+func (c idleCauses) main(stepTotal int64) (cause, why, advice string) {
+	pct := func(n int64) float64 { return 100 * float64(n) / float64(max(stepTotal, 1)) }
+	switch {
+	case c.data >= c.sync && c.data >= c.pageable:
+		return "input starvation",
+			fmt.Sprintf("The host was fetching the next batch (DataLoader) during idle time making %.0f%% of all step time: the GPU waits for data.", pct(c.data)),
+			"Load data ahead of the GPU: DataLoader(num_workers>0, pin_memory=True, prefetch_factor=2+, persistent_workers=True), " +
+				"move preprocessing to the GPU, or prefetch the next batch on a side stream."
+	case c.sync >= c.pageable:
+		return "a host sync every step",
+			fmt.Sprintf("Gaps opening while the host waited in a synchronize (torch.cuda.synchronize(), .item(), .cpu(), a synchronous copy) make %.0f%% of all step time: "+
+				"each sync drains the GPU's queue, which stays empty until the host launches again.", pct(c.sync)),
+			"Remove per-step host syncs: accumulate metrics on the GPU and read them every N steps; copy results with " +
+				"non_blocking=True into pinned memory; drop torch.cuda.synchronize() from the loop."
+	default:
+		return "pageable host-to-device copies",
+			fmt.Sprintf("Gaps opening while the host copied from pageable memory make %.0f%% of all step time: the driver stages those copies synchronously.", pct(c.pageable)),
+			"Pin the source (DataLoader(pin_memory=True), tensor.pin_memory()) and copy with .to(device, non_blocking=True)."
+	}
 }

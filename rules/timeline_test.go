@@ -15,7 +15,7 @@ import (
 	"github.com/torchmem/torchmem/chrometrace"
 )
 
-var timelineRuleIDs = []string{ruleSyncCopy, rulePageableH2D, ruleIdleGaps, ruleLowMemcpyBW}
+var timelineRuleIDs = []string{ruleSyncCopy, rulePageableH2D, ruleIdleGaps, ruleLaunchBound, ruleLowMemcpyBW}
 
 func TestTimelineRulesRegistered(t *testing.T) {
 	byID := map[string]Rule{}
@@ -242,21 +242,23 @@ type timelineCase struct {
 }
 
 var realTimelineCases = []timelineCase{
+	// Small models idle in many short launch gaps, or in one stall of
+	// host work (randn on the CPU) without a named cause: info only.
 	{name: "resnet_train_clean", path: "../testdata/traces/resnet_train_clean/trace.json.gz",
-		fires: map[string]bool{ruleIdleGaps: true}},
+		fires: map[string]bool{ruleLaunchBound: true}},
 	{name: "leak_module_cache", path: "../testdata/traces/leak_module_cache/trace.json.gz",
-		fires: map[string]bool{ruleIdleGaps: true}},
+		fires: map[string]bool{ruleLaunchBound: true}},
 	{name: "leak_eval_no_grad", path: "../testdata/traces/leak_eval_no_grad/trace.json.gz",
-		fires: map[string]bool{ruleIdleGaps: true}},
+		fires: map[string]bool{ruleLaunchBound: true}},
 	{name: "compiled_model", path: "../testdata/traces/compiled_model/trace.json.gz",
-		fires: map[string]bool{ruleIdleGaps: true}},
+		fires: map[string]bool{ruleLaunchBound: true}},
 	{name: "no_memory", path: "../testdata/traces/no_memory/trace.json.gz",
-		fires: map[string]bool{ruleIdleGaps: true}},
+		fires: map[string]bool{ruleLaunchBound: true}},
 	{name: "frag_small_allocs", path: "../testdata/traces/frag_small_allocs/trace.json.gz",
-		fires:            map[string]bool{ruleIdleGaps: true, rulePageableH2D: true},
+		fires:            map[string]bool{ruleLaunchBound: true, rulePageableH2D: true},
 		pageableOperator: "aten::to"},
 	{name: "copies_item_sync", path: "../testdata/gputimeline/copies_item_sync/trace.json.gz",
-		fires:        map[string]bool{ruleIdleGaps: true, rulePageableH2D: true, ruleSyncCopy: true, ruleLowMemcpyBW: true},
+		fires:        map[string]bool{ruleLaunchBound: true, rulePageableH2D: true, ruleSyncCopy: true, ruleLowMemcpyBW: true},
 		syncOperator: "aten::to", pageableOperator: "aten::to", gapOperator: "aten::randn"},
 	{name: "slow_loader_pinned", path: "../testdata/gputimeline/slow_loader_pinned/trace.json.gz",
 		fires:       map[string]bool{ruleIdleGaps: true},
@@ -294,7 +296,7 @@ func TestTimelineRulesOnRealTraces(t *testing.T) {
 					}
 				}
 				switch id {
-				case ruleIdleGaps:
+				case ruleIdleGaps, ruleLaunchBound:
 					checkIdleAgainstOracle(t, tr, o, fs, tc)
 				case rulePageableH2D:
 					checkPageableAgainstOracle(t, o, fs, tc)
@@ -312,8 +314,9 @@ func checkIdleAgainstOracle(t *testing.T, tr *chrometrace.Trace, o *oracleTrace,
 	t.Helper()
 	// Whether it fired or not, the oracle's median decides.
 	want := median(o.idleFractions(0))
-	if tc.fires[ruleIdleGaps] != (want > timelineRule(t, ruleIdleGaps).Threshold) {
-		t.Errorf("oracle median idle %.3f disagrees with fired=%v", want, tc.fires[ruleIdleGaps])
+	fired := tc.fires[ruleIdleGaps] || tc.fires[ruleLaunchBound]
+	if fired != (want > timelineRule(t, ruleIdleGaps).Threshold) {
+		t.Errorf("oracle median idle %.3f disagrees with fired=%v", want, fired)
 	}
 	if len(fs) == 0 {
 		return
@@ -645,13 +648,18 @@ func TestIdleGapsSynthetic(t *testing.T) {
 			s.kernel(1, 7, base+100, 100)
 			s.host("user_annotation", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", base+560, 400, 0)
 		}
-		fs := findingsOf(t, s.trace(t), ruleIdleGaps)
+		// GPU 1 idles 900 of 1000 µs, the loader covering 400 of them:
+		// no named cause for most of it, so launch-bound (info).
+		if fs := findingsOf(t, s.trace(t), ruleIdleGaps); len(fs) != 0 {
+			t.Errorf("idle-gaps without a named cause: %+v", fs)
+		}
+		fs := findingsOf(t, s.trace(t), ruleLaunchBound)
 		if len(fs) != 1 {
-			t.Fatalf("want a finding for GPU 1 only, got %+v", fs)
+			t.Fatalf("want a launch-bound note for GPU 1 only, got %+v", fs)
 		}
 		f := fs[0]
-		if f.Metrics["device"] != 1 || !near(f.Metrics["median_idle_fraction"], 0.9, 1e-12) {
-			t.Errorf("metrics %v, want device 1 idle 0.9", f.Metrics)
+		if f.Metrics["device"] != 1 || !near(f.Metrics["median_idle_fraction"], 0.9, 1e-12) || !near(f.Metrics["data_wait_fraction"], 0.4, 1e-12) {
+			t.Errorf("metrics %v, want device 1 idle 0.9, data wait 0.4", f.Metrics)
 		}
 		// The largest gap on GPU 1 is [200, 1000) of a step: 800 µs, while
 		// the loader ran from 560 to 960.
@@ -659,11 +667,48 @@ func TestIdleGapsSynthetic(t *testing.T) {
 			t.Errorf("gap %v µs, operator %q", f.Metrics["largest_gap_us"], f.Operator)
 		}
 
+		// At 0.1, GPU 0 idles 200 µs per step, 160 of them fetching data:
+		// input starvation, a warning.
 		r := timelineRule(t, ruleIdleGaps)
 		r.Threshold = 0.1
 		fs = Run([]Rule{r}, &Input{Trace: s.trace(t)})
-		if len(fs) != 2 || fs[0].Metrics["device"] != 0 || !near(fs[0].Metrics["median_idle_fraction"], 0.2, 1e-12) {
-			t.Errorf("at 0.1 want GPU 0 (idle 0.2) and GPU 1: %+v", fs)
+		if len(fs) != 1 || fs[0].Metrics["device"] != 0 || !near(fs[0].Metrics["median_idle_fraction"], 0.2, 1e-12) ||
+			fs[0].Severity != Warning || !strings.HasSuffix(fs[0].Title, "input starvation") {
+			t.Errorf("at 0.1 want GPU 0 (idle 0.2) starving: %+v", fs)
+		}
+	})
+	t.Run("a sync the GPU drains in", func(t *testing.T) {
+		// Kernels until 600 µs of each step; the host waits in
+		// cudaDeviceSynchronize from 100 to 610 and launches nothing more:
+		// the 400 µs gap opened in the sync.
+		var s synth
+		for i := range 3 {
+			base := float64(10000 + 2000*i)
+			s.step(i+1, base, 1000)
+			s.kernel(0, 7, base, 600)
+			s.host("cuda_runtime", "cudaDeviceSynchronize", base+100, 510, 0)
+		}
+		fs := findingsOf(t, s.trace(t), ruleIdleGaps)
+		if len(fs) != 1 || !strings.HasSuffix(fs[0].Title, "a host sync every step") || !near(fs[0].Metrics["sync_wait_fraction"], 0.4, 1e-12) {
+			t.Errorf("want a per-step sync warning: %+v", fs)
+		}
+		if fs := findingsOf(t, s.trace(t), ruleLaunchBound); len(fs) != 0 {
+			t.Errorf("launch-bound as well: %+v", fs)
+		}
+		// The same sync called after the GPU ran dry (host bound) is not
+		// the cause.
+		var h synth
+		for i := range 3 {
+			base := float64(10000 + 2000*i)
+			h.step(i+1, base, 1000)
+			h.kernel(0, 7, base, 300)
+			h.host("cuda_runtime", "cudaDeviceSynchronize", base+400, 10, 0)
+		}
+		if fs := findingsOf(t, h.trace(t), ruleIdleGaps); len(fs) != 0 {
+			t.Errorf("a sync after the GPU went idle named as the cause: %+v", fs)
+		}
+		if fs := findingsOf(t, h.trace(t), ruleLaunchBound); len(fs) != 1 || fs[0].Severity != Info {
+			t.Errorf("want launch-bound info: %+v", fs)
 		}
 	})
 	t.Run("no device ops", func(t *testing.T) {
@@ -681,7 +726,7 @@ func TestIdleGapsSynthetic(t *testing.T) {
 		var s synth
 		s.host("cpu_op", "aten::mm", 0, 1000, 1)
 		s.kernel(0, 7, 100, 100)
-		fs := findingsOf(t, s.trace(t), ruleIdleGaps)
+		fs := findingsOf(t, s.trace(t), ruleLaunchBound)
 		if len(fs) != 1 || !near(fs[0].Metrics["median_idle_fraction"], 0.9, 1e-12) || !strings.Contains(fs[0].Detail, "no ProfilerStep") {
 			t.Errorf("want the whole trace 90%% idle with the note: %+v", fs)
 		}

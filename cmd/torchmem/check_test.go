@@ -217,3 +217,38 @@ func TestCheckSARIFSourceRoot(t *testing.T) {
 		t.Errorf("missing root: exit %d %q", code, errOut)
 	}
 }
+
+// A recorded snapshot names its frames by absolute path on the recording
+// machine: outside this repository, so the SARIF result keeps the path in
+// its message and has no location code scanning could not match.
+func TestCheckSARIFAbsolutePathOutsideRoot(t *testing.T) {
+	snap := filepath.Join("..", "..", "testdata", "gpu", "leak_hook_every_step", "snapshot.pickle")
+	out, _, code := torchmem(t, "check", snap, "--format", "sarif", "--source-root", filepath.Join("..", ".."))
+	if code != exitFindings {
+		t.Fatalf("exit %d", code)
+	}
+	var log struct {
+		Runs []struct {
+			Results []struct {
+				RuleID    string                `json:"ruleId"`
+				Message   struct{ Text string } `json:"message"`
+				Locations []json.RawMessage     `json:"locations"`
+			} `json:"results"`
+		} `json:"runs"`
+	}
+	if err := json.Unmarshal([]byte(out), &log); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, r := range log.Runs[0].Results {
+		if r.RuleID == "snapshot.leak" {
+			found = true
+			if len(r.Locations) != 0 || !strings.Contains(r.Message.Text, "/examples/record/leak_hook_every_step.py:35, outside the source root") {
+				t.Errorf("%+v", r)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no snapshot.leak result:\n%s", out)
+	}
+}
