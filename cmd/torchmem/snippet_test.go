@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -82,5 +84,182 @@ func TestTorchmemReadsEverythingTheSnippetWrote(t *testing.T) {
 	}
 	if code != exitFindings || !rules["memory.oom"] || !rules["snapshot.oom"] {
 		t.Errorf("oom_escape: exit %d, rules %v", code, rules)
+	}
+}
+
+// Every recording made with snippet v2 (testdata/gpu/*/truth.json naming
+// "snippet v2") is read by every command that takes its files: the trace by
+// analyze, ops, stacks, leaks, frag and check; the gzipped snapshot by
+// snapshot, leaks and frag; the steps log by steps. No verdicts here: those
+// belong to the tests of each analysis.
+func TestTorchmemReadsEverySnippetV2Recording(t *testing.T) {
+	root := filepath.Join("..", "..", "testdata", "gpu")
+	truths, err := filepath.Glob(filepath.Join(root, "*", "truth.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, truthPath := range truths {
+		raw, err := os.ReadFile(truthPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var truth struct {
+			RecordedWith string   `json:"recorded_with"`
+			Steps        int      `json:"steps"`
+			Files        []string `json:"files"`
+		}
+		if err := json.Unmarshal(raw, &truth); err != nil {
+			t.Fatalf("%s: %v", truthPath, err)
+		}
+		if !strings.Contains(truth.RecordedWith, "snippet v2") {
+			continue
+		}
+		seen++
+		dir := filepath.Dir(truthPath)
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			byKind := map[string][]string{}
+			for _, name := range truth.Files {
+				p := filepath.Join(dir, name)
+				if _, err := os.Stat(p); err != nil {
+					t.Fatalf("truth.json lists %s: %v", name, err)
+				}
+				switch {
+				case strings.HasSuffix(name, ".pt.trace.json.gz"):
+					byKind["trace"] = append(byKind["trace"], p)
+				case strings.HasSuffix(name, ".snapshot.pickle.gz"):
+					byKind["snapshot"] = append(byKind["snapshot"], p)
+				case strings.HasSuffix(name, ".steps.jsonl"):
+					byKind["steps"] = append(byKind["steps"], p)
+				default:
+					t.Errorf("unexpected file %s", name)
+				}
+			}
+			for _, k := range []string{"trace", "snapshot", "steps"} {
+				if len(byKind[k]) != 1 {
+					t.Fatalf("%d %s files, want 1: %v", len(byKind[k]), k, truth.Files)
+				}
+			}
+			all := append(append(append([]string{}, byKind["trace"]...), byKind["snapshot"]...), byKind["steps"]...)
+			out, errOut, code := torchmem(t, append([]string{"analyze", "--format", "json"}, all...)...)
+			if code == exitBadInput {
+				t.Fatalf("analyze: exit 2: %s", errOut)
+			}
+			var doc struct {
+				Inputs []struct {
+					Kind string `json:"kind"`
+				} `json:"inputs"`
+			}
+			if err := json.Unmarshal([]byte(out), &doc); err != nil {
+				t.Fatalf("analyze JSON: %v", err)
+			}
+			got := map[string]int{}
+			for _, in := range doc.Inputs {
+				got[in.Kind]++
+			}
+			if got["trace"] != 1 || got["snapshot"] != 1 || got["steps"] != 1 {
+				t.Errorf("analyze read %v, want one trace, one snapshot, one steps log", got)
+			}
+			for _, cmd := range [][]string{
+				{"ops", byKind["trace"][0]}, {"stacks", byKind["trace"][0]}, {"leaks", byKind["trace"][0]},
+				{"frag", byKind["trace"][0]}, {"check", byKind["trace"][0], byKind["snapshot"][0]},
+				{"snapshot", byKind["snapshot"][0]}, {"leaks", byKind["snapshot"][0]}, {"frag", byKind["snapshot"][0]},
+				{"steps", byKind["steps"][0]},
+			} {
+				if _, errOut, code := torchmem(t, cmd...); code == exitBadInput {
+					t.Errorf("%s %s: exit 2: %s", cmd[0], filepath.Base(cmd[1]), errOut)
+				}
+			}
+			// One steps-log line per step(): the log is whole.
+			lines, err := os.ReadFile(byKind["steps"][0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := strings.Count(string(lines), "\n"); n != truth.Steps {
+				t.Errorf("steps log has %d lines, truth.json says %d steps", n, truth.Steps)
+			}
+		})
+	}
+	if seen < 12 {
+		t.Errorf("%d snippet-v2 recordings found under %s, want at least 12", seen, root)
+	}
+}
+
+// snippetV2Name is how snippet v2 names its files: a run id (host, pid,
+// start time), the rank, and the kind.
+var snippetV2Name = regexp.MustCompile(`^([A-Za-z0-9.-]+_\d+_\d{8}-\d{6}(?:-\d+)?)_rank(\d+)(_step\d+\.pt\.trace\.json\.gz|\.snapshot\.pickle\.gz|\.steps\.jsonl)$`)
+
+// What snippet v2 wrote on the H200 (testdata/gpu/snippet_v2): a rerun into
+// the same folder overwrites nothing, a rank left out of TORCHMEM_RANKS
+// writes its steps log only, a picked rank everything, and every file is
+// named by run and rank and read by torchmem.
+func TestSnippetV2Files(t *testing.T) {
+	root := filepath.Join("..", "..", "testdata", "gpu", "snippet_v2")
+	runsIn := func(t *testing.T, dir string) (map[string][]string, map[string]bool) {
+		entries, err := os.ReadDir(filepath.Join(root, dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs, ranks := map[string][]string{}, map[string]bool{}
+		for _, e := range entries {
+			m := snippetV2Name.FindStringSubmatch(e.Name())
+			if m == nil {
+				t.Errorf("%s/%s: not a snippet-v2 name", dir, e.Name())
+				continue
+			}
+			runs[m[1]] = append(runs[m[1]], m[3])
+			ranks[m[2]] = true
+		}
+		return runs, ranks
+	}
+	t.Run("rerun", func(t *testing.T) {
+		runs, _ := runsIn(t, "rerun")
+		if len(runs) != 2 {
+			t.Fatalf("%d runs, want 2: %v", len(runs), runs)
+		}
+		for run, kinds := range runs {
+			if len(kinds) != 3 {
+				t.Errorf("run %s kept %v, want a trace, a snapshot and a steps log", run, kinds)
+			}
+		}
+	})
+	t.Run("rank_not_picked", func(t *testing.T) {
+		runs, ranks := runsIn(t, "rank_not_picked")
+		for _, kinds := range runs {
+			if len(kinds) != 1 || kinds[0] != ".steps.jsonl" || !ranks["3"] {
+				t.Errorf("rank 3 outside TORCHMEM_RANKS=0,7 wrote %v (ranks %v), want its steps log only", kinds, ranks)
+			}
+		}
+	})
+	t.Run("rank_picked", func(t *testing.T) {
+		runs, ranks := runsIn(t, "rank_picked")
+		for _, kinds := range runs {
+			if len(kinds) != 3 || !ranks["7"] {
+				t.Errorf("rank 7 in TORCHMEM_RANKS=0,7 wrote %v (ranks %v), want 3 files", kinds, ranks)
+			}
+		}
+	})
+	for _, dir := range []string{"gpu", "oom_escape", "rerun", "rank_picked", "rank_not_picked", "cpp_stacks"} {
+		t.Run("read/"+dir, func(t *testing.T) {
+			runsIn(t, dir)
+			entries, _ := os.ReadDir(filepath.Join(root, dir))
+			for _, e := range entries {
+				p := filepath.Join(root, dir, e.Name())
+				cmds := [][]string{{"analyze", p}}
+				switch {
+				case strings.HasSuffix(p, ".snapshot.pickle.gz"):
+					cmds = append(cmds, []string{"snapshot", p}, []string{"frag", p}, []string{"leaks", p})
+				case strings.HasSuffix(p, ".steps.jsonl"):
+					cmds = append(cmds, []string{"steps", p})
+				default:
+					cmds = append(cmds, []string{"leaks", p}, []string{"frag", p})
+				}
+				for _, cmd := range cmds {
+					if _, errOut, code := torchmem(t, cmd...); code == exitBadInput {
+						t.Errorf("%s %s: exit 2: %s", cmd[0], e.Name(), errOut)
+					}
+				}
+			}
+		})
 	}
 }
