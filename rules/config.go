@@ -2,12 +2,16 @@ package rules
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 
 	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/lexer"
+	"github.com/goccy/go-yaml/token"
 )
 
 // Config is the torchmem.yaml a project keeps beside its CI job:
@@ -33,21 +37,87 @@ type RuleConfig struct {
 	Disabled  bool     `yaml:"disabled"`
 }
 
+// Bounds on a config file. A real torchmem.yaml is a few hundred bytes and
+// three levels deep; these leave plenty of room and keep a hostile file
+// (an alias bomb, 100,000 nested lists, /dev/zero) from costing more than
+// a moment: the YAML decoder's time and memory grow with what it expands.
+const (
+	MaxConfigBytes   = 64 << 10
+	maxConfigDepth   = 4    // nested [ ] and { }; a config needs 3 at most
+	maxConfigTokens  = 8192 // a real config has about a hundred
+	maxConfigColumn  = 200  // where a key or "- " may start: bounds block nesting
+	maxConfigFailIfs = 1000
+)
+
 // ParseConfig reads a YAML config strictly: unknown keys are errors, so a
-// typo cannot silently disable a gate.
+// typo cannot silently disable a gate. It reads at most MaxConfigBytes and
+// refuses anchors, aliases and merge keys (a config never needs them, and
+// they are how a small file expands into a huge one), nesting deeper than
+// any config has, and thresholds that are not finite numbers.
 func ParseConfig(r io.Reader) (*Config, error) {
-	data, err := io.ReadAll(r)
+	data, err := io.ReadAll(io.LimitReader(r, MaxConfigBytes+1))
 	if err != nil {
 		return nil, err
+	}
+	if len(data) > MaxConfigBytes {
+		return nil, fmt.Errorf("larger than %d bytes: not a torchmem config", MaxConfigBytes)
 	}
 	var c Config
 	if len(bytes.TrimSpace(data)) == 0 {
 		return &c, nil
 	}
+	if bytes.IndexByte(data, 0) >= 0 {
+		return nil, errors.New("binary data (a NUL byte): not a YAML config")
+	}
+	if err := checkConfigTokens(string(data)); err != nil {
+		return nil, err
+	}
 	if err := yaml.UnmarshalWithOptions(data, &c, yaml.DisallowUnknownField()); err != nil {
 		return nil, fmt.Errorf("%s", firstYAMLLine(err.Error()))
 	}
+	if len(c.Diff.FailIf) > maxConfigFailIfs {
+		return nil, fmt.Errorf("diff.fail_if has %d conditions (at most %d)", len(c.Diff.FailIf), maxConfigFailIfs)
+	}
+	for id, rc := range c.Rules {
+		if rc.Threshold != nil && (math.IsNaN(*rc.Threshold) || math.IsInf(*rc.Threshold, 0)) {
+			return nil, fmt.Errorf("rule %s: threshold %v is not a finite number", id, *rc.Threshold)
+		}
+	}
 	return &c, nil
+}
+
+// checkConfigTokens refuses what no config needs and a hostile one uses:
+// anchors, aliases, merge keys, deep flow nesting and block nesting (keys
+// or list entries far to the right). The lexer is linear in the input.
+func checkConfigTokens(src string) error {
+	depth := 0
+	tokens := lexer.Tokenize(src)
+	if len(tokens) > maxConfigTokens {
+		return fmt.Errorf("%d YAML tokens (at most %d): not a torchmem config", len(tokens), maxConfigTokens)
+	}
+	for _, tk := range tokens {
+		line := 0
+		if tk.Position != nil {
+			line = tk.Position.Line
+		}
+		switch tk.Type {
+		case token.AnchorType, token.AliasType, token.MergeKeyType:
+			return fmt.Errorf("line %d: YAML anchors, aliases and merge keys (&, *, <<) are not allowed in a torchmem config", line)
+		case token.SequenceStartType, token.MappingStartType:
+			if depth++; depth > maxConfigDepth {
+				return fmt.Errorf("line %d: nested more than %d levels deep: not a torchmem config", line, maxConfigDepth)
+			}
+		case token.SequenceEndType, token.MappingEndType:
+			depth--
+		case token.SequenceEntryType, token.MappingKeyType, token.MappingValueType:
+			if tk.Position != nil && tk.Position.Column > maxConfigColumn {
+				return fmt.Errorf("line %d: nested too deep (column %d): not a torchmem config", line, tk.Position.Column)
+			}
+		case token.InvalidType:
+			return fmt.Errorf("line %d: invalid YAML: %s", line, tk.Error)
+		}
+	}
+	return nil
 }
 
 func firstYAMLLine(s string) string {
@@ -85,6 +155,9 @@ func (c *Config) Apply(rs []Rule) ([]Rule, error) {
 				continue
 			}
 			if rc.Threshold != nil {
+				if err := checkThreshold(r, *rc.Threshold); err != nil {
+					return nil, err
+				}
 				r.Threshold = *rc.Threshold
 			}
 			if rc.Severity != "" {
@@ -98,4 +171,21 @@ func (c *Config) Apply(rs []Rule) ([]Rule, error) {
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// checkThreshold keeps a configured threshold within what the rule's unit
+// can mean: fractions in [0, 1], percentages in [0, 100], byte and event
+// counts in [0, 2^53] (exact as a float64, and far beyond any GPU).
+func checkThreshold(r Rule, v float64) error {
+	lo, hi := 0.0, float64(1<<53)
+	switch {
+	case strings.HasPrefix(r.Unit, "fraction"):
+		hi = 1
+	case strings.HasPrefix(r.Unit, "percent"):
+		hi = 100
+	}
+	if math.IsNaN(v) || v < lo || v > hi {
+		return fmt.Errorf("rule %s: threshold %v out of range [%v, %v] (%s)", r.ID, v, lo, hi, r.Unit)
+	}
+	return nil
 }
