@@ -69,6 +69,9 @@ type ChartSpec struct {
 	MaxPoints int
 	// HeightPx is the chart's height in CSS pixels (420 when 0).
 	HeightPx int
+	// Holders are what held the most memory at moments of the chart; the
+	// tooltip lists the last sample at or before the hovered time.
+	Holders []HolderSample
 }
 
 // StepSpan is a named interval on the time axis.
@@ -121,6 +124,9 @@ const chartRuntimeJS = `(function () {
   var id = %s;
   var el = document.getElementById(id);
   var opt = JSON.parse(document.getElementById(id + "-option").textContent);
+  // [[x_ms, [[name, bytes], ...]], ...], sorted by x: not an echarts option.
+  var holders = opt.torchmemHolders || [];
+  delete opt.torchmemHolders;
   function esc(s) {
     return String(s).replace(/[&<>"']/g, function (c) {
       return {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c];
@@ -177,6 +183,12 @@ const chartRuntimeJS = `(function () {
       out.push('<span style="display:inline-block;margin-right:4px;border-radius:5px;width:10px;height:10px;background:' +
         esc(color) + '"></span>' + esc(s.name) + ": " + esc(fmtBytes(v)));
     }
+    var h = null;
+    for (var j = 0; j < holders.length && holders[j][0] <= x; j++) h = holders[j];
+    if (h && h[1].length) {
+      out.push("<b>alive then, by line:</b>");
+      for (var q = 0; q < h[1].length; q++) out.push(esc(h[1][q][0]) + ": " + esc(fmtBytes(h[1][q][1])));
+    }
     return out.join("<br>");
   };
   chart = echarts.init(el, null, {renderer: "canvas"});
@@ -200,6 +212,17 @@ func ChartSnippet(c ChartSpec) (template.HTML, error) {
 	option, err := chartOption(c)
 	if err != nil {
 		return "", err
+	}
+	if len(c.Holders) > 0 {
+		hs := make([][2]any, len(c.Holders))
+		for i, h := range c.Holders {
+			lines := make([][2]any, len(h.Lines))
+			for k, l := range h.Lines {
+				lines[k] = [2]any{l.Name, l.Bytes}
+			}
+			hs[i] = [2]any{msNumber(h.TNs, c.StartNs), lines}
+		}
+		option["torchmemHolders"] = hs
 	}
 	// json.Marshal escapes <, >, &, U+2028 and U+2029, so the JSON cannot
 	// close the <script> element that carries it.

@@ -113,7 +113,7 @@ func runAnalyze(stdout, stderr io.Writer, args []string, o *analyzeOptions) erro
 			a.Frag = &fragSummaryJSON{Verdict: f.Verdict, Reason: f.Reason, Advice: f.Advice}
 		}
 		if in.Snapshot != nil {
-			l := rules.AnalyzeSnapshotLeaks(in.SnapshotReport(), rules.DefaultLeakOptions())
+			l := in.SnapshotLeaks()
 			a.Leaks = &l
 		}
 		results = append(results, a)
@@ -123,26 +123,35 @@ func runAnalyze(stdout, stderr io.Writer, args []string, o *analyzeOptions) erro
 			return err
 		}
 	}
+	// One verdict per run and rank, and one finding per leak across the
+	// files that see it.
+	verdicts := rules.JudgeAll(inputs)
+	all = rules.MergeLeakFindings(verdicts, all)
+	slices.SortStableFunc(all, func(a, b rules.Finding) int { return int(b.Severity) - int(a.Severity) })
+	for i := range results {
+		results[i].Findings = []rules.Finding{}
+		for _, f := range all {
+			if f.Source == results[i].Source {
+				results[i].Findings = append(results[i].Findings, f)
+			}
+		}
+	}
 	switch o.format {
 	case formatJSON:
 		if err := writeJSON(stdout, struct {
-			Inputs []analysisJSON `json:"inputs"`
-		}{results}); err != nil {
+			Verdicts []rules.Verdict `json:"verdicts"`
+			Inputs   []analysisJSON  `json:"inputs"`
+		}{verdicts, results}); err != nil {
 			return err
 		}
 	case formatMarkdown:
-		slices.SortStableFunc(all, func(a, b rules.Finding) int { return int(b.Severity) - int(a.Severity) })
-		writeFindingsMarkdown(stdout, all, len(results))
-		for _, a := range results {
-			if a.Leaks != nil {
-				fmt.Fprintf(stdout, "- %s: leak verdict **%s**: %s\n", mdCode(a.Source), a.Leaks.Verdict, mdEscape(a.Leaks.Reason))
-			}
-		}
+		writeFindingsMarkdown(stdout, all, len(results), verdicts)
 	default:
+		width := termWidth()
+		writeVerdictText(stdout, verdicts, width)
 		for i, a := range results {
-			writeAnalysisText(stdout, a, inputs[i], o)
+			writeAnalysisText(stdout, a, inputs[i], o, width)
 		}
-		slices.SortStableFunc(all, func(a, b rules.Finding) int { return int(b.Severity) - int(a.Severity) })
 		fmt.Fprintln(stdout, "== Findings ==")
 		fmt.Fprintln(stdout, verdictLine(all, len(results)))
 		writeFindingsText(stdout, all)
@@ -168,7 +177,7 @@ func nonNilStrings(s []string) []string {
 	return s
 }
 
-func writeAnalysisText(w io.Writer, a analysisJSON, in *rules.Input, o *analyzeOptions) {
+func writeAnalysisText(w io.Writer, a analysisJSON, in *rules.Input, o *analyzeOptions, width int) {
 	fmt.Fprintf(w, "== %s (%s) ==\n", a.Source, a.Kind)
 	if in.Trace != nil {
 		writeSummary(w, a.Source, in.Trace, *a.Summary)
@@ -176,8 +185,10 @@ func writeAnalysisText(w io.Writer, a analysisJSON, in *rules.Input, o *analyzeO
 			fmt.Fprintln(w, "Operators that keep the most GPU memory (Self CUDA Mem, as torch's key_averages):")
 			tw := newTableWriter()
 			tw.AppendHeader(table.Row{"Name", "Self CUDA Mem", "CUDA Mem", "# of Calls", "# Allocs"})
+			// Four number columns take about 55 cells with the borders.
+			nameMax := max(16, width-55)
 			for _, r := range a.Operators {
-				tw.AppendRow(table.Row{truncate(r.Name, 60), memtimeline.FormatBytes(r.SelfDeviceMemoryBytes), memtimeline.FormatBytes(r.DeviceMemoryBytes), r.Calls, r.Allocs})
+				tw.AppendRow(table.Row{shorten(shortOp(r.Name), nameMax), memtimeline.FormatBytes(r.SelfDeviceMemoryBytes), memtimeline.FormatBytes(r.DeviceMemoryBytes), r.Calls, r.Allocs})
 			}
 			tw.SetColumnConfigs([]table.ColumnConfig{{Number: 2, Align: text.AlignRight}, {Number: 3, Align: text.AlignRight}})
 			fmt.Fprintln(w, tw.Render())
@@ -186,6 +197,10 @@ func writeAnalysisText(w io.Writer, a analysisJSON, in *rules.Input, o *analyzeO
 			fmt.Fprintln(w, "\nLines that allocate the most (innermost frame of your code):")
 			tw := newTableWriter()
 			tw.AppendHeader(table.Row{"Where", "Operator", "Allocated", "Live at end"})
+			// Two byte columns and borders take about 36 cells; the rest
+			// is shared by the line and the operator.
+			room := max(32, width-36)
+			whereMax, opMax := room*11/20, room-room*11/20
 			for _, s := range a.Sites {
 				where := "(no Python stack)"
 				if len(s.Frames) > 0 {
@@ -195,10 +210,11 @@ func writeAnalysisText(w io.Writer, a analysisJSON, in *rules.Input, o *analyzeO
 				if i := strings.Index(op, " > "); i >= 0 {
 					op = op[:i]
 				}
-				if s.ForwardOperator != "" {
+				op = shortOp(op)
+				if s.ForwardOperator != "" && !strings.HasPrefix(op, "autograd: ") {
 					op += " (backward)"
 				}
-				tw.AppendRow(table.Row{truncate(where, 60), truncate(op, 50), memtimeline.FormatBytes(s.AllocBytes), memtimeline.FormatBytes(s.LiveBytesAtEnd)})
+				tw.AppendRow(table.Row{shorten(where, whereMax), shorten(op, opMax), memtimeline.FormatBytes(s.AllocBytes), memtimeline.FormatBytes(s.LiveBytesAtEnd)})
 			}
 			tw.SetColumnConfigs([]table.ColumnConfig{{Number: 3, Align: text.AlignRight}, {Number: 4, Align: text.AlignRight}})
 			fmt.Fprintln(w, tw.Render())
@@ -215,16 +231,6 @@ func writeAnalysisText(w io.Writer, a analysisJSON, in *rules.Input, o *analyzeO
 		fmt.Fprintf(w, "Allocator snapshot: reserved %s, allocated %s, inactive split %s, largest free block %s, %d segments\n",
 			memtimeline.FormatBytes(st.ReservedBytes), memtimeline.FormatBytes(st.AllocatedBytes), memtimeline.FormatBytes(st.InactiveSplitBytes),
 			memtimeline.FormatBytes(st.LargestFreeBlock), st.Segments)
-	}
-	if a.Leaks != nil {
-		fmt.Fprintf(w, "\nLeak verdict: %s", strings.ToUpper(a.Leaks.Verdict))
-		if a.Leaks.Verdict == rules.VerdictLeak {
-			fmt.Fprintf(w, " (%s per step)", memtimeline.FormatBytes(a.Leaks.GrowthBytesPerStep))
-		}
-		fmt.Fprintf(w, ": %s\n", a.Leaks.Reason)
-	}
-	if a.Frag != nil {
-		fmt.Fprintf(w, "Fragmentation: %s: %s\n", strings.ToUpper(a.Frag.Verdict), a.Frag.Reason)
 	}
 	fmt.Fprintln(w)
 }

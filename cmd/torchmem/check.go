@@ -79,17 +79,20 @@ func loadRules(path string) ([]rules.Rule, *rules.Config, error) {
 }
 
 // evaluate loads every input and runs the rules on each.
-func evaluate(args []string, rs []rules.Rule, stderr io.Writer) ([]rules.Finding, []*rules.Input, error) {
+func evaluate(args []string, rs []rules.Rule, stderr io.Writer) ([]rules.Finding, []*rules.Input, []rules.Verdict, error) {
 	inputs, err := loadRuleInputs(stderr, args, "check")
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	var all []rules.Finding
 	for _, in := range inputs {
 		all = append(all, rules.Run(rs, in)...)
 	}
+	// One verdict per run and rank; one finding per leak across its files.
+	verdicts := rules.JudgeAll(inputs)
+	all = rules.MergeLeakFindings(verdicts, all)
 	slices.SortStableFunc(all, func(a, b rules.Finding) int { return int(b.Severity) - int(a.Severity) })
-	return all, inputs, nil
+	return all, inputs, verdicts, nil
 }
 
 func runCheck(stdout, stderr io.Writer, args []string, o *checkOptions) error {
@@ -100,7 +103,7 @@ func runCheck(stdout, stderr io.Writer, args []string, o *checkOptions) error {
 	if err != nil {
 		return err
 	}
-	fs, inputs, err := evaluate(args, rs, stderr)
+	fs, inputs, verdicts, err := evaluate(args, rs, stderr)
 	if err != nil {
 		return err
 	}
@@ -112,8 +115,9 @@ func runCheck(stdout, stderr io.Writer, args []string, o *checkOptions) error {
 			Errors   int             `json:"errors"`
 			Warnings int             `json:"warnings"`
 			Notes    int             `json:"notes"`
+			Verdicts []rules.Verdict `json:"verdicts"`
 			Findings []rules.Finding `json:"findings"`
-		}{errs == 0, errs, warns, infos, fs}
+		}{errs == 0, errs, warns, infos, verdicts, fs}
 		if out.Findings == nil {
 			out.Findings = []rules.Finding{}
 		}
@@ -121,7 +125,7 @@ func runCheck(stdout, stderr io.Writer, args []string, o *checkOptions) error {
 			return err
 		}
 	case formatMarkdown:
-		writeFindingsMarkdown(stdout, fs, len(inputs))
+		writeFindingsMarkdown(stdout, fs, len(inputs), verdicts)
 	case formatSARIF:
 		root := o.sourceRoot
 		if root == "" {
@@ -135,6 +139,7 @@ func runCheck(stdout, stderr io.Writer, args []string, o *checkOptions) error {
 	default:
 		fmt.Fprintln(stdout, verdictLine(fs, len(inputs)))
 		fmt.Fprintln(stdout)
+		writeVerdictText(stdout, verdicts, termWidth())
 		writeFindingsText(stdout, fs)
 	}
 	if errs, _, _ := countBySeverity(fs); errs > 0 {

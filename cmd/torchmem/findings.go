@@ -66,13 +66,14 @@ func writeFindingsText(w io.Writer, fs []rules.Finding) {
 
 // writeFindingsMarkdown fits $GITHUB_STEP_SUMMARY and PR comments: a
 // verdict line, then a table.
-func writeFindingsMarkdown(w io.Writer, fs []rules.Finding, inputs int) {
+func writeFindingsMarkdown(w io.Writer, fs []rules.Finding, inputs int, verdicts []rules.Verdict) {
 	errs, _, _ := countBySeverity(fs)
 	icon := "✅"
 	if errs > 0 {
 		icon = "❌"
 	}
 	fmt.Fprintf(w, "%s **%s**\n\n", icon, verdictLine(fs, inputs))
+	writeVerdictMarkdown(w, verdicts) // the answer before the table
 	if len(fs) == 0 {
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -33,6 +34,15 @@ var reportTemplateText string
 var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
 	"bytes": memtimeline.FormatBytes,
 	"join":  func(s []string) string { return strings.Join(s, "\n") },
+	// last is a stack's innermost frame, the summary of its <details>.
+	"last": func(s []string) string {
+		if len(s) == 0 {
+			return "(no Python stack)"
+		}
+		return s[len(s)-1]
+	},
+	"base":    filepath.Base,
+	"shortOp": shortOp,
 }).Parse(reportTemplateText))
 
 func newReportCmd() *cobra.Command {
@@ -119,7 +129,40 @@ type reportPage struct {
 	Verdict string
 	Failed  bool
 	Echarts template.HTML
-	Inputs  []reportInput
+	// Answers are the verdict blocks, one per run and rank; Findings all
+	// findings (one per leak), most severe first. Both lead the page.
+	Answers  []reportAnswer
+	Findings []rules.Finding
+	Inputs   []reportInput
+}
+
+// reportAnswer is one run's (or rank's) verdict block.
+type reportAnswer struct {
+	Status string
+	Name   string
+	Files  []string
+	Lines  []reportLine
+	// Bar is the peak split by category (a stacked bar); PeakLines and
+	// PeakOps the top holders at the peak; PeakNote says it is estimated.
+	Bar       []reportBarSegment
+	PeakTitle string
+	PeakLines []memtimeline.Share
+	PeakOps   []memtimeline.Share
+	PeakNote  string
+	Evidence  []rules.LeakEvidence
+	Charts    []reportChart
+}
+
+type reportLine struct {
+	Label, Text string
+	// Chain is the holding chain, outermost first, shown collapsed.
+	Chain []string
+}
+
+type reportBarSegment struct {
+	Name    string
+	Bytes   int64
+	Percent string // CSS width, e.g. "41.2"
 }
 
 func writeReport(path string, sources []string, inputs []*rules.Input, rs []rules.Rule, stderr io.Writer) error {
@@ -140,10 +183,69 @@ func writeReportPage(path string, inputs []*rules.Input, rs []rules.Rule) (strin
 		all = append(all, ri.Findings...)
 		page.Inputs = append(page.Inputs, ri)
 	}
+	verdicts := rules.JudgeAll(inputs)
+	all = rules.MergeLeakFindings(verdicts, all)
+	slices.SortStableFunc(all, func(a, b rules.Finding) int { return int(b.Severity) - int(a.Severity) })
+	page.Findings = all
+	for i, v := range verdicts {
+		a, err := buildReportAnswer(fmt.Sprintf("v%d_", i), v)
+		if err != nil {
+			return "", false, badInput(fmt.Errorf("%s: %w", v.Name, err))
+		}
+		page.Answers = append(page.Answers, a)
+	}
 	page.Verdict = verdictLine(all, len(inputs))
 	errs, _, _ := countBySeverity(all)
 	page.Failed = errs > 0
 	return page.Verdict, page.Failed, writePage(path, page)
+}
+
+// buildReportAnswer renders one verdict for the page's top.
+func buildReportAnswer(idPrefix string, v rules.Verdict) (reportAnswer, error) {
+	a := reportAnswer{Status: v.Status(), Name: v.Name, Evidence: v.Leak.Evidence}
+	for _, s := range v.Sources {
+		a.Files = append(a.Files, filepath.Base(s))
+	}
+	l := reportLine{Label: strings.ToUpper(v.Leak.Verdict), Text: leakText(v.Leak, false)}
+	if len(v.Leak.Holding) > 1 {
+		l.Chain = v.Leak.Holding
+	}
+	a.Lines = append(a.Lines, l)
+	if v.Leak.Verdict == rules.VerdictLeak || v.Leak.Agreement != "" {
+		a.Lines = append(a.Lines, reportLine{Label: "", Text: evidenceLine(v.Leak)})
+	}
+	for _, o := range v.OOMs {
+		a.Lines = append(a.Lines, reportLine{Label: "OOM", Text: oomLine(o)})
+	}
+	if v.Frag != nil {
+		a.Lines = append(a.Lines, reportLine{Label: "FRAG", Text: fragLine(v.Frag)})
+	}
+	if p := v.Peak; p != nil {
+		a.Lines = append(a.Lines, reportLine{Label: "PEAK", Text: peakLine(p)})
+		if c := p.Composition; c != nil && c.AllocatedBytes > 0 {
+			a.PeakTitle = fmt.Sprintf("What fills the peak: %s allocated", memtimeline.FormatBytes(c.AllocatedBytes))
+			if c.Step != "" {
+				a.PeakTitle += " at " + c.Step
+			}
+			if c.Phase != "" {
+				a.PeakTitle += " (" + c.Phase + ")"
+			}
+			var total int64
+			for _, k := range c.ByCategory {
+				total += k.Bytes
+			}
+			for _, k := range c.ByCategory {
+				if k.Bytes <= 0 || total == 0 {
+					continue
+				}
+				a.Bar = append(a.Bar, reportBarSegment{Name: k.Name, Bytes: k.Bytes, Percent: fmt.Sprintf("%.2f", 100*float64(k.Bytes)/float64(total))})
+			}
+			a.PeakLines = c.ByLine[:min(5, len(c.ByLine))]
+			a.PeakOps = c.ByOperator[:min(5, len(c.ByOperator))]
+			a.PeakNote = c.Note
+		}
+	}
+	return a, nil
 }
 
 func writePage(path string, page reportPage) error {
@@ -167,7 +269,12 @@ func buildReportInput(idPrefix string, in *rules.Input, rs []rules.Rule) (report
 		s := chrometrace.Summarize(t, -1)
 		ri.Summary = traceSummaryKV(t, s)
 		l := in.Leaks()
-		for _, spec := range memtimeline.TraceChartSpecs(t, idPrefix) {
+		// TraceChartSpecs draws one chart per GPU in TraceTimelines' order.
+		tls := memtimeline.TraceTimelines(t)
+		for i, spec := range memtimeline.TraceChartSpecs(t, idPrefix) {
+			if i < len(tls) {
+				spec.Holders = memtimeline.HolderSamples(t, in.Attribution(), in.Lifetimes(), tls[i].Device, 200, 3)
+			}
 			if l.Verdict == rules.VerdictLeak {
 				spec.Markers = append(spec.Markers, leakMarkers(t, spec, l)...)
 			}

@@ -1,0 +1,304 @@
+package main
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/jedib0t/go-pretty/v6/text"
+	"golang.org/x/term"
+
+	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/rules"
+)
+
+// The verdict block: what a user reads first, before any table. It is
+// rules.Verdict (computed once per run and rank) rendered for the
+// terminal, Markdown and HTML; JSON carries the structure itself.
+
+// verdictMaxLines bounds one run's (or rank's) block in text.
+const verdictMaxLines = 8
+
+// termWidth is the width text output fits: $COLUMNS, else the terminal's
+// width when stdout is one, else 100.
+func termWidth() int {
+	if n, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && n >= 40 {
+		return min(n, 400)
+	}
+	if isTerminal(os.Stdout) {
+		if w, _, err := term.GetSize(int(os.Stdout.Fd())); err == nil && w >= 40 {
+			return w
+		}
+	}
+	return 100
+}
+
+// shortOp shortens operator names for narrow tables: autograd's wrapper
+// names keep the node ("autograd::engine::evaluate_function: AddmmBackward0"
+// -> "autograd: AddmmBackward0"), optimizer steps their class.
+func shortOp(name string) string {
+	for _, p := range []struct{ long, short string }{
+		{"autograd::engine::evaluate_function: ", "autograd: "},
+		{"Optimizer.step#", "optimizer: "},
+		{"Optimizer.zero_grad#", "zero_grad: "},
+	} {
+		if rest, ok := strings.CutPrefix(name, p.long); ok {
+			return p.short + rest
+		}
+	}
+	return name
+}
+
+// shorten cuts s to n display cells, marking the cut with "…".
+func shorten(s string, n int) string {
+	if n <= 1 || text.StringWidthWithoutEscSequences(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	for len(r) > 0 && text.StringWidthWithoutEscSequences(string(r))+1 > n {
+		r = r[:len(r)-1]
+	}
+	return string(r) + "…"
+}
+
+// wrapEntry wraps "LABEL  text" to width with a hanging indent, at most
+// maxLines lines (the last shortened).
+func wrapEntry(label, body string, width, maxLines int) []string {
+	const indent = 9
+	pad := strings.Repeat(" ", indent)
+	avail := max(20, width-indent)
+	wrapped := strings.Split(text.WrapSoft(body, avail), "\n")
+	for i := range wrapped {
+		wrapped[i] = strings.TrimRight(wrapped[i], " ")
+	}
+	if len(wrapped) > maxLines {
+		rest := strings.Join(wrapped[maxLines-1:], " ")
+		wrapped = append(wrapped[:maxLines-1], shorten(rest, avail))
+	}
+	out := make([]string, len(wrapped))
+	for i, l := range wrapped {
+		l = strings.TrimRight(l, " ")
+		if i == 0 {
+			out[i] = fmt.Sprintf("  %-6s %s", label, l)
+		} else {
+			out[i] = pad + l
+		}
+	}
+	return out
+}
+
+// holdingChain renders the frames that keep a leak, outermost first.
+func holdingChain(l rules.LeakAnswer, limit int) string {
+	var frames []string
+	for _, f := range l.Holding {
+		frames = append(frames, f)
+	}
+	if len(frames) > limit {
+		frames = frames[len(frames)-limit:]
+	}
+	s := strings.Join(frames, " → ")
+	if s == "" && l.Location != nil {
+		s = l.Location.String()
+	}
+	return s
+}
+
+// leakLine is the LEAK/CLEAN/UNKNOWN entry's text, with the holding
+// chain inline (text and Markdown) or without (HTML collapses it).
+func leakLine(l rules.LeakAnswer) string { return leakText(l, true) }
+
+func leakText(l rules.LeakAnswer, chain bool) string {
+	switch l.Verdict {
+	case rules.VerdictLeak:
+		s := memtimeline.FormatBytes(l.BytesPerStep) + " per step"
+		if l.Kind != "" {
+			s += ", " + l.Kind
+		}
+		if l.Location != nil {
+			s += " held at " + l.Location.String()
+			if l.Location.Function != "" {
+				s += " (" + l.Location.Function + ")"
+			}
+		}
+		if l.Operator != "" {
+			s += " via " + shortOp(l.Operator)
+		}
+		if c := holdingChain(l, 4); chain && c != "" && len(l.Holding) > 1 {
+			s += "; chain: " + c
+		}
+		return s
+	case rules.VerdictClean:
+		return "no growth step over step; " + l.Reason
+	}
+	return l.Reason
+}
+
+func evidenceLine(l rules.LeakAnswer) string {
+	s := "from " + l.From
+	if l.Agreement != "" {
+		s += "; " + l.Agreement
+	}
+	if l.Settle != "" {
+		s += ". To settle it: " + l.Settle
+	}
+	return s
+}
+
+func oomLine(o rules.OOMAnswer) string {
+	s := fmt.Sprintf("%s requested: %s OOM", memtimeline.FormatBytes(o.RequestBytes), o.Cause)
+	var parts []string
+	if o.AllocatedBytes >= 0 {
+		parts = append(parts, "allocated "+memtimeline.FormatBytes(o.AllocatedBytes))
+	}
+	if o.ReservedBytes >= 0 {
+		parts = append(parts, "reserved "+memtimeline.FormatBytes(o.ReservedBytes))
+	}
+	if o.FreeInCacheBytes >= 0 {
+		parts = append(parts, "free in cache "+memtimeline.FormatBytes(o.FreeInCacheBytes))
+	}
+	if o.LargestFreeBlock >= 0 {
+		parts = append(parts, "largest free block "+memtimeline.FormatBytes(o.LargestFreeBlock))
+	}
+	if o.DeviceFreeBytes >= 0 {
+		parts = append(parts, "free on device "+memtimeline.FormatBytes(o.DeviceFreeBytes))
+	}
+	if o.CapacityBytes > 0 {
+		parts = append(parts, "GPU "+memtimeline.FormatBytes(o.CapacityBytes))
+	}
+	if len(parts) > 0 {
+		s += " (" + strings.Join(parts, ", ") + ")"
+	}
+	if o.Location != nil {
+		s += " at " + o.Location.String()
+	}
+	return s + "; " + o.Reason
+}
+
+func fragLine(f *rules.FragAnswer) string {
+	s := strings.ToUpper(f.Verdict)
+	if f.Wasted != "" {
+		s += fmt.Sprintf(": %s %s", memtimeline.FormatBytes(f.WastedBytes), f.Wasted)
+	}
+	if f.Verdict == rules.VerdictFragmented {
+		s += "; " + f.Reason
+	}
+	return s
+}
+
+func peakLine(p *rules.PeakAnswer) string {
+	s := memtimeline.FormatBytes(p.AllocatedBytes) + " allocated"
+	if p.Step != "" {
+		s += " at " + p.Step
+	}
+	if c := p.Composition; c != nil && c.Phase != "" {
+		s += " (" + c.Phase + ")"
+	}
+	var hs []string
+	for _, h := range p.Holders {
+		hs = append(hs, fmt.Sprintf("%s %s", h.Where, memtimeline.FormatBytes(h.Bytes)))
+	}
+	if len(hs) > 0 {
+		s += ": " + strings.Join(hs, " · ")
+	}
+	return s
+}
+
+// categoryLine is the peak's split by category, largest first.
+func categoryLine(c *memtimeline.Composition) string {
+	if c == nil {
+		return ""
+	}
+	shares := slices.Clone(c.ByCategory)
+	slices.SortStableFunc(shares, func(a, b memtimeline.Share) int { return cmp.Compare(b.Bytes, a.Bytes) })
+	var cs []string
+	for _, k := range shares {
+		if k.Bytes > 0 {
+			cs = append(cs, fmt.Sprintf("%s %s", strings.ReplaceAll(k.Name, "_", " "), memtimeline.FormatBytes(k.Bytes)))
+		}
+	}
+	if len(cs) == 0 {
+		return ""
+	}
+	return "by category (estimated from lifetimes and phases): " + strings.Join(cs, ", ")
+}
+
+// verdictHeader names the group and its files.
+func verdictHeader(v rules.Verdict) string {
+	if len(v.Sources) == 1 && v.Name == v.Sources[0] {
+		return fmt.Sprintf("%s: %s", v.Status(), v.Name)
+	}
+	var files []string
+	for _, s := range v.Sources {
+		files = append(files, filepath.Base(s))
+	}
+	return fmt.Sprintf("%s: %s: %s", v.Status(), v.Name, strings.Join(files, ", "))
+}
+
+// writeVerdictText prints each run's block, at most verdictMaxLines lines
+// each, fitted to width.
+func writeVerdictText(w io.Writer, vs []rules.Verdict, width int) {
+	for _, v := range vs {
+		lines := []string{shorten(verdictHeader(v), width)}
+		leakLines := 2
+		if v.Leak.Verdict == rules.VerdictClean || v.Leak.Verdict == rules.VerdictUnknown {
+			leakLines = 1
+		}
+		lines = append(lines, wrapEntry(strings.ToUpper(v.Leak.Verdict), leakLine(v.Leak), width, leakLines)...)
+		if v.Leak.Agreement != "" || v.Leak.Settle != "" || (v.Leak.From != "" && v.Leak.Verdict == rules.VerdictLeak) {
+			lines = append(lines, wrapEntry("", evidenceLine(v.Leak), width, 2)...)
+		}
+		for i, o := range v.OOMs {
+			if i == 1 {
+				lines = append(lines, wrapEntry("", fmt.Sprintf("and %d more out-of-memory errors", len(v.OOMs)-1), width, 1)...)
+				break
+			}
+			lines = append(lines, wrapEntry("OOM", oomLine(o), width, 2)...)
+		}
+		if v.Frag != nil {
+			lines = append(lines, wrapEntry("FRAG", fragLine(v.Frag), width, 1)...)
+		}
+		if v.Peak != nil {
+			lines = append(lines, wrapEntry("PEAK", peakLine(v.Peak), width, 1)...)
+			if c := categoryLine(v.Peak.Composition); c != "" {
+				lines = append(lines, wrapEntry("", c, width, 1)...)
+			}
+		}
+		if len(lines) > verdictMaxLines {
+			lines = lines[:verdictMaxLines]
+		}
+		for _, l := range lines {
+			fmt.Fprintln(w, l)
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// writeVerdictMarkdown is the block for $GITHUB_STEP_SUMMARY and PR
+// comments: one bullet list per run and rank.
+func writeVerdictMarkdown(w io.Writer, vs []rules.Verdict) {
+	for _, v := range vs {
+		fmt.Fprintf(w, "**%s**\n\n", mdEscape(verdictHeader(v)))
+		fmt.Fprintf(w, "- **%s** %s\n", strings.ToUpper(v.Leak.Verdict), mdEscape(leakLine(v.Leak)))
+		if v.Leak.Verdict == rules.VerdictLeak || v.Leak.Agreement != "" {
+			fmt.Fprintf(w, "  - %s\n", mdEscape(evidenceLine(v.Leak)))
+		}
+		for _, o := range v.OOMs {
+			fmt.Fprintf(w, "- **OOM** %s\n", mdEscape(oomLine(o)))
+		}
+		if v.Frag != nil {
+			fmt.Fprintf(w, "- **FRAG** %s\n", mdEscape(fragLine(v.Frag)))
+		}
+		if v.Peak != nil {
+			fmt.Fprintf(w, "- **PEAK** %s\n", mdEscape(peakLine(v.Peak)))
+			if c := categoryLine(v.Peak.Composition); c != "" {
+				fmt.Fprintf(w, "  - %s\n", mdEscape(c))
+			}
+		}
+		fmt.Fprintln(w)
+	}
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// The verdict block fits $COLUMNS and stays within 8 lines per run, for
+// narrow and wide terminals.
+func TestVerdictBlockFitsTheTerminal(t *testing.T) {
+	retain := "../../testdata/gpu/leak_retain_graph/"
+	for _, cols := range []int{60, 100, 160} {
+		t.Run("COLUMNS="+itoa(cols), func(t *testing.T) {
+			t.Setenv("COLUMNS", itoa(cols))
+			out, _, code := torchmem(t, "analyze", retain+"trace.json.gz", retain+"snapshot.pickle", retain+"stats_steps.jsonl")
+			if code != exitFindings {
+				t.Fatalf("exit %d", code)
+			}
+			block := strings.SplitN(out, "\n\n", 2)[0]
+			lines := strings.Split(block, "\n")
+			if len(lines) > verdictMaxLines || !strings.HasPrefix(lines[0], "LEAK") {
+				t.Errorf("verdict block of %d lines:\n%s", len(lines), block)
+			}
+			for _, l := range lines {
+				if n := utf8.RuneCountInString(l); n > cols {
+					t.Errorf("%d cells > %d: %q", n, cols, l)
+				}
+			}
+			// Tables narrow too.
+			for _, l := range strings.Split(out, "\n") {
+				if strings.HasPrefix(l, "│") || strings.HasPrefix(l, "┌") {
+					if n := utf8.RuneCountInString(l); n > max(cols, 80) {
+						t.Errorf("table row of %d cells at COLUMNS=%d: %q", n, cols, l)
+					}
+				}
+			}
+			if !strings.Contains(block, "6.00 MB per step") || !strings.Contains(block, "PEAK") || !strings.Contains(block, "FRAG") {
+				t.Errorf("block lacks the leak figure, peak or fragmentation:\n%s", block)
+			}
+		})
+	}
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+func TestShortOp(t *testing.T) {
+	for in, want := range map[string]string{
+		"autograd::engine::evaluate_function: AddmmBackward0": "autograd: AddmmBackward0",
+		"Optimizer.step#Adam.step":                            "optimizer: Adam.step",
+		"aten::mm":                                            "aten::mm",
+	} {
+		if got := shortOp(in); got != want {
+			t.Errorf("shortOp(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// check and analyze carry the verdicts in JSON with every source's figure.
+func TestVerdictJSON(t *testing.T) {
+	retain := "../../testdata/gpu/leak_retain_graph/"
+	for _, cmd := range []string{"check", "analyze"} {
+		out, _, _ := torchmem(t, cmd, retain+"trace.json.gz", retain+"snapshot.pickle", retain+"stats_steps.jsonl", "--format", "json")
+		var doc struct {
+			Verdicts []struct {
+				Leak struct {
+					Verdict      string `json:"verdict"`
+					BytesPerStep int64  `json:"bytes_per_step"`
+					Evidence     []struct {
+						Input        string `json:"input"`
+						BytesPerStep int64  `json:"bytes_per_step"`
+					} `json:"evidence"`
+				} `json:"leak"`
+				Peak struct {
+					Composition struct {
+						ByCategory []json.RawMessage `json:"by_category"`
+						Estimated  bool              `json:"estimated"`
+					} `json:"composition"`
+				} `json:"peak"`
+			} `json:"verdicts"`
+		}
+		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatalf("%s: %v", cmd, err)
+		}
+		if len(doc.Verdicts) != 1 || doc.Verdicts[0].Leak.BytesPerStep != 6291456 || len(doc.Verdicts[0].Leak.Evidence) != 3 {
+			t.Errorf("%s: verdicts %+v", cmd, doc.Verdicts)
+			continue
+		}
+		if c := doc.Verdicts[0].Peak.Composition; len(c.ByCategory) != 6 || !c.Estimated {
+			t.Errorf("%s: composition %+v", cmd, c)
+		}
+	}
+}
+
+// The report leads with the answer: verdict, then findings, then charts,
+// then tables; stacks are collapsed.
+func TestReportLayoutAnswerFirst(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "r.html")
+	torchmem(t, "report", realTrace("leak_module_cache"), "-o", out)
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(b)
+	order := []string{`<section class="answer">`, `class="peakbar"`, `<h2>Findings</h2>`, `class="torchmem-chart"`, `<h3>Operators`, `<h3>Allocation sites`}
+	last := -1
+	for _, s := range order {
+		i := strings.Index(page, s)
+		if i < 0 || i < last {
+			t.Fatalf("%q at %d, after the previous part at %d", s, i, last)
+		}
+		last = i
+	}
+	if !strings.Contains(page, "<details><summary>") {
+		t.Error("no collapsed stacks")
+	}
+	if !strings.Contains(page, "torchmemHolders") {
+		t.Error("the chart carries no holders for its tooltip")
+	}
+}

@@ -1,0 +1,487 @@
+package memtimeline
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/torchmem/torchmem/chrometrace"
+)
+
+// What fills memory at one moment (the peak of allocated memory, an
+// out-of-memory): the bytes alive then, by the line that allocated them,
+// by operator, and by category. A trace has no tensor categories, so they
+// are derived from each block's lifetime and the phases it spans: made in
+// forward and freed in backward is an activation; made in backward and
+// kept past it, a gradient; made in the optimizer step and kept, optimizer
+// state; made and freed inside one phase, a temporary. Blocks allocated
+// before profiling began are invisible to the trace; the gradients seen in
+// backward (one per parameter) and the optimizer's kind split them into
+// parameters and optimizer state, as an estimate.
+
+// Categories of a composition, in display order.
+const (
+	CatParameter      = "parameter"
+	CatOptimizerState = "optimizer_state"
+	CatGradient       = "gradient"
+	CatActivation     = "activation"
+	CatTemporary      = "temporary"
+	CatUnknown        = "unknown"
+)
+
+// CompositionCategories lists the categories in display order.
+var CompositionCategories = []string{CatParameter, CatOptimizerState, CatGradient, CatActivation, CatTemporary, CatUnknown}
+
+// Phases of a training step.
+const (
+	PhaseForward   = "forward"
+	PhaseBackward  = "backward"
+	PhaseOptimizer = "optimizer"
+	PhaseBetween   = "between steps"
+)
+
+// BeforeProfiling names the bytes a composition cannot attribute to a
+// line or operator: blocks allocated before profiling began.
+const BeforeProfiling = "(allocated before profiling)"
+
+// Share is the bytes one line, operator or category holds.
+type Share struct {
+	Name string `json:"name"`
+	// Detail is the operator for a line, an explanation for a category.
+	Detail string `json:"detail,omitempty"`
+	Bytes  int64  `json:"bytes"`
+	Blocks int64  `json:"blocks"`
+}
+
+// Composition is what is alive at one moment.
+type Composition struct {
+	TNs    int64  `json:"t_ns"`
+	Device int    `json:"device"`
+	Step   string `json:"step,omitempty"`
+	// Phase is the step phase the moment falls in.
+	Phase string `json:"phase,omitempty"`
+	// AllocatedBytes is the allocator's total at that moment; SeenBytes the
+	// part allocated inside the profiled window (the rest was allocated
+	// before profiling began and has no line or operator).
+	AllocatedBytes int64   `json:"allocated_bytes"`
+	SeenBytes      int64   `json:"seen_bytes"`
+	ByLine         []Share `json:"by_line"`
+	ByOperator     []Share `json:"by_operator"`
+	ByCategory     []Share `json:"by_category"`
+	// Estimated is true: categories are inferred from lifetimes and phases,
+	// not from tensors' roles (torch's export_memory_timeline knows those).
+	Estimated bool   `json:"estimated"`
+	Note      string `json:"note"`
+}
+
+// PeakComposition is the composition at the moment allocated memory
+// peaked on device (-1: the device with the highest peak); nil without
+// GPU memory events.
+func PeakComposition(t *chrometrace.Trace, attr *chrometrace.Attribution, lts []Lifetime, device int) *Composition {
+	if device < 0 {
+		var best int64 = -1
+		for i := range t.Memory {
+			e := &t.Memory[i]
+			if e.DeviceType.IsGPU() && e.TotalAllocated > best {
+				best, device = e.TotalAllocated, int(e.DeviceID)
+			}
+		}
+		if device < 0 {
+			return nil
+		}
+	}
+	_, ts := PeakAllocated(t, device)
+	if ts < 0 {
+		return nil
+	}
+	return CompositionAt(t, attr, lts, device, ts)
+}
+
+// blockPhase classifies where memory event i happened.
+func blockPhase(attr *chrometrace.Attribution, i int) string {
+	if attr.Events[i].Forward >= 0 {
+		return PhaseBackward
+	}
+	chain := attr.OpChain(i)
+	for _, op := range chain {
+		switch {
+		case strings.HasPrefix(op, "Optimizer.step#"), strings.HasPrefix(op, "Optimizer.zero_grad#"):
+			return PhaseOptimizer
+		case strings.HasPrefix(op, "autograd::engine::evaluate_function"):
+			return PhaseBackward
+		}
+	}
+	return PhaseForward
+}
+
+// phaseSpans are each step's backward and optimizer windows.
+type phaseSpan struct {
+	start, end int64
+	phase      string
+}
+
+func phaseSpans(t *chrometrace.Trace) []phaseSpan {
+	var out []phaseSpan
+	for i := range t.HostOps {
+		op := &t.HostOps[i]
+		name := t.Str(op.Name)
+		switch {
+		case strings.HasPrefix(name, "Optimizer.step#"), strings.HasPrefix(name, "Optimizer.zero_grad#"):
+			out = append(out, phaseSpan{op.Start, op.End(), PhaseOptimizer})
+		case strings.HasPrefix(name, "autograd::engine::evaluate_function"):
+			out = append(out, phaseSpan{op.Start, op.End(), PhaseBackward})
+		}
+	}
+	return out
+}
+
+// phaseAt says which phase ts falls in: inside an optimizer op, inside
+// (or between) backward ops of one step, else forward inside a step and
+// between steps outside.
+func phaseAt(t *chrometrace.Trace, spans []phaseSpan, ts int64) string {
+	stepStart, stepEnd := int64(-1), int64(-1)
+	for _, s := range t.Steps {
+		if s.Start <= ts && ts <= s.End() {
+			stepStart, stepEnd = s.Start, s.End()
+		}
+	}
+	var bwdFirst, bwdLast int64 = -1, -1
+	for _, s := range spans {
+		if s.start <= ts && ts <= s.end && s.phase == PhaseOptimizer {
+			return PhaseOptimizer
+		}
+		if s.phase == PhaseBackward && (stepStart < 0 || (s.start >= stepStart && s.end <= stepEnd)) {
+			if bwdFirst < 0 || s.start < bwdFirst {
+				bwdFirst = s.start
+			}
+			bwdLast = max(bwdLast, s.end)
+		}
+	}
+	if len(t.Steps) > 0 && stepStart < 0 {
+		return PhaseBetween
+	}
+	if bwdFirst >= 0 && ts >= bwdFirst && ts <= bwdLast {
+		return PhaseBackward
+	}
+	return PhaseForward
+}
+
+// CompositionAt returns what is alive on device at ts (the state right
+// after the memory events at ts).
+func CompositionAt(t *chrometrace.Trace, attr *chrometrace.Attribution, lts []Lifetime, device int, ts int64) *Composition {
+	c := &Composition{TNs: ts, Device: device, Estimated: true}
+	// The allocator's total right after ts: the last event at or before ts.
+	var lastTS int64 = -1 << 62
+	for i := range t.Memory {
+		e := &t.Memory[i]
+		if e.DeviceType.IsGPU() && int(e.DeviceID) == device && e.TS <= ts && e.TS >= lastTS {
+			lastTS, c.AllocatedBytes = e.TS, e.TotalAllocated
+		}
+	}
+	for _, s := range t.Steps {
+		if s.Start <= ts && ts <= s.End() {
+			c.Step = fmt.Sprintf("ProfilerStep#%d", s.Number)
+		}
+	}
+	spans := phaseSpans(t)
+	c.Phase = phaseAt(t, spans, ts)
+
+	lines := map[string]*Share{}
+	ops := map[string]*Share{}
+	cats := map[string]*Share{}
+	for _, k := range CompositionCategories {
+		cats[k] = &Share{Name: k}
+	}
+	// Gradient bytes made in one backward pass estimate the parameters'
+	// size (one gradient per trainable parameter).
+	gradPerStep := map[int]int64{}
+	stepOf := func(ts int64) int {
+		for k, s := range t.Steps {
+			if s.Start <= ts && ts <= s.End() {
+				return k
+			}
+		}
+		return -1
+	}
+	hasBackward := false
+	var beforeFreed int64 // allocated before profiling, alive at ts, freed later
+	for _, lt := range lts {
+		if int(lt.Device) != device {
+			continue
+		}
+		if lt.Alloc < 0 {
+			if lt.End > ts {
+				beforeFreed += lt.Bytes
+				cats[categorizeBefore(blockPhase(attr, int(lt.Free)))].Bytes += lt.Bytes
+			}
+			continue
+		}
+		allocPhase := blockPhase(attr, int(lt.Alloc))
+		freePhase := ""
+		if lt.Free >= 0 {
+			freePhase = blockPhase(attr, int(lt.Free))
+		}
+		cat := categorize(allocPhase, freePhase, lt.Free >= 0 && stepOf(lt.Start) == stepOf(lt.End))
+		if allocPhase == PhaseBackward {
+			hasBackward = true
+		}
+		if cat == CatGradient {
+			gradPerStep[stepOf(lt.Start)] += lt.Bytes
+		}
+		if lt.Start > ts || (lt.End >= 0 && lt.End <= ts) {
+			continue
+		}
+		c.SeenBytes += lt.Bytes
+		add := func(m map[string]*Share, name, detail string) {
+			s := m[name]
+			if s == nil {
+				s = &Share{Name: name, Detail: detail}
+				m[name] = s
+			}
+			s.Bytes += lt.Bytes
+			s.Blocks++
+		}
+		site := SiteOf(attr, int(lt.Alloc), SiteOptions{Device: device, Depth: 1})
+		where := "(no Python stack)"
+		if len(site.Frames) > 0 {
+			where = site.Frames[len(site.Frames)-1]
+		}
+		op := site.Operator
+		if i := strings.Index(op, " > "); i >= 0 {
+			op = op[:i]
+		}
+		if op == "" {
+			op = "(no operator)"
+		}
+		if site.ForwardOp != "" && !strings.HasPrefix(op, "autograd::") {
+			op += " (backward of " + site.ForwardOp + ")"
+		}
+		add(lines, where, op)
+		add(ops, op, "")
+		add(cats, cat, "")
+	}
+	before := max(0, c.AllocatedBytes-c.SeenBytes)
+	if before > 0 {
+		lines[BeforeProfiling] = &Share{Name: BeforeProfiling, Bytes: before}
+		ops[BeforeProfiling] = &Share{Name: BeforeProfiling, Bytes: before}
+		// What is never freed in the window: parameters, optimizer state,
+		// workspaces (cuBLAS), anything kept from before.
+		kept := max(0, before-beforeFreed)
+		param, state := splitBeforeWindow(t, kept, gradPerStep, hasBackward)
+		cats[CatParameter].Bytes += param
+		cats[CatOptimizerState].Bytes += state
+		cats[CatUnknown].Bytes += kept - param - state
+	}
+	c.ByLine = sortedShares(lines)
+	c.ByOperator = sortedShares(ops)
+	for _, k := range CompositionCategories {
+		c.ByCategory = append(c.ByCategory, *cats[k])
+	}
+	c.Note = "categories are estimated from block lifetimes and step phases (made in forward and freed in backward: activation; made in backward and kept: gradient; made in the optimizer step and kept: optimizer state; made and freed in one phase: temporary)"
+	if before > 0 {
+		c.Note += fmt.Sprintf("; %s was allocated before profiling began and is split into parameters (the size of one step's gradients) and optimizer state (%s)", FormatBytes(before), optimizerName(t))
+	}
+	return c
+}
+
+// categorize names a block's role from where it was made and freed
+// (freePhase "" when it is never freed in the window). Torch's own
+// timeline calls whatever forward makes and keeps past the forward an
+// activation (a kept output, a cached clone): so does this.
+func categorize(allocPhase, freePhase string, sameStep bool) string {
+	switch allocPhase {
+	case PhaseOptimizer:
+		if freePhase == PhaseOptimizer && sameStep {
+			return CatTemporary
+		}
+		return CatOptimizerState
+	case PhaseBackward:
+		if freePhase == PhaseBackward && sameStep {
+			return CatTemporary
+		}
+		return CatGradient
+	default:
+		if freePhase == PhaseForward && sameStep {
+			return CatTemporary
+		}
+		return CatActivation
+	}
+}
+
+// categorizeBefore names a block allocated before profiling from where it
+// was freed: gradients are freed by zero_grad (or the optimizer), saved
+// activations by backward.
+func categorizeBefore(freePhase string) string {
+	switch freePhase {
+	case PhaseOptimizer:
+		return CatGradient
+	case PhaseBackward, PhaseForward:
+		return CatActivation
+	}
+	return CatUnknown
+}
+
+// optimizerStateFactor is the optimizer state per parameter byte, from the
+// optimizer's name in the trace (Optimizer.step#Adam.step).
+func optimizerStateFactor(t *chrometrace.Trace) (string, int64) {
+	name := optimizerName(t)
+	switch {
+	case strings.Contains(name, "Adam"), strings.Contains(name, "Lamb"):
+		return name, 2
+	case strings.Contains(name, "SGD"):
+		// Momentum keeps one buffer per parameter, updated with mul_.
+		if optimizerCalls(t, "mul_") {
+			return name, 1
+		}
+		return name, 0
+	case strings.Contains(name, "RMSprop"), strings.Contains(name, "Adagrad"), strings.Contains(name, "Lion"):
+		return name, 1
+	case name == "":
+		return "", 0
+	}
+	return name, 1
+}
+
+// optimizerCalls reports whether an operator whose name contains op runs
+// inside an optimizer step.
+func optimizerCalls(t *chrometrace.Trace, op string) bool {
+	var steps []*chrometrace.HostOp
+	for i := range t.HostOps {
+		if strings.HasPrefix(t.Str(t.HostOps[i].Name), "Optimizer.step#") {
+			steps = append(steps, &t.HostOps[i])
+		}
+	}
+	for i := range t.HostOps {
+		o := &t.HostOps[i]
+		if !strings.Contains(t.Str(o.Name), op) {
+			continue
+		}
+		for _, s := range steps {
+			if s.Thread == o.Thread && s.Start <= o.Start && o.End() <= s.End() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func optimizerName(t *chrometrace.Trace) string {
+	for i := range t.HostOps {
+		n := t.Str(t.HostOps[i].Name)
+		if rest, ok := strings.CutPrefix(n, "Optimizer.step#"); ok {
+			if j := strings.IndexByte(rest, '.'); j >= 0 {
+				rest = rest[:j]
+			}
+			return rest
+		}
+	}
+	return ""
+}
+
+// splitBeforeWindow splits memory allocated before profiling into
+// parameters and optimizer state: parameters are as large as one step's
+// gradients; Adam-like optimizers keep two states per parameter, SGD with
+// momentum one. Without gradients (inference) it stays unknown.
+func splitBeforeWindow(t *chrometrace.Trace, before int64, gradPerStep map[int]int64, hasBackward bool) (param, state int64) {
+	if !hasBackward {
+		return 0, 0 // no gradients to size the parameters by
+	}
+	var grads int64
+	for k, b := range gradPerStep {
+		if k >= 0 {
+			grads = max(grads, b)
+		}
+	}
+	if grads == 0 {
+		return 0, 0
+	}
+	param = min(before, grads)
+	_, f := optimizerStateFactor(t)
+	state = min(before-param, f*grads)
+	return param, state
+}
+
+func sortedShares(m map[string]*Share) []Share {
+	out := make([]Share, 0, len(m))
+	for _, s := range m {
+		out = append(out, *s)
+	}
+	slices.SortFunc(out, func(a, b Share) int { return cmp.Or(cmp.Compare(b.Bytes, a.Bytes), strings.Compare(a.Name, b.Name)) })
+	return out
+}
+
+// HolderSample is what held the most memory at one moment: the top lines
+// with their bytes, for a chart's tooltip.
+type HolderSample struct {
+	TNs   int64
+	Lines []Share
+}
+
+// HolderSamples returns, at up to n moments spread over the trace (and at
+// the peak), the top lines alive on device. One sweep over the block
+// lifetimes: each moment costs a pass over the sites, not the blocks.
+func HolderSamples(t *chrometrace.Trace, attr *chrometrace.Attribution, lts []Lifetime, device, n, top int) []HolderSample {
+	type ev struct {
+		ts    int64
+		bytes int64
+		site  int
+	}
+	siteIdx := map[string]int{}
+	var siteNames []string
+	var evs []ev
+	var lo, hi int64 = 1 << 62, -1 << 62
+	for _, lt := range lts {
+		if int(lt.Device) != device || lt.Alloc < 0 {
+			continue
+		}
+		s := SiteOf(attr, int(lt.Alloc), SiteOptions{Device: device, Depth: 1})
+		name := "(no Python stack)"
+		if len(s.Frames) > 0 {
+			name = s.Frames[len(s.Frames)-1]
+		}
+		k, ok := siteIdx[name]
+		if !ok {
+			k = len(siteNames)
+			siteIdx[name] = k
+			siteNames = append(siteNames, name)
+		}
+		evs = append(evs, ev{lt.Start, lt.Bytes, k})
+		lo, hi = min(lo, lt.Start), max(hi, lt.Start)
+		if lt.End >= 0 {
+			evs = append(evs, ev{lt.End, -lt.Bytes, k})
+			hi = max(hi, lt.End)
+		}
+	}
+	if len(evs) == 0 || n <= 0 {
+		return nil
+	}
+	slices.SortStableFunc(evs, func(a, b ev) int { return cmp.Compare(a.ts, b.ts) })
+	times := make([]int64, 0, n+1)
+	for i := 0; i < n; i++ {
+		times = append(times, lo+(hi-lo)*int64(i)/int64(max(1, n-1)))
+	}
+	if _, peak := PeakAllocated(t, device); peak >= 0 {
+		times = append(times, peak)
+	}
+	slices.Sort(times)
+	times = slices.Compact(times)
+	alive := make([]int64, len(siteNames))
+	var out []HolderSample
+	j := 0
+	for _, ts := range times {
+		for j < len(evs) && evs[j].ts <= ts {
+			alive[evs[j].site] += evs[j].bytes
+			j++
+		}
+		var shares []Share
+		for k, b := range alive {
+			if b > 0 {
+				shares = append(shares, Share{Name: siteNames[k], Bytes: b})
+			}
+		}
+		slices.SortFunc(shares, func(a, b Share) int { return cmp.Or(cmp.Compare(b.Bytes, a.Bytes), strings.Compare(a.Name, b.Name)) })
+		out = append(out, HolderSample{TNs: ts, Lines: shares[:min(top, len(shares))]})
+	}
+	return out
+}

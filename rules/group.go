@@ -1,0 +1,227 @@
+package rules
+
+import (
+	"fmt"
+	"maps"
+	"path/filepath"
+	"regexp"
+	"slices"
+
+	"github.com/torchmem/torchmem/memtimeline"
+)
+
+// One run and rank is usually seen through several files: the snippet
+// writes a trace per profiled cycle, an allocator snapshot and a step log
+// per rank (<host>_rank<r>_step<n>.pt.trace.json.gz, <host>_rank<r>.snapshot.pickle,
+// <host>_rank<r>.steps.jsonl); recordings put trace.json.gz, snapshot.pickle
+// and stats_steps.jsonl in one folder per rank. Grouping them gives one
+// verdict per run and rank instead of one per file.
+
+// snippetName matches the snippet's file names: the run (host) and rank.
+var snippetName = regexp.MustCompile(`^(.+?)_rank(\d+)(?:_step\d+)?\.`)
+
+// Group is the inputs of one run and rank.
+type Group struct {
+	Name   string
+	Run    string
+	Rank   int64
+	Inputs []*Input
+}
+
+type groupKey struct {
+	dir, run string
+	rank     int64
+}
+
+// GroupInputs groups inputs by run and rank, in the order they came. Files
+// named by the snippet group by folder, host and rank; other files group
+// by folder and rank (from a trace's distributedInfo or a "rank<N>" in the
+// name or folder) when each kind appears once there, else stay alone: two
+// traces of unknown origin in one folder are not taken for one run.
+func GroupInputs(ins []*Input) []Group {
+	keyOf := make([]groupKey, len(ins))
+	alone := make([]bool, len(ins))
+	kindsIn := map[groupKey]map[string]int{}
+	for i, in := range ins {
+		dir := filepath.Dir(in.Source)
+		base := filepath.Base(in.Source)
+		k := groupKey{dir: dir, rank: in.Rank}
+		if m := snippetName.FindStringSubmatch(base); m != nil {
+			k.run = m[1]
+			if k.rank < 0 {
+				fmt.Sscan(m[2], &k.rank)
+			}
+		} else {
+			k.run = "\x00" // not the snippet's: only one of each kind
+			if kindsIn[k] == nil {
+				kindsIn[k] = map[string]int{}
+			}
+			kindsIn[k][in.InputKind()]++
+		}
+		keyOf[i] = k
+	}
+	for i, in := range ins {
+		if k := keyOf[i]; k.run == "\x00" && kindsIn[k][in.InputKind()] > 1 {
+			alone[i] = true
+		}
+	}
+	var out []Group
+	index := map[groupKey]int{}
+	for i, in := range ins {
+		k := keyOf[i]
+		if !alone[i] {
+			if j, ok := index[k]; ok {
+				out[j].Inputs = append(out[j].Inputs, in)
+				continue
+			}
+			index[k] = len(out)
+		}
+		g := Group{Rank: k.rank, Inputs: []*Input{in}}
+		if k.run != "\x00" {
+			g.Run = k.run
+		}
+		out = append(out, g)
+	}
+	// Names: "rank 1 (vm, dir)" for a group, the file for a lone input.
+	ranks := map[int64]int{}
+	for _, g := range out {
+		ranks[g.Rank]++
+	}
+	for i := range out {
+		g := &out[i]
+		if len(g.Inputs) == 1 && g.Rank < 0 {
+			g.Name = g.Inputs[0].Source
+			continue
+		}
+		var parts []string
+		if g.Rank >= 0 {
+			parts = append(parts, fmt.Sprintf("rank %d", g.Rank))
+		}
+		where := filepath.Dir(g.Inputs[0].Source)
+		if g.Run != "" {
+			where = filepath.Join(where, g.Run)
+		}
+		if len(parts) == 0 {
+			g.Name = where
+		} else {
+			g.Name = parts[0] + " (" + where + ")"
+		}
+	}
+	return out
+}
+
+// JudgeAll groups the inputs and judges each group.
+func JudgeAll(ins []*Input) []Verdict {
+	var out []Verdict
+	for _, g := range GroupInputs(ins) {
+		v := Judge(g.Name, g.Inputs)
+		v.Run = g.Run
+		if g.Rank >= 0 {
+			v.Rank = g.Rank
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// leakRules are the rules that report growth step over step, one per
+// kind of input.
+var leakRules = []string{"memory.leak", "snapshot.leak", "steps.growth", "smi.leak"}
+
+// IsLeakRule reports whether a rule id is one of the leak rules.
+func IsLeakRule(id string) bool { return slices.Contains(leakRules, id) }
+
+// MergeLeakFindings turns the leak findings of each group's inputs (a
+// trace's, a snapshot's, a step log's: one leak seen three ways) into one
+// finding per group carrying the verdict's figure, holding line and every
+// source's number. Other findings pass through. A group whose inputs gave
+// at most one leak finding keeps it as it is.
+func MergeLeakFindings(vs []Verdict, fs []Finding) []Finding {
+	groupOf := map[string]int{}
+	for i, v := range vs {
+		for _, s := range v.Sources {
+			groupOf[s] = i
+		}
+	}
+	perGroup := map[int][]int{}
+	for i, f := range fs {
+		if !IsLeakRule(f.Rule) {
+			continue
+		}
+		if g, ok := groupOf[f.Source]; ok {
+			perGroup[g] = append(perGroup[g], i)
+		}
+	}
+	drop := map[int]bool{}
+	merged := map[int]Finding{} // index of the kept finding -> merged finding
+	for g, idx := range perGroup {
+		if len(idx) < 2 {
+			continue
+		}
+		v := vs[g]
+		keep := idx[0]
+		for _, i := range idx {
+			// Keep the finding with the holding line, else the most severe.
+			if fs[i].Severity > fs[keep].Severity || (fs[i].Severity == fs[keep].Severity && fs[i].Location != nil && fs[keep].Location == nil) {
+				keep = i
+			}
+		}
+		f := fs[keep]
+		for _, i := range idx {
+			f.Severity = max(f.Severity, fs[i].Severity)
+			if i != keep {
+				drop[i] = true
+			}
+		}
+		l := v.Leak
+		if l.Verdict == VerdictLeak {
+			where := ""
+			if l.Location != nil {
+				where = " held at " + l.Location.String()
+				if l.Location.Function != "" {
+					where += " (" + l.Location.Function + ")"
+				}
+			}
+			kind := ""
+			if l.Kind != "" {
+				kind = " (" + l.Kind + ")"
+			}
+			f.Title = fmt.Sprintf("Leak%s: %s per step%s", kind, memtimeline.FormatBytes(l.BytesPerStep), where)
+			files := map[string]bool{}
+			for _, i := range idx {
+				files[fs[i].Source] = true
+			}
+			f.Detail = fmt.Sprintf("One leak seen in %d files of %s; the figure is from %s. %s", len(files), v.Name, l.From, l.Agreement)
+			if l.Settle != "" {
+				f.Detail += ". To settle it: " + l.Settle + "."
+			}
+			if l.Fix != "" {
+				f.Advice = l.Fix
+			}
+			if l.Location != nil {
+				f.Location = l.Location
+			}
+			if f.Metrics == nil {
+				f.Metrics = map[string]float64{}
+			} else {
+				f.Metrics = maps.Clone(f.Metrics)
+			}
+			f.Metrics["bytes_per_step"] = float64(l.BytesPerStep)
+			for _, e := range l.Evidence {
+				f.Metrics[e.Kind+"_bytes_per_step"] = float64(e.BytesPerStep)
+			}
+		}
+		merged[keep] = f
+	}
+	var out []Finding
+	for i, f := range fs {
+		if drop[i] {
+			continue
+		}
+		if m, ok := merged[i]; ok {
+			f = m
+		}
+		out = append(out, f)
+	}
+	return out
+}

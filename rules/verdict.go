@@ -1,0 +1,702 @@
+package rules
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/memtimeline"
+)
+
+// The verdict is the answer a user reads first: does it leak (how much per
+// step, what kind, which line holds it), did it run out of memory and why,
+// does the cache waste memory, and what fills the peak. It is computed once
+// per run and rank from the inputs' memoized analyses and rendered by every
+// output format (text, Markdown, JSON, HTML) from this one structure.
+
+// Leak sources, in the order a tie between them is settled.
+const (
+	SourceSteps    = "steps"
+	SourceTrace    = "trace"
+	SourceSnapshot = "snapshot"
+	SourceSMI      = "nvidia-smi"
+)
+
+// LeakEvidence is what one input says about growth step over step.
+type LeakEvidence struct {
+	Source string `json:"source"` // the file
+	Kind   string `json:"input"`  // SourceSteps, SourceTrace, ...
+	// Verdict is VerdictLeak, VerdictClean or VerdictUnknown.
+	Verdict      string `json:"verdict"`
+	BytesPerStep int64  `json:"bytes_per_step"`
+	// Steps is how many steps the figure rests on; FirstStep..LastStep
+	// their numbers (-1 when the input has none).
+	Steps     int   `json:"steps"`
+	FirstStep int64 `json:"first_step"`
+	LastStep  int64 `json:"last_step"`
+	// R2 is the straight-line fit's R² for logs (1 for exact survivor
+	// counts from traces and snapshots).
+	R2     float64 `json:"r2"`
+	Reason string  `json:"reason"`
+	// LeakKind, Holding and Location come from the top suspect, when the
+	// input has one.
+	LeakKind string    `json:"kind,omitempty"`
+	Holding  []string  `json:"holding,omitempty"`
+	Location *Location `json:"location,omitempty"`
+	Operator string    `json:"operator,omitempty"`
+}
+
+// LeakAnswer is the leak verdict of a run and rank, from all its evidence.
+type LeakAnswer struct {
+	Verdict      string `json:"verdict"`
+	BytesPerStep int64  `json:"bytes_per_step"`
+	// From names the evidence the figure is taken from and why.
+	From string `json:"from,omitempty"`
+	// Kind, KindEvidence and Fix describe the leak (container,
+	// autograd_graph, retain_graph, hook, unknown) when a source knows it.
+	Kind         string `json:"kind,omitempty"`
+	KindEvidence string `json:"kind_evidence,omitempty"`
+	Fix          string `json:"fix,omitempty"`
+	// Holding is the chain of frames that keeps the memory, outermost
+	// first; Location the holding line.
+	Holding  []string  `json:"holding,omitempty"`
+	Location *Location `json:"location,omitempty"`
+	Operator string    `json:"operator,omitempty"`
+	Reason   string    `json:"reason"`
+	// Agreement says which sources agree or disagree, with their figures;
+	// Settle says what to record when they disagree.
+	Agreement string         `json:"agreement,omitempty"`
+	Settle    string         `json:"settle,omitempty"`
+	Evidence  []LeakEvidence `json:"evidence"`
+}
+
+// OOMAnswer is one out-of-memory with the allocator's state around it.
+type OOMAnswer struct {
+	Source       string `json:"source"`
+	RequestBytes int64  `json:"request_bytes"`
+	// AllocatedBytes and ReservedBytes are the totals at the failure (from
+	// a trace) or at the snapshot's dump; -1 when unknown.
+	AllocatedBytes int64 `json:"allocated_bytes"`
+	ReservedBytes  int64 `json:"reserved_bytes"`
+	// FreeInCacheBytes is reserved minus allocated; LargestFreeBlock the
+	// largest free block in the cache (snapshot only); DeviceFreeBytes what
+	// the driver had left; CapacityBytes the GPU's memory. -1 when unknown.
+	FreeInCacheBytes int64 `json:"free_in_cache_bytes"`
+	LargestFreeBlock int64 `json:"largest_free_block"`
+	DeviceFreeBytes  int64 `json:"device_free_bytes"`
+	CapacityBytes    int64 `json:"capacity_bytes"`
+	// Cause is "capacity" (the memory was not there), "fragmentation"
+	// (the cache held enough free bytes, but not in one block) or
+	// "unknown".
+	Cause    string    `json:"cause"`
+	Reason   string    `json:"reason"`
+	Location *Location `json:"location,omitempty"`
+	// Composition is what was alive when it failed (traces only).
+	Composition *memtimeline.Composition `json:"composition,omitempty"`
+}
+
+// OOM causes.
+const (
+	OOMCapacity      = "capacity"
+	OOMFragmentation = "fragmentation"
+)
+
+// FragAnswer is the fragmentation verdict with the bytes it wastes.
+type FragAnswer struct {
+	Source      string `json:"source"`
+	Verdict     string `json:"verdict"`
+	WastedBytes int64  `json:"wasted_bytes"`
+	// Wasted says what WastedBytes measures.
+	Wasted string `json:"wasted"`
+	Reason string `json:"reason"`
+}
+
+// Holder is a line (or operator) holding memory at a moment.
+type Holder struct {
+	Where    string `json:"where"`
+	Operator string `json:"operator,omitempty"`
+	Bytes    int64  `json:"bytes"`
+}
+
+// PeakAnswer is the peak of allocated memory and what fills it.
+type PeakAnswer struct {
+	Source         string `json:"source"`
+	AllocatedBytes int64  `json:"allocated_bytes"`
+	// Step is the ProfilerStep (or logged step) the peak falls in.
+	Step string `json:"step,omitempty"`
+	// TNs is the peak's time on the trace's clock (traces only).
+	TNs     int64    `json:"t_ns,omitempty"`
+	Holders []Holder `json:"holders"`
+	// Composition splits the peak by line, operator and category.
+	Composition *memtimeline.Composition `json:"composition,omitempty"`
+}
+
+// Verdict is the answer for one run and rank.
+type Verdict struct {
+	// Name labels the group ("rank 0", the file name for a lone input).
+	Name    string      `json:"name"`
+	Run     string      `json:"run,omitempty"`
+	Rank    int64       `json:"rank"`
+	Sources []string    `json:"sources"`
+	Leak    LeakAnswer  `json:"leak"`
+	OOMs    []OOMAnswer `json:"ooms"`
+	Frag    *FragAnswer `json:"fragmentation,omitempty"`
+	Peak    *PeakAnswer `json:"peak,omitempty"`
+	Inputs  []*Input    `json:"-"`
+}
+
+// InputKind names what an input holds, as the verdict's sources say it.
+func (in *Input) InputKind() string {
+	if in.Kind != "" {
+		return in.Kind // the loader's word
+	}
+	switch {
+	case in.Trace != nil:
+		return SourceTrace
+	case in.Snapshot != nil:
+		return SourceSnapshot
+	case in.StepLog != nil:
+		return SourceSteps
+	case in.SMI != nil:
+		return SourceSMI
+	case in.Timeline != nil:
+		return "memory-timeline"
+	}
+	return "unknown"
+}
+
+// LeakEvidence is what this input says about leaks (memoized).
+func (in *Input) LeakEvidence() []LeakEvidence {
+	return Memo(in, "verdict:leak-evidence", func() []LeakEvidence { return leakEvidence(in) })
+}
+
+func leakEvidence(in *Input) []LeakEvidence {
+	var out []LeakEvidence
+	fromReport := func(kind string, rep LeakReport) LeakEvidence {
+		e := LeakEvidence{Source: in.Source, Kind: kind, Verdict: rep.Verdict, BytesPerStep: rep.GrowthBytesPerStep, Reason: rep.Reason, R2: 1, FirstStep: -1, LastStep: -1}
+		for _, s := range rep.Steps {
+			if e.Steps == 0 {
+				e.FirstStep = s.Number
+			}
+			e.Steps++
+			e.LastStep = s.Number
+		}
+		if rep.Verdict != VerdictLeak {
+			e.BytesPerStep = 0
+		}
+		if len(rep.Suspects) > 0 && rep.Verdict == VerdictLeak {
+			s := rep.Suspects[0]
+			e.Holding = s.Stack
+			e.Location = LocationOf(s.Stack)
+			if s.Operator != "" {
+				e.Operator = firstOp(s.Operator)
+			}
+			e.LeakKind = suspectKind(s)
+		}
+		return e
+	}
+	switch {
+	case in.Trace != nil:
+		out = append(out, fromReport(SourceTrace, in.Leaks()))
+	case in.Snapshot != nil:
+		rep := in.SnapshotLeaks()
+		e := fromReport(SourceSnapshot, rep)
+		// The snapshot's history covers every step it saw; its suspects
+		// say how many.
+		for _, s := range rep.Suspects {
+			e.Steps = max(e.Steps, s.StepsWithSurvivors)
+		}
+		out = append(out, e)
+	case in.StepLog != nil:
+		for _, s := range memtimeline.AnalyzeSteps(in.StepLog, memtimeline.DefaultStepOptions()).Series {
+			e := LeakEvidence{Source: in.Source, Kind: SourceSteps, Steps: s.Records, FirstStep: s.FirstStep, LastStep: s.LastStep, R2: s.Allocated.R2, Reason: s.Reason}
+			switch s.Verdict {
+			case memtimeline.StepVerdictGrowing:
+				e.Verdict, e.BytesPerStep = VerdictLeak, s.BytesPerStep
+			case memtimeline.StepVerdictFlat:
+				e.Verdict = VerdictClean
+			default:
+				e.Verdict = VerdictUnknown
+			}
+			out = append(out, e)
+		}
+	case in.SMI != nil:
+		a := memtimeline.AnalyzeSMI(in.SMI, memtimeline.DefaultSMIOptions())
+		e := LeakEvidence{Source: in.Source, Kind: SourceSMI, Verdict: VerdictClean, FirstStep: -1, LastStep: -1, Reason: "memory.used does not grow steadily"}
+		if ls := a.Leaks(); len(ls) > 0 {
+			l := ls[0]
+			e.Verdict, e.R2 = VerdictLeak, l.R2
+			e.Reason = fmt.Sprintf("memory.used grew %s at %.1f MiB/s (no steps in an nvidia-smi log)", memtimeline.FormatBytes(l.GrowthBytes), l.SlopeBytesPerSec/(1<<20))
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// SnapshotLeaks is the snapshot's leak report with default options.
+func (in *Input) SnapshotLeaks() LeakReport {
+	return Memo(in, "snapshot-leaks", func() LeakReport { return AnalyzeSnapshotLeaks(in.SnapshotReport(), DefaultLeakOptions()) })
+}
+
+// suspectKind is the kind of leak a suspect's detector found ("" until the
+// detector says).
+func suspectKind(s LeakSuspect) string { return "" }
+
+// sourceRank orders sources when their step counts tie: a step log fits a
+// line through every step, a snapshot's history sees every allocation, a
+// trace a window, nvidia-smi only the whole process.
+func sourceRank(kind string) int {
+	switch kind {
+	case SourceSteps:
+		return 0
+	case SourceSnapshot:
+		return 1
+	case SourceTrace:
+		return 2
+	}
+	return 3
+}
+
+// better reports whether a is better evidence than b: more steps, then
+// less noise, then the source kind's order.
+func better(a, b LeakEvidence) bool {
+	if (a.Kind == SourceSMI) != (b.Kind == SourceSMI) {
+		return b.Kind == SourceSMI
+	}
+	if a.Steps != b.Steps {
+		return a.Steps > b.Steps
+	}
+	if a.R2 != b.R2 {
+		return a.R2 > b.R2
+	}
+	return sourceRank(a.Kind) < sourceRank(b.Kind)
+}
+
+func describeEvidence(e LeakEvidence) string {
+	s := e.Kind
+	if e.Steps > 0 {
+		s += fmt.Sprintf(", %d steps", e.Steps)
+		if e.FirstStep >= 0 && e.Kind != SourceSnapshot {
+			s += fmt.Sprintf(" (%d..%d)", e.FirstStep, e.LastStep)
+		}
+	}
+	if e.Kind == SourceSteps && e.R2 > 0 {
+		s += fmt.Sprintf(", R² %.2f", e.R2)
+	}
+	return s
+}
+
+// judgeLeak combines the evidence of one run and rank.
+func judgeLeak(ev []LeakEvidence) LeakAnswer {
+	ev = slices.Clone(ev)
+	sortEvidence(ev)
+	ans := LeakAnswer{Verdict: VerdictUnknown, Evidence: ev}
+	if ans.Evidence == nil {
+		ans.Evidence = []LeakEvidence{}
+	}
+	var leaks, cleans []LeakEvidence
+	for _, e := range ev {
+		switch e.Verdict {
+		case VerdictLeak:
+			leaks = append(leaks, e)
+		case VerdictClean:
+			cleans = append(cleans, e)
+		}
+	}
+	best := func(es []LeakEvidence) LeakEvidence {
+		b := es[0]
+		for _, e := range es[1:] {
+			if better(e, b) {
+				b = e
+			}
+		}
+		return b
+	}
+	switch {
+	case len(leaks) > 0:
+		b := best(leaks)
+		ans.Verdict, ans.BytesPerStep, ans.Reason = VerdictLeak, b.BytesPerStep, b.Reason
+		ans.From = fmt.Sprintf("%s (%s)", filepath.Base(b.Source), describeEvidence(b))
+		if len(leaks)+len(cleans) > 1 {
+			ans.From += ": the source with the most steps"
+		}
+		// The holding line: the snapshot has the exact allocating line and
+		// its callers, a trace the operator chain under the def lines.
+		var site *LeakEvidence
+		for i := range leaks {
+			e := &leaks[i]
+			if len(e.Holding) == 0 && e.Location == nil {
+				continue
+			}
+			if site == nil || (e.Kind == SourceSnapshot && site.Kind != SourceSnapshot) {
+				site = e
+			}
+		}
+		if site != nil {
+			ans.Holding, ans.Location = site.Holding, site.Location
+			if ans.Operator = site.Operator; ans.Operator == "" {
+				for _, e := range leaks {
+					if e.Operator != "" {
+						ans.Operator = e.Operator
+						break
+					}
+				}
+			}
+		}
+		for _, e := range leaks {
+			if e.LeakKind != "" && e.LeakKind != "unknown" {
+				ans.Kind = e.LeakKind
+				break
+			}
+		}
+		ans.Agreement, ans.Settle = agreement(b, leaks, cleans)
+	case len(cleans) > 0:
+		b := best(cleans)
+		ans.Verdict, ans.Reason = VerdictClean, b.Reason
+		ans.From = fmt.Sprintf("%s (%s)", filepath.Base(b.Source), describeEvidence(b))
+		if len(cleans) > 1 {
+			ans.Agreement = "all agree: " + figures(cleans)
+		}
+	default:
+		if len(ev) > 0 {
+			ans.Reason = ev[0].Reason
+			ans.From = filepath.Base(ev[0].Source)
+		} else {
+			ans.Reason = "no input here can tell growth per step (a trace with profile_memory, an allocator snapshot with history, or a per-step log)"
+		}
+	}
+	return ans
+}
+
+func figures(es []LeakEvidence) string {
+	var parts []string
+	for _, e := range es {
+		f := "clean"
+		if e.Verdict == VerdictLeak {
+			f = memtimeline.FormatBytes(e.BytesPerStep) + "/step"
+			if e.Kind == SourceSMI {
+				f = "growing"
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%s %s (%s)", e.Kind, f, filepath.Base(e.Source)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// agreement says which sources agree with the best leak figure (within
+// 25% or 1 MiB), which disagree, and what to record to settle it.
+func agreement(best LeakEvidence, leaks, cleans []LeakEvidence) (string, string) {
+	var agree, differ []LeakEvidence
+	for _, e := range leaks {
+		if e.Source == best.Source && e.Kind == best.Kind {
+			continue
+		}
+		d := math.Abs(float64(e.BytesPerStep - best.BytesPerStep))
+		if e.Kind == SourceSMI || d <= max(0.25*float64(best.BytesPerStep), 1<<20) {
+			agree = append(agree, e)
+		} else {
+			differ = append(differ, e)
+		}
+	}
+	var parts []string
+	if len(agree) > 0 {
+		parts = append(parts, "agree: "+figures(agree))
+	}
+	if len(differ) > 0 {
+		parts = append(parts, "differ: "+figures(differ))
+	}
+	var settle string
+	if len(cleans) > 0 {
+		parts = append(parts, "no growth in: "+figures(cleans))
+		var windowClean, logClean bool
+		for _, c := range cleans {
+			switch c.Kind {
+			case SourceTrace, SourceSnapshot:
+				windowClean = true
+			case SourceSteps:
+				logClean = true
+			}
+		}
+		bestIsLog := best.Kind == SourceSteps || best.Kind == SourceSMI
+		switch {
+		case bestIsLog && windowClean:
+			settle = "the step log grows but the profiled window does not: the leak starts after the window or comes and goes; profile later steps (a later wait= in the schedule, or TORCHMEM_ACTIVE) and keep the allocator history on, then run torchmem again"
+		case !bestIsLog && logClean:
+			settle = "the profiled window keeps memory step after step but the step log over the whole run does not grow: it stops (a cache that fills up) or is freed later; log more steps and profile a window late in the run to see whether it levels off"
+		default:
+			settle = "the sources cover different steps: record the allocator history (snapshot) over the whole run together with the step log"
+		}
+	}
+	if len(differ) > 0 && settle == "" {
+		settle = "the figures differ: a window of few steps counts the survivors it sees, a log fits every step; profile more steps (raise active= in the schedule) to narrow it"
+	}
+	return strings.Join(parts, "; "), settle
+}
+
+// judgeOOMs collects the out-of-memory errors of the group, merging a
+// trace's event with the snapshot's record of the same request.
+func judgeOOMs(ins []*Input) []OOMAnswer {
+	var out []OOMAnswer
+	var capacity int64 = -1
+	var snapStats *memtimeline.SnapshotStats
+	for _, in := range ins {
+		if in.Trace != nil {
+			for _, d := range in.Trace.Meta.Devices {
+				capacity = max(capacity, d.TotalGlobalMem)
+			}
+		}
+		if in.Snapshot != nil {
+			st := in.SnapshotReport().Stats
+			snapStats = &st
+		}
+	}
+	for _, in := range ins {
+		if in.Trace == nil {
+			continue
+		}
+		for i, o := range in.Trace.OOMs {
+			a := OOMAnswer{Source: in.Source, RequestBytes: o.Bytes, AllocatedBytes: o.TotalAllocated, ReservedBytes: o.TotalReserved,
+				FreeInCacheBytes: max(0, o.TotalReserved-o.TotalAllocated), LargestFreeBlock: -1, DeviceFreeBytes: -1, CapacityBytes: capacity}
+			if i == 0 {
+				a.Composition = in.OOMComposition()
+			}
+			out = append(out, a)
+		}
+	}
+	for _, in := range ins {
+		if in.Snapshot == nil {
+			continue
+		}
+		for _, o := range in.SnapshotReport().OOMs {
+			var loc *Location
+			if o.Site.Filename != "" {
+				loc = &Location{File: o.Site.Filename, Line: o.Site.Line, Function: o.Site.Name}
+			}
+			merged := false
+			for i := range out {
+				if out[i].RequestBytes == o.RequestedBytes && out[i].DeviceFreeBytes < 0 {
+					out[i].DeviceFreeBytes, out[i].Location = o.DeviceFreeBytes, loc
+					if snapStats != nil {
+						out[i].LargestFreeBlock = snapStats.LargestFreeBlock
+					}
+					merged = true
+					break
+				}
+			}
+			if merged {
+				continue
+			}
+			a := OOMAnswer{Source: in.Source, RequestBytes: o.RequestedBytes, AllocatedBytes: -1, ReservedBytes: -1, FreeInCacheBytes: -1,
+				LargestFreeBlock: -1, DeviceFreeBytes: o.DeviceFreeBytes, CapacityBytes: capacity, Location: loc}
+			if snapStats != nil {
+				a.AllocatedBytes, a.ReservedBytes = snapStats.AllocatedBytes, snapStats.ReservedBytes
+				a.FreeInCacheBytes = max(0, snapStats.ReservedBytes-snapStats.AllocatedBytes)
+				a.LargestFreeBlock = snapStats.LargestFreeBlock
+			}
+			out = append(out, a)
+		}
+	}
+	for i := range out {
+		out[i].Cause, out[i].Reason = oomCause(out[i])
+	}
+	return out
+}
+
+// oomCause tells a capacity OOM (the bytes were not there) from a
+// fragmentation OOM (the cache held enough free bytes, not in one block).
+func oomCause(a OOMAnswer) (string, string) {
+	req := a.RequestBytes
+	switch {
+	case a.CapacityBytes > 0 && req > a.CapacityBytes:
+		return OOMCapacity, fmt.Sprintf("the request alone is larger than the GPU's %s", memtimeline.FormatBytes(a.CapacityBytes))
+	case a.FreeInCacheBytes >= req && (a.LargestFreeBlock < 0 || a.LargestFreeBlock < req):
+		return OOMFragmentation, fmt.Sprintf("the cache held %s free, enough for the request but not in one block: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", memtimeline.FormatBytes(a.FreeInCacheBytes))
+	case a.AllocatedBytes >= 0 && a.CapacityBytes > 0:
+		return OOMCapacity, fmt.Sprintf("%s allocated of %s: the memory was in use; lower the peak (batch size, activation checkpointing, mixed precision)", memtimeline.FormatBytes(a.AllocatedBytes), memtimeline.FormatBytes(a.CapacityBytes))
+	case a.DeviceFreeBytes >= 0 && a.FreeInCacheBytes >= 0:
+		if a.DeviceFreeBytes+a.FreeInCacheBytes < req {
+			return OOMCapacity, fmt.Sprintf("free on the device %s plus free in the cache %s is less than the request", memtimeline.FormatBytes(a.DeviceFreeBytes), memtimeline.FormatBytes(a.FreeInCacheBytes))
+		}
+		return OOMFragmentation, "free on the device plus free in the cache covered the request, not in one block"
+	}
+	return "unknown", "the allocator's state at the failure was not recorded"
+}
+
+// judgeFrag prefers a snapshot (it sees inside segments) to a trace.
+func judgeFrag(ins []*Input) *FragAnswer {
+	var ans *FragAnswer
+	for _, in := range ins {
+		if in.Snapshot == nil {
+			continue
+		}
+		st := in.SnapshotReport().Stats
+		if st.ReservedBytes == 0 {
+			continue
+		}
+		frac := float64(st.InactiveSplitBytes) / float64(st.ReservedBytes)
+		a := &FragAnswer{Source: in.Source, Verdict: VerdictOK, WastedBytes: st.InactiveSplitBytes, Wasted: "free but split inside used segments (snapshot)",
+			Reason: fmt.Sprintf("%.0f%% of reserved %s is free inside used segments; largest free block %s", 100*frac, memtimeline.FormatBytes(st.ReservedBytes), memtimeline.FormatBytes(st.LargestFreeBlock))}
+		if frac > 0.2 {
+			a.Verdict = VerdictFragmented
+		}
+		return a
+	}
+	for _, in := range ins {
+		if in.Trace == nil {
+			continue
+		}
+		f := in.Frag()
+		if f.Verdict == VerdictUnknown && ans != nil {
+			continue
+		}
+		a := &FragAnswer{Source: in.Source, Verdict: f.Verdict, Reason: f.Reason}
+		if f.GapAtPeak != nil {
+			a.WastedBytes, a.Wasted = f.GapAtPeak.Gap, "idle in the cache at peak allocated (reserved - allocated)"
+		}
+		var fired []string
+		for _, s := range f.Signals {
+			if s.Fired {
+				fired = append(fired, s.Detail)
+			}
+		}
+		if len(fired) > 0 {
+			a.Reason = strings.Join(fired, "; ")
+		} else if f.Verdict == VerdictOK {
+			a.Reason = "no small-block flood, no new segments while the cache held the bytes, no cudaMalloc churn"
+		}
+		if ans == nil || (a.Verdict == VerdictFragmented && ans.Verdict != VerdictFragmented) || (a.Verdict == ans.Verdict && a.WastedBytes > ans.WastedBytes) {
+			ans = a
+		}
+	}
+	return ans
+}
+
+// judgePeak takes the highest allocated peak among the group's traces,
+// with what held it; without a trace, a step log's peak.
+func judgePeak(ins []*Input) *PeakAnswer {
+	var ans *PeakAnswer
+	for _, in := range ins {
+		if in.Trace == nil {
+			continue
+		}
+		c := in.PeakComposition()
+		if c == nil {
+			continue
+		}
+		if ans != nil && ans.AllocatedBytes >= c.AllocatedBytes {
+			continue
+		}
+		ans = &PeakAnswer{Source: in.Source, AllocatedBytes: c.AllocatedBytes, Step: c.Step, TNs: c.TNs, Composition: c, Holders: []Holder{}}
+		for _, h := range c.ByLine {
+			if len(ans.Holders) == 3 {
+				break
+			}
+			if h.Name == memtimeline.BeforeProfiling {
+				continue // no line: said by the categories
+			}
+			ans.Holders = append(ans.Holders, Holder{Where: h.Name, Operator: h.Detail, Bytes: h.Bytes})
+		}
+	}
+	if ans != nil {
+		return ans
+	}
+	for _, in := range ins {
+		if in.StepLog == nil {
+			continue
+		}
+		for _, s := range memtimeline.AnalyzeSteps(in.StepLog, memtimeline.DefaultStepOptions()).Series {
+			peak, step := s.PeakAllocatedBytes, fmt.Sprint(s.PeakAllocatedStep)
+			if s.MaxAllocatedBytes > peak {
+				peak, step = s.MaxAllocatedBytes, ""
+			}
+			if ans == nil || peak > ans.AllocatedBytes {
+				ans = &PeakAnswer{Source: in.Source, AllocatedBytes: peak, Holders: []Holder{}}
+				if step != "" {
+					ans.Step = "step " + step
+				}
+			}
+		}
+	}
+	return ans
+}
+
+// PeakComposition is what fills the trace's peak of allocated memory
+// (memoized; nil without GPU memory events).
+func (in *Input) PeakComposition() *memtimeline.Composition {
+	return Memo(in, "verdict:peak-composition", func() *memtimeline.Composition {
+		if in.Trace == nil {
+			return nil
+		}
+		return memtimeline.PeakComposition(in.Trace, in.Attribution(), in.Lifetimes(), -1)
+	})
+}
+
+// OOMComposition is what was alive at the trace's first out-of-memory.
+func (in *Input) OOMComposition() *memtimeline.Composition {
+	return Memo(in, "verdict:oom-composition", func() *memtimeline.Composition {
+		if in.Trace == nil || len(in.Trace.OOMs) == 0 {
+			return nil
+		}
+		o := in.Trace.OOMs[0]
+		return memtimeline.CompositionAt(in.Trace, in.Attribution(), in.Lifetimes(), int(o.DeviceID), o.TS)
+	})
+}
+
+// Attribution is the trace's memory-event attribution (memoized).
+func (in *Input) Attribution() *chrometrace.Attribution {
+	return Memo(in, "attribution", func() *chrometrace.Attribution { return chrometrace.Attribute(in.Trace) })
+}
+
+// Lifetimes are the trace's GPU block lifetimes, all devices (memoized).
+func (in *Input) Lifetimes() []memtimeline.Lifetime {
+	return Memo(in, "lifetimes", func() []memtimeline.Lifetime { return memtimeline.Lifetimes(in.Trace, -1) })
+}
+
+// Judge is the verdict of one run and rank from all of its inputs.
+func Judge(name string, ins []*Input) Verdict {
+	v := Verdict{Name: name, Rank: -1, Inputs: ins, Sources: []string{}}
+	var ev []LeakEvidence
+	for _, in := range ins {
+		v.Sources = append(v.Sources, in.Source)
+		ev = append(ev, in.LeakEvidence()...)
+		if r := in.Rank; r >= 0 && v.Rank < 0 {
+			v.Rank = r
+		}
+	}
+	v.Leak = judgeLeak(ev)
+	v.OOMs = judgeOOMs(ins)
+	if v.OOMs == nil {
+		v.OOMs = []OOMAnswer{}
+	}
+	v.Frag = judgeFrag(ins)
+	v.Peak = judgePeak(ins)
+	return v
+}
+
+// Status is the verdict's word for a headline: LEAK, OOM, CLEAN, UNKNOWN.
+func (v *Verdict) Status() string {
+	switch {
+	case v.Leak.Verdict == VerdictLeak:
+		return "LEAK"
+	case len(v.OOMs) > 0:
+		return "OOM"
+	}
+	return strings.ToUpper(v.Leak.Verdict)
+}
+
+// sortEvidence orders evidence best first.
+func sortEvidence(ev []LeakEvidence) {
+	slices.SortStableFunc(ev, func(a, b LeakEvidence) int {
+		if better(a, b) {
+			return -1
+		}
+		if better(b, a) {
+			return 1
+		}
+		return cmp.Compare(a.Source, b.Source)
+	})
+}

@@ -1,0 +1,279 @@
+package rules
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/memtimeline"
+)
+
+// loadInput reads one recorded file of any kind the verdict uses, by name.
+func loadInput(t testing.TB, path string) *Input {
+	t.Helper()
+	in := &Input{Source: path, Rank: -1}
+	if m := regexp.MustCompile(`rank(\d+)`).FindStringSubmatch(path); m != nil {
+		in.Rank, _ = strconv.ParseInt(m[1], 10, 64) // as the loader reads it
+	}
+	base := strings.TrimSuffix(filepath.Base(path), ".gz")
+	switch {
+	case strings.HasSuffix(base, ".pickle"):
+		f, err := chrometrace.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if in.Snapshot, err = memtimeline.ReadSnapshot(f); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+	case strings.HasSuffix(base, ".jsonl"):
+		f, err := chrometrace.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if in.StepLog, err = memtimeline.ReadStepLog(f); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+	default:
+		in.Trace = readTraceFile(t, path)
+		if d := in.Trace.Meta.Distributed; d != nil {
+			in.Rank = d.Rank
+		}
+	}
+	return in
+}
+
+func loadInputs(t testing.TB, paths ...string) []*Input {
+	var out []*Input
+	for _, p := range paths {
+		out = append(out, loadInput(t, p))
+	}
+	return out
+}
+
+type recordedTruth struct {
+	LeakBytesPerStep int64 `json:"leak_bytes_per_step"`
+}
+
+func readRecordedTruth(t testing.TB, dir string) recordedTruth {
+	t.Helper()
+	var tr recordedTruth
+	data, err := os.ReadFile(filepath.Join(dir, "truth.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &tr); err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+const gpuData = "../testdata/gpu"
+
+// One verdict per input on the bundled traces: the leak with its figure
+// (truth.json) and holding line, the clean run clean.
+func TestVerdictOfOneTrace(t *testing.T) {
+	for _, c := range []struct {
+		dir, verdict, line string
+	}{
+		{"../testdata/traces/leak_module_cache", VerdictLeak, "gen_traces.py:143"},
+		{"../testdata/traces/resnet_train_clean", VerdictClean, ""},
+		{gpuData + "/diff_pair/head_leak", VerdictLeak, "diff_train.py:35"},
+	} {
+		t.Run(filepath.Base(c.dir), func(t *testing.T) {
+			vs := JudgeAll(loadInputs(t, filepath.Join(c.dir, "trace.json.gz")))
+			if len(vs) != 1 {
+				t.Fatalf("%d verdicts for one input", len(vs))
+			}
+			v := vs[0]
+			if v.Leak.Verdict != c.verdict {
+				t.Fatalf("verdict %s (%s), want %s", v.Leak.Verdict, v.Leak.Reason, c.verdict)
+			}
+			if c.verdict == VerdictLeak {
+				want := readRecordedTruth(t, c.dir).LeakBytesPerStep
+				if v.Leak.BytesPerStep != want {
+					t.Errorf("%d bytes per step, truth %d", v.Leak.BytesPerStep, want)
+				}
+				if v.Leak.Location == nil || v.Leak.Location.String() != c.line {
+					t.Errorf("holding line %v, want %s", v.Leak.Location, c.line)
+				}
+				if v.Status() != "LEAK" {
+					t.Errorf("status %s", v.Status())
+				}
+			}
+			if v.Peak == nil || v.Peak.AllocatedBytes <= 0 || len(v.Peak.Holders) == 0 || len(v.Peak.Holders) > 3 {
+				t.Fatalf("peak %+v", v.Peak)
+			}
+			if s, _ := chrometrace.Summarize(v.Inputs[0].Trace, -1), 0; s.PeakAllocatedBytes != v.Peak.AllocatedBytes {
+				t.Errorf("peak %d, the trace's summary says %d", v.Peak.AllocatedBytes, s.PeakAllocatedBytes)
+			}
+			for i := 1; i < len(v.Peak.Holders); i++ {
+				if v.Peak.Holders[i].Bytes > v.Peak.Holders[i-1].Bytes {
+					t.Errorf("holders not largest first: %+v", v.Peak.Holders)
+				}
+			}
+			if v.Frag == nil || v.Frag.Verdict == "" {
+				t.Errorf("no fragmentation verdict")
+			}
+		})
+	}
+}
+
+// The OOM recording: the trace's [OutOfMemory] event and the snapshot's
+// oom entry are one out-of-memory, a capacity one (300 GiB on a 140 GiB GPU).
+func TestVerdictOOMMergesTraceAndSnapshot(t *testing.T) {
+	dir := gpuData + "/oom"
+	vs := JudgeAll(loadInputs(t, filepath.Join(dir, "trace.json.gz"), filepath.Join(dir, "snapshot.pickle"), filepath.Join(dir, "stats_steps.jsonl")))
+	if len(vs) != 1 {
+		t.Fatalf("%d groups, want one run", len(vs))
+	}
+	v := vs[0]
+	if len(v.OOMs) != 1 {
+		t.Fatalf("%d OOMs, want 1 (trace and snapshot see the same): %+v", len(v.OOMs), v.OOMs)
+	}
+	o := v.OOMs[0]
+	if o.RequestBytes != 322122547200 || o.Cause != OOMCapacity {
+		t.Errorf("OOM %+v", o)
+	}
+	if o.AllocatedBytes <= 0 || o.ReservedBytes < o.AllocatedBytes || o.FreeInCacheBytes != o.ReservedBytes-o.AllocatedBytes || o.LargestFreeBlock < 0 || o.DeviceFreeBytes < 0 {
+		t.Errorf("allocator state missing: %+v", o)
+	}
+	if o.Composition == nil || o.Composition.AllocatedBytes != o.AllocatedBytes {
+		t.Errorf("no composition at the OOM: %+v", o.Composition)
+	}
+	if v.Status() != "OOM" || v.Leak.Verdict == VerdictLeak {
+		t.Errorf("status %s, leak %s", v.Status(), v.Leak.Verdict)
+	}
+}
+
+// A fragmentation OOM: enough bytes free in the cache, not in one block.
+func TestOOMCause(t *testing.T) {
+	for _, c := range []struct {
+		a    OOMAnswer
+		want string
+	}{
+		{OOMAnswer{RequestBytes: 100, AllocatedBytes: 800, ReservedBytes: 1000, FreeInCacheBytes: 200, LargestFreeBlock: 50, DeviceFreeBytes: 0, CapacityBytes: 1000}, OOMFragmentation},
+		{OOMAnswer{RequestBytes: 300, AllocatedBytes: 800, ReservedBytes: 1000, FreeInCacheBytes: 200, LargestFreeBlock: 50, DeviceFreeBytes: 0, CapacityBytes: 1000}, OOMCapacity},
+		{OOMAnswer{RequestBytes: 2000, AllocatedBytes: 0, ReservedBytes: 0, FreeInCacheBytes: 0, LargestFreeBlock: -1, DeviceFreeBytes: 1000, CapacityBytes: 1000}, OOMCapacity},
+		{OOMAnswer{RequestBytes: 100, AllocatedBytes: -1, ReservedBytes: -1, FreeInCacheBytes: -1, LargestFreeBlock: -1, DeviceFreeBytes: -1, CapacityBytes: -1}, "unknown"},
+	} {
+		if got, why := oomCause(c.a); got != c.want {
+			t.Errorf("%+v: %s (%s), want %s", c.a, got, why, c.want)
+		}
+	}
+}
+
+// One run seen three ways (trace, snapshot, step log) is one verdict and
+// one finding, with every source's figure.
+func TestVerdictGroupsOneRunsFiles(t *testing.T) {
+	dir := gpuData + "/leak_retain_graph"
+	ins := loadInputs(t, filepath.Join(dir, "trace.json.gz"), filepath.Join(dir, "snapshot.pickle"), filepath.Join(dir, "stats_steps.jsonl"))
+	vs := JudgeAll(ins)
+	if len(vs) != 1 {
+		t.Fatalf("%d verdicts, want 1", len(vs))
+	}
+	v := vs[0]
+	truth := readRecordedTruth(t, dir).LeakBytesPerStep
+	if v.Leak.Verdict != VerdictLeak || v.Leak.BytesPerStep != truth {
+		t.Errorf("leak %s %d, truth %d", v.Leak.Verdict, v.Leak.BytesPerStep, truth)
+	}
+	kinds := map[string]bool{}
+	for _, e := range v.Leak.Evidence {
+		kinds[e.Kind] = true
+	}
+	if !kinds[SourceTrace] || !kinds[SourceSnapshot] || !kinds[SourceSteps] {
+		t.Errorf("evidence %+v", v.Leak.Evidence)
+	}
+	if !strings.Contains(v.Leak.From, "stats_steps.jsonl") {
+		t.Errorf("figure from %q, want the step log (most steps)", v.Leak.From)
+	}
+	var all []Finding
+	for _, in := range ins {
+		all = append(all, Run(Builtin(), in)...)
+	}
+	merged := MergeLeakFindings(vs, all)
+	var leakFindings []Finding
+	for _, f := range merged {
+		if IsLeakRule(f.Rule) {
+			leakFindings = append(leakFindings, f)
+		}
+	}
+	if len(leakFindings) != 1 {
+		t.Fatalf("%d leak findings, want one per leak", len(leakFindings))
+	}
+	f := leakFindings[0]
+	if f.Metrics["bytes_per_step"] != float64(truth) || f.Metrics["steps_bytes_per_step"] != float64(truth) || f.Metrics["trace_bytes_per_step"] == 0 {
+		t.Errorf("metrics %v", f.Metrics)
+	}
+}
+
+// The snippet's files: per rank, the traces, the snapshot and the step
+// log form one group; two ranks make two.
+func TestGroupInputsSnippetFiles(t *testing.T) {
+	for _, c := range []struct {
+		dir   string
+		ranks []int64
+		sizes []int
+	}{
+		{gpuData + "/snippet_proof/gpu", []int64{0}, []int{4}},
+		{gpuData + "/snippet_proof/ddp", []int64{0, 1}, []int{3, 3}},
+		{gpuData + "/ddp_one_rank_leaks", []int64{0, 1}, []int{2, 2}},
+	} {
+		t.Run(c.dir, func(t *testing.T) {
+			var paths []string
+			err := filepath.WalkDir(c.dir, func(p string, d os.DirEntry, err error) error {
+				if err == nil && !d.IsDir() && (strings.Contains(p, "trace.json") || strings.HasSuffix(p, ".pickle") || strings.HasSuffix(p, "steps.jsonl")) {
+					paths = append(paths, p)
+				}
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			gs := GroupInputs(loadInputs(t, paths...))
+			if len(gs) != len(c.ranks) {
+				t.Fatalf("%d groups, want %d: %+v", len(gs), len(c.ranks), gs)
+			}
+			for i, g := range gs {
+				if g.Rank != c.ranks[i] || len(g.Inputs) != c.sizes[i] {
+					t.Errorf("group %d: rank %d with %d inputs, want rank %d with %d", i, g.Rank, len(g.Inputs), c.ranks[i], c.sizes[i])
+				}
+			}
+		})
+	}
+}
+
+// Under DDP one rank leaks: the verdicts say which.
+func TestVerdictPerRank(t *testing.T) {
+	dir := gpuData + "/ddp_one_rank_leaks"
+	var paths []string
+	for _, r := range []string{"rank0", "rank1"} {
+		paths = append(paths, filepath.Join(dir, r, "trace.json.gz"), filepath.Join(dir, r, "stats_steps.jsonl"))
+	}
+	vs := JudgeAll(loadInputs(t, paths...))
+	if len(vs) != 2 {
+		t.Fatalf("%d verdicts", len(vs))
+	}
+	want := readRecordedTruth(t, filepath.Join(dir, "rank1")).LeakBytesPerStep
+	if vs[0].Rank != 0 || vs[0].Leak.Verdict != VerdictClean || vs[1].Rank != 1 || vs[1].Leak.Verdict != VerdictLeak || vs[1].Leak.BytesPerStep != want {
+		t.Errorf("rank %d %s; rank %d %s %d (truth %d)", vs[0].Rank, vs[0].Leak.Verdict, vs[1].Rank, vs[1].Leak.Verdict, vs[1].Leak.BytesPerStep, want)
+	}
+	if l := vs[1].Leak.Location; l == nil || l.File != "ddp_one_rank_leaks.py" {
+		t.Errorf("holding line %v", l)
+	}
+}
+
+// Two traces of unknown origin in one folder are not one run.
+func TestGroupInputsKeepsUnrelatedTracesApart(t *testing.T) {
+	a := &Input{Source: "runs/base.json.gz", Trace: &chrometrace.Trace{}, Rank: -1}
+	b := &Input{Source: "runs/head.json.gz", Trace: &chrometrace.Trace{}, Rank: -1}
+	if gs := GroupInputs([]*Input{a, b}); len(gs) != 2 || gs[0].Name != a.Source {
+		t.Errorf("groups %+v", gs)
+	}
+}
