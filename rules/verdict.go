@@ -44,10 +44,15 @@ type LeakEvidence struct {
 	Reason string  `json:"reason"`
 	// LeakKind, Holding and Location come from the top suspect, when the
 	// input has one.
-	LeakKind string    `json:"kind,omitempty"`
-	Holding  []string  `json:"holding,omitempty"`
-	Location *Location `json:"location,omitempty"`
-	Operator string    `json:"operator,omitempty"`
+	LeakKind     string    `json:"kind,omitempty"`
+	KindEvidence string    `json:"kind_evidence,omitempty"`
+	Fix          string    `json:"fix,omitempty"`
+	Holding      []string  `json:"holding,omitempty"`
+	StackNote    string    `json:"stack_note,omitempty"`
+	Location     *Location `json:"location,omitempty"`
+	Operator     string    `json:"operator,omitempty"`
+	// Leaks counts the distinct leaks (causes) the input found.
+	Leaks int `json:"leaks,omitempty"`
 }
 
 // LeakAnswer is the leak verdict of a run and rank, from all its evidence.
@@ -63,10 +68,13 @@ type LeakAnswer struct {
 	Fix          string `json:"fix,omitempty"`
 	// Holding is the chain of frames that keeps the memory, outermost
 	// first; Location the holding line.
-	Holding  []string  `json:"holding,omitempty"`
-	Location *Location `json:"location,omitempty"`
-	Operator string    `json:"operator,omitempty"`
-	Reason   string    `json:"reason"`
+	Holding   []string  `json:"holding,omitempty"`
+	StackNote string    `json:"stack_note,omitempty"`
+	Location  *Location `json:"location,omitempty"`
+	Operator  string    `json:"operator,omitempty"`
+	// Leaks is how many distinct leaks the best source found.
+	Leaks  int    `json:"leaks,omitempty"`
+	Reason string `json:"reason"`
 	// Agreement says which sources agree or disagree, with their figures;
 	// Settle says what to record when they disagree.
 	Agreement string         `json:"agreement,omitempty"`
@@ -188,14 +196,27 @@ func leakEvidence(in *Input) []LeakEvidence {
 		if rep.Verdict != VerdictLeak {
 			e.BytesPerStep = 0
 		}
-		if len(rep.Suspects) > 0 && rep.Verdict == VerdictLeak {
-			s := rep.Suspects[0]
-			e.Holding = s.Stack
+		if rep.Verdict != VerdictLeak {
+			return e
+		}
+		var s *LeakSuspect
+		if len(rep.Leaks) > 0 {
+			// One leak per cause; its largest site holds the line.
+			l := rep.Leaks[0]
+			e.LeakKind, e.KindEvidence, e.Fix, e.Leaks = l.Kind, l.Evidence, l.Fix, len(rep.Leaks)
+			if len(l.Sites) > 0 {
+				s = &l.Sites[0]
+			}
+		} else if len(rep.Suspects) > 0 {
+			s = &rep.Suspects[0]
+			e.LeakKind, e.KindEvidence, e.Fix, e.Leaks = s.Kind, s.Evidence, s.Fix, 1
+		}
+		if s != nil {
+			e.Holding, e.StackNote = s.Stack, s.StackNote
 			e.Location = LocationOf(s.Stack)
 			if s.Operator != "" {
 				e.Operator = firstOp(s.Operator)
 			}
-			e.LeakKind = suspectKind(s)
 		}
 		return e
 	}
@@ -241,10 +262,6 @@ func leakEvidence(in *Input) []LeakEvidence {
 func (in *Input) SnapshotLeaks() LeakReport {
 	return Memo(in, "snapshot-leaks", func() LeakReport { return AnalyzeSnapshotLeaks(in.SnapshotReport(), DefaultLeakOptions()) })
 }
-
-// suspectKind is the kind of leak a suspect's detector found ("" until the
-// detector says).
-func suspectKind(s LeakSuspect) string { return "" }
 
 // sourceRank orders sources when their step counts tie: a step log fits a
 // line through every step, a snapshot's history sees every allocation, a
@@ -336,8 +353,9 @@ func judgeLeak(ev []LeakEvidence) LeakAnswer {
 				site = e
 			}
 		}
+		ans.Leaks = b.Leaks
 		if site != nil {
-			ans.Holding, ans.Location = site.Holding, site.Location
+			ans.Holding, ans.Location, ans.StackNote = site.Holding, site.Location, site.StackNote
 			if ans.Operator = site.Operator; ans.Operator == "" {
 				for _, e := range leaks {
 					if e.Operator != "" {
@@ -347,10 +365,20 @@ func judgeLeak(ev []LeakEvidence) LeakAnswer {
 				}
 			}
 		}
+		// The kind from whichever source knows it (a trace tells it from
+		// autograd sequence numbers and hook call counts).
 		for _, e := range leaks {
-			if e.LeakKind != "" && e.LeakKind != "unknown" {
-				ans.Kind = e.LeakKind
+			if e.LeakKind != "" && e.LeakKind != KindUnknown {
+				ans.Kind, ans.KindEvidence, ans.Fix = e.LeakKind, e.KindEvidence, e.Fix
 				break
+			}
+		}
+		if ans.Kind == "" {
+			for _, e := range leaks {
+				if e.LeakKind != "" {
+					ans.Kind, ans.KindEvidence, ans.Fix = e.LeakKind, e.KindEvidence, e.Fix
+					break
+				}
 			}
 		}
 		ans.Agreement, ans.Settle = agreement(b, leaks, cleans)

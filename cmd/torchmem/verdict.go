@@ -128,6 +128,15 @@ func leakText(l rules.LeakAnswer, chain bool) string {
 		if l.Operator != "" {
 			s += " via " + shortOp(l.Operator)
 		}
+		if l.Leaks > 1 {
+			s += fmt.Sprintf(" (and %d more leaks)", l.Leaks-1)
+		}
+		if l.Fix != "" {
+			s += "; fix: " + l.Fix
+		}
+		if l.KindEvidence != "" {
+			s += "; why: " + l.KindEvidence
+		}
 		if c := holdingChain(l, 4); chain && c != "" && len(l.Holding) > 1 {
 			s += "; chain: " + c
 		}
