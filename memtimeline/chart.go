@@ -57,6 +57,10 @@ type ChartSpec struct {
 	// Allocated and Reserved are drawn as lines; either may be empty.
 	Allocated Series
 	Reserved  Series
+	// Lines are more lines drawn after them (other sources of one run);
+	// PointLines[i] shows line i's points (a per-step log's few samples).
+	Lines      []Series
+	PointLines []bool
 	// Categories are drawn as stacked areas (e.g. CategoryTimeline's
 	// CategorySeries); they must share one T.
 	Categories []Series
@@ -262,7 +266,12 @@ func chartOption(c ChartSpec) (map[string]any, error) {
 			return nil, fmt.Errorf("chart %q: category %d (%q) has other times than category 0: stacked areas must share T", c.Title, i, s.Name)
 		}
 	}
-	if c.Allocated.Len() == 0 && c.Reserved.Len() == 0 && len(c.Categories) == 0 {
+	for _, l := range c.Lines {
+		if err := checkSeries(l); err != nil {
+			return nil, fmt.Errorf("chart %q: line %q: %w", c.Title, l.Name, err)
+		}
+	}
+	if c.Allocated.Len() == 0 && c.Reserved.Len() == 0 && len(c.Categories) == 0 && len(c.Lines) == 0 {
 		return nil, fmt.Errorf("chart %q: nothing to draw (no allocated, reserved or category series)", c.Title)
 	}
 
@@ -383,6 +392,17 @@ func chartOption(c ChartSpec) (map[string]any, error) {
 			charts.WithItemStyleOpts(opts.ItemStyle{Color: reservedColor}),
 		}, attach()...)...)
 	}
+	for i, l := range c.Lines {
+		if l.Len() == 0 {
+			continue
+		}
+		s := Downsample(l, maxPoints)
+		few := i < len(c.PointLines) && c.PointLines[i]
+		addLine(s, pairs(s, c.StartNs), append([]charts.SeriesOpts{
+			charts.WithLineChartOpts(opts.LineChart{Step: "end", ShowSymbol: opts.Bool(few), Symbol: "circle", SymbolSize: 5}),
+			charts.WithLineStyleOpts(opts.LineStyle{Width: 1.5}),
+		}, attach()...)...)
+	}
 	if !attached && len(markers) > 0 {
 		last := len(line.MultiSeries) - 1
 		line.MultiSeries[last].ConfigureSeriesOpts(markers...)
@@ -438,7 +458,7 @@ func (v *chartVisitor) VisitSeriesOpt(series charts.MultiSeries) any {
 // categories summed.
 func chartMaxBytes(c ChartSpec) int64 {
 	var top int64
-	for _, s := range []Series{c.Allocated, c.Reserved} {
+	for _, s := range append([]Series{c.Allocated, c.Reserved}, c.Lines...) {
 		if _, v, ok := s.Max(); ok {
 			top = max(top, v)
 		}

@@ -88,10 +88,21 @@ func runLeaks(stdout, stderr io.Writer, args []string, o *leaksOptions) error {
 	if err := checkFormat(o.format, formatTable, formatJSON, formatMarkdown); err != nil {
 		return err
 	}
-	files, err := loadFiles(stderr, args, "leaks", load.Trace, load.Trace, load.Snapshot)
+	all, err := loadFiles(stderr, args, "leaks", load.Trace, load.Trace, load.Snapshot, load.Steps, load.SMI)
 	if err != nil {
 		return err
 	}
+	// Every file feeds the verdict of its run and rank; traces and
+	// snapshots also get their own report below it.
+	var files []*load.File
+	var ins []*rules.Input
+	for _, f := range all {
+		ins = append(ins, ruleInput(f))
+		if f.Trace != nil || f.Snapshot != nil {
+			files = append(files, f)
+		}
+	}
+	verdicts := rules.JudgeAll(ins)
 	opts := rules.LeakOptions{Device: o.device, MinBytesPerStep: o.minBytes, SteadySteps: o.steady, Depth: o.depth, MinSteps: rules.DefaultLeakOptions().MinSteps}
 	results := make([]leakResult, len(files))
 	var wg sync.WaitGroup
@@ -122,16 +133,20 @@ func runLeaks(stdout, stderr io.Writer, args []string, o *leaksOptions) error {
 	for _, r := range results {
 		leak = leak || r.Report.Verdict == rules.VerdictLeak
 	}
+	for _, v := range verdicts {
+		leak = leak || v.Leak.Verdict == rules.VerdictLeak
+	}
 
 	switch {
-	case o.format == formatJSON && len(results) == 1:
+	case o.format == formatJSON && len(results) == 1 && len(all) == 1:
 		if err := writeJSON(stdout, results[0].Report); err != nil {
 			return err
 		}
 	case o.format == formatJSON:
 		out := struct {
-			Ranks []rankLeakJSON `json:"ranks"`
-		}{}
+			Verdicts []rules.Verdict `json:"verdicts"`
+			Ranks    []rankLeakJSON  `json:"ranks"`
+		}{Verdicts: verdicts}
 		for i, r := range results {
 			out.Ranks = append(out.Ranks, rankLeakJSON{Rank: r.Rank, Trace: r.Path, LeakReport: r.Report, Outlier: outliers[i]})
 		}
@@ -139,6 +154,14 @@ func runLeaks(stdout, stderr io.Writer, args []string, o *leaksOptions) error {
 			return err
 		}
 	default:
+		if len(all) > 1 {
+			// One verdict per run and rank, from all of its files.
+			if o.format == formatMarkdown {
+				writeVerdictMarkdown(stdout, verdicts)
+			} else {
+				writeVerdictText(stdout, verdicts, termWidth())
+			}
+		}
 		if len(results) > 1 {
 			writeRankSummary(stdout, results, outliers, o.format)
 		}

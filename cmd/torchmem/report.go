@@ -151,6 +151,8 @@ type reportAnswer struct {
 	PeakNote  string
 	Evidence  []rules.LeakEvidence
 	Charts    []reportChart
+	// TimelineNotes say what the combined timeline could not place.
+	TimelineNotes []string
 }
 
 type reportLine struct {
@@ -243,6 +245,31 @@ func buildReportAnswer(idPrefix string, v rules.Verdict) (reportAnswer, error) {
 			a.PeakLines = c.ByLine[:min(5, len(c.ByLine))]
 			a.PeakOps = c.ByOperator[:min(5, len(c.ByOperator))]
 			a.PeakNote = c.Note
+		}
+	}
+	// One timeline for the run: the step log over every step, each
+	// profiled window marked with its trace, the snapshot's history.
+	if len(v.Inputs) > 1 {
+		var f memtimeline.RunFiles
+		for _, in := range v.Inputs {
+			switch {
+			case in.Trace != nil:
+				f.Traces, f.TraceName = append(f.Traces, in.Trace), append(f.TraceName, in.Source)
+			case in.Snapshot != nil:
+				f.Snapshots, f.SnapName = append(f.Snapshots, in.Snapshot), append(f.SnapName, in.Source)
+			case in.StepLog != nil:
+				f.StepLogs, f.StepName = append(f.StepLogs, in.StepLog), append(f.StepName, in.Source)
+			}
+		}
+		spec, notes, ok := memtimeline.RunTimeline(f, idPrefix+"run", "the whole run on one clock (Unix time of each file)")
+		a.TimelineNotes = notes
+		if ok {
+			spec.HeightPx = 360
+			h, err := memtimeline.ChartSnippet(spec)
+			if err != nil {
+				return a, err
+			}
+			a.Charts = append(a.Charts, reportChart{Title: spec.Title, HTML: h})
 		}
 	}
 	return a, nil

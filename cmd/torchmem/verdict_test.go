@@ -121,3 +121,29 @@ func TestReportLayoutAnswerFirst(t *testing.T) {
 		t.Error("the chart carries no holders for its tooltip")
 	}
 }
+
+// The snippet's directory: one verdict for the rank, and the report's top
+// shows the run on one timeline with the profiled windows marked.
+func TestSnippetDirectoryOneVerdict(t *testing.T) {
+	dir := "../../testdata/gpu/snippet_proof/gpu"
+	for _, cmd := range []string{"analyze", "check", "leaks"} {
+		out, _, code := torchmem(t, cmd, dir)
+		if code != exitOK {
+			t.Errorf("%s: exit %d", cmd, code)
+		}
+		if n := strings.Count(out, "CLEAN: rank 0"); n != 1 {
+			t.Errorf("%s: %d verdicts for rank 0, want 1:\n%s", cmd, n, out)
+		}
+	}
+	page := filepath.Join(t.TempDir(), "r.html")
+	torchmem(t, "report", dir, "-o", page)
+	b, _ := os.ReadFile(page)
+	for _, want := range []string{"The run on one timeline", "profiled: ProfilerStep#2..#4", "profiled: ProfilerStep#7..#9", "allocated per step (vm_rank0.steps.jsonl)"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	if strings.Index(string(b), "The run on one timeline") > strings.Index(string(b), "<h2>Findings</h2>") {
+		t.Error("the run's timeline is not at the top")
+	}
+}

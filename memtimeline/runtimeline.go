@@ -1,0 +1,135 @@
+package memtimeline
+
+import (
+	"cmp"
+	"fmt"
+	"path/filepath"
+	"slices"
+
+	"github.com/torchmem/torchmem/chrometrace"
+)
+
+// One run seen through several files shares one clock: a trace's times
+// plus its baseTimeNanoseconds, a snapshot's time_us and a step log's
+// time.time() are all Unix time. RunTimeline draws them on one axis: the
+// step log over the whole run, each profiled window marked on it with the
+// trace's own allocated line, and the snapshot's recorded history. A file
+// whose clock cannot be placed (a trace without baseTimeNanoseconds, a
+// step log without times) is left out and named in the returned notes.
+
+// RunFiles are the files of one run and rank, with their names.
+type RunFiles struct {
+	Traces    []*chrometrace.Trace
+	TraceName []string
+	Snapshots []*Snapshot
+	SnapName  []string
+	StepLogs  []*StepLog
+	StepName  []string
+}
+
+// RunTimeline returns the combined chart of one run and rank, and notes
+// on what could not be placed; ok is false when fewer than two sources
+// share the clock (the per-file charts say it all then).
+func RunTimeline(f RunFiles, id, title string) (spec ChartSpec, notes []string, ok bool) {
+	spec = ChartSpec{ID: id, Title: title}
+	placed := 0
+	for i, lg := range f.StepLogs {
+		for _, s := range lg.Series {
+			var ser Series
+			ser.Name = "allocated per step (" + filepath.Base(f.StepName[i]) + ")"
+			for _, r := range s.Records {
+				if !r.HasTime || r.AllocatedBytes < 0 {
+					continue
+				}
+				ser.T = append(ser.T, int64(r.Time*1e9))
+				ser.V = append(ser.V, r.AllocatedBytes)
+			}
+			if ser.Len() == 0 {
+				notes = append(notes, filepath.Base(f.StepName[i])+": no times in the step log")
+				continue
+			}
+			if s.Device != "" && len(lg.Series) > 1 {
+				ser.Name += " device " + s.Device
+			}
+			spec.Lines = append(spec.Lines, ser)
+			spec.PointLines = append(spec.PointLines, true)
+			placed++
+		}
+	}
+	for i, t := range f.Traces {
+		name := filepath.Base(f.TraceName[i])
+		if t.Meta.BaseTimeNanoseconds <= 0 {
+			notes = append(notes, name+": the trace has no baseTimeNanoseconds, so its window cannot be placed")
+			continue
+		}
+		base := t.Meta.BaseTimeNanoseconds
+		tls := TraceTimelines(t)
+		if len(tls) == 0 {
+			continue
+		}
+		a := tls[0].Allocated
+		ser := Series{Name: "allocated, profiled (" + name + ")", T: make([]int64, a.Len()), V: a.V}
+		for k, ts := range a.T {
+			ser.T[k] = ts + base
+		}
+		spec.Lines = append(spec.Lines, ser)
+		steps := slices.Clone(t.Steps)
+		slices.SortFunc(steps, func(a, b chrometrace.Step) int { return cmp.Compare(a.Start, b.Start) })
+		if len(steps) > 0 {
+			spec.Steps = append(spec.Steps, StepSpan{
+				Name:    fmt.Sprintf("profiled: ProfilerStep#%d..#%d", steps[0].Number, steps[len(steps)-1].Number),
+				StartNs: steps[0].Start + base, EndNs: steps[len(steps)-1].End() + base,
+			})
+		}
+		for _, o := range t.OOMs {
+			spec.Markers = append(spec.Markers, Marker{Name: "OOM: " + FormatBytes(o.Bytes) + " requested", TNs: o.TS + base, Bytes: o.TotalAllocated})
+		}
+		placed++
+	}
+	for i, s := range f.Snapshots {
+		name := filepath.Base(f.SnapName[i])
+		for dev, entries := range s.DeviceTraces {
+			var ser Series
+			ser.Name = fmt.Sprintf("active, recorded history (%s, cuda:%d)", name, dev)
+			var cur int64
+			for _, e := range entries {
+				switch e.Action {
+				case ActionAlloc:
+					cur += e.Size
+				case ActionFreeCompleted:
+					cur -= e.Size
+				case ActionOOM:
+					if e.TimeUS > 0 {
+						spec.Markers = append(spec.Markers, Marker{Name: "OOM: " + FormatBytes(e.Size) + " requested", TNs: e.TimeUS * 1000, Bytes: cur})
+					}
+					continue
+				default:
+					continue
+				}
+				if e.TimeUS <= 0 {
+					continue
+				}
+				ser.T = append(ser.T, e.TimeUS*1000)
+				ser.V = append(ser.V, cur)
+			}
+			if ser.Len() == 0 {
+				continue
+			}
+			// The history starts when recording began: blocks allocated
+			// before it are not in it, so it reads low by a constant.
+			spec.Lines = append(spec.Lines, ser)
+			placed++
+		}
+	}
+	if placed < 2 {
+		return spec, notes, false
+	}
+	spec.StartNs = -1
+	for _, l := range spec.Lines {
+		if l.Len() > 0 && (spec.StartNs < 0 || l.T[0] < spec.StartNs) {
+			spec.StartNs = l.T[0]
+		}
+	}
+	slices.SortFunc(spec.Steps, func(a, b StepSpan) int { return cmp.Compare(a.StartNs, b.StartNs) })
+	return spec, notes, true
+}

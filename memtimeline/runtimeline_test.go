@@ -1,0 +1,88 @@
+package memtimeline
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/torchmem/torchmem/chrometrace"
+)
+
+func readSnapshotPath(t testing.TB, path string) *Snapshot {
+	t.Helper()
+	in, err := chrometrace.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	s, err := ReadSnapshot(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func readStepLogPath(t testing.TB, path string) *StepLog {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	l, err := ReadStepLog(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// The snippet's files of one rank share Unix time: the profiled windows
+// fall inside the step log's span, between the steps they profiled, and
+// the snapshot's history ends after the last step.
+func TestRunTimelineAlignsTheSnippetsFiles(t *testing.T) {
+	dir := "../testdata/gpu/snippet_proof/gpu"
+	tr := readTracePath(t, filepath.Join(dir, "vm_rank0_step5.pt.trace.json.gz"))
+	f := RunFiles{
+		Traces: []*chrometrace.Trace{tr}, TraceName: []string{"vm_rank0_step5.pt.trace.json.gz"},
+		Snapshots: []*Snapshot{readSnapshotPath(t, filepath.Join(dir, "vm_rank0.snapshot.pickle"))}, SnapName: []string{"vm_rank0.snapshot.pickle"},
+		StepLogs: []*StepLog{readStepLogPath(t, filepath.Join(dir, "vm_rank0.steps.jsonl"))}, StepName: []string{"vm_rank0.steps.jsonl"},
+	}
+	spec, notes, ok := RunTimeline(f, "run", "run")
+	if !ok || len(notes) > 0 {
+		t.Fatalf("ok %v, notes %v", ok, notes)
+	}
+	if len(spec.Lines) != 3 || len(spec.Steps) != 1 {
+		t.Fatalf("%d lines, %d windows", len(spec.Lines), len(spec.Steps))
+	}
+	// ProfilerStep#2..#4: the step log's lines are written at the end of
+	// each step, so the window starts after step 1's line and ends before
+	// step 5's.
+	recs := f.StepLogs[0].Series[0].Records
+	at := func(step int64) int64 {
+		for _, r := range recs {
+			if r.Step == step {
+				return int64(r.Time * 1e9)
+			}
+		}
+		t.Fatalf("no step %d", step)
+		return 0
+	}
+	w := spec.Steps[0]
+	if !(at(1) < w.StartNs && w.EndNs < at(5)) {
+		t.Errorf("window %d..%d not between step 1 (%d) and step 5 (%d)", w.StartNs, w.EndNs, at(1), at(5))
+	}
+	snap := spec.Lines[2]
+	if last := snap.T[snap.Len()-1]; last < at(13)-int64(1e9) {
+		t.Errorf("snapshot history ends at %d, long before the last step %d", last, at(13))
+	}
+	if _, err := ChartSnippet(spec); err != nil {
+		t.Fatal(err)
+	}
+	// Without a base time the trace cannot be placed, and says so.
+	tr2 := *tr
+	tr2.Meta.BaseTimeNanoseconds = 0
+	f.Traces = []*chrometrace.Trace{&tr2}
+	if spec, notes, _ := RunTimeline(f, "run", "run"); len(notes) != 1 || len(spec.Steps) != 0 {
+		t.Errorf("notes %v, windows %d", notes, len(spec.Steps))
+	}
+}
