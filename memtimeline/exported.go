@@ -147,7 +147,7 @@ func ReadExportedTimeline(path string) (*CategoryTimeline, error) {
 		return nil, fmt.Errorf("memory timeline %s: %w", path, err)
 	}
 	defer in.Close()
-	tl, err := ParseExportedTimeline(in)
+	tl, err := ParseExportedTimeline(LimitInput(in))
 	if err != nil {
 		return nil, fmt.Errorf("memory timeline %s: %w", path, err)
 	}
@@ -192,7 +192,7 @@ func ParseExportedTimeline(r io.Reader) (*CategoryTimeline, error) {
 	if err := s.expect('['); err != nil {
 		return nil, fmt.Errorf("not an export_memory_timeline file: %w", err)
 	}
-	first, err := s.readIntArrayBody(nil, -1)
+	first, err := s.readIntArrayBody(nil, MaxRecords, recordsError("timeline points"))
 	if err != nil {
 		return nil, err
 	}
@@ -258,7 +258,7 @@ func parseCoalesced(s *intJSONScanner, timesUs []int64) (*CategoryTimeline, erro
 			if c != '[' {
 				return nil, s.errorf(-1, "sizes[%d]: expected '[', found %s", i, describeByte(c))
 			}
-			row, err = s.readIntArrayBody(row[:0], 9)
+			row, err = s.readIntArrayBody(row[:0], 9, nil)
 			if err != nil {
 				return nil, fmt.Errorf("sizes[%d]: %w", i, err)
 			}
@@ -314,7 +314,10 @@ func parseRaw(s *intJSONScanner, first []int64) (*CategoryTimeline, error) {
 	ev := make([]int64, 0, 4)
 	var err error
 	for idx := 1; ; idx++ {
-		ev, err = s.readIntArrayBody(ev[:0], 4)
+		if idx >= MaxRecords {
+			return nil, recordsError("timeline events")
+		}
+		ev, err = s.readIntArrayBody(ev[:0], 4, nil)
 		if err != nil {
 			return nil, fmt.Errorf("event %d: %w", idx, err)
 		}

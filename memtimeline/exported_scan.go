@@ -176,8 +176,9 @@ func (s *intJSONScanner) readInt() (int64, error) {
 
 // readIntArray reads "[" int ("," int)* "]" (or "[]") after the caller has
 // already consumed the opening bracket, appending to dst. At most max
-// elements are accepted (max < 0: no limit).
-func (s *intJSONScanner) readIntArrayBody(dst []int64, max int) ([]int64, error) {
+// elements are accepted (max < 0: no limit); past them the error is
+// tooMany, or one naming the offset when it is nil.
+func (s *intJSONScanner) readIntArrayBody(dst []int64, max int, tooMany error) ([]int64, error) {
 	c, err := s.peek()
 	if err != nil {
 		return dst, err
@@ -194,6 +195,9 @@ func (s *intJSONScanner) readIntArrayBody(dst []int64, max int) ([]int64, error)
 		}
 		n++
 		if max >= 0 && n > max {
+			if tooMany != nil {
+				return dst, tooMany
+			}
 			return dst, s.errorf(0, "array has more than %d elements", max)
 		}
 		dst = append(dst, v)

@@ -414,6 +414,10 @@ func (l *smiLayout) parseRow(fields []string) (smiRow, error) {
 	return r, nil
 }
 
+// smiMaxIdentity bounds what identifies one GPU (kept once per GPU):
+// nvidia-smi's bus ids, UUIDs and names are a few dozen bytes each.
+const smiMaxIdentity = 1024
+
 // smiMaxLine bounds one line; nvidia-smi rows are a few hundred bytes.
 const smiMaxLine = 64 << 10
 
@@ -473,8 +477,17 @@ func ReadSMILog(r io.Reader) (*SMILog, error) {
 			key = "#" + strconv.Itoa(roundPos)
 		}
 		prevTS = row.tsText
+		if log.Rows >= MaxRecords {
+			return fmt.Errorf("line %d: %w", rl.no, recordsError("nvidia-smi rows"))
+		}
 		g := gpus[key]
 		if g == nil {
+			if len(gpus) >= MaxSeries {
+				return fmt.Errorf("line %d: %w", rl.no, seriesError("distinct GPUs"))
+			}
+			if len(key)+len(row.bus)+len(row.uuid)+len(row.name) > smiMaxIdentity {
+				return fmt.Errorf("line %d: a GPU's index, bus id, UUID and name take more than %d bytes: not nvidia-smi's", rl.no, smiMaxIdentity)
+			}
 			g = &SMIGPU{Key: key, Index: row.index, BusID: row.bus, UUID: row.uuid, Name: row.name}
 			gpus[key] = g
 			order = append(order, key)

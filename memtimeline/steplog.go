@@ -150,6 +150,9 @@ func parseStepLine(line []byte) (map[string]any, error) {
 	return obj, nil
 }
 
+// stepMaxDevice bounds a device name ("cuda:0"), kept once per device.
+const stepMaxDevice = 256
+
 // stepMaxLine bounds one line; a memory_stats dump is ~6 KB.
 const stepMaxLine = 1 << 20
 
@@ -194,8 +197,17 @@ func ReadStepLog(r io.Reader) (*StepLog, error) {
 			rec.Step = implicitStep
 		}
 		implicitStep = rec.Step + 1
+		if log.Lines >= MaxRecords {
+			return nil, fmt.Errorf("line %d: %w", lr.lineNo, recordsError("per-step records"))
+		}
 		s := series[device]
 		if s == nil {
+			if len(series) >= MaxSeries {
+				return nil, fmt.Errorf("line %d: %w", lr.lineNo, seriesError("distinct devices"))
+			}
+			if len(device) > stepMaxDevice {
+				return nil, fmt.Errorf("line %d: a device name of %d bytes (at most %d)", lr.lineNo, len(device), stepMaxDevice)
+			}
 			s = &StepSeries{Device: device}
 			series[device] = s
 			order = append(order, device)

@@ -146,3 +146,54 @@ func TestHostileSARIFURIs(t *testing.T) {
 		t.Fatal("no SARIF locations")
 	}
 }
+
+// writeGz writes head + n copies of piece + tail, gzipped, to a temp file:
+// a small file that expands n-fold.
+func writeGz(t *testing.T, name, head, piece string, n int, tail string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zw := gzip.NewWriter(f)
+	io.WriteString(zw, head) //nolint:errcheck
+	for range n {
+		io.WriteString(zw, piece) //nolint:errcheck
+	}
+	io.WriteString(zw, tail) //nolint:errcheck
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	return p
+}
+
+// Past a reader cap a command stops with exit 2 and one message naming
+// the file, the cap and the flag that raises it; raising it reads on.
+func TestReaderCapsOnTheCommandLine(t *testing.T) {
+	spaces := writeGz(t, "spaces.json.gz", "[[", strings.Repeat(" ", 1024), 4096, "0],[[0,0,0,0,0,0,0,0,0]]]")
+	zeros := writeGz(t, "zeros.json.gz", "[[", "0,", 100_000, "0],[]]")
+	smi := writeGz(t, "smi.csv.gz", "timestamp, index, memory.used [MiB]\n", "2024/01/01 00:00:01.000, 0, 1000 MiB\n", 1000, "")
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"analyze", spaces, "--max-input-bytes", "1MiB"}, exitBadInput, "more than 1048576 decompressed bytes"},
+		{[]string{"analyze", spaces}, exitOK, ""},
+		{[]string{"analyze", zeros, "--max-records", "1000"}, exitBadInput, "more than 1000 timeline points"},
+		{[]string{"smi", smi, "--max-records", "100"}, exitBadInput, "more than 100 nvidia-smi rows"},
+		{[]string{"smi", smi}, exitOK, ""},
+	}
+	for _, c := range cases {
+		_, errOut, code := torchmem(t, c.args...)
+		if code != c.code || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", c.args, code, errOut, c.code, c.want)
+			continue
+		}
+		if c.want != "" && (!strings.Contains(errOut, c.args[1]) || !strings.Contains(errOut, "--max-")) {
+			t.Errorf("%v: %q does not name the file and the flag", c.args, errOut)
+		}
+	}
+}

@@ -25,6 +25,17 @@ func (v *valueLimit) Type() string   { return "bytes" }
 
 // Set accepts a byte count with an optional binary suffix: 256MiB, 1GiB, 1G.
 func (v *valueLimit) Set(s string) error {
+	n, err := parseByteCount(s, 1<<40)
+	if err != nil {
+		return err
+	}
+	v.set(n)
+	return nil
+}
+
+// parseByteCount reads a positive count with an optional binary suffix
+// (256MiB, 1GiB, 1G, 4k), at most max.
+func parseByteCount(s string, max int64) (int, error) {
 	t := strings.TrimSuffix(strings.TrimSuffix(strings.ToUpper(strings.TrimSpace(s)), "B"), "I")
 	mult := 1
 	switch {
@@ -39,11 +50,10 @@ func (v *valueLimit) Set(s string) error {
 		t = t[:len(t)-1]
 	}
 	n, err := strconv.Atoi(t)
-	if err != nil || n <= 0 || n > (1<<40)/mult {
-		return fmt.Errorf("want a positive byte count such as 268435456 or 256MiB, got %q", s)
+	if err != nil || n <= 0 || int64(n) > max/int64(mult) {
+		return 0, fmt.Errorf("want a positive count up to %d such as 268435456 or 256MiB, got %q", max, s)
 	}
-	v.set(n * mult)
-	return nil
+	return n * mult, nil
 }
 
 func (v *valueLimit) set(n int) {
@@ -59,4 +69,30 @@ func addLimitFlags(root *cobra.Command) {
 	v.set(defaultMaxValueBytes)
 	root.PersistentFlags().Var(v, "max-value-bytes",
 		"largest single value a reader accepts: one trace event, one run of white space, one pickle string (e.g. 256MiB)")
+	memtimeline.MaxInputBytes = memtimeline.DefaultMaxInputBytes
+	memtimeline.MaxRecords = memtimeline.DefaultMaxRecords
+	memtimeline.MaxSeries = memtimeline.DefaultMaxSeries
+	root.PersistentFlags().Var(&capFlag{set: func(n int) { memtimeline.MaxInputBytes = int64(n) }, n: int(memtimeline.DefaultMaxInputBytes), max: 1 << 50},
+		"max-input-bytes", "largest input (after decompression) read from a snapshot, timeline, nvidia-smi or per-step log (e.g. 64GiB)")
+	root.PersistentFlags().Var(&capFlag{set: func(n int) { memtimeline.MaxRecords = n; memtimeline.MaxSeries = max(n/64, memtimeline.DefaultMaxSeries) }, n: memtimeline.DefaultMaxRecords, max: 1 << 34},
+		"max-records", "most points of a memory timeline, rows of an nvidia-smi log or lines of a per-step log read from one input (e.g. 16M)")
+}
+
+// capFlag is a reader cap given on the command line as a count with an
+// optional binary suffix.
+type capFlag struct {
+	n, max int
+	set    func(int)
+}
+
+func (c *capFlag) String() string { return strconv.Itoa(c.n) }
+func (c *capFlag) Type() string   { return "count" }
+func (c *capFlag) Set(s string) error {
+	n, err := parseByteCount(s, int64(c.max))
+	if err != nil {
+		return err
+	}
+	c.n = n
+	c.set(n)
+	return nil
 }

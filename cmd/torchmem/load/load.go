@@ -392,6 +392,9 @@ func Read(src Source, o *Options) (f *File, skip bool, err error) {
 func Parse(r *Reader, kind Kind, topts chrometrace.ReadOptions) (*File, error) {
 	f := &File{Path: r.Path, Kind: kind, Rank: -1}
 	var err error
+	// Every reader but the trace reader (bounded by its own caps, see
+	// chrometrace.ReadOptions) reads through the cap on decompressed bytes.
+	in := memtimeline.LimitInput(r.Input)
 	switch kind {
 	case Trace:
 		f.Trace, err = chrometrace.Read(r.Input, topts)
@@ -404,21 +407,21 @@ func Parse(r *Reader, kind Kind, topts chrometrace.ReadOptions) (*File, error) {
 			f.Warnings = f.Trace.Warnings
 		}
 	case Snapshot:
-		f.Snapshot, err = memtimeline.ReadSnapshot(r.Input)
+		f.Snapshot, err = memtimeline.ReadSnapshot(in)
 	case SMI:
-		if f.SMI, err = memtimeline.ReadSMILog(r.Input); err == nil {
+		if f.SMI, err = memtimeline.ReadSMILog(in); err == nil {
 			f.Warnings = f.SMI.Warnings
 		}
 	case Steps:
-		if f.Steps, err = memtimeline.ReadStepLog(r.Input); err == nil {
+		if f.Steps, err = memtimeline.ReadStepLog(in); err == nil {
 			f.Warnings = f.Steps.Warnings
 		}
 	case Summary:
-		if f.Summary, err = memtimeline.ReadMemorySummaries(r.Input); err == nil {
+		if f.Summary, err = memtimeline.ReadMemorySummaries(in); err == nil {
 			f.Warnings = f.Summary.Warnings
 		}
 	case Timeline:
-		f.Timeline, err = memtimeline.ParseExportedTimeline(r.Input)
+		f.Timeline, err = memtimeline.ParseExportedTimeline(in)
 	default:
 		err = errors.New("not a file torchmem reads")
 	}

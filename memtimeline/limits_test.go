@@ -1,0 +1,120 @@
+package memtimeline
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+)
+
+// stream is an endless input made lazily: head once, then body(i) for
+// i = 0, 1, 2, ... It never holds more than one piece, so a test can feed
+// a reader gigabytes (or forever) without a big file: only a reader that
+// stops at its cap ends.
+type stream struct {
+	head string
+	body func(i int) string
+	i    int
+	buf  []byte
+	n    int64 // bytes produced
+}
+
+func (s *stream) Read(p []byte) (int, error) {
+	if s.head != "" {
+		s.buf, s.head = append(s.buf, s.head...), ""
+	}
+	for len(s.buf) < len(p) {
+		s.buf = append(s.buf, s.body(s.i)...)
+		s.i++
+	}
+	n := copy(p, s.buf)
+	s.buf = s.buf[:copy(s.buf, s.buf[n:])]
+	s.n += int64(n)
+	return n, nil
+}
+
+func repeat(piece string) func(int) string { return func(int) string { return piece } }
+
+// withCaps sets the reader caps for one test.
+func withCaps(t *testing.T, inputBytes int64, records, series int) {
+	t.Helper()
+	old := [3]int64{MaxInputBytes, int64(MaxRecords), int64(MaxSeries)}
+	MaxInputBytes, MaxRecords, MaxSeries = inputBytes, records, series
+	t.Cleanup(func() { MaxInputBytes, MaxRecords, MaxSeries = old[0], int(old[1]), int(old[2]) })
+}
+
+// Every reader stops at its cap on an endless input, with a *LimitError
+// that names the cap, and having read no more than the cap needs.
+func TestReadersStopAtCaps(t *testing.T) {
+	withCaps(t, 4<<20, 10_000, 100)
+	smiHeader := "timestamp, index, memory.used [MiB], memory.total [MiB]\n"
+	smiRow := func(gpu func(i int) int) func(int) string {
+		return func(i int) string {
+			return fmt.Sprintf("2024/01/01 00:00:%02d.000, %d, %d MiB, 81559 MiB\n", i%60, gpu(i), 1000+i%7)
+		}
+	}
+	cases := []struct {
+		name  string
+		in    *stream
+		read  func(io.Reader) error
+		what  string
+		limit int64
+	}{
+		{"timeline array of 0,", &stream{head: "[[", body: repeat("0,")}, parseTimeline, "timeline points", 10_000},
+		{"raw timeline events", &stream{head: "[[1,2,3,0]", body: repeat(",[1,2,3,0]")}, parseTimeline, "timeline events", 10_000},
+		{"timeline of spaces", &stream{head: "[[", body: repeat(strings.Repeat(" ", 4096))}, parseTimeline, "decompressed bytes", 4 << 20},
+		{"smi rows", &stream{head: smiHeader, body: smiRow(func(int) int { return 0 })}, readSMI, "nvidia-smi rows", 10_000},
+		{"smi distinct GPUs", &stream{head: smiHeader, body: smiRow(func(i int) int { return i })}, readSMI, "distinct GPUs", 100},
+		{"smi blank lines", &stream{head: smiHeader, body: repeat("\n")}, readSMI, "decompressed bytes", 4 << 20},
+		{"step records", &stream{body: func(i int) string { return fmt.Sprintf(`{"step": %d, "allocated_bytes": 1}`+"\n", i) }}, readSteps, "per-step records", 10_000},
+		{"step devices", &stream{body: func(i int) string { return fmt.Sprintf(`{"step": 1, "device": "cuda:%d", "allocated_bytes": 1}`+"\n", i) }}, readSteps, "distinct devices", 100},
+	}
+	for _, c := range cases {
+		err := c.read(LimitInput(c.in))
+		var le *LimitError
+		if !errors.As(err, &le) || le.What != c.what || le.Limit != c.limit {
+			t.Errorf("%s: error %v, want the cap of %d %s", c.name, err, c.limit, c.what)
+			continue
+		}
+		if !strings.Contains(err.Error(), fmt.Sprint(c.limit)) || !strings.Contains(err.Error(), "--max-") {
+			t.Errorf("%s: %q does not name the cap and its flag", c.name, err)
+		}
+		if c.in.n > MaxInputBytes+1<<20 {
+			t.Errorf("%s: read %d bytes past a %d-byte cap", c.name, c.in.n, MaxInputBytes)
+		}
+	}
+}
+
+func parseTimeline(r io.Reader) error { _, err := ParseExportedTimeline(r); return err }
+func readSMI(r io.Reader) error       { _, err := ReadSMILog(r); return err }
+func readSteps(r io.Reader) error     { _, err := ReadStepLog(r); return err }
+
+// A line without end is refused at the line cap, whatever follows.
+func TestEndlessLine(t *testing.T) {
+	withCaps(t, 1<<40, DefaultMaxRecords, DefaultMaxSeries)
+	for name, read := range map[string]func(io.Reader) error{"smi": readSMI, "steps": readSteps} {
+		in := &stream{head: `{"step": 1, "allocated_bytes": "`, body: repeat(strings.Repeat("x", 4096))}
+		if err := read(in); err == nil || !strings.Contains(err.Error(), "longer than") {
+			t.Errorf("%s: %v", name, err)
+		}
+		if in.n > 4<<20 {
+			t.Errorf("%s: read %d bytes of one line", name, in.n)
+		}
+	}
+}
+
+// An input of exactly the cap is read whole; LimitInput only fails when
+// there is more.
+func TestLimitInputExact(t *testing.T) {
+	withCaps(t, 10, DefaultMaxRecords, DefaultMaxSeries)
+	b, err := io.ReadAll(LimitInput(strings.NewReader("0123456789")))
+	if err != nil || string(b) != "0123456789" {
+		t.Errorf("%q, %v", b, err)
+	}
+	_, err = io.ReadAll(LimitInput(strings.NewReader("0123456789A")))
+	var le *LimitError
+	if !errors.As(err, &le) {
+		t.Errorf("11 bytes through a 10-byte cap: %v", err)
+	}
+}
