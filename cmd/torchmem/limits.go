@@ -51,7 +51,7 @@ func parseByteCount(s string, max int64) (int, error) {
 	}
 	n, err := strconv.Atoi(t)
 	if err != nil || n <= 0 || int64(n) > max/int64(mult) {
-		return 0, fmt.Errorf("want a positive count up to %d such as 268435456 or 256MiB, got %q", max, s)
+		return 0, fmt.Errorf("want a positive byte count up to %d such as 268435456 or 256MiB, got %q", max, s)
 	}
 	return n * mult, nil
 }
