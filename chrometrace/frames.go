@@ -5,13 +5,37 @@ import (
 	"strings"
 )
 
-// Frame is a python_function name split into its parts:
-// "path/file.py(123): func" -> File "path/file.py", Line 123, Function "func".
-// Module frames ("nn.Module: Linear_0") and built-ins have no file.
+// Frame is one stack frame: the one frame type of torchmem. Traces name
+// Python frames "path/file.py(123): func" (ParseFrame splits them);
+// allocator snapshots record them as {filename, line, name}, C++ frames
+// included. Module frames ("nn.Module: Linear_0") and built-ins have no
+// file.
 type Frame struct {
-	File     string
-	Line     int
-	Function string
+	Filename string `json:"filename"`
+	Line     int    `json:"line"`
+	Name     string `json:"name"`
+}
+
+// IsPython reports whether the frame is Python code (not a C++ frame from
+// the unwinder, whose file is "??", "" or a .cpp/.h).
+func (f Frame) IsPython() bool { return strings.HasSuffix(f.Filename, ".py") }
+
+// String names the frame the one way every output does: Python frames as
+// the profiler writes them, "path/file.py(123): func", with library paths
+// shortened (ShortPath); C++ frames by their name.
+func (f Frame) String() string {
+	if f.IsPython() || f.Line > 0 {
+		return FrameName(ShortPath(f.Filename), f.Line, f.Name)
+	}
+	if f.Filename == "" || f.Filename == "??" {
+		return f.Name
+	}
+	return f.Filename + " " + f.Name
+}
+
+// FrameName writes a frame as python_function events name it.
+func FrameName(file string, line int, function string) string {
+	return file + "(" + strconv.Itoa(line) + "): " + function
 }
 
 // ParseFrame splits a python_function name; ok is false for names that are
@@ -26,7 +50,64 @@ func ParseFrame(name string) (Frame, bool) {
 	if err != nil {
 		return Frame{}, false
 	}
-	return Frame{File: name[:open], Line: line, Function: name[closeParen+3:]}, true
+	return Frame{Filename: name[:open], Line: line, Name: name[closeParen+3:]}, true
+}
+
+// ShortPath shortens a library file's absolute path to the part Python
+// imports it by, as profiler traces write it:
+// "/opt/venv/lib/python3.12/site-packages/torch/nn/modules/module.py" ->
+// "torch/nn/modules/module.py", ".../lib/python3.12/threading.py" ->
+// "threading.py". The user's own paths are kept as recorded.
+func ShortPath(path string) string {
+	for _, marker := range []string{"/site-packages/", "/dist-packages/"} {
+		if i := strings.LastIndex(path, marker); i >= 0 {
+			return path[i+len(marker):]
+		}
+	}
+	if i := strings.Index(path, "/lib/python3"); i >= 0 {
+		rest := path[i+len("/lib/python3"):]
+		if j := strings.IndexByte(rest, '/'); j >= 0 {
+			return rest[j+1:]
+		}
+	}
+	if i := strings.LastIndex(path, "/torch/"); i >= 0 && IsLibraryFile(path) {
+		return path[i+1:]
+	}
+	return path
+}
+
+// UserChain is the user's view of a call chain (outermost first): the
+// frames of the user's own code, library plumbing between them collapsed
+// away, and when the innermost frame is library code, that frame,
+// shortened ("torch/nn/modules/linear.py(134): forward"): the library
+// function the user's line led to. Library frames above the user's
+// outermost frame (the interpreter, runpy, threading) are dropped. A chain
+// of library frames only is kept whole, shortened: something must name
+// the site.
+func UserChain(frames []string) []string {
+	out := make([]string, 0, len(frames))
+	for _, f := range frames {
+		if !IsLibraryFrame(f) {
+			out = append(out, f)
+		}
+	}
+	if len(out) == 0 {
+		for _, f := range frames {
+			out = append(out, shortFrame(f))
+		}
+		return out
+	}
+	if n := len(frames); n > 0 && IsLibraryFrame(frames[n-1]) && !strings.HasPrefix(frames[n-1], "<") {
+		out = append(out, shortFrame(frames[n-1]))
+	}
+	return out
+}
+
+func shortFrame(name string) string {
+	if f, ok := ParseFrame(name); ok {
+		return FrameName(ShortPath(f.Filename), f.Line, f.Name)
+	}
+	return name
 }
 
 // NormalizeFrame drops object addresses from built-in frames
@@ -62,7 +143,7 @@ func IsLibraryFrame(name string) bool {
 		return true
 	}
 	if f, ok := ParseFrame(name); ok {
-		return IsLibraryFile(f.File)
+		return IsLibraryFile(f.Filename)
 	}
 	return IsLibraryFile(name)
 }

@@ -19,7 +19,7 @@ func TestIsLibraryFrame(t *testing.T) {
 			t.Errorf("IsLibraryFrame(%q) = %v", name, got)
 		}
 	}
-	if f, ok := ParseFrame("gen_traces.py(143): forward"); !ok || f.File != "gen_traces.py" || f.Line != 143 || f.Function != "forward" {
+	if f, ok := ParseFrame("gen_traces.py(143): forward"); !ok || f.Filename != "gen_traces.py" || f.Line != 143 || f.Name != "forward" {
 		t.Errorf("ParseFrame: %+v %v", f, ok)
 	}
 	if got := NormalizeFrame("<built-in method append of list object at 0x7f09249ac140>"); got != "<built-in method append of list object>" {

@@ -89,7 +89,7 @@ func SiteOf(attr *chrometrace.Attribution, i int, opts SiteOptions) Site {
 		frames[k] = chrometrace.NormalizeFrame(f)
 	}
 	if !opts.AllFrames {
-		frames = UserFrames(frames)
+		frames = chrometrace.UserChain(frames)
 	}
 	if opts.Depth > 0 && len(frames) > opts.Depth {
 		frames = frames[len(frames)-opts.Depth:]

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/torchmem/torchmem/chrometrace"
 )
 
 // Snapshot is a CUDA caching-allocator snapshot as written by
@@ -78,27 +80,11 @@ type TraceEntry struct {
 	UserMetadata   string
 }
 
-// Frame is one stack frame, innermost first; C++ frames are included.
-// Frames and whole stacks are shared between entries: treat as read-only.
-type Frame struct {
-	Filename string `json:"filename"`
-	Line     int    `json:"line"`
-	Name     string `json:"name"`
-}
-
-// IsPython reports whether the frame is Python code (not a C++ frame from
-// the unwinder, whose file is "??", "" or a .cpp/.h).
-func (f Frame) IsPython() bool { return strings.HasSuffix(f.Filename, ".py") }
-
-func (f Frame) String() string {
-	if f.Line > 0 {
-		return fmt.Sprintf("%s:%d %s", f.Filename, f.Line, f.Name)
-	}
-	if f.Filename == "" || f.Filename == "??" {
-		return f.Name
-	}
-	return f.Filename + " " + f.Name
-}
+// Frame is one stack frame of a snapshot, innermost first; C++ frames are
+// included. It is chrometrace.Frame: one frame type for traces and
+// snapshots. Frames and whole stacks are shared between entries: treat as
+// read-only.
+type Frame = chrometrace.Frame
 
 // AllocatorSettings is the allocator configuration in force at the dump.
 type AllocatorSettings struct {

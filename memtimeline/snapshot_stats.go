@@ -89,6 +89,30 @@ type LeakCandidate struct {
 	ActiveAtDumpBytes int64 `json:"active_at_dump_bytes"`
 	FirstTimeUS       int64 `json:"first_time_us"`
 	LastTimeUS        int64 `json:"last_time_us"`
+	// StepBytes is what the group kept from each ProfilerStep#N, in step
+	// order (steps it kept nothing from are left out).
+	StepBytes []StepBytes `json:"step_bytes"`
+	// MaxRetentionSteps is the most step boundaries a freed allocation of
+	// the same site lived across: a rolling buffer of K steps frees what
+	// it kept K steps later, a leak never does.
+	MaxRetentionSteps int `json:"max_retention_steps"`
+	// LibraryAllocs counts allocations made inside library code called by
+	// the site (a layer's forward computing an output or saving an
+	// activation), as against allocations made on the site's own line.
+	LibraryAllocs int `json:"library_allocs"`
+	// CopyAllocs counts allocations whose C++ frames show a copy (clone,
+	// copy_, to): a tensor duplicated to be kept.
+	CopyAllocs int `json:"copy_allocs"`
+	// HookFrame is set when the site runs as a hook: called by
+	// torch/nn/modules/module.py's hook dispatch rather than as forward.
+	HookFrame *Frame `json:"hook_frame,omitempty"`
+}
+
+// StepBytes is what a leak candidate kept from one step.
+type StepBytes struct {
+	Step  int   `json:"step"`
+	Bytes int64 `json:"bytes"`
+	Count int   `json:"count"`
 }
 
 // OOMEvent is an out-of-memory recorded in a device trace.
@@ -114,6 +138,10 @@ type SnapshotReport struct {
 	// TraceStartUS and TraceEndUS bound the recorded history (epoch µs).
 	TraceStartUS int64 `json:"trace_start_us"`
 	TraceEndUS   int64 `json:"trace_end_us"`
+	// Steps are the ProfilerStep#N numbers the history annotates, in
+	// order; BackwardSteps those in which autograd's backward allocated.
+	Steps         []int `json:"steps"`
+	BackwardSteps []int `json:"backward_steps"`
 }
 
 // DefaultBarWidth is the number of cells in a segment fill bar.
@@ -133,6 +161,7 @@ func AnalyzeSnapshot(s *Snapshot, barWidth int) *SnapshotReport {
 		OOMs:         s.OOMs(),
 		TraceEntries: map[string]int{},
 	}
+	rep.Steps, rep.BackwardSteps = s.stepsWithBackward()
 	for _, tr := range s.DeviceTraces {
 		for _, e := range tr {
 			rep.TraceEntries[e.Action]++
@@ -354,6 +383,10 @@ func isAllocatorMachinery(name string) bool {
 	return false
 }
 
+// pythonFrames keeps the Python frames of a stack (up to limit, 0 for
+// all), innermost first. Stacks recorded with C++ frames put the outermost
+// Python frames after the interpreter's own (_start): dropping the C++
+// frames leaves the Python ones in call order, caller line included.
 func pythonFrames(stack []Frame, limit int) []Frame {
 	var out []Frame
 	for _, f := range stack {
@@ -382,14 +415,35 @@ func (s *Snapshot) LeakCandidates() []LeakCandidate {
 	}
 	steps := s.stepRanges()
 	var out []LeakCandidate
-	groupSteps := map[int]map[int]bool{}
+	groupSteps := map[int]map[int]*StepBytes{}
 	for dev, tr := range s.DeviceTraces {
 		live := map[uint64]int{} // addr -> index of its alloc in tr
+		// Freed allocations that crossed step boundaries, by site.
+		retention := map[Frame]int{}
+		sites := map[*Frame]Frame{} // stacks are shared: find each one's site once
+		siteOf := func(e *TraceEntry) Frame {
+			if len(e.Frames) == 0 {
+				return UserFrame(nil)
+			}
+			if s, ok := sites[&e.Frames[0]]; ok {
+				return s
+			}
+			site := UserFrame(e.Frames)
+			sites[&e.Frames[0]] = site
+			return site
+		}
 		for i, e := range tr {
 			switch e.Action {
 			case ActionAlloc:
 				live[e.Addr] = i
 			case ActionFreeRequested, ActionFreeCompleted:
+				if j, ok := live[e.Addr]; ok {
+					a, b := stepIndex(steps[dev], tr[j].TimeUS), stepIndex(steps[dev], e.TimeUS)
+					if a >= 0 && b > a {
+						site := siteOf(&tr[j])
+						retention[site] = max(retention[site], b-a)
+					}
+				}
 				delete(live, e.Addr)
 			}
 		}
@@ -399,25 +453,16 @@ func (s *Snapshot) LeakCandidates() []LeakCandidate {
 		}
 		sort.Ints(idx) // time order, so that the first allocation leads its group
 		groups := map[Frame]int{}
-		sites := map[*Frame]Frame{} // stacks are shared: find each one's site once
 		for _, i := range idx {
 			e := tr[i]
-			var site Frame
-			if len(e.Frames) == 0 {
-				site = UserFrame(nil)
-			} else if s, ok := sites[&e.Frames[0]]; ok {
-				site = s
-			} else {
-				site = UserFrame(e.Frames)
-				sites[&e.Frames[0]] = site
-			}
+			site := siteOf(&e)
 			g, ok := groups[site]
 			if !ok {
 				g = len(out)
 				groups[site] = g
 				out = append(out, LeakCandidate{
-					Device: dev, Site: site, Stack: pythonFrames(e.Frames, 8),
-					FirstTimeUS: e.TimeUS,
+					Device: dev, Site: site, Stack: pythonFrames(e.Frames, 0),
+					FirstTimeUS: e.TimeUS, MaxRetentionSteps: retention[site], HookFrame: hookFrame(e.Frames),
 				})
 			}
 			lc := &out[g]
@@ -427,16 +472,32 @@ func (s *Snapshot) LeakCandidates() []LeakCandidate {
 			if activeAtDump[e.Addr] {
 				lc.ActiveAtDumpBytes += e.Size
 			}
+			if allocatedInLibrary(e.Frames) {
+				lc.LibraryAllocs++
+			}
+			if copyFrames(e.Frames) {
+				lc.CopyAllocs++
+			}
 			if st := findStep(steps[dev], e.TimeUS); st >= 0 {
 				if groupSteps[g] == nil {
-					groupSteps[g] = map[int]bool{}
+					groupSteps[g] = map[int]*StepBytes{}
 				}
-				groupSteps[g][st] = true
+				sb := groupSteps[g][st]
+				if sb == nil {
+					sb = &StepBytes{Step: st}
+					groupSteps[g][st] = sb
+				}
+				sb.Bytes += e.Size
+				sb.Count++
 			}
 		}
 	}
 	for g, set := range groupSteps {
 		out[g].Steps = len(set)
+		for _, sb := range set {
+			out[g].StepBytes = append(out[g].StepBytes, *sb)
+		}
+		sort.Slice(out[g].StepBytes, func(i, j int) bool { return out[g].StepBytes[i].Step < out[g].StepBytes[j].Step })
 	}
 	// Memory left behind in many steps is the leak signature; among equals,
 	// the bigger group first.
@@ -450,6 +511,105 @@ func (s *Snapshot) LeakCandidates() []LeakCandidate {
 		return out[i].Count > out[j].Count
 	})
 	return out
+}
+
+// allocatedInLibrary: the innermost Python frame of the allocation is
+// library code (a layer's forward, a functional), not the user's line.
+func allocatedInLibrary(stack []Frame) bool {
+	for _, f := range stack {
+		if f.IsPython() {
+			return IsLibraryFrame(f)
+		}
+	}
+	return false
+}
+
+// copyFrames: the C++ frames show a tensor copy.
+func copyFrames(stack []Frame) bool {
+	for _, f := range stack {
+		if f.IsPython() {
+			return false
+		}
+		for _, c := range []string{"at::native::clone", "at::_ops::clone::", "at::native::_to_copy", "at::_ops::_to_copy::", "THPVariable_clone", "at::_ops::copy_::"} {
+			if strings.Contains(f.Name, c) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// hookFrame returns the user frame that torch/nn/modules/module.py called
+// other than as forward (a forward or backward hook), or nil.
+func hookFrame(stack []Frame) *Frame {
+	py := pythonFrames(stack, 0)
+	for i := 0; i+1 < len(py); i++ {
+		f, caller := py[i], py[i+1]
+		if !IsLibraryFrame(f) && f.Name != "forward" && strings.HasSuffix(caller.Filename, "torch/nn/modules/module.py") {
+			return &f
+		}
+	}
+	return nil
+}
+
+// stepsWithBackward lists the annotated ProfilerStep numbers and those in
+// which autograd's engine allocated (its C++ or Python frames).
+func (s *Snapshot) stepsWithBackward() (all, backward []int) {
+	ranges := s.stepRanges()
+	seen, bwd := map[int]bool{}, map[int]bool{}
+	for _, r := range ranges {
+		for _, sr := range r {
+			seen[sr.step] = true
+		}
+	}
+	for dev, tr := range s.DeviceTraces {
+		checked := map[*Frame]bool{}
+		for _, e := range tr {
+			if e.Action != ActionAlloc || len(e.Frames) == 0 {
+				continue
+			}
+			st := findStep(ranges[dev], e.TimeUS)
+			if st < 0 || bwd[st] {
+				continue
+			}
+			isBwd, ok := checked[&e.Frames[0]]
+			if !ok {
+				isBwd = backwardFrames(e.Frames)
+				checked[&e.Frames[0]] = isBwd
+			}
+			if isBwd {
+				bwd[st] = true
+			}
+		}
+	}
+	for st := range seen {
+		all = append(all, st)
+		if bwd[st] {
+			backward = append(backward, st)
+		}
+	}
+	sort.Ints(all)
+	sort.Ints(backward)
+	return all, backward
+}
+
+func backwardFrames(stack []Frame) bool {
+	for _, f := range stack {
+		if strings.Contains(f.Name, "torch::autograd::Engine::") || strings.Contains(f.Name, "_engine_run_backward") ||
+			(f.Name == "backward" && strings.HasSuffix(f.Filename, "torch/autograd/__init__.py")) {
+			return true
+		}
+	}
+	return false
+}
+
+// stepIndex is the index of the step window holding t, or -1.
+func stepIndex(r []stepRange, t int64) int {
+	i := sort.Search(len(r), func(i int) bool { return r[i].start > t }) - 1
+	if i >= 0 && t <= r[i].end {
+		return i
+	}
+	return -1
 }
 
 // stepRange is one ProfilerStep#N window in epoch microseconds.

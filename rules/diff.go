@@ -45,6 +45,9 @@ func SiteLabel(frames []string, operator string) string {
 	if where == "(no Python stack)" && len(frames) > 0 {
 		where = frames[len(frames)-1]
 	}
+	if operator == "" {
+		return where
+	}
 	return where + " via " + firstOp(operator)
 }
 

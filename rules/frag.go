@@ -735,7 +735,7 @@ func underEmptyCache(stack []string) bool {
 		if strings.Contains(f, "_cuda_emptyCache") {
 			return true
 		}
-		if fr, ok := chrometrace.ParseFrame(f); ok && fr.Function == "empty_cache" && strings.HasSuffix(fr.File, "cuda/memory.py") {
+		if fr, ok := chrometrace.ParseFrame(f); ok && fr.Name == "empty_cache" && strings.HasSuffix(fr.Filename, "cuda/memory.py") {
 			return true
 		}
 	}

@@ -96,6 +96,8 @@ type LeakSuspect struct {
 	Fix          string `json:"fix"`
 	// StackNote says how to read the stack's lines.
 	StackNote string `json:"stack_note,omitempty"`
+	// copy: the site's blocks are copies of other tensors (clone, to).
+	copy bool
 }
 
 // Leak is one leak of an input: its sites share a cause (kind).
@@ -190,11 +192,18 @@ func regularRun(bytes, blocks []int64, minSteps int) (run, bool) {
 	}
 	vb, vn := bytes[best.lo:hi+1], blocks[best.lo:hi+1]
 	steady := func(v []int64) bool { return slices.Max(v) <= 2*slices.Min(v) }
-	var sum int64
+	// Bytes per step: the mean of the steps near the median, so that a
+	// first step that also made one-time buffers at the same line does
+	// not count as growth.
+	med := slices.Sorted(slices.Values(vb))[len(vb)/2]
+	var sum, n int64
 	for _, b := range vb {
-		sum += b
+		if 10*b >= 9*med && 10*b <= 11*med {
+			sum += b
+			n++
+		}
 	}
-	best.bytesPerStep = sum / int64(len(vb))
+	best.bytesPerStep = sum / max(n, 1)
 	if increasing(vb) || increasing(vn) {
 		// Measured over every step of the stretch: the last one keeps
 		// the most, not extra outputs.
@@ -383,7 +392,7 @@ func AnalyzeLeaks(t *chrometrace.Trace, opts LeakOptions) LeakReport {
 		rep.Suspects = append(rep.Suspects, s)
 	}
 	sortSuspects(rep.Suspects)
-	rep.Leaks = groupLeaks(rep.Suspects, hooks, steps)
+	rep.Leaks = groupLeaks(rep.Suspects, hooks)
 	for i, l := range rep.Leaks {
 		for j := range l.Sites {
 			rep.Leaks[i].Sites[j].Evidence, rep.Leaks[i].Sites[j].Fix = l.Evidence, l.Fix
@@ -474,11 +483,14 @@ func isCopySite(op string) bool {
 // no op of the graph made (inputs, targets) are part of the same leak.
 // A single graph site on its own is a tensor kept in a container that
 // happens to carry its graph.
-func groupLeaks(suspects []LeakSuspect, hooks map[string]growingFrame, steps []chrometrace.Step) []Leak {
+func groupLeaks(suspects []LeakSuspect, hooks map[string]growingFrame) []Leak {
 	graphSites := map[string]int{}
 	for _, s := range suspects {
 		if s.Kind == KindAutogradGraph || s.Kind == KindRetainGraph {
 			graphSites[s.Kind]++
+			if s.Blocks >= 2*int64(s.StepsWithSurvivors) {
+				graphSites[s.Kind]++ // several tensors of a graph per step
+			}
 		}
 	}
 	graphKind := ""
@@ -492,9 +504,10 @@ func groupLeaks(suspects []LeakSuspect, hooks map[string]growingFrame, steps []c
 	for _, s := range suspects {
 		k := s.Kind
 		switch {
-		case (k == KindAutogradGraph || k == KindRetainGraph) && graphSites[k] < 2:
+		case (k == KindAutogradGraph || k == KindRetainGraph) && graphSites[k] < 2 && s.Blocks < 2*int64(s.StepsWithSurvivors):
+			// One tensor per step that carries its graph: kept in a container.
 			k = KindContainer
-		case k == KindContainer && graphKind != "" && !isCopySite(s.Operator):
+		case k == KindContainer && graphKind != "" && !isCopySite(s.Operator) && !s.copy:
 			k = graphKind
 		}
 		s.Kind = k
@@ -531,18 +544,27 @@ func explainLeak(l *Leak, hooks map[string]growingFrame) (evidence, fix string) 
 	where := top.Site
 	switch l.Kind {
 	case KindContainer:
-		return fmt.Sprintf("%s made by %s in each of %s has no autograd graph behind it and is never freed: a list, dict or cache keeps it",
-				memtimeline.FormatBytes(top.BytesPerStep), firstOp(top.Operator), steps),
+		by := "by " + firstOp(top.Operator)
+		if top.Operator == "" {
+			by = "at " + where
+		}
+		return fmt.Sprintf("%s made %s in each of %s has no autograd graph behind it and is never freed: a list, dict or cache keeps it",
+				memtimeline.FormatBytes(top.BytesPerStep), by, steps),
 			fmt.Sprintf("Stop keeping a tensor per step (called from %s): store .item() or .cpu() values, bound it (collections.deque(maxlen=N)), or clear it each step", where)
 	case KindAutogradGraph:
-		return fmt.Sprintf("outputs of %d forward operator site(s) that recorded an autograd graph survive %s and no backward ran over them: outputs that require grad are kept, and the activations their graph saved stay with them", len(l.Sites), steps),
+		return fmt.Sprintf("tensors made in the forward pass that recorded an autograd graph (%d site(s)) survive %s and no backward ran over them: outputs that require grad are kept, and the activations their graph saved stay with them", len(l.Sites), steps),
 			"Run evaluation under torch.no_grad() (or torch.inference_mode()); keep out.detach() or out.cpu() if the outputs are needed"
 	case KindRetainGraph:
 		return fmt.Sprintf("backward ran over these operators in each of %s, yet the %d tensor site(s) it saved survive: the graph is kept alive after backward (retain_graph=True with the loss or outputs kept)", steps, len(l.Sites)),
 			"Drop retain_graph=True unless the same graph is backwarded twice, and keep loss.item() or loss.detach() rather than the loss"
 	case KindHook:
 		for _, f := range top.Stack {
-			if h, ok := hooks[f]; ok {
+			h, ok := hooks[f]
+			if ok && len(h.counts) == 0 {
+				return fmt.Sprintf("%s runs as a hook (called by torch.nn's hook dispatch, not as forward) and keeps memory from each of %s: a hook registered every step and never removed piles up", f, steps),
+					fmt.Sprintf("Register the hook (%s) once, outside the loop, or keep its handle and call handle.remove()", f)
+			}
+			if ok {
 				return fmt.Sprintf("%s ran %s times in steps #%d..#%d, one more call each step: a hook registered every step and never removed keeps what it saves",
 						f, joinCounts(h.counts), h.first, h.last),
 					fmt.Sprintf("Register the hook (%s) once, outside the loop, or keep its handle and call handle.remove()", f)

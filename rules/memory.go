@@ -31,7 +31,7 @@ func LocationOf(stack []string) *Location {
 			continue
 		}
 		if f, ok := chrometrace.ParseFrame(stack[i]); ok {
-			return &Location{File: f.File, Line: f.Line, Function: f.Function}
+			return &Location{File: f.Filename, Line: f.Line, Function: f.Name}
 		}
 	}
 	return nil

@@ -1,12 +1,18 @@
 package rules
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 
+	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
 )
+
+// SnapshotLeaks is the input's snapshot leak report with default options.
+func (in *Input) SnapshotLeaks() LeakReport {
+	return Memo(in, "snapshot-leaks", func() LeakReport { return AnalyzeSnapshotLeaks(in.SnapshotReport(), DefaultLeakOptions()) })
+}
 
 // SnapshotReport is the input's allocator snapshot analysis.
 func (in *Input) SnapshotReport() *memtimeline.SnapshotReport {
@@ -15,70 +21,147 @@ func (in *Input) SnapshotReport() *memtimeline.SnapshotReport {
 
 // AnalyzeSnapshotLeaks answers the leak question from an allocator
 // snapshot's recorded history: allocations never freed, grouped by the
-// user's innermost frame. A group whose survivors were made in most of the
-// ProfilerStep windows the history saw is growth; one made in a single
-// step (parameters, optimizer state) is not.
+// user's innermost frame (the line that holds them), judged like a
+// trace's: a group that keeps memory from each of at least 3 consecutive
+// ProfilerSteps, steadily or more each step, is a leak at any size; one
+// made in a single step (parameters, optimizer state) or the last step or
+// two is not.
 func AnalyzeSnapshotLeaks(rep *memtimeline.SnapshotReport, opts LeakOptions) LeakReport {
-	out := LeakReport{Steps: []StepSurvivors{}, Suspects: []LeakSuspect{}}
-	if rep.TraceEntries == nil || len(rep.TraceEntries) == 0 {
+	out := LeakReport{Steps: []StepSurvivors{}, Suspects: []LeakSuspect{}, Leaks: []Leak{}}
+	minSteps := max(3, opts.MinSteps)
+	if len(rep.TraceEntries) == 0 {
 		out.Verdict = VerdictUnknown
 		out.Reason = "the snapshot has no recorded history: call torch.cuda.memory._record_memory_history() before the steps you want to see"
 		return out
 	}
-	maxSteps := 0
 	for _, c := range rep.Leaks {
-		maxSteps = max(maxSteps, c.Steps)
 		out.UnreleasedBytes += c.Bytes
 		out.UnreleasedBlocks += int64(c.Count)
 	}
-	if maxSteps == 0 {
+	stepIdx := map[int]int{}
+	for i, st := range rep.Steps {
+		stepIdx[st] = i
+		out.Steps = append(out.Steps, StepSurvivors{Name: fmt.Sprintf("ProfilerStep#%d", st), Number: int64(st), Steady: i >= len(rep.Steps)-opts.SteadySteps})
+	}
+	bwd := map[int]bool{}
+	for _, st := range rep.BackwardSteps {
+		bwd[st] = true
+	}
+	if len(rep.Steps) == 0 {
 		out.Verdict = VerdictUnknown
 		out.WholeWindow = true
 		out.Reason = fmt.Sprintf("the recorded history has no ProfilerStep annotations, so growth per step cannot be told; %s was never freed", memtimeline.FormatBytes(out.UnreleasedBytes))
-	}
-	for _, c := range rep.Leaks {
-		var stack []string
-		// The group's site (the user's innermost frame) may lie beyond the
-		// few frames kept for context: put it first, as the outermost.
-		if c.Site.Filename != "" && !slices.Contains(c.Stack, c.Site) {
-			stack = append(stack, fmt.Sprintf("%s(%d): %s", c.Site.Filename, c.Site.Line, c.Site.Name))
+		for _, c := range rep.Leaks {
+			stack := snapshotChain(c)
+			out.Suspects = append(out.Suspects, LeakSuspect{Bytes: c.Bytes, Blocks: int64(c.Count), Stack: stack, Site: SiteLabel(stack, ""),
+				FirstStep: -1, LastStep: -1, Kind: KindUnknown, StackNote: snapshotStackNote})
 		}
-		for i := len(c.Stack) - 1; i >= 0; i-- {
-			// Written like python_function names so one parser serves both.
-			f := c.Stack[i]
-			stack = append(stack, fmt.Sprintf("%s(%d): %s", f.Filename, f.Line, f.Name))
-		}
-		s := LeakSuspect{Bytes: c.Bytes, Blocks: int64(c.Count), Operator: "", Stack: nonNil(stack), FirstStep: -1, LastStep: -1, StepsWithSurvivors: c.Steps}
-		if c.Steps >= 3 {
-			s.BytesPerStep = c.Bytes / int64(c.Steps)
-			out.Suspects = append(out.Suspects, s)
-		} else if out.WholeWindow {
-			out.Suspects = append(out.Suspects, s)
-		}
-	}
-	slices.SortFunc(out.Suspects, func(a, b LeakSuspect) int {
-		return cmp.Or(cmp.Compare(b.BytesPerStep, a.BytesPerStep), cmp.Compare(b.Bytes, a.Bytes))
-	})
-	if out.WholeWindow {
+		sortSuspects(out.Suspects)
 		return out
 	}
-	for _, s := range out.Suspects {
-		out.GrowthBytesPerStep += s.BytesPerStep
+	if len(rep.Steps) < minSteps {
+		out.Verdict = VerdictUnknown
+		out.Reason = fmt.Sprintf("the recorded history annotates only %d ProfilerSteps: at least %d are needed to tell a leak from the last steps' outputs", len(rep.Steps), minSteps)
+		return out
 	}
-	if out.GrowthBytesPerStep >= opts.MinBytesPerStep && len(out.Suspects) > 0 {
+	hooks := map[string]growingFrame{}
+	for _, c := range rep.Leaks {
+		bytes, blocks := make([]int64, len(rep.Steps)), make([]int64, len(rep.Steps))
+		for _, sb := range c.StepBytes {
+			if i, ok := stepIdx[sb.Step]; ok {
+				out.Steps[i].SurvivorBytes += sb.Bytes
+				out.Steps[i].SurvivorBlocks += int64(sb.Count)
+				bytes[i] += sb.Bytes
+				blocks[i] += int64(sb.Count)
+			}
+		}
+		r, ok := regularRun(bytes, blocks, minSteps)
+		if !ok || r.hi-r.lo+1 <= c.MaxRetentionSteps {
+			continue
+		}
+		stack := snapshotChain(c)
+		s := LeakSuspect{
+			BytesPerStep: r.bytesPerStep, Stack: stack, Site: SiteLabel(stack, ""),
+			FirstStep: int64(rep.Steps[r.lo]), LastStep: int64(rep.Steps[r.hi]), StepsWithSurvivors: r.hi - r.lo + 1,
+			BytesByStep: slices.Clone(bytes[r.lo : r.hi+1]), Accelerating: r.accelerating, StackNote: snapshotStackNote,
+			copy: 2*c.CopyAllocs > c.Count,
+		}
+		for k := r.lo; k <= r.hi; k++ {
+			s.Blocks += blocks[k]
+			s.Bytes += bytes[k]
+		}
+		backwardSteps := 0
+		for k := r.lo; k <= r.hi; k++ {
+			if bwd[rep.Steps[k]] {
+				backwardSteps++
+			}
+		}
+		switch {
+		case c.HookFrame != nil:
+			s.Kind = KindHook
+			hooks[userName(*c.HookFrame, scriptDir(c.Stack))] = growingFrame{first: s.FirstStep, last: s.LastStep}
+		case 2*c.LibraryAllocs > c.Count && !s.copy:
+			// Tensors made inside layers (outputs, saved activations).
+			s.Kind = KindAutogradGraph
+			if 2*backwardSteps > r.hi-r.lo+1 {
+				s.Kind = KindRetainGraph
+			}
+		default:
+			s.Kind = KindContainer
+		}
+		out.Suspects = append(out.Suspects, s)
+	}
+	sortSuspects(out.Suspects)
+	out.Leaks = groupLeaks(out.Suspects, hooks)
+	out.Suspects = out.Suspects[:0]
+	for i, l := range out.Leaks {
+		for j := range l.Sites {
+			out.Leaks[i].Sites[j].Evidence, out.Leaks[i].Sites[j].Fix = l.Evidence, l.Fix
+		}
+		out.Suspects = append(out.Suspects, out.Leaks[i].Sites...)
+		out.GrowthBytesPerStep += l.BytesPerStep
+	}
+	sortSuspects(out.Suspects)
+	if len(out.Leaks) > 0 {
+		l := out.Leaks[0]
 		out.Verdict = VerdictLeak
-		out.Reason = fmt.Sprintf("%s per step never freed: allocations from %d steps at %s are still alive", memtimeline.FormatBytes(out.GrowthBytesPerStep), out.Suspects[0].StepsWithSurvivors, siteName(out.Suspects[0].Stack, ""))
-	} else {
-		out.Verdict = VerdictClean
-		out.Reason = fmt.Sprintf("no site keeps memory from 3 or more steps; %s never freed comes from one-off allocations (parameters, optimizer state, the last step)", memtimeline.FormatBytes(out.UnreleasedBytes))
+		out.Reason = fmt.Sprintf("%s per step never freed: %s keeps memory from each of steps #%d..#%d", memtimeline.FormatBytes(out.GrowthBytesPerStep), l.Sites[0].Site, l.FirstStep, l.LastStep)
+		if l.Accelerating {
+			out.Reason += fmt.Sprintf(", more every step (accelerating, +%s per step each step)", memtimeline.FormatBytes(l.AccelerationBytes))
+		}
+		out.Reason += fmt.Sprintf("; kind %s: %s", l.Kind, l.Evidence)
+		if len(out.Leaks) > 1 {
+			out.Reason += fmt.Sprintf(" (and %d more leak(s))", len(out.Leaks)-1)
+		}
+		return out
 	}
+	out.Verdict = VerdictClean
+	out.Reason = fmt.Sprintf("no site keeps memory from %d consecutive steps; %s never freed comes from one-off allocations (parameters, optimizer state, the last steps' outputs)", minSteps, memtimeline.FormatBytes(out.UnreleasedBytes))
 	return out
+}
+
+const snapshotStackNote = "from the allocator snapshot: each frame's line is the line that was running (the call), down to the allocating line"
+
+// snapshotChain is a leak candidate's user call chain, outermost first,
+// C++ frames dropped and library paths shortened.
+func snapshotChain(c memtimeline.LeakCandidate) []string {
+	names := make([]string, 0, len(c.Stack)+1)
+	root := scriptDir(c.Stack)
+	for i := len(c.Stack) - 1; i >= 0; i-- {
+		if f := c.Stack[i]; f.IsPython() {
+			names = append(names, userName(f, root))
+		}
+	}
+	if len(names) == 0 && c.Site.Name != "" {
+		names = append(names, c.Site.String())
+	}
+	return nonNil(chrometrace.UserChain(names))
 }
 
 func init() {
 	Register(&Rule{
 		ID:          "snapshot.leak",
-		Description: "Allocator snapshot: allocations from step after step at the same line were never freed",
+		Description: "Allocator snapshot: the same line keeps memory from each of 3 or more consecutive steps (a leak at any size; under the threshold in bytes per step it is a warning)",
 		Severity:    Error,
 		Threshold:   1 << 20,
 		Unit:        "bytes_per_step",
@@ -86,20 +169,7 @@ func init() {
 			if in.Snapshot == nil {
 				return nil
 			}
-			opts := DefaultLeakOptions()
-			opts.MinBytesPerStep = int64(r.Threshold)
-			rep := AnalyzeSnapshotLeaks(in.SnapshotReport(), opts)
-			if rep.Verdict != VerdictLeak {
-				return nil
-			}
-			s := rep.Suspects[0]
-			return []Finding{{
-				Title:    fmt.Sprintf("Leak: %s per step never freed at %s", memtimeline.FormatBytes(s.BytesPerStep), siteName(s.Stack, "")),
-				Detail:   fmt.Sprintf("%d allocations (%s) made in %d steps were never freed.", s.Blocks, memtimeline.FormatBytes(s.Bytes), s.StepsWithSurvivors),
-				Advice:   "Find what keeps a reference to these tensors at that line.",
-				Location: LocationOf(s.Stack),
-				Metrics:  map[string]float64{"bytes_per_step": float64(s.BytesPerStep), "blocks": float64(s.Blocks)},
-			}}
+			return leakFindings(in.SnapshotLeaks(), r.Threshold)
 		},
 	})
 	Register(&Rule{
@@ -156,4 +226,35 @@ func init() {
 			}}
 		},
 	})
+}
+
+// userName names a snapshot frame the way traces do: relative to the
+// script's directory root when under it, library paths shortened.
+func userName(f memtimeline.Frame, root string) string {
+	if root != "" && strings.HasPrefix(f.Filename, root) {
+		f.Filename = f.Filename[len(root):]
+	}
+	return f.String()
+}
+
+// scriptDir is the directory of the script the stack started in (its
+// outermost "<module>" frame), with a trailing slash, or "". Python puts
+// that directory first on sys.path, so profiler traces name the files in
+// it and below relative to it ("train.py", "models/net.py"); snapshot
+// frames, which carry absolute paths, are named the same way.
+func scriptDir(stack []memtimeline.Frame) string {
+	for i := len(stack) - 1; i >= 0; i-- {
+		f := stack[i]
+		if !f.IsPython() {
+			continue
+		}
+		if f.Name != "<module>" || chrometrace.IsLibraryFile(f.Filename) {
+			return ""
+		}
+		if j := strings.LastIndexByte(f.Filename, '/'); j >= 0 {
+			return f.Filename[:j+1]
+		}
+		return ""
+	}
+	return ""
 }

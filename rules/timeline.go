@@ -400,13 +400,9 @@ func pyFrameIndex(in *Input) *pyFrameLookup {
 // pyFrameName is "file.py(123): func" as the profiler writes frames.
 var pyFrameName = regexp.MustCompile(`^(.+)\((\d+)\): (.+)$`)
 
-// libraryFrame reports frames of torch or installed packages, which are
-// not where the user can change anything.
-func libraryFrame(file string) bool {
-	return strings.HasPrefix(file, "<") || strings.HasPrefix(file, "torch/") ||
-		strings.Contains(file, "site-packages/") || strings.Contains(file, "dist-packages/") ||
-		strings.Contains(file, "/torch/")
-}
+// libraryFrame reports frames of torch, installed packages or the
+// standard library: the one user-code test (chrometrace.IsLibraryFile).
+func libraryFrame(file string) bool { return chrometrace.IsLibraryFile(file) }
 
 func (fi *pyFrameLookup) userLocation(th chrometrace.ThreadID, ts int64) *Location {
 	l := fi.byThread[th]
