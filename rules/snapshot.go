@@ -9,11 +9,6 @@ import (
 	"github.com/torchmem/torchmem/memtimeline"
 )
 
-// SnapshotLeaks is the input's snapshot leak report with default options.
-func (in *Input) SnapshotLeaks() LeakReport {
-	return Memo(in, "snapshot-leaks", func() LeakReport { return AnalyzeSnapshotLeaks(in.SnapshotReport(), DefaultLeakOptions()) })
-}
-
 // SnapshotReport is the input's allocator snapshot analysis.
 func (in *Input) SnapshotReport() *memtimeline.SnapshotReport {
 	return Memo(in, "snapshot", func() *memtimeline.SnapshotReport { return memtimeline.AnalyzeSnapshot(in.Snapshot, 0) })
