@@ -98,6 +98,9 @@ type LeakSuspect struct {
 	StackNote string `json:"stack_note,omitempty"`
 	// copy: the site's blocks are copies of other tensors (clone, to).
 	copy bool
+	// location is the allocating line as recorded (a snapshot's absolute
+	// path), for findings; nil: from the stack.
+	location *Location
 }
 
 // Leak is one leak of an input: its sites share a cause (kind).
@@ -799,13 +802,16 @@ func leakFindings(rep LeakReport, threshold float64) []Finding {
 			Detail:   strings.TrimSuffix(strings.TrimSuffix(d.String(), ";"), ".") + ".",
 			Advice:   l.Fix + ".",
 			Operator: firstOp(top.Operator),
-			Location: LocationOf(top.Stack),
+			Location: top.location,
 			Metrics: map[string]float64{"bytes_per_step": float64(l.BytesPerStep), "sites": float64(len(l.Sites)),
 				"steps": float64(top.StepsWithSurvivors), "growth_bytes_per_step": float64(rep.GrowthBytesPerStep)},
 			belowThreshold: float64(l.BytesPerStep) < threshold,
 		}
 		if top.Operator == "" {
 			f.Operator = ""
+		}
+		if f.Location == nil {
+			f.Location = LocationOf(top.Stack)
 		}
 		out = append(out, f)
 	}

@@ -81,6 +81,9 @@ func AnalyzeSnapshotLeaks(rep *memtimeline.SnapshotReport, opts LeakOptions) Lea
 			BytesByStep: slices.Clone(bytes[r.lo : r.hi+1]), Accelerating: r.accelerating, StackNote: snapshotStackNote,
 			copy: 2*c.CopyAllocs > c.Count,
 		}
+		if c.Site.IsPython() {
+			s.location = &Location{File: c.Site.Filename, Line: c.Site.Line, Function: c.Site.Name}
+		}
 		for k := r.lo; k <= r.hi; k++ {
 			s.Blocks += blocks[k]
 			s.Bytes += bytes[k]

@@ -228,6 +228,7 @@ func leakEvidence(in *Input) []LeakEvidence {
 		e := fromReport(SourceSnapshot, rep)
 		// The snapshot's history covers every step it saw; its suspects
 		// say how many.
+		e.Steps = 0
 		for _, s := range rep.Suspects {
 			e.Steps = max(e.Steps, s.StepsWithSurvivors)
 		}
