@@ -3,6 +3,7 @@ package memtimeline
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -73,6 +74,104 @@ type Composition struct {
 	// not from tensors' roles (torch's export_memory_timeline knows those).
 	Estimated bool   `json:"estimated"`
 	Note      string `json:"note"`
+	// Torch is torch's own split at the same moment, from an
+	// export_memory_timeline file of the same run, mapped to these
+	// categories; Agreement compares the two (1: the same shares).
+	Torch     []Share `json:"torch_categories,omitempty"`
+	Agreement float64 `json:"agreement,omitempty"`
+}
+
+// torchCategory maps export_memory_timeline's categories to a
+// composition's: the batch (INPUT) is held like an activation, autograd's
+// bookkeeping is temporary.
+var torchCategory = map[string]string{
+	"PARAMETER": CatParameter, "OPTIMIZER_STATE": CatOptimizerState, "INPUT": CatActivation,
+	"TEMPORARY": CatTemporary, "ACTIVATION": CatActivation, "GRADIENT": CatGradient,
+	"AUTOGRAD_DETAIL": CatTemporary, "Unknown": CatUnknown,
+}
+
+// TorchSplitAt is torch's category split at ts (on the timeline's clock:
+// a trace's ts plus its baseTimeNanoseconds), in CompositionCategories
+// order; nil when ts is outside the timeline.
+func TorchSplitAt(tl *CategoryTimeline, ts int64) []Share {
+	i := -1
+	for k, t := range tl.Times {
+		if t <= ts {
+			i = k
+		}
+	}
+	if i < 0 || (tl.Len() > 0 && ts > tl.Times[tl.Len()-1]+int64(1e9)) {
+		return nil
+	}
+	by := map[string]int64{}
+	for k, name := range tl.Categories {
+		c := torchCategory[name]
+		if c == "" {
+			c = CatUnknown
+		}
+		by[c] += tl.Bytes[k][i]
+	}
+	out := make([]Share, len(CompositionCategories))
+	for k, c := range CompositionCategories {
+		out[k] = Share{Name: c, Bytes: by[c]}
+	}
+	return out
+}
+
+// CompareWithTorch sets c.Torch and c.Agreement from torch's timeline of
+// the same run. Torch counts tensors only: allocator blocks that are no
+// tensor (cuBLAS workspaces) are the difference between the allocator's
+// total and the timeline's and sit in the estimate's unknown share, so
+// they are left out of the comparison.
+func (c *Composition) CompareWithTorch(tl *CategoryTimeline, baseNs int64) bool {
+	torch := TorchSplitAt(tl, c.TNs+baseNs)
+	if torch == nil {
+		return false
+	}
+	var total int64
+	for _, s := range torch {
+		total += s.Bytes
+	}
+	ours := slices.Clone(c.ByCategory)
+	if extra := c.AllocatedBytes - total; extra > 0 {
+		for i := range ours {
+			if ours[i].Name == CatUnknown {
+				ours[i].Bytes -= min(extra, ours[i].Bytes)
+			}
+		}
+	}
+	c.Torch, c.Agreement = torch, CategoryAgreement(ours, torch)
+	return true
+}
+
+// CategoryAgreement is 1 minus the total variation distance between two
+// splits as fractions of their totals: 1 when the shares are equal, 0 when
+// they share nothing.
+func CategoryAgreement(a, b []Share) float64 {
+	var ta, tb float64
+	bb := map[string]float64{}
+	for _, s := range a {
+		ta += float64(s.Bytes)
+	}
+	for _, s := range b {
+		tb += float64(s.Bytes)
+		bb[s.Name] += float64(s.Bytes)
+	}
+	if ta == 0 || tb == 0 {
+		return 0
+	}
+	var d float64
+	seen := map[string]bool{}
+	for _, s := range a {
+		seen[s.Name] = true
+		d += math.Abs(float64(s.Bytes)/ta - bb[s.Name]/tb)
+	}
+	for name, v := range bb {
+		if !seen[name] {
+			d += v / tb
+		}
+	}
+	return 1 - d/2
 }
 
 // PeakComposition is the composition at the moment allocated memory

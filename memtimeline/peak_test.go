@@ -2,68 +2,17 @@ package memtimeline
 
 import (
 	"fmt"
-	"math"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/torchmem/torchmem/chrometrace"
 )
 
-// torchCategory maps export_memory_timeline's categories to ours: the
-// batch (INPUT) is held like an activation, autograd's bookkeeping is
-// temporary.
-var torchCategory = map[string]string{
-	"PARAMETER": CatParameter, "OPTIMIZER_STATE": CatOptimizerState, "INPUT": CatActivation,
-	"TEMPORARY": CatTemporary, "ACTIVATION": CatActivation, "GRADIENT": CatGradient,
-	"AUTOGRAD_DETAIL": CatTemporary, "Unknown": CatUnknown,
-}
-
-// torchSplitAt is torch's category split at ts: the last timeline point at
-// or before ts.
-func torchSplitAt(tl *CategoryTimeline, ts int64) map[string]int64 {
-	i := -1
-	for k, t := range tl.Times {
-		if t <= ts {
-			i = k
-		}
-	}
-	out := map[string]int64{}
-	if i < 0 {
-		return out
-	}
-	for k, name := range tl.Categories {
-		out[torchCategory[name]] += tl.Bytes[k][i]
-	}
-	return out
-}
-
-// categoryAgreement is 1 minus the total variation distance between the
-// two splits as fractions of their totals: 1 when the shares are equal, 0
-// when they share nothing.
-func categoryAgreement(ours []Share, torch map[string]int64) float64 {
-	var to, tt float64
-	for _, s := range ours {
-		to += float64(s.Bytes)
-	}
-	for _, v := range torch {
-		tt += float64(v)
-	}
-	if to == 0 || tt == 0 {
-		return 0
-	}
-	var d float64
-	for _, s := range ours {
-		d += math.Abs(float64(s.Bytes)/to - float64(torch[s.Name])/tt)
-	}
-	return 1 - d/2
-}
-
-func formatSplit(ours []Share, torch map[string]int64) string {
+func formatSplit(ours, torch []Share) string {
 	var b strings.Builder
-	for _, s := range ours {
-		fmt.Fprintf(&b, " %s %s/%s", s.Name, FormatBytes(s.Bytes), FormatBytes(torch[s.Name]))
+	for i, s := range ours {
+		fmt.Fprintf(&b, " %s %s/%s", s.Name, FormatBytes(s.Bytes), FormatBytes(torch[i].Bytes))
 	}
 	return b.String()
 }
@@ -110,31 +59,23 @@ func TestPeakCategoriesAgreeWithTorch(t *testing.T) {
 			if c == nil {
 				t.Fatal("no composition")
 			}
-			torch := torchSplitAt(tl, c.TNs+tr.Meta.BaseTimeNanoseconds)
-			// Torch's timeline counts tensors only: allocator blocks that
-			// are no tensor (cuBLAS workspaces) are the constant difference
-			// between the allocator's total and the timeline's, and sit in
-			// our unknown share; leave them out of the comparison.
-			var torchTotal int64
-			for _, v := range torch {
-				torchTotal += v
+			if !c.CompareWithTorch(tl, tr.Meta.BaseTimeNanoseconds) {
+				t.Fatal("the peak is outside torch's timeline")
 			}
-			ours := slices.Clone(c.ByCategory)
-			if extra := c.AllocatedBytes - torchTotal; extra > 0 {
-				for i := range ours {
-					if ours[i].Name == CatUnknown {
-						ours[i].Bytes -= min(extra, ours[i].Bytes)
-					}
+			var torchTotal, torchUnknown int64
+			for _, s := range c.Torch {
+				torchTotal += s.Bytes
+				if s.Name == CatUnknown {
+					torchUnknown = s.Bytes
 				}
 			}
-			a := categoryAgreement(ours, torch)
-			t.Logf("peak %s at %s (%s): agreement %.2f:%s", FormatBytes(c.AllocatedBytes), c.Step, c.Phase, a, formatSplit(ours, torch))
-			if torch[CatUnknown]*2 > torchTotal {
-				t.Logf("torch itself leaves %s of %s uncategorized: no comparison", FormatBytes(torch[CatUnknown]), FormatBytes(torchTotal))
+			t.Logf("peak %s at %s (%s): agreement %.2f:%s", FormatBytes(c.AllocatedBytes), c.Step, c.Phase, c.Agreement, formatSplit(c.ByCategory, c.Torch))
+			if torchUnknown*2 > torchTotal {
+				t.Logf("torch itself leaves %s of %s uncategorized: no comparison", FormatBytes(torchUnknown), FormatBytes(torchTotal))
 				return
 			}
-			if a < 0.75 {
-				t.Errorf("agreement with torch's categories %.2f, want >= 0.75", a)
+			if c.Agreement < 0.75 {
+				t.Errorf("agreement with torch's categories %.2f, want >= 0.75", c.Agreement)
 			}
 			if !c.Estimated || c.Note == "" {
 				t.Error("the composition does not say its categories are an estimate")

@@ -141,6 +141,9 @@ type PeakAnswer struct {
 	Holders []Holder `json:"holders"`
 	// Composition splits the peak by line, operator and category.
 	Composition *memtimeline.Composition `json:"composition,omitempty"`
+	// TorchSource is the export_memory_timeline file whose categories
+	// Composition.Torch holds.
+	TorchSource string `json:"torch_categories_from,omitempty"`
 }
 
 // Verdict is the answer for one run and rank.
@@ -631,6 +634,25 @@ func judgePeak(ins []*Input) *PeakAnswer {
 		}
 	}
 	if ans != nil {
+		// Torch's own categories, when the run exported its memory
+		// timeline: measured, not estimated.
+		var base int64
+		for _, in := range ins {
+			if in.Source == ans.Source {
+				base = in.Trace.Meta.BaseTimeNanoseconds
+			}
+		}
+		for _, in := range ins {
+			if in.Timeline == nil || base <= 0 {
+				continue
+			}
+			c := *ans.Composition
+			if c.CompareWithTorch(in.Timeline, base) {
+				ans.Composition = &c
+				ans.TorchSource = in.Source
+				break
+			}
+		}
 		return ans
 	}
 	for _, in := range ins {

@@ -277,3 +277,37 @@ func TestGroupInputsKeepsUnrelatedTracesApart(t *testing.T) {
 		t.Errorf("groups %+v", gs)
 	}
 }
+
+// Disagreement is information: the sources' figures, which is trusted and
+// what to record to settle it.
+func TestJudgeLeakDisagreement(t *testing.T) {
+	steps := LeakEvidence{Source: "r/steps.jsonl", Kind: SourceSteps, Verdict: VerdictLeak, BytesPerStep: 16 << 20, Steps: 200, R2: 0.99}
+	traceClean := LeakEvidence{Source: "r/trace.json.gz", Kind: SourceTrace, Verdict: VerdictClean, Steps: 3, R2: 1}
+	traceLeak := LeakEvidence{Source: "r/trace.json.gz", Kind: SourceTrace, Verdict: VerdictLeak, BytesPerStep: 16 << 20, Steps: 3, R2: 1,
+		LeakKind: KindContainer, Location: &Location{File: "train.py", Line: 40}, Holding: []string{"train.py(10): main", "train.py(40): step"}}
+	stepsClean := LeakEvidence{Source: "r/steps.jsonl", Kind: SourceSteps, Verdict: VerdictClean, Steps: 200, R2: 0.1}
+	snapOff := LeakEvidence{Source: "r/s.pickle", Kind: SourceSnapshot, Verdict: VerdictLeak, BytesPerStep: 40 << 20, Steps: 8, R2: 1}
+	for _, c := range []struct {
+		name                  string
+		ev                    []LeakEvidence
+		verdict, from, settle string
+		kind                  string
+	}{
+		{"log grows, window clean", []LeakEvidence{traceClean, steps}, VerdictLeak, "steps.jsonl", "starts after the window", ""},
+		{"window leaks, log flat", []LeakEvidence{traceLeak, stepsClean}, VerdictLeak, "trace.json.gz", "does not grow", KindContainer},
+		{"all agree", []LeakEvidence{traceLeak, steps}, VerdictLeak, "steps.jsonl", "", KindContainer},
+		{"figures differ", []LeakEvidence{traceLeak, snapOff}, VerdictLeak, "s.pickle", "figures differ", KindContainer},
+		{"all clean", []LeakEvidence{traceClean, stepsClean}, VerdictClean, "steps.jsonl", "", ""},
+	} {
+		a := judgeLeak(c.ev)
+		if a.Verdict != c.verdict || !strings.Contains(a.From, c.from) || a.Kind != c.kind {
+			t.Errorf("%s: %s from %q kind %q", c.name, a.Verdict, a.From, a.Kind)
+		}
+		if (c.settle == "") != (a.Settle == "") || !strings.Contains(a.Settle, c.settle) {
+			t.Errorf("%s: settle %q, want %q", c.name, a.Settle, c.settle)
+		}
+		if c.verdict == VerdictLeak && c.kind != "" && (a.Location == nil || a.Location.Line != 40) {
+			t.Errorf("%s: holding line %v from the trace", c.name, a.Location)
+		}
+	}
+}

@@ -149,10 +149,20 @@ type reportAnswer struct {
 	PeakLines []memtimeline.Share
 	PeakOps   []memtimeline.Share
 	PeakNote  string
+	TorchBar  []reportBarSegment
+	TorchNote string
+	// OOMs show what was alive at each out-of-memory a trace recorded.
+	OOMs []reportOOM
 	Evidence  []rules.LeakEvidence
 	Charts    []reportChart
 	// TimelineNotes say what the combined timeline could not place.
 	TimelineNotes []string
+}
+
+type reportOOM struct {
+	Title string
+	Bar   []reportBarSegment
+	Lines []memtimeline.Share
 }
 
 type reportLine struct {
@@ -218,6 +228,13 @@ func buildReportAnswer(idPrefix string, v rules.Verdict) (reportAnswer, error) {
 	}
 	for _, o := range v.OOMs {
 		a.Lines = append(a.Lines, reportLine{Label: "OOM", Text: oomLine(o)})
+		if c := o.Composition; c != nil && c.AllocatedBytes > 0 {
+			t := fmt.Sprintf("What was alive when %s failed: %s allocated", memtimeline.FormatBytes(o.RequestBytes), memtimeline.FormatBytes(c.AllocatedBytes))
+			if c.Step != "" {
+				t += " at " + c.Step
+			}
+			a.OOMs = append(a.OOMs, reportOOM{Title: t, Bar: barSegments(c.ByCategory), Lines: c.ByLine[:min(5, len(c.ByLine))]})
+		}
 	}
 	if v.Frag != nil {
 		a.Lines = append(a.Lines, reportLine{Label: "FRAG", Text: fragLine(v.Frag)})
@@ -232,15 +249,10 @@ func buildReportAnswer(idPrefix string, v rules.Verdict) (reportAnswer, error) {
 			if c.Phase != "" {
 				a.PeakTitle += " (" + c.Phase + ")"
 			}
-			var total int64
-			for _, k := range c.ByCategory {
-				total += k.Bytes
-			}
-			for _, k := range c.ByCategory {
-				if k.Bytes <= 0 || total == 0 {
-					continue
-				}
-				a.Bar = append(a.Bar, reportBarSegment{Name: k.Name, Bytes: k.Bytes, Percent: fmt.Sprintf("%.2f", 100*float64(k.Bytes)/float64(total))})
+			a.Bar = barSegments(c.ByCategory)
+			if len(c.Torch) > 0 {
+				a.TorchBar = barSegments(c.Torch)
+				a.TorchNote = fmt.Sprintf("torch's own categories from %s at the same moment; the estimate above agrees %.0f%% (1 - total variation distance of the shares, leaving out allocator blocks that are no tensor)", filepath.Base(p.TorchSource), 100*c.Agreement)
 			}
 			a.PeakLines = c.ByLine[:min(5, len(c.ByLine))]
 			a.PeakOps = c.ByOperator[:min(5, len(c.ByOperator))]
@@ -273,6 +285,22 @@ func buildReportAnswer(idPrefix string, v rules.Verdict) (reportAnswer, error) {
 		}
 	}
 	return a, nil
+}
+
+// barSegments turns a split into a stacked bar's segments.
+func barSegments(shares []memtimeline.Share) []reportBarSegment {
+	var total int64
+	for _, k := range shares {
+		total += max(0, k.Bytes)
+	}
+	var out []reportBarSegment
+	for _, k := range shares {
+		if k.Bytes <= 0 || total == 0 {
+			continue
+		}
+		out = append(out, reportBarSegment{Name: k.Name, Bytes: k.Bytes, Percent: fmt.Sprintf("%.2f", 100*float64(k.Bytes)/float64(total))})
+	}
+	return out
 }
 
 func writePage(path string, page reportPage) error {

@@ -108,6 +108,16 @@ func holdingChain(l rules.LeakAnswer, limit int) string {
 	return s
 }
 
+// displayPath shortens an absolute path of the user's code to its last
+// two elements for the verdict's line (JSON and SARIF keep it whole).
+func displayPath(p string) string {
+	if !filepath.IsAbs(p) {
+		return p
+	}
+	dir, file := filepath.Split(p)
+	return "…/" + filepath.Join(filepath.Base(dir), file)
+}
+
 // leakLine is the LEAK/CLEAN/UNKNOWN entry's text, with the holding
 // chain inline (text and Markdown) or without (HTML collapses it).
 func leakLine(l rules.LeakAnswer) string { return leakText(l, true) }
@@ -120,7 +130,7 @@ func leakText(l rules.LeakAnswer, chain bool) string {
 			s += ", " + l.Kind
 		}
 		if l.Location != nil {
-			s += " held at " + l.Location.String()
+			s += fmt.Sprintf(" held at %s:%d", displayPath(l.Location.File), l.Location.Line)
 			if l.Location.Function != "" {
 				s += " (" + l.Location.Function + ")"
 			}
@@ -217,12 +227,23 @@ func peakLine(p *rules.PeakAnswer) string {
 	return s
 }
 
-// categoryLine is the peak's split by category, largest first.
+// categoryLine is the peak's split by category, largest first: torch's
+// own when the run exported its memory timeline, else the estimate.
 func categoryLine(c *memtimeline.Composition) string {
 	if c == nil {
 		return ""
 	}
-	shares := slices.Clone(c.ByCategory)
+	if len(c.Torch) > 0 {
+		return fmt.Sprintf("by category (torch's export_memory_timeline; the estimate agrees %.0f%%): %s", 100*c.Agreement, joinShares(c.Torch))
+	}
+	if s := joinShares(c.ByCategory); s != "" {
+		return "by category (estimated from lifetimes and phases): " + s
+	}
+	return ""
+}
+
+func joinShares(in []memtimeline.Share) string {
+	shares := slices.Clone(in)
 	slices.SortStableFunc(shares, func(a, b memtimeline.Share) int { return cmp.Compare(b.Bytes, a.Bytes) })
 	var cs []string
 	for _, k := range shares {
@@ -230,10 +251,7 @@ func categoryLine(c *memtimeline.Composition) string {
 			cs = append(cs, fmt.Sprintf("%s %s", strings.ReplaceAll(k.Name, "_", " "), memtimeline.FormatBytes(k.Bytes)))
 		}
 	}
-	if len(cs) == 0 {
-		return ""
-	}
-	return "by category (estimated from lifetimes and phases): " + strings.Join(cs, ", ")
+	return strings.Join(cs, ", ")
 }
 
 // verdictHeader names the group and its files.

@@ -147,3 +147,24 @@ func TestSnippetDirectoryOneVerdict(t *testing.T) {
 		t.Error("the run's timeline is not at the top")
 	}
 }
+
+// Where the run exported torch's memory timeline, the peak's categories
+// are torch's own beside the estimate, with their agreement; an OOM shows
+// what was alive when it failed.
+func TestReportPeakAgainstTorchAndOOM(t *testing.T) {
+	for _, c := range []struct{ dir, want string }{
+		{"../../testdata/gpu/leak_hook_every_step", "(torch's export_memory_timeline)"},
+		{"../../testdata/gpu/oom", "What was alive when 300.00 GB failed"},
+	} {
+		page := filepath.Join(t.TempDir(), "r.html")
+		torchmem(t, "report", c.dir, "-o", page)
+		b, _ := os.ReadFile(page)
+		if !strings.Contains(string(b), c.want) {
+			t.Errorf("%s: report lacks %q", c.dir, c.want)
+		}
+	}
+	out, _, _ := torchmem(t, "analyze", "../../testdata/gpu/leak_hook_every_step")
+	if !strings.Contains(out, "by category (torch's export_memory_timeline; the estimate agrees") {
+		t.Errorf("analyze does not give torch's categories:\n%s", out)
+	}
+}
