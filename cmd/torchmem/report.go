@@ -152,9 +152,9 @@ type reportAnswer struct {
 	TorchBar  []reportBarSegment
 	TorchNote string
 	// OOMs show what was alive at each out-of-memory a trace recorded.
-	OOMs []reportOOM
-	Evidence  []rules.LeakEvidence
-	Charts    []reportChart
+	OOMs     []reportOOM
+	Evidence []rules.LeakEvidence
+	Charts   []reportChart
 	// TimelineNotes say what the combined timeline could not place.
 	TimelineNotes []string
 }
