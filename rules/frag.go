@@ -181,9 +181,12 @@ type ReservedDrop struct {
 	Bytes         int64  `json:"bytes"`
 	ReservedAfter int64  `json:"reserved_after_bytes"`
 	// CudaFreeCalls are the cudaFree calls since the previous memory event;
-	// EmptyCache is true when they ran under torch.cuda.empty_cache().
+	// EmptyCache is true when they ran under torch.cuda.empty_cache(),
+	// OOMRetry when the allocator freed its cache to retry a request that
+	// then failed with out-of-memory.
 	CudaFreeCalls int64 `json:"cuda_free_calls"`
 	EmptyCache    bool  `json:"empty_cache"`
+	OOMRetry      bool  `json:"oom_retry"`
 }
 
 // SegmentCalls sums the caching allocator's calls into the CUDA runtime.
@@ -243,6 +246,15 @@ type FragReport struct {
 	// (or in the other pool); FragmentedMissBytes is the reserved they added.
 	FragmentedMisses    int64          `json:"fragmented_misses"`
 	FragmentedMissBytes int64          `json:"fragmented_miss_bytes"`
+	// Misses lists them (first 20); Pools is each pool at the window's end.
+	Misses []FragmentedMiss `json:"misses"`
+	Pools  []PoolUse        `json:"pools"`
+	// OOMRetryCalls are cudaMalloc/cudaFree calls of the allocator's retry
+	// before an out-of-memory error (it frees its cache and tries again),
+	// and RefillMallocs the cudaMalloc calls that grew reserved back to
+	// where it was before that flush: neither is churn.
+	OOMRetryCalls int64 `json:"oom_retry_calls"`
+	RefillMallocs int64 `json:"refill_mallocs"`
 	SegmentCalls        SegmentCalls   `json:"segment_calls"`
 	ReservedDrops       []ReservedDrop `json:"reserved_drops"`
 	Signals             []FragSignal   `json:"signals"`
@@ -271,6 +283,7 @@ func AnalyzeFrag(t *chrometrace.Trace, opts FragOptions) FragReport {
 		Device: opts.Device, Steps: []FragStep{}, Histogram: slices.Clone(fragBuckets),
 		SmallAllocs:   SmallAllocs{MaxBytes: opts.SmallMaxBytes, TopSites: []CodeSite{}},
 		ReservedDrops: []ReservedDrop{}, Reasons: []string{}, Advice: []string{}, Signals: []FragSignal{},
+		Misses: []FragmentedMiss{}, Pools: []PoolUse{},
 		SegmentCalls: SegmentCalls{TopSites: []CodeSite{}},
 	}
 	// GPU memory events of the selected device(s), in time order.
@@ -373,11 +386,19 @@ func AnalyzeFrag(t *chrometrace.Trace, opts FragOptions) FragReport {
 	}
 	sa.TopSites = smallSites.top(opts.TopSites, sa.Count, nSteps)
 
-	// Reserved minus allocated over time on one GPU, segment grows and drops.
+	// Reserved minus allocated over time on one GPU, segment grows and
+	// drops, followed per pool (fragpool.go).
 	type pending struct{ frees int64 }
 	calls := runtimeCalls(t)
+	oomRetry := oomRetryCalls(t, calls, mem, rep.Device)
+	oomTS := oomTimes(t, rep.Device)
 	nextCall := 0
 	var prev *chrometrace.MemoryEvent
+	pools := newPoolSim()
+	poolMisses := [2]PoolUse{}
+	refillTo := int64(-1) // reserved before an OOM retry's flush, while growing back
+	isRefill := map[int64]bool{}
+	refillGrows := make([]int64, len(rep.Steps))
 	for _, i := range mem {
 		e := &t.Memory[i]
 		if int(e.DeviceID) != rep.Device {
@@ -410,25 +431,58 @@ func AnalyzeFrag(t *chrometrace.Trace, opts FragOptions) FragReport {
 			st.PeakAllocated = max(st.PeakAllocated, e.TotalAllocated)
 			st.PeakReserved = max(st.PeakReserved, e.TotalReserved)
 		}
-		if prev != nil && e.TotalReserved > prev.TotalReserved {
-			grown := e.TotalReserved - prev.TotalReserved
-			if k >= 0 {
-				rep.Steps[k].SegmentGrows++
-				rep.Steps[k].ReservedGrownBytes += grown
-			}
-			if idle := prev.TotalReserved - prev.TotalAllocated; e.Bytes > 0 && idle >= e.Bytes {
-				rep.FragmentedMisses++
-				rep.FragmentedMissBytes += grown
-			}
-		}
 		if prev != nil && e.TotalReserved < prev.TotalReserved {
 			dropped := prev.TotalReserved - e.TotalReserved
 			if k >= 0 {
 				rep.Steps[k].ReservedReturnedBytes += dropped
 			}
-			rep.ReservedDrops = append(rep.ReservedDrops, ReservedDrop{TS: e.TS, Step: stepName(k), Bytes: dropped, ReservedAfter: e.TotalReserved, CudaFreeCalls: freesBefore.frees, EmptyCache: emptyCache})
+			retry := oomBetween(oomTS, prev.TS, e.TS)
+			if retry {
+				refillTo = max(refillTo, prev.TotalReserved)
+			}
+			rep.ReservedDrops = append(rep.ReservedDrops, ReservedDrop{TS: e.TS, Step: stepName(k), Bytes: dropped, ReservedAfter: e.TotalReserved,
+				CudaFreeCalls: freesBefore.frees, EmptyCache: emptyCache, OOMRetry: retry})
+			pools.release(dropped)
+		}
+		grown := int64(0)
+		if prev != nil && e.TotalReserved > prev.TotalReserved {
+			grown = e.TotalReserved - prev.TotalReserved
+			if k >= 0 {
+				rep.Steps[k].SegmentGrows++
+				rep.Steps[k].ReservedGrownBytes += grown
+			}
+			if refillTo >= 0 && e.TotalReserved <= refillTo {
+				isRefill[e.TS] = true
+				if k >= 0 {
+					refillGrows[k]++
+				}
+			} else {
+				refillTo = -1
+			}
+		}
+		if e.Bytes > 0 {
+			if grown > 0 {
+				p := poolOf(e.Bytes)
+				if idle := pools.idle(p); idle >= e.Bytes {
+					rep.FragmentedMisses++
+					rep.FragmentedMissBytes += grown
+					poolMisses[p].Misses++
+					poolMisses[p].MissBytes += grown
+					if len(rep.Misses) < 20 {
+						rep.Misses = append(rep.Misses, FragmentedMiss{TS: e.TS, Step: stepName(k), Pool: poolNames[p], RequestBytes: e.Bytes, GrownBytes: grown, PoolIdleBytes: idle})
+					}
+				}
+				pools.grow(e.Addr, e.Bytes, grown)
+			}
+			pools.alloc(e.Addr, e.Bytes)
+		} else {
+			pools.free(e.Addr, -e.Bytes)
 		}
 		prev = e
+	}
+	rep.Pools = pools.use()
+	for p := range rep.Pools {
+		rep.Pools[p].Misses, rep.Pools[p].MissBytes = poolMisses[p].Misses, poolMisses[p].MissBytes
 	}
 
 	// cudaMalloc / cudaFree per step, and which steady-state calls are churn.
@@ -444,7 +498,12 @@ func AnalyzeFrag(t *chrometrace.Trace, opts FragOptions) FragReport {
 		peakSoFar = max(peakSoFar, st.PeakAllocated)
 	}
 	callSites := newSiteCounter()
-	for _, c := range calls {
+	for ci, c := range calls {
+		if oomRetry[ci] {
+			rep.OOMRetryCalls++
+		} else if c.malloc && isRefill[nextMemTS(t, mem, rep.Device, c.ts)] {
+			rep.RefillMallocs++
+		}
 		k := stepOf(c.ts)
 		if c.malloc {
 			sc.CudaMalloc++
@@ -476,6 +535,9 @@ func AnalyzeFrag(t *chrometrace.Trace, opts FragOptions) FragReport {
 		} else {
 			sc.SteadyCudaFree++
 		}
+		if oomRetry[ci] || (c.malloc && isRefill[nextMemTS(t, mem, rep.Device, c.ts)]) {
+			continue // the allocator's OOM retry, and growing back after it
+		}
 		if !c.malloc || !st.NewPeak {
 			st.ChurnCalls++
 			for j, f := range stack {
@@ -501,21 +563,27 @@ func AnalyzeFrag(t *chrometrace.Trace, opts FragOptions) FragReport {
 			st.CudaMalloc = st.SegmentGrows
 			st.CudaFree = 0
 		}
+		retryDrops := make([]int64, len(rep.Steps))
 		for _, d := range rep.ReservedDrops {
 			if k := stepIndex(rep.Steps, d.Step); k >= 0 {
 				rep.Steps[k].CudaFree++
+				if d.OOMRetry {
+					retryDrops[k]++
+					rep.OOMRetryCalls++
+				}
 			}
 		}
 		for k := range rep.Steps {
 			st := &rep.Steps[k]
 			sc.CudaMalloc += st.CudaMalloc
 			sc.CudaFree += st.CudaFree
+			rep.RefillMallocs += refillGrows[k]
 			if st.Steady {
 				sc.SteadyCudaMalloc += st.CudaMalloc
 				sc.SteadyCudaFree += st.CudaFree
-				st.ChurnCalls = st.CudaFree
+				st.ChurnCalls = st.CudaFree - retryDrops[k]
 				if !st.NewPeak {
-					st.ChurnCalls += st.CudaMalloc
+					st.ChurnCalls += st.CudaMalloc - refillGrows[k]
 				}
 			}
 		}
@@ -555,19 +623,27 @@ func (rep *FragReport) judge(opts FragOptions, steadySteps int) {
 	}
 
 	gap := FragSignal{ID: RuleReservedGap, Threshold: opts.MinGapFraction, Unit: "fraction"}
-	if p := rep.GapAtPeak; p != nil {
-		gap.Value = p.Fraction
-		gap.Fired = p.Fraction >= opts.MinGapFraction && p.Gap >= opts.MinGapBytes && rep.FragmentedMisses > 0
-		gap.Detail = fmt.Sprintf("at peak allocated (%s, %s) reserved was %s: %s (%.1f%%) idle in the cache",
-			memtimeline.FormatBytes(p.Allocated), p.Step, memtimeline.FormatBytes(p.Reserved), memtimeline.FormatBytes(p.Gap), 100*p.Fraction)
+	if p, l := rep.GapAtPeak, rep.LargestGap; p != nil && l != nil {
+		// Wasted: segments added while their pool held the bytes idle (at
+		// least MinGapBytes of them), with reserved running far above
+		// allocated (the largest gap of the window, MinGapFraction).
+		gap.Value = l.Fraction
+		gap.Fired = l.Fraction >= opts.MinGapFraction && rep.FragmentedMissBytes >= opts.MinGapBytes
+		gap.Detail = fmt.Sprintf("at peak allocated (%s, %s) reserved was %s: %s (%.1f%%) idle in the cache; at most %s (%.1f%%, %s)",
+			memtimeline.FormatBytes(p.Allocated), p.Step, memtimeline.FormatBytes(p.Reserved), memtimeline.FormatBytes(p.Gap), 100*p.Fraction,
+			memtimeline.FormatBytes(l.Gap), 100*l.Fraction, l.Step)
 		switch {
 		case rep.FragmentedMisses > 0:
-			gap.Detail += fmt.Sprintf("; %d new segment(s) (%s) were allocated while at least the requested bytes sat idle in the cache",
+			gap.Detail += fmt.Sprintf("; %d new segment(s) (%s) were allocated while the same pool held at least the requested bytes idle, not in one piece",
 				rep.FragmentedMisses, memtimeline.FormatBytes(rep.FragmentedMissBytes))
-		case p.Fraction >= opts.MinGapFraction:
-			gap.Detail += "; but no segment was added while a request would have fit in the idle cache: the idle memory was reserved earlier (warm-up, cudnn benchmarking, an earlier higher peak) and is not shown to be fragmented"
+			if len(rep.Misses) > 0 {
+				m := rep.Misses[0]
+				gap.Detail += fmt.Sprintf(" (first: %s in the %s pool asked for while it held %s idle)", memtimeline.FormatBytes(m.RequestBytes), m.Pool, memtimeline.FormatBytes(m.PoolIdleBytes))
+			}
+		case l.Fraction >= opts.MinGapFraction:
+			gap.Detail += "; but no segment was added while the request's pool held enough idle bytes: the idle memory was reserved earlier (warm-up, cudnn benchmarking, an earlier higher peak) or sits in the other pool, and is not shown to be fragmented"
 		}
-		gap.Detail += fmt.Sprintf(" (limit %.0f%% and %s)", 100*opts.MinGapFraction, memtimeline.FormatBytes(opts.MinGapBytes))
+		gap.Detail += fmt.Sprintf(" (limit: %.0f%% idle and %s of such segments)", 100*opts.MinGapFraction, memtimeline.FormatBytes(opts.MinGapBytes))
 	}
 
 	sc := rep.SegmentCalls
@@ -588,6 +664,9 @@ func (rep *FragReport) judge(opts FragOptions, steadySteps int) {
 		}
 		if sc.EmptyCacheFrees > 0 {
 			churn.Detail += fmt.Sprintf("; %d cudaFree ran inside torch.cuda.empty_cache()", sc.EmptyCacheFrees)
+		}
+		if rep.OOMRetryCalls+rep.RefillMallocs > 0 {
+			churn.Detail += fmt.Sprintf("; %d calls of the allocator's retry before out-of-memory and %d cudaMalloc growing the cache back after it are not churn", rep.OOMRetryCalls, rep.RefillMallocs)
 		}
 		if cause, ok := sc.cause(); churn.Fired && ok {
 			if strings.Contains(cause.Operator, emptyCacheOp) {
@@ -613,9 +692,13 @@ func (rep *FragReport) judge(opts FragOptions, steadySteps int) {
 	if churn.Fired {
 		rep.Advice = append(rep.Advice, rep.churnAdvice()...)
 	}
-	if len(rep.Reasons) > 0 {
+	// Fragmented means the cache wastes memory: blocks too small to share
+	// (a flood of tiny tensors) or idle bytes that could not serve the
+	// requests of their pool. Churn alone costs time, not memory: it is its
+	// own finding (memory.cudamalloc-churn), not this verdict.
+	if flood.Fired || gap.Fired {
 		rep.Verdict = VerdictFragmented
-		rep.Reason = strings.Join(rep.Reasons, "; ")
+		rep.Reason = "the cache wastes memory: " + rep.wasteSentence(flood.Fired, gap.Fired) + "; " + strings.Join(rep.Reasons, "; ")
 		return
 	}
 	rep.Verdict = VerdictOK
@@ -626,6 +709,9 @@ func (rep *FragReport) judge(opts FragOptions, steadySteps int) {
 		}
 	}
 	rep.Reason = "no fragmentation signal: " + strings.Join(parts, "; ")
+	if churn.Fired {
+		rep.Reason = "no memory wasted, but the cache keeps calling the driver (memory.cudamalloc-churn): " + strings.Join(parts, "; ")
+	}
 	rep.Reasons = parts
 }
 
@@ -880,7 +966,7 @@ func init() {
 	})
 	Register(&Rule{
 		ID:          RuleReservedGap,
-		Description: "A large reserved-minus-allocated gap at peak while the allocator still asked for new segments",
+		Description: "The cache wastes memory: new segments while their pool (small <= 1 MiB, large) held at least the requested bytes idle, with reserved far above allocated",
 		Severity:    Warning,
 		Threshold:   DefaultFragOptions().MinGapFraction,
 		Unit:        "fraction",
@@ -890,13 +976,14 @@ func init() {
 				if !sig.Fired {
 					return Finding{}, false
 				}
-				p := rep.GapAtPeak
+				l := rep.LargestGap
 				return Finding{
-					Title:  fmt.Sprintf("%s (%.0f%%) of reserved memory idle at peak on GPU %d", memtimeline.FormatBytes(p.Gap), 100*p.Fraction, rep.Device),
+					Title: fmt.Sprintf("The cache wastes memory on GPU %d: %s of new segments while their pool held the bytes idle, reserved up to %s (%.0f%%) above allocated",
+						rep.Device, memtimeline.FormatBytes(rep.FragmentedMissBytes), memtimeline.FormatBytes(l.Gap), 100*l.Fraction),
 					Detail: sig.Detail + ".",
 					Advice: AdviceExpandableSegments + " " + AdviceMaxSplitSize,
-					Metrics: map[string]float64{"fraction": p.Fraction, "gap_bytes": float64(p.Gap), "reserved_bytes": float64(p.Reserved),
-						"allocated_bytes": float64(p.Allocated), "fragmented_misses": float64(rep.FragmentedMisses)},
+					Metrics: map[string]float64{"fraction": l.Fraction, "gap_bytes": float64(l.Gap), "reserved_bytes": float64(l.Reserved),
+						"allocated_bytes": float64(l.Allocated), "fragmented_misses": float64(rep.FragmentedMisses), "fragmented_miss_bytes": float64(rep.FragmentedMissBytes)},
 				}, true
 			})
 		},
@@ -930,4 +1017,74 @@ func init() {
 			})
 		},
 	})
+}
+
+// oomTimes are the out-of-memory events of a GPU, in time order.
+func oomTimes(t *chrometrace.Trace, device int) []int64 {
+	var out []int64
+	for _, o := range t.OOMs {
+		if o.DeviceType.IsGPU() && (device < 0 || int(o.DeviceID) == device) {
+			out = append(out, o.TS)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func oomBetween(ooms []int64, from, to int64) bool {
+	k, _ := slices.BinarySearch(ooms, from)
+	return k < len(ooms) && ooms[k] <= to
+}
+
+// oomRetryCalls marks the runtime calls of the allocator's retry before
+// each out-of-memory error: every cudaMalloc (failing) and cudaFree (its
+// cache flushed) after the device's last memory event before the error.
+func oomRetryCalls(t *chrometrace.Trace, calls []runtimeCall, mem []int32, device int) map[int]bool {
+	out := map[int]bool{}
+	for _, ts := range oomTimes(t, device) {
+		last := int64(-1 << 62)
+		for _, i := range mem {
+			e := &t.Memory[i]
+			if int(e.DeviceID) == device && e.TS < ts {
+				last = max(last, e.TS)
+			}
+		}
+		for ci, c := range calls {
+			if c.ts > last && c.ts <= ts {
+				out[ci] = true
+			}
+		}
+	}
+	return out
+}
+
+// nextMemTS is the time of the device's first memory event at or after ts
+// (the allocation a cudaMalloc call was made for), -1 when none.
+func nextMemTS(t *chrometrace.Trace, mem []int32, device int, ts int64) int64 {
+	k, _ := slices.BinarySearchFunc(mem, ts, func(i int32, ts int64) int { return cmp.Compare(t.Memory[i].TS, ts) })
+	for ; k < len(mem); k++ {
+		if e := &t.Memory[mem[k]]; int(e.DeviceID) == device {
+			return e.TS
+		}
+	}
+	return -1
+}
+
+// wasteSentence says in bytes what the cache wastes.
+func (rep *FragReport) wasteSentence(flood, gap bool) string {
+	var parts []string
+	if gap {
+		s := fmt.Sprintf("%d new segment(s), %s of reserved memory, were added while their pool already held at least the requested bytes idle", rep.FragmentedMisses, memtimeline.FormatBytes(rep.FragmentedMissBytes))
+		if l := rep.LargestGap; l != nil {
+			s += fmt.Sprintf("; reserved ran %s (%.0f%%) above allocated (%s)", memtimeline.FormatBytes(l.Gap), 100*l.Fraction, l.Step)
+		}
+		parts = append(parts, s)
+	}
+	if flood {
+		sa := rep.SmallAllocs
+		perStep := float64(sa.Bytes) / float64(max(sa.Count, 1)) * sa.PerStep
+		parts = append(parts, fmt.Sprintf("%.0f blocks of <= %s per step (%s per step) are each rounded to 512 B and packed into 2 MiB small-pool segments, which they keep split",
+			sa.PerStep, memtimeline.FormatBytes(sa.MaxBytes), memtimeline.FormatBytes(int64(perStep))))
+	}
+	return strings.Join(parts, "; ")
 }

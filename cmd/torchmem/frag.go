@@ -29,17 +29,22 @@ func newFragCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "frag INPUT...",
 		Short: "Is the CUDA caching allocator fragmented: 4 KB floods, reserved-allocated gap, cudaMalloc churn",
-		Long: `Reads a profiler trace (recorded with profile_memory=True) and looks for the
-signs of a fragmented or thrashing caching allocator:
+		Long: `Reads a profiler trace (recorded with profile_memory=True) and asks whether
+the caching allocator wastes memory, by its own rules: requests of <= 1 MiB
+come from the small pool's 2 MiB segments, larger ones from the large pool,
+and a free block of one pool never serves the other. FRAGMENTED means:
 
   - a flood of small blocks: thousands of allocations of <= 4 KiB per step
-    making most of all allocations (the sites that make them are listed);
-  - a large gap between reserved and allocated memory at the peak while the
-    allocator still asked the driver for new segments: memory it held but
-    could not use for the request;
-  - cudaMalloc/cudaFree after the first step: the cache keeps missing, or
-    torch.cuda.empty_cache() in the loop gives segments back that the next
-    step takes again (reserved memory drops, then cudaMalloc).
+    making most of all allocations (the sites that make them are listed); or
+  - new segments added while their own pool already held at least the
+    requested bytes idle (not in one piece), at least --min-gap-bytes of
+    them, with reserved running far above allocated (--min-gap-fraction).
+
+cudaMalloc/cudaFree after the first step (the cache keeps missing, or
+torch.cuda.empty_cache() in the loop gives segments back that the next step
+takes again) is reported as churn: it costs time, not memory. The
+allocator's retry before an out-of-memory error (it frees its cache and
+tries again) and growing the cache back after it are not churn.
 
 It also prints the allocation size histogram (by the allocator's size
 classes), alloc/free traffic per step and the reserved-minus-allocated gap.
@@ -63,8 +68,8 @@ Exit status: 0 ok or unknown, 1 fragmented, 2 bad input.`,
 	f.Int64Var(&o.SmallMaxBytes, "small-max-bytes", def.SmallMaxBytes, "largest block size counted as a small allocation")
 	f.Float64Var(&o.MinSmallPerStep, "min-small-per-step", def.MinSmallPerStep, "small allocations per step that make a flood (with --min-small-fraction)")
 	f.Float64Var(&o.MinSmallFraction, "min-small-fraction", def.MinSmallFraction, "share of all allocations that small ones must reach for a flood")
-	f.Float64Var(&o.MinGapFraction, "min-gap-fraction", def.MinGapFraction, "reserved-minus-allocated at peak, as a fraction of reserved, that counts as a gap")
-	f.Int64Var(&o.MinGapBytes, "min-gap-bytes", def.MinGapBytes, "smallest reserved-minus-allocated gap at peak, in bytes, that counts")
+	f.Float64Var(&o.MinGapFraction, "min-gap-fraction", def.MinGapFraction, "reserved-minus-allocated (its largest in the window), as a fraction of reserved, that counts as a gap")
+	f.Int64Var(&o.MinGapBytes, "min-gap-bytes", def.MinGapBytes, "bytes of segments added while their pool held the request's bytes idle that count as waste")
 	f.Float64Var(&o.MinChurnPerStep, "min-churn-per-step", def.MinChurnPerStep, "cudaMalloc/cudaFree calls per step after the first that count as churn")
 	f.IntVar(&o.Depth, "depth", def.Depth, "Python frames kept per site stack (innermost)")
 	f.IntVar(&o.TopSites, "top", 5, "sites shown (0 = all)")
@@ -269,7 +274,11 @@ func writeFragReport(w io.Writer, path string, rep *rules.FragReport, format str
 	}
 	gapRow("Reserved - allocated at peak allocated", rep.GapAtPeak, "")
 	gapRow("Largest reserved - allocated", rep.LargestGap, "")
-	tw.AppendRow(table.Row{"New segments while the request fit in idle cache", fmt.Sprint(rep.FragmentedMisses), memtimeline.FormatBytes(rep.FragmentedMissBytes) + " reserved: memory held but not usable for the request"})
+	tw.AppendRow(table.Row{"New segments while their pool held the bytes idle", fmt.Sprint(rep.FragmentedMisses), memtimeline.FormatBytes(rep.FragmentedMissBytes) + " reserved: memory held but not in one piece for the request"})
+	for _, p := range rep.Pools {
+		tw.AppendRow(table.Row{fmt.Sprintf("%s pool", strings.ToUpper(p.Pool[:1])+p.Pool[1:]), fmt.Sprintf("%d segment miss(es), %s", p.Misses, memtimeline.FormatBytes(p.MissBytes)),
+			fmt.Sprintf("at the end: %s in segments made in the window, at least %s idle", memtimeline.FormatBytes(p.SegmentBytes), memtimeline.FormatBytes(p.IdleAtLeastBytes))})
+	}
 	sc := rep.SegmentCalls
 	source := "from CUDA runtime events"
 	if sc.Source == "reserved" {
@@ -278,6 +287,9 @@ func writeFragReport(w io.Writer, path string, rep *rules.FragReport, format str
 	tw.AppendRow(table.Row{"cudaMalloc", fmt.Sprintf("%d (%s)", sc.CudaMalloc, formatNS(sc.CudaMallocNS)), fmt.Sprintf("%d after the first step, %s", sc.SteadyCudaMalloc, source)})
 	tw.AppendRow(table.Row{"cudaFree", fmt.Sprintf("%d (%s)", sc.CudaFree, formatNS(sc.CudaFreeNS)), fmt.Sprintf("%d after the first step, %d inside torch.cuda.empty_cache()", sc.SteadyCudaFree, sc.EmptyCacheFrees)})
 	tw.AppendRow(table.Row{"Churn after the first step", fmt.Sprintf("%.1f calls per step", sc.ChurnPerStep), "cudaFree, and cudaMalloc in steps without a new peak"})
+	if rep.OOMRetryCalls+rep.RefillMallocs > 0 {
+		tw.AppendRow(table.Row{"Out-of-memory retry", fmt.Sprintf("%d calls, %d refill cudaMalloc", rep.OOMRetryCalls, rep.RefillMallocs), "the allocator freeing its cache to retry, and growing it back after: not churn"})
+	}
 	renderTable(w, tw, format)
 	fmt.Fprintln(w)
 

@@ -84,7 +84,7 @@ func TestFragExitCodes(t *testing.T) {
 		t.Errorf("markdown: exit %d\n%s", code, out)
 	}
 	// Thresholds are flags: above the planted numbers the verdict is ok.
-	if _, code := fragOutput(t, "frag_small_allocs", "--min-small-per-step", "4000", "--min-churn-per-step", "5"); code != exitOK {
+	if _, code := fragOutput(t, "frag_small_allocs", "--min-small-per-step", "4000", "--min-churn-per-step", "5", "--min-gap-bytes", "1073741824"); code != exitOK {
 		t.Errorf("raised thresholds: exit %d", code)
 	}
 }
