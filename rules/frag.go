@@ -244,8 +244,8 @@ type FragReport struct {
 	// FragmentedMisses counts segments allocated while the cache held at
 	// least the requested bytes idle: memory it had but not in one piece
 	// (or in the other pool); FragmentedMissBytes is the reserved they added.
-	FragmentedMisses    int64          `json:"fragmented_misses"`
-	FragmentedMissBytes int64          `json:"fragmented_miss_bytes"`
+	FragmentedMisses    int64 `json:"fragmented_misses"`
+	FragmentedMissBytes int64 `json:"fragmented_miss_bytes"`
 	// Misses lists them (first 20); Pools is each pool at the window's end.
 	Misses []FragmentedMiss `json:"misses"`
 	Pools  []PoolUse        `json:"pools"`
@@ -253,11 +253,11 @@ type FragReport struct {
 	// before an out-of-memory error (it frees its cache and tries again),
 	// and RefillMallocs the cudaMalloc calls that grew reserved back to
 	// where it was before that flush: neither is churn.
-	OOMRetryCalls int64 `json:"oom_retry_calls"`
-	RefillMallocs int64 `json:"refill_mallocs"`
-	SegmentCalls        SegmentCalls   `json:"segment_calls"`
-	ReservedDrops       []ReservedDrop `json:"reserved_drops"`
-	Signals             []FragSignal   `json:"signals"`
+	OOMRetryCalls int64          `json:"oom_retry_calls"`
+	RefillMallocs int64          `json:"refill_mallocs"`
+	SegmentCalls  SegmentCalls   `json:"segment_calls"`
+	ReservedDrops []ReservedDrop `json:"reserved_drops"`
+	Signals       []FragSignal   `json:"signals"`
 }
 
 // Signal returns the named signal (zero value when absent).
@@ -463,7 +463,7 @@ func AnalyzeFrag(t *chrometrace.Trace, opts FragOptions) FragReport {
 		if e.Bytes > 0 {
 			if grown > 0 {
 				p := poolOf(e.Bytes)
-				if idle := pools.idle(p); idle >= e.Bytes {
+				if idle := pools.idleFor(e.Bytes); idle >= e.Bytes {
 					rep.FragmentedMisses++
 					rep.FragmentedMissBytes += grown
 					poolMisses[p].Misses++

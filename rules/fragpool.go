@@ -13,8 +13,10 @@ package rules
 // below by the frees and allocations seen there (idle never goes negative).
 //
 // A new segment counts against the cache only when the same pool already
-// held at least the requested bytes idle: memory the cache had but not in
-// one piece. Idle large-pool blocks do not make a small request a miss.
+// held at least the requested bytes idle in segments big enough for the
+// request: memory the cache had but not in one piece. Idle large-pool
+// blocks do not make a small request a miss, nor do idle bytes in segments
+// smaller than the request (made for smaller tensors) make a large one.
 
 import (
 	"cmp"
@@ -42,7 +44,8 @@ var poolNames = [2]string{PoolSmall, PoolLarge}
 type poolSegment struct {
 	base, end uint64
 	pool      int
-	live      int // blocks allocated inside it and alive
+	live      int   // blocks allocated inside it and alive
+	liveBytes int64 // their bytes
 }
 
 type poolBlock struct {
@@ -65,6 +68,21 @@ func newPoolSim() *poolSim { return &poolSim{live: map[uint64]poolBlock{}} }
 
 // idle is the least the pool can have held idle at this point.
 func (s *poolSim) idle(pool int) int64 { return s.known[pool] + s.pre[pool] - s.preMin[pool] }
+
+// idleFor is the least idle memory of the request's pool in segments big
+// enough to hold it: a block never spans segments, so idle bytes in smaller
+// segments (an earlier, smaller batch's) could not serve it whatever their
+// layout. Only segments made in the window have a known size.
+func (s *poolSim) idleFor(bytes int64) int64 {
+	pool := poolOf(bytes)
+	var n int64
+	for _, g := range s.segs {
+		if g.pool == pool && int64(g.end-g.base) >= bytes {
+			n += int64(g.end-g.base) - g.liveBytes
+		}
+	}
+	return n
+}
 
 func (s *poolSim) find(addr uint64) int {
 	k, _ := slices.BinarySearchFunc(s.segs, addr, func(g poolSegment, a uint64) int {
@@ -92,13 +110,16 @@ func (s *poolSim) preChange(pool int, d int64) {
 func (s *poolSim) grow(addr uint64, bytes, grown int64) {
 	pool := poolOf(bytes)
 	seg := poolSegment{base: addr, end: addr + uint64(max(grown, bytes)), pool: pool}
-	// Merge with overlapping or adjacent segments of the same pool.
+	// Merge with segments it overlaps: an expandable segment mapping more
+	// pages for a block that starts in its free tail. Separate cudaMalloc
+	// segments may lie next to each other but never overlap, and a block
+	// never spans two of them, so adjacency alone does not merge.
 	k, _ := slices.BinarySearchFunc(s.segs, seg.base, func(g poolSegment, a uint64) int { return cmp.Compare(g.base, a) })
 	lo, hi := k, k
-	for lo > 0 && s.segs[lo-1].end >= seg.base && s.segs[lo-1].pool == pool {
+	for lo > 0 && s.segs[lo-1].end > seg.base {
 		lo--
 	}
-	for hi < len(s.segs) && s.segs[hi].base <= seg.end && s.segs[hi].pool == pool {
+	for hi < len(s.segs) && s.segs[hi].base < seg.end {
 		hi++
 	}
 	added := int64(seg.end - seg.base)
@@ -106,6 +127,7 @@ func (s *poolSim) grow(addr uint64, bytes, grown int64) {
 		added -= int64(min(g.end, seg.end) - max(g.base, seg.base))
 		seg.base, seg.end = min(seg.base, g.base), max(seg.end, g.end)
 		seg.live += g.live
+		seg.liveBytes += g.liveBytes
 	}
 	s.segs = slices.Replace(s.segs, lo, hi, seg)
 	s.known[pool] += max(added, 0)
@@ -117,6 +139,7 @@ func (s *poolSim) alloc(addr uint64, bytes int64) {
 	if k := s.find(addr); k >= 0 {
 		b.segment = true
 		s.segs[k].live++
+		s.segs[k].liveBytes += bytes
 		s.known[pool] -= bytes
 	} else {
 		s.preChange(pool, -bytes)
@@ -135,6 +158,7 @@ func (s *poolSim) free(addr uint64, bytes int64) {
 	if b.segment {
 		if k := s.find(addr); k >= 0 {
 			s.segs[k].live--
+			s.segs[k].liveBytes -= b.size
 		}
 		s.known[b.pool] += b.size
 		return
@@ -182,8 +206,11 @@ type PoolUse struct {
 	// IdleAtLeastBytes the least idle bytes the pool held at the end.
 	SegmentBytes     int64 `json:"window_segment_bytes"`
 	IdleAtLeastBytes int64 `json:"idle_at_least_bytes"`
-	Misses           int64 `json:"fragmented_misses"`
-	MissBytes        int64 `json:"fragmented_miss_bytes"`
+	// InactiveSplitBytes is free space inside those segments that also
+	// hold live blocks (torch's inactive_split_bytes, for them only).
+	InactiveSplitBytes int64 `json:"inactive_split_bytes"`
+	Misses             int64 `json:"fragmented_misses"`
+	MissBytes          int64 `json:"fragmented_miss_bytes"`
 }
 
 func (s *poolSim) use() []PoolUse {
@@ -194,6 +221,9 @@ func (s *poolSim) use() []PoolUse {
 	}
 	for _, g := range s.segs {
 		out[g.pool].SegmentBytes += int64(g.end - g.base)
+		if g.live > 0 {
+			out[g.pool].InactiveSplitBytes += int64(g.end-g.base) - g.liveBytes
+		}
 	}
 	return out
 }
