@@ -118,3 +118,57 @@ func TestLimitInputExact(t *testing.T) {
 		t.Errorf("11 bytes through a 10-byte cap: %v", err)
 	}
 }
+
+// manyGPUs is an nvidia-smi log with one row per GPU index.
+func manyGPUs(n int) string {
+	var b strings.Builder
+	b.WriteString("timestamp, index, memory.used [MiB], memory.total [MiB]\n")
+	for i := range n {
+		fmt.Fprintf(&b, "2024/01/01 00:00:01.000, %d, 1000 MiB, 81559 MiB\n", i)
+	}
+	return b.String()
+}
+
+// GPU finds every GPU by key, also after the GPUs were filtered.
+func TestSMIGPULookup(t *testing.T) {
+	log, err := ReadSMILog(strings.NewReader(manyGPUs(1000)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, g := range log.GPUs {
+		if got := log.GPU(fmt.Sprint(i)); got != g {
+			t.Fatalf("GPU(%d) = %v, want %v", i, got, g)
+		}
+	}
+	if log.GPU("1000") != nil || log.GPU("x") != nil {
+		t.Error("found a GPU the log does not have")
+	}
+	keep := log.GPUs[500]
+	log.GPUs = []*SMIGPU{keep}
+	if log.GPU("500") != keep || log.GPU("0") != nil {
+		t.Error("lookup after filtering GPUs")
+	}
+}
+
+// BenchmarkSMIManyGPUs reads a log with one row per GPU and looks each GPU
+// up, as the smi command's renderers do: linear in the GPUs (it was
+// quadratic: 60k GPUs took 77 s).
+func BenchmarkSMIManyGPUs(b *testing.B) {
+	for _, n := range []int{20_000, 60_000} {
+		in := manyGPUs(n)
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			b.SetBytes(int64(len(in)))
+			for b.Loop() {
+				log, err := ReadSMILog(strings.NewReader(in))
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, g := range log.GPUs {
+					if log.GPU(g.Key) != g {
+						b.Fatal("lookup")
+					}
+				}
+			}
+		})
+	}
+}

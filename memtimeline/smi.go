@@ -83,16 +83,43 @@ type SMILog struct {
 	Rows int
 	// Warnings are problems the reader tolerated (a truncated last line).
 	Warnings []string
+
+	// byKey indexes GPUs by Key for GPU(); built for a GPUs slice of
+	// indexedLen entries starting with indexedFirst.
+	byKey        map[string]int
+	indexedLen   int
+	indexedFirst *SMIGPU
 }
 
-// GPU returns the GPU with the given key, or nil.
+// GPU returns the GPU with the given key, or nil. It is a map lookup (a
+// log may hold tens of thousands of GPUs, and renderers look each one up),
+// kept right when GPUs is replaced or filtered.
 func (l *SMILog) GPU(key string) *SMIGPU {
-	for _, g := range l.GPUs {
-		if g.Key == key {
-			return g
+	if i, ok := l.byKey[key]; ok && i < len(l.GPUs) && l.GPUs[i].Key == key {
+		return l.GPUs[i]
+	}
+	if len(l.byKey) == len(l.GPUs) && l.indexed(len(l.GPUs)) {
+		return nil // the index is current: no such GPU
+	}
+	l.byKey = make(map[string]int, len(l.GPUs))
+	for i, g := range l.GPUs {
+		if _, dup := l.byKey[g.Key]; !dup {
+			l.byKey[g.Key] = i
 		}
 	}
+	l.indexedLen = len(l.GPUs)
+	if len(l.GPUs) > 0 {
+		l.indexedFirst = l.GPUs[0]
+	}
+	if i, ok := l.byKey[key]; ok {
+		return l.GPUs[i]
+	}
 	return nil
+}
+
+// indexed reports whether byKey was built for the current GPUs slice.
+func (l *SMILog) indexed(n int) bool {
+	return l.byKey != nil && l.indexedLen == n && (n == 0 || l.indexedFirst == l.GPUs[0])
 }
 
 // ErrNotSMILog is wrapped by ReadSMILog errors about input that is not
