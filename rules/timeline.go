@@ -19,6 +19,7 @@ import (
 const (
 	ruleSyncCopy        = "gpu.sync-copy-every-step"
 	rulePageableH2D     = "gpu.pageable-h2d"
+	rulePinnedBlocking  = "gpu.pinned-h2d-blocking"
 	ruleIdleGaps        = "gpu.idle-gaps"
 	ruleLowMemcpyBW     = "gpu.low-memcpy-bandwidth"
 	minBandwidthBytes   = 1 << 20 // copies smaller than this are latency-bound, not bandwidth-bound
@@ -34,6 +35,15 @@ func init() {
 		Threshold:   0.9,
 		Unit:        "fraction of steps",
 		Check:       traceOnly(checkSyncCopy),
+	})
+	Register(&Rule{
+		ID: rulePinnedBlocking,
+		Description: "host-to-device copies from pinned memory that the host waits for (a synchronize after each copy) in nearly every " +
+			"step: .to(device) without non_blocking=True wastes the pinning",
+		Severity:  Warning,
+		Threshold: 0.9,
+		Unit:      "fraction of steps",
+		Check:     traceOnly(checkPinnedBlocking),
 	})
 	Register(&Rule{
 		ID:          rulePageableH2D,
@@ -204,6 +214,9 @@ type hostCopy struct {
 	// synchronous cudaMemcpy, or pageable memory, which the driver copies
 	// synchronously), or the trace has no runtime calls to tell.
 	blocking bool
+	// waited: a synchronize call carries the copy's External id (the host
+	// waited for this copy itself, not only for a synchronous API).
+	waited   bool
 	location *Location
 }
 
@@ -279,6 +292,7 @@ func findHostCopies(t *chrometrace.Trace) []hostCopy {
 			if waits := !isCopy || !strings.Contains(name, "Async"); waits {
 				for _, c := range ids {
 					copies[c].blocking = true
+					copies[c].waited = copies[c].waited || !isCopy
 				}
 			}
 			if isCopy {
@@ -615,6 +629,68 @@ func checkPageableH2D(r *Rule, in *Input) []Finding {
 			"largest_copy_bytes":       float64(largest),
 			"steps":                    steps,
 			"host_blocked_us_per_step": float64(blocked) / steps / 1e3,
+		},
+	}}
+}
+
+// checkPinnedBlocking finds uploads from pinned memory followed by a
+// synchronize the host waits in (copy_ without non_blocking=True): the
+// pinning is there so the copy can overlap compute, and the sync throws it
+// away. Pageable uploads are gpu.pageable-h2d's.
+func checkPinnedBlocking(r *Rule, in *Input) []Finding {
+	copies := hostCopies(in)
+	w := stepWindows(in)
+	if len(copies) == 0 || len(w.list) == 0 || w.wholeTrace {
+		return nil
+	}
+	isPinnedBlocking := func(c *hostCopy) bool {
+		return c.dir == copyH2D && !c.pageable && c.blocking && c.waited && w.index(c.launch) >= 0
+	}
+	stepHas := make([]bool, len(w.list))
+	var n int
+	var bytes, blocked int64
+	for i := range copies {
+		c := &copies[i]
+		if isPinnedBlocking(c) {
+			stepHas[w.index(c.launch)] = true
+			n++
+			bytes += c.bytes
+			blocked += c.blocked
+		}
+	}
+	steps := 0
+	for _, h := range stepHas {
+		if h {
+			steps++
+		}
+	}
+	frac := float64(steps) / float64(len(w.list))
+	if n == 0 || frac < r.Threshold {
+		return nil
+	}
+	sites := groupSites(copies, isPinnedBlocking)
+	top := sites[0]
+	per := float64(len(w.list))
+	return []Finding{{
+		Title: fmt.Sprintf("%.3g blocking host-to-device %s from pinned memory per step (%s per step)", float64(n)/per, plural(float64(n)/per, "copy", "copies"),
+			memtimeline.FormatBytes(int64(float64(bytes)/per))),
+		Detail: fmt.Sprintf("%d copies from pinned (page-locked) memory in %d of %d steps, %s in all, each followed by a synchronize the host waited in: "+
+			"%s per step. Pinned memory lets a copy run asynchronously while the GPU computes; copied without non_blocking=True "+
+			"the host stops until it lands. Issued by: %s.",
+			n, steps, len(w.list), memtimeline.FormatBytes(bytes), formatNs(int64(float64(blocked)/per)), describeSites(sites)),
+		Advice: "The source is pinned already (DataLoader(pin_memory=True) or tensor.pin_memory()): copy with " +
+			"x.to(device, non_blocking=True) so the upload overlaps compute; the next kernel on the same stream still waits for it.",
+		Operator: top.site,
+		Location: top.location,
+		Metrics: map[string]float64{
+			"copies":                   float64(n),
+			"copies_per_step":          float64(n) / per,
+			"steps_with_copy":          float64(steps),
+			"steps":                    per,
+			"fraction_of_steps":        frac,
+			"bytes":                    float64(bytes),
+			"bytes_per_step":           float64(bytes) / per,
+			"host_blocked_us_per_step": float64(blocked) / per / 1e3,
 		},
 	}}
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/torchmem/torchmem/chrometrace"
 )
 
-var timelineRuleIDs = []string{ruleSyncCopy, rulePageableH2D, ruleIdleGaps, ruleLaunchBound, ruleLowMemcpyBW}
+var timelineRuleIDs = []string{ruleSyncCopy, rulePageableH2D, rulePinnedBlocking, ruleIdleGaps, ruleLaunchBound, ruleLowMemcpyBW}
 
 func TestTimelineRulesRegistered(t *testing.T) {
 	byID := map[string]Rule{}
