@@ -2,6 +2,7 @@ package memtimeline
 
 import (
 	"context"
+	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline/browsertest"
 	"os"
 	"path/filepath"
@@ -222,5 +223,37 @@ throw new Error("planted exception");</script>
 		if !strings.Contains(got, want) {
 			t.Errorf("the browser check missed %q; it saw:\n%s", want, got)
 		}
+	}
+}
+
+// The tooltip lists the lines holding the most memory at the hovered
+// time, from a real trace's lifetimes; a hostile line name is text.
+func TestChartTooltipShowsHolders(t *testing.T) {
+	tr := readTrace(t, "leak_module_cache")
+	spec := TraceChartSpecs(tr, "holders")[0]
+	spec.Holders = HolderSamples(tr, chrometrace.Attribute(tr), Lifetimes(tr, -1), 0, 200, 3)
+	if len(spec.Holders) < 100 {
+		t.Fatalf("%d holder samples", len(spec.Holders))
+	}
+	spec.Holders[len(spec.Holders)/2].Lines = append(spec.Holders[len(spec.Holders)/2].Lines, Share{Name: `<img id=pwn src=x onerror=alert(1)>`, Bytes: 1})
+	path := writePage(t, "holders.html", "holders", spec)
+	ctx, _ := openPage(t, path, true)
+	box := eval[[]float64](t, ctx, `(function(){var r=document.getElementById("holders0").getBoundingClientRect();return [r.left,r.top,r.width,r.height];})()`)
+	seen := false
+	for _, fx := range []float64{0.5, 0.3, 0.7} {
+		if err := hover(ctx, box[0]+box[2]*fx, box[1]+box[3]/2); err != nil {
+			t.Fatal(err)
+		}
+		text := eval[string](t, ctx, `document.getElementById("holders0").innerText`)
+		if strings.Contains(text, "alive then, by line:") && strings.Contains(text, ".py(") {
+			seen = true
+			break
+		}
+	}
+	if !seen {
+		t.Error("the tooltip never listed the lines alive at the hovered time")
+	}
+	if n := eval[int](t, ctx, `document.querySelectorAll("#pwn").length`); n != 0 {
+		t.Error("a holder name became an element")
 	}
 }
