@@ -237,7 +237,8 @@ func leakEvidence(in *Input) []LeakEvidence {
 		}
 		out = append(out, e)
 	case in.StepLog != nil:
-		for _, s := range memtimeline.AnalyzeSteps(in.StepLog, memtimeline.DefaultStepOptions()).Series {
+		series := in.StepLog.Series
+		for i, s := range memtimeline.AnalyzeSteps(in.StepLog, memtimeline.DefaultStepOptions()).Series {
 			e := LeakEvidence{Source: in.Source, Kind: SourceSteps, Steps: s.Records, FirstStep: s.FirstStep, LastStep: s.LastStep, R2: s.Allocated.R2, Reason: s.Reason}
 			switch s.Verdict {
 			case memtimeline.StepVerdictGrowing:
@@ -246,6 +247,9 @@ func leakEvidence(in *Input) []LeakEvidence {
 				e.Verdict = VerdictClean
 			default:
 				e.Verdict = VerdictUnknown
+			}
+			if i < len(series) {
+				growingTail(&e, series[i].Records)
 			}
 			out = append(out, e)
 		}
@@ -260,6 +264,45 @@ func leakEvidence(in *Input) []LeakEvidence {
 		out = append(out, e)
 	}
 	return out
+}
+
+// growingTail finds a leak that starts mid-run: the log's last steps
+// each add memory (at least minTailSteps of them, the same amount within
+// a quarter), where a straight line through the whole log would average
+// the flat start in. Regularity, not size: every step of the tail grows.
+// It replaces the whole-log figure when it differs from it.
+func growingTail(e *LeakEvidence, recs []memtimeline.StepRecord) {
+	const minTailSteps = 3
+	var vals []memtimeline.StepRecord
+	for _, r := range recs {
+		if r.AllocatedBytes >= 0 {
+			vals = append(vals, r)
+		}
+	}
+	k := len(vals) - 1
+	for k > 0 && vals[k].AllocatedBytes > vals[k-1].AllocatedBytes && vals[k].Step > vals[k-1].Step {
+		k--
+	}
+	tail := vals[k:]
+	if len(tail)-1 < minTailSteps || len(tail) == len(vals) && e.Verdict == VerdictLeak {
+		return
+	}
+	deltas := make([]int64, 0, len(tail)-1)
+	for j := 1; j < len(tail); j++ {
+		deltas = append(deltas, (tail[j].AllocatedBytes-tail[j-1].AllocatedBytes)/(tail[j].Step-tail[j-1].Step))
+	}
+	slices.Sort(deltas)
+	med := deltas[len(deltas)/2]
+	if deltas[0] < med*3/4 || deltas[len(deltas)-1] > med*5/4 {
+		return // not steady: a ramp, a warm-up, noise
+	}
+	if e.Verdict == VerdictLeak && math.Abs(float64(med-e.BytesPerStep)) <= 0.25*float64(med) {
+		return // the whole-log line says the same
+	}
+	e.Verdict, e.BytesPerStep, e.R2 = VerdictLeak, med, 1
+	e.Steps, e.FirstStep, e.LastStep = len(deltas), tail[1].Step, tail[len(tail)-1].Step
+	e.Reason = fmt.Sprintf("allocated grows %s every step from step %d to %d (before step %d it does not: the leak starts mid-run)",
+		memtimeline.FormatBytes(med), tail[1].Step, tail[len(tail)-1].Step, tail[1].Step)
 }
 
 // SnapshotLeaks is the snapshot's leak report with default options.
@@ -369,21 +412,26 @@ func judgeLeak(ev []LeakEvidence) LeakAnswer {
 				}
 			}
 		}
-		// The kind from whichever source knows it (a trace tells it from
-		// autograd sequence numbers and hook call counts).
-		for _, e := range leaks {
-			if e.LeakKind != "" && e.LeakKind != KindUnknown {
-				ans.Kind, ans.KindEvidence, ans.Fix = e.LeakKind, e.KindEvidence, e.Fix
-				break
-			}
-		}
-		if ans.Kind == "" {
-			for _, e := range leaks {
-				if e.LeakKind != "" {
-					ans.Kind, ans.KindEvidence, ans.Fix = e.LeakKind, e.KindEvidence, e.Fix
-					break
+		// The kind from whichever source knows it: a trace tells it from
+		// autograd sequence numbers and hook call counts, so it goes first.
+		byKind := slices.Clone(leaks)
+		slices.SortStableFunc(byKind, func(a, b LeakEvidence) int {
+			rank := func(e LeakEvidence) int {
+				switch {
+				case e.LeakKind == "" || e.LeakKind == KindUnknown:
+					return 3
+				case e.Kind == SourceTrace:
+					return 0
+				case e.Kind == SourceSnapshot:
+					return 1
 				}
+				return 2
 			}
+			return cmp.Compare(rank(a), rank(b))
+		})
+		if len(byKind) > 0 && byKind[0].LeakKind != "" {
+			e := byKind[0]
+			ans.Kind, ans.KindEvidence, ans.Fix = e.LeakKind, e.KindEvidence, e.Fix
 		}
 		ans.Agreement, ans.Settle = agreement(b, leaks, cleans)
 	case len(cleans) > 0:

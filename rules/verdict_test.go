@@ -311,3 +311,61 @@ func TestJudgeLeakDisagreement(t *testing.T) {
 		}
 	}
 }
+
+// The snippet's recordings (testdata/gpu, snippet v2 names with a run id):
+// one verdict per run and rank from the trace, snapshot and step log, the
+// figure the truth planted, every source's figure beside it.
+func TestVerdictOnSnippetRecordings(t *testing.T) {
+	for _, name := range []string{"hf_trainer_leak", "hf_trainer_clean", "late_start_leak", "small_leak_big_model", "lightning_leak", "eval_keeps_logits", "grad_accum", "peak_above_steady"} {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(gpuData, name)
+			var truth struct {
+				Leak *struct {
+					Kind         string `json:"kind"`
+					BytesPerStep int64  `json:"bytes_per_step"`
+					Site         struct {
+						File string `json:"file"`
+					} `json:"site"`
+					AllocSite struct {
+						File string `json:"file"`
+					} `json:"alloc_site"`
+				} `json:"leak"`
+			}
+			data, err := os.ReadFile(filepath.Join(dir, "truth.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(data, &truth); err != nil {
+				t.Fatal(err)
+			}
+			paths, _ := filepath.Glob(filepath.Join(dir, "vm_*"))
+			if len(paths) < 3 {
+				t.Fatalf("%d files", len(paths))
+			}
+			vs := JudgeAll(loadInputs(t, paths...))
+			if len(vs) != 1 {
+				t.Fatalf("%d verdicts for one run and rank", len(vs))
+			}
+			v := vs[0]
+			if v.Rank != 0 || v.Run == "" || len(v.Leak.Evidence) != 3 {
+				t.Errorf("rank %d run %q, %d sources", v.Rank, v.Run, len(v.Leak.Evidence))
+			}
+			if truth.Leak == nil {
+				if v.Leak.Verdict != VerdictClean {
+					t.Errorf("verdict %s (%s), the run is clean", v.Leak.Verdict, v.Leak.Reason)
+				}
+				return
+			}
+			if v.Leak.Verdict != VerdictLeak || v.Leak.BytesPerStep != truth.Leak.BytesPerStep {
+				t.Errorf("%s %d bytes per step from %s, truth %d", v.Leak.Verdict, v.Leak.BytesPerStep, v.Leak.From, truth.Leak.BytesPerStep)
+			}
+			// The holding line is in the planted file (the allocating line
+			// or its caller, by how deep the source's stack reaches).
+			planted := truth.Leak.Site.File + truth.Leak.AllocSite.File
+			if l := v.Leak.Location; l == nil || planted == "" || filepath.Base(l.File) != planted {
+				t.Errorf("holding line %v, planted in %q", l, planted)
+			}
+			t.Logf("%s %s kind %s (truth %s) at %v; %s", v.Leak.Verdict, v.Leak.From, v.Leak.Kind, truth.Leak.Kind, v.Leak.Location, v.Leak.Agreement)
+		})
+	}
+}

@@ -168,3 +168,46 @@ func TestReportPeakAgainstTorchAndOOM(t *testing.T) {
 		t.Errorf("analyze does not give torch's categories:\n%s", out)
 	}
 }
+
+// A Hugging Face Trainer run that keeps 32 MiB of logits per step, as a
+// new user runs it: one verdict, one leak finding (not three), and the
+// report's top shows the run on one timeline.
+func TestHFTrainerLeakOneAnswer(t *testing.T) {
+	dir := "../../testdata/gpu/hf_trainer_leak"
+	out, _, code := torchmem(t, "check", dir, "--format", "json")
+	if code != exitFindings {
+		t.Errorf("exit %d", code)
+	}
+	var doc struct {
+		Verdicts []struct {
+			Leak struct {
+				BytesPerStep int64 `json:"bytes_per_step"`
+			} `json:"leak"`
+		} `json:"verdicts"`
+		Findings []struct {
+			Rule    string             `json:"rule"`
+			Metrics map[string]float64 `json:"metrics"`
+		} `json:"findings"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	leakFindings := 0
+	for _, f := range doc.Findings {
+		if f.Rule == "memory.leak" || f.Rule == "snapshot.leak" || f.Rule == "steps.growth" {
+			leakFindings++
+			if f.Metrics["trace_bytes_per_step"] != 33554432 || f.Metrics["snapshot_bytes_per_step"] != 33554432 || f.Metrics["steps_bytes_per_step"] != 33554432 {
+				t.Errorf("per-source figures %v", f.Metrics)
+			}
+		}
+	}
+	if len(doc.Verdicts) != 1 || doc.Verdicts[0].Leak.BytesPerStep != 33554432 || leakFindings != 1 {
+		t.Errorf("%d verdicts, %d leak findings:\n%s", len(doc.Verdicts), leakFindings, out)
+	}
+	page := filepath.Join(t.TempDir(), "r.html")
+	torchmem(t, "report", dir, "-o", page)
+	b, _ := os.ReadFile(page)
+	if n := strings.Count(string(b), `<section class="answer">`); n != 1 || !strings.Contains(string(b), "The run on one timeline") {
+		t.Errorf("%d verdict sections", n)
+	}
+}
