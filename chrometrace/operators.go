@@ -2,6 +2,7 @@ package chrometrace
 
 import (
 	"cmp"
+	"math"
 	"runtime"
 	"slices"
 	"strings"
@@ -84,18 +85,40 @@ func newMemoryIndex(events []MemoryEvent, keep func(*MemoryEvent) bool) *memoryI
 		allocs:     make([]int64, len(sel)+1),
 		allocBytes: make([]int64, len(sel)+1),
 	}
-	for i, k := range sel {
-		e := &events[k]
-		m.ts[i] = e.TS
-		m.bytes[i+1] = m.bytes[i] + e.Bytes
-		m.allocs[i+1] = m.allocs[i]
-		m.allocBytes[i+1] = m.allocBytes[i]
-		if e.Bytes > 0 {
-			m.allocs[i+1]++
-			m.allocBytes[i+1] += e.Bytes
-		}
+	if !m.fill(events, sel, math.MaxInt64) {
+		// Some prefix sum left ±2^62, so differences of two could wrap:
+		// only a trace claiming exabytes gets here. Reading each event as
+		// at most ±1 TiB (more than any device has) keeps the sums exact
+		// for millions of events and saturated, never negative, beyond.
+		m.fill(events, sel, maxEventBytes)
 	}
 	return m
+}
+
+// maxEventBytes is what one memory event counts for at most once a trace's
+// sums would overflow (see newMemoryIndex).
+const maxEventBytes = 1 << 40
+
+// fill computes the prefix sums with each event's bytes clamped to
+// ±limit; it reports whether every sum stayed within ±2^62, where the
+// difference of two sums cannot overflow.
+func (m *memoryIndex) fill(events []MemoryEvent, sel []int32, limit int64) bool {
+	const safe = 1 << 62
+	ok := true
+	for i, k := range sel {
+		e := &events[k]
+		b := max(min(e.Bytes, limit), -limit)
+		m.ts[i] = e.TS
+		m.bytes[i+1] = AddSat(m.bytes[i], b)
+		m.allocs[i+1] = m.allocs[i]
+		m.allocBytes[i+1] = m.allocBytes[i]
+		if b > 0 {
+			m.allocs[i+1]++
+			m.allocBytes[i+1] = AddSat(m.allocBytes[i+1], b)
+		}
+		ok = ok && m.bytes[i+1] < safe && m.bytes[i+1] > -safe && m.allocBytes[i+1] < safe
+	}
+	return ok
 }
 
 // span returns the index range of events with start <= ts <= end: torch
@@ -392,24 +415,24 @@ func Operators(t *Trace, opts OperatorOptions) []OperatorStats {
 				}
 				op := &t.HostOps[tree.ops[i]]
 				a, b := dev.span(op.Start, op.End())
-				total := dev.bytes[b] - dev.bytes[a]
+				total := SubSat(dev.bytes[b], dev.bytes[a])
 				allocs := dev.allocs[b] - dev.allocs[a]
-				allocBytes := dev.allocBytes[b] - dev.allocBytes[a]
+				allocBytes := SubSat(dev.allocBytes[b], dev.allocBytes[a])
 				a, b = cpu.span(op.Start, op.End())
-				cpuTotal := cpu.bytes[b] - cpu.bytes[a]
+				cpuTotal := SubSat(cpu.bytes[b], cpu.bytes[a])
 				r := &rs[nodeRow[i]]
-				r.self += total
-				r.total += total
-				r.selfCPU += cpuTotal
-				r.cpu += cpuTotal
+				r.self = AddSat(r.self, total)
+				r.total = AddSat(r.total, total)
+				r.selfCPU = AddSat(r.selfCPU, cpuTotal)
+				r.cpu = AddSat(r.cpu, cpuTotal)
 				r.allocs += allocs
-				r.allocBytes += allocBytes
+				r.allocBytes = AddSat(r.allocBytes, allocBytes)
 				if parent := tree.parent[i]; parent >= 0 {
 					pr := &rs[nodeRow[parent]]
-					pr.self -= total
-					pr.selfCPU -= cpuTotal
+					pr.self = SubSat(pr.self, total)
+					pr.selfCPU = SubSat(pr.selfCPU, cpuTotal)
 					pr.allocs -= allocs
-					pr.allocBytes -= allocBytes
+					pr.allocBytes = SubSat(pr.allocBytes, allocBytes)
 				}
 			}
 		}()
@@ -418,12 +441,12 @@ func Operators(t *Trace, opts OperatorOptions) []OperatorStats {
 	for _, rs := range sums {
 		for i, s := range rs {
 			r := &rows[i]
-			r.SelfDeviceMemory += s.self
-			r.DeviceMemory += s.total
-			r.SelfCPUMemory += s.selfCPU
-			r.CPUMemory += s.cpu
+			r.SelfDeviceMemory = AddSat(r.SelfDeviceMemory, s.self)
+			r.DeviceMemory = AddSat(r.DeviceMemory, s.total)
+			r.SelfCPUMemory = AddSat(r.SelfCPUMemory, s.selfCPU)
+			r.CPUMemory = AddSat(r.CPUMemory, s.cpu)
 			r.Allocs += s.allocs
-			r.AllocBytes += s.allocBytes
+			r.AllocBytes = AddSat(r.AllocBytes, s.allocBytes)
 		}
 	}
 	// Torch keeps [OutOfMemory] instants as rows of their own (zero-length,

@@ -89,7 +89,7 @@ func (tl *CategoryTimeline) Len() int { return len(tl.Times) }
 func (tl *CategoryTimeline) TotalAt(i int) int64 {
 	var sum int64
 	for k := range tl.Bytes {
-		sum += tl.Bytes[k][i]
+		sum = chrometrace.AddSat(sum, tl.Bytes[k][i])
 	}
 	return sum
 }
@@ -395,7 +395,7 @@ func (b *rawBuilder) add(ev []int64, idx int) error {
 		b.flush()
 	}
 	b.curT, b.open = t, true
-	b.cur[cat] += delta
+	b.cur[cat] = chrometrace.AddSat(b.cur[cat], delta)
 	return nil
 }
 

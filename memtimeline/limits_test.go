@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"testing"
 )
@@ -170,5 +171,22 @@ func BenchmarkSMIManyGPUs(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// Snapshot sizes of 2^63-1 saturate: the sums printed stay at the
+// maximum instead of wrapping to "-2 B".
+func TestSnapshotSumsSaturate(t *testing.T) {
+	const huge = math.MaxInt64
+	s := &Snapshot{Segments: []Segment{
+		{TotalSize: huge, Blocks: []Block{{Size: huge, RequestedSize: huge, State: BlockActiveAllocated}, {Size: huge, State: BlockInactive}}},
+		{TotalSize: huge, Blocks: []Block{{Size: huge, RequestedSize: huge, State: BlockActiveAllocated}, {Size: huge, State: BlockInactive}}},
+	}}
+	st := s.Stats()
+	for name, v := range map[string]int64{"reserved": st.ReservedBytes, "allocated": st.AllocatedBytes, "active": st.ActiveBytes,
+		"requested": st.RequestedBytes, "free": st.FreeBytes, "inactive split": st.InactiveSplitBytes} {
+		if v != huge {
+			t.Errorf("%s = %d, want %d", name, v, int64(huge))
+		}
 	}
 }

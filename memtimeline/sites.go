@@ -63,13 +63,13 @@ func Sites(t *chrometrace.Trace, attr *chrometrace.Attribution, lifetimes []Life
 			sites[keyBuf.String()] = agg
 		}
 		agg.Allocs++
-		agg.AllocBytes += lt.Bytes
+		agg.AllocBytes = chrometrace.AddSat(agg.AllocBytes, lt.Bytes)
 		if lt.State == Unreleased {
-			agg.LiveBytesAtEnd += lt.Bytes
+			agg.LiveBytesAtEnd = chrometrace.AddSat(agg.LiveBytesAtEnd, lt.Bytes)
 			agg.LiveBlocksAtEnd++
 		}
 		if peakTS >= 0 && lt.Start <= peakTS && (lt.End < 0 || lt.End > peakTS) {
-			agg.LiveBytesAtPeak += lt.Bytes
+			agg.LiveBytesAtPeak = chrometrace.AddSat(agg.LiveBytesAtPeak, lt.Bytes)
 		}
 	}
 	out := make([]Site, 0, len(sites))

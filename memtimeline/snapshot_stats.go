@@ -190,7 +190,7 @@ func (s *Snapshot) Stats() SnapshotStats {
 		if seg.IsExpandable {
 			st.ExpandableSegments++
 		}
-		st.ReservedBytes += seg.TotalSize
+		st.ReservedBytes = chrometrace.AddSat(st.ReservedBytes, seg.TotalSize)
 		active := false
 		var free int64
 		var freeBlocks int
@@ -199,24 +199,24 @@ func (s *Snapshot) Stats() SnapshotStats {
 			switch b.State {
 			case BlockActiveAllocated:
 				st.AllocatedBlocks++
-				st.AllocatedBytes += b.Size
-				st.ActiveBytes += b.Size
-				st.RequestedBytes += b.RequestedSize
+				st.AllocatedBytes = chrometrace.AddSat(st.AllocatedBytes, b.Size)
+				st.ActiveBytes = chrometrace.AddSat(st.ActiveBytes, b.Size)
+				st.RequestedBytes = chrometrace.AddSat(st.RequestedBytes, b.RequestedSize)
 				active = true
 			case BlockActivePendingFree:
 				st.PendingFreeBlocks++
-				st.ActiveBytes += b.Size
+				st.ActiveBytes = chrometrace.AddSat(st.ActiveBytes, b.Size)
 				active = true
 			default:
 				st.InactiveBlocks++
-				free += b.Size
+				free = chrometrace.AddSat(free, b.Size)
 				freeBlocks++
 				st.LargestFreeBlock = max(st.LargestFreeBlock, b.Size)
 			}
 		}
-		st.FreeBytes += free
+		st.FreeBytes = chrometrace.AddSat(st.FreeBytes, free)
 		if active {
-			st.InactiveSplitBytes += free
+			st.InactiveSplitBytes = chrometrace.AddSat(st.InactiveSplitBytes, free)
 			st.InactiveSplitBlocks += freeBlocks
 		}
 	}

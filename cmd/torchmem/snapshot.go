@@ -11,6 +11,7 @@ import (
 	"github.com/jedib0t/go-pretty/v6/table"
 	"github.com/spf13/cobra"
 
+	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/memtimeline"
 )
@@ -98,9 +99,9 @@ func renderSnapshotReport(w io.Writer, path string, rep *memtimeline.SnapshotRep
 	row("Reserved", st.ReservedBytes, "segments cudaMalloc'd by the caching allocator")
 	row("Allocated", st.AllocatedBytes, fmt.Sprintf("%d live blocks (rounded sizes)", st.AllocatedBlocks))
 	row("Requested", st.RequestedBytes, "what the live tensors asked for")
-	row("Rounding waste", st.AllocatedBytes-st.RequestedBytes, "allocated - requested")
+	row("Rounding waste", chrometrace.SubSat(st.AllocatedBytes, st.RequestedBytes), "allocated - requested")
 	if st.PendingFreeBlocks > 0 {
-		row("Pending free", st.ActiveBytes-st.AllocatedBytes, fmt.Sprintf("%d blocks freed but still used by a stream", st.PendingFreeBlocks))
+		row("Pending free", chrometrace.SubSat(st.ActiveBytes, st.AllocatedBytes), fmt.Sprintf("%d blocks freed but still used by a stream", st.PendingFreeBlocks))
 	}
 	row("Free in cache", st.FreeBytes, fmt.Sprintf("%d inactive blocks", st.InactiveBlocks))
 	row("Inactive split", st.InactiveSplitBytes, fmt.Sprintf("%d free blocks in partly used segments: empty_cache() cannot release them", st.InactiveSplitBlocks))
@@ -137,7 +138,7 @@ func renderLeakCandidates(w io.Writer, rep *memtimeline.SnapshotReport, limit in
 		return
 	}
 	fmt.Fprintf(w, "Leak candidates: allocations never freed in the recorded history (%d entries over %.3f s), by your innermost Python frame\n",
-		total, float64(rep.TraceEndUS-rep.TraceStartUS)/1e6)
+		total, float64(chrometrace.SubSat(rep.TraceEndUS, rep.TraceStartUS))/1e6)
 	if len(rep.Leaks) == 0 {
 		fmt.Fprintln(w, "none: everything allocated in the history was freed")
 		fmt.Fprintln(w)
