@@ -69,7 +69,9 @@ func TestReadersStopAtCaps(t *testing.T) {
 		{"smi distinct GPUs", &stream{head: smiHeader, body: smiRow(func(i int) int { return i })}, readSMI, "distinct GPUs", 100},
 		{"smi blank lines", &stream{head: smiHeader, body: repeat("\n")}, readSMI, "decompressed bytes", 4 << 20},
 		{"step records", &stream{body: func(i int) string { return fmt.Sprintf(`{"step": %d, "allocated_bytes": 1}`+"\n", i) }}, readSteps, "per-step records", 10_000},
-		{"step devices", &stream{body: func(i int) string { return fmt.Sprintf(`{"step": 1, "device": "cuda:%d", "allocated_bytes": 1}`+"\n", i) }}, readSteps, "distinct devices", 100},
+		{"step devices", &stream{body: func(i int) string {
+			return fmt.Sprintf(`{"step": 1, "device": "cuda:%d", "allocated_bytes": 1}`+"\n", i)
+		}}, readSteps, "distinct devices", 100},
 	}
 	for _, c := range cases {
 		err := c.read(LimitInput(c.in))

@@ -74,7 +74,10 @@ func addLimitFlags(root *cobra.Command) {
 	memtimeline.MaxSeries = memtimeline.DefaultMaxSeries
 	root.PersistentFlags().Var(&capFlag{set: func(n int) { memtimeline.MaxInputBytes = int64(n) }, n: int(memtimeline.DefaultMaxInputBytes), max: 1 << 50},
 		"max-input-bytes", "largest input (after decompression) read from a snapshot, timeline, nvidia-smi or per-step log (e.g. 64GiB)")
-	root.PersistentFlags().Var(&capFlag{set: func(n int) { memtimeline.MaxRecords = n; memtimeline.MaxSeries = max(n/64, memtimeline.DefaultMaxSeries) }, n: memtimeline.DefaultMaxRecords, max: 1 << 34},
+	root.PersistentFlags().Var(&capFlag{set: func(n int) {
+		memtimeline.MaxRecords = n
+		memtimeline.MaxSeries = max(n/64, memtimeline.DefaultMaxSeries)
+	}, n: memtimeline.DefaultMaxRecords, max: 1 << 34},
 		"max-records", "most points of a memory timeline, rows of an nvidia-smi log or lines of a per-step log read from one input (e.g. 16M)")
 }
 
