@@ -515,6 +515,36 @@ func describeSites(sites []siteStats) string {
 	return b.String()
 }
 
+// librarySyncSwitches are per-step host syncs made by a known library's own
+// training loop, with the switch that turns them off: matched by the issuing
+// frame's file and the operator chain's first operator. Listed only where the
+// library's code was read and the switch is certain.
+var librarySyncSwitches = []struct {
+	fileSuffix, firstOp, advice string
+}{
+	// Trainer's loop runs `torch.isnan(tr_loss_step) or torch.isinf(tr_loss_step)`
+	// after every micro-batch: two aten::is_nonzero reads of the loss.
+	{"transformers/trainer.py", "aten::is_nonzero", "transformers.Trainer reads every micro-batch's loss " +
+		"back to check it for NaN/Inf (TrainingArguments(logging_nan_inf_filter=True), the default): pass " +
+		"logging_nan_inf_filter=False to TrainingArguments to drop that sync. "},
+}
+
+// libraryLoopAdvice is the switch advice for every site inside a known
+// library loop, or "".
+func libraryLoopAdvice(sites []siteStats) string {
+	var b strings.Builder
+	for _, sw := range librarySyncSwitches {
+		for _, s := range sites {
+			if s.location != nil && (s.location.File == sw.fileSuffix || strings.HasSuffix(s.location.File, "/"+sw.fileSuffix)) &&
+				strings.HasPrefix(s.chain, sw.firstOp) {
+				b.WriteString(sw.advice)
+				break
+			}
+		}
+	}
+	return b.String()
+}
+
 func checkSyncCopy(r *Rule, in *Input) []Finding {
 	copies := hostCopies(in)
 	w := stepWindows(in)
@@ -564,7 +594,7 @@ func checkSyncCopy(r *Rule, in *Input) []Finding {
 			n, memtimeline.FormatBytes(sizes[len(sizes)/2]), steps, len(w.list),
 			formatNs(blocked/int64(len(w.list))), 100*float64(blocked)/float64(max(stepTime, 1)),
 			describeSites(sites), w.note()),
-		Advice: "Don't call loss.item(), .cpu(), .tolist() or print(tensor) every step: accumulate metrics " +
+		Advice: libraryLoopAdvice(sites) + "Don't call loss.item(), .cpu(), .tolist() or print(tensor) every step: accumulate metrics " +
 			"on the GPU (running_loss += loss.detach()) and read them every N steps; if a value must come " +
 			"back, copy it with .to('cpu', non_blocking=True) into pinned memory and read it a step later.",
 		Operator: top.site,
