@@ -1,8 +1,8 @@
 """transformers.Trainer with the snippet's TorchMemCallback: a tiny GPT-2 built from a config
 (no download), bf16, gradient accumulation 2, 24 optimizer steps. Variant "leak" overrides
-compute_loss and keeps every micro-batch's logits in a list; "clean" does not.
+compute_loss and keeps every micro-batch's logits in a list; "clean" does not ("oom": below).
 
-    python3 hf_trainer.py OUT_DIR leak|clean
+    python3 hf_trainer.py OUT_DIR leak|clean|oom
 """
 
 import os
@@ -41,6 +41,16 @@ class LeakyTrainer(Trainer):
         return (loss, outputs) if return_outputs else loss
 
 
+class OOMTrainer(Trainer):
+    """Variant "oom": 300 GiB asked for at optimizer step 5, so a torch.OutOfMemoryError ends
+    trainer.train() and the callback writes its files at interpreter exit."""
+
+    def compute_loss(self, model, inputs, return_outputs=False, **kwargs):
+        if self.state.global_step == 5:
+            torch.empty(300 << 30, dtype=torch.uint8, device="cuda")  # OOM SITE
+        return super().compute_loss(model, inputs, return_outputs=return_outputs, **kwargs)
+
+
 def main(out_dir, variant):
     started = time.time()
     torch.manual_seed(0)
@@ -61,17 +71,32 @@ def main(out_dir, variant):
         seed=0,
     )
     callback = TorchMemCallback(out_dir=out_dir, wait=1, warmup=1, active=ACTIVE)
-    trainer_class = LeakyTrainer if variant == "leak" else Trainer
+    trainer_class = {"leak": LeakyTrainer, "oom": OOMTrainer}.get(variant, Trainer)
     trainer = trainer_class(model=model, args=args, train_dataset=RandomTokens(), callbacks=[callback])
-    trainer.train()
 
     class Done:  # what finish() reads from a TorchMemProfile
         pass
 
-    done = Done()
-    done.wait, done.warmup, done.active, done.repeat, done.skip_first = 1, 1, ACTIVE, 1, 0
-    done.step_num = STEPS
-    done.written = sorted(os.path.join(out_dir, n) for n in os.listdir(out_dir))
+    def files_written(steps):
+        done = Done()
+        done.wait, done.warmup, done.active, done.repeat, done.skip_first = 1, 1, ACTIVE, 1, 0
+        done.step_num = steps
+        done.written = sorted(os.path.join(out_dir, n) for n in os.listdir(out_dir))
+        return done
+
+    if variant == "oom":
+        import atexit
+
+        # The OOM ends the script; this runs at exit after the callback (registered later) wrote.
+        atexit.register(lambda: finish(
+            out_dir, "hf_trainer_oom", files_written(5), started,
+            planted="compute_loss asks for 300 GiB at optimizer step 5: torch.OutOfMemoryError ends "
+            "trainer.train(); TorchMemCallback's atexit hook writes its files",
+            leak=None, expect={"leak": False, "oom": True},
+            oom={"bytes": 300 << 30, "at_optimizer_step": 5, "site": oom_site}))
+        oom_site = site("# OOM SITE")
+    trainer.train()
+    done = files_written(STEPS)
     leak = None
     if variant == "leak":
         # outputs.logits is GPT-2's fp32 copy (aten::to, logits.float()), not the bf16 lm_head output:

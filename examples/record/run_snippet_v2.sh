@@ -15,7 +15,7 @@ want() { case " $GROUPS_WANTED " in *" $1 "*) return 0;; esac; return 1; }
 scenario() {  # scenario NAME COMMAND...: run with a time limit, log, record the exit code
   local name=$1; shift
   local t0=$(date +%s.%N)
-  timeout 150 "$@" > "$R/logs/$name.log" 2>&1
+  timeout "${TMO:-150}" "$@" > "$R/logs/$name.log" 2>&1
   local rc=$?
   echo "== $name rc=$rc seconds=$(awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $t0}")" | tee -a "$R/summary.txt"
   [ $rc -eq 0 ] || tail -5 "$R/logs/$name.log"
@@ -66,16 +66,23 @@ if want frameworks; then
   done
   scenario lightning_leak python3 lightning_callback.py "$R/lightning_leak"
 fi
+if want trainer_oom; then  # the OOM ends trainer.train(): the callback's files come at exit
+  scenario hf_trainer_oom python3 hf_trainer.py "$R/hf_trainer_oom" oom
+  ls -l "$R/hf_trainer_oom" | tee -a "$R/summary.txt"
+  for f in "$R"/hf_trainer_oom/*.snapshot.pickle.gz; do
+    [ -e "$f" ] && python3 snippet_checks.py snapshot "$f" | tee -a "$R/summary.txt"
+  done
+fi
 
 if want overhead; then
   O="$R/overhead.jsonl"
   for round in 1 2 3; do
-    for m in none between inside; do
-      scenario "overhead_${m}_$round" python3 snippet_overhead.py "$m" "$O" "/tmp/tm_overhead_$m$round"
+    for s in sync nosync; do
+      scenario "overhead_default_${s}_$round" python3 snippet_overhead.py "$s" default "$O"
     done
   done
-  for m in history_all history_off; do
-    scenario "overhead_$m" python3 snippet_overhead.py "$m" "$O" "/tmp/tm_overhead_$m"
+  for v in ${OVERHEAD_VARIANTS:-no_history trace_off cpp_stacks}; do
+    scenario "overhead_$v" python3 snippet_overhead.py sync "$v" "$O"
   done
 fi
 du -ab "$R" | sort -k2 > "$R/sizes.txt"

@@ -1,16 +1,20 @@
 """What the snippet costs per training step (issue 17.6): a 4-layer transformer LM (d_model 512,
-8 heads, vocab 32000), bf16 autocast, AdamW, batch 16x256, one process per mode.
+8 heads, vocab 32000), bf16 autocast, AdamW, batch 16x256.
 
-    python3 snippet_overhead.py MODE OUT_JSON [TORCHMEM_DIR]
+    python3 snippet_overhead.py sync|nosync VARIANT OUT_JSONL
 
-MODE: none (no snippet), between (snippet entered, its one profiled window at steps 2-4 long
-over: allocator history with stacks="python" + steps log), inside (every measured step inside a
-profiled window), history_all (as between, with stacks="all"), history_off (as between,
-TORCHMEM_HISTORY=0: steps log only). Step time: torch.cuda.synchronize() at each step's end in
-every mode, so host-side costs show in full; median over the measured steps.
+One process measures, in order, after 20 warm-up steps: "none" (no snippet, 45 steps),
+"between" (TorchMemProfile entered, its one window at steps 2-4 long over: steps 8-47), and,
+for VARIANT default, "inside" (a second TorchMemProfile whose window covers steps 2-41:
+steps 4-39 measured). VARIANT changes the snippet of "between": default, no_history
+(history=False), trace_off (trace=False: history and steps log only), cpp_stacks
+(cpp_stacks=True), keep_cupti (TEARDOWN_CUPTI=0: CUPTI stays attached after the window).
+sync: torch.cuda.synchronize() after every step, median step time (host costs show in full);
+nosync: one synchronize at the end of the measured steps, mean step time (as training runs).
 """
 
 import json
+import os
 import statistics
 import sys
 import time
@@ -55,7 +59,10 @@ class LM(nn.Module):
         return self.head(self.norm(h))
 
 
-def main(mode, out_json, tm_dir="/tmp/tm_overhead"):
+def main(sync, variant, out_json):
+    sync = sync == "sync"
+    if variant == "keep_cupti":
+        os.environ["TEARDOWN_CUPTI"] = "0"
     torch.manual_seed(0)
     model = LM().cuda()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
@@ -69,44 +76,50 @@ def main(mode, out_json, tm_dir="/tmp/tm_overhead"):
         loss.backward()
         optimizer.step()
 
-    for _ in range(5):  # warm up kernels and the cache before any mode starts
+    for _ in range(20):  # warm up kernels and the allocator's cache
         train_step()
     torch.cuda.synchronize()
 
-    if mode == "none":
-        tm, first, steps = None, 5, 45
-    elif mode == "inside":
-        tm = TorchMemProfile(out_dir=tm_dir, wait=1, warmup=1, active=40, repeat=1)
-        first, steps = 4, 40  # measured steps 4..39, all inside the window (ProfilerStep#2..#41)
-    else:
-        kwargs = {"history_all": {"cpp_stacks": True}, "history_off": {"history": False}}.get(mode, {})
-        tm = TorchMemProfile(out_dir=tm_dir, wait=1, warmup=1, active=3, repeat=1, **kwargs)
-        first, steps = 8, 48  # the window (steps 2-4) was exported at step 5
-    times = []
-    if tm is not None:
-        tm.__enter__()
-    for i in range(steps):
-        t0 = time.perf_counter()
-        train_step()
+    def measure(mode, tm, steps, first):
+        times = []
         if tm is not None:
-            tm.step()
+            tm.__enter__()
+        block_start = None
+        for i in range(steps):
+            if i == first:
+                torch.cuda.synchronize()
+                block_start = time.perf_counter()
+            t0 = time.perf_counter()
+            train_step()
+            if tm is not None:
+                tm.step()
+            if sync:
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - t0)
         torch.cuda.synchronize()
-        times.append(time.perf_counter() - t0)
-    exit_s = None
-    if tm is not None:
-        t0 = time.perf_counter()
-        tm.__exit__(None, None, None)
-        exit_s = time.perf_counter() - t0
-    measured = times[first:]
-    import os
+        block = (time.perf_counter() - block_start) / (steps - first)
+        exit_s = None
+        if tm is not None:
+            t0 = time.perf_counter()
+            tm.__exit__(None, None, None)
+            exit_s = time.perf_counter() - t0
+        measured = times[first:]
+        files = {os.path.basename(p): os.path.getsize(p) for p in (tm.written if tm else []) if os.path.exists(p)}
+        result = {"mode": mode, "variant": variant, "sync": sync, "n": len(measured),
+                  "step_ms": (statistics.median(measured) if sync else block) * 1e3,
+                  "median_ms": statistics.median(measured) * 1e3, "block_mean_ms": block * 1e3,
+                  "exit_s": exit_s, "files": files, "steps_ms": [round(t * 1e3, 3) for t in times]}
+        with open(out_json, "a") as f:
+            f.write(json.dumps(result) + "\n")
+        print(json.dumps({k: v for k, v in result.items() if k != "steps_ms"}))
 
-    files = {os.path.basename(p): os.path.getsize(p) for p in (tm.written if tm else []) if os.path.exists(p)}
-    result = {"mode": mode, "median_ms": statistics.median(measured) * 1e3, "n": len(measured),
-              "mean_ms": statistics.mean(measured) * 1e3, "min_ms": min(measured) * 1e3,
-              "exit_s": exit_s, "files": files, "steps_ms": [round(t * 1e3, 3) for t in times]}
-    with open(out_json, "a") as f:
-        f.write(json.dumps(result) + "\n")
-    print(json.dumps({k: v for k, v in result.items() if k != "steps_ms"}))
+    tm_dir = "/tmp/tm_overhead_%s_%s_%d" % (variant, "sync" if sync else "nosync", os.getpid())
+    kwargs = {"no_history": {"history": False}, "trace_off": {"trace": False},
+              "cpp_stacks": {"cpp_stacks": True}, "no_stack": {"with_stack": False}}.get(variant, {})
+    measure("none", None, 45, 5)
+    measure("between", TorchMemProfile(out_dir=tm_dir, wait=1, warmup=1, active=3, repeat=1, **kwargs), 48, 8)
+    if variant == "default":
+        measure("inside", TorchMemProfile(out_dir=tm_dir, wait=1, warmup=1, active=40, repeat=1), 40, 4)
 
 
 if __name__ == "__main__":
