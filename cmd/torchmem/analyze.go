@@ -70,6 +70,9 @@ func runAnalyze(stdout, stderr io.Writer, args []string, o *analyzeOptions) erro
 	if err := checkFormat(o.format, formatText, formatJSON, formatMarkdown); err != nil {
 		return err
 	}
+	if err := checkOutput(o.output, args); err != nil {
+		return err
+	}
 	rs, _, err := loadRules(o.rulesFile)
 	if err != nil {
 		return err

@@ -200,6 +200,9 @@ func runDiff(stdout, stderr io.Writer, baseArg, headArg string, o *diffOptions) 
 	if err := checkFormat(o.format, formatText, formatJSON, formatMarkdown); err != nil {
 		return err
 	}
+	if err := checkOutput(o.output, []string{baseArg, headArg}); err != nil {
+		return err
+	}
 	conds := append([]string(nil), o.failIf...)
 	rs, cfg, err := loadRules(o.rulesFile)
 	if err != nil {

@@ -197,3 +197,56 @@ func TestReaderCapsOnTheCommandLine(t *testing.T) {
 		}
 	}
 }
+
+// -o never overwrites an input, named directly, through another path, or
+// as a trace inside an input directory; a new file or an old report is
+// written as usual.
+func TestOutputNeverOverwritesAnInput(t *testing.T) {
+	dir := t.TempDir()
+	data, err := os.ReadFile(realTrace("resnet_train_clean"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	trace := filepath.Join(dir, "x.json.gz")
+	if err := os.WriteFile(trace, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	oldReport := filepath.Join(dir, "old.html")
+	os.WriteFile(oldReport, []byte("<html></html>"), 0o644) //nolint:errcheck
+	for _, args := range [][]string{
+		{"report", trace, "-o", trace},
+		{"report", trace, "-o", filepath.Join(dir, ".", "..", filepath.Base(dir), "x.json.gz")},
+		{"report", dir, "-o", trace},
+		{"analyze", trace, "-o", trace},
+		{"diff", trace, trace, "-o", trace},
+	} {
+		_, errOut, code := torchmem(t, args...)
+		if code != exitBadInput || !strings.Contains(errOut, "never overwrites an input") {
+			t.Errorf("%v: exit %d, %q", args, code, errOut)
+		}
+		if got, _ := os.ReadFile(trace); !bytes.Equal(got, data) {
+			t.Fatalf("%v overwrote the input", args)
+		}
+	}
+	for _, out := range []string{filepath.Join(dir, "new.html"), oldReport} {
+		if _, errOut, code := torchmem(t, "report", dir, "-o", out); code == exitBadInput {
+			t.Errorf("report -o %s: exit 2: %s", out, errOut)
+		}
+	}
+}
+
+// A damaged or cut gzip is named in the error, for every command.
+func TestDamagedGzipNamesTheFile(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "snapshots", "leak_module_cache.pickle.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := filepath.Join(t.TempDir(), "cut.pickle.gz")
+	os.WriteFile(cut, data[:len(data)/2], 0o644) //nolint:errcheck
+	for _, c := range []string{"snapshot", "frag", "analyze"} {
+		_, errOut, code := torchmem(t, c, cut)
+		if code != exitBadInput || !strings.Contains(errOut, cut) {
+			t.Errorf("%s on a cut gzip: exit %d, %q", c, code, errOut)
+		}
+	}
+}

@@ -69,6 +69,9 @@ the rules with what to do.`,
 			if output == "" {
 				return badInput(fmt.Errorf("say where to write the report: -o report.html"))
 			}
+			if err := checkOutput(output, args); err != nil {
+				return err
+			}
 			rs, _, err := loadRules(rulesFile)
 			if err != nil {
 				return err
