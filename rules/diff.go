@@ -53,9 +53,14 @@ func SiteLabel(frames []string, operator string) string {
 
 // NewTraceSide reduces a trace (device -1: all GPUs) for diffing.
 func NewTraceSide(source string, t *chrometrace.Trace) *Side {
-	in := &Input{Source: source, Trace: t}
+	return NewInputSide(&Input{Source: source, Trace: t})
+}
+
+// NewInputSide reduces a trace input for diffing, sharing its analyses.
+func NewInputSide(in *Input) *Side {
+	source := in.Source
 	s := &Side{Source: source, Operators: map[string]int64{}, SiteAlloc: map[string]int64{}, SiteLive: map[string]int64{}}
-	sum := chrometrace.Summarize(t, -1)
+	sum := in.TraceSummary(-1)
 	s.PeakAllocatedBytes, s.PeakReservedBytes, s.Steps = sum.PeakAllocatedBytes, sum.PeakReservedBytes, sum.Steps
 	leaks := in.Leaks()
 	s.GrowthBytesPerStep, s.LeakVerdict, s.Suspects = leaks.GrowthBytesPerStep, leaks.Verdict, leaks.Suspects
@@ -67,7 +72,7 @@ func NewTraceSide(source string, t *chrometrace.Trace) *Side {
 			s.Operators[op.Name] += op.SelfDeviceMemory
 		}
 	}
-	for _, site := range memtimeline.Sites(t, chrometrace.Attribute(t), memtimeline.Lifetimes(t, -1), memtimeline.SiteOptions{Device: -1}) {
+	for _, site := range in.Sites(memtimeline.SiteOptions{Device: -1}) {
 		k := SiteLabel(site.Frames, site.Operator)
 		if site.ForwardOp != "" {
 			k += " (backward)"

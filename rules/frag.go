@@ -270,7 +270,7 @@ func (r *FragReport) Signal(id string) FragSignal {
 	return FragSignal{ID: id}
 }
 
-// AnalyzeFrag looks for the trace-visible signs of a fragmented or
+// analyzeFrag looks for the trace-visible signs of a fragmented or
 // thrashing caching allocator: floods of tiny blocks, reserved memory far
 // above allocated at the peak while new segments are still requested, and
 // cudaMalloc/cudaFree after the first step (the cache keeps missing, or
@@ -278,7 +278,8 @@ func (r *FragReport) Signal(id string) FragSignal {
 //
 // What a trace cannot tell: where blocks lie inside segments (inactive
 // split blocks, the largest free block): that needs an allocator snapshot.
-func AnalyzeFrag(t *chrometrace.Trace, opts FragOptions) FragReport {
+func analyzeFrag(in *Input, opts FragOptions) FragReport {
+	t := in.Trace
 	rep := FragReport{
 		Device: opts.Device, Steps: []FragStep{}, Histogram: slices.Clone(fragBuckets),
 		SmallAllocs:   SmallAllocs{MaxBytes: opts.SmallMaxBytes, TopSites: []CodeSite{}},
@@ -330,7 +331,7 @@ func AnalyzeFrag(t *chrometrace.Trace, opts FragOptions) FragReport {
 	nSteps := max(1, len(steps))
 
 	// Traffic, histogram, small allocations and their sites.
-	attr := chrometrace.Attribute(t)
+	attr := in.Attribution()
 	siteOpts := memtimeline.SiteOptions{Device: opts.Device, Depth: opts.Depth}
 	smallSites := newSiteCounter()
 	var smallInSteps int64
@@ -891,7 +892,7 @@ func (c *siteCounter) top(n int, total int64, steps int) []CodeSite {
 
 // Frag is the input's fragmentation report with default options.
 func (in *Input) Frag() FragReport {
-	return Memo(in, "frag", func() FragReport { return AnalyzeFrag(in.Trace, DefaultFragOptions()) })
+	return in.FragWith(DefaultFragOptions())
 }
 
 // fragFinding turns one signal of the report into a finding when the

@@ -237,12 +237,13 @@ func increasing(v []int64) bool {
 	return 2*v[len(v)-1] >= 3*v[0]
 }
 
-// AnalyzeLeaks pairs allocations with frees and asks which steps leave
+// analyzeLeaks pairs allocations with frees and asks which steps leave
 // blocks behind. A site that keeps memory from each of at least 3
 // consecutive steps, steadily or more each step, is a leak whatever its
 // size; memory made once (parameters, optimizer state, accumulated
 // gradients) or by the last step or two (outputs, gradients) is not.
-func AnalyzeLeaks(t *chrometrace.Trace, opts LeakOptions) LeakReport {
+func analyzeLeaks(in *Input, opts LeakOptions) LeakReport {
+	t := in.Trace
 	rep := LeakReport{Steps: []StepSurvivors{}, Suspects: []LeakSuspect{}, Leaks: []Leak{}}
 	minSteps := max(3, opts.MinSteps)
 	gpuEvents := 0
@@ -256,7 +257,7 @@ func AnalyzeLeaks(t *chrometrace.Trace, opts LeakOptions) LeakReport {
 		rep.Reason = "the trace has no GPU memory events: profile with profile_memory=True"
 		return rep
 	}
-	lts := memtimeline.Lifetimes(t, opts.Device)
+	lts := in.Lifetimes(opts.Device)
 	steps := slices.Clone(t.Steps)
 	slices.SortFunc(steps, func(a, b chrometrace.Step) int { return cmp.Compare(a.Start, b.Start) })
 	if len(steps) == 0 {
@@ -280,7 +281,7 @@ func AnalyzeLeaks(t *chrometrace.Trace, opts LeakOptions) LeakReport {
 		rep.Steps[i].Steady = i >= len(rep.Steps)-opts.SteadySteps
 	}
 
-	attr := chrometrace.Attribute(t)
+	attr := in.Attribution()
 	graph := newGraphIndex(t, attr)
 	siteOpts := memtimeline.SiteOptions{Device: opts.Device, Depth: opts.Depth}
 	sites := map[string]*siteSeries{}

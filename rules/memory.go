@@ -14,7 +14,7 @@ import (
 
 // Leaks is the input's leak report with default options.
 func (in *Input) Leaks() LeakReport {
-	return Memo(in, "leaks", func() LeakReport { return AnalyzeLeaks(in.Trace, DefaultLeakOptions()) })
+	return in.LeaksWith(DefaultLeakOptions())
 }
 
 // Operators is the input's per-operator table (all GPUs).

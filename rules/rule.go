@@ -108,6 +108,9 @@ type Input struct {
 
 	mu    sync.Mutex
 	cache map[string]*memoEntry
+	// computed counts the analyses computed, by key (tests check that
+	// each is computed once per input).
+	computed map[string]int
 }
 
 // Memo computes a shared analysis once per input. Each key has its own
@@ -124,7 +127,15 @@ func Memo[T any](in *Input, key string, compute func() T) T {
 		in.cache[key] = e
 	}
 	in.mu.Unlock()
-	e.once.Do(func() { e.value = compute() })
+	e.once.Do(func() {
+		e.value = compute()
+		in.mu.Lock()
+		if in.computed == nil {
+			in.computed = map[string]int{}
+		}
+		in.computed[key]++
+		in.mu.Unlock()
+	})
 	return e.value.(T)
 }
 

@@ -85,13 +85,13 @@ func runAnalyze(stdout, stderr io.Writer, args []string, o *analyzeOptions) erro
 	var results []analysisJSON
 	var all []rules.Finding
 	for _, in := range inputs {
-		a := analysisJSON{Source: in.Source, Kind: in.Kind, Findings: rules.Run(rs, in)}
+		a := analysisJSON{Source: in.Source, Kind: in.Kind, Findings: rules.RunWith(rs, in, analyzeSites)}
 		if a.Findings == nil {
 			a.Findings = []rules.Finding{}
 		}
 		all = append(all, a.Findings...)
 		if t := in.Trace; t != nil {
-			s := chrometrace.Summarize(t, -1)
+			s := in.TraceSummary(-1)
 			a.Summary = &s
 			ops := slices.Clone(in.Operators())
 			slices.SortFunc(ops, func(x, y chrometrace.OperatorStats) int {
@@ -104,7 +104,7 @@ func runAnalyze(stdout, stderr io.Writer, args []string, o *analyzeOptions) erro
 				a.Operators = append(a.Operators, operatorJSON{Name: r.Name, Calls: r.Calls, SelfDeviceMemoryBytes: r.SelfDeviceMemory,
 					DeviceMemoryBytes: r.DeviceMemory, Allocs: r.Allocs, AllocBytes: r.AllocBytes, MeanAllocBytes: meanAlloc(r)})
 			}
-			sites := memtimeline.Sites(t, chrometrace.Attribute(t), memtimeline.Lifetimes(t, -1), memtimeline.SiteOptions{Device: -1, Depth: 5})
+			sites := in.Sites(analyzeSites)
 			slices.SortStableFunc(sites, func(x, y memtimeline.Site) int { return cmp.Compare(y.AllocBytes, x.AllocBytes) })
 			for _, s := range sites[:min(o.top, len(sites))] {
 				a.Sites = append(a.Sites, stackJSON{Frames: nonNilStrings(s.Frames), Operator: s.Operator, ForwardOperator: s.ForwardOp,
@@ -164,6 +164,9 @@ func runAnalyze(stdout, stderr io.Writer, args []string, o *analyzeOptions) erro
 	}
 	return nil
 }
+
+// analyzeSites are the allocation sites analyze and report show.
+var analyzeSites = memtimeline.SiteOptions{Device: -1, Depth: 5}
 
 // fragSummaryJSON is the fragmentation verdict in analyze's output; the
 // full report is torchmem frag's.

@@ -109,7 +109,7 @@ func (g *diffGroup) side(arg string) *rules.Side {
 	var sides []*rules.Side
 	for _, in := range g.inputs {
 		if in.Trace != nil {
-			sides = append(sides, rules.NewTraceSide(in.Source, in.Trace))
+			sides = append(sides, rules.NewInputSide(in))
 		} else {
 			sides = append(sides, rules.NewSnapshotSide(in.Source, in.SnapshotReport()))
 		}

@@ -324,7 +324,7 @@ func buildReportInput(idPrefix string, in *rules.Input, rs []rules.Rule) (report
 	case in.Trace != nil:
 		ri.Kind = string(kindTrace)
 		t := in.Trace
-		s := chrometrace.Summarize(t, -1)
+		s := in.TraceSummary(-1)
 		ri.Summary = traceSummaryKV(t, s)
 		l := in.Leaks()
 		// TraceChartSpecs draws one chart per GPU in TraceTimelines' order.
@@ -348,7 +348,7 @@ func buildReportInput(idPrefix string, in *rules.Input, rs []rules.Rule) (report
 		for _, r := range ops[:min(reportTop, len(ops))] {
 			ri.Operators = append(ri.Operators, operatorJSON{Name: r.Name, Calls: r.Calls, SelfDeviceMemoryBytes: r.SelfDeviceMemory, DeviceMemoryBytes: r.DeviceMemory, Allocs: r.Allocs})
 		}
-		sites := memtimeline.Sites(t, chrometrace.Attribute(t), memtimeline.Lifetimes(t, -1), memtimeline.SiteOptions{Device: -1, Depth: 5})
+		sites := in.Sites(analyzeSites)
 		slices.SortStableFunc(sites, func(a, b memtimeline.Site) int { return cmp.Compare(b.AllocBytes, a.AllocBytes) })
 		for _, st := range sites[:min(reportTop, len(sites))] {
 			ri.Sites = append(ri.Sites, stackJSON{Frames: st.Frames, Operator: st.Operator, ForwardOperator: st.ForwardOp, AllocBytes: st.AllocBytes, LiveBytesAtEnd: st.LiveBytesAtEnd, LiveBytesAtPeak: st.LiveBytesAtPeak})
@@ -370,7 +370,7 @@ func buildReportInput(idPrefix string, in *rules.Input, rs []rules.Rule) (report
 				return ri, err
 			}
 		}
-		l := rules.AnalyzeSnapshotLeaks(rep, rules.DefaultLeakOptions())
+		l := in.SnapshotLeaks()
 		ri.Leak = &l
 		var rows [][]string
 		for _, f := range rep.SegmentFills[:min(reportTop, len(rep.SegmentFills))] {

@@ -1,0 +1,144 @@
+package rules
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/memtimeline"
+)
+
+// Key names one shared analysis of an Input. Its type parameter is the
+// analysis's type, so a key is always read back as what it stores.
+type Key[T any] struct{ name string }
+
+// NewKey makes a key; the name must be unique among keys (options that
+// change the result belong in it).
+func NewKey[T any](name string) Key[T] { return Key[T]{name} }
+
+// Get returns the analysis k of in, computing it at most once per input
+// (callers racing for it wait for the first). Rules and renderers share
+// what it returns: treat it as read-only.
+func Get[T any](in *Input, k Key[T], compute func() T) T { return Memo(in, k.name, compute) }
+
+// The analyses every consumer of a trace shares. Attribution and
+// lifetimes are the expensive passes over all memory events; the sites,
+// leak and fragmentation analyses build on them.
+var (
+	keyAttribution = NewKey[*chrometrace.Attribution]("attribution")
+	keyLifetimes   = NewKey[[]memtimeline.Lifetime]("lifetimes")
+)
+
+func keySummary(device int) Key[chrometrace.Summary] {
+	return NewKey[chrometrace.Summary](fmt.Sprintf("summary:%d", device))
+}
+
+func keySites(o memtimeline.SiteOptions) Key[[]memtimeline.Site] {
+	return NewKey[[]memtimeline.Site](fmt.Sprintf("sites:%+v", o))
+}
+
+func keyLeaks(o LeakOptions) Key[LeakReport] { return NewKey[LeakReport](fmt.Sprintf("leaks:%+v", o)) }
+
+func keyFrag(o FragOptions) Key[FragReport] { return NewKey[FragReport](fmt.Sprintf("frag:%+v", o)) }
+
+// Attribution ties every memory event of the trace to its operator chain
+// and Python stack.
+func (in *Input) Attribution() *chrometrace.Attribution {
+	return Get(in, keyAttribution, func() *chrometrace.Attribution { return chrometrace.Attribute(in.Trace) })
+}
+
+// Lifetimes pairs every GPU allocation of the trace with its free; device
+// -1 means all GPUs. One pass serves every device: blocks pair per device,
+// so one device's lifetimes are the all-device ones filtered, in order.
+func (in *Input) Lifetimes(device int) []memtimeline.Lifetime {
+	all := Get(in, keyLifetimes, func() []memtimeline.Lifetime { return memtimeline.Lifetimes(in.Trace, -1) })
+	if device < 0 {
+		return all
+	}
+	return Get(in, NewKey[[]memtimeline.Lifetime](fmt.Sprintf("lifetimes:%d", device)), func() []memtimeline.Lifetime {
+		var out []memtimeline.Lifetime
+		for _, lt := range all {
+			if int(lt.Device) == device {
+				out = append(out, lt)
+			}
+		}
+		return out
+	})
+}
+
+// TraceSummary is what the trace is and what it recorded (device -1: all
+// GPUs).
+func (in *Input) TraceSummary(device int) chrometrace.Summary {
+	return Get(in, keySummary(device), func() chrometrace.Summary { return chrometrace.Summarize(in.Trace, device) })
+}
+
+// Sites are the trace's allocation sites. The slice is the caller's (a
+// copy): renderers sort it their way.
+func (in *Input) Sites(o memtimeline.SiteOptions) []memtimeline.Site {
+	return slices.Clone(Get(in, keySites(o), func() []memtimeline.Site {
+		return memtimeline.Sites(in.Trace, in.Attribution(), in.Lifetimes(o.Device), o)
+	}))
+}
+
+// LeaksWith is the trace's leak report with opts.
+func (in *Input) LeaksWith(o LeakOptions) LeakReport {
+	return Get(in, keyLeaks(o), func() LeakReport { return analyzeLeaks(in, o) })
+}
+
+// FragWith is the trace's fragmentation report with opts.
+func (in *Input) FragWith(o FragOptions) FragReport {
+	return Get(in, keyFrag(o), func() FragReport { return analyzeFrag(in, o) })
+}
+
+// AnalyzeLeaks is the leak report of a trace on its own (no shared
+// analyses); see Input.LeaksWith.
+func AnalyzeLeaks(t *chrometrace.Trace, opts LeakOptions) LeakReport {
+	return analyzeLeaks(&Input{Trace: t}, opts)
+}
+
+// AnalyzeFrag is the fragmentation report of a trace on its own; see
+// Input.FragWith.
+func AnalyzeFrag(t *chrometrace.Trace, opts FragOptions) FragReport {
+	return analyzeFrag(&Input{Trace: t}, opts)
+}
+
+// Prepare computes the analyses every report of a trace input needs, the
+// independent ones at once (they share attribution and lifetimes through
+// the cache), so that what follows only reads them.
+func (in *Input) Prepare(site memtimeline.SiteOptions) {
+	if in.Trace == nil {
+		return
+	}
+	var wg sync.WaitGroup
+	for _, f := range []func(){
+		func() { in.Leaks() },
+		func() { in.Frag() },
+		func() { in.Operators() },
+		func() { in.Sites(site) },
+		func() { in.TraceSummary(-1) },
+	} {
+		wg.Add(1)
+		go func() { defer wg.Done(); f() }()
+	}
+	wg.Wait()
+}
+
+// SnapshotLeaks is the leak report of an allocator snapshot input.
+func (in *Input) SnapshotLeaks() LeakReport {
+	return Get(in, NewKey[LeakReport]("snapshot-leaks"), func() LeakReport {
+		return AnalyzeSnapshotLeaks(in.SnapshotReport(), DefaultLeakOptions())
+	})
+}
+
+// RunWith applies rules to in while the analyses its reports show are
+// computed beside them (Prepare); findings come out as Run's.
+func RunWith(rs []Rule, in *Input, site memtimeline.SiteOptions) []Finding {
+	var out []Finding
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); out = Run(rs, in) }()
+	in.Prepare(site)
+	wg.Wait()
+	return out
+}

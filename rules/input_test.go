@@ -1,0 +1,64 @@
+package rules
+
+import (
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/memtimeline"
+)
+
+// What analyze does with a trace (every rule, then the reports' tables)
+// computes each analysis once: one attribution, one lifetimes pass, one
+// leak and one fragmentation analysis, shared by rules and renderers.
+func TestAnalysesComputedOnce(t *testing.T) {
+	for _, name := range []string{"leak_retain_graph", "amp_item_sync_slow_loader"} {
+		tr := readTraceFile(t, filepath.Join("..", "testdata", "gpu", name, "trace.json.gz"))
+		in := &Input{Source: name, Trace: tr}
+		site := memtimeline.SiteOptions{Device: -1, Depth: 5}
+		RunWith(Builtin(), in, site)
+		// The renderers' reads after the rules.
+		in.Leaks()
+		in.Frag()
+		in.Sites(site)
+		in.Operators()
+		in.TraceSummary(-1)
+		NewInputSide(in)
+		prefixes := map[string]int{}
+		for key, n := range in.computed {
+			if n != 1 {
+				t.Errorf("%s: %s computed %d times", name, key, n)
+			}
+			prefixes[strings.SplitN(key, ":", 2)[0]]++
+		}
+		for _, p := range []string{"attribution", "lifetimes", "leaks", "frag", "operators"} {
+			if prefixes[p] != 1 {
+				t.Errorf("%s: %d analyses %q (keys %v)", name, prefixes[p], p, in.computed)
+			}
+		}
+	}
+}
+
+// The shared analyses are the ones computed on their own.
+func TestSharedAnalysesMatchStandalone(t *testing.T) {
+	tr := readTraceFile(t, filepath.Join("..", "testdata", "gpu", "leak_retain_graph", "trace.json.gz"))
+	in := &Input{Trace: tr}
+	RunWith(Builtin(), in, memtimeline.SiteOptions{Device: -1, Depth: 5})
+	if got, want := in.Leaks(), AnalyzeLeaks(tr, DefaultLeakOptions()); !reflect.DeepEqual(got, want) {
+		t.Errorf("leaks differ: shared %s %d, standalone %s %d", got.Verdict, got.GrowthBytesPerStep, want.Verdict, want.GrowthBytesPerStep)
+	}
+	if got, want := in.Frag(), AnalyzeFrag(tr, DefaultFragOptions()); !reflect.DeepEqual(got, want) {
+		t.Errorf("frag differs: shared %s, standalone %s", got.Verdict, want.Verdict)
+	}
+	for _, dev := range []int{-1, 0, 1} {
+		if got, want := in.Lifetimes(dev), memtimeline.Lifetimes(tr, dev); !reflect.DeepEqual(got, want) && (len(got) != 0 || len(want) != 0) {
+			t.Errorf("device %d: %d lifetimes shared, %d standalone", dev, len(got), len(want))
+		}
+	}
+	o := memtimeline.SiteOptions{Device: -1, Depth: 3}
+	if got, want := in.Sites(o), memtimeline.Sites(tr, chrometrace.Attribute(tr), memtimeline.Lifetimes(tr, -1), o); !reflect.DeepEqual(got, want) {
+		t.Errorf("sites differ: %d shared, %d standalone", len(got), len(want))
+	}
+}
