@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
 )
 
@@ -305,10 +304,7 @@ func growingTail(e *LeakEvidence, recs []memtimeline.StepRecord) {
 		memtimeline.FormatBytes(med), tail[1].Step, tail[len(tail)-1].Step, tail[1].Step)
 }
 
-// SnapshotLeaks is the snapshot's leak report with default options.
-func (in *Input) SnapshotLeaks() LeakReport {
-	return Memo(in, "snapshot-leaks", func() LeakReport { return AnalyzeSnapshotLeaks(in.SnapshotReport(), DefaultLeakOptions()) })
-}
+// Input.SnapshotLeaks, Attribution and Lifetimes are in input.go.
 
 // sourceRank orders sources when their step counts tie: a step log fits a
 // line through every step, a snapshot's history sees every allocation, a
@@ -730,7 +726,7 @@ func (in *Input) PeakComposition() *memtimeline.Composition {
 		if in.Trace == nil {
 			return nil
 		}
-		return memtimeline.PeakComposition(in.Trace, in.Attribution(), in.Lifetimes(), -1)
+		return memtimeline.PeakComposition(in.Trace, in.Attribution(), in.Lifetimes(-1), -1)
 	})
 }
 
@@ -741,18 +737,8 @@ func (in *Input) OOMComposition() *memtimeline.Composition {
 			return nil
 		}
 		o := in.Trace.OOMs[0]
-		return memtimeline.CompositionAt(in.Trace, in.Attribution(), in.Lifetimes(), int(o.DeviceID), o.TS)
+		return memtimeline.CompositionAt(in.Trace, in.Attribution(), in.Lifetimes(-1), int(o.DeviceID), o.TS)
 	})
-}
-
-// Attribution is the trace's memory-event attribution (memoized).
-func (in *Input) Attribution() *chrometrace.Attribution {
-	return Memo(in, "attribution", func() *chrometrace.Attribution { return chrometrace.Attribute(in.Trace) })
-}
-
-// Lifetimes are the trace's GPU block lifetimes, all devices (memoized).
-func (in *Input) Lifetimes() []memtimeline.Lifetime {
-	return Memo(in, "lifetimes", func() []memtimeline.Lifetime { return memtimeline.Lifetimes(in.Trace, -1) })
 }
 
 // Judge is the verdict of one run and rank from all of its inputs.

@@ -331,7 +331,7 @@ func buildReportInput(idPrefix string, in *rules.Input, rs []rules.Rule) (report
 		tls := memtimeline.TraceTimelines(t)
 		for i, spec := range memtimeline.TraceChartSpecs(t, idPrefix) {
 			if i < len(tls) {
-				spec.Holders = memtimeline.HolderSamples(t, in.Attribution(), in.Lifetimes(), tls[i].Device, 200, 3)
+				spec.Holders = memtimeline.HolderSamples(t, in.Attribution(), in.Lifetimes(-1), tls[i].Device, 200, 3)
 			}
 			if l.Verdict == rules.VerdictLeak {
 				spec.Markers = append(spec.Markers, leakMarkers(t, spec, l)...)
