@@ -45,7 +45,7 @@ func GroupInputs(ins []*Input) []Group {
 	for i, in := range ins {
 		dir := filepath.Dir(in.Source)
 		base := filepath.Base(in.Source)
-		k := groupKey{dir: dir, rank: in.Rank}
+		k := groupKey{dir: dir, rank: in.rankOrContents()}
 		if m := snippetName.FindStringSubmatch(base); m != nil {
 			k.run = m[1]
 			if k.rank < 0 {
@@ -60,8 +60,31 @@ func GroupInputs(ins []*Input) []Group {
 		}
 		keyOf[i] = k
 	}
+	// A file not named by the snippet (a training log with
+	// memory_summary() tables, nvidia-smi) beside the snippet's files of
+	// one run joins that run when the rank fits.
+	snippetRuns := map[string][]groupKey{}
+	for _, k := range keyOf {
+		if k.run != "\x00" && !slices.Contains(snippetRuns[k.dir], k) {
+			snippetRuns[k.dir] = append(snippetRuns[k.dir], k)
+		}
+	}
 	for i, in := range ins {
-		if k := keyOf[i]; k.run == "\x00" && kindsIn[k][in.InputKind()] > 1 {
+		k := keyOf[i]
+		if k.run != "\x00" {
+			continue
+		}
+		var fits []groupKey
+		for _, r := range snippetRuns[k.dir] {
+			if k.rank < 0 || r.rank == k.rank {
+				fits = append(fits, r)
+			}
+		}
+		if len(fits) == 1 && in.Trace == nil && in.Snapshot == nil {
+			keyOf[i] = fits[0]
+			continue
+		}
+		if kindsIn[k][in.InputKind()] > 1 {
 			alone[i] = true
 		}
 	}

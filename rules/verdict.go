@@ -23,6 +23,7 @@ const (
 	SourceTrace    = "trace"
 	SourceSnapshot = "snapshot"
 	SourceSMI      = "nvidia-smi"
+	SourceSummary  = "memory-summary"
 )
 
 // LeakEvidence is what one input says about growth step over step.
@@ -159,6 +160,25 @@ type Verdict struct {
 	Inputs  []*Input    `json:"-"`
 }
 
+// rankOrContents is the loader's rank, else one a memory_summary log
+// names in its logger prefix ("rank0:").
+func (in *Input) rankOrContents() int64 {
+	if in.Rank >= 0 || in.Summary == nil {
+		return in.Rank
+	}
+	r := int64(-1)
+	for _, s := range in.Summary.Samples {
+		switch {
+		case s.Rank < 0:
+		case r < 0:
+			r = int64(s.Rank)
+		case r != int64(s.Rank):
+			return -1 // several ranks in one log
+		}
+	}
+	return r
+}
+
 // InputKind names what an input holds, as the verdict's sources say it.
 func (in *Input) InputKind() string {
 	if in.Kind != "" {
@@ -175,6 +195,8 @@ func (in *Input) InputKind() string {
 		return SourceSMI
 	case in.Timeline != nil:
 		return "memory-timeline"
+	case in.Summary != nil:
+		return SourceSummary
 	}
 	return "unknown"
 }
@@ -252,6 +274,10 @@ func leakEvidence(in *Input) []LeakEvidence {
 			}
 			out = append(out, e)
 		}
+	case in.Summary != nil:
+		// memory_summary() tables logged with a step number read like a
+		// step log of the steps they were printed at.
+		out = append(out, summaryEvidence(in)...)
 	case in.SMI != nil:
 		a := memtimeline.AnalyzeSMI(in.SMI, memtimeline.DefaultSMIOptions())
 		e := LeakEvidence{Source: in.Source, Kind: SourceSMI, Verdict: VerdictClean, FirstStep: -1, LastStep: -1, Reason: "memory.used does not grow steadily"}
@@ -260,6 +286,57 @@ func leakEvidence(in *Input) []LeakEvidence {
 			e.Verdict, e.R2 = VerdictLeak, l.R2
 			e.Reason = fmt.Sprintf("memory.used grew %s at %.1f MiB/s (no steps in an nvidia-smi log)", memtimeline.FormatBytes(l.GrowthBytes), l.SlopeBytesPerSec/(1<<20))
 		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// summaryEvidence fits the allocated bytes of logged memory_summary()
+// tables over the steps they name, per device.
+func summaryEvidence(in *Input) []LeakEvidence {
+	byDev := map[int]*memtimeline.StepSeries{}
+	var devs []int
+	for _, s := range in.Summary.Samples {
+		if s.Step < 0 || s.AllocatedBytes < 0 {
+			continue
+		}
+		ser := byDev[s.Device]
+		if ser == nil {
+			ser = &memtimeline.StepSeries{Device: fmt.Sprint(s.Device)}
+			byDev[s.Device] = ser
+			devs = append(devs, s.Device)
+		}
+		r := memtimeline.StepRecord{Step: s.Step, AllocatedBytes: s.AllocatedBytes, ReservedBytes: s.ReservedBytes, ActiveBytes: s.ActiveBytes, PeakAllocatedBytes: s.AllocatedPeakBytes, PeakReservedBytes: s.ReservedPeakBytes, Line: s.Line}
+		if !s.Time.IsZero() {
+			r.Time, r.HasTime = float64(s.Time.UnixNano())/1e9, true
+		}
+		// One table per step: a later table of the same step replaces it.
+		if n := len(ser.Records); n > 0 && ser.Records[n-1].Step == s.Step {
+			ser.Records[n-1] = r
+		} else {
+			ser.Records = append(ser.Records, r)
+		}
+	}
+	if len(devs) == 0 {
+		return []LeakEvidence{{Source: in.Source, Kind: SourceSummary, Verdict: VerdictUnknown, FirstStep: -1, LastStep: -1,
+			Reason: "the memory_summary() tables carry no step number (log \"step N\" before each)"}}
+	}
+	log := &memtimeline.StepLog{}
+	for _, d := range devs {
+		log.Series = append(log.Series, byDev[d])
+	}
+	var out []LeakEvidence
+	for i, s := range memtimeline.AnalyzeSteps(log, memtimeline.DefaultStepOptions()).Series {
+		e := LeakEvidence{Source: in.Source, Kind: SourceSummary, Steps: s.Records, FirstStep: s.FirstStep, LastStep: s.LastStep, R2: s.Allocated.R2, Reason: "memory_summary() tables: " + s.Reason}
+		switch s.Verdict {
+		case memtimeline.StepVerdictGrowing:
+			e.Verdict, e.BytesPerStep = VerdictLeak, s.BytesPerStep
+		case memtimeline.StepVerdictFlat:
+			e.Verdict = VerdictClean
+		default:
+			e.Verdict = VerdictUnknown
+		}
+		growingTail(&e, log.Series[i].Records)
 		out = append(out, e)
 	}
 	return out
@@ -313,12 +390,14 @@ func sourceRank(kind string) int {
 	switch kind {
 	case SourceSteps:
 		return 0
-	case SourceSnapshot:
+	case SourceSummary:
 		return 1
-	case SourceTrace:
+	case SourceSnapshot:
 		return 2
+	case SourceTrace:
+		return 3
 	}
-	return 3
+	return 4
 }
 
 // better reports whether a is better evidence than b: more steps, then
@@ -748,7 +827,7 @@ func Judge(name string, ins []*Input) Verdict {
 	for _, in := range ins {
 		v.Sources = append(v.Sources, in.Source)
 		ev = append(ev, in.LeakEvidence()...)
-		if r := in.Rank; r >= 0 && v.Rank < 0 {
+		if r := in.rankOrContents(); r >= 0 && v.Rank < 0 {
 			v.Rank = r
 		}
 	}

@@ -40,6 +40,15 @@ func loadInput(t testing.TB, path string) *Input {
 		if in.StepLog, err = memtimeline.ReadStepLog(f); err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
+	case strings.HasSuffix(base, ".log"):
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if in.Summary, err = memtimeline.ReadMemorySummaries(f); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
 	default:
 		in.Trace = readTraceFile(t, path)
 		if d := in.Trace.Meta.Distributed; d != nil {
@@ -367,5 +376,28 @@ func TestVerdictOnSnippetRecordings(t *testing.T) {
 			}
 			t.Logf("%s %s kind %s (truth %s) at %v; %s", v.Leak.Verdict, v.Leak.From, v.Leak.Kind, truth.Leak.Kind, v.Leak.Location, v.Leak.Agreement)
 		})
+	}
+}
+
+// A training log with memory_summary() tables beside the snippet's files
+// joins their run (its rank read from the logger prefix) and adds its own
+// figure.
+func TestVerdictWithLoggedMemorySummary(t *testing.T) {
+	dir := filepath.Join(gpuData, "logged_memory_summary")
+	paths, _ := filepath.Glob(filepath.Join(dir, "vm_*"))
+	paths = append(paths, filepath.Join(dir, "train.log"))
+	vs := JudgeAll(loadInputs(t, paths...))
+	if len(vs) != 1 {
+		t.Fatalf("%d verdicts, want the log in the run's", len(vs))
+	}
+	found := false
+	for _, e := range vs[0].Leak.Evidence {
+		if e.Kind == SourceSummary {
+			found = e.Verdict == VerdictLeak && e.BytesPerStep == 8<<20
+			t.Logf("%+v", e)
+		}
+	}
+	if !found || vs[0].Leak.BytesPerStep != 8<<20 {
+		t.Errorf("memory_summary evidence missing or wrong: %+v", vs[0].Leak.Evidence)
 	}
 }
