@@ -152,6 +152,7 @@ func runAnalyze(stdout, stderr io.Writer, args []string, o *analyzeOptions) erro
 	default:
 		width := termWidth()
 		writeVerdictText(stdout, verdicts, width)
+		writeChecklistText(stdout, verdicts, all)
 		for i, a := range results {
 			writeAnalysisText(stdout, a, inputs[i], o, width)
 		}

@@ -140,6 +140,7 @@ func runCheck(stdout, stderr io.Writer, args []string, o *checkOptions) error {
 		fmt.Fprintln(stdout, verdictLine(fs, len(inputs)))
 		fmt.Fprintln(stdout)
 		writeVerdictText(stdout, verdicts, termWidth())
+		writeChecklistText(stdout, verdicts, fs)
 		writeFindingsText(stdout, fs)
 	}
 	if errs, _, _ := countBySeverity(fs); errs > 0 {

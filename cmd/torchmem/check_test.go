@@ -252,3 +252,29 @@ func TestCheckSARIFAbsolutePathOutsideRoot(t *testing.T) {
 		t.Errorf("no snapshot.leak result:\n%s", out)
 	}
 }
+
+// The checklist follows the verdict in check's text and Markdown, in
+// analyze and in the report: the recording without zero_grad fails that
+// item and shows what else was verified.
+func TestChecklistRendered(t *testing.T) {
+	dir := filepath.Join("..", "..", "testdata", "gpu", "no_zero_grad")
+	out, _, _ := torchmem(t, "check", dir)
+	if !strings.Contains(out, "== Checklist ==") || !strings.Contains(out, "[FAIL] Gradients reset between optimizer steps (zero_grad)") ||
+		!strings.Contains(out, "[pass] No memory kept step over step (leak)") {
+		t.Errorf("check text:\n%s", out)
+	}
+	md, _, _ := torchmem(t, "check", dir, "--format", "markdown")
+	if !strings.Contains(md, "**Checklist**") || !strings.Contains(md, "| Gradients reset between optimizer steps (zero\\_grad) | ❌ fail |") {
+		t.Errorf("check markdown:\n%s", md)
+	}
+	an, _, _ := torchmem(t, "analyze", dir)
+	if i, j := strings.Index(an, "== Checklist =="), strings.Index(an, "== Findings =="); i < 0 || j < i {
+		t.Errorf("analyze: checklist at %d, findings at %d", i, j)
+	}
+	page := filepath.Join(t.TempDir(), "r.html")
+	torchmem(t, "report", dir, "-o", page)
+	html, _ := os.ReadFile(page)
+	if !strings.Contains(string(html), `<section class="checklist">`) || !strings.Contains(string(html), `<td class="check-fail">fail</td>`) {
+		t.Error("report without the checklist section")
+	}
+}

@@ -74,6 +74,7 @@ func writeFindingsMarkdown(w io.Writer, fs []rules.Finding, inputs int, verdicts
 	}
 	fmt.Fprintf(w, "%s **%s**\n\n", icon, verdictLine(fs, inputs))
 	writeVerdictMarkdown(w, verdicts) // the answer before the table
+	writeChecklistMarkdown(w, verdicts, fs)
 	if len(fs) == 0 {
 		return
 	}

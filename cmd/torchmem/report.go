@@ -34,6 +34,7 @@ var reportTemplateText string
 var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
 	"bytes": memtimeline.FormatBytes,
 	"join":  func(s []string) string { return strings.Join(s, "\n") },
+	"checkClass": checklistStatusClass,
 	// last is a stack's innermost frame, the summary of its <details>.
 	"last": func(s []string) string {
 		if len(s) == 0 {
@@ -160,6 +161,9 @@ type reportAnswer struct {
 	Charts   []reportChart
 	// TimelineNotes say what the combined timeline could not place.
 	TimelineNotes []string
+	// Checklist is the field's checklist for this run and rank, shown in
+	// its own section after the verdict block (checklist.go).
+	Checklist []rules.CheckItem
 }
 
 type reportOOM struct {
@@ -207,6 +211,7 @@ func writeReportPage(path string, inputs []*rules.Input, rs []rules.Rule) (strin
 		if err != nil {
 			return "", false, badInput(fmt.Errorf("%s: %w", v.Name, err))
 		}
+		a.Checklist = rules.Checklist(v, all)
 		page.Answers = append(page.Answers, a)
 	}
 	page.Verdict = verdictLine(all, len(inputs))

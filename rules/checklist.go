@@ -1,0 +1,252 @@
+package rules
+
+// The field's checklist for GPU memory in training, item by item, with
+// what these inputs could tell: pass, fail, or not measurable (and what to
+// record to measure it). It reads the analyses and findings already made,
+// so a clean run shows what was verified, not only what went wrong.
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/torchmem/torchmem/memtimeline"
+)
+
+// Checklist statuses.
+const (
+	CheckPass          = "pass"
+	CheckFail          = "fail"
+	CheckNotMeasurable = "not measurable"
+)
+
+// CheckItem is one line of the checklist.
+type CheckItem struct {
+	ID     string `json:"id"`
+	Item   string `json:"item"`
+	Status string `json:"status"`
+	// Detail says what was found (the figure, the line) or why it cannot
+	// be told; Record what to record to measure it.
+	Detail string `json:"detail"`
+	Record string `json:"record,omitempty"`
+	// Rules are the rule ids behind the item.
+	Rules []string `json:"rules,omitempty"`
+}
+
+// What to record, per missing input.
+const (
+	recordTrace    = "a profiler trace with profile_memory=True over at least 3 steps (torchmem snippet: TorchMemProfile does it)"
+	recordTimeline = "a profiler trace with activities=[CPU, CUDA] and a schedule, so steps and GPU work are in it (torchmem snippet)"
+	recordStepLog  = "torch.cuda.memory_stats() after every step (the snippet's <run>.steps.jsonl), or torch.cuda.memory_summary() in the log every 100 steps"
+)
+
+// Checklist evaluates the checklist for one run and rank from its inputs
+// and the findings made on them (findings of other inputs are ignored).
+func Checklist(v Verdict, fs []Finding) []CheckItem {
+	mine := map[string]bool{}
+	for _, s := range v.Sources {
+		mine[s] = true
+	}
+	for _, in := range v.Inputs {
+		mine[in.Source] = true
+	}
+	fired := map[string][]Finding{}
+	for _, f := range fs {
+		if mine[f.Source] {
+			fired[f.Rule] = append(fired[f.Rule], f)
+		}
+	}
+	var traces []*Input
+	var withMemory, withDevice []*Input
+	stepLog := false
+	for _, in := range v.Inputs {
+		switch {
+		case in.Trace != nil:
+			traces = append(traces, in)
+			if in.Frag().Verdict != VerdictUnknown {
+				withMemory = append(withMemory, in)
+			}
+			if len(deviceBusy(in)) > 0 && len(stepWindows(in).list) > 0 {
+				withDevice = append(withDevice, in)
+			}
+		case in.StepLog != nil:
+			stepLog = true
+		}
+	}
+	first := func(id string) (Finding, bool) {
+		if l := fired[id]; len(l) > 0 {
+			return l[0], true
+		}
+		return Finding{}, false
+	}
+	where := func(f Finding) string {
+		if f.Location != nil {
+			return " at " + f.Location.String()
+		}
+		if f.Operator != "" {
+			return " (" + f.Operator + ")"
+		}
+		return ""
+	}
+	var out []CheckItem
+	add := func(it CheckItem) { out = append(out, it) }
+
+	// Leaks, and the three causes the field names.
+	kinds := map[string]bool{}
+	for _, in := range traces {
+		for _, l := range in.Leaks().Leaks {
+			kinds[l.Kind] = true
+		}
+	}
+	if v.Leak.Kind != "" {
+		kinds[v.Leak.Kind] = true
+	}
+	for _, e := range v.Leak.Evidence {
+		if e.LeakKind != "" {
+			kinds[e.LeakKind] = true
+		}
+	}
+	leak := CheckItem{ID: "leak", Item: "No memory kept step over step (leak)", Rules: []string{RuleLeak, "snapshot.leak", "steps.growth", "smi.leak"}}
+	switch v.Leak.Verdict {
+	case VerdictLeak:
+		leak.Status = CheckFail
+		leak.Detail = fmt.Sprintf("%s per step", memtimeline.FormatBytes(v.Leak.BytesPerStep))
+		if v.Leak.Kind != "" {
+			leak.Detail += " (" + v.Leak.Kind + ")"
+		}
+		if v.Leak.Location != nil {
+			leak.Detail += " at " + v.Leak.Location.String()
+		}
+	case VerdictClean:
+		leak.Status, leak.Detail = CheckPass, v.Leak.Reason
+	default:
+		leak.Status, leak.Detail, leak.Record = CheckNotMeasurable, v.Leak.Reason, recordTrace+"; or "+recordStepLog
+	}
+	add(leak)
+	measured := v.Leak.Verdict == VerdictLeak || v.Leak.Verdict == VerdictClean
+	kindItem := func(id, item, why string, bad ...string) {
+		it := CheckItem{ID: id, Item: item, Rules: []string{RuleLeak, "snapshot.leak"}}
+		for _, k := range bad {
+			if kinds[k] {
+				it.Status, it.Detail = CheckFail, why
+				add(it)
+				return
+			}
+		}
+		if measured {
+			it.Status, it.Detail = CheckPass, "no leak of this kind"
+		} else {
+			it.Status, it.Detail, it.Record = CheckNotMeasurable, "the leak verdict is unknown", recordTrace
+		}
+		add(it)
+	}
+
+	zg := CheckItem{ID: "zero-grad", Item: "Gradients reset between optimizer steps (zero_grad)", Rules: []string{RuleMissingZeroGrad}}
+	if f, ok := first(RuleMissingZeroGrad); ok {
+		zg.Status, zg.Detail = CheckFail, f.Title+where(f)
+	} else {
+		pairs, steps := 0, 0
+		for _, in := range traces {
+			rep := Memo(in, "zero-grad", func() ZeroGradReport { return AnalyzeZeroGrad(in.Trace) })
+			pairs += len(rep.Intervals)
+			steps += rep.OptimizerSteps
+		}
+		switch {
+		case pairs > 0:
+			zg.Status, zg.Detail = CheckPass, fmt.Sprintf("%d optimizer steps, gradients reset between each pair", steps)
+		case len(traces) == 0:
+			zg.Status, zg.Detail, zg.Record = CheckNotMeasurable, "no profiler trace", recordTrace
+		default:
+			zg.Status, zg.Detail, zg.Record = CheckNotMeasurable, fmt.Sprintf("%d optimizer step(s) in the window: two are needed (Optimizer.step# annotations of a torch.optim optimizer)", steps),
+				"a profiled window spanning at least two optimizer steps"
+		}
+	}
+	add(zg)
+	kindItem("eval-no-grad", "No autograd graph kept across steps (evaluation without torch.no_grad(), losses kept with their graph)",
+		"outputs kept with their autograd graph: evaluate under torch.no_grad(), keep loss.item() or .detach()", KindAutogradGraph, KindRetainGraph)
+	kindItem("kept-in-lists", "No tensors kept in a list or cache", "tensors appended to a container step after step: keep .detach().cpu() copies or bound the list", KindContainer)
+
+	// Allocation pattern.
+	traceItem := func(id, item, rule string, pass func() (string, bool)) {
+		it := CheckItem{ID: id, Item: item, Rules: []string{rule}}
+		switch f, ok := first(rule); {
+		case ok:
+			it.Status, it.Detail = CheckFail, f.Title+where(f)
+		case len(withMemory) == 0:
+			it.Status, it.Detail, it.Record = CheckNotMeasurable, "no trace with GPU memory events", recordTrace
+		default:
+			d, ok := pass()
+			it.Status, it.Detail = CheckPass, d
+			if !ok {
+				it.Status, it.Record = CheckNotMeasurable, recordTrace
+			}
+		}
+		add(it)
+	}
+	traceItem("small-alloc-flood", "No flood of 4 KB allocations", RuleSmallAllocFlood, func() (string, bool) {
+		sa := withMemory[0].Frag().SmallAllocs
+		return fmt.Sprintf("%.0f allocations of <= %s per step (%.0f%% of all)", sa.PerStep, memtimeline.FormatBytes(sa.MaxBytes), 100*sa.Fraction), true
+	})
+	traceItem("op-self-1gb", "No operator over 1 GB Self CUDA Mem per step", RuleOpSelfPerStep, func() (string, bool) {
+		return "every operator under torch's rule of thumb", true
+	})
+	top := CheckItem{ID: "top-five-ops", Item: "Top five operators' share of memory held at the peak (80% or more: start with them)", Rules: []string{RuleOpSelfLimit, "memory.top-ops-share"}}
+	if len(withMemory) == 0 {
+		top.Status, top.Detail, top.Record = CheckNotMeasurable, "no trace with GPU memory events", recordTrace
+	} else {
+		hs, peak := withMemory[0].OpHoldings()
+		hs = slices.Clone(hs)
+		slices.SortStableFunc(hs, func(a, b OpHolding) int { return cmp.Compare(b.HeldAtPeak, a.HeldAtPeak) })
+		var held, window int64
+		var names []string
+		for i, h := range hs {
+			window += h.HeldAtPeak
+			if i < 5 && h.HeldAtPeak > 0 {
+				held += h.HeldAtPeak
+				names = append(names, h.Operator)
+			}
+		}
+		top.Status = CheckPass
+		top.Detail = fmt.Sprintf("%s hold %s (%.0f%%) of the %s peak", strings.Join(names, ", "), memtimeline.FormatBytes(held), 100*ratio(held, peak), memtimeline.FormatBytes(peak))
+		if pre := peak - window; pre > 0 {
+			top.Detail += fmt.Sprintf("; %s of it was allocated before the profiled window (weights, optimizer state)", memtimeline.FormatBytes(pre))
+		}
+		if f, ok := first(RuleOpSelfLimit); ok {
+			top.Status, top.Detail = CheckFail, f.Title
+		}
+	}
+	add(top)
+
+	// The GPU timeline.
+	gpuItem := func(id, item, rule, passDetail string) {
+		it := CheckItem{ID: id, Item: item, Rules: []string{rule}}
+		switch f, ok := first(rule); {
+		case ok:
+			it.Status, it.Detail = CheckFail, f.Title+where(f)
+		case len(withDevice) == 0:
+			it.Status, it.Detail, it.Record = CheckNotMeasurable, "no trace with GPU activity and ProfilerStep windows", recordTimeline
+		default:
+			it.Status, it.Detail = CheckPass, passDetail
+		}
+		add(it)
+	}
+	gpuItem("item-every-step", "No loss.item() / .cpu() sync every step", ruleSyncCopy, "no device-to-host copy the host waits for in most steps")
+	gpuItem("pinned-non-blocking", "Copies from pinned memory use non_blocking=True", rulePinnedBlocking, "no blocking copy from pinned memory in most steps")
+	if f, ok := first(rulePageableH2D); ok && out[len(out)-1].Status == CheckPass {
+		out[len(out)-1].Detail += "; but " + f.Title + ": pin them (gpu.pageable-h2d)"
+	}
+	gpuItem("gpu-waits-for-data", "GPU not idle waiting for data", ruleIdleGaps, "no idle time with a named cause (data loading, per-step sync, pageable copies) in the median step")
+
+	logs := CheckItem{ID: "memory-logs", Item: "Memory logged per step (memory_stats / memory_summary)", Rules: []string{"steps.growth"}}
+	if stepLog {
+		logs.Status, logs.Detail = CheckPass, "a per-step memory log is among the inputs"
+		if f, ok := first("steps.growth"); ok {
+			logs.Detail += "; it shows growth: " + f.Title
+		}
+	} else {
+		logs.Status, logs.Detail, logs.Record = CheckNotMeasurable, "no per-step memory log among the inputs", recordStepLog
+	}
+	add(logs)
+	return out
+}
