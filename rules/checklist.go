@@ -148,7 +148,7 @@ func Checklist(v Verdict, fs []Finding) []CheckItem {
 	} else {
 		pairs, steps := 0, 0
 		for _, in := range traces {
-			rep := Memo(in, "zero-grad", func() ZeroGradReport { return AnalyzeZeroGrad(in.Trace) })
+			rep := in.ZeroGrad()
 			pairs += len(rep.Intervals)
 			steps += rep.OptimizerSteps
 		}

@@ -205,10 +205,10 @@ func (in *Input) OpHoldings() (holdings []OpHolding, peak int64) {
 	}
 	r := Memo(in, "op-holdings", func() result {
 		t := in.Trace
-		attr := chrometrace.Attribute(t)
+		attr := in.Attribution()
 		peak, peakTS := memtimeline.PeakAllocated(t, -1)
 		by := map[string]*OpHolding{}
-		for _, lt := range memtimeline.Lifetimes(t, -1) {
+		for _, lt := range in.Lifetimes(-1) {
 			if lt.Alloc < 0 {
 				continue
 			}

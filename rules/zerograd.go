@@ -152,8 +152,15 @@ func AnalyzeZeroGrad(t *chrometrace.Trace) ZeroGradReport {
 	return rep
 }
 
+var keyZeroGrad = NewKey[ZeroGradReport]("zero-grad")
+
+// ZeroGrad is the trace's optimizer-step pairs and their resets.
+func (in *Input) ZeroGrad() ZeroGradReport {
+	return Get(in, keyZeroGrad, func() ZeroGradReport { return AnalyzeZeroGrad(in.Trace) })
+}
+
 func checkMissingZeroGrad(r *Rule, in *Input) []Finding {
-	rep := Memo(in, "zero-grad", func() ZeroGradReport { return AnalyzeZeroGrad(in.Trace) })
+	rep := in.ZeroGrad()
 	if len(rep.Intervals) == 0 || rep.Offending == 0 || float64(rep.Offending) < r.Threshold*float64(len(rep.Intervals)) {
 		return nil
 	}

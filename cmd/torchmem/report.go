@@ -32,8 +32,8 @@ var reportTemplateText string
 // "void at::native::...<...>" and stack paths come from untrusted files);
 // charts come pre-escaped from memtimeline.ChartSnippet.
 var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
-	"bytes": memtimeline.FormatBytes,
-	"join":  func(s []string) string { return strings.Join(s, "\n") },
+	"bytes":      memtimeline.FormatBytes,
+	"join":       func(s []string) string { return strings.Join(s, "\n") },
 	"checkClass": checklistStatusClass,
 	// last is a stack's innermost frame, the summary of its <details>.
 	"last": func(s []string) string {
