@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/yuin/goldmark"
@@ -248,5 +250,50 @@ func TestDamagedGzipNamesTheFile(t *testing.T) {
 		if code != exitBadInput || !strings.Contains(errOut, cut) {
 			t.Errorf("%s on a cut gzip: exit %d, %q", c, code, errOut)
 		}
+	}
+}
+
+// The cases for inputs that can be read once: frag on a FIFO
+// (it hung, opening the FIFO twice) and analyze <(cat t.json), a
+// /dev/fd/N pipe ("not JSON": the sniffed bytes were gone).
+func TestReadOnceInputs(t *testing.T) {
+	gz, err := os.ReadFile(realTrace("frag_small_allocs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(gz))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	feed := func(w io.WriteCloser, data []byte) {
+		w.Write(data) //nolint:errcheck
+		w.Close()
+	}
+	fifo := filepath.Join(t.TempDir(), "trace.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skip("no FIFOs here:", err)
+	}
+	go func() {
+		if w, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+			feed(w, gz)
+		}
+	}()
+	out, errOut, code := torchmem(t, "frag", fifo)
+	if code != exitFindings || !strings.Contains(out, "FRAGMENTED") {
+		t.Errorf("frag FIFO: exit %d, %q\n%s", code, errOut, out)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	go feed(w, plain)
+	out, errOut, code = torchmem(t, "analyze", fmt.Sprintf("/dev/fd/%d", r.Fd()))
+	if code == exitBadInput || !strings.Contains(out, "Findings") {
+		t.Errorf("analyze /dev/fd/N: exit %d, %q\n%s", code, errOut, out)
 	}
 }
