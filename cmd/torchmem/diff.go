@@ -139,27 +139,39 @@ type diffPair struct{ base, head *diffGroup }
 func pairSides(base, head []*diffGroup, baseArg, headArg string, warn func(string)) []diffPair {
 	var pairs []diffPair
 	used := map[*diffGroup]bool{}
-	count := func(gs []*diffGroup, k load.Kind) int {
-		n := 0
-		for _, g := range gs {
-			if g.kind == k {
-				n++
-			}
-		}
-		return n
+	// Indexed by kind and rank, so that thousands of ranks pair in linear
+	// time (a nested scan was cubic).
+	type key struct {
+		kind load.Kind
+		rank int64
+	}
+	count := map[load.Kind][2]int{}
+	heads := map[key][]*diffGroup{}
+	onlyHead := map[load.Kind]*diffGroup{}
+	for _, b := range base {
+		c := count[b.kind]
+		c[0]++
+		count[b.kind] = c
+	}
+	for _, h := range head {
+		c := count[h.kind]
+		c[1]++
+		count[h.kind] = c
+		heads[key{h.kind, h.rank}] = append(heads[key{h.kind, h.rank}], h)
+		onlyHead[h.kind] = h
 	}
 	// Traces first: they say the most.
 	slices.SortStableFunc(base, func(a, b *diffGroup) int { return cmp.Compare(kindOrder(a.kind), kindOrder(b.kind)) })
 	for _, b := range base {
-		for _, h := range head {
-			if used[h] || b.kind != h.kind {
-				continue
-			}
-			if b.rank == h.rank || (count(base, b.kind) == 1 && count(head, b.kind) == 1) {
-				pairs = append(pairs, diffPair{b, h})
-				used[b], used[h] = true, true
-				break
-			}
+		var h *diffGroup
+		if c := count[b.kind]; c[0] == 1 && c[1] == 1 {
+			h = onlyHead[b.kind] // two single files pair whatever their ranks
+		} else if q := heads[key{b.kind, b.rank}]; len(q) > 0 {
+			h, heads[key{b.kind, b.rank}] = q[0], q[1:]
+		}
+		if h != nil && !used[h] {
+			pairs = append(pairs, diffPair{b, h})
+			used[b], used[h] = true, true
 		}
 	}
 	for _, side := range []struct {
