@@ -472,19 +472,34 @@ func (fi *pyFrameLookup) enclosing(th chrometrace.ThreadID, ts int64, visit func
 }
 
 // librarySwitch is the advice of the known library loop (librarySyncSwitches)
-// whose frame encloses a copy issued by operator site at ts, or "".
+// whose frames enclose a copy issued by operator site at ts, or "".
 func (fi *pyFrameLookup) librarySwitch(th chrometrace.ThreadID, ts int64, site string) string {
-	advice := ""
+	var files []string
 	fi.enclosing(th, ts, func(file string, _ int, _ string) bool {
-		for _, sw := range librarySyncSwitches {
-			if site == sw.firstOp && (file == sw.fileSuffix || strings.HasSuffix(file, "/"+sw.fileSuffix)) {
-				advice = sw.advice
-				return false
+		files = append(files, file)
+		return len(files) < 1000
+	})
+	encloses := func(suffix string) bool {
+		if suffix == "" {
+			return true
+		}
+		for _, f := range files {
+			if f == suffix || strings.HasSuffix(f, "/"+suffix) {
+				return true
 			}
 		}
-		return true
-	})
-	return advice
+		return false
+	}
+	if len(files) == 0 {
+		return ""
+	}
+	for _, sw := range librarySyncSwitches {
+		inner := files[0] == sw.innermost || strings.HasSuffix(files[0], "/"+sw.innermost)
+		if site == sw.firstOp && inner && encloses(sw.within) {
+			return sw.advice
+		}
+	}
+	return ""
 }
 
 // siteStats sums copies per issuing site for evidence.
@@ -555,13 +570,26 @@ func describeSites(sites []siteStats) string {
 // frame's file and the operator chain's first operator. Listed only where the
 // library's code was read and the switch is certain.
 var librarySyncSwitches = []struct {
-	fileSuffix, firstOp, advice string
+	// innermost: the innermost Python frame around the copy (the library
+	// line that issues it); within: another enclosing frame, when the
+	// switch belongs to the loop around it ("" for any).
+	innermost, within, firstOp, advice string
 }{
 	// Trainer's loop runs `torch.isnan(tr_loss_step) or torch.isinf(tr_loss_step)`
-	// after every micro-batch: two aten::is_nonzero reads of the loss.
-	{"transformers/trainer.py", "aten::is_nonzero", "transformers.Trainer reads every micro-batch's loss " +
+	// after every micro-batch: two aten::is_nonzero reads of the loss, made
+	// in trainer.py itself (a model's own syncs run in its modeling files).
+	{"transformers/trainer.py", "", "aten::is_nonzero", "transformers.Trainer reads every micro-batch's loss " +
 		"back to check it for NaN/Inf (TrainingArguments(logging_nan_inf_filter=True), the default): pass " +
 		"logging_nan_inf_filter=False to TrainingArguments to drop that sync. "},
+	// Accelerate's prepared DataLoader moves each batch with send_to_device(...,
+	// non_blocking=DataLoaderConfiguration.non_blocking), False by default;
+	// Trainer passes TrainingArguments.accelerator_config's non_blocking.
+	{"accelerate/utils/operations.py", "transformers/trainer.py", "aten::to", "transformers.Trainer's DataLoader " +
+		"(Accelerate) copies each pinned batch with non_blocking=False: pass " +
+		"accelerator_config={\"non_blocking\": True} to TrainingArguments (dataloader_pin_memory is on by default). "},
+	{"accelerate/utils/operations.py", "accelerate/data_loader.py", "aten::to", "Accelerate's prepared DataLoader " +
+		"copies each pinned batch with non_blocking=False: create the Accelerator with " +
+		"dataloader_config=DataLoaderConfiguration(non_blocking=True). "},
 }
 
 // libraryLoopAdvice is the switch advice of every known library loop that
@@ -742,7 +770,7 @@ func checkPinnedBlocking(r *Rule, in *Input) []Finding {
 			"%s per step. Pinned memory lets a copy run asynchronously while the GPU computes; copied without non_blocking=True "+
 			"the host stops until it lands. Issued by: %s.",
 			n, steps, len(w.list), memtimeline.FormatBytes(bytes), formatNs(int64(float64(blocked)/per)), describeSites(sites)),
-		Advice: "The source is pinned already (DataLoader(pin_memory=True) or tensor.pin_memory()): copy with " +
+		Advice: libraryLoopAdvice(copies, isPinnedBlocking) + "The source is pinned already (DataLoader(pin_memory=True) or tensor.pin_memory()): copy with " +
 			"x.to(device, non_blocking=True) so the upload overlaps compute; the next kernel on the same stream still waits for it.",
 		Operator: top.site,
 		Location: top.location,
