@@ -150,7 +150,10 @@ func IsLibraryFrame(name string) bool {
 
 // libraryRoots are packages whose frames are never the user's code; trace
 // frames name them relative ("torch/nn/modules/module.py").
-var libraryRoots = []string{"torch/", "torchvision/", "transformers/", "triton/", "numpy/", "accelerate/"}
+var libraryRoots = []string{"torch/", "torchvision/", "torchaudio/", "torchtext/", "transformers/", "triton/", "numpy/",
+	"accelerate/", "lightning/", "pytorch_lightning/", "lightning_fabric/", "deepspeed/", "peft/", "trl/", "timm/",
+	"datasets/", "huggingface_hub/", "safetensors/", "tokenizers/", "diffusers/", "apex/", "xformers/", "flash_attn/",
+	"einops/", "torchmetrics/", "fairscale/", "megatron/", "vllm/", "sklearn/", "scipy/", "pandas/", "tqdm/", "wandb/"}
 
 // IsLibraryFile reports whether a source file is library code: relative
 // paths as profiler traces write them, absolute ones as allocator

@@ -73,8 +73,8 @@ type SegmentFill struct {
 type LeakCandidate struct {
 	Device int   `json:"device"`
 	Site   Frame `json:"site"`
-	// Stack lists the Python frames (innermost first, up to 8) of the
-	// first allocation in the group, for context.
+	// Stack lists the Python frames (innermost first, all of them, C++
+	// frames dropped) of the group's latest allocation.
 	Stack []Frame `json:"stack"`
 	Bytes int64   `json:"bytes"`
 	Count int     `json:"count"`
@@ -113,6 +113,13 @@ type StepBytes struct {
 	Step  int   `json:"step"`
 	Bytes int64 `json:"bytes"`
 	Count int   `json:"count"`
+	// Lines counts the distinct innermost Python frames that made them:
+	// one for a tensor kept from the site's own line, several when a
+	// model's internals (outputs and saved activations) stay.
+	Lines int `json:"lines"`
+	// BackwardAfter: autograd's engine allocated later in the same step.
+	BackwardAfter bool `json:"backward_after"`
+	lines         map[Frame]bool
 }
 
 // OOMEvent is an out-of-memory recorded in a device trace.
@@ -452,20 +459,43 @@ func (s *Snapshot) LeakCandidates() []LeakCandidate {
 			idx = append(idx, i)
 		}
 		sort.Ints(idx) // time order, so that the first allocation leads its group
-		groups := map[Frame]int{}
+		lastBackward := s.lastBackwardPerStep(dev, steps[dev])
+		// A group is one user call chain: the same forward called from the
+		// training line and from a validation loop holds memory for two
+		// different reasons.
+		groups := map[string]int{}
+		chains := map[*Frame]string{}
+		last := map[int]int{} // group -> its latest live allocation
 		for _, i := range idx {
 			e := tr[i]
 			site := siteOf(&e)
-			g, ok := groups[site]
+			key := site.String()
+			if len(e.Frames) > 0 {
+				k, ok := chains[&e.Frames[0]]
+				if !ok {
+					var b strings.Builder
+					for _, f := range e.Frames {
+						if f.IsPython() && !IsLibraryFrame(f) {
+							b.WriteString(f.String())
+							b.WriteByte(0)
+						}
+					}
+					k = b.String()
+					chains[&e.Frames[0]] = k
+				}
+				key = k
+			}
+			g, ok := groups[key]
 			if !ok {
 				g = len(out)
-				groups[site] = g
+				groups[key] = g
 				out = append(out, LeakCandidate{
 					Device: dev, Site: site, Stack: pythonFrames(e.Frames, 0),
 					FirstTimeUS: e.TimeUS, MaxRetentionSteps: retention[site], HookFrame: hookFrame(e.Frames),
 				})
 			}
 			lc := &out[g]
+			last[g] = i
 			lc.Bytes += e.Size
 			lc.Count++
 			lc.LastTimeUS = e.TimeUS
@@ -489,12 +519,31 @@ func (s *Snapshot) LeakCandidates() []LeakCandidate {
 				}
 				sb.Bytes += e.Size
 				sb.Count++
+				if sb.lines == nil {
+					sb.lines = map[Frame]bool{}
+				}
+				for _, f := range e.Frames {
+					if f.IsPython() {
+						sb.lines[f] = true
+						break
+					}
+				}
+				if lastBackward[st] > e.TimeUS {
+					sb.BackwardAfter = true
+				}
 			}
+		}
+		// The latest allocation speaks for its group: the first may be a
+		// one-time buffer made at the same line (a workspace, a cache).
+		for g, i := range last {
+			out[g].Stack = pythonFrames(tr[i].Frames, 0)
 		}
 	}
 	for g, set := range groupSteps {
 		out[g].Steps = len(set)
 		for _, sb := range set {
+			sb.Lines = len(sb.lines)
+			sb.lines = nil
 			out[g].StepBytes = append(out[g].StepBytes, *sb)
 		}
 		sort.Slice(out[g].StepBytes, func(i, j int) bool { return out[g].StepBytes[i].Step < out[g].StepBytes[j].Step })
@@ -601,6 +650,36 @@ func backwardFrames(stack []Frame) bool {
 		}
 	}
 	return false
+}
+
+// lastBackwardPerStep maps each step of device dev to the time of the
+// last allocation autograd's engine made in it.
+func (s *Snapshot) lastBackwardPerStep(dev int, ranges []stepRange) map[int]int64 {
+	out := map[int]int64{}
+	if dev >= len(s.DeviceTraces) {
+		return out
+	}
+	checked := map[*Frame]bool{}
+	for _, e := range s.DeviceTraces[dev] {
+		if e.Action != ActionAlloc {
+			continue
+		}
+		// Recorded with Python stacks only, the engine's threads have no
+		// frames at all: no Python thread allocates without a frame.
+		isBwd := true
+		if len(e.Frames) > 0 {
+			var ok bool
+			isBwd, ok = checked[&e.Frames[0]]
+			if !ok {
+				isBwd = backwardFrames(e.Frames)
+				checked[&e.Frames[0]] = isBwd
+			}
+		}
+		if st := findStep(ranges, e.TimeUS); isBwd && st >= 0 {
+			out[st] = max(out[st], e.TimeUS)
+		}
+	}
+	return out
 }
 
 // stepIndex is the index of the step window holding t, or -1.

@@ -101,6 +101,9 @@ type LeakSuspect struct {
 	// location is the allocating line as recorded (a snapshot's absolute
 	// path), for findings; nil: from the stack.
 	location *Location
+	// allocPoints is how many code lines made what the site keeps each
+	// step (a snapshot site groups a whole model call); 0 counts as 1.
+	allocPoints int
 }
 
 // Leak is one leak of an input: its sites share a cause (kind).
@@ -491,10 +494,7 @@ func groupLeaks(suspects []LeakSuspect, hooks map[string]growingFrame) []Leak {
 	graphSites := map[string]int{}
 	for _, s := range suspects {
 		if s.Kind == KindAutogradGraph || s.Kind == KindRetainGraph {
-			graphSites[s.Kind]++
-			if s.Blocks >= 2*int64(s.StepsWithSurvivors) {
-				graphSites[s.Kind]++ // several tensors of a graph per step
-			}
+			graphSites[s.Kind] += max(1, s.allocPoints)
 		}
 	}
 	graphKind := ""
@@ -508,8 +508,9 @@ func groupLeaks(suspects []LeakSuspect, hooks map[string]growingFrame) []Leak {
 	for _, s := range suspects {
 		k := s.Kind
 		switch {
-		case (k == KindAutogradGraph || k == KindRetainGraph) && graphSites[k] < 2 && s.Blocks < 2*int64(s.StepsWithSurvivors):
-			// One tensor per step that carries its graph: kept in a container.
+		case (k == KindAutogradGraph || k == KindRetainGraph) && graphSites[k] < 2:
+			// A graph kept alive keeps what its ops saved, made elsewhere;
+			// one tensor kept on its own (detached or not) is a container.
 			k = KindContainer
 		case k == KindContainer && graphKind != "" && !isCopySite(s.Operator) && !s.copy:
 			k = graphKind
@@ -552,7 +553,7 @@ func explainLeak(l *Leak, hooks map[string]growingFrame) (evidence, fix string) 
 		if top.Operator == "" {
 			by = "at " + where
 		}
-		return fmt.Sprintf("%s made %s in each of %s has no autograd graph behind it and is never freed: a list, dict or cache keeps it",
+		return fmt.Sprintf("%s made %s in each of %s is never freed, and nothing of an autograd graph survives with it: a list, dict or cache keeps it",
 				memtimeline.FormatBytes(top.BytesPerStep), by, steps),
 			fmt.Sprintf("Stop keeping a tensor per step (called from %s): store .item() or .cpu() values, bound it (collections.deque(maxlen=N)), or clear it each step", where)
 	case KindAutogradGraph:
@@ -756,14 +757,20 @@ func lastFrame(stack []string) string {
 	return stack[len(stack)-1]
 }
 
+// firstOp is the operator the user's code called: the outermost op of the
+// chain, past record_function ranges ("Optimizer.step#Adam.step",
+// "DistributedDataParallel.forward") that merely enclose it.
 func firstOp(chain string) string {
-	if i := strings.Index(chain, " > "); i >= 0 {
-		return chain[:i]
-	}
 	if chain == "" {
 		return "(no operator)"
 	}
-	return chain
+	ops := strings.Split(chain, " > ")
+	for _, op := range ops {
+		if strings.Contains(op, "::") {
+			return op
+		}
+	}
+	return ops[0]
 }
 
 // leakFindings makes one finding per leak: its bytes per step in all,

@@ -38,10 +38,6 @@ func AnalyzeSnapshotLeaks(rep *memtimeline.SnapshotReport, opts LeakOptions) Lea
 		stepIdx[st] = i
 		out.Steps = append(out.Steps, StepSurvivors{Name: fmt.Sprintf("ProfilerStep#%d", st), Number: int64(st), Steady: i >= len(rep.Steps)-opts.SteadySteps})
 	}
-	bwd := map[int]bool{}
-	for _, st := range rep.BackwardSteps {
-		bwd[st] = true
-	}
 	if len(rep.Steps) == 0 {
 		out.Verdict = VerdictUnknown
 		out.WholeWindow = true
@@ -62,12 +58,14 @@ func AnalyzeSnapshotLeaks(rep *memtimeline.SnapshotReport, opts LeakOptions) Lea
 	hooks := map[string]growingFrame{}
 	for _, c := range rep.Leaks {
 		bytes, blocks := make([]int64, len(rep.Steps)), make([]int64, len(rep.Steps))
+		lines, bwdAfter := make([]int, len(rep.Steps)), make([]bool, len(rep.Steps))
 		for _, sb := range c.StepBytes {
 			if i, ok := stepIdx[sb.Step]; ok {
 				out.Steps[i].SurvivorBytes += sb.Bytes
 				out.Steps[i].SurvivorBlocks += int64(sb.Count)
 				bytes[i] += sb.Bytes
 				blocks[i] += int64(sb.Count)
+				lines[i], bwdAfter[i] = sb.Lines, sb.BackwardAfter
 			}
 		}
 		r, ok := regularRun(bytes, blocks, minSteps)
@@ -88,18 +86,25 @@ func AnalyzeSnapshotLeaks(rep *memtimeline.SnapshotReport, opts LeakOptions) Lea
 			s.Blocks += blocks[k]
 			s.Bytes += bytes[k]
 		}
+		// Evidence over the run: how many code lines made what each step
+		// kept, and whether backward ran after it in the same step.
 		backwardSteps := 0
+		runLines := make([]int, 0, r.hi-r.lo+1)
 		for k := r.lo; k <= r.hi; k++ {
-			if bwd[rep.Steps[k]] {
+			if bwdAfter[k] {
 				backwardSteps++
 			}
+			runLines = append(runLines, lines[k])
 		}
+		slices.Sort(runLines)
+		s.allocPoints = runLines[len(runLines)/2]
 		switch {
 		case c.HookFrame != nil:
 			s.Kind = KindHook
 			hooks[userName(*c.HookFrame, scriptDir(c.Stack))] = growingFrame{first: s.FirstStep, last: s.LastStep}
-		case 2*c.LibraryAllocs > c.Count && !s.copy:
-			// Tensors made inside layers (outputs, saved activations).
+		case s.allocPoints >= 2 && !s.copy:
+			// Several tensors from a model's internals each step: outputs
+			// and the activations their graph saved.
 			s.Kind = KindAutogradGraph
 			if 2*backwardSteps > r.hi-r.lo+1 {
 				s.Kind = KindRetainGraph
