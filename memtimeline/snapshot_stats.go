@@ -474,6 +474,8 @@ func (s *Snapshot) LeakCandidates() []LeakCandidate {
 				k, ok := chains[&e.Frames[0]]
 				if !ok {
 					var b strings.Builder
+					b.WriteString(site.String())
+					b.WriteByte(0)
 					for _, f := range e.Frames {
 						if f.IsPython() && !IsLibraryFrame(f) {
 							b.WriteString(f.String())
