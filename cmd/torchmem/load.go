@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/schollz/progressbar/v3"
+	"github.com/torchmem/torchmem/cmd/internal/escape"
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/rules"
 )
@@ -47,7 +48,7 @@ func progressBar(path string, size int64, r io.Reader) (io.Reader, func()) {
 	}
 	bar := progressbar.NewOptions64(size,
 		progressbar.OptionSetWriter(os.Stderr),
-		progressbar.OptionSetDescription("reading "+path),
+		progressbar.OptionSetDescription("reading "+escape.Terminal(path)), // written straight to the terminal
 		progressbar.OptionShowBytes(true),
 		progressbar.OptionThrottle(100*time.Millisecond),
 		progressbar.OptionClearOnFinish(),
