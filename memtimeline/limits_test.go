@@ -69,6 +69,7 @@ func TestReadersStopAtCaps(t *testing.T) {
 		{"smi distinct GPUs", &stream{head: smiHeader, body: smiRow(func(i int) int { return i })}, readSMI, "distinct GPUs", 100},
 		{"smi blank lines", &stream{head: smiHeader, body: repeat("\n")}, readSMI, "decompressed bytes", 4 << 20},
 		{"step records", &stream{body: func(i int) string { return fmt.Sprintf(`{"step": %d, "allocated_bytes": 1}`+"\n", i) }}, readSteps, "per-step records", 10_000},
+		{"summary ranks", &stream{body: func(i int) string { return fmt.Sprintf("rank%d: |  PyTorch CUDA memory summary, device ID 0  |\n", i) }}, readSummaries, "distinct ranks", 100},
 		{"step devices", &stream{body: func(i int) string {
 			return fmt.Sprintf(`{"step": 1, "device": "cuda:%d", "allocated_bytes": 1}`+"\n", i)
 		}}, readSteps, "distinct devices", 100},
@@ -92,6 +93,7 @@ func TestReadersStopAtCaps(t *testing.T) {
 func parseTimeline(r io.Reader) error { _, err := ParseExportedTimeline(r); return err }
 func readSMI(r io.Reader) error       { _, err := ReadSMILog(r); return err }
 func readSteps(r io.Reader) error     { _, err := ReadStepLog(r); return err }
+func readSummaries(r io.Reader) error { _, err := ReadMemorySummaries(r); return err }
 
 // A line without end is refused at the line cap, whatever follows.
 func TestEndlessLine(t *testing.T) {

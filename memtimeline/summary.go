@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -127,6 +128,9 @@ func ReadMemorySummaries(r io.Reader) (*SummaryLog, error) {
 		rank := -1
 		if m := summaryRank.FindStringSubmatch(prefix); m != nil {
 			rank = atoiOr(m[1], -1)
+			if _, seen := lastStep[rank]; !seen && open[rank] == nil && len(lastStep)+len(open) >= MaxSeries {
+				return nil, fmt.Errorf("line %d: %w", log.Lines, seriesError("distinct ranks"))
+			}
 		}
 		if bar < 0 {
 			if m := summaryStep.FindAllStringSubmatch(text, -1); m != nil {
@@ -175,15 +179,9 @@ func ReadMemorySummaries(r io.Reader) (*SummaryLog, error) {
 	for rank := range open {
 		rest = append(rest, rank)
 	}
-	for len(rest) > 0 {
-		best := 0
-		for i, r := range rest {
-			if open[r].Line < open[rest[best]].Line {
-				best = i
-			}
-		}
-		finish(rest[best])
-		rest = append(rest[:best], rest[best+1:]...)
+	slices.SortFunc(rest, func(a, b int) int { return open[a].Line - open[b].Line })
+	for _, r := range rest {
+		finish(r)
 	}
 	if skipped > 0 {
 		log.Warnings = append(log.Warnings, fmt.Sprintf("skipped %d lines longer than %d bytes", skipped, summaryMaxLine))
