@@ -160,6 +160,24 @@ func TestTorchmemReadsEverySnippetV2Recording(t *testing.T) {
 			if got["trace"] != 1 || got["snapshot"] != 1 || got["steps"] != 1 {
 				t.Errorf("analyze read %v, want one trace, one snapshot, one steps log", got)
 			}
+			// The folder as the snippet leaves it (with truth.json, memory_stats.json and,
+			// in logged_memory_summary, the training logs beside the files).
+			logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+			out, errOut, code = torchmem(t, "analyze", "--format", "json", dir)
+			if code == exitBadInput {
+				t.Fatalf("analyze %s: exit 2: %s", dir, errOut)
+			}
+			doc.Inputs = nil
+			if err := json.Unmarshal([]byte(out), &doc); err != nil {
+				t.Fatalf("analyze JSON: %v", err)
+			}
+			got = map[string]int{}
+			for _, in := range doc.Inputs {
+				got[in.Kind]++
+			}
+			if got["trace"] != 1 || got["snapshot"] != 1 || got["steps"] != 1 || got["memory-summary"] != len(logs) {
+				t.Errorf("analyze %s read %v, want one trace, snapshot and steps log and %d memory_summary logs", dir, got, len(logs))
+			}
 			for _, cmd := range [][]string{
 				{"ops", byKind["trace"][0]}, {"stacks", byKind["trace"][0]}, {"leaks", byKind["trace"][0]},
 				{"frag", byKind["trace"][0]}, {"check", byKind["trace"][0], byKind["snapshot"][0]},
