@@ -97,7 +97,7 @@ func runAnalyze(stdout, stderr io.Writer, args []string, o *analyzeOptions) erro
 			slices.SortFunc(ops, func(x, y chrometrace.OperatorStats) int {
 				return cmp.Or(cmp.Compare(y.SelfDeviceMemory, x.SelfDeviceMemory), strings.Compare(x.Name, y.Name))
 			})
-			for _, r := range ops[:min(o.top, len(ops))] {
+			for _, r := range ops[:topN(o.top, len(ops))] {
 				if r.SelfDeviceMemory <= 0 {
 					break
 				}
@@ -106,7 +106,7 @@ func runAnalyze(stdout, stderr io.Writer, args []string, o *analyzeOptions) erro
 			}
 			sites := in.Sites(analyzeSites)
 			slices.SortStableFunc(sites, func(x, y memtimeline.Site) int { return cmp.Compare(y.AllocBytes, x.AllocBytes) })
-			for _, s := range sites[:min(o.top, len(sites))] {
+			for _, s := range sites[:topN(o.top, len(sites))] {
 				a.Sites = append(a.Sites, stackJSON{Frames: nonNilStrings(s.Frames), Operator: s.Operator, ForwardOperator: s.ForwardOp,
 					AllocBytes: s.AllocBytes, LiveBytesAtEnd: s.LiveBytesAtEnd, LiveBytesAtPeak: s.LiveBytesAtPeak, Allocs: s.Allocs, LiveBlocksAtEnd: s.LiveBlocksAtEnd})
 			}

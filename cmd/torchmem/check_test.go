@@ -113,11 +113,14 @@ func TestCheckReadsLogsByContent(t *testing.T) {
 
 func TestRulesList(t *testing.T) {
 	out, _, code := torchmem(t, "rules", "--format", "json")
-	var rs []struct {
-		ID        string  `json:"id"`
-		Threshold float64 `json:"threshold"`
+	var doc struct {
+		SchemaVersion int `json:"schema_version"`
+		Rules         []struct {
+			ID        string  `json:"id"`
+			Threshold float64 `json:"threshold"`
+		} `json:"rules"`
 	}
-	if code != 0 || json.Unmarshal([]byte(out), &rs) != nil || len(rs) < 8 {
+	if code != 0 || json.Unmarshal([]byte(out), &doc) != nil || len(doc.Rules) < 8 || doc.SchemaVersion != 1 {
 		t.Fatalf("exit %d: %s", code, out)
 	}
 }

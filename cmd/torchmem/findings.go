@@ -106,6 +106,9 @@ func mdCode(s string) string { return escape.MarkdownCode(s) }
 
 // SARIF 2.1.0, enough for GitHub code scanning: findings with a Python
 // file:line annotate that line in the pull request.
+// sarifLog follows the SARIF schema (no schema_version of torchmem's).
+func (sarifLog) ownSchema() {}
+
 type sarifLog struct {
 	Schema  string     `json:"$schema"`
 	Version string     `json:"version"`

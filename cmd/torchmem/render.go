@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/jedib0t/go-pretty/v6/table"
 	"github.com/jedib0t/go-pretty/v6/text"
@@ -17,8 +18,11 @@ import (
 // Output formats shared by every command. Not every command supports every
 // format; each validates with checkFormat.
 const (
-	formatTable    = "table"
+	// formatTable is the old name of text; --format table still works
+	// (formatAlias), and both constants mean the same output.
+	formatTable    = "text"
 	formatText     = "text"
+	formatFolded   = "folded"
 	formatJSON     = "json"
 	formatCSV      = "csv"
 	formatMarkdown = "markdown"
@@ -38,13 +42,45 @@ func checkFormat(got string, allowed ...string) error {
 // colour go only there.
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
-// writeJSON prints v as indented JSON. encoding/json is used for output:
-// its field order is the struct order, stable for scripts and goldens.
+// jsonSchemaVersion is the version of torchmem's JSON documents
+// (cmd/torchmem/JSON.md). It changes when a field is renamed, removed or
+// changes meaning; added fields do not change it.
+const jsonSchemaVersion = 1
+
+// ownSchema marks documents that follow a published schema of their own
+// (SARIF): they carry no schema_version.
+type ownSchema interface{ ownSchema() }
+
+// writeJSON prints v as indented JSON, with "schema_version" first when v
+// is an object. encoding/json is used for output: its field order is the
+// struct order, stable for scripts and goldens.
 func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	out := b.Bytes()
+	if _, own := v.(ownSchema); !own {
+		out = withSchemaVersion(out)
+	}
+	_, err := w.Write(out)
+	return err
+}
+
+// withSchemaVersion puts "schema_version" first in an indented JSON
+// object (other documents are returned as they are).
+func withSchemaVersion(doc []byte) []byte {
+	field := fmt.Sprintf("\"schema_version\": %d", jsonSchemaVersion)
+	switch {
+	case bytes.HasPrefix(doc, []byte("{\n")):
+		return append([]byte("{\n  "+field+",\n"), doc[2:]...)
+	case bytes.HasPrefix(doc, []byte("{}")):
+		return append([]byte("{\n  "+field+"\n}"), doc[2:]...)
+	}
+	return doc
 }
 
 // newTableWriter makes a go-pretty table for the given format. Colours are
@@ -210,4 +246,24 @@ func eachInput[T any](stdout io.Writer, format string, items []T, render func(w 
 		return err
 	}
 	return found
+}
+
+// writeMarkdownFenced writes a text rendering as Markdown: a heading and
+// the text in a code block, for reports whose meaning is in alignment
+// (segment fill bars, sparklines, wide tables). The fence is longer than
+// any run of backticks in the text, so nothing in it can close the block.
+func writeMarkdownFenced(w io.Writer, title string, render func(io.Writer) error) error {
+	var b bytes.Buffer
+	err := render(&b)
+	var ee *exitError
+	if err != nil && !(errors.As(err, &ee) && ee.code == exitFindings) {
+		return err
+	}
+	fence := "```"
+	for strings.Contains(b.String(), fence) {
+		fence += "`"
+	}
+	text := strings.TrimRight(b.String(), "\n")
+	fmt.Fprintf(w, "### %s\n\n%stext\n%s\n%s\n", mdEscape(title), fence, text, fence)
+	return err
 }

@@ -350,12 +350,12 @@ func buildReportInput(idPrefix string, in *rules.Input, rs []rules.Rule) (report
 			return cmp.Or(cmp.Compare(b.SelfDeviceMemory, a.SelfDeviceMemory), strings.Compare(a.Name, b.Name))
 		})
 		ops = slices.DeleteFunc(ops, func(o chrometrace.OperatorStats) bool { return o.OnDevice })
-		for _, r := range ops[:min(reportTop, len(ops))] {
+		for _, r := range ops[:topN(reportTop, len(ops))] {
 			ri.Operators = append(ri.Operators, operatorJSON{Name: r.Name, Calls: r.Calls, SelfDeviceMemoryBytes: r.SelfDeviceMemory, DeviceMemoryBytes: r.DeviceMemory, Allocs: r.Allocs})
 		}
 		sites := in.Sites(analyzeSites)
 		slices.SortStableFunc(sites, func(a, b memtimeline.Site) int { return cmp.Compare(b.AllocBytes, a.AllocBytes) })
-		for _, st := range sites[:min(reportTop, len(sites))] {
+		for _, st := range sites[:topN(reportTop, len(sites))] {
 			ri.Sites = append(ri.Sites, stackJSON{Frames: st.Frames, Operator: st.Operator, ForwardOperator: st.ForwardOp, AllocBytes: st.AllocBytes, LiveBytesAtEnd: st.LiveBytesAtEnd, LiveBytesAtPeak: st.LiveBytesAtPeak})
 		}
 		ri.Leak = &l
@@ -378,7 +378,7 @@ func buildReportInput(idPrefix string, in *rules.Input, rs []rules.Rule) (report
 		l := in.SnapshotLeaks()
 		ri.Leak = &l
 		var rows [][]string
-		for _, f := range rep.SegmentFills[:min(reportTop, len(rep.SegmentFills))] {
+		for _, f := range rep.SegmentFills[:topN(reportTop, len(rep.SegmentFills))] {
 			rows = append(rows, []string{fmt.Sprintf("%#x", f.Address), f.SegmentType, memtimeline.FormatBytes(f.TotalSize), memtimeline.FormatBytes(f.AllocatedBytes), f.Bar})
 		}
 		ri.Tables = append(ri.Tables, reportTable{Title: "Largest segments ('#' full, '.' free)", Header: []string{"Address", "Pool", "Size", "Allocated", "Fill"}, Rows: rows})

@@ -36,5 +36,6 @@ Exit codes: 0 ok, 1 findings at error severity, 2 bad input or usage.`,
 	for _, c := range subcommands {
 		root.AddCommand(c())
 	}
+	vocabulary(root)
 	return root
 }

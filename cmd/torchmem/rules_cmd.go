@@ -53,7 +53,9 @@ func writeRules(w io.Writer, rs []rules.Rule, format string) error {
 		for _, r := range rs {
 			out = append(out, ruleJSON{r.ID, r.Severity.String(), r.Threshold, r.Unit, r.Description})
 		}
-		return writeJSON(w, out)
+		return writeJSON(w, struct {
+			Rules []ruleJSON `json:"rules"`
+		}{out})
 	}
 	tw := newTableWriter()
 	tw.AppendHeader(table.Row{"Rule", "Severity", "Threshold", "Description"})

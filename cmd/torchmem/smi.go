@@ -48,7 +48,7 @@ Exit status: 0 when no leak is found, 1 when one is, 2 when the file cannot
 be read.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(format, formatTable, formatJSON); err != nil {
+			if err := checkFormat(format, formatTable, formatJSON, formatMarkdown); err != nil {
 				return err
 			}
 			if opts.Threshold <= 0 || opts.Threshold > 1 {
@@ -76,12 +76,17 @@ be read.`,
 					log.GPUs = []*memtimeline.SMIGPU{g}
 				}
 				a := memtimeline.AnalyzeSMI(log, opts)
-				if format == formatJSON {
-					if err := writeJSON(out, smiJSONReport(path, log, a)); err != nil {
-						return err
-					}
-				} else {
+				var err error
+				switch format {
+				case formatJSON:
+					err = writeJSON(out, smiJSONReport(path, log, a))
+				case formatMarkdown:
+					err = writeMarkdownFenced(out, path, func(w io.Writer) error { renderSMITable(w, path, log, a); return nil })
+				default:
 					renderSMITable(out, path, log, a)
+				}
+				if err != nil {
+					return err
 				}
 				if len(a.Leaks()) > 0 {
 					return findings()

@@ -57,7 +57,7 @@ Byte sizes in tables use binary units (1 MB = 1 MiB, as torch prints them);
 }
 
 func runSnapshot(w, stderr io.Writer, args []string, o snapshotOptions) error {
-	if err := checkFormat(o.format, formatTable, formatJSON); err != nil {
+	if err := checkFormat(o.format, formatTable, formatJSON, formatMarkdown); err != nil {
 		return err
 	}
 	if o.top < 0 || o.leaks < 0 {
@@ -68,7 +68,13 @@ func runSnapshot(w, stderr io.Writer, args []string, o snapshotOptions) error {
 		return err
 	}
 	return eachInput(w, o.format, files, func(w io.Writer, f *load.File) error {
-		return renderSnapshotReport(w, f.Path, memtimeline.AnalyzeSnapshot(f.Snapshot, memtimeline.DefaultBarWidth), o)
+		rep := memtimeline.AnalyzeSnapshot(f.Snapshot, memtimeline.DefaultBarWidth)
+		if o.format == formatMarkdown {
+			to := o
+			to.format = formatText
+			return writeMarkdownFenced(w, f.Path, func(w io.Writer) error { return renderSnapshotReport(w, f.Path, rep, to) })
+		}
+		return renderSnapshotReport(w, f.Path, rep, o)
 	})
 }
 

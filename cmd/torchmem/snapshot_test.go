@@ -140,7 +140,8 @@ func TestSnapshotCommandBadInput(t *testing.T) {
 		{[]string{"snapshot", cut}, cut + ": truncated pickle"},
 		{[]string{"snapshot", filepath.Join(dir, "missing.pickle")}, "no such file"},
 		{[]string{"snapshot", cut, "--format", "csv"}, "unknown --format"},
-		{[]string{"snapshot", cut, "--top", "-1"}, "--top and --leaks must be >= 0"},
+		{[]string{"snapshot", cut, "--top", "-1"}, "--top -1: want 0 (all rows) or more"},
+		{[]string{"snapshot", cut, "--leaks", "-1"}, "--top and --leaks must be >= 0"},
 	}
 	for _, c := range cases {
 		_, code, err := execute(t, c.args...)

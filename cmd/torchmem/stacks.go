@@ -61,7 +61,7 @@ operator chains only.`,
 	f.IntVar(&o.top, "top", 15, "show the first N sites (0 = all)")
 	f.BoolVar(&o.allFrames, "all-frames", false, "keep torch, site-packages and standard-library frames")
 	f.StringVar(&o.sort, "sort", "alloc", "rank sites by: alloc (bytes allocated), live (alive at end), peak (alive at peak), allocs (count)")
-	f.BoolVar(&o.folded, "folded", false, "write folded stacks (frames;operators bytes) instead of a table")
+	f.BoolVar(&o.folded, "folded", false, "write folded stacks (frames;operators bytes) instead of a table (= --format folded)")
 	f.StringVar(&o.weight, "weight", "alloc", "with --folded, weight stacks by: alloc, live, peak")
 	f.StringVar(&o.format, "format", formatTable, "output format: table, json, csv, markdown")
 	return cmd
@@ -93,7 +93,7 @@ func siteValue(key string) (func(s *memtimeline.Site) int64, error) {
 }
 
 func runStacks(stdout, stderr io.Writer, args []string, o *stacksOptions) error {
-	if err := checkFormat(o.format, formatTable, formatJSON, formatCSV, formatMarkdown); err != nil {
+	if err := checkFormat(o.format, formatTable, formatJSON, formatCSV, formatMarkdown, formatFolded); err != nil {
 		return err
 	}
 	sortBy, err := siteValue(o.sort)
@@ -108,9 +108,12 @@ func runStacks(stdout, stderr io.Writer, args []string, o *stacksOptions) error 
 	if err != nil {
 		return err
 	}
+	if o.format == formatFolded {
+		o.folded = true
+	}
 	format := o.format
 	if o.folded {
-		format = "folded"
+		format = formatFolded
 	}
 	return eachInput(stdout, format, files, func(w io.Writer, f *load.File) error {
 		label := ""

@@ -44,7 +44,7 @@ Exit status: 0 flat or unknown, 1 when a device's allocated memory grows, 2
 when the file cannot be read.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(format, formatTable, formatJSON); err != nil {
+			if err := checkFormat(format, formatTable, formatJSON, formatMarkdown); err != nil {
 				return err
 			}
 			if opts.WarmupSteps < 0 {
@@ -59,6 +59,12 @@ when the file cannot be read.`,
 				a := memtimeline.AnalyzeSteps(log, opts)
 				if format == formatJSON {
 					if err := writeJSON(out, stepsJSONReport(path, log, a)); err != nil {
+						return err
+					}
+					return stepsExit(a)
+				}
+				if format == formatMarkdown {
+					if err := writeMarkdownFenced(out, path, func(w io.Writer) error { renderStepsTable(w, path, log, a); return nil }); err != nil {
 						return err
 					}
 					return stepsExit(a)
