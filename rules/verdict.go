@@ -778,6 +778,24 @@ func judgePeak(ins []*Input) *PeakAnswer {
 		}
 		return ans
 	}
+	// Without a trace, torch's own timeline knows the peak and its
+	// categories (tensors only).
+	for _, in := range ins {
+		tl := in.Timeline
+		if tl == nil {
+			continue
+		}
+		i, peak, ok := tl.Peak()
+		if !ok {
+			continue
+		}
+		split := memtimeline.TorchSplitAt(tl, tl.Times[i])
+		ans = &PeakAnswer{Source: in.Source, AllocatedBytes: peak, Holders: []Holder{}, TorchSource: in.Source,
+			Composition: &memtimeline.Composition{TNs: tl.Times[i], Device: -1, AllocatedBytes: peak, SeenBytes: peak, Torch: split, Agreement: 0,
+				ByLine: []memtimeline.Share{}, ByOperator: []memtimeline.Share{}, ByCategory: split,
+				Note: "torch's export_memory_timeline categories at its peak (tensors only: allocator blocks that are no tensor are not in it); no trace to name lines"}}
+		return ans
+	}
 	for _, in := range ins {
 		if in.StepLog == nil {
 			continue

@@ -401,3 +401,23 @@ func TestVerdictWithLoggedMemorySummary(t *testing.T) {
 		t.Errorf("memory_summary evidence missing or wrong: %+v", vs[0].Leak.Evidence)
 	}
 }
+
+// An export_memory_timeline file alone: torch's own peak and categories.
+func TestVerdictPeakFromTimelineAlone(t *testing.T) {
+	tl, err := memtimeline.ReadExportedTimeline("../testdata/timeline/compiled_model/memory_timeline.json.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := Judge("t", []*Input{{Source: "memory_timeline.json.gz", Timeline: tl, Rank: -1}})
+	_, peak, _ := tl.Peak()
+	if v.Peak == nil || v.Peak.AllocatedBytes != peak || v.Peak.Composition.Estimated || len(v.Peak.Composition.Torch) != len(memtimeline.CompositionCategories) {
+		t.Fatalf("peak %+v", v.Peak)
+	}
+	var sum int64
+	for _, s := range v.Peak.Composition.Torch {
+		sum += s.Bytes
+	}
+	if sum != peak {
+		t.Errorf("categories sum to %d, the peak is %d", sum, peak)
+	}
+}

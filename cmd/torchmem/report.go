@@ -153,8 +153,10 @@ type reportAnswer struct {
 	PeakLines []memtimeline.Share
 	PeakOps   []memtimeline.Share
 	PeakNote  string
-	TorchBar  []reportBarSegment
-	TorchNote string
+	// PeakEstimated: the bar is the estimate (else torch's own split).
+	PeakEstimated bool
+	TorchBar      []reportBarSegment
+	TorchNote     string
 	// OOMs show what was alive at each out-of-memory a trace recorded.
 	OOMs     []reportOOM
 	Evidence []rules.LeakEvidence
@@ -258,7 +260,8 @@ func buildReportAnswer(idPrefix string, v rules.Verdict) (reportAnswer, error) {
 				a.PeakTitle += " (" + c.Phase + ")"
 			}
 			a.Bar = barSegments(c.ByCategory)
-			if len(c.Torch) > 0 {
+			a.PeakEstimated = c.Estimated
+			if len(c.Torch) > 0 && c.Estimated {
 				a.TorchBar = barSegments(c.Torch)
 				a.TorchNote = fmt.Sprintf("torch's own categories from %s at the same moment; the estimate above agrees %.0f%% (1 - total variation distance of the shares, leaving out allocator blocks that are no tensor)", filepath.Base(p.TorchSource), 100*c.Agreement)
 			}

@@ -54,3 +54,25 @@ func TestReportHostileNamesInBrowser(t *testing.T) {
 		t.Error("the hostile operator name is not shown as text")
 	}
 }
+
+// The answer is on the first screen: the verdict block at the top, the
+// findings within the first 1200 px (they were ~3,100 px down before the
+// layout put the verdict and findings first), the charts below them.
+func TestReportAnswerOnFirstScreen(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "report.html")
+	torchmem(t, "report", realTrace("leak_module_cache"), "-o", out)
+	ctx, _ := browsertest.OpenPage(t, out, true)
+	tops, err := chromedp.Run(ctx, chromedp.Evaluate[[]float64](`(function () {
+  function top(el) { return el ? el.getBoundingClientRect().top + window.scrollY : -1; }
+  var h2 = Array.prototype.filter.call(document.querySelectorAll("h2"), function (h) { return h.textContent === "Findings"; })[0];
+  return [top(document.querySelector("section.answer")), top(h2), top(document.querySelector(".torchmem-chart"))];
+})()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, findings, chart := tops[0], tops[1], tops[2]
+	t.Logf("verdict at %.0f px, findings at %.0f px, first chart at %.0f px", answer, findings, chart)
+	if answer < 0 || answer > 300 || findings < 0 || findings > 1200 || chart < findings {
+		t.Errorf("verdict at %.0f px, findings at %.0f px, chart at %.0f px", answer, findings, chart)
+	}
+}

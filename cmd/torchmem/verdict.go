@@ -203,8 +203,12 @@ func fragLine(f *rules.FragAnswer) string {
 	if f.Wasted != "" {
 		s += fmt.Sprintf(": %s %s", memtimeline.FormatBytes(f.WastedBytes), f.Wasted)
 	}
-	if f.Verdict == rules.VerdictFragmented {
-		s += "; " + f.Reason
+	if f.Verdict != rules.VerdictOK && f.Reason != "" {
+		sep := ": "
+		if f.Wasted != "" {
+			sep = "; "
+		}
+		s += sep + f.Reason
 	}
 	return s
 }
@@ -232,6 +236,9 @@ func peakLine(p *rules.PeakAnswer) string {
 func categoryLine(c *memtimeline.Composition) string {
 	if c == nil {
 		return ""
+	}
+	if len(c.Torch) > 0 && !c.Estimated {
+		return "by category (torch's export_memory_timeline): " + joinShares(c.Torch)
 	}
 	if len(c.Torch) > 0 {
 		return fmt.Sprintf("by category (torch's export_memory_timeline; the estimate agrees %.0f%%): %s", 100*c.Agreement, joinShares(c.Torch))
