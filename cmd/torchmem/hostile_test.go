@@ -325,3 +325,31 @@ func TestDiffPairsManyRanks(t *testing.T) {
 		}
 	}
 }
+
+// snapshot printed a frame's file name raw: one holding ESC ]0; (set the
+// window title) and ESC [2J (clear the screen) reaches the terminal as
+// visible escapes, in every format, and JSON keeps the name exactly.
+func TestHostileSnapshotNames(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "memtimeline", "testdata", "pickle", "snapshot_p4.pickle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name = "/\x1b]0;P\a\x1b[2J`<.py" // as long as /home/u/train.py: the pickle stays valid
+	p := filepath.Join(t.TempDir(), "hostile.pickle")
+	os.WriteFile(p, bytes.Replace(data, []byte("/home/u/train.py"), []byte(name), 1), 0o644) //nolint:errcheck
+	for _, format := range []string{"table", "json"} {
+		out, errOut, code := torchmem(t, "snapshot", p, "--format", format)
+		if code == exitBadInput {
+			t.Fatalf("%s: exit 2: %s", format, errOut)
+		}
+		if strings.ContainsAny(out, "\x1b\a") {
+			t.Errorf("%s: raw control characters in\n%s", format, out)
+		}
+		if format == "table" && !strings.Contains(out, `\x1b]0;P\x07\x1b[2J`) {
+			t.Errorf("table: the name is not shown escaped:\n%s", out)
+		}
+		if format == "json" && !strings.Contains(out, `\u001b]0;P\u0007\u001b[2J`) {
+			t.Errorf("json: the name is not kept:\n%s", out)
+		}
+	}
+}
