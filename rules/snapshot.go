@@ -204,28 +204,30 @@ func init() {
 		},
 	})
 	Register(&Rule{
-		ID:          "snapshot.inactive-split",
-		Description: "Allocator snapshot: free blocks trapped inside partly used segments (empty_cache cannot return them) exceed this fraction of reserved",
-		Severity:    Warning,
-		Threshold:   0.2,
-		Unit:        "fraction",
+		ID: RuleSnapshotSplit,
+		Description: "Allocator snapshot: free blocks trapped inside partly used segments (empty_cache cannot return them), per pool and stream, " +
+			"exceed this fraction of reserved and 64 MiB",
+		Severity:  Warning,
+		Threshold: 0.2,
+		Unit:      "fraction",
 		Check: func(r *Rule, in *Input) []Finding {
 			if in.Snapshot == nil {
 				return nil
 			}
-			st := in.SnapshotReport().Stats
+			rep := in.SnapshotReport()
+			st := rep.Stats
 			if st.ReservedBytes == 0 {
 				return nil
 			}
-			frac := float64(st.InactiveSplitBytes) / float64(st.ReservedBytes)
-			if frac <= r.Threshold {
+			j := JudgeSnapshotFrag(rep, r.Threshold)
+			if j.Verdict != VerdictFragmented {
 				return nil
 			}
 			return []Finding{{
-				Title:   fmt.Sprintf("Fragmentation: %s (%.0f%% of reserved) is free but split inside used segments", memtimeline.FormatBytes(st.InactiveSplitBytes), 100*frac),
-				Detail:  fmt.Sprintf("Reserved %s, allocated %s; the largest free block is %s.", memtimeline.FormatBytes(st.ReservedBytes), memtimeline.FormatBytes(st.AllocatedBytes), memtimeline.FormatBytes(st.LargestFreeBlock)),
+				Title:   fmt.Sprintf("Fragmentation: %s (%.0f%% of reserved) is free but split inside used segments", memtimeline.FormatBytes(st.InactiveSplitBytes), 100*j.Fraction),
+				Detail:  upperFirst(j.Reason) + fmt.Sprintf(". Reserved %s, allocated %s; the largest free block is %s.", memtimeline.FormatBytes(st.ReservedBytes), memtimeline.FormatBytes(st.AllocatedBytes), memtimeline.FormatBytes(st.LargestFreeBlock)),
 				Advice:  "Try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or max_split_size_mb to stop large blocks being split; pre-allocate buffers of fixed sizes.",
-				Metrics: map[string]float64{"fraction": frac, "inactive_split_bytes": float64(st.InactiveSplitBytes), "reserved_bytes": float64(st.ReservedBytes)},
+				Metrics: map[string]float64{"fraction": j.Fraction, "inactive_split_bytes": float64(st.InactiveSplitBytes), "reserved_bytes": float64(st.ReservedBytes)},
 			}}
 		},
 	})

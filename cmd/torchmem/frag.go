@@ -124,17 +124,8 @@ func runFragTrace(stdout io.Writer, path string, t *chrometrace.Trace, o *fragOp
 func runFragSnapshot(stdout io.Writer, path string, snap *memtimeline.Snapshot, o *fragOptions) error {
 	rep := memtimeline.AnalyzeSnapshot(snap, 0)
 	st := rep.Stats
-	limit := snapshotSplitLimit()
-	verdict, reason := rules.VerdictOK, "little free space is trapped inside used segments"
-	frac := 0.0
-	if st.ReservedBytes > 0 {
-		frac = float64(st.InactiveSplitBytes) / float64(st.ReservedBytes)
-	}
-	if frac > limit {
-		verdict = rules.VerdictFragmented
-		reason = fmt.Sprintf("%s (%.0f%% of reserved, over %.0f%%) is free but split inside segments that also hold live blocks; the largest free block is %s",
-			memtimeline.FormatBytes(st.InactiveSplitBytes), 100*frac, 100*limit, memtimeline.FormatBytes(st.LargestFreeBlock))
-	}
+	j := rules.JudgeSnapshotFrag(rep, snapshotSplitLimit())
+	verdict, reason := j.Verdict, j.Reason
 	if o.format == formatJSON {
 		out := struct {
 			File                  string                        `json:"file"`
@@ -149,8 +140,9 @@ func runFragSnapshot(stdout io.Writer, path string, snap *memtimeline.Snapshot, 
 			Segments              []memtimeline.SegmentFill     `json:"segments"`
 			Settings              memtimeline.AllocatorSettings `json:"allocator_settings"`
 			OOMs                  []memtimeline.OOMEvent        `json:"ooms"`
+			Pools                 []rules.SnapshotPool          `json:"pools"`
 		}{path, verdict, reason, st.ReservedBytes, st.AllocatedBytes, st.ActiveBytes, st.InactiveSplitBytes, st.LargestFreeBlock, st.FreeBytes,
-			rep.SegmentFills, rep.Settings, rep.OOMs}
+			rep.SegmentFills, rep.Settings, rep.OOMs, j.Pools}
 		if err := writeJSON(stdout, out); err != nil {
 			return err
 		}
@@ -173,7 +165,7 @@ func runFragSnapshot(stdout io.Writer, path string, snap *memtimeline.Snapshot, 
 // snapshotSplitLimit is the snapshot.inactive-split rule's threshold.
 func snapshotSplitLimit() float64 {
 	for _, r := range rules.Builtin() {
-		if r.ID == "snapshot.inactive-split" {
+		if r.ID == rules.RuleSnapshotSplit {
 			return r.Threshold
 		}
 	}
