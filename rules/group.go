@@ -63,10 +63,20 @@ func GroupInputs(ins []*Input) []Group {
 	// A file not named by the snippet (a training log with
 	// memory_summary() tables, nvidia-smi) beside the snippet's files of
 	// one run joins that run when the rank fits.
+	// Indexed by directory and by directory and rank, so that thousands of
+	// ranks group in linear time.
+	type dirRank struct {
+		dir  string
+		rank int64
+	}
 	snippetRuns := map[string][]groupKey{}
+	runsOfRank := map[dirRank][]groupKey{}
+	seenRun := map[groupKey]bool{}
 	for _, k := range keyOf {
-		if k.run != "\x00" && !slices.Contains(snippetRuns[k.dir], k) {
+		if k.run != "\x00" && !seenRun[k] {
+			seenRun[k] = true
 			snippetRuns[k.dir] = append(snippetRuns[k.dir], k)
+			runsOfRank[dirRank{k.dir, k.rank}] = append(runsOfRank[dirRank{k.dir, k.rank}], k)
 		}
 	}
 	for i, in := range ins {
@@ -74,11 +84,9 @@ func GroupInputs(ins []*Input) []Group {
 		if k.run != "\x00" {
 			continue
 		}
-		var fits []groupKey
-		for _, r := range snippetRuns[k.dir] {
-			if k.rank < 0 || r.rank == k.rank {
-				fits = append(fits, r)
-			}
+		fits := runsOfRank[dirRank{k.dir, k.rank}]
+		if k.rank < 0 {
+			fits = snippetRuns[k.dir]
 		}
 		if len(fits) == 1 && in.Trace == nil && in.Snapshot == nil {
 			keyOf[i] = fits[0]
