@@ -564,6 +564,36 @@ func (s *Snapshot) LeakCandidates() []LeakCandidate {
 	return out
 }
 
+// FrameName names a snapshot frame the way profiler traces do, so that a
+// line reads the same in every output: "file.py(123): func", library
+// paths shortened (torch/nn/modules/module.py), the user's files relative
+// to the directory of the script the stack started in (its outermost
+// "<module>" frame: Python puts that directory first on sys.path, and the
+// profiler names files relative to sys.path). C++ frames keep their name.
+func FrameName(f Frame, stack []Frame) string {
+	if root := scriptDir(stack); root != "" && strings.HasPrefix(f.Filename, root) {
+		f.Filename = f.Filename[len(root):]
+	}
+	return f.String()
+}
+
+func scriptDir(stack []Frame) string {
+	for i := len(stack) - 1; i >= 0; i-- {
+		f := stack[i]
+		if !f.IsPython() {
+			continue
+		}
+		if f.Name != "<module>" || IsLibraryFrame(f) {
+			return ""
+		}
+		if j := strings.LastIndexByte(f.Filename, '/'); j >= 0 {
+			return f.Filename[:j+1]
+		}
+		return ""
+	}
+	return ""
+}
+
 // allocatedInLibrary: the innermost Python frame of the allocation is
 // library code (a layer's forward, a functional), not the user's line.
 func allocatedInLibrary(stack []Frame) bool {

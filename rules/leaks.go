@@ -81,6 +81,10 @@ type LeakSuspect struct {
 	Stack []string `json:"stack"`
 	// Site names the suspect the one way every output names a site.
 	Site string `json:"site"`
+	// HoldingLine is the frame of the chain that holds the memory: for a
+	// graph kept alive, the user's line that called the model (the loop
+	// line, "logits = model(vx)"); otherwise the user's allocating line.
+	HoldingLine string `json:"holding_line,omitempty"`
 	// FirstStep..LastStep are the ProfilerStep numbers of the steps the
 	// site kept memory in; -1 when the input has no steps.
 	FirstStep int64 `json:"first_step"`
@@ -516,6 +520,7 @@ func groupLeaks(suspects []LeakSuspect, hooks map[string]growingFrame) []Leak {
 			k = graphKind
 		}
 		s.Kind = k
+		s.HoldingLine = holdingLine(s.Stack, k)
 		l := byKind[k]
 		if l == nil {
 			l = &Leak{Kind: k, FirstStep: s.FirstStep, LastStep: s.LastStep}
@@ -784,6 +789,9 @@ func leakFindings(rep LeakReport, threshold float64) []Finding {
 	for _, l := range rep.Leaks {
 		top := l.Sites[0]
 		title := fmt.Sprintf("Leak (%s): %s per step kept by %s", l.Kind, memtimeline.FormatBytes(l.BytesPerStep), top.Site)
+		if top.HoldingLine != "" && (l.Kind == KindAutogradGraph || l.Kind == KindRetainGraph) {
+			title = fmt.Sprintf("Leak (%s): %s per step held by %s", l.Kind, memtimeline.FormatBytes(l.BytesPerStep), top.HoldingLine)
+		}
 		if l.Accelerating {
 			title += ", accelerating"
 		}
@@ -831,4 +839,31 @@ func upperFirst(s string) string {
 		return s
 	}
 	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// holdingLine picks the frame of a chain (outermost first) that holds the
+// memory. For a graph kept alive it is the user's line that called into
+// the model: the frame before the outermost module frame ("nn.Module:
+// ...", a forward) or library frame. Otherwise it is the innermost user
+// frame with a file and line: where the kept tensor was made.
+func holdingLine(stack []string, kind string) string {
+	if kind == KindAutogradGraph || kind == KindRetainGraph {
+		for i, f := range stack {
+			pf, ok := chrometrace.ParseFrame(f)
+			if strings.HasPrefix(f, "nn.Module:") || chrometrace.IsLibraryFrame(f) || (ok && pf.Name == "forward") {
+				if i > 0 {
+					if _, ok := chrometrace.ParseFrame(stack[i-1]); ok && !chrometrace.IsLibraryFrame(stack[i-1]) {
+						return stack[i-1]
+					}
+				}
+				break
+			}
+		}
+	}
+	for i := len(stack) - 1; i >= 0; i-- {
+		if _, ok := chrometrace.ParseFrame(stack[i]); ok && !chrometrace.IsLibraryFrame(stack[i]) {
+			return stack[i]
+		}
+	}
+	return ""
 }

@@ -3,7 +3,6 @@ package rules
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
@@ -101,7 +100,7 @@ func AnalyzeSnapshotLeaks(rep *memtimeline.SnapshotReport, opts LeakOptions) Lea
 		switch {
 		case c.HookFrame != nil:
 			s.Kind = KindHook
-			hooks[userName(*c.HookFrame, scriptDir(c.Stack))] = growingFrame{first: s.FirstStep, last: s.LastStep}
+			hooks[memtimeline.FrameName(*c.HookFrame, c.Stack)] = growingFrame{first: s.FirstStep, last: s.LastStep}
 		case s.allocPoints >= 2 && !s.copy:
 			// Several tensors from a model's internals each step: outputs
 			// and the activations their graph saved.
@@ -149,14 +148,13 @@ const snapshotStackNote = "from the allocator snapshot: each frame's line is the
 // C++ frames dropped and library paths shortened.
 func snapshotChain(c memtimeline.LeakCandidate) []string {
 	names := make([]string, 0, len(c.Stack)+1)
-	root := scriptDir(c.Stack)
 	for i := len(c.Stack) - 1; i >= 0; i-- {
 		if f := c.Stack[i]; f.IsPython() {
-			names = append(names, userName(f, root))
+			names = append(names, memtimeline.FrameName(f, c.Stack))
 		}
 	}
 	if len(names) == 0 && c.Site.Name != "" {
-		names = append(names, c.Site.String())
+		names = append(names, memtimeline.FrameName(c.Site, c.Stack))
 	}
 	return nonNil(chrometrace.UserChain(names))
 }
@@ -233,33 +231,3 @@ func init() {
 	})
 }
 
-// userName names a snapshot frame the way traces do: relative to the
-// script's directory root when under it, library paths shortened.
-func userName(f memtimeline.Frame, root string) string {
-	if root != "" && strings.HasPrefix(f.Filename, root) {
-		f.Filename = f.Filename[len(root):]
-	}
-	return f.String()
-}
-
-// scriptDir is the directory of the script the stack started in (its
-// outermost "<module>" frame), with a trailing slash, or "". Python puts
-// that directory first on sys.path, so profiler traces name the files in
-// it and below relative to it ("train.py", "models/net.py"); snapshot
-// frames, which carry absolute paths, are named the same way.
-func scriptDir(stack []memtimeline.Frame) string {
-	for i := len(stack) - 1; i >= 0; i-- {
-		f := stack[i]
-		if !f.IsPython() {
-			continue
-		}
-		if f.Name != "<module>" || chrometrace.IsLibraryFile(f.Filename) {
-			return ""
-		}
-		if j := strings.LastIndexByte(f.Filename, '/'); j >= 0 {
-			return f.Filename[:j+1]
-		}
-		return ""
-	}
-	return ""
-}

@@ -238,6 +238,9 @@ func leakEvidence(in *Input) []LeakEvidence {
 		if s != nil {
 			e.Holding, e.StackNote = s.Stack, s.StackNote
 			e.Location = LocationOf(s.Stack)
+			if l := LocationOf([]string{s.HoldingLine}); l != nil {
+				e.Location = l // the line that holds it (leak detector's word)
+			}
 			if s.Operator != "" {
 				e.Operator = firstOp(s.Operator)
 			}

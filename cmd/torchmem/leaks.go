@@ -263,6 +263,9 @@ func writeLeakReport(w io.Writer, r leakResult, format string) {
 		}
 		fmt.Fprintf(w, "\nLeak %d: %s, %s per step, steps #%d..#%d%s, %d site(s)%s  why: %s%s  fix: %s%s",
 			i+1, l.Kind, memtimeline.FormatBytes(l.BytesPerStep), l.FirstStep, l.LastStep, accel, len(l.Sites), nl, esc(l.Evidence), nl, esc(l.Fix), nl)
+		if len(l.Sites) > 0 && l.Sites[0].HoldingLine != "" {
+			fmt.Fprintf(w, "  holding line: %s%s", esc(l.Sites[0].HoldingLine), nl)
+		}
 		if len(l.Sites) > 0 && len(l.Sites[0].Stack) > 0 {
 			fmt.Fprintf(w, "  held through (outermost first): %s%s", esc(strings.Join(l.Sites[0].Stack, " > ")), nl)
 			if n := l.Sites[0].StackNote; n != "" {

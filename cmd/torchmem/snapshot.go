@@ -161,7 +161,11 @@ func renderLeakCandidates(w io.Writer, rep *memtimeline.SnapshotReport, limit in
 		if l.Steps > 0 {
 			steps = strconv.Itoa(l.Steps)
 		}
-		t.AppendRow(table.Row{shortSite(l.Site), memtimeline.FormatBytes(l.Bytes), l.Bytes, l.Count, steps, memtimeline.FormatBytes(l.ActiveAtDumpBytes)})
+		site := shortSite(l.Site)
+		if l.Site.IsPython() {
+			site = memtimeline.FrameName(l.Site, l.Stack) // named as traces and findings name it
+		}
+		t.AppendRow(table.Row{site, memtimeline.FormatBytes(l.Bytes), l.Bytes, l.Count, steps, memtimeline.FormatBytes(l.ActiveAtDumpBytes)})
 	}
 	renderTable(w, t, formatTable)
 	if n < len(rep.Leaks) {
