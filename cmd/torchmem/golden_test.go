@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -55,6 +56,11 @@ func TestGoldens(t *testing.T) {
 					if err := json.Unmarshal([]byte(out), &doc); err != nil || doc.SchemaVersion == nil || *doc.SchemaVersion != jsonSchemaVersion {
 						t.Errorf("JSON without schema_version %d (%v): %.200s", jsonSchemaVersion, err, out)
 					}
+				}
+				if root, err := os.Getwd(); err == nil {
+					// SARIF's SRCROOT is this checkout's absolute path: the
+					// same golden must hold in every worktree.
+					out = strings.ReplaceAll(out, "file://"+filepath.ToSlash(root)+"/", "file:///SRCROOT/")
 				}
 				ext := map[string]string{formatText: "txt", formatJSON: "json", formatMarkdown: "md", formatCSV: "csv", formatSARIF: "sarif", formatFolded: "folded"}[format]
 				checkGolden(t, "testdata/cmd/golden/"+name+"."+ext, out)
