@@ -105,7 +105,7 @@ func TestSnapshotCommandTable(t *testing.T) {
 	for _, s := range []string{
 		memtimeline.FormatBytes(reserved), // units as torch prints them
 		"Inactive split", "Segment fill map", "... 31 smaller segments not shown",
-		"Leak candidates", "gen_traces.py:", "more groups (--leaks 0 shows all)",
+		"Leak candidates", "gen_traces.py(", "more groups (--leaks 0 shows all)",
 		"PYTORCH_CUDA_ALLOC_CONF=(unset)", "Out-of-memory events: none recorded",
 	} {
 		if !strings.Contains(out, s) {
