@@ -118,6 +118,8 @@ type batch struct {
 	// local holds the batch's events converted on the worker, with
 	// batch-local string and thread ids; the merger only renumbers them.
 	local *builder
+	// scratch is fastDecode's event, reused for every event of the batch.
+	scratch rawEvent
 }
 
 // convert turns the decoded events into local records on the worker, while
@@ -471,19 +473,30 @@ func (bt *batch) reset(seq int, first int64, offset int64) {
 
 func unsafeString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
-// decodeFast tries fastDecode, leaving bt.events empty if it gives up.
+// decodeFast converts the batch with fastDecode straight into bt.local;
+// if fastDecode gives up, bt.local is left empty. Speculative batches
+// also give up on an event without a "ph" (see decodeSpeculative).
 func decodeFast(bt *batch) bool {
 	if !useFastDecode {
 		return false
 	}
-	evs, ok := fastDecode(bt.data, bt.events[:0])
-	if !ok {
-		clear(evs)
-		bt.events = evs[:0]
-		return false
+	if bt.local == nil {
+		bt.local = newLocalBuilder()
 	}
-	bt.events = evs
-	return true
+	l := bt.local
+	l.reset()
+	spec := bt.speculative
+	if fastDecode(bt.data, &bt.scratch, func(ev *rawEvent) bool {
+		if spec && ev.Ph == "" {
+			return false
+		}
+		l.add(ev)
+		return true
+	}) {
+		return true
+	}
+	l.reset()
+	return false
 }
 
 // useFastDecode off decodes every batch with sonic, for tests that compare.
@@ -491,7 +504,6 @@ var useFastDecode = true
 
 func decodeBatch(bt *batch) {
 	if decodeFast(bt) {
-		bt.convert()
 		return
 	}
 	err := sonicAPI.UnmarshalFromString(unsafeString(bt.data), &bt.events)
@@ -726,10 +738,13 @@ func cutSpeculative(sp *splitter, jobs chan<- *batch, free <-chan *batch, stop <
 // decodeSpeculative decodes a speculative batch, marking it failed unless
 // it is a complete array of objects that all have a "ph".
 func decodeSpeculative(bt *batch) {
-	var err error
-	if !decodeFast(bt) {
-		err = sonicValidating.UnmarshalFromString(unsafeString(bt.data), &bt.events)
+	if decodeFast(bt) {
+		if bt.local.t.Events == 0 {
+			bt.failed = true
+		}
+		return
 	}
+	err := sonicValidating.UnmarshalFromString(unsafeString(bt.data), &bt.events)
 	if err != nil || len(bt.events) == 0 {
 		bt.failed = true
 		return

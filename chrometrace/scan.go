@@ -7,52 +7,63 @@ import (
 	"unicode/utf8"
 )
 
-// fastDecode decodes a batch ("[" events "]") into events the way sonic
-// does, several times faster: it reads only the fields rawEvent has and
-// checks the rest as JSON without decoding it. It handles plain, valid JSON
-// of the shapes profilers write and gives up (ok false) on anything else:
-// a syntax error, a field of another type than rawEvent's, a number that
-// is not a plain integer where one is wanted, a
-// string with a control character, an unusual escape or invalid UTF-8,
-// nesting deeper than maxScanDepth. The caller then decodes the batch with
-// sonic, so errors, warnings and odd inputs give exactly what they gave
-// before. What fastDecode accepts is strictly valid JSON, which is what
-// lets a speculative batch that it accepts confirm its cut (see
+// fastDecode decodes a batch ("[" events "]") the way sonic decodes it
+// into []rawEvent, several times faster, handing each event to each as it
+// is read (ev is scratch space, reused): it reads only the fields rawEvent
+// has and checks the rest as JSON without decoding it. It handles plain,
+// valid JSON of the shapes profilers write and gives up (false) on anything
+// else: a syntax error, a field of another type than rawEvent's, a number
+// that is not a plain integer where one is wanted, a string with a control
+// character, an unusual escape or invalid UTF-8, nesting deeper than
+// maxScanDepth; or when each returns false. The caller then decodes the
+// batch with sonic, so errors, warnings and odd inputs give exactly what
+// they gave before. What fastDecode accepts is strictly valid JSON, which
+// is what lets a speculative batch that it accepts confirm its cut (see
 // readEventsSpeculative).
 //
-// Strings point into data (no copy) unless they had escapes; events is
-// appended to and must come in empty.
-func fastDecode(data []byte, events []rawEvent) ([]rawEvent, bool) {
+// Strings point into data (no copy) unless they had escapes.
+func fastDecode(data []byte, ev *rawEvent, each func(*rawEvent) bool) bool {
 	i := skipWS(data, 0)
 	if i >= len(data) || data[i] != '[' {
-		return events, false
+		return false
 	}
 	i = skipWS(data, i+1)
 	if i < len(data) && data[i] == ']' {
-		return events, skipWS(data, i+1) == len(data)
+		return skipWS(data, i+1) == len(data)
 	}
 	for {
 		if i >= len(data) || data[i] != '{' {
-			return events, false
+			return false
 		}
-		events = append(events, rawEvent{})
+		*ev = rawEvent{}
 		var ok bool
-		if i, ok = scanEvent(data, i, &events[len(events)-1]); !ok {
-			return events, false
+		if i, ok = scanEvent(data, i, ev); !ok || !each(ev) {
+			return false
 		}
 		i = skipWS(data, i)
 		if i >= len(data) {
-			return events, false
+			return false
 		}
 		switch data[i] {
 		case ',':
 			i = skipWS(data, i+1)
 		case ']':
-			return events, skipWS(data, i+1) == len(data)
+			return skipWS(data, i+1) == len(data)
 		default:
-			return events, false
+			return false
 		}
 	}
+}
+
+// fastDecodeEvents is fastDecode collecting the events, for tests.
+func fastDecodeEvents(data []byte) ([]rawEvent, bool) {
+	var evs []rawEvent
+	var ev rawEvent
+	ok := fastDecode(data, &ev, func(e *rawEvent) bool {
+		evs = append(evs, *e)
+		return true
+	})
+	return evs, ok
 }
 
 // maxScanDepth bounds the nesting fastDecode follows; deeper values (no

@@ -13,7 +13,7 @@ import (
 // exactly the same events, both validating and not.
 func sameAsSonic(t testing.TB, data []byte) (accepted bool) {
 	t.Helper()
-	fast, ok := fastDecode(data, nil)
+	fast, ok := fastDecodeEvents(data)
 	if !ok {
 		return false
 	}
