@@ -47,7 +47,7 @@ func Attribute(t *Trace) *Attribution {
 
 	// Operators: torch's nesting, with duplicate nodes and the profiler's
 	// own overhead ranges made transparent.
-	tree := buildOpTree(t)
+	tree, _ := buildOpTree(t)
 	visible := func(node int32) int32 {
 		for node >= 0 && (!tree.alive[node] || t.HostOps[tree.ops[node]].Cat == CatOverhead) {
 			node = tree.parent[node]

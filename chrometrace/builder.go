@@ -34,6 +34,9 @@ type builder struct {
 	// A local builder converts one batch on a worker: its strings point
 	// into the batch (not copied) and its ids are renumbered by merge.
 	local bool
+	// skip drops python_function events (counting them in
+	// t.skippedPyFrames) or flows, as ReadOptions says.
+	skip skipSet
 	// Scratch for merge: local string and thread ids to global ones.
 	globalStr    []StrID
 	globalThread []ThreadID
@@ -52,9 +55,10 @@ func newBuilder() *builder {
 	return b
 }
 
-func newLocalBuilder() *builder {
+func newLocalBuilder(skip skipSet) *builder {
 	b := newBuilder()
 	b.local = true
+	b.skip = skip
 	return b
 }
 
@@ -70,6 +74,7 @@ func (b *builder) reset() {
 	t.Steps = t.Steps[:0]
 	t.OOMs = t.OOMs[:0]
 	t.Events = 0
+	t.skippedPyFrames = 0
 	b.badTimes = 0
 	b.haveLast = false
 	b.hostOps.reset()
@@ -150,6 +155,7 @@ func (b *builder) merge(l *builder) {
 		b.t.Steps = append(b.t.Steps, st)
 	}
 	b.t.Events += lt.Events
+	b.t.skippedPyFrames += lt.skippedPyFrames
 	b.badTimes += l.badTimes
 }
 
@@ -325,6 +331,13 @@ func (b *builder) add(ev *rawEvent) error {
 				}
 			}
 		case cat == CatPythonFunction:
+			if b.skip.py {
+				// The lane is still registered, so that thread ids
+				// come out as when the frames are kept.
+				b.thread(ev.Pid, ev.Tid)
+				t.skippedPyFrames++
+				return nil
+			}
 			b.pyFrames.add(PyFrame{
 				Start:    start,
 				Dur:      dur,
@@ -393,7 +406,11 @@ func (b *builder) add(ev *rawEvent) error {
 		if err != nil {
 			return nil
 		}
-		b.flows.add(Flow{TS: ts, ID: id, Thread: b.thread(ev.Pid, ev.Tid), Cat: b.intern(ev.Cat), Start: ev.Ph == "s"})
+		th := b.thread(ev.Pid, ev.Tid) // registered even when skipped: same thread ids
+		if b.skip.flows {
+			return nil
+		}
+		b.flows.add(Flow{TS: ts, ID: id, Thread: th, Cat: b.intern(ev.Cat), Start: ev.Ph == "s"})
 	case "M":
 		if ev.Name == "thread_name" && ev.Args.MetaName != "" {
 			id := b.thread(ev.Pid, ev.Tid)

@@ -312,6 +312,9 @@ type Trace struct {
 	// speculativeBatches counts batches read the fast way (tests check
 	// that the fast path ran).
 	speculativeBatches int
+	// skippedPyFrames counts the python_function events read but not kept
+	// (ReadOptions.SkipPyFrames).
+	skippedPyFrames int64
 }
 
 // Str returns the string for id.

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -281,4 +282,43 @@ func readFile(t testing.TB, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestSkipPyFrames: a trace read without its Python frames and flows has
+// every other record, the same summary and the same operator table.
+func TestSkipPyFrames(t *testing.T) {
+	for _, name := range []string{"leak_module_cache", "big_transformer"} {
+		data := gunzipFile(t, filepath.Join("..", "testdata", "traces", name, "trace.json.gz"))
+		all, err := Read(bytes.NewReader(data), ReadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		some, err := Read(bytes.NewReader(data), ReadOptions{SkipPyFrames: true, SkipFlows: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(all.PyFrames) == 0 || len(some.PyFrames) != 0 || some.skippedPyFrames != int64(len(all.PyFrames)) || len(all.Flows) == 0 || len(some.Flows) != 0 {
+			t.Fatalf("%s: %d frames, %d kept when skipping, %d counted", name, len(all.PyFrames), len(some.PyFrames), some.skippedPyFrames)
+		}
+		if len(all.HostOps) != len(some.HostOps) || len(all.Memory) != len(some.Memory) || len(all.DeviceOps) != len(some.DeviceOps) ||
+			len(all.Steps) != len(some.Steps) || !reflect.DeepEqual(threadLabels(all), threadLabels(some)) {
+			t.Errorf("%s: records differ beyond Python frames", name)
+		}
+		for _, by := range []GroupBy{GroupByName, GroupByShape, GroupByStack} {
+			if !reflect.DeepEqual(Operators(all, OperatorOptions{Device: -1, GroupBy: by}), Operators(some, OperatorOptions{Device: -1, GroupBy: by})) {
+				t.Errorf("%s: operator tables differ (group by %d)", name, by)
+			}
+		}
+		if Summarize(all, -1) != Summarize(some, -1) {
+			t.Errorf("%s: summaries differ", name)
+		}
+	}
+}
+
+func threadLabels(t *Trace) []string {
+	var out []string
+	for i, th := range t.Threads {
+		out = append(out, t.ThreadLabel(ThreadID(i))+" "+t.Str(th.Name))
+	}
+	return out
 }

@@ -57,7 +57,7 @@ func Summarize(t *Trace, device int) Summary {
 		}
 		s.LastStep = max(s.LastStep, st.Number)
 	}
-	s.WithStack = t.Meta.WithStack == 1 || len(t.PyFrames) > 0
+	s.WithStack = t.Meta.WithStack == 1 || len(t.PyFrames) > 0 || t.skippedPyFrames > 0
 	s.RecordShapes = t.Meta.RecordShapes == 1
 	for i := range t.Memory {
 		e := &t.Memory[i]

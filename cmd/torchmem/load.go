@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/schollz/progressbar/v3"
+	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/cmd/internal/escape"
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/rules"
@@ -26,7 +27,13 @@ var stdin io.Reader = os.Stdin
 // is parsed as fallback so that its parser says what is wrong. Warnings go
 // to stderr; errors name the file and mean bad input (exit 2).
 func loadFiles(stderr io.Writer, args []string, command string, fallback load.Kind, kinds ...load.Kind) ([]*load.File, error) {
+	return loadFilesWith(stderr, args, command, chrometrace.ReadOptions{}, fallback, kinds...)
+}
+
+// loadFilesWith is loadFiles with options for the trace reader.
+func loadFilesWith(stderr io.Writer, args []string, command string, topts chrometrace.ReadOptions, fallback load.Kind, kinds ...load.Kind) ([]*load.File, error) {
 	files, err := load.Load(args, load.Options{
+		Trace:    topts,
 		Kinds:    kinds,
 		Fallback: fallback,
 		Command:  command,
