@@ -3,6 +3,7 @@ package memtimeline
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -196,11 +197,7 @@ func ReadMemorySummaries(r io.Reader) (*SummaryLog, error) {
 // sortSummaries orders samples by their line (tables finish out of order
 // when ranks interleave).
 func sortSummaries(s []MemorySummary) {
-	for i := 1; i < len(s); i++ {
-		for j := i; j > 0 && s[j].Line < s[j-1].Line; j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
-	}
+	slices.SortStableFunc(s, func(a, b MemorySummary) int { return cmp.Compare(a.Line, b.Line) })
 }
 
 // summaryRow reads one row of a table into s. It returns false when the
@@ -284,4 +281,113 @@ func parseLogTime(m []string) time.Time {
 		return time.Time{}
 	}
 	return t
+}
+
+// StepLog turns the tables into a per-step memory log, one series per
+// rank and device, so that step-growth detection, the rules and the
+// charts read memory_summary() logs like memory_stats() ones. A table's
+// step is the last "step N" the log printed before it; when the log names
+// no steps, tables are numbered 0, 1, 2, ... and growth is per summary
+// interval.
+func (l *SummaryLog) StepLog() *StepLog {
+	out := &StepLog{Keys: map[string]string{
+		"allocated": "Allocated memory (memory_summary)", "reserved": "GPU reserved memory (memory_summary)",
+		"active": "Active memory (memory_summary)", "peak_allocated": "Allocated memory peak (memory_summary)",
+		"peak_reserved": "GPU reserved memory peak (memory_summary)",
+	}, Lines: len(l.Samples), Warnings: l.Warnings}
+	type key struct{ rank, device int }
+	series := map[key]*StepSeries{}
+	var order []key
+	byStep := true
+	for _, s := range l.Samples {
+		byStep = byStep && s.Step >= 0
+	}
+	if byStep {
+		out.Keys["step"] = `the last "step N" before each table`
+	} else {
+		out.Keys["step"] = "summary number (no step in the log)"
+	}
+	last := map[key]int64{}
+	for _, s := range l.Samples {
+		k := key{s.Rank, s.Device}
+		ser := series[k]
+		if ser == nil {
+			ser = &StepSeries{Device: strconv.Itoa(s.Device)}
+			if s.Rank >= 0 {
+				ser.Device = fmt.Sprintf("rank%d:%d", s.Rank, s.Device)
+			}
+			series[k] = ser
+			order = append(order, k)
+		}
+		step := int64(len(ser.Records))
+		if byStep {
+			step = s.Step
+			if prev, ok := last[k]; ok && step <= prev {
+				step = prev + 1 // two tables after one step line
+			}
+			last[k] = step
+		}
+		rec := StepRecord{Step: step, AllocatedBytes: s.AllocatedBytes, ReservedBytes: s.ReservedBytes, ActiveBytes: s.ActiveBytes,
+			PeakAllocatedBytes: s.AllocatedPeakBytes, PeakReservedBytes: s.ReservedPeakBytes, Line: s.Line}
+		if !s.Time.IsZero() {
+			rec.Time, rec.HasTime = float64(s.Time.UnixNano())/1e9, true
+		}
+		ser.Records = append(ser.Records, rec)
+	}
+	for _, k := range order {
+		out.Series = append(out.Series, series[k])
+	}
+	return out
+}
+
+// SummaryFrag is what memory_summary() tables say about fragmentation:
+// non-releasable memory is free space inside blocks the allocator cannot
+// give back (torch's inactive split), and cudaMalloc retries count the
+// times it had to free its cache and try again.
+type SummaryFrag struct {
+	Device int `json:"device"`
+	Rank   int `json:"rank"`
+	// Last table's figures.
+	ReservedBytes          int64 `json:"reserved_bytes"`
+	NonReleasableBytes     int64 `json:"non_releasable_bytes"`
+	NonReleasablePeakBytes int64 `json:"non_releasable_peak_bytes"`
+	// NonReleasableFraction is non-releasable over reserved, at the table
+	// where that share was largest.
+	NonReleasableFraction float64 `json:"non_releasable_fraction"`
+	MaxNonReleasableLine  int     `json:"max_non_releasable_line"`
+	Retries               int64   `json:"cuda_malloc_retries"`
+	// RetriesDuringLog is how many retries happened between the first
+	// and the last table.
+	RetriesDuringLog int64 `json:"retries_during_log"`
+	OOMs             int64 `json:"ooms"`
+	Samples          int   `json:"samples"`
+}
+
+// Frag gives the fragmentation figures per rank and device.
+func (l *SummaryLog) Frag() []SummaryFrag {
+	type key struct{ rank, device int }
+	idx := map[key]int{}
+	var out []SummaryFrag
+	for _, s := range l.Samples {
+		k := key{s.Rank, s.Device}
+		i, ok := idx[k]
+		if !ok {
+			i = len(out)
+			idx[k] = i
+			out = append(out, SummaryFrag{Device: s.Device, Rank: s.Rank, RetriesDuringLog: -s.Retries})
+		}
+		f := &out[i]
+		f.Samples++
+		f.ReservedBytes, f.NonReleasableBytes, f.Retries, f.OOMs = s.ReservedBytes, s.NonReleasableBytes, s.Retries, s.OOMs
+		f.NonReleasablePeakBytes = max(f.NonReleasablePeakBytes, s.NonReleasablePeakBytes)
+		if s.ReservedBytes > 0 {
+			if frac := float64(s.NonReleasableBytes) / float64(s.ReservedBytes); frac > f.NonReleasableFraction {
+				f.NonReleasableFraction, f.MaxNonReleasableLine = frac, s.Line
+			}
+		}
+	}
+	for i := range out {
+		out[i].RetriesDuringLog += out[i].Retries
+	}
+	return out
 }

@@ -63,7 +63,9 @@ type analysisJSON struct {
 	Sites     []stackJSON          `json:"sites,omitempty"`
 	Leaks     *rules.LeakReport    `json:"leaks,omitempty"`
 	Frag      *fragSummaryJSON     `json:"fragmentation,omitempty"`
-	Findings  []rules.Finding      `json:"findings"`
+	// MemorySummary: a memory_summary() log's allocator figures per device.
+	MemorySummary []memtimeline.SummaryFrag `json:"memory_summary,omitempty"`
+	Findings      []rules.Finding           `json:"findings"`
 }
 
 func runAnalyze(stdout, stderr io.Writer, args []string, o *analyzeOptions) error {
@@ -114,6 +116,9 @@ func runAnalyze(stdout, stderr io.Writer, args []string, o *analyzeOptions) erro
 			a.Leaks = &l
 			f := in.Frag()
 			a.Frag = &fragSummaryJSON{Verdict: f.Verdict, Reason: f.Reason, Advice: f.Advice}
+		}
+		if in.Summary != nil {
+			a.MemorySummary = in.Summary.Frag()
 		}
 		if in.Snapshot != nil {
 			l := in.SnapshotLeaks()
@@ -230,7 +235,13 @@ func writeAnalysisText(w io.Writer, a analysisJSON, in *rules.Input, o *analyzeO
 	if in.SMI != nil {
 		fmt.Fprintf(w, "nvidia-smi log: %d GPUs, %d rows\n", len(in.SMI.GPUs), in.SMI.Rows)
 	}
-	if in.StepLog != nil {
+	if in.Summary != nil {
+		fmt.Fprintf(w, "memory_summary() log: %d tables in %d lines\n", len(in.Summary.Samples), in.Summary.Lines)
+		for _, d := range in.Summary.Frag() {
+			fmt.Fprintf(w, "  device %d: reserved %s, non-releasable %s (at most %.0f%% of reserved), %d cudaMalloc retries, %d OOMs\n",
+				d.Device, memtimeline.FormatBytes(d.ReservedBytes), memtimeline.FormatBytes(d.NonReleasableBytes), 100*d.NonReleasableFraction, d.Retries, d.OOMs)
+		}
+	} else if in.StepLog != nil {
 		fmt.Fprintf(w, "Per-step memory log: %d lines\n", in.StepLog.Lines)
 	}
 	if in.Snapshot != nil {

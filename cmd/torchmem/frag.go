@@ -90,13 +90,16 @@ func runFrag(stdout, stderr io.Writer, args []string, o *fragOptions) error {
 	if o.SmallMaxBytes <= 0 || o.TopSites < 0 || o.Depth < 0 || o.MinSmallFraction < 0 || o.MinGapFraction < 0 {
 		return badInput(errors.New("--small-max-bytes must be positive; --top, --depth and the fractions must not be negative"))
 	}
-	files, err := loadFiles(stderr, args, "frag", load.Trace, load.Trace, load.Snapshot)
+	files, err := loadFiles(stderr, args, "frag", load.Trace, load.Trace, load.Snapshot, load.Summary)
 	if err != nil {
 		return err
 	}
 	return eachInput(stdout, o.format, files, func(w io.Writer, f *load.File) error {
 		if f.Snapshot != nil {
 			return runFragSnapshot(w, f.Path, f.Snapshot, o)
+		}
+		if f.Summary != nil {
+			return runFragSummary(w, f.Path, f.Summary, o)
 		}
 		return runFragTrace(w, f.Path, f.Trace, o)
 	})
@@ -390,4 +393,69 @@ func callsCell(n, ns int64) string {
 		return "0"
 	}
 	return fmt.Sprintf("%d (%s)", n, formatNS(ns))
+}
+
+// fragSummaryDocJSON is frag's JSON for a memory_summary() log.
+type fragSummaryDocJSON struct {
+	File    string                    `json:"file"`
+	Verdict string                    `json:"verdict"`
+	Reason  string                    `json:"reason"`
+	Devices []memtimeline.SummaryFrag `json:"devices"`
+}
+
+// runFragSummary answers from memory_summary() tables: non-releasable
+// memory is free space inside blocks that empty_cache cannot return (the
+// snapshot's inactive split, judged by the same limit), and cudaMalloc
+// retries during the log mean the allocator had to free its cache and try
+// again.
+func runFragSummary(stdout io.Writer, path string, log *memtimeline.SummaryLog, o *fragOptions) error {
+	limit := snapshotSplitLimit()
+	doc := fragSummaryDocJSON{File: path, Verdict: rules.VerdictOK, Reason: "little memory is non-releasable and cudaMalloc never retried", Devices: log.Frag()}
+	var why []string
+	for _, d := range doc.Devices {
+		name := fmt.Sprintf("device %d", d.Device)
+		if d.Rank >= 0 {
+			name = fmt.Sprintf("rank %d device %d", d.Rank, d.Device)
+		}
+		if d.NonReleasableFraction > limit {
+			why = append(why, fmt.Sprintf("%s: non-releasable memory reached %.0f%% of reserved (over %.0f%%; table at line %d)", name, 100*d.NonReleasableFraction, 100*limit, d.MaxNonReleasableLine))
+		}
+		if d.RetriesDuringLog > 0 {
+			why = append(why, fmt.Sprintf("%s: cudaMalloc retried %d times during the log (the allocator freed its cache to satisfy a request)", name, d.RetriesDuringLog))
+		}
+	}
+	if len(why) > 0 {
+		doc.Verdict, doc.Reason = rules.VerdictFragmented, strings.Join(why, "; ")
+	}
+	switch o.format {
+	case formatJSON:
+		if err := writeJSON(stdout, doc); err != nil {
+			return err
+		}
+	default:
+		md := o.format == formatMarkdown
+		if md {
+			fmt.Fprintf(stdout, "### %s\n\n**Verdict: %s**: %s\n\n", mdEscape(path), doc.Verdict, mdEscape(doc.Reason))
+		} else {
+			fmt.Fprintf(stdout, "%s\nVerdict: %s: %s\n", path, strings.ToUpper(doc.Verdict), doc.Reason)
+		}
+		tw := newTableWriter()
+		tw.AppendHeader(table.Row{"Rank", "Device", "Tables", "Reserved", "Non-releasable", "Peak non-releasable", "Max share", "cudaMalloc retries", "OOMs"})
+		for _, d := range doc.Devices {
+			rank := "-"
+			if d.Rank >= 0 {
+				rank = fmt.Sprint(d.Rank)
+			}
+			tw.AppendRow(table.Row{rank, d.Device, d.Samples, memtimeline.FormatBytes(d.ReservedBytes), memtimeline.FormatBytes(d.NonReleasableBytes),
+				memtimeline.FormatBytes(d.NonReleasablePeakBytes), fmt.Sprintf("%.1f%%", 100*d.NonReleasableFraction), d.Retries, d.OOMs})
+		}
+		renderTable(stdout, tw, o.format)
+		if doc.Verdict == rules.VerdictFragmented && !md {
+			fmt.Fprintln(stdout, "What to try: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; max_split_size_mb to keep large blocks whole; an allocator snapshot (torchmem snapshot) shows which segments hold the split blocks.")
+		}
+	}
+	if doc.Verdict == rules.VerdictFragmented {
+		return findings()
+	}
+	return nil
 }

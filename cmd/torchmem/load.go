@@ -77,8 +77,15 @@ const analysisGCPercent = 25
 func analysisPhase() { debug.SetGCPercent(analysisGCPercent) }
 
 // ruleInput is a loaded file as the rules see it.
+// A memory_summary() log is also read as a per-step log (its tables as
+// steps), so step-growth detection, the rules, the verdict and the report's
+// chart take it like memory_stats() lines.
 func ruleInput(f *load.File) *rules.Input {
-	return &rules.Input{Source: f.Path, Kind: string(f.Kind), Rank: f.Rank, Trace: f.Trace, SMI: f.SMI, StepLog: f.Steps,
+	steps := f.Steps
+	if f.Summary != nil {
+		steps = f.Summary.StepLog()
+	}
+	return &rules.Input{Source: f.Path, Kind: string(f.Kind), Rank: f.Rank, Trace: f.Trace, SMI: f.SMI, StepLog: steps,
 		Snapshot: f.Snapshot, Timeline: f.Timeline, Summary: f.Summary}
 }
 

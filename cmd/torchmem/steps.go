@@ -31,6 +31,13 @@ training loop after every step, e.g.
                             "allocated": torch.cuda.memory_allocated(),
                             "reserved": torch.cuda.memory_reserved()}) + "\n")
 
+It also reads training logs with torch.cuda.memory_summary() tables in them
+(print(torch.cuda.memory_summary()) every N steps, with or without a logger
+prefix on each line): each table is one record, its step the last "step N"
+the log printed before it (else tables count 0, 1, 2, ...: growth per summary
+interval); torchmem frag reads their non-releasable memory and cudaMalloc
+retries.
+
 Keys may also be memory_stats() names (allocated_bytes.all.current,
 reserved_bytes.all.current, allocated_bytes.all.peak), memory_allocated,
 allocated_mb, ...; lines with a "device" or "rank" key are reported per device.
@@ -50,12 +57,15 @@ when the file cannot be read.`,
 			if opts.WarmupSteps < 0 {
 				return badInput(fmt.Errorf("--warmup %d: want 0 or more steps", opts.WarmupSteps))
 			}
-			files, err := loadFiles(cmd.ErrOrStderr(), args, "steps", load.Steps, load.Steps)
+			files, err := loadFiles(cmd.ErrOrStderr(), args, "steps", load.Steps, load.Steps, load.Summary)
 			if err != nil {
 				return err
 			}
 			return eachInput(cmd.OutOrStdout(), format, files, func(out io.Writer, f *load.File) error {
 				path, log := f.Path, f.Steps
+				if f.Summary != nil {
+					log = f.Summary.StepLog() // one table per step (or per summary)
+				}
 				a := memtimeline.AnalyzeSteps(log, opts)
 				if format == formatJSON {
 					if err := writeJSON(out, stepsJSONReport(path, log, a)); err != nil {

@@ -1,0 +1,193 @@
+package memtimeline
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// summaryTables reads the real memory_summary() tables recorded every 10
+// steps of the nvidia_smi_leak run (64 MiB leaked per step).
+func summaryTables(t testing.TB) []string {
+	t.Helper()
+	var out []string
+	for step := 0; step <= 70; step += 10 {
+		b, err := os.ReadFile(filepath.Join("..", "testdata", "summary", fmt.Sprintf("nvidia_smi_leak_memory_summary_%03d.txt", step)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, string(b))
+	}
+	return out
+}
+
+// prefixed puts a logger prefix before every line.
+func prefixed(prefix, text string) string {
+	var b strings.Builder
+	for _, l := range strings.SplitAfter(text, "\n") {
+		if l != "" {
+			b.WriteString(prefix + l)
+		}
+	}
+	return b.String()
+}
+
+func TestReadMemorySummariesReal(t *testing.T) {
+	tables := summaryTables(t)
+	const mib = 1 << 20
+	plain := strings.Join(tables, "")
+	var logged strings.Builder
+	for i, tab := range tables {
+		ts := fmt.Sprintf("2026-11-30 12:00:%02d", 10+i)
+		fmt.Fprintf(&logged, "%s INFO rank0: step %d loss 2.31 lr 1e-4\n", ts, i*10)
+		fmt.Fprintf(&logged, "%s WARNING rank0: some unrelated | pipe in a message\n", ts)
+		logged.WriteString(prefixed(ts+",123 INFO rank0: ", tab))
+	}
+	cases := []struct {
+		name        string
+		text        string
+		steps       bool
+		perInterval int64
+	}{
+		{"tables alone", plain, false, 640 * mib},
+		{"training log with logger prefixes", logged.String(), true, 64 * mib},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			log, err := ReadMemorySummaries(strings.NewReader(c.text))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(log.Samples) != 8 {
+				t.Fatalf("%d samples, want 8", len(log.Samples))
+			}
+			first, last := log.Samples[0], log.Samples[7]
+			if first.AllocatedBytes != 65536*1024 || last.AllocatedBytes != 4544*mib || last.ReservedBytes != 4544*mib || last.Device != 0 {
+				t.Errorf("first %+v last %+v", first, last)
+			}
+			if c.steps && (first.Step != 0 || last.Step != 70 || last.Rank != 0 || last.Time.IsZero()) {
+				t.Errorf("steps/rank/time not read from the log: %+v", last)
+			}
+			if !c.steps && last.Step != -1 {
+				t.Errorf("step %d from a log without steps", last.Step)
+			}
+			a := AnalyzeSteps(log.StepLog(), DefaultStepOptions())
+			if len(a.Series) != 1 {
+				t.Fatalf("%d series", len(a.Series))
+			}
+			s := a.Series[0]
+			if s.Verdict != StepVerdictGrowing || s.BytesPerStep != c.perInterval {
+				t.Errorf("verdict %s, %d bytes per step (want growing, %d): %s", s.Verdict, s.BytesPerStep, c.perInterval, s.Reason)
+			}
+			fr := log.Frag()
+			if len(fr) != 1 || fr[0].Retries != 0 || fr[0].NonReleasableBytes != 0 || fr[0].Samples != 8 {
+				t.Errorf("frag %+v", fr)
+			}
+		})
+	}
+}
+
+// Tables of two ranks interleaved line by line (two processes writing one
+// log) come apart by their prefixes.
+func TestReadMemorySummariesInterleavedRanks(t *testing.T) {
+	tables := summaryTables(t)
+	a := strings.SplitAfter(prefixed("INFO rank0: ", tables[1]), "\n")
+	b := strings.SplitAfter(prefixed("INFO rank1: ", tables[7]), "\n")
+	var mixed strings.Builder
+	for i := 0; i < max(len(a), len(b)); i++ {
+		if i < len(a) {
+			mixed.WriteString(a[i])
+		}
+		if i < len(b) {
+			mixed.WriteString(b[i])
+		}
+	}
+	log, err := ReadMemorySummaries(strings.NewReader(mixed.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(log.Samples) != 2 || log.Samples[0].Rank != 0 || log.Samples[1].Rank != 1 ||
+		log.Samples[0].AllocatedBytes != 720896*1024 || log.Samples[1].AllocatedBytes != 4544<<20 {
+		t.Errorf("%+v", log.Samples)
+	}
+	if s := log.StepLog(); len(s.Series) != 2 {
+		t.Errorf("%d series, want one per rank", len(s.Series))
+	}
+}
+
+func TestReadMemorySummariesEdges(t *testing.T) {
+	tables := summaryTables(t)
+	retries := strings.Replace(tables[7], "cudaMalloc retries: 0 ", "cudaMalloc retries: 12", 1)
+	retries = strings.Replace(retries, "| Non-releasable memory |      0 B   |", "| Non-releasable memory |   1024 MiB |", 1)
+	long := strings.Repeat("x", summaryMaxLine*3) + "\n"
+	cases := []struct {
+		name    string
+		text    string
+		samples int
+		err     bool
+		warn    string
+	}{
+		{"no table", "just a training log\nstep 1 loss 2\n", 0, true, ""},
+		{"empty", "", 0, true, ""},
+		{"overlong line skipped", long + tables[0] + long, 1, false, "longer than"},
+		{"cut before the numbers", tables[0][:400], 0, true, ""},
+		{"cut after the allocated row", tables[0][:strings.Index(tables[0], "| Active memory")], 1, false, ""},
+		{"retries and non-releasable", tables[0] + retries, 2, false, ""},
+	}
+	for _, c := range cases {
+		log, err := ReadMemorySummaries(strings.NewReader(c.text))
+		if (err != nil) != c.err {
+			t.Errorf("%s: error %v", c.name, err)
+			continue
+		}
+		if err != nil {
+			continue
+		}
+		if len(log.Samples) != c.samples {
+			t.Errorf("%s: %d samples", c.name, len(log.Samples))
+		}
+		if c.warn != "" && !strings.Contains(strings.Join(log.Warnings, ";"), c.warn) {
+			t.Errorf("%s: warnings %q", c.name, log.Warnings)
+		}
+		if c.name == "retries and non-releasable" {
+			f := log.Frag()[0]
+			if f.Retries != 12 || f.RetriesDuringLog != 12 || f.NonReleasableBytes != 1<<30 || f.NonReleasableFraction < 0.2 {
+				t.Errorf("frag %+v", f)
+			}
+		}
+	}
+}
+
+func TestSummaryValue(t *testing.T) {
+	for in, want := range map[string]int64{
+		" 720896 KiB ": 720896 << 10, "   1344 MiB": 1344 << 20, "     0 B  ": 0, "  11  ": 11, "  12K ": 12000,
+		"   2 GiB": 2 << 30, "99999999999 PiB": 1<<63 - 1, "x": 0, "-5 MiB": 0,
+	} {
+		if got := summaryValue(in); got != want {
+			t.Errorf("%q: %d, want %d", in, got, want)
+		}
+	}
+}
+
+func FuzzReadMemorySummaries(f *testing.F) {
+	for _, tab := range summaryTables(f) {
+		f.Add([]byte(tab))
+		f.Add([]byte(prefixed("2026-11-30 12:00:01 INFO rank3: step 7 ", tab)))
+	}
+	f.Add([]byte("| PyTorch CUDA memory summary, device ID 99999999999999999999 |\n| Allocated memory | 1 B | 2 B |\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		log, err := ReadMemorySummaries(strings.NewReader(string(data)))
+		if err != nil {
+			return
+		}
+		for _, s := range log.Samples {
+			if s.AllocatedBytes < 0 || s.ReservedBytes < 0 || s.NonReleasableBytes < 0 {
+				t.Fatalf("negative bytes: %+v", s)
+			}
+		}
+		AnalyzeSteps(log.StepLog(), DefaultStepOptions())
+		log.Frag()
+	})
+}
