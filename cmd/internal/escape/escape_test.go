@@ -66,6 +66,23 @@ func TestMarkdownCode(t *testing.T) {
 	}
 }
 
+func TestCSV(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"aten::mm", "aten::mm"},
+		{"-1048576", "-1048576"},
+		{"+5", "+5"},
+		{"-", "-"},
+		{"=HYPERLINK(\"https://evil\")", "'=HYPERLINK(\"https://evil\")"},
+		{"@SUM(A1)", "'@SUM(A1)"},
+		{"-cmd|calc", "'-cmd|calc"},
+		{"a\r\nb\x1b", "a\\r\nb\\x1b"},
+	} {
+		if got := CSV(tc.in); got != tc.want {
+			t.Errorf("CSV(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
 func TestURIPath(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"src/train.py", "src/train.py"},
