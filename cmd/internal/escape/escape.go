@@ -125,6 +125,13 @@ func CSV(s string) string {
 	return s
 }
 
+// FoldedFrame makes s one frame of a folded stack line (flamegraph.pl,
+// speedscope: "a;b;c 123"): ';' separates frames, so it becomes ':', line
+// breaks become spaces, other controls visible escapes.
+func FoldedFrame(s string) string {
+	return strings.ReplaceAll(oneLine(s), ";", ":")
+}
+
 // oneLine turns line breaks into spaces and escapes the other controls:
 // the common start of both Markdown forms.
 func oneLine(s string) string {

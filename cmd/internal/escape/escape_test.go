@@ -83,6 +83,19 @@ func TestCSV(t *testing.T) {
 	}
 }
 
+func TestFoldedFrame(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"train.py(12): step", "train.py(12): step"},
+		{"a;b", "a:b"},
+		{"x\r\ny 5\n", "x y 5 "},
+		{"\x1b[2J", `\x1b[2J`},
+	} {
+		if got := FoldedFrame(tc.in); got != tc.want {
+			t.Errorf("FoldedFrame(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
 func TestURIPath(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"src/train.py", "src/train.py"},
