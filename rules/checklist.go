@@ -62,15 +62,15 @@ func Checklist(v Verdict, fs []Finding) []CheckItem {
 	stepLog := false
 	for _, in := range v.Inputs {
 		switch {
-		case in.Trace != nil:
+		case in.isTrace():
 			traces = append(traces, in)
 			if in.Frag().Verdict != VerdictUnknown {
 				withMemory = append(withMemory, in)
 			}
-			if len(deviceBusy(in)) > 0 && len(stepWindows(in).list) > 0 {
+			if in.hasGPUSteps() {
 				withDevice = append(withDevice, in)
 			}
-		case in.StepLog != nil:
+		case in.StepLog != nil, in.Digest != nil && (in.Kind == SourceSteps || in.Kind == SourceSummary):
 			stepLog = true
 		}
 	}

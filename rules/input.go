@@ -70,12 +70,18 @@ func (in *Input) Lifetimes(device int) []memtimeline.Lifetime {
 // TraceSummary is what the trace is and what it recorded (device -1: all
 // GPUs).
 func (in *Input) TraceSummary(device int) chrometrace.Summary {
+	if in.Digest != nil && in.Digest.TraceSummary != nil {
+		return *in.Digest.TraceSummary // all GPUs: a summary keeps that one
+	}
 	return Get(in, keySummary(device), func() chrometrace.Summary { return chrometrace.Summarize(in.Trace, device) })
 }
 
 // Sites are the trace's allocation sites. The slice is the caller's (a
 // copy): renderers sort it their way.
 func (in *Input) Sites(o memtimeline.SiteOptions) []memtimeline.Site {
+	if in.Digest != nil {
+		return slices.Clone(in.Digest.Sites) // the top rows with DefaultSiteOptions
+	}
 	return slices.Clone(Get(in, keySites(o), func() []memtimeline.Site {
 		return memtimeline.Sites(in.Trace, in.Attribution(), in.Lifetimes(o.Device), o)
 	}))
@@ -83,11 +89,20 @@ func (in *Input) Sites(o memtimeline.SiteOptions) []memtimeline.Site {
 
 // LeaksWith is the trace's leak report with opts.
 func (in *Input) LeaksWith(o LeakOptions) LeakReport {
+	if in.Digest != nil {
+		return in.digestLeaks() // made with the default options
+	}
 	return Get(in, keyLeaks(o), func() LeakReport { return analyzeLeaks(in, o) })
 }
 
 // FragWith is the trace's fragmentation report with opts.
 func (in *Input) FragWith(o FragOptions) FragReport {
+	if in.Digest != nil {
+		if in.Digest.Frag != nil {
+			return *in.Digest.Frag
+		}
+		return FragReport{Verdict: VerdictUnknown, Reason: "not a trace"}
+	}
 	return Get(in, keyFrag(o), func() FragReport { return analyzeFrag(in, o) })
 }
 
@@ -126,6 +141,9 @@ func (in *Input) Prepare(site memtimeline.SiteOptions) {
 
 // SnapshotLeaks is the leak report of an allocator snapshot input.
 func (in *Input) SnapshotLeaks() LeakReport {
+	if in.Digest != nil {
+		return in.digestLeaks()
+	}
 	return Get(in, NewKey[LeakReport]("snapshot-leaks"), func() LeakReport {
 		return AnalyzeSnapshotLeaks(in.SnapshotReport(), DefaultLeakOptions())
 	})
@@ -141,4 +159,12 @@ func RunWith(rs []Rule, in *Input, site memtimeline.SiteOptions) []Finding {
 	in.Prepare(site)
 	wg.Wait()
 	return out
+}
+
+// digestLeaks is a summary's leak report.
+func (in *Input) digestLeaks() LeakReport {
+	if in.Digest.Leaks != nil {
+		return *in.Digest.Leaks
+	}
+	return LeakReport{Verdict: VerdictUnknown, Reason: "not a trace or snapshot", Steps: []StepSurvivors{}, Leaks: []Leak{}, Suspects: []LeakSuspect{}}
 }

@@ -19,6 +19,9 @@ func (in *Input) Leaks() LeakReport {
 
 // Operators is the input's per-operator table (all GPUs).
 func (in *Input) Operators() []chrometrace.OperatorStats {
+	if in.Digest != nil {
+		return in.Digest.Operators // the top rows only
+	}
 	return Memo(in, "operators", func() []chrometrace.OperatorStats {
 		return chrometrace.Operators(in.Trace, chrometrace.OperatorOptions{Device: -1})
 	})
@@ -199,6 +202,9 @@ type OpHolding struct {
 // OpHoldings are the input's per-operator holdings (all GPUs), most held
 // at the peak first, with the peak they refer to.
 func (in *Input) OpHoldings() (holdings []OpHolding, peak int64) {
+	if in.Digest != nil {
+		return in.Digest.OpHoldings, in.Digest.OpHoldingPeak
+	}
 	type result struct {
 		h    []OpHolding
 		peak int64

@@ -105,6 +105,10 @@ type Input struct {
 	Snapshot *memtimeline.Snapshot
 	Timeline *memtimeline.CategoryTimeline
 	Summary  *memtimeline.SummaryLog
+	// Digest is set instead of the fields above for an input read back
+	// from a summary (torchmem summarize); Kind is then the kind of the
+	// file it was made from.
+	Digest *Digest
 
 	mu    sync.Mutex
 	cache map[string]*memoEntry
@@ -183,6 +187,11 @@ func Builtin() []Rule {
 // Run applies rules to an input; findings come out most severe first.
 func Run(rs []Rule, in *Input) []Finding {
 	var out []Finding
+	if in.Digest != nil {
+		out = digestFindings(rs, in)
+		slices.SortStableFunc(out, func(a, b Finding) int { return int(b.Severity) - int(a.Severity) })
+		return out
+	}
 	for i := range rs {
 		r := &rs[i]
 		for _, f := range r.Check(r, in) {

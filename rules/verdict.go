@@ -207,6 +207,9 @@ func (in *Input) LeakEvidence() []LeakEvidence {
 }
 
 func leakEvidence(in *Input) []LeakEvidence {
+	if in.Digest != nil {
+		return slices.Clone(in.Digest.Verdict.Leak.Evidence)
+	}
 	var out []LeakEvidence
 	fromReport := func(kind string, rep LeakReport) LeakEvidence {
 		e := LeakEvidence{Source: in.Source, Kind: kind, Verdict: rep.Verdict, BytesPerStep: rep.GrowthBytesPerStep, Reason: rep.Reason, R2: 1, FirstStep: -1, LastStep: -1}
@@ -595,51 +598,94 @@ func agreement(best LeakEvidence, leaks, cleans []LeakEvidence) (string, string)
 	return strings.Join(parts, "; "), settle
 }
 
+// OOMFacts are what one input records about out-of-memory errors, before
+// they are judged together with the other inputs of the run and rank (a
+// summary keeps them so that the merge below happens at the reduce).
+type OOMFacts struct {
+	// CapacityBytes is the largest GPU memory a trace names (-1 none).
+	CapacityBytes int64 `json:"capacity_bytes"`
+	// TraceOOMs are a trace's OOM events, unjudged (Cause empty); the
+	// first carries what was alive.
+	TraceOOMs []OOMAnswer `json:"trace_ooms,omitempty"`
+	// SnapshotStats are a snapshot's totals; SnapshotOOMs its OOM records.
+	SnapshotStats *memtimeline.SnapshotStats `json:"snapshot_stats,omitempty"`
+	SnapshotOOMs  []SnapshotOOM              `json:"snapshot_ooms,omitempty"`
+}
+
+// SnapshotOOM is an allocator snapshot's record of one failed request.
+type SnapshotOOM struct {
+	RequestBytes    int64     `json:"request_bytes"`
+	DeviceFreeBytes int64     `json:"device_free_bytes"`
+	Location        *Location `json:"location,omitempty"`
+}
+
+// OOMFacts are the input's out-of-memory records (memoized).
+func (in *Input) OOMFacts() OOMFacts {
+	if in.Digest != nil {
+		if in.Digest.OOMFacts != nil {
+			return *in.Digest.OOMFacts
+		}
+		return OOMFacts{CapacityBytes: -1}
+	}
+	return Memo(in, "verdict:oom-facts", func() OOMFacts {
+		f := OOMFacts{CapacityBytes: -1}
+		if in.Trace != nil {
+			for _, d := range in.Trace.Meta.Devices {
+				f.CapacityBytes = max(f.CapacityBytes, d.TotalGlobalMem)
+			}
+			for i, o := range in.Trace.OOMs {
+				a := OOMAnswer{Source: in.Source, RequestBytes: o.Bytes, AllocatedBytes: o.TotalAllocated, ReservedBytes: o.TotalReserved,
+					FreeInCacheBytes: max(0, o.TotalReserved-o.TotalAllocated), LargestFreeBlock: -1, DeviceFreeBytes: -1, CapacityBytes: -1}
+				if i == 0 {
+					a.Composition = in.OOMComposition()
+				}
+				f.TraceOOMs = append(f.TraceOOMs, a)
+			}
+		}
+		if in.Snapshot != nil {
+			rep := in.SnapshotReport()
+			st := rep.Stats
+			f.SnapshotStats = &st
+			for _, o := range rep.OOMs {
+				so := SnapshotOOM{RequestBytes: o.RequestedBytes, DeviceFreeBytes: o.DeviceFreeBytes}
+				if o.Site.Filename != "" {
+					so.Location = &Location{File: o.Site.Filename, Line: o.Site.Line, Function: o.Site.Name}
+				}
+				f.SnapshotOOMs = append(f.SnapshotOOMs, so)
+			}
+		}
+		return f
+	})
+}
+
 // judgeOOMs collects the out-of-memory errors of the group, merging a
 // trace's event with the snapshot's record of the same request.
 func judgeOOMs(ins []*Input) []OOMAnswer {
 	var out []OOMAnswer
 	var capacity int64 = -1
 	var snapStats *memtimeline.SnapshotStats
-	for _, in := range ins {
-		if in.Trace != nil {
-			for _, d := range in.Trace.Meta.Devices {
-				capacity = max(capacity, d.TotalGlobalMem)
-			}
-		}
-		if in.Snapshot != nil {
-			st := in.SnapshotReport().Stats
-			snapStats = &st
+	facts := make([]OOMFacts, len(ins))
+	for i, in := range ins {
+		facts[i] = in.OOMFacts()
+		capacity = max(capacity, facts[i].CapacityBytes)
+		if facts[i].SnapshotStats != nil {
+			snapStats = facts[i].SnapshotStats
 		}
 	}
-	for _, in := range ins {
-		if in.Trace == nil {
-			continue
-		}
-		for i, o := range in.Trace.OOMs {
-			a := OOMAnswer{Source: in.Source, RequestBytes: o.Bytes, AllocatedBytes: o.TotalAllocated, ReservedBytes: o.TotalReserved,
-				FreeInCacheBytes: max(0, o.TotalReserved-o.TotalAllocated), LargestFreeBlock: -1, DeviceFreeBytes: -1, CapacityBytes: capacity}
-			if i == 0 {
-				a.Composition = in.OOMComposition()
-			}
+	for _, f := range facts {
+		for _, a := range f.TraceOOMs {
+			a.CapacityBytes = capacity
 			out = append(out, a)
 		}
 	}
-	for _, in := range ins {
-		if in.Snapshot == nil {
-			continue
-		}
-		for _, o := range in.SnapshotReport().OOMs {
-			var loc *Location
-			if o.Site.Filename != "" {
-				loc = &Location{File: o.Site.Filename, Line: o.Site.Line, Function: o.Site.Name}
-			}
+	for i, f := range facts {
+		for _, o := range f.SnapshotOOMs {
 			merged := false
-			for i := range out {
-				if out[i].RequestBytes == o.RequestedBytes && out[i].DeviceFreeBytes < 0 {
-					out[i].DeviceFreeBytes, out[i].Location = o.DeviceFreeBytes, loc
+			for j := range out {
+				if out[j].RequestBytes == o.RequestBytes && out[j].DeviceFreeBytes < 0 {
+					out[j].DeviceFreeBytes, out[j].Location = o.DeviceFreeBytes, o.Location
 					if snapStats != nil {
-						out[i].LargestFreeBlock = snapStats.LargestFreeBlock
+						out[j].LargestFreeBlock = snapStats.LargestFreeBlock
 					}
 					merged = true
 					break
@@ -648,8 +694,8 @@ func judgeOOMs(ins []*Input) []OOMAnswer {
 			if merged {
 				continue
 			}
-			a := OOMAnswer{Source: in.Source, RequestBytes: o.RequestedBytes, AllocatedBytes: -1, ReservedBytes: -1, FreeInCacheBytes: -1,
-				LargestFreeBlock: -1, DeviceFreeBytes: o.DeviceFreeBytes, CapacityBytes: capacity, Location: loc}
+			a := OOMAnswer{Source: ins[i].Source, RequestBytes: o.RequestBytes, AllocatedBytes: -1, ReservedBytes: -1, FreeInCacheBytes: -1,
+				LargestFreeBlock: -1, DeviceFreeBytes: o.DeviceFreeBytes, CapacityBytes: capacity, Location: o.Location}
 			if snapStats != nil {
 				a.AllocatedBytes, a.ReservedBytes = snapStats.AllocatedBytes, snapStats.ReservedBytes
 				a.FreeInCacheBytes = max(0, snapStats.ReservedBytes-snapStats.AllocatedBytes)
@@ -688,6 +734,10 @@ func oomCause(a OOMAnswer) (string, string) {
 func judgeFrag(ins []*Input) *FragAnswer {
 	var ans *FragAnswer
 	for _, in := range ins {
+		if in.Digest != nil && in.Kind == SourceSnapshot && in.Digest.Verdict.Frag != nil {
+			f := *in.Digest.Verdict.Frag
+			return &f
+		}
 		if in.Snapshot == nil {
 			continue
 		}
@@ -704,6 +754,17 @@ func judgeFrag(ins []*Input) *FragAnswer {
 		return a
 	}
 	for _, in := range ins {
+		if in.Digest != nil && in.Kind == SourceTrace && in.Digest.Verdict.Frag != nil {
+			a := in.Digest.Verdict.Frag
+			if a.Verdict == VerdictUnknown && ans != nil {
+				continue
+			}
+			if ans == nil || (a.Verdict == VerdictFragmented && ans.Verdict != VerdictFragmented) || (a.Verdict == ans.Verdict && a.WastedBytes > ans.WastedBytes) {
+				f := *a
+				ans = &f
+			}
+			continue
+		}
 		if in.Trace == nil {
 			continue
 		}
@@ -738,6 +799,13 @@ func judgeFrag(ins []*Input) *FragAnswer {
 func judgePeak(ins []*Input) *PeakAnswer {
 	var ans *PeakAnswer
 	for _, in := range ins {
+		if in.Digest != nil && in.Kind == SourceTrace && in.Digest.Verdict.Peak != nil {
+			if p := in.Digest.Verdict.Peak; ans == nil || p.AllocatedBytes > ans.AllocatedBytes {
+				c := *p
+				ans = &c
+			}
+			continue
+		}
 		if in.Trace == nil {
 			continue
 		}
@@ -764,8 +832,12 @@ func judgePeak(ins []*Input) *PeakAnswer {
 		// timeline: measured, not estimated.
 		var base int64
 		for _, in := range ins {
-			if in.Source == ans.Source {
+			switch {
+			case in.Source != ans.Source:
+			case in.Trace != nil:
 				base = in.Trace.Meta.BaseTimeNanoseconds
+			case in.Digest != nil:
+				base = in.Digest.TraceBaseNs
 			}
 		}
 		for _, in := range ins {
@@ -800,6 +872,13 @@ func judgePeak(ins []*Input) *PeakAnswer {
 		return ans
 	}
 	for _, in := range ins {
+		if in.Digest != nil && (in.Kind == SourceSteps || in.Kind == SourceSummary) && in.Digest.Verdict.Peak != nil {
+			if p := in.Digest.Verdict.Peak; ans == nil || p.AllocatedBytes > ans.AllocatedBytes {
+				c := *p
+				ans = &c
+			}
+			continue
+		}
 		if in.StepLog == nil {
 			continue
 		}

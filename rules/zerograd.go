@@ -156,6 +156,12 @@ var keyZeroGrad = NewKey[ZeroGradReport]("zero-grad")
 
 // ZeroGrad is the trace's optimizer-step pairs and their resets.
 func (in *Input) ZeroGrad() ZeroGradReport {
+	if in.Digest != nil {
+		if in.Digest.ZeroGrad != nil {
+			return *in.Digest.ZeroGrad
+		}
+		return ZeroGradReport{}
+	}
 	return Get(in, keyZeroGrad, func() ZeroGradReport { return AnalyzeZeroGrad(in.Trace) })
 }
 

@@ -92,7 +92,7 @@ func runAnalyze(stdout, stderr io.Writer, args []string, o *analyzeOptions) erro
 			a.Findings = []rules.Finding{}
 		}
 		all = append(all, a.Findings...)
-		if t := in.Trace; t != nil {
+		if in.Trace != nil || in.Digest != nil && in.Digest.TraceSummary != nil {
 			s := in.TraceSummary(-1)
 			a.Summary = &s
 			ops := slices.Clone(in.Operators())
@@ -119,8 +119,10 @@ func runAnalyze(stdout, stderr io.Writer, args []string, o *analyzeOptions) erro
 		}
 		if in.Summary != nil {
 			a.MemorySummary = in.Summary.Frag()
+		} else if in.Digest != nil {
+			a.MemorySummary = in.Digest.MemorySummaryFrag
 		}
-		if in.Snapshot != nil {
+		if in.Snapshot != nil || in.Digest != nil && in.Kind == rules.SourceSnapshot {
 			l := in.SnapshotLeaks()
 			a.Leaks = &l
 		}
@@ -191,7 +193,7 @@ func nonNilStrings(s []string) []string {
 
 func writeAnalysisText(w io.Writer, a analysisJSON, in *rules.Input, o *analyzeOptions, width int) {
 	fmt.Fprintf(w, "== %s (%s) ==\n", a.Source, a.Kind)
-	if in.Trace != nil {
+	if a.Summary != nil {
 		writeSummary(w, a.Source, in.Trace, *a.Summary)
 		if len(a.Operators) > 0 {
 			fmt.Fprintln(w, "Operators that keep the most GPU memory (Self CUDA Mem, as torch's key_averages):")
@@ -232,20 +234,37 @@ func writeAnalysisText(w io.Writer, a analysisJSON, in *rules.Input, o *analyzeO
 			fmt.Fprintln(w, tw.Render())
 		}
 	}
+	if d := in.Digest; d != nil {
+		switch in.Kind {
+		case rules.SourceSMI:
+			fmt.Fprintf(w, "nvidia-smi log: %d GPUs, %d rows\n", d.GPUs, d.Lines)
+		case rules.SourceSteps:
+			fmt.Fprintf(w, "Per-step memory log: %d lines\n", d.Lines)
+		}
+	}
 	if in.SMI != nil {
 		fmt.Fprintf(w, "nvidia-smi log: %d GPUs, %d rows\n", len(in.SMI.GPUs), in.SMI.Rows)
 	}
-	if in.Summary != nil {
-		fmt.Fprintf(w, "memory_summary() log: %d tables in %d lines\n", len(in.Summary.Samples), in.Summary.Lines)
-		for _, d := range in.Summary.Frag() {
+	if in.Summary != nil || in.Digest != nil && in.Kind == rules.SourceSummary {
+		if in.Summary != nil {
+			fmt.Fprintf(w, "memory_summary() log: %d tables in %d lines\n", len(in.Summary.Samples), in.Summary.Lines)
+		} else {
+			fmt.Fprintf(w, "memory_summary() log: %d tables in %d lines\n", in.Digest.Tables, in.Digest.Lines)
+		}
+		for _, d := range a.MemorySummary {
 			fmt.Fprintf(w, "  device %d: reserved %s, non-releasable %s (at most %.0f%% of reserved), %d cudaMalloc retries, %d OOMs\n",
 				d.Device, memtimeline.FormatBytes(d.ReservedBytes), memtimeline.FormatBytes(d.NonReleasableBytes), 100*d.NonReleasableFraction, d.Retries, d.OOMs)
 		}
 	} else if in.StepLog != nil {
 		fmt.Fprintf(w, "Per-step memory log: %d lines\n", in.StepLog.Lines)
 	}
-	if in.Snapshot != nil {
-		st := in.SnapshotReport().Stats
+	if in.Snapshot != nil || in.Digest != nil && in.Digest.SnapshotStats != nil {
+		var st memtimeline.SnapshotStats
+		if in.Digest != nil {
+			st = *in.Digest.SnapshotStats
+		} else {
+			st = in.SnapshotReport().Stats
+		}
 		fmt.Fprintf(w, "Allocator snapshot: reserved %s, allocated %s, inactive split %s, largest free block %s, %d segments\n",
 			memtimeline.FormatBytes(st.ReservedBytes), memtimeline.FormatBytes(st.AllocatedBytes), memtimeline.FormatBytes(st.InactiveSplitBytes),
 			memtimeline.FormatBytes(st.LargestFreeBlock), st.Segments)

@@ -83,20 +83,28 @@ type diffGroup struct {
 // of them) and groups its inputs by kind and rank: several traces of one
 // rank (profiling windows) are compared as one.
 func loadSide(arg string, stderr io.Writer) ([]*diffGroup, error) {
-	files, err := loadFiles(stderr, []string{arg}, "diff", load.Trace, load.Trace, load.Snapshot)
+	files, err := loadFiles(stderr, []string{arg}, "diff", load.Trace, load.Trace, load.Snapshot, load.Summarized)
 	if err != nil {
 		return nil, err
 	}
+	files = summariesOf(files, load.Trace, load.Snapshot)
+	if len(files) == 0 {
+		return nil, badInput(fmt.Errorf("%s: no summary of a trace or a snapshot here", arg))
+	}
 	var groups []*diffGroup
 	for _, f := range files {
+		kind := f.Kind
+		if f.Summarized != nil {
+			kind = load.Kind(f.Summarized.Kind) // a summary pairs like its file
+		}
 		var g *diffGroup
 		for _, h := range groups {
-			if h.kind == f.Kind && h.rank == f.Rank {
+			if h.kind == kind && h.rank == f.Rank {
 				g = h
 			}
 		}
 		if g == nil {
-			g = &diffGroup{kind: f.Kind, rank: f.Rank}
+			g = &diffGroup{kind: kind, rank: f.Rank}
 			groups = append(groups, g)
 		}
 		g.inputs = append(g.inputs, ruleInput(f))
@@ -108,7 +116,11 @@ func loadSide(arg string, stderr io.Writer) ([]*diffGroup, error) {
 func (g *diffGroup) side(arg string) *rules.Side {
 	var sides []*rules.Side
 	for _, in := range g.inputs {
-		if in.Trace != nil {
+		if in.Digest != nil {
+			side := *in.Digest.Side
+			side.Source = in.Source
+			sides = append(sides, &side)
+		} else if in.Trace != nil {
 			sides = append(sides, rules.NewInputSide(in))
 		} else {
 			sides = append(sides, rules.NewSnapshotSide(in.Source, in.SnapshotReport()))

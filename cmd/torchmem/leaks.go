@@ -85,22 +85,31 @@ type rankLeakJSON struct {
 }
 
 func runLeaks(stdout, stderr io.Writer, args []string, o *leaksOptions) error {
+	def := rules.DefaultLeakOptions()
 	if err := checkFormat(o.format, formatTable, formatJSON, formatMarkdown); err != nil {
 		return err
 	}
-	all, err := loadFiles(stderr, args, "leaks", load.Trace, load.Trace, load.Snapshot, load.Steps, load.SMI)
+	all, err := loadFiles(stderr, args, "leaks", load.Trace, load.Trace, load.Snapshot, load.Steps, load.SMI, load.Summarized)
 	if err != nil {
 		return err
 	}
+	all = summariesOf(all, load.Trace, load.Snapshot, load.Steps, load.SMI)
 	// Every file feeds the verdict of its run and rank; traces and
-	// snapshots also get their own report below it.
+	// snapshots (or their summaries) also get their own report below it.
 	var files []*load.File
 	var ins []*rules.Input
+	summaries := 0
 	for _, f := range all {
 		ins = append(ins, ruleInput(f))
-		if f.Trace != nil || f.Snapshot != nil {
+		if f.Trace != nil || f.Snapshot != nil || f.Summarized != nil && f.Summarized.Leaks != nil {
 			files = append(files, f)
 		}
+		if f.Summarized != nil {
+			summaries++
+		}
+	}
+	if summaries > 0 && (o.device != -1 || o.depth != def.Depth || o.minBytes != def.MinBytesPerStep) {
+		fmt.Fprintf(stderr, "torchmem: warning: summaries hold the leak analysis made with the default options (--device, --depth and --min-bytes-per-step apply to traces)\n")
 	}
 	verdicts := rules.JudgeAll(ins)
 	opts := rules.LeakOptions{Device: o.device, MinBytesPerStep: o.minBytes, SteadySteps: o.steady, Depth: o.depth, MinSteps: rules.DefaultLeakOptions().MinSteps}
@@ -114,7 +123,9 @@ func runLeaks(stdout, stderr io.Writer, args []string, o *leaksOptions) error {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			r := leakResult{Path: f.Path, Rank: f.Rank}
-			if f.Snapshot != nil {
+			if s := f.Summarized; s != nil {
+				r.Path, r.Report = s.Source, *s.Leaks
+			} else if f.Snapshot != nil {
 				r.Report = rules.AnalyzeSnapshotLeaks(memtimeline.AnalyzeSnapshot(f.Snapshot, 0), opts)
 			} else {
 				r.Report = rules.AnalyzeLeaks(f.Trace, opts)

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -44,8 +45,29 @@ func loadFilesWith(stderr io.Writer, args []string, command string, topts chrome
 	if err != nil {
 		return nil, badInput(err)
 	}
+	n := 0
+	for _, f := range files {
+		if f.Summarized != nil {
+			n++
+		}
+	}
+	if n > 0 {
+		fmt.Fprintf(stderr, "torchmem: note: %d of %d inputs are summaries: %s\n", n, len(files), rules.NeedsFullTrace)
+	}
 	analysisPhase()
 	return files, nil
+}
+
+// summariesOf drops the summaries of kinds the command does not read
+// (as it would pass over those files in a directory).
+func summariesOf(files []*load.File, kinds ...load.Kind) []*load.File {
+	out := files[:0:0]
+	for _, f := range files {
+		if f.Summarized == nil || slices.Contains(kinds, load.Kind(f.Summarized.Kind)) {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // progressBar shows a bar on a terminal while a large file is read.
@@ -81,6 +103,9 @@ func analysisPhase() { debug.SetGCPercent(analysisGCPercent) }
 // steps), so step-growth detection, the rules, the verdict and the report's
 // chart take it like memory_stats() lines.
 func ruleInput(f *load.File) *rules.Input {
+	if f.Summarized != nil {
+		return f.Summarized.Input()
+	}
 	steps := f.Steps
 	if f.Summary != nil {
 		steps = f.Summary.StepLog()

@@ -329,20 +329,32 @@ func writePage(path string, page reportPage) error {
 func buildReportInput(idPrefix string, in *rules.Input, rs []rules.Rule) (reportInput, error) {
 	ri := reportInput{Source: in.Source, Findings: rules.Run(rs, in)}
 	switch {
-	case in.Trace != nil:
+	case in.Trace != nil || in.Digest != nil && in.Kind == rules.SourceTrace:
 		ri.Kind = string(kindTrace)
 		t := in.Trace
 		s := in.TraceSummary(-1)
 		ri.Summary = traceSummaryKV(t, s)
 		l := in.Leaks()
-		// TraceChartSpecs draws one chart per GPU in TraceTimelines' order.
-		tls := memtimeline.TraceTimelines(t)
-		for i, spec := range memtimeline.TraceChartSpecs(t, idPrefix) {
-			if i < len(tls) {
-				spec.Holders = memtimeline.HolderSamples(t, in.Attribution(), in.Lifetimes(-1), tls[i].Device, 200, 3)
+		var specs []memtimeline.ChartSpec
+		if t != nil {
+			// TraceChartSpecs draws one chart per GPU in TraceTimelines' order.
+			tls := memtimeline.TraceTimelines(t)
+			for i, spec := range memtimeline.TraceChartSpecs(t, idPrefix) {
+				if i < len(tls) {
+					spec.Holders = memtimeline.HolderSamples(t, in.Attribution(), in.Lifetimes(-1), tls[i].Device, 200, 3)
+				}
+				specs = append(specs, spec)
 			}
+		} else {
+			// A summary's charts: downsampled, every peak kept.
+			for i, spec := range in.Digest.Charts {
+				spec.ID = fmt.Sprintf("%s%d", idPrefix, i)
+				specs = append(specs, spec)
+			}
+		}
+		for _, spec := range specs {
 			if l.Verdict == rules.VerdictLeak {
-				spec.Markers = append(spec.Markers, leakMarkers(t, spec, l)...)
+				spec.Markers = append(spec.Markers, leakMarkers(spec, l)...)
 			}
 			if err := ri.addChart(spec); err != nil {
 				return ri, err
@@ -385,6 +397,24 @@ func buildReportInput(idPrefix string, in *rules.Input, rs []rules.Rule) (report
 			rows = append(rows, []string{fmt.Sprintf("%#x", f.Address), f.SegmentType, memtimeline.FormatBytes(f.TotalSize), memtimeline.FormatBytes(f.AllocatedBytes), f.Bar})
 		}
 		ri.Tables = append(ri.Tables, reportTable{Title: "Largest segments ('#' full, '.' free)", Header: []string{"Address", "Pool", "Size", "Allocated", "Fill"}, Rows: rows})
+	case in.Digest != nil && in.Kind == rules.SourceSnapshot && in.Digest.SnapshotStats != nil:
+		ri.Kind = string(kindSnapshot)
+		st := in.Digest.SnapshotStats
+		ri.Summary = []reportKV{
+			{"Reserved", fmt.Sprintf("%s (%d segments: %d small, %d large, %d expandable)", memtimeline.FormatBytes(st.ReservedBytes), st.Segments, st.SmallSegments, st.LargeSegments, st.ExpandableSegments)},
+			{"Allocated", memtimeline.FormatBytes(st.AllocatedBytes)},
+			{"Inactive split", memtimeline.FormatBytes(st.InactiveSplitBytes) + " (free inside partly used segments)"},
+			{"Largest free block", memtimeline.FormatBytes(st.LargestFreeBlock)},
+			{"Out-of-memory events", fmt.Sprint(len(in.Digest.Verdict.OOMs))},
+			{"From", "a summary: the segment table and the history chart need the snapshot itself"},
+		}
+		l := in.SnapshotLeaks()
+		ri.Leak = &l
+	case in.Digest != nil && in.Timeline == nil:
+		ri.Kind = in.Kind
+		for _, e := range in.Digest.Verdict.Leak.Evidence {
+			ri.Summary = append(ri.Summary, reportKV{"Leak evidence", fmt.Sprintf("%s: %s per step; %s", e.Verdict, memtimeline.FormatBytes(e.BytesPerStep), e.Reason)})
+		}
 	case in.Timeline != nil:
 		ri.Kind = string(kindTimeline)
 		tl := in.Timeline
@@ -445,17 +475,17 @@ func (ri *reportInput) addChart(spec memtimeline.ChartSpec) error {
 
 // leakMarkers pins, at the end of each step that leaves blocks behind, how
 // much it kept: the growth shows on the chart where it happens.
-func leakMarkers(t *chrometrace.Trace, spec memtimeline.ChartSpec, l rules.LeakReport) []memtimeline.Marker {
+// The chart's step bands are the trace's ProfilerSteps in time order.
+func leakMarkers(spec memtimeline.ChartSpec, l rules.LeakReport) []memtimeline.Marker {
 	var out []memtimeline.Marker
-	steps := slices.Clone(t.Steps)
-	slices.SortFunc(steps, func(a, b chrometrace.Step) int { return cmp.Compare(a.Start, b.Start) })
+	steps := spec.Steps
 	var kept int64
 	for i, s := range l.Steps {
 		if i >= len(steps) || s.SurvivorBytes == 0 {
 			continue
 		}
 		kept += s.SurvivorBytes
-		end := steps[i].End()
+		end := steps[i].EndNs
 		// The allocated level at the step's end, for the pin's height.
 		a := spec.Allocated
 		k, _ := slices.BinarySearch(a.T, end+1)
@@ -483,7 +513,10 @@ func traceSummaryKV(t *chrometrace.Trace, s chrometrace.Summary) []reportKV {
 	kv = append(kv, reportKV{"Peak allocated", memtimeline.FormatBytes(s.PeakAllocatedBytes)}, reportKV{"Peak reserved", memtimeline.FormatBytes(s.PeakReservedBytes)})
 	rec := fmt.Sprintf("profile_memory %v, with_stack %v, record_shapes %v", s.ProfileMemory, s.WithStack, s.RecordShapes)
 	kv = append(kv, reportKV{"Recorded", rec})
-	if t.Truncated != nil {
+	if t == nil && s.Truncated {
+		kv = append(kv, reportKV{"Warning", "truncated: the report covers what was read"})
+	}
+	if t != nil && t.Truncated != nil {
 		kv = append(kv, reportKV{"Warning", fmt.Sprintf("truncated at byte %d: the report covers what was read", t.Truncated.Offset)})
 	}
 	return kv

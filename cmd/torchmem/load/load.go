@@ -28,6 +28,7 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/rules/summary"
 )
 
 // Kind is what an input holds, decided from its content.
@@ -40,11 +41,14 @@ const (
 	Steps    Kind = "steps"
 	Timeline Kind = "memory-timeline"
 	Summary  Kind = "memory-summary"
-	Unknown  Kind = "unknown"
+	// Summarized is a summary torchmem summarize wrote of one of the
+	// kinds above (package rules/summary).
+	Summarized Kind = "torchmem-summary"
+	Unknown    Kind = "unknown"
 )
 
 // AllKinds are the kinds torchmem reads, in the order they are tested.
-var AllKinds = []Kind{Snapshot, SMI, Steps, Summary, Timeline, Trace}
+var AllKinds = []Kind{Summarized, Snapshot, SMI, Steps, Summary, Timeline, Trace}
 
 // Describe names a kind for messages ("a Kineto trace").
 func (k Kind) Describe() string {
@@ -61,17 +65,21 @@ func (k Kind) Describe() string {
 		return "an export_memory_timeline file"
 	case Summary:
 		return "a memory_summary() log"
+	case Summarized:
+		return "a torchmem summary"
 	}
 	return "a file torchmem does not read"
 }
 
 // sniffers test the head of an input, most specific first: a pickle by
 // its opcode, line formats before JSON objects (a steps line is one), a
-// trace last.
+// trace last; a torchmem summary, a JSON object whose first key says so,
+// before all.
 var sniffers = []struct {
 	kind  Kind
 	looks func([]byte) bool
 }{
+	{Summarized, summary.LooksLike},
 	{Snapshot, memtimeline.IsPickle},
 	{SMI, memtimeline.LooksLikeSMILog},
 	{Steps, memtimeline.LooksLikeStepLog},
@@ -257,6 +265,9 @@ type File struct {
 	Steps    *memtimeline.StepLog
 	Timeline *memtimeline.CategoryTimeline
 	Summary  *memtimeline.SummaryLog
+	// Summarized is a torchmem summary: the analyses of a file of the kind
+	// it names, read back without that file.
+	Summarized *summary.Summary
 	// Warnings are what the parser tolerated (a truncated end), without
 	// the file name.
 	Warnings []string
@@ -367,7 +378,7 @@ func Read(src Source, o *Options) (f *File, skip bool, err error) {
 	case kind == Unknown:
 		what := "not a file torchmem reads"
 		if src.Named() {
-			what += " (a Kineto trace, allocator snapshot, nvidia-smi CSV, per-step JSONL, memory_summary() log or memory timeline)"
+			what += " (a Kineto trace, allocator snapshot, nvidia-smi CSV, per-step JSONL, memory_summary() log, memory timeline or torchmem summary)"
 		}
 		return nil, false, &Error{Path: src.Path, Err: errors.New(what)}
 	case !o.wants(kind):
@@ -377,6 +388,9 @@ func Read(src Source, o *Options) (f *File, skip bool, err error) {
 		cmd := "this command"
 		if o.Command != "" {
 			cmd = o.Command
+		}
+		if kind == Summarized {
+			return nil, false, &Error{Path: src.Path, Err: fmt.Errorf("this is %s; %s needs the file it summarizes (%s)", kind.Describe(), cmd, kindList(o.Kinds))}
 		}
 		return nil, false, &Error{Path: src.Path, Err: fmt.Errorf("this is %s; %s reads %s", kind.Describe(), cmd, kindList(o.Kinds))}
 	}
@@ -422,6 +436,8 @@ func Parse(r *Reader, kind Kind, topts chrometrace.ReadOptions) (*File, error) {
 		}
 	case Timeline:
 		f.Timeline, err = memtimeline.ParseExportedTimeline(in)
+	case Summarized:
+		f.Summarized, err = summary.Read(in)
 	default:
 		err = errors.New("not a file torchmem reads")
 	}
@@ -462,6 +478,9 @@ func RankFromName(path string) int64 {
 }
 
 func rankOf(f *File) int64 {
+	if f.Summarized != nil {
+		return f.Summarized.Rank
+	}
 	if f.Trace != nil && f.Trace.Meta.Distributed != nil {
 		return f.Trace.Meta.Distributed.Rank
 	}

@@ -1,0 +1,260 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/torchmem/torchmem/cmd/internal/escape"
+	"github.com/torchmem/torchmem/cmd/torchmem/load"
+	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/rules/summary"
+)
+
+func init() { subcommands = append(subcommands, newSummarizeCmd) }
+
+type summarizeOptions struct {
+	output string
+	jobs   int
+}
+
+func newSummarizeCmd() *cobra.Command {
+	o := &summarizeOptions{}
+	cmd := &cobra.Command{
+		Use:   "summarize INPUT... -o DIR",
+		Short: "Write a small summary of each input, for analysing many ranks (or another machine) later",
+		Long: `Reads each input (traces, allocator snapshots, per-step logs, nvidia-smi
+logs; directories expand to the files in them) and writes one compact summary
+per input into DIR, named after it: <name>.summary.json.gz.
+
+A summary holds what the multi-input commands need, computed where the file
+is: the verdict (leak evidence with bytes per step, OOMs, fragmentation, the
+peak and what holds it), the per-step survivors and leak suspects with their
+stacks and kinds, the fragmentation figures, the operator table's top rows,
+the memory timeline downsampled with every peak kept, the findings of the
+built-in rules, and the run's metadata (rank, world size, GPU). It is
+typically well under 1% of a trace, and versioned (schema_version).
+
+leaks, analyze, check, report and diff read summaries like the files they
+summarize and give the same verdict per run and rank and the same bytes per
+step. What a summary cannot answer needs the file itself: ops and stacks
+(every operator and allocation site), other thresholds (--rules,
+--min-bytes-per-step), frag and snapshot detail.
+
+This is the map step for a job too large for one machine: run it where the
+traces are (one cluster task per shard of ranks, see examples/cluster), copy
+the summaries to one place, and run leaks, analyze, check or report on the
+directory of summaries. Inputs are read several at once (--jobs, one per CPU
+by default); each input's raw data is dropped once its summary is written, so
+memory stays near that of the --jobs largest inputs, whatever their number.
+On a terminal a progress bar goes to stderr.
+
+Exit status: 0 all summaries written, 2 bad input (a named file that cannot be
+read; a bad file found in a directory is skipped with a warning).`,
+		Example: `  torchmem summarize traces/ -o summaries/
+  torchmem summarize rank*.pt.trace.json.gz --jobs 4 -o /shared/job42/summaries
+  torchmem leaks summaries/            # the cross-rank verdict from the summaries
+  torchmem report summaries/ -o report.html`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runSummarize(cmd.OutOrStdout(), cmd.ErrOrStderr(), args, o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&o.output, "output", "o", "", "directory to write the summaries into (created if missing)")
+	f.IntVarP(&o.jobs, "jobs", "j", 0, "inputs read at once (0 = one per CPU); memory grows with it")
+	cmd.MarkFlagRequired("output")
+	cmd.MarkFlagDirname("output")
+	return cmd
+}
+
+// summarized is what summarizing one input did.
+type summarized struct {
+	src      load.Source
+	out      string
+	inBytes  int64
+	outBytes int64
+	kind     load.Kind
+	skip     bool
+	err      error
+	warnings []string
+}
+
+func runSummarize(stdout, stderr io.Writer, args []string, o *summarizeOptions) error {
+	if o.output == "" {
+		return badInput(errors.New("summarize needs -o DIR"))
+	}
+	if o.jobs < 0 {
+		return badInput(fmt.Errorf("--jobs %d: want 0 (one per CPU) or more", o.jobs))
+	}
+	srcs, err := load.Expand(args)
+	if err != nil {
+		return badInput(err)
+	}
+	if st, err := os.Stat(o.output); err == nil && !st.IsDir() {
+		return badInput(fmt.Errorf("-o %s: not a directory", o.output))
+	}
+	if err := os.MkdirAll(o.output, 0o755); err != nil {
+		return badInput(load.FileError(o.output, err))
+	}
+	paths := make([]string, len(srcs))
+	for i, s := range srcs {
+		paths[i] = s.Path
+	}
+	names := summary.Names(paths)
+	jobs := o.jobs
+	if jobs == 0 {
+		jobs = runtime.GOMAXPROCS(0)
+	}
+	// The inputs' records are most of the heap and are dropped after each
+	// summary: collect more often than the default so that the peak stays
+	// near the inputs in flight.
+	analysisPhase()
+
+	bar := summarizeProgress(len(srcs))
+	opts := load.Options{
+		Kinds:    []load.Kind{load.Trace, load.Snapshot, load.Steps, load.SMI, load.Timeline, load.Summary},
+		Fallback: load.Trace,
+		Command:  "summarize",
+		Stdin:    stdin,
+	}
+	res := make([]summarized, len(srcs))
+	sem := make(chan struct{}, jobs)
+	var wg sync.WaitGroup
+	for i, s := range srcs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			res[i] = summarizeOne(s, filepath.Join(o.output, names[i]), &opts)
+			bar.Add(1)
+		}()
+	}
+	wg.Wait()
+	bar.Finish()
+
+	var firstErr error
+	written := 0
+	for _, r := range res {
+		for _, w := range r.warnings {
+			fmt.Fprintf(stderr, "torchmem: warning: %s: %s\n", escape.Terminal(r.src.Path), escape.Terminal(w))
+		}
+		switch {
+		case r.err != nil && r.src.Named():
+			if firstErr == nil {
+				firstErr = r.err
+			}
+		case r.err != nil:
+			fmt.Fprintf(stderr, "torchmem: warning: skipping %s\n", escape.Terminal(r.err.Error()))
+		case r.skip:
+		default:
+			written++
+			share := ""
+			if r.inBytes > 0 {
+				share = fmt.Sprintf(", %.2f%% of %s", 100*float64(r.outBytes)/float64(r.inBytes), memtimeline.FormatBytes(r.inBytes))
+			}
+			fmt.Fprintf(stdout, "%s -> %s (%s, %s%s)\n", escape.Terminal(r.src.Path), escape.Terminal(r.out), r.kind, memtimeline.FormatBytes(r.outBytes), share)
+		}
+	}
+	if firstErr != nil {
+		return badInput(firstErr)
+	}
+	if written == 0 {
+		return badInput(errors.New("nothing to summarize in the inputs (traces, snapshots, step logs, nvidia-smi logs)"))
+	}
+	return nil
+}
+
+// summarizeOne reads one input, writes its summary to out and drops it.
+func summarizeOne(src load.Source, out string, o *load.Options) summarized {
+	r := summarized{src: src, out: out}
+	if src.Path != load.Stdin {
+		if st, err := os.Stat(src.Path); err == nil {
+			r.inBytes = st.Size()
+			if ost, err := os.Stat(out); err == nil && os.SameFile(st, ost) {
+				r.err = &load.Error{Path: src.Path, Err: errors.New("its summary would overwrite it: write the summaries elsewhere (-o)")}
+				return r
+			}
+		}
+	}
+	// A summary found in a directory (the map's output folder) is passed
+	// over as a kind summarize does not read; one named is an error.
+	f, skip, err := load.Read(src, o)
+	if err != nil || skip {
+		r.err, r.skip = err, skip
+		return r
+	}
+	r.kind = f.Kind
+	r.warnings = f.Warnings
+	in := ruleInput(f)
+	s := summary.Make(in, r.inBytes, version, f.Warnings)
+	f, in = nil, nil // the raw records go with the next collection
+	r.outBytes, r.err = writeSummaryFile(s, out)
+	if r.err != nil {
+		r.err = load.FileError(out, r.err)
+	}
+	return r
+}
+
+// writeSummaryFile writes s to path through a temporary file renamed into
+// place, so that a reader (or a killed task) never sees half a summary.
+func writeSummaryFile(s *summary.Summary, path string) (int64, error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(tmp.Name())
+	if err := s.Write(tmp); err != nil {
+		tmp.Close()
+		return 0, err
+	}
+	st, err := tmp.Stat()
+	if err != nil {
+		tmp.Close()
+		return 0, err
+	}
+	if err := tmp.Close(); err != nil {
+		return 0, err
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return 0, err
+	}
+	return st.Size(), os.Rename(tmp.Name(), path)
+}
+
+// fileBar counts inputs done; it draws only on a terminal.
+type fileBar interface {
+	Add(int) error
+	Finish() error
+}
+
+type noBar struct{}
+
+func (noBar) Add(int) error { return nil }
+func (noBar) Finish() error { return nil }
+
+// summarizeProgress is a bar of inputs done on stderr when it is a
+// terminal (several inputs are read at once: one bar for all of them).
+func summarizeProgress(n int) fileBar {
+	if n < 2 || !isTerminal(os.Stderr) {
+		return noBar{}
+	}
+	return progressbar.NewOptions(n,
+		progressbar.OptionSetWriter(os.Stderr),
+		progressbar.OptionSetDescription("summarizing"),
+		progressbar.OptionShowCount(),
+		progressbar.OptionSetElapsedTime(true),
+		progressbar.OptionSetPredictTime(true),
+		progressbar.OptionThrottle(200*time.Millisecond),
+		progressbar.OptionClearOnFinish(),
+	)
+}

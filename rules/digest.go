@@ -1,0 +1,347 @@
+package rules
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/memtimeline"
+)
+
+// A Digest is one input's analyses without its raw data: what `torchmem
+// summarize` computes where the trace is (a cluster node) and writes to a
+// small file, and what every multi-input command answers from where the
+// raw file is absent (the reduce step). An Input with a Digest has none of
+// Trace, Snapshot, ... set; the shared analyses below read the digest
+// instead, so the verdict of a run and rank is the same from the summaries
+// as from the files. The file format around it is package rules/summary.
+type Digest struct {
+	// Verdict is the input judged on its own: its leak evidence, OOMs,
+	// fragmentation and peak answers, which Judge combines with the other
+	// inputs of its run and rank like those of a raw input.
+	Verdict Verdict `json:"verdict"`
+	// Leaks is the leak report (per-step survivors, leaks with their sites,
+	// suspects with their stacks) with default options; traces and
+	// snapshots only.
+	Leaks *LeakReport `json:"leaks,omitempty"`
+	// Frag is the trace's fragmentation report (default options).
+	Frag *FragReport `json:"fragmentation,omitempty"`
+	// TraceSummary is what the trace recorded (steps, GPU, peaks).
+	TraceSummary *chrometrace.Summary `json:"trace_summary,omitempty"`
+	// StepTimeNs is the median ProfilerStep duration (0: no steps).
+	StepTimeNs int64 `json:"step_time_ns,omitempty"`
+	// Operators are the top rows of the per-operator table by Self CUDA
+	// Mem.
+	Operators []chrometrace.OperatorStats `json:"operators,omitempty"`
+	// Side is the input reduced for `torchmem diff` (its site and operator
+	// maps cut to the largest entries).
+	Side *Side `json:"diff_side,omitempty"`
+	// ZeroGrad, OpHoldings (the top rows, with the peak they refer to) and
+	// GPUActivity are what the checklist reads of a trace.
+	ZeroGrad      *ZeroGradReport `json:"zero_grad,omitempty"`
+	OpHoldings    []OpHolding     `json:"op_holdings,omitempty"`
+	OpHoldingPeak int64           `json:"op_holdings_peak_bytes,omitempty"`
+	GPUActivity   bool            `json:"gpu_activity,omitempty"`
+	// TraceBaseNs is the trace's clock origin (to line its peak up with
+	// torch's memory timeline of the same run).
+	TraceBaseNs int64 `json:"trace_base_ns,omitempty"`
+	// TorchTimeline is an export_memory_timeline file's categories over
+	// time, at most TimelinePoints instants with the total's peaks kept.
+	TorchTimeline *memtimeline.CategoryTimeline `json:"torch_timeline,omitempty"`
+	// Sites are the top allocation sites by bytes (DefaultSiteOptions).
+	Sites []memtimeline.Site `json:"sites,omitempty"`
+	// Lines counts a log's lines (step log) or rows (nvidia-smi); GPUs the
+	// GPUs an nvidia-smi log saw; SnapshotStats a snapshot's totals.
+	Lines         int                        `json:"lines,omitempty"`
+	GPUs          int                        `json:"gpus,omitempty"`
+	SnapshotStats *memtimeline.SnapshotStats `json:"snapshot_stats,omitempty"`
+	// Tables and MemorySummaryFrag are a memory_summary() log's tables
+	// and its allocator figures per device.
+	Tables            int                       `json:"tables,omitempty"`
+	MemorySummaryFrag []memtimeline.SummaryFrag `json:"memory_summary,omitempty"`
+	// Charts are the trace's memory charts per GPU (allocated and
+	// reserved, at most TimelinePoints instants each with every peak and
+	// trough kept; ProfilerStep bands, OOM markers, what held the most at
+	// HolderSamples moments), as the report draws them.
+	Charts []memtimeline.ChartSpec `json:"charts,omitempty"`
+	// OOMFacts are the input's out-of-memory records, judged with the
+	// other inputs of its run and rank at the reduce.
+	OOMFacts *OOMFacts `json:"oom_facts,omitempty"`
+	// Findings are every built-in rule's findings with default thresholds.
+	Findings []DigestFinding `json:"findings"`
+}
+
+// DigestFinding is a finding as a summary keeps it.
+type DigestFinding struct {
+	Finding
+	// BelowThreshold: the rule fired on evidence with a size under its
+	// threshold (at most a warning, whatever the rule's severity).
+	BelowThreshold bool `json:"below_threshold,omitempty"`
+}
+
+// TimelinePoints bounds a digest's memory timelines: every peak and
+// trough of the total survives (memtimeline.DownsampleIndices).
+const TimelinePoints = 1024
+
+// HolderSamples is how many moments of a digest's chart list what held
+// the most memory.
+const HolderSamples = 100
+
+// DigestTopRows is how many operator rows and diff sites a digest keeps.
+const DigestTopRows = 50
+
+// NeedsFullTrace says, in one line, what a summary cannot answer.
+const NeedsFullTrace = "a summary holds verdicts, leaks, peaks, fragmentation, findings and the top operators; the full operator and stack tables, other thresholds (--rules, --min-bytes-per-step) and the per-allocation views need the trace itself"
+
+// MakeDigest computes in's digest: every analysis a summary keeps.
+func MakeDigest(in *Input) *Digest {
+	rs := Builtin()
+	var findings []Finding
+	if in.Trace != nil {
+		findings = RunWith(rs, in, DefaultSiteOptions())
+	} else {
+		findings = Run(rs, in)
+	}
+	d := &Digest{Verdict: Judge(in.Source, []*Input{in}), Findings: []DigestFinding{}}
+	d.Verdict.Rank = in.Rank
+	of := in.OOMFacts()
+	d.OOMFacts = &of
+	for _, f := range findings {
+		d.Findings = append(d.Findings, DigestFinding{Finding: f, BelowThreshold: f.belowThreshold})
+	}
+	switch {
+	case in.Trace != nil:
+		l := in.Leaks()
+		d.Leaks = &l
+		f := in.Frag()
+		d.Frag = &f
+		s := in.TraceSummary(-1)
+		d.TraceSummary = &s
+		d.StepTimeNs = medianStepNs(in.Trace)
+		ops := slices.Clone(in.Operators())
+		slices.SortStableFunc(ops, func(a, b chrometrace.OperatorStats) int {
+			switch {
+			case a.SelfDeviceMemory != b.SelfDeviceMemory:
+				if a.SelfDeviceMemory > b.SelfDeviceMemory {
+					return -1
+				}
+				return 1
+			case a.Name < b.Name:
+				return -1
+			case a.Name > b.Name:
+				return 1
+			}
+			return 0
+		})
+		d.Operators = ops[:min(len(ops), DigestTopRows)]
+		d.Side = trimSide(NewInputSide(in), DigestTopRows)
+		zg := in.ZeroGrad()
+		d.ZeroGrad = &zg
+		hs, peak := in.OpHoldings()
+		hs = slices.Clone(hs)
+		slices.SortStableFunc(hs, func(a, b OpHolding) int { return cmp.Compare(b.HeldAtPeak, a.HeldAtPeak) })
+		d.OpHoldings, d.OpHoldingPeak = hs[:min(len(hs), DigestTopRows)], peak
+		d.GPUActivity = in.hasGPUSteps()
+		d.TraceBaseNs = in.Trace.Meta.BaseTimeNanoseconds
+		d.Charts = traceCharts(in)
+		sites := in.Sites(DefaultSiteOptions())
+		slices.SortStableFunc(sites, func(a, b memtimeline.Site) int { return cmp.Compare(b.AllocBytes, a.AllocBytes) })
+		d.Sites = sites[:min(len(sites), DigestTopRows)]
+	case in.Summary != nil:
+		d.Lines, d.Tables, d.MemorySummaryFrag = in.Summary.Lines, len(in.Summary.Samples), in.Summary.Frag()
+	case in.StepLog != nil:
+		d.Lines = in.StepLog.Lines
+	case in.SMI != nil:
+		d.Lines, d.GPUs = in.SMI.Rows, len(in.SMI.GPUs)
+	case in.Timeline != nil:
+		d.TorchTimeline = downsampleCategories(in.Timeline, TimelinePoints)
+	case in.Snapshot != nil:
+		l := in.SnapshotLeaks()
+		d.Leaks = &l
+		d.Side = trimSide(NewSnapshotSide(in.Source, in.SnapshotReport()), DigestTopRows)
+		st := in.SnapshotReport().Stats
+		d.SnapshotStats = &st
+	}
+	return d
+}
+
+// DefaultSiteOptions are the allocation sites analyze and report show.
+func DefaultSiteOptions() memtimeline.SiteOptions {
+	return memtimeline.SiteOptions{Device: -1, Depth: 5}
+}
+
+// medianStepNs is the median ProfilerStep duration of a trace.
+func medianStepNs(t *chrometrace.Trace) int64 {
+	if len(t.Steps) == 0 {
+		return 0
+	}
+	d := make([]int64, len(t.Steps))
+	for i, s := range t.Steps {
+		d[i] = s.Dur
+	}
+	slices.Sort(d)
+	return d[len(d)/2]
+}
+
+// StepTimeNs is the median ProfilerStep duration of a trace input (from
+// its digest for a summary); 0 when it has none.
+func (in *Input) StepTimeNs() int64 {
+	switch {
+	case in.Digest != nil:
+		return in.Digest.StepTimeNs
+	case in.Trace != nil:
+		return Memo(in, "step-time", func() int64 { return medianStepNs(in.Trace) })
+	}
+	return 0
+}
+
+// trimSide keeps a side's n largest operators and sites: a diff names the
+// largest movers, and a summary must stay small.
+func trimSide(s *Side, n int) *Side {
+	keep := func(m map[string]int64) map[string]int64 {
+		if len(m) <= n {
+			return m
+		}
+		type kv struct {
+			k string
+			v int64
+		}
+		var all []kv
+		for k, v := range m {
+			all = append(all, kv{k, v})
+		}
+		slices.SortFunc(all, func(a, b kv) int {
+			av, bv := max(a.v, -a.v), max(b.v, -b.v)
+			if av != bv {
+				if av > bv {
+					return -1
+				}
+				return 1
+			}
+			if a.k < b.k {
+				return -1
+			}
+			return 1
+		})
+		out := make(map[string]int64, n)
+		for _, e := range all[:n] {
+			out[e.k] = e.v
+		}
+		return out
+	}
+	s.Operators, s.SiteAlloc, s.SiteLive = keep(s.Operators), keep(s.SiteAlloc), keep(s.SiteLive)
+	if len(s.Suspects) > n {
+		s.Suspects = s.Suspects[:n]
+	}
+	return s
+}
+
+// digestFindings are a summary's findings under the rules rs: a rule left
+// out (disabled) drops its findings, a configured severity replaces the
+// built-in one. Thresholds were applied when the summary was made.
+func digestFindings(rs []Rule, in *Input) []Finding {
+	var out []Finding
+	for _, f := range in.Digest.Findings {
+		i := slices.IndexFunc(rs, func(r Rule) bool { return r.ID == f.Rule })
+		if i < 0 {
+			continue
+		}
+		g := f.Finding
+		g.Severity = rs[i].Severity
+		if f.BelowThreshold && g.Severity > Warning {
+			g.Severity = Warning
+		}
+		g.belowThreshold = f.BelowThreshold
+		if g.Source == "" || g.Source == in.Digest.Verdict.Name {
+			g.Source = in.Source
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
+// hasGPUSteps: the trace has GPU activity and ProfilerStep windows (what
+// the checklist's GPU-timeline items need).
+func (in *Input) hasGPUSteps() bool {
+	if in.Digest != nil {
+		return in.Digest.GPUActivity
+	}
+	return in.Trace != nil && len(deviceBusy(in)) > 0 && len(stepWindows(in).list) > 0
+}
+
+// isTrace: a trace, or a summary of one.
+func (in *Input) isTrace() bool { return in.Trace != nil || in.Digest != nil && in.Kind == SourceTrace }
+
+// downsampleCategories keeps at most n instants of tl, chosen on the
+// total over its categories so that its peaks stay.
+func downsampleCategories(tl *memtimeline.CategoryTimeline, n int) *memtimeline.CategoryTimeline {
+	total := make([]int64, len(tl.Times))
+	for _, row := range tl.Bytes {
+		for i, b := range row {
+			if i < len(total) {
+				total[i] += b
+			}
+		}
+	}
+	idx := memtimeline.DownsampleIndices(total, n)
+	if idx == nil {
+		return tl
+	}
+	out := &memtimeline.CategoryTimeline{Format: tl.Format, Categories: tl.Categories, HasPreexisting: tl.HasPreexisting, Times: make([]int64, len(idx))}
+	for j, i := range idx {
+		out.Times[j] = tl.Times[i]
+	}
+	for _, row := range tl.Bytes {
+		r := make([]int64, len(idx))
+		for j, i := range idx {
+			if i < len(row) {
+				r[j] = row[i]
+			}
+		}
+		out.Bytes = append(out.Bytes, r)
+	}
+	return out
+}
+
+// traceCharts are the trace's chart specs, downsampled.
+func traceCharts(in *Input) []memtimeline.ChartSpec {
+	t := in.Trace
+	tls := memtimeline.TraceTimelines(t)
+	var out []memtimeline.ChartSpec
+	for i, spec := range memtimeline.TraceChartSpecs(t, "") {
+		if i < len(tls) {
+			spec.Holders = memtimeline.HolderSamples(t, in.Attribution(), in.Lifetimes(-1), tls[i].Device, HolderSamples, 3)
+		}
+		// The same instants for both lines (they share their times): those
+		// that keep allocated's peaks and troughs and those that keep
+		// reserved's.
+		a, r := spec.Allocated, spec.Reserved
+		if ia := memtimeline.DownsampleIndices(a.V, TimelinePoints/2); ia != nil && len(r.V) == len(a.V) {
+			idx := mergeSorted(ia, memtimeline.DownsampleIndices(r.V, TimelinePoints/2))
+			spec.Allocated, spec.Reserved = a.Pick(idx), r.Pick(idx)
+		}
+		spec.ID = ""
+		out = append(out, spec)
+	}
+	return out
+}
+
+// mergeSorted is the union of two increasing index lists (b may be nil).
+func mergeSorted(a, b []int) []int {
+	out := make([]int, 0, len(a)+len(b))
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		switch {
+		case j >= len(b) || (i < len(a) && a[i] < b[j]):
+			out = append(out, a[i])
+			i++
+		case i >= len(a) || b[j] < a[i]:
+			out = append(out, b[j])
+			j++
+		default:
+			out = append(out, a[i])
+			i, j = i+1, j+1
+		}
+	}
+	return out
+}

@@ -1,0 +1,192 @@
+// Package summary is the file `torchmem summarize` writes: one small,
+// versioned JSON document (gzipped) per input, holding the analyses the
+// multi-input commands need (the verdict and leak evidence, per-step
+// survivors and leak suspects with their stacks, fragmentation, the peak
+// and what holds it, the operator table's top rows, the memory charts
+// downsampled with their peaks kept, findings, run metadata) and none of the
+// raw events. Summaries are the map step's output: made next to the traces
+// (one cluster task per shard of ranks), read anywhere by leaks, analyze,
+// check, report and diff, which judge them as they judge the files.
+//
+// It lives under rules because a summary is made of rules' analyses
+// (rules.Digest) and read back into a rules.Input; memtimeline and
+// chrometrace sit below rules and cannot hold it, and rules itself stays
+// free of a file format.
+package summary
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+
+	"github.com/torchmem/torchmem/rules"
+)
+
+// Format is the value of the first key, "format", of every summary: what
+// the loader's sniffer looks for.
+const Format = "torchmem-summary"
+
+// SchemaVersion is the summary layout this torchmem writes and reads. A
+// reader accepts its own version and older ones; new optional fields do
+// not change it, a changed meaning does.
+const SchemaVersion = 1
+
+// Ext ends every summary's file name.
+const Ext = ".summary.json.gz"
+
+// MaxBytes bounds a summary read back (decompressed): they are a few
+// hundred KiB; anything larger is not one.
+const MaxBytes = 64 << 20
+
+// Summary is one input's summary.
+type Summary struct {
+	Format        string `json:"format"`
+	SchemaVersion int    `json:"schema_version"`
+	// Torchmem is the version that wrote it.
+	Torchmem string `json:"torchmem_version,omitempty"`
+	// Source is the input as it was named when summarized; SourceBytes its
+	// size on disk (-1: a pipe).
+	Source      string `json:"source"`
+	SourceBytes int64  `json:"source_bytes"`
+	// Kind is what the input was: trace, snapshot, steps, nvidia-smi,
+	// memory-timeline or memory-summary.
+	Kind string `json:"kind"`
+	// Rank is the distributed rank (-1 unknown); WorldSize from the trace.
+	Rank int64 `json:"rank"`
+	rules.Digest
+	// Warnings are what the reader tolerated in the input (a cut end).
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Make summarizes one input. sourceBytes is the input's size on disk (-1
+// when unknown), version the torchmem that writes it.
+func Make(in *rules.Input, sourceBytes int64, version string, warnings []string) *Summary {
+	return &Summary{Format: Format, SchemaVersion: SchemaVersion, Torchmem: version, Source: in.Source, SourceBytes: sourceBytes,
+		Kind: in.InputKind(), Rank: in.Rank, Digest: *rules.MakeDigest(in), Warnings: warnings}
+}
+
+// Input is the summary read back as an input of the rules: its Source is
+// the summarized file's name (so that it groups with the rest of its run
+// and rank as that file would), its analyses the summary's.
+func (s *Summary) Input() *rules.Input {
+	d := s.Digest
+	// torch's memory timeline, downsampled, is the input's own data: the
+	// verdict lines a trace's peak up with it as with the file.
+	return &rules.Input{Source: s.Source, Kind: s.Kind, Rank: s.Rank, Digest: &d, Timeline: d.TorchTimeline}
+}
+
+// Write writes s gzipped.
+func (s *Summary) Write(w io.Writer) error {
+	zw := gzip.NewWriter(w)
+	enc := json.NewEncoder(zw)
+	if err := enc.Encode(s); err != nil {
+		return err
+	}
+	return zw.Close()
+}
+
+// Read reads a summary (already decompressed: the loader undoes gzip).
+func Read(r io.Reader) (*Summary, error) {
+	lr := &io.LimitedReader{R: r, N: MaxBytes + 1}
+	dec := json.NewDecoder(lr)
+	var s Summary
+	if err := dec.Decode(&s); err != nil {
+		if lr.N <= 0 {
+			return nil, fmt.Errorf("larger than %d MiB: not a torchmem summary", MaxBytes>>20)
+		}
+		return nil, fmt.Errorf("torchmem summary: %w", err)
+	}
+	switch {
+	case s.Format != Format:
+		return nil, errors.New("not a torchmem summary (no \"format\": \"" + Format + "\")")
+	case s.SchemaVersion < 1:
+		return nil, fmt.Errorf("torchmem summary without a schema_version")
+	case s.SchemaVersion > SchemaVersion:
+		return nil, fmt.Errorf("torchmem summary schema_version %d is newer than this torchmem reads (%d): upgrade torchmem", s.SchemaVersion, SchemaVersion)
+	case s.Kind == "":
+		return nil, errors.New("torchmem summary without the kind of its input")
+	}
+	if s.Findings == nil {
+		s.Findings = []rules.DigestFinding{}
+	}
+	return &s, nil
+}
+
+// LooksLike says whether head, the first decompressed bytes of an input,
+// is a summary: a JSON object whose first key is "format" with Format.
+func LooksLike(head []byte) bool {
+	b := bytes.TrimLeft(head, " \t\r\n")
+	b, ok := bytes.CutPrefix(b, []byte("{"))
+	if !ok {
+		return false
+	}
+	b = bytes.TrimLeft(b, " \t\r\n")
+	b, ok = bytes.CutPrefix(b, []byte(`"format"`))
+	if !ok {
+		return false
+	}
+	b = bytes.TrimLeft(b, " \t\r\n")
+	b, ok = bytes.CutPrefix(b, []byte(":"))
+	if !ok {
+		return false
+	}
+	return bytes.HasPrefix(bytes.TrimLeft(b, " \t\r\n"), []byte(`"`+Format+`"`))
+}
+
+// knownExts are the input file endings a summary's name drops.
+var knownExts = []string{".gz", ".json", ".trace", ".pt", ".pickle", ".pkl", ".jsonl", ".csv", ".log", ".txt", ".html"}
+
+// Name is the summary file name for an input: its base name without the
+// input's endings, plus Ext ("host_rank3.pt.trace.json.gz" ->
+// "host_rank3.summary.json.gz").
+func Name(source string) string {
+	base := filepath.Base(source)
+	for {
+		trimmed := false
+		for _, e := range knownExts {
+			if len(base) > len(e) && strings.HasSuffix(strings.ToLower(base), e) {
+				base, trimmed = base[:len(base)-len(e)], true
+			}
+		}
+		if !trimmed {
+			break
+		}
+	}
+	if base == "" || base == "-" || base == "." || base == string(filepath.Separator) {
+		base = "stdin"
+	}
+	return base + Ext
+}
+
+// Names gives each source its summary file name, unique among them: files
+// of the same base name (rank0/trace.json.gz, rank1/trace.json.gz) are told
+// apart by their folder ("rank0_trace.summary.json.gz"), then by a number.
+func Names(sources []string) []string {
+	out := make([]string, len(sources))
+	count := map[string]int{}
+	for i, s := range sources {
+		out[i] = Name(s)
+		count[out[i]]++
+	}
+	for i, s := range sources {
+		if count[out[i]] < 2 {
+			continue
+		}
+		if dir := filepath.Base(filepath.Dir(filepath.Clean(s))); dir != "." && dir != string(filepath.Separator) {
+			out[i] = dir + "_" + out[i]
+		}
+	}
+	seen := map[string]int{}
+	for i := range out {
+		seen[out[i]]++
+		if n := seen[out[i]]; n > 1 {
+			out[i] = strings.TrimSuffix(out[i], Ext) + fmt.Sprintf("_%d", n) + Ext
+		}
+	}
+	return out
+}
