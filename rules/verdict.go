@@ -817,15 +817,7 @@ func judgePeak(ins []*Input) *PeakAnswer {
 			continue
 		}
 		ans = &PeakAnswer{Source: in.Source, AllocatedBytes: c.AllocatedBytes, Step: c.Step, TNs: c.TNs, Composition: c, Holders: []Holder{}}
-		for _, h := range c.ByLine {
-			if len(ans.Holders) == 3 {
-				break
-			}
-			if h.Name == memtimeline.BeforeProfiling {
-				continue // no line: said by the categories
-			}
-			ans.Holders = append(ans.Holders, Holder{Where: h.Name, Operator: h.Detail, Bytes: h.Bytes})
-		}
+		ans.Holders = topHolders(c)
 	}
 	if ans != nil {
 		// Torch's own categories, when the run exported its memory
@@ -851,6 +843,21 @@ func judgePeak(ins []*Input) *PeakAnswer {
 				break
 			}
 		}
+		return ans
+	}
+	// Without a trace, an allocator snapshot's history names the lines
+	// alive at its highest point.
+	for _, in := range ins {
+		if in.Snapshot == nil {
+			continue
+		}
+		c := Memo(in, "verdict:snapshot-peak", func() *memtimeline.Composition { return memtimeline.SnapshotPeakComposition(in.Snapshot) })
+		if c == nil || (ans != nil && ans.AllocatedBytes >= c.AllocatedBytes) {
+			continue
+		}
+		ans = &PeakAnswer{Source: in.Source, AllocatedBytes: c.AllocatedBytes, TNs: c.TNs, Composition: c, Holders: topHolders(c)}
+	}
+	if ans != nil {
 		return ans
 	}
 	// Without a trace, torch's own timeline knows the peak and its
@@ -896,6 +903,21 @@ func judgePeak(ins []*Input) *PeakAnswer {
 		}
 	}
 	return ans
+}
+
+// topHolders are the three lines holding the most of a composition.
+func topHolders(c *memtimeline.Composition) []Holder {
+	out := []Holder{}
+	for _, h := range c.ByLine {
+		if len(out) == 3 {
+			break
+		}
+		if h.Name == memtimeline.BeforeProfiling {
+			continue // no line: said by the categories
+		}
+		out = append(out, Holder{Where: h.Name, Operator: h.Detail, Bytes: h.Bytes})
+	}
+	return out
 }
 
 // PeakComposition is what fills the trace's peak of allocated memory

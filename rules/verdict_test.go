@@ -421,3 +421,23 @@ func TestVerdictPeakFromTimelineAlone(t *testing.T) {
 		t.Errorf("categories sum to %d, the peak is %d", sum, peak)
 	}
 }
+
+// A snapshot alone: its recorded history's highest point, by line. On the
+// recordings whose trace is of the same run, it is the trace's peak to the
+// byte (the blocks from before the history counted from the dump).
+func TestVerdictPeakFromSnapshotAlone(t *testing.T) {
+	for _, c := range []struct{ snapshot, trace string }{
+		{"../testdata/snapshots/leak_module_cache.pickle.gz", "../testdata/traces/leak_module_cache/trace.json.gz"},
+		{gpuData + "/oom/snapshot.pickle", gpuData + "/oom/trace.json.gz"},
+	} {
+		v := Judge("s", loadInputs(t, c.snapshot))
+		want := chrometrace.Summarize(readTraceFile(t, c.trace), -1).PeakAllocatedBytes
+		if v.Peak == nil || v.Peak.AllocatedBytes != want || len(v.Peak.Holders) != 3 {
+			t.Errorf("%s: peak %+v, the trace's %d", c.snapshot, v.Peak, want)
+			continue
+		}
+		if h := v.Peak.Holders[0]; !strings.Contains(h.Where, ".py(") || h.Bytes <= 0 {
+			t.Errorf("%s: top holder %+v", c.snapshot, h)
+		}
+	}
+}
