@@ -1,7 +1,3 @@
-// Package chrometrace reads Kineto Chrome traces (what torch.profiler's
-// export_chrome_trace writes) as a stream into one compact model that every
-// analysis shares, and aggregates it per operator the way torch's
-// key_averages() does.
 package chrometrace
 
 // StrID indexes Trace.Strings. Names, categories and stack frames repeat

@@ -88,6 +88,7 @@ func ReadMemorySummaries(r io.Reader) (*SummaryLog, error) {
 	log := &SummaryLog{}
 	open := map[int]*MemorySummary{} // rank -> table being read
 	lastStep := map[int]int64{}
+	lastAny := int64(-1) // the last step any line named
 	skipped := 0
 	finish := func(rank int) {
 		s := open[rank]
@@ -136,6 +137,7 @@ func ReadMemorySummaries(r io.Reader) (*SummaryLog, error) {
 		if bar < 0 {
 			if m := summaryStep.FindAllStringSubmatch(text, -1); m != nil {
 				lastStep[rank] = int64(atoiOr(m[len(m)-1][1], -1))
+				lastAny = lastStep[rank]
 			}
 			finish(rank)
 			if err == io.EOF {
@@ -145,6 +147,7 @@ func ReadMemorySummaries(r io.Reader) (*SummaryLog, error) {
 		}
 		if m := summaryStep.FindAllStringSubmatch(prefix, -1); m != nil {
 			lastStep[rank] = int64(atoiOr(m[len(m)-1][1], -1))
+			lastAny = lastStep[rank]
 		}
 		row := text[bar:]
 		if m := summaryTitle.FindStringSubmatch(row); m != nil {
@@ -154,6 +157,10 @@ func ReadMemorySummaries(r io.Reader) (*SummaryLog, error) {
 				s.Step = st
 			} else if st, ok := lastStep[-1]; ok {
 				s.Step = st
+			} else if rank < 0 {
+				// A table logged as one record: only the line before it
+				// carries the logger's prefix (and its rank).
+				s.Step = lastAny
 			}
 			if m := summaryTime.FindStringSubmatch(prefix); m != nil {
 				s.Time = parseLogTime(m)

@@ -1,6 +1,7 @@
 package memtimeline
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -190,4 +191,56 @@ func FuzzReadMemorySummaries(f *testing.F) {
 		AnalyzeSteps(log.StepLog(), DefaultStepOptions())
 		log.Frag()
 	})
+}
+
+// The recorder's training log: logging prints memory_summary() every 2
+// steps while a dict keeps 8 MiB per step (truth.json), once with the
+// logger's prefix on every line (train.log) and once as one record per
+// table (train_block.log: only the line before the table is prefixed).
+func TestReadMemorySummariesRecordedLog(t *testing.T) {
+	dir := filepath.Join("..", "testdata", "gpu", "logged_memory_summary")
+	var truth struct {
+		Leak struct {
+			BytesPerStep int64 `json:"bytes_per_step"`
+		} `json:"leak"`
+		Expect struct {
+			Summaries int `json:"summaries_per_log"`
+		} `json:"expect"`
+		StepsLog struct {
+			NumAllocRetries int64 `json:"num_alloc_retries"`
+		} `json:"steps_log"`
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "truth.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &truth); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"train.log", "train_block.log"} {
+		f, err := os.Open(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		log, err := ReadMemorySummaries(f)
+		f.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(log.Samples) != truth.Expect.Summaries {
+			t.Errorf("%s: %d tables, truth %d", name, len(log.Samples), truth.Expect.Summaries)
+		}
+		for i, s := range log.Samples {
+			if want := int64(2*i + 1); s.Step != want {
+				t.Errorf("%s: table %d at step %d, want %d (printed after steps 1, 3, ...)", name, i, s.Step, want)
+			}
+		}
+		a := AnalyzeSteps(log.StepLog(), DefaultStepOptions())
+		if len(a.Series) != 1 || a.Series[0].Verdict != StepVerdictGrowing || a.Series[0].BytesPerStep != truth.Leak.BytesPerStep {
+			t.Errorf("%s: %+v, truth %d bytes per step", name, a.Series, truth.Leak.BytesPerStep)
+		}
+		if fr := log.Frag(); len(fr) != 1 || fr[0].Retries != truth.StepsLog.NumAllocRetries || fr[0].NonReleasableBytes <= 0 {
+			t.Errorf("%s: frag %+v", name, fr)
+		}
+	}
 }

@@ -1,6 +1,3 @@
-// Package memtimeline turns allocation events, export_memory_timeline files,
-// allocator snapshots and device logs into memory-over-time series and the
-// allocation lifetimes that leak and fragmentation analyses share.
 package memtimeline
 
 import (

@@ -1,7 +1,3 @@
-// Package rules holds torchmem's detectors: leaks, fragmentation, OOM,
-// per-operator limits and GPU-timeline problems. Each rule is a small unit
-// with an id, a default threshold and a severity; running it on an input
-// gives findings that carry their evidence and what to do next.
 package rules
 
 import (

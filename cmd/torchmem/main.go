@@ -1,5 +1,3 @@
-// Command torchmem reads what PyTorch's profiler writes and tells where GPU
-// memory went: per-operator tables, allocation sites, leaks, fragmentation.
 package main
 
 import (

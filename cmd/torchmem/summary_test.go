@@ -88,3 +88,54 @@ func TestMemorySummaryInput(t *testing.T) {
 		}
 	}
 }
+
+// The recorder's directory: a trace, a snapshot, a steps log and two
+// training logs with memory_summary() tables. Every source reads the
+// planted 8 MiB per step, the two logs included.
+func TestMemorySummaryRecordedRun(t *testing.T) {
+	dir := filepath.Join("..", "..", "testdata", "gpu", "logged_memory_summary")
+	out, errOut, code := torchmem(t, "analyze", dir, "--format", "json")
+	if code != exitFindings {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var doc struct {
+		Verdicts []struct {
+			Leak struct {
+				Verdict      string `json:"verdict"`
+				BytesPerStep int64  `json:"bytes_per_step"`
+				Evidence     []struct {
+					Source       string `json:"source"`
+					BytesPerStep int64  `json:"bytes_per_step"`
+				} `json:"evidence"`
+			} `json:"leak"`
+		} `json:"verdicts"`
+		Inputs []struct {
+			Kind string `json:"kind"`
+		} `json:"inputs"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || len(doc.Verdicts) != 1 {
+		t.Fatalf("%v: %.300s", err, out)
+	}
+	l := doc.Verdicts[0].Leak
+	if l.Verdict != "leak" || l.BytesPerStep != 8<<20 {
+		t.Errorf("verdict %s %d", l.Verdict, l.BytesPerStep)
+	}
+	logs := 0
+	for _, e := range l.Evidence {
+		if strings.HasSuffix(e.Source, ".log") {
+			logs++
+			if e.BytesPerStep != 8<<20 {
+				t.Errorf("%s: %d bytes per step", e.Source, e.BytesPerStep)
+			}
+		}
+	}
+	kinds := 0
+	for _, in := range doc.Inputs {
+		if in.Kind == string(kindSummary) {
+			kinds++
+		}
+	}
+	if logs != 2 || kinds != 2 {
+		t.Errorf("%d logs in the evidence, %d memory-summary inputs; want 2", logs, kinds)
+	}
+}

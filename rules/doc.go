@@ -1,0 +1,20 @@
+// Package rules holds torchmem's detectors: leaks, fragmentation, OOM,
+// per-operator limits and GPU-timeline problems. Each rule is a small unit
+// with an id, a default threshold and a severity; running it on an input
+// gives findings that carry their evidence and what to do next.
+//
+// An Input is one loaded file of any kind with its analysis context: the
+// expensive analyses (attribution, lifetimes, sites, the leak and
+// fragmentation reports, input.go) are computed once per input under typed
+// keys and shared by every rule and renderer. Files:
+//
+//	rule.go, config.go         rules, registry, YAML overrides
+//	input.go                   the shared analyses (Key, Get, accessors)
+//	leaks.go, snapshot.go      leak verdicts from regularity (traces, snapshots)
+//	frag*.go                   fragmentation by the allocator's own rules
+//	memory.go, timeline.go,    OOMs, operator limits, GPU-timeline rules
+//	  idlecause.go
+//	logs.go, summary.go        per-step logs, nvidia-smi, memory_summary()
+//	verdict.go, checklist.go   one verdict per run and rank, the checklist
+//	diff.go                    what changed between two runs, budgets
+package rules
