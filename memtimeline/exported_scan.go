@@ -6,6 +6,8 @@ import (
 	"io"
 	"math"
 	"strconv"
+
+	"github.com/torchmem/torchmem/chrometrace"
 )
 
 // intJSONScanner reads JSON made only of arrays and integers, which is all
@@ -70,8 +72,12 @@ func (s *intJSONScanner) readErr() error {
 // errTimelineTruncated marks input that ends inside a value.
 var errTimelineTruncated = errors.New("unexpected end of input (file truncated?)")
 
-// peek returns the next non-space byte without consuming it.
+// peek returns the next non-space byte without consuming it. A run of
+// white space longer than chrometrace.MaxEventBytes is an error, as in a
+// trace: nothing torch writes has one, and a gzip bomb of spaces would
+// otherwise be read to the end.
 func (s *intJSONScanner) peek() (byte, error) {
+	start := s.offsetNow()
 	for {
 		for s.pos < s.end {
 			switch c := s.buf[s.pos]; c {
@@ -80,6 +86,9 @@ func (s *intJSONScanner) peek() (byte, error) {
 			default:
 				return c, nil
 			}
+		}
+		if s.offsetNow()-start > int64(chrometrace.MaxEventBytes) {
+			return 0, &chrometrace.LimitError{What: "a run of white space", Offset: start, Limit: chrometrace.MaxEventBytes}
 		}
 		if !s.fill() {
 			return 0, s.readErr()

@@ -7,6 +7,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/torchmem/torchmem/chrometrace"
 )
 
 // stream is an endless input made lazily: head once, then body(i) for
@@ -64,10 +66,9 @@ func TestReadersStopAtCaps(t *testing.T) {
 	}{
 		{"timeline array of 0,", &stream{head: "[[", body: repeat("0,")}, parseTimeline, "timeline points", 10_000},
 		{"raw timeline events", &stream{head: "[[1,2,3,0]", body: repeat(",[1,2,3,0]")}, parseTimeline, "timeline events", 10_000},
-		{"timeline of spaces", &stream{head: "[[", body: repeat(strings.Repeat(" ", 4096))}, parseTimeline, "decompressed bytes", 4 << 20},
+		{"timeline of spaces", &stream{head: "[[", body: repeat(strings.Repeat(" ", 1000) + "0,")}, parseTimeline, "decompressed bytes", 4 << 20},
 		{"smi rows", &stream{head: smiHeader, body: smiRow(func(int) int { return 0 })}, readSMI, "nvidia-smi rows", 10_000},
 		{"smi distinct GPUs", &stream{head: smiHeader, body: smiRow(func(i int) int { return i })}, readSMI, "distinct GPUs", 100},
-		{"smi blank lines", &stream{head: smiHeader, body: repeat("\n")}, readSMI, "decompressed bytes", 4 << 20},
 		{"step records", &stream{body: func(i int) string { return fmt.Sprintf(`{"step": %d, "allocated_bytes": 1}`+"\n", i) }}, readSteps, "per-step records", 10_000},
 		{"summary ranks", &stream{body: func(i int) string { return fmt.Sprintf("rank%d: |  PyTorch CUDA memory summary, device ID 0  |\n", i) }}, readSummaries, "distinct ranks", 100},
 		{"step devices", &stream{body: func(i int) string {
@@ -94,6 +95,46 @@ func parseTimeline(r io.Reader) error { _, err := ParseExportedTimeline(r); retu
 func readSMI(r io.Reader) error       { _, err := ReadSMILog(r); return err }
 func readSteps(r io.Reader) error     { _, err := ReadStepLog(r); return err }
 func readSummaries(r io.Reader) error { _, err := ReadMemorySummaries(r); return err }
+
+// A run of white space in a timeline stops at --max-value-bytes, as in a
+// trace, however long the input.
+func TestTimelineWhiteSpaceRun(t *testing.T) {
+	old := chrometrace.MaxEventBytes
+	chrometrace.MaxEventBytes = 1 << 20
+	t.Cleanup(func() { chrometrace.MaxEventBytes = old })
+	in := &stream{head: "[[1, 2,", body: repeat(strings.Repeat(" ", 4096))}
+	_, err := ParseExportedTimeline(in)
+	var le *chrometrace.LimitError
+	if !errors.As(err, &le) || le.What != "a run of white space" || le.Offset != 7 {
+		t.Fatalf("error %v, want a white space run limit at byte 7", err)
+	}
+	if in.n > 2<<20 {
+		t.Errorf("read %d bytes past a 1 MiB cap", in.n)
+	}
+}
+
+// A run of blank lines stops at --max-value-bytes in the line readers.
+func TestBlankLineRun(t *testing.T) {
+	old := chrometrace.MaxEventBytes
+	chrometrace.MaxEventBytes = 1 << 20
+	t.Cleanup(func() { chrometrace.MaxEventBytes = old })
+	for name, c := range map[string]struct {
+		head string
+		read func(io.Reader) error
+	}{
+		"smi":   {"timestamp, index, memory.used [MiB]\n2024/01/01 00:00:01.000, 0, 1000 MiB\n", readSMI},
+		"steps": {`{"step": 1, "allocated_bytes": 1}` + "\n", readSteps},
+	} {
+		in := &stream{head: c.head, body: repeat(strings.Repeat("\n", 100) + strings.Repeat(" ", 100))}
+		var le *chrometrace.LimitError
+		if err := c.read(in); !errors.As(err, &le) || le.What != "a run of blank lines" {
+			t.Errorf("%s: %v", name, err)
+		}
+		if in.n > 2<<20 {
+			t.Errorf("%s: read %d bytes past a 1 MiB cap", name, in.n)
+		}
+	}
+}
 
 // A line without end is refused at the line cap, whatever follows.
 func TestEndlessLine(t *testing.T) {

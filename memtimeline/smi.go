@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/torchmem/torchmem/chrometrace"
 )
 
 // This file reads the CSV that `nvidia-smi --query-gpu=... --format=csv`
@@ -564,8 +566,12 @@ func ReadSMILog(r io.Reader) (*SMILog, error) {
 			text = strings.TrimPrefix(text, "\ufeff")
 		}
 		if strings.TrimSpace(text) == "" {
+			if err := lr.blank(); err != nil {
+				return nil, err
+			}
 			continue
 		}
+		lr.blankStart = -1
 		if !isTextLine(text) {
 			return nil, fmt.Errorf("line %d: %w: binary data", lineNo, ErrNotSMILog)
 		}
@@ -634,10 +640,28 @@ type lineReader struct {
 	br     *bufio.Reader
 	lineNo int
 	bytes  int64
+	// blankStart is where the current run of blank lines began (-1: the
+	// last line was not blank).
+	blankStart int64
 }
 
 func newLineReader(r io.Reader, maxLine int) *lineReader {
-	return &lineReader{br: bufio.NewReaderSize(r, maxLine)}
+	return &lineReader{br: bufio.NewReaderSize(r, maxLine), blankStart: -1}
+}
+
+// blank notes that the line just read was blank. A run of blank lines
+// longer than chrometrace.MaxEventBytes is an error, like a run of white
+// space in a trace: a gzip bomb of newlines would otherwise be read to its
+// end one line at a time.
+func (lr *lineReader) blank() error {
+	if lr.blankStart < 0 {
+		lr.blankStart = lr.bytes
+		return nil
+	}
+	if lr.bytes-lr.blankStart > int64(chrometrace.MaxEventBytes) {
+		return &chrometrace.LimitError{What: "a run of blank lines", Offset: lr.blankStart, Limit: chrometrace.MaxEventBytes}
+	}
+	return nil
 }
 
 // next returns the next line and whether it ended with a newline; io.EOF

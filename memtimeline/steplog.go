@@ -179,8 +179,12 @@ func ReadStepLog(r io.Reader) (*StepLog, error) {
 		}
 		text = strings.TrimSpace(text)
 		if text == "" {
+			if err := lr.blank(); err != nil {
+				return nil, err
+			}
 			continue
 		}
+		lr.blankStart = -1
 		rec, device, err := parseStepRecord(log, text)
 		if err != nil {
 			if !terminated && log.Lines > 0 {

@@ -1,6 +1,8 @@
 package rules
 
 import (
+	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -88,6 +90,47 @@ func TestChecklistNamesTheEvidence(t *testing.T) {
 		}
 		if it.ID == "memory-logs" && (it.Status != CheckNotMeasurable || !strings.Contains(it.Record, "memory_stats")) {
 			t.Errorf("%+v", it)
+		}
+	}
+}
+
+// On healthy runs no memory, snapshot or step-log rule warns: every
+// recording planted without a leak or an OOM (truth.json expect.leak
+// false), read with all its files, and the seed traces of clean training.
+func TestHealthyRunsRaiseNoMemoryWarning(t *testing.T) {
+	var runs [][]string
+	dirs, _ := filepath.Glob(filepath.Join("..", "testdata", "gpu", "*"))
+	for _, d := range dirs {
+		r := recording{truth: map[string]any{}}
+		data, err := os.ReadFile(filepath.Join(d, "truth.json"))
+		if err != nil || json.Unmarshal(data, &r.truth) != nil {
+			continue
+		}
+		e, _ := r.truth["expect"].(map[string]any)
+		if leak, ok := e["leak"].(bool); !ok || leak || r.expects("oom") {
+			continue
+		}
+		var files []string
+		for _, g := range []string{"*.pt.trace.json.gz", "*.snapshot.pickle.gz", "*.steps.jsonl"} {
+			m, _ := filepath.Glob(filepath.Join(d, g))
+			files = append(files, m...)
+		}
+		runs = append(runs, files)
+	}
+	for _, name := range []string{"resnet_train_clean", "compiled_model", "big_transformer"} {
+		runs = append(runs, []string{filepath.Join("..", "testdata", "traces", name, "trace.json.gz"), filepath.Join("..", "testdata", "traces", name, "stats_steps.jsonl")})
+	}
+	if len(runs) < 8 {
+		t.Fatalf("only %d healthy runs", len(runs))
+	}
+	for _, files := range runs {
+		for _, in := range loadInputs(t, files...) {
+			for _, f := range Run(Builtin(), in) {
+				kind := strings.SplitN(f.Rule, ".", 2)[0]
+				if f.Severity >= Warning && (kind == "memory" || kind == "snapshot" || kind == "steps") {
+					t.Errorf("%s: [%s] %s: %s", in.Source, f.Severity, f.Rule, f.Title)
+				}
+			}
 		}
 	}
 }

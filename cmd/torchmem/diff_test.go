@@ -71,6 +71,11 @@ func TestDiffFailsOnNewLeak(t *testing.T) {
 		{realTrace("leak_module_cache"), gpuDiff("head_leak"), nil, exitFindings, "❌ **torchmem diff: NEW LEAK: new leak suspect in HEAD: 4.00 MB per step at diff\\_train.py(35)"},
 		{realTrace("leak_module_cache"), gpuDiff("head_leak"), []string{"--leak-threshold", "8MiB"}, exitOK, "✅"},
 		{realTrace("leak_module_cache"), realTrace("compiled_model"), nil, exitOK, "✅ **torchmem diff: peak allocated"},
+		// Recorded with the snippet: a leak that starts mid-window, and a
+		// 512 KiB leak under the 1 MiB threshold (HEAD leaks, BASE does not).
+		{recorded(t, "pinned_nonblocking"), recorded(t, "late_start_leak"), nil, exitFindings, "❌ **torchmem diff: NEW LEAK: HEAD leaks 4.00 MB per step at late\\_start\\_leak.py(27): step via aten::clone (BASE clean)"},
+		{recorded(t, "grad_accum"), recorded(t, "small_leak_big_model"), nil, exitFindings, "❌ **torchmem diff: NEW LEAK: HEAD leaks 512.00 KB per step at small\\_leak\\_big\\_model.py(38)"},
+		{recorded(t, "late_start_leak"), recorded(t, "pinned_nonblocking"), nil, exitOK, "✅"},
 		// Budgets still apply on top of the leak gate.
 		{gpuDiff("base"), gpuDiff("head"), []string{"--fail-if", "peak_allocated>+5%"}, exitFindings, "❌ **torchmem diff: OVER BUDGET"},
 		{gpuDiff("base"), gpuDiff("head_leak"), []string{"--fail-if", "peak_allocated>+1000%"}, exitFindings, "❌ **torchmem diff: NEW LEAK"},
@@ -105,4 +110,14 @@ func firstLine(s string) string {
 		return s[:i]
 	}
 	return s
+}
+
+// recorded is the one trace of a snippet-v2 recording in testdata/gpu.
+func recorded(t *testing.T, name string) string {
+	t.Helper()
+	m, _ := filepath.Glob(filepath.Join("..", "..", "testdata", "gpu", name, "*.pt.trace.json.gz"))
+	if len(m) != 1 {
+		t.Fatalf("%s: %d traces", name, len(m))
+	}
+	return m[0]
 }

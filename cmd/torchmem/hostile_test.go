@@ -77,6 +77,8 @@ func TestHostileNamesEscapedEverywhere(t *testing.T) {
 		{[]string{"ops", hostile, "--format", "markdown"}, true},
 		{[]string{"stacks", hostile}, false},
 		{[]string{"stacks", hostile, "--format", "markdown"}, true},
+		{[]string{"stacks", hostile, "--format", "folded"}, false},
+		{[]string{"stacks", hostile, "--format", "csv"}, false},
 		{[]string{"leaks", hostile}, false},
 		{[]string{"leaks", hostile, "--format", "markdown"}, true},
 		{[]string{"analyze", hostile}, false},

@@ -12,6 +12,7 @@ import (
 	"github.com/jedib0t/go-pretty/v6/text"
 	"github.com/spf13/cobra"
 	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/cmd/internal/escape"
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/memtimeline"
 )
@@ -224,7 +225,7 @@ func writeStacks(stdout, stderr io.Writer, path, label string, t *chrometrace.Tr
 // writeFolded writes one line per site: frames and operators joined by
 // ';', outermost first, then the weight in bytes.
 func writeFolded(w io.Writer, sites []memtimeline.Site, weight func(*memtimeline.Site) int64, root string) error {
-	clean := func(s string) string { return strings.NewReplacer(";", ":", "\n", " ").Replace(s) }
+	clean := escape.FoldedFrame
 	slices.SortStableFunc(sites, func(a, b memtimeline.Site) int { return cmp.Compare(weight(&b), weight(&a)) })
 	for _, s := range sites {
 		v := weight(&s)

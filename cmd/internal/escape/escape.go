@@ -10,14 +10,17 @@
 //     span, emphasis, link, image, autolinked tag or HTML escaped, and
 //     newlines turned into spaces; MarkdownCode builds a code span that no
 //     backtick in the name can close.
+//   - CSV: controls escaped, formulas (=, +, -, @) defused; quoting is
+//     the table renderer's.
 //   - URIPath: a relative path percent-encoded for a SARIF artifact URI.
 //
 // HTML is not handled here: html/template escapes by context already. JSON
-// is escaped by encoding/json, CSV quoted by the table renderer.
+// is escaped by encoding/json.
 package escape
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -108,9 +111,25 @@ func TerminalLines(s string) string {
 
 // CSV escapes a CSV field's content like Terminal except for newlines and
 // tabs, which a quoted CSV field holds as they are; quoting itself is the
-// CSV writer's job.
+// CSV writer's job. A field that a spreadsheet would run as a formula (it
+// starts with =, +, -, @ and is not a number) gets a leading ' (OWASP's
+// advice against CSV injection): an operator named =HYPERLINK(...) stays
+// text when the CSV is opened in a spreadsheet.
 func CSV(s string) string {
-	return terminal(s, "\n\t")
+	s = terminal(s, "\n\t")
+	if s != "" && strings.ContainsRune("=+-@", rune(s[0])) && s != "-" {
+		if _, err := strconv.ParseFloat(s, 64); err != nil {
+			s = "'" + s
+		}
+	}
+	return s
+}
+
+// FoldedFrame makes s one frame of a folded stack line (flamegraph.pl,
+// speedscope: "a;b;c 123"): ';' separates frames, so it becomes ':', line
+// breaks become spaces, other controls visible escapes.
+func FoldedFrame(s string) string {
+	return strings.ReplaceAll(oneLine(s), ";", ":")
 }
 
 // oneLine turns line breaks into spaces and escapes the other controls:

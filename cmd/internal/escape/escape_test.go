@@ -66,6 +66,36 @@ func TestMarkdownCode(t *testing.T) {
 	}
 }
 
+func TestCSV(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"aten::mm", "aten::mm"},
+		{"-1048576", "-1048576"},
+		{"+5", "+5"},
+		{"-", "-"},
+		{"=HYPERLINK(\"https://evil\")", "'=HYPERLINK(\"https://evil\")"},
+		{"@SUM(A1)", "'@SUM(A1)"},
+		{"-cmd|calc", "'-cmd|calc"},
+		{"a\r\nb\x1b", "a\\r\nb\\x1b"},
+	} {
+		if got := CSV(tc.in); got != tc.want {
+			t.Errorf("CSV(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestFoldedFrame(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"train.py(12): step", "train.py(12): step"},
+		{"a;b", "a:b"},
+		{"x\r\ny 5\n", "x y 5 "},
+		{"\x1b[2J", `\x1b[2J`},
+	} {
+		if got := FoldedFrame(tc.in); got != tc.want {
+			t.Errorf("FoldedFrame(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
 func TestURIPath(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"src/train.py", "src/train.py"},
