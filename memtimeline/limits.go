@@ -19,7 +19,8 @@ var (
 	// (LimitInput); a gzip bomb expands 1000-fold.
 	MaxInputBytes int64 = DefaultMaxInputBytes
 	// MaxRecords caps the points of an export_memory_timeline file, the
-	// rows of an nvidia-smi log and the lines of a per-step log.
+	// rows kept from an nvidia-smi log (a longer one is thinned, up to 8
+	// times) and the lines of a per-step log.
 	MaxRecords = DefaultMaxRecords
 	// MaxSeries caps the distinct GPUs of an nvidia-smi log and the
 	// distinct devices of a per-step log.

@@ -67,7 +67,7 @@ func TestReadersStopAtCaps(t *testing.T) {
 		{"timeline array of 0,", &stream{head: "[[", body: repeat("0,")}, parseTimeline, "timeline points", 10_000},
 		{"raw timeline events", &stream{head: "[[1,2,3,0]", body: repeat(",[1,2,3,0]")}, parseTimeline, "timeline events", 10_000},
 		{"timeline of spaces", &stream{head: "[[", body: repeat(strings.Repeat(" ", 1000) + "0,")}, parseTimeline, "decompressed bytes", 4 << 20},
-		{"smi rows", &stream{head: smiHeader, body: smiRow(func(int) int { return 0 })}, readSMI, "nvidia-smi rows", 10_000},
+		{"smi rows", &stream{head: smiHeader, body: smiRow(func(int) int { return 0 })}, readSMI, "nvidia-smi rows", 8 * 10_000},
 		{"smi distinct GPUs", &stream{head: smiHeader, body: smiRow(func(i int) int { return i })}, readSMI, "distinct GPUs", 100},
 		{"step records", &stream{body: func(i int) string { return fmt.Sprintf(`{"step": %d, "allocated_bytes": 1}`+"\n", i) }}, readSteps, "per-step records", 10_000},
 		{"summary ranks", &stream{body: func(i int) string { return fmt.Sprintf("rank%d: |  PyTorch CUDA memory summary, device ID 0  |\n", i) }}, readSummaries, "distinct ranks", 100},
@@ -173,6 +173,39 @@ func manyGPUs(n int) string {
 		fmt.Fprintf(&b, "2024/01/01 00:00:01.000, %d, 1000 MiB, 81559 MiB\n", i)
 	}
 	return b.String()
+}
+
+// A log longer than MaxRecords rows is thinned, not refused, up to every
+// 8th row: each GPU keeps evenly spaced samples over the whole log, and a
+// warning says so.
+func TestSMIThinsLongLogs(t *testing.T) {
+	withCaps(t, 1<<40, 1000, DefaultMaxSeries)
+	var b strings.Builder
+	b.WriteString("timestamp, index, memory.used [MiB]\n")
+	const rounds = 3000 // 6000 rows of 2 GPUs: thinned to every 8th
+	for i := range rounds {
+		for gpu := range 2 {
+			fmt.Fprintf(&b, "2024/01/01 %02d:%02d:%02d.000, %d, %d MiB\n", i/3600, i/60%60, i%60, gpu, 1000+i)
+		}
+	}
+	log, err := ReadSMILog(strings.NewReader(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if log.Rows != 2*rounds || len(log.Warnings) != 1 || !strings.Contains(log.Warnings[0], "every 8th sample") {
+		t.Fatalf("rows %d, warnings %q", log.Rows, log.Warnings)
+	}
+	for _, g := range log.GPUs {
+		n := len(g.Samples)
+		if n != rounds/8 {
+			t.Errorf("GPU %s: %d samples, want %d", g.Key, n, rounds/8)
+		}
+		for j, s := range g.Samples {
+			if want := int64(1000+8*j) << 20; s.UsedBytes != want {
+				t.Fatalf("GPU %s sample %d: %d bytes, want %d (row %d)", g.Key, j, s.UsedBytes, want, 8*j)
+			}
+		}
+	}
 }
 
 // GPU finds every GPU by key, also after the GPUs were filtered.

@@ -71,6 +71,8 @@ type SMIGPU struct {
 	Name  string
 	// Samples are sorted by time (stable, so equal times keep file order).
 	Samples []SMISample
+
+	seen int // rows of this GPU read, kept or not
 }
 
 // SMILog is a parsed nvidia-smi CSV log.
@@ -443,6 +445,26 @@ func (l *smiLayout) parseRow(fields []string) (smiRow, error) {
 	return r, nil
 }
 
+// smiMaxStride is how far a log longer than MaxRecords rows is thinned
+// (every 8th row kept) before it is refused: 8 x 2M rows is 5 days of 8
+// GPUs sampled every 200 ms.
+const smiMaxStride = 8
+
+func ordinalSuffix(n int) string {
+	if n%100 >= 11 && n%100 <= 13 {
+		return "th"
+	}
+	switch n % 10 {
+	case 1:
+		return "st"
+	case 2:
+		return "nd"
+	case 3:
+		return "rd"
+	}
+	return "th"
+}
+
 // smiMaxIdentity bounds what identifies one GPU (kept once per GPU):
 // nvidia-smi's bus ids, UUIDs and names are a few dozen bytes each.
 const smiMaxIdentity = 1024
@@ -477,6 +499,8 @@ func ReadSMILog(r io.Reader) (*SMILog, error) {
 		order    []string
 		prevTS   string
 		roundPos int
+		stored   int // samples kept, all GPUs
+		stride   = 1 // one row of each GPU kept in stride
 	)
 	addRow := func(rl rawLine) error {
 		row, err := layout.parseRow(rl.fields)
@@ -506,8 +530,23 @@ func ReadSMILog(r io.Reader) (*SMILog, error) {
 			key = "#" + strconv.Itoa(roundPos)
 		}
 		prevTS = row.tsText
-		if log.Rows >= MaxRecords {
-			return fmt.Errorf("line %d: %w", rl.no, recordsError("nvidia-smi rows"))
+		if stored >= MaxRecords {
+			// Keep every other sample of each GPU and from here on every
+			// stride-th row: the whole log stays covered in bounded memory.
+			// Past smiMaxStride the log is too long to read (or a bomb).
+			if stride >= smiMaxStride {
+				return fmt.Errorf("line %d: %w", rl.no, &LimitError{What: "nvidia-smi rows", Limit: int64(MaxRecords) * smiMaxStride, Flag: "max-records"})
+			}
+			stride *= 2
+			stored = 0
+			for _, g := range gpus {
+				kept := g.Samples[:0]
+				for j := 0; j < len(g.Samples); j += 2 {
+					kept = append(kept, g.Samples[j])
+				}
+				g.Samples = kept
+				stored += len(kept)
+			}
 		}
 		g := gpus[key]
 		if g == nil {
@@ -521,7 +560,11 @@ func ReadSMILog(r io.Reader) (*SMILog, error) {
 			gpus[key] = g
 			order = append(order, key)
 		}
-		g.Samples = append(g.Samples, row.sample)
+		if g.seen%stride == 0 {
+			g.Samples = append(g.Samples, row.sample)
+			stored++
+		}
+		g.seen++
 		log.Rows++
 		return nil
 	}
@@ -620,6 +663,9 @@ func ReadSMILog(r io.Reader) (*SMILog, error) {
 	}
 	if log.Rows == 0 {
 		return nil, errors.New("header but no samples")
+	}
+	if stride > 1 {
+		log.Warnings = append(log.Warnings, fmt.Sprintf("%d rows, more than the cap of %d: kept every %d%s sample of each GPU (--max-records raises the cap)", log.Rows, MaxRecords, stride, ordinalSuffix(stride)))
 	}
 	for _, k := range order {
 		g := gpus[k]
