@@ -741,17 +741,14 @@ func judgeFrag(ins []*Input) *FragAnswer {
 		if in.Snapshot == nil {
 			continue
 		}
-		st := in.SnapshotReport().Stats
-		if st.ReservedBytes == 0 {
+		rep := in.SnapshotReport()
+		if rep.Stats.ReservedBytes == 0 {
 			continue
 		}
-		frac := float64(st.InactiveSplitBytes) / float64(st.ReservedBytes)
-		a := &FragAnswer{Source: in.Source, Verdict: VerdictOK, WastedBytes: st.InactiveSplitBytes, Wasted: "free but split inside used segments (snapshot)",
-			Reason: fmt.Sprintf("%.0f%% of reserved %s is free inside used segments; largest free block %s", 100*frac, memtimeline.FormatBytes(st.ReservedBytes), memtimeline.FormatBytes(st.LargestFreeBlock))}
-		if frac > 0.2 {
-			a.Verdict = VerdictFragmented
-		}
-		return a
+		// One judgment with the snapshot.inactive-split rule and frag
+		// (fragsnap.go): per pool and stream, over 20% and 64 MiB.
+		j := JudgeSnapshotFrag(rep, 0.2)
+		return &FragAnswer{Source: in.Source, Verdict: j.Verdict, WastedBytes: j.InactiveSplitBytes, Wasted: "free but split inside used segments (snapshot)", Reason: j.Reason}
 	}
 	for _, in := range ins {
 		if in.Digest != nil && in.Kind == SourceTrace && in.Digest.Verdict.Frag != nil {
@@ -776,15 +773,23 @@ func judgeFrag(ins []*Input) *FragAnswer {
 		if f.GapAtPeak != nil {
 			a.WastedBytes, a.Wasted = f.GapAtPeak.Gap, "idle in the cache at peak allocated (reserved - allocated)"
 		}
+		if f.Signal(RuleReservedGap).Fired {
+			// What fragmentation cost: segments added while their pool
+			// held the requested bytes idle (frag.go).
+			a.WastedBytes, a.Wasted = f.FragmentedMissBytes, "reserved by new segments while their pool held the requested bytes idle"
+		}
 		var fired []string
 		for _, s := range f.Signals {
 			if s.Fired {
 				fired = append(fired, s.Detail)
 			}
 		}
-		if len(fired) > 0 {
+		switch {
+		case f.Verdict == VerdictFragmented:
+			a.Reason = f.Reason // leads with the bytes wasted
+		case len(fired) > 0:
 			a.Reason = strings.Join(fired, "; ")
-		} else if f.Verdict == VerdictOK {
+		case f.Verdict == VerdictOK:
 			a.Reason = "no small-block flood, no new segments while the cache held the bytes, no cudaMalloc churn"
 		}
 		if ans == nil || (a.Verdict == VerdictFragmented && ans.Verdict != VerdictFragmented) || (a.Verdict == ans.Verdict && a.WastedBytes > ans.WastedBytes) {
