@@ -171,15 +171,14 @@ func safeDiv(a, b int64) int64 {
 	return a / b
 }
 
-// siteName is the innermost user frame of a stack, or the first operator.
+// siteName names a site by its innermost user frame the one way
+// (SiteLabel, without the operator), or by its operator when it has no
+// Python stack.
 func siteName(stack []string, op string) string {
-	if l := LocationOf(stack); l != nil {
-		return fmt.Sprintf("%s:%d (%s)", l.File, l.Line, l.Function)
+	if len(stack) == 0 {
+		return firstOp(op)
 	}
-	if len(stack) > 0 {
-		return stack[len(stack)-1]
-	}
-	return firstOp(op)
+	return SiteLabel(stack, "")
 }
 
 // Operator rule ids.
