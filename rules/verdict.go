@@ -59,8 +59,10 @@ type LeakEvidence struct {
 type LeakAnswer struct {
 	Verdict      string `json:"verdict"`
 	BytesPerStep int64  `json:"bytes_per_step"`
-	// From names the evidence the figure is taken from and why.
-	From string `json:"from,omitempty"`
+	// From names the evidence the figure is taken from and why; FromFile
+	// is its file.
+	From     string `json:"from,omitempty"`
+	FromFile string `json:"from_file,omitempty"`
 	// Kind, KindEvidence and Fix describe the leak (container,
 	// autograd_graph, retain_graph, hook, unknown) when a source knows it.
 	Kind         string `json:"kind,omitempty"`
@@ -422,23 +424,32 @@ func better(a, b LeakEvidence) bool {
 }
 
 func describeEvidence(e LeakEvidence) string {
-	s := e.Kind
+	var s string
 	if e.Steps > 0 {
-		s += fmt.Sprintf(", %d steps", e.Steps)
+		s = fmt.Sprintf("%d steps", e.Steps)
 		if e.FirstStep >= 0 && e.Kind != SourceSnapshot {
-			s += fmt.Sprintf(" (%d..%d)", e.FirstStep, e.LastStep)
+			s += fmt.Sprintf(": %d..%d", e.FirstStep, e.LastStep)
 		}
 	}
-	if e.Kind == SourceSteps && e.R2 > 0 {
+	if (e.Kind == SourceSteps || e.Kind == SourceSummary) && e.R2 > 0 {
 		s += fmt.Sprintf(", R² %.2f", e.R2)
 	}
 	return s
+}
+
+// from names the evidence a figure comes from.
+func (k kindCount) from(e LeakEvidence) string {
+	if d := describeEvidence(e); d != "" {
+		return k.name(e) + " (" + d + ")"
+	}
+	return k.name(e)
 }
 
 // judgeLeak combines the evidence of one run and rank.
 func judgeLeak(ev []LeakEvidence) LeakAnswer {
 	ev = slices.Clone(ev)
 	sortEvidence(ev)
+	kinds := countKinds(ev)
 	ans := LeakAnswer{Verdict: VerdictUnknown, Evidence: ev}
 	if ans.Evidence == nil {
 		ans.Evidence = []LeakEvidence{}
@@ -465,7 +476,7 @@ func judgeLeak(ev []LeakEvidence) LeakAnswer {
 	case len(leaks) > 0:
 		b := best(leaks)
 		ans.Verdict, ans.BytesPerStep, ans.Reason = VerdictLeak, b.BytesPerStep, b.Reason
-		ans.From = fmt.Sprintf("%s (%s)", filepath.Base(b.Source), describeEvidence(b))
+		ans.From, ans.FromFile = kinds.from(b), b.Source
 		if len(leaks)+len(cleans) > 1 {
 			ans.From += ": the source with the most steps"
 		}
@@ -514,13 +525,13 @@ func judgeLeak(ev []LeakEvidence) LeakAnswer {
 			e := byKind[0]
 			ans.Kind, ans.KindEvidence, ans.Fix = e.LeakKind, e.KindEvidence, e.Fix
 		}
-		ans.Agreement, ans.Settle = agreement(b, leaks, cleans)
+		ans.Agreement, ans.Settle = kinds.agreement(b, leaks, cleans)
 	case len(cleans) > 0:
 		b := best(cleans)
 		ans.Verdict, ans.Reason = VerdictClean, b.Reason
-		ans.From = fmt.Sprintf("%s (%s)", filepath.Base(b.Source), describeEvidence(b))
+		ans.From, ans.FromFile = kinds.from(b), b.Source
 		if len(cleans) > 1 {
-			ans.Agreement = "all agree: " + figures(cleans)
+			ans.Agreement = "all agree: " + kinds.figures(cleans)
 		}
 	default:
 		if len(ev) > 0 {
@@ -533,7 +544,36 @@ func judgeLeak(ev []LeakEvidence) LeakAnswer {
 	return ans
 }
 
-func figures(es []LeakEvidence) string {
+// kindCount counts the evidence of each kind: a source is named by its
+// kind alone ("the step log") when it is the only one of that kind, by its
+// file otherwise.
+type kindCount map[string]int
+
+func countKinds(ev []LeakEvidence) kindCount {
+	k := kindCount{}
+	for _, e := range ev {
+		k[e.Kind]++
+	}
+	return k
+}
+
+// name is how a sentence names the evidence's source.
+func (k kindCount) name(e LeakEvidence) string {
+	if k[e.Kind] > 1 {
+		return e.Kind + " " + filepath.Base(e.Source)
+	}
+	switch e.Kind {
+	case SourceSteps:
+		return "the step log"
+	case SourceSummary:
+		return "the memory_summary() log"
+	case SourceSMI:
+		return "nvidia-smi"
+	}
+	return "the " + e.Kind
+}
+
+func (k kindCount) figures(es []LeakEvidence) string {
 	var parts []string
 	for _, e := range es {
 		f := "clean"
@@ -543,14 +583,14 @@ func figures(es []LeakEvidence) string {
 				f = "growing"
 			}
 		}
-		parts = append(parts, fmt.Sprintf("%s %s (%s)", e.Kind, f, filepath.Base(e.Source)))
+		parts = append(parts, k.name(e)+" "+f)
 	}
 	return strings.Join(parts, ", ")
 }
 
 // agreement says which sources agree with the best leak figure (within
 // 25% or 1 MiB), which disagree, and what to record to settle it.
-func agreement(best LeakEvidence, leaks, cleans []LeakEvidence) (string, string) {
+func (k kindCount) agreement(best LeakEvidence, leaks, cleans []LeakEvidence) (string, string) {
 	var agree, differ []LeakEvidence
 	for _, e := range leaks {
 		if e.Source == best.Source && e.Kind == best.Kind {
@@ -565,14 +605,14 @@ func agreement(best LeakEvidence, leaks, cleans []LeakEvidence) (string, string)
 	}
 	var parts []string
 	if len(agree) > 0 {
-		parts = append(parts, "agree: "+figures(agree))
+		parts = append(parts, "agree: "+k.figures(agree))
 	}
 	if len(differ) > 0 {
-		parts = append(parts, "differ: "+figures(differ))
+		parts = append(parts, "differ: "+k.figures(differ))
 	}
 	var settle string
 	if len(cleans) > 0 {
-		parts = append(parts, "no growth in: "+figures(cleans))
+		parts = append(parts, "no growth in: "+k.figures(cleans))
 		var windowClean, logClean bool
 		for _, c := range cleans {
 			switch c.Kind {

@@ -199,7 +199,7 @@ func TestVerdictGroupsOneRunsFiles(t *testing.T) {
 	if !kinds[SourceTrace] || !kinds[SourceSnapshot] || !kinds[SourceSteps] {
 		t.Errorf("evidence %+v", v.Leak.Evidence)
 	}
-	if !strings.Contains(v.Leak.From, "stats_steps.jsonl") {
+	if !strings.Contains(v.Leak.FromFile, "stats_steps.jsonl") {
 		t.Errorf("figure from %q, want the step log (most steps)", v.Leak.From)
 	}
 	var all []Finding
@@ -309,7 +309,7 @@ func TestJudgeLeakDisagreement(t *testing.T) {
 		{"all clean", []LeakEvidence{traceClean, stepsClean}, VerdictClean, "steps.jsonl", "", ""},
 	} {
 		a := judgeLeak(c.ev)
-		if a.Verdict != c.verdict || !strings.Contains(a.From, c.from) || a.Kind != c.kind {
+		if a.Verdict != c.verdict || !strings.Contains(a.FromFile, c.from) || a.Kind != c.kind {
 			t.Errorf("%s: %s from %q kind %q", c.name, a.Verdict, a.From, a.Kind)
 		}
 		if (c.settle == "") != (a.Settle == "") || !strings.Contains(a.Settle, c.settle) {
