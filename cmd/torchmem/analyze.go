@@ -149,9 +149,10 @@ func runAnalyze(stdout, stderr io.Writer, args []string, o *analyzeOptions) erro
 	switch o.format {
 	case formatJSON:
 		if err := writeJSON(stdout, struct {
-			Verdicts []rules.Verdict `json:"verdicts"`
-			Inputs   []analysisJSON  `json:"inputs"`
-		}{verdicts, results}); err != nil {
+			Verdicts   []rules.Verdict `json:"verdicts"`
+			Checklists []checklistJSON `json:"checklists"`
+			Inputs     []analysisJSON  `json:"inputs"`
+		}{verdicts, checklistsJSON(verdicts, all), results}); err != nil {
 			return err
 		}
 	case formatMarkdown:

@@ -111,13 +111,14 @@ func runCheck(stdout, stderr io.Writer, args []string, o *checkOptions) error {
 	case formatJSON:
 		errs, warns, infos := countBySeverity(fs)
 		out := struct {
-			Passed   bool            `json:"passed"`
-			Errors   int             `json:"errors"`
-			Warnings int             `json:"warnings"`
-			Notes    int             `json:"notes"`
-			Verdicts []rules.Verdict `json:"verdicts"`
-			Findings []rules.Finding `json:"findings"`
-		}{errs == 0, errs, warns, infos, verdicts, fs}
+			Passed     bool            `json:"passed"`
+			Errors     int             `json:"errors"`
+			Warnings   int             `json:"warnings"`
+			Notes      int             `json:"notes"`
+			Verdicts   []rules.Verdict `json:"verdicts"`
+			Checklists []checklistJSON `json:"checklists"`
+			Findings   []rules.Finding `json:"findings"`
+		}{errs == 0, errs, warns, infos, verdicts, checklistsJSON(verdicts, fs), fs}
 		if out.Findings == nil {
 			out.Findings = []rules.Finding{}
 		}

@@ -21,6 +21,20 @@ func checklists(vs []rules.Verdict, fs []rules.Finding) [][]rules.CheckItem {
 	return out
 }
 
+// checklistJSON is one run and rank's checklist in --format json.
+type checklistJSON struct {
+	Name  string            `json:"name"`
+	Items []rules.CheckItem `json:"items"`
+}
+
+func checklistsJSON(vs []rules.Verdict, fs []rules.Finding) []checklistJSON {
+	out := []checklistJSON{}
+	for i, items := range checklists(vs, fs) {
+		out = append(out, checklistJSON{Name: vs[i].Name, Items: items})
+	}
+	return out
+}
+
 func checkMark(status string) string {
 	switch status {
 	case rules.CheckPass:
