@@ -155,7 +155,8 @@ type siteSeries struct {
 	site   memtimeline.Site
 	bytes  []int64 // per step: survivors' bytes
 	blocks []int64
-	first  int32 // Memory index of the first surviving allocation
+	first  int32   // Memory index of the first surviving allocation
+	allocs []int32 // Memory indices of the surviving allocations
 	// maxRetention is the most step boundaries a freed block of this site
 	// lived across: a rolling buffer of K steps frees blocks K steps later.
 	maxRetention int
@@ -289,7 +290,6 @@ func analyzeLeaks(in *Input, opts LeakOptions) LeakReport {
 	}
 
 	attr := in.Attribution()
-	graph := newGraphIndex(t, attr)
 	siteOpts := memtimeline.SiteOptions{Device: opts.Device, Depth: opts.Depth}
 	sites := map[string]*siteSeries{}
 	var order []*siteSeries
@@ -324,17 +324,7 @@ func analyzeLeaks(in *Input, opts LeakOptions) LeakReport {
 		agg.site.LiveBytesAtEnd += lt.Bytes
 		agg.bytes[k] += lt.Bytes
 		agg.blocks[k]++
-		switch graph.blockKind(int(lt.Alloc)) {
-		case blockGraph:
-			agg.graphBlocks++
-		case blockGraphBackwardRan:
-			agg.graphBlocks++
-			agg.backwardRanBlocks++
-		case blockBackwardMade:
-			agg.backwardMadeBlocks++
-		default:
-			agg.noGraphBlocks++
-		}
+		agg.allocs = append(agg.allocs, lt.Alloc)
 	}
 
 	if rep.WholeWindow {
@@ -382,8 +372,29 @@ func analyzeLeaks(in *Input, opts LeakOptions) LeakReport {
 		}
 		cands = append(cands, cand{a, r})
 	}
+	// The autograd evidence is read only for the sites that leak.
+	var graph *graphIndex
+	if len(cands) > 0 {
+		graph = newGraphIndex(t, attr)
+	}
 	for _, c := range cands {
 		a, r := c.agg, c.r
+		for _, i := range a.allocs {
+			if k := stepOf(t.Memory[i].TS); k < r.lo || k > r.hi {
+				continue
+			}
+			switch graph.blockKind(int(i)) {
+			case blockGraph:
+				a.graphBlocks++
+			case blockGraphBackwardRan:
+				a.graphBlocks++
+				a.backwardRanBlocks++
+			case blockBackwardMade:
+				a.backwardMadeBlocks++
+			default:
+				a.noGraphBlocks++
+			}
+		}
 		s := LeakSuspect{
 			BytesPerStep: r.bytesPerStep, Operator: a.site.Operator, ForwardOp: a.site.ForwardOp,
 			Stack: nonNil(a.site.Frames), Site: SiteLabel(a.site.Frames, a.site.Operator),

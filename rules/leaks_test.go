@@ -284,6 +284,9 @@ func TestLeakKindsOnRealTraces(t *testing.T) {
 				if s.Kind != c.kind || s.Evidence == "" || s.Fix == "" || s.FirstStep < 0 {
 					t.Errorf("suspect %s: kind %q evidence %q steps #%d..#%d", s.Site, s.Kind, s.Evidence, s.FirstStep, s.LastStep)
 				}
+				if !strings.Contains(s.StackNote, "before profiling started") {
+					t.Errorf("suspect %s: the note does not say which frames carry the line where profiling began: %q", s.Site, s.StackNote)
+				}
 				// The chain starts at the script's outermost frame.
 				if len(s.Stack) < 3 || !strings.HasSuffix(s.Stack[0], ": <module>") {
 					t.Errorf("suspect %s: chain %v does not start at <module>", s.Site, s.Stack)
