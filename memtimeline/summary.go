@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/torchmem/torchmem/chrometrace"
 )
 
 // MemorySummary is one torch.cuda.memory_summary() table: the caching
@@ -58,9 +60,6 @@ type SummaryLog struct {
 // \r, dumped tensors) are skipped, not buffered.
 const summaryMaxLine = 64 << 10
 
-// summaryMaxSamples bounds the tables kept from one file.
-const summaryMaxSamples = 1 << 20
-
 // ErrNotSummaryLog marks a text with no memory_summary() table in it.
 var ErrNotSummaryLog = errors.New("no torch.cuda.memory_summary() table in it")
 
@@ -84,7 +83,7 @@ func LooksLikeMemorySummary(head []byte) bool {
 // |  Allocated memory ..."). Tables of different ranks may interleave;
 // each table is one sample.
 func ReadMemorySummaries(r io.Reader) (*SummaryLog, error) {
-	br := bufio.NewReaderSize(r, summaryMaxLine)
+	br := bufio.NewReaderSize(LimitInput(r), summaryMaxLine)
 	log := &SummaryLog{}
 	open := map[int]*MemorySummary{} // rank -> table being read
 	lastStep := map[int]int64{}
@@ -93,7 +92,7 @@ func ReadMemorySummaries(r io.Reader) (*SummaryLog, error) {
 	finish := func(rank int) {
 		s := open[rank]
 		delete(open, rank)
-		if s != nil && len(log.Samples) < summaryMaxSamples {
+		if s != nil {
 			log.Samples = append(log.Samples, *s)
 		}
 	}
@@ -106,6 +105,10 @@ func ReadMemorySummaries(r io.Reader) (*SummaryLog, error) {
 			}
 			log.Lines++
 			skipped++
+			if errors.Is(err, chrometrace.ErrGzipTruncated) {
+				log.Warnings = append(log.Warnings, fmt.Sprintf("line %d: the file is cut off (%v); read up to the cut", log.Lines, err))
+				break
+			}
 			if err != nil && err != io.EOF {
 				return nil, err
 			}
@@ -115,6 +118,10 @@ func ReadMemorySummaries(r io.Reader) (*SummaryLog, error) {
 			continue
 		}
 		if len(line) == 0 && err == io.EOF {
+			break
+		}
+		if errors.Is(err, chrometrace.ErrGzipTruncated) {
+			log.Warnings = append(log.Warnings, fmt.Sprintf("line %d: the file is cut off (%v); read up to the cut", log.Lines+1, err))
 			break
 		}
 		if err != nil && err != io.EOF {
@@ -166,6 +173,12 @@ func ReadMemorySummaries(r io.Reader) (*SummaryLog, error) {
 				s.Time = parseLogTime(m)
 			}
 			open[rank] = s
+			if len(log.Samples)+len(open) > MaxRecords {
+				return nil, recordsError("memory_summary() tables")
+			}
+			if len(open) > MaxSeries {
+				return nil, seriesError("ranks with memory_summary() tables")
+			}
 		} else if s := open[rank]; s != nil {
 			if !summaryRow(s, row) {
 				finish(rank)

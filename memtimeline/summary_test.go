@@ -1,12 +1,17 @@
 package memtimeline
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/torchmem/torchmem/chrometrace"
 )
 
 // summaryTables reads the real memory_summary() tables recorded every 10
@@ -242,5 +247,35 @@ func TestReadMemorySummariesRecordedLog(t *testing.T) {
 		if fr := log.Frag(); len(fr) != 1 || fr[0].Retries != truth.StepsLog.NumAllocRetries || fr[0].NonReleasableBytes <= 0 {
 			t.Errorf("%s: frag %+v", name, fr)
 		}
+	}
+}
+
+// The reader stops at the caps every reader shares (--max-records).
+func TestReadMemorySummariesLimits(t *testing.T) {
+	tables := strings.Join(summaryTables(t), "")
+	defer func(n int) { MaxRecords = n }(MaxRecords)
+	MaxRecords = 3
+	_, err := ReadMemorySummaries(strings.NewReader(tables))
+	var le *LimitError
+	if !errors.As(err, &le) || le.Flag != "max-records" {
+		t.Errorf("8 tables over a cap of 3: %v", err)
+	}
+}
+
+// A gzipped log cut off while written is read up to the cut, with a
+// warning.
+func TestReadMemorySummariesCutGzip(t *testing.T) {
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write([]byte(strings.Join(summaryTables(t), "")))
+	zw.Close()
+	cut := gz.Bytes()[:gz.Len()*3/4]
+	in, err := chrometrace.NewInput(bytes.NewReader(cut))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, err := ReadMemorySummaries(in)
+	if err != nil || len(log.Samples) == 0 || !strings.Contains(strings.Join(log.Warnings, ";"), "cut off") {
+		t.Fatalf("%v %+v", err, log)
 	}
 }
