@@ -73,6 +73,7 @@ func RunTimeline(f RunFiles, id, title string) (spec ChartSpec, notes []string, 
 			ser.T[k] = ts + base
 		}
 		spec.Lines = append(spec.Lines, ser)
+		spec.PointLines = append(spec.PointLines, false)
 		steps := slices.Clone(t.Steps)
 		slices.SortFunc(steps, func(a, b chrometrace.Step) int { return cmp.Compare(a.Start, b.Start) })
 		if len(steps) > 0 {
@@ -88,19 +89,24 @@ func RunTimeline(f RunFiles, id, title string) (spec ChartSpec, notes []string, 
 	}
 	for i, s := range f.Snapshots {
 		name := filepath.Base(f.SnapName[i])
+		atDump := map[int]int64{}
+		for _, seg := range s.Segments {
+			atDump[seg.Device] += seg.AllocatedSize
+		}
 		for dev, entries := range s.DeviceTraces {
 			var ser Series
-			ser.Name = fmt.Sprintf("active, recorded history (%s, cuda:%d)", name, dev)
+			ser.Name = fmt.Sprintf("allocated, recorded history (%s, cuda:%d)", name, dev)
 			var cur int64
+			var ooms []Marker
 			for _, e := range entries {
 				switch e.Action {
 				case ActionAlloc:
-					cur += e.Size
+					cur += blockSize(e.Size)
 				case ActionFreeCompleted:
-					cur -= e.Size
+					cur -= blockSize(e.Size)
 				case ActionOOM:
 					if e.TimeUS > 0 {
-						spec.Markers = append(spec.Markers, Marker{Name: "OOM: " + FormatBytes(e.Size) + " requested", TNs: e.TimeUS * 1000, Bytes: cur})
+						ooms = append(ooms, Marker{Name: "OOM: " + FormatBytes(e.Size) + " requested", TNs: e.TimeUS * 1000, Bytes: cur})
 					}
 					continue
 				default:
@@ -116,8 +122,19 @@ func RunTimeline(f RunFiles, id, title string) (spec ChartSpec, notes []string, 
 				continue
 			}
 			// The history starts when recording began: blocks allocated
-			// before it are not in it, so it reads low by a constant.
+			// before it and still alive at the dump are added back, so
+			// the line reads as allocated memory, like the others.
+			if before := atDump[dev] - cur; before > 0 {
+				for k := range ser.V {
+					ser.V[k] += before
+				}
+				for k := range ooms {
+					ooms[k].Bytes += before
+				}
+			}
+			spec.Markers = append(spec.Markers, ooms...)
 			spec.Lines = append(spec.Lines, ser)
+			spec.PointLines = append(spec.PointLines, false)
 			placed++
 		}
 	}

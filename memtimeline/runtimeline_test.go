@@ -75,6 +75,15 @@ func TestRunTimelineAlignsTheSnippetsFiles(t *testing.T) {
 	if last := snap.T[snap.Len()-1]; last < at(13)-int64(1e9) {
 		t.Errorf("snapshot history ends at %d, long before the last step %d", last, at(13))
 	}
+	// With the blocks from before recording added back, the history ends
+	// where the step log does (the dump follows the last step).
+	logEnd := recs[len(recs)-1].AllocatedBytes
+	if d := snap.V[snap.Len()-1] - logEnd; d < -(1<<20) || d > 1<<20 {
+		t.Errorf("snapshot history ends at %d, the step log at %d", snap.V[snap.Len()-1], logEnd)
+	}
+	if len(spec.PointLines) != len(spec.Lines) || !spec.PointLines[0] || spec.PointLines[1] || spec.PointLines[2] {
+		t.Errorf("points shown %v: want the step log's only", spec.PointLines)
+	}
 	if _, err := ChartSnippet(spec); err != nil {
 		t.Fatal(err)
 	}
