@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -121,5 +122,45 @@ func TestStdin(t *testing.T) {
 	_, errOut, code := torchmem(t, "ops", "-")
 	if code != exitBadInput || !strings.Contains(errOut, "stdin: file is empty") {
 		t.Errorf("empty stdin: exit %d, %q", code, errOut)
+	}
+}
+
+// TestMain lets a test run the command line as a process of its own (the
+// test binary with TORCHMEM_TEST_MAIN set), to feed it a real pipe.
+func TestMain(m *testing.M) {
+	if args := os.Getenv("TORCHMEM_TEST_MAIN"); args != "" {
+		os.Exit(run(strings.Split(args, "\x1f"), os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// A real pipe on the process's stdin, named "-" or /dev/stdin: read once,
+// gzip recognized, nothing reopened.
+func TestStdinPipeProcess(t *testing.T) {
+	gz, err := os.ReadFile(filepath.Join("..", "..", "testdata", "gpu", "leak_retain_graph", "trace.json.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat("/dev/stdin"); err != nil {
+		t.Skip("no /dev/stdin here")
+	}
+	for _, name := range []string{"-", "/dev/stdin"} {
+		for _, cmd := range []string{"analyze", "ops", "leaks"} {
+			c := exec.Command(os.Args[0], "-test.run=^$")
+			c.Env = append(os.Environ(), "TORCHMEM_TEST_MAIN="+cmd+"\x1f"+name)
+			c.Stdin = bytes.NewReader(gz) // os/exec feeds it through a pipe
+			var out, errb bytes.Buffer
+			c.Stdout, c.Stderr = &out, &errb
+			err := c.Run()
+			code := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				code = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code == exitBadInput || !strings.Contains(out.String(), "aten::") && !strings.Contains(out.String(), "6.00 MB per step") {
+				t.Errorf("%s %s: exit %d, stderr %q\n%.300s", cmd, name, code, errb.String(), out.String())
+			}
+		}
 	}
 }
