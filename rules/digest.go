@@ -104,6 +104,7 @@ func MakeDigest(in *Input) *Digest {
 	}
 	d := &Digest{Verdict: Judge(in.Source, []*Input{in}), Findings: []DigestFinding{}}
 	d.Verdict.Rank = in.Rank
+	d.Verdict.Inputs = nil // the raw input is what a digest lets go of
 	of := in.OOMFacts()
 	d.OOMFacts = &of
 	for _, f := range findings {

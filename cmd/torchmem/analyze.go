@@ -79,7 +79,7 @@ func runAnalyze(stdout, stderr io.Writer, args []string, o *analyzeOptions) erro
 	if err != nil {
 		return err
 	}
-	inputs, err := loadRuleInputs(stderr, args, "analyze")
+	inputs, err := loadRuleInputs(stderr, args, "analyze", o.rulesFile == "")
 	if err != nil {
 		return err
 	}
@@ -151,15 +151,19 @@ func runAnalyze(stdout, stderr io.Writer, args []string, o *analyzeOptions) erro
 		if err := writeJSON(stdout, struct {
 			Verdicts   []rules.Verdict `json:"verdicts"`
 			Checklists []checklistJSON `json:"checklists"`
-			Inputs     []analysisJSON  `json:"inputs"`
-		}{verdicts, checklistsJSON(verdicts, all), results}); err != nil {
+			// CrossRank compares the ranks (absent with fewer than two).
+			CrossRank *rules.CrossRank `json:"cross_rank,omitempty"`
+			Inputs    []analysisJSON   `json:"inputs"`
+		}{verdicts, checklistsJSON(verdicts, all), rules.CompareRanks(verdicts), results}); err != nil {
 			return err
 		}
 	case formatMarkdown:
 		writeFindingsMarkdown(stdout, all, len(results), verdicts)
+		writeCrossRank(stdout, rules.CompareRanks(verdicts), formatMarkdown)
 	default:
 		width := termWidth()
 		writeVerdictText(stdout, verdicts, width)
+		writeCrossRank(stdout, rules.CompareRanks(verdicts), formatText)
 		writeChecklistText(stdout, verdicts, all)
 		for i, a := range results {
 			writeAnalysisText(stdout, a, inputs[i], o, width)

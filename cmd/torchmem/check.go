@@ -79,8 +79,10 @@ func loadRules(path string) ([]rules.Rule, *rules.Config, error) {
 }
 
 // evaluate loads every input and runs the rules on each.
-func evaluate(args []string, rs []rules.Rule, stderr io.Writer) ([]rules.Finding, []*rules.Input, []rules.Verdict, error) {
-	inputs, err := loadRuleInputs(stderr, args, "check")
+// With the built-in thresholds (bounded), many inputs are read into
+// summaries to bound memory.
+func evaluate(args []string, rs []rules.Rule, stderr io.Writer, bounded bool) ([]rules.Finding, []*rules.Input, []rules.Verdict, error) {
+	inputs, err := loadRuleInputs(stderr, args, "check", bounded)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -103,7 +105,7 @@ func runCheck(stdout, stderr io.Writer, args []string, o *checkOptions) error {
 	if err != nil {
 		return err
 	}
-	fs, inputs, verdicts, err := evaluate(args, rs, stderr)
+	fs, inputs, verdicts, err := evaluate(args, rs, stderr, o.rulesFile == "")
 	if err != nil {
 		return err
 	}

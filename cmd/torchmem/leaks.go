@@ -89,7 +89,10 @@ func runLeaks(stdout, stderr io.Writer, args []string, o *leaksOptions) error {
 	if err := checkFormat(o.format, formatTable, formatJSON, formatMarkdown); err != nil {
 		return err
 	}
-	all, err := loadFiles(stderr, args, "leaks", load.Trace, load.Trace, load.Snapshot, load.Steps, load.SMI, load.Summarized)
+	// With the default options, many inputs are read into summaries to
+	// bound memory (their leak reports are made with those options).
+	bounded := o.device == def.Device && o.depth == def.Depth && o.minBytes == def.MinBytesPerStep && o.steady == def.SteadySteps
+	all, err := loadFilesBounded(stderr, args, "leaks", bounded, load.Trace, load.Trace, load.Snapshot, load.Steps, load.SMI, load.Summarized)
 	if err != nil {
 		return err
 	}
@@ -108,7 +111,7 @@ func runLeaks(stdout, stderr io.Writer, args []string, o *leaksOptions) error {
 			summaries++
 		}
 	}
-	if summaries > 0 && (o.device != -1 || o.depth != def.Depth || o.minBytes != def.MinBytesPerStep) {
+	if summaries > 0 && !bounded {
 		fmt.Fprintf(stderr, "torchmem: warning: summaries hold the leak analysis made with the default options (--device, --depth and --min-bytes-per-step apply to traces)\n")
 	}
 	verdicts := rules.JudgeAll(ins)
@@ -139,7 +142,12 @@ func runLeaks(stdout, stderr io.Writer, args []string, o *leaksOptions) error {
 			results[i].Report.Suspects = results[i].Report.Suspects[:o.top]
 		}
 	}
-	outliers := leakOutliers(results)
+	verdictsOf := make([]string, len(results))
+	for i, r := range results {
+		verdictsOf[i] = r.Report.Verdict
+	}
+	outliers := rules.MinorityOutliers(verdictsOf)
+	cross := rules.CompareRanks(verdicts)
 	leak := false
 	for _, r := range results {
 		leak = leak || r.Report.Verdict == rules.VerdictLeak
@@ -156,8 +164,10 @@ func runLeaks(stdout, stderr io.Writer, args []string, o *leaksOptions) error {
 	case o.format == formatJSON:
 		out := struct {
 			Verdicts []rules.Verdict `json:"verdicts"`
-			Ranks    []rankLeakJSON  `json:"ranks"`
-		}{Verdicts: verdicts}
+			// CrossRank compares the ranks (null with fewer than two).
+			CrossRank *rules.CrossRank `json:"cross_rank"`
+			Ranks     []rankLeakJSON   `json:"ranks"`
+		}{Verdicts: verdicts, CrossRank: cross}
 		for i, r := range results {
 			out.Ranks = append(out.Ranks, rankLeakJSON{Rank: r.Rank, Trace: r.Path, LeakReport: r.Report, Outlier: outliers[i]})
 		}
@@ -173,7 +183,10 @@ func runLeaks(stdout, stderr io.Writer, args []string, o *leaksOptions) error {
 				writeVerdictText(stdout, verdicts, termWidth())
 			}
 		}
-		if len(results) > 1 {
+		switch {
+		case cross != nil:
+			writeCrossRank(stdout, cross, o.format)
+		case len(results) > 1:
 			writeRankSummary(stdout, results, outliers, o.format)
 		}
 		for _, r := range results {
@@ -184,35 +197,6 @@ func runLeaks(stdout, stderr io.Writer, args []string, o *leaksOptions) error {
 		return findings()
 	}
 	return nil
-}
-
-// leakOutliers marks the inputs whose verdict is in the minority when the
-// others agree (the one rank that leaks, or the one that does not).
-func leakOutliers(results []leakResult) []bool {
-	out := make([]bool, len(results))
-	if len(results) < 2 {
-		return out
-	}
-	count := map[string]int{}
-	for _, r := range results {
-		count[r.Report.Verdict]++
-	}
-	if len(count) < 2 {
-		return out
-	}
-	majority, best := "", 0
-	for v, n := range count {
-		if n > best || (n == best && v < majority) {
-			majority, best = v, n
-		}
-	}
-	if best*2 <= len(results) && len(results) > 2 {
-		return out // no clear majority: nothing stands out
-	}
-	for i, r := range results {
-		out[i] = r.Report.Verdict != majority
-	}
-	return out
 }
 
 func writeRankSummary(w io.Writer, results []leakResult, outliers []bool, format string) {

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -13,6 +15,7 @@ import (
 	"github.com/torchmem/torchmem/cmd/internal/escape"
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/rules"
+	"github.com/torchmem/torchmem/rules/summary"
 )
 
 // progressMinBytes: smaller files load faster than a bar could be read.
@@ -33,7 +36,26 @@ func loadFiles(stderr io.Writer, args []string, command string, fallback load.Ki
 
 // loadFilesWith is loadFiles with options for the trace reader.
 func loadFilesWith(stderr io.Writer, args []string, command string, topts chrometrace.ReadOptions, fallback load.Kind, kinds ...load.Kind) ([]*load.File, error) {
-	files, err := load.Load(args, load.Options{
+	return loadInputs(stderr, args, command, topts, false, fallback, kinds...)
+}
+
+// manyInputs is how many inputs a command that may bound its memory reads
+// whole; past it, each trace and snapshot is summarized as soon as it is
+// read (torchmem summarize's digest) and its records dropped, so that
+// memory stays near that of the few inputs in flight (one per CPU), not
+// their sum.
+func manyInputs() int { return max(8, 2*runtime.GOMAXPROCS(0)) }
+
+// loadFilesBounded is loadFiles where a directory of many inputs is read
+// into summaries (see manyInputs), with one bar of inputs read on a
+// terminal. Only commands whose answers the summaries give alike (default
+// options) ask for it.
+func loadFilesBounded(stderr io.Writer, args []string, command string, bounded bool, fallback load.Kind, kinds ...load.Kind) ([]*load.File, error) {
+	return loadInputs(stderr, args, command, chrometrace.ReadOptions{}, bounded, fallback, kinds...)
+}
+
+func loadInputs(stderr io.Writer, args []string, command string, topts chrometrace.ReadOptions, bounded bool, fallback load.Kind, kinds ...load.Kind) ([]*load.File, error) {
+	o := load.Options{
 		Trace:    topts,
 		Kinds:    kinds,
 		Fallback: fallback,
@@ -41,11 +63,34 @@ func loadFilesWith(stderr io.Writer, args []string, command string, topts chrome
 		Stdin:    stdin,
 		Progress: progressBar,
 		Warn:     func(msg string) { fmt.Fprintf(stderr, "torchmem: warning: %s\n", msg) },
-	})
+	}
+	var reduced atomic.Int64
+	if bounded {
+		if srcs, err := load.Expand(args); err == nil && len(srcs) > manyInputs() {
+			bar := summarizeProgress(len(srcs))
+			defer bar.Finish()
+			o.Progress = nil // one bar for all inputs
+			analysisPhase()  // records are dropped as they are summarized: collect them early
+			o.Done = func() { bar.Add(1) }
+			o.Reduce = func(f *load.File) *load.File {
+				if f.Trace == nil && f.Snapshot == nil {
+					return f
+				}
+				var size int64 = -1
+				if st, err := os.Stat(f.Path); err == nil {
+					size = st.Size()
+				}
+				reduced.Add(1)
+				s := summary.Make(ruleInput(f), size, version, f.Warnings)
+				return &load.File{Path: f.Path, Kind: load.Summarized, Rank: f.Rank, Summarized: s, Warnings: f.Warnings}
+			}
+		}
+	}
+	files, err := load.Load(args, o)
 	if err != nil {
 		return nil, badInput(err)
 	}
-	n := 0
+	n := -reduced.Load()
 	for _, f := range files {
 		if f.Summarized != nil {
 			n++
@@ -53,6 +98,9 @@ func loadFilesWith(stderr io.Writer, args []string, command string, topts chrome
 	}
 	if n > 0 {
 		fmt.Fprintf(stderr, "torchmem: note: %d of %d inputs are summaries: %s\n", n, len(files), rules.NeedsFullTrace)
+	}
+	if r := reduced.Load(); r > 0 {
+		fmt.Fprintf(stderr, "torchmem: note: %d inputs: each of the %d traces and snapshots was reduced to its summary as it was read, to keep memory bounded (the verdicts are the same; ops and stacks show every row)\n", len(files), r)
 	}
 	analysisPhase()
 	return files, nil
@@ -114,9 +162,10 @@ func ruleInput(f *load.File) *rules.Input {
 		Snapshot: f.Snapshot, Timeline: f.Timeline, Summary: f.Summary}
 }
 
-// loadRuleInputs reads inputs of every kind for analyze, check and report.
-func loadRuleInputs(stderr io.Writer, args []string, command string) ([]*rules.Input, error) {
-	files, err := loadFiles(stderr, args, command, load.Unknown)
+// loadRuleInputs reads inputs of every kind for analyze, check and report;
+// bounded: many inputs are read into summaries (loadFilesBounded).
+func loadRuleInputs(stderr io.Writer, args []string, command string, bounded bool) ([]*rules.Input, error) {
+	files, err := loadFilesBounded(stderr, args, command, bounded, load.Unknown)
 	if err != nil {
 		return nil, err
 	}

@@ -77,7 +77,7 @@ the rules with what to do.`,
 			if err != nil {
 				return err
 			}
-			inputs, err := loadRuleInputs(cmd.ErrOrStderr(), args, "report")
+			inputs, err := loadRuleInputs(cmd.ErrOrStderr(), args, "report", rulesFile == "")
 			if err != nil {
 				return err
 			}
@@ -135,9 +135,20 @@ type reportPage struct {
 	Echarts template.HTML
 	// Answers are the verdict blocks, one per run and rank; Findings all
 	// findings (one per leak), most severe first. Both lead the page.
-	Answers  []reportAnswer
-	Findings []rules.Finding
-	Inputs   []reportInput
+	Answers []reportAnswer
+	// CrossRank compares the ranks (nil with fewer than two); CrossRows
+	// are the rows shown (the outliers first), CrossHidden those left out.
+	CrossRank   *rules.CrossRank
+	CrossRows   []reportRankRow
+	CrossHidden int
+	Findings    []rules.Finding
+	Inputs      []reportInput
+}
+
+// reportRankRow is one row of the cross-rank table.
+type reportRankRow struct {
+	rules.RankRow
+	PerStep, Peak, StepTime, Differs string
 }
 
 // reportAnswer is one run's (or rank's) verdict block.
@@ -215,6 +226,15 @@ func writeReportPage(path string, inputs []*rules.Input, rs []rules.Rule) (strin
 		}
 		a.Checklist = rules.Checklist(v, all)
 		page.Answers = append(page.Answers, a)
+	}
+	if cr := rules.CompareRanks(verdicts); cr != nil {
+		page.CrossRank = cr
+		rows, hidden := crossRankRows(cr)
+		for _, r := range rows {
+			page.CrossRows = append(page.CrossRows, reportRankRow{RankRow: r, PerStep: memtimeline.FormatBytes(r.BytesPerStep),
+				Peak: memtimeline.FormatBytes(r.PeakAllocatedBytes), StepTime: stepTime(r.StepTimeNs), Differs: strings.Join(r.Differs, "; ")})
+		}
+		page.CrossHidden = hidden
 	}
 	page.Verdict = verdictLine(all, len(inputs))
 	errs, _, _ := countBySeverity(all)

@@ -177,6 +177,12 @@ type Options struct {
 	Warn func(msg string)
 	// Parallel is how many inputs are read at once (0: one per CPU).
 	Parallel int
+	// Reduce, when set, replaces each file as soon as it is read (still
+	// inside the bound of Parallel inputs in flight): a command reading
+	// many large inputs keeps their summaries, not their records.
+	Reduce func(*File) *File
+	// Done is called after each input is read (or skipped), for progress.
+	Done func()
 	// Trace configures the trace reader.
 	Trace chrometrace.ReadOptions
 }
@@ -518,7 +524,13 @@ func Load(args []string, o Options) ([]*File, error) {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			f, skip, err := Read(s, &o)
+			if f != nil && o.Reduce != nil {
+				f = o.Reduce(f)
+			}
 			res[i] = result{f, skip, err}
+			if o.Done != nil {
+				o.Done()
+			}
 		}()
 	}
 	wg.Wait()
