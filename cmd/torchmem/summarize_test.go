@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/chrometrace/ranksynth"
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/rules"
 	"github.com/torchmem/torchmem/rules/summary"
@@ -230,5 +231,66 @@ func TestSummaryNames(t *testing.T) {
 		if got := summary.Names(tc.in); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("Names(%q) = %q, want %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+// 64 ranks made from the recorded 2-rank DDP job (distributedInfo's rank
+// and world size rewritten; rank 37 is a copy of the leaking rank): leaks
+// reads the directory with bounded memory (each trace reduced to its
+// summary as it is read) and names rank 37, alone, as the rank that leaks
+// 8 MiB per step; summarize then leaks and analyze on the summaries give
+// the same per-rank verdicts and bytes per step.
+func TestSixtyFourRanks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("64 traces")
+	}
+	dir := t.TempDir()
+	if _, err := ranksynth.Write(dir, ranksynth.DDPOneRankLeaks(filepath.Join("..", "..")), 64, 37); err != nil {
+		t.Fatal(err)
+	}
+	type leaksDoc struct {
+		Verdicts  []rules.Verdict  `json:"verdicts"`
+		CrossRank *rules.CrossRank `json:"cross_rank"`
+	}
+	leaksOf := func(arg string) (leaksDoc, string) {
+		out, errOut, code := torchmem(t, "leaks", arg, "--format", "json")
+		if code != exitFindings {
+			t.Fatalf("leaks %s: exit %d: %s", arg, code, errOut)
+		}
+		var d leaksDoc
+		if err := json.Unmarshal([]byte(out), &d); err != nil {
+			t.Fatal(err)
+		}
+		return d, errOut
+	}
+	direct, errOut := leaksOf(dir)
+	if !strings.Contains(errOut, "reduced to its summary as it was read") {
+		t.Errorf("64 traces were not read with bounded memory: %q", errOut)
+	}
+	sums := summarizeDir(t, dir)
+	from, _ := leaksOf(sums)
+	for name, d := range map[string]leaksDoc{"traces": direct, "summaries": from} {
+		if len(d.Verdicts) != 64 {
+			t.Fatalf("%s: %d verdicts, want 64", name, len(d.Verdicts))
+		}
+		for _, v := range d.Verdicts {
+			want, bytes := rules.VerdictClean, int64(0)
+			if v.Rank == 37 {
+				want, bytes = rules.VerdictLeak, 8<<20
+			}
+			if v.Leak.Verdict != want || v.Leak.BytesPerStep != bytes {
+				t.Errorf("%s: rank %d: %s %d B/step, truth %s %d", name, v.Rank, v.Leak.Verdict, v.Leak.BytesPerStep, want, bytes)
+			}
+		}
+		if d.CrossRank == nil || !reflect.DeepEqual(d.CrossRank.Outliers, []int64{37}) || !strings.Contains(d.CrossRank.Headline, "rank 37 (leaks 8.00 MB per step") {
+			t.Errorf("%s: cross-rank view %+v", name, d.CrossRank)
+		}
+	}
+	out, _, _ := torchmem(t, "analyze", sums, "--format", "json")
+	var a struct {
+		CrossRank *rules.CrossRank `json:"cross_rank"`
+	}
+	if err := json.Unmarshal([]byte(out), &a); err != nil || a.CrossRank == nil || !reflect.DeepEqual(a.CrossRank.Outliers, []int64{37}) {
+		t.Errorf("analyze on the summaries: %v %+v", err, a.CrossRank)
 	}
 }

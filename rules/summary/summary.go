@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/torchmem/torchmem/rules"
@@ -160,8 +161,18 @@ func Name(source string) string {
 	if base == "" || base == "-" || base == "." || base == string(filepath.Separator) {
 		base = "stdin"
 	}
+	// rank3/trace.json.gz: the folder names the rank; the summary's name
+	// keeps it, so that shards summarized apart (one cluster task each)
+	// do not write the same name.
+	if !rankInName.MatchString(base) {
+		if dir := filepath.Base(filepath.Dir(filepath.Clean(source))); rankInName.MatchString(dir) {
+			base = dir + "_" + base
+		}
+	}
 	return base + Ext
 }
+
+var rankInName = regexp.MustCompile(`(?i)rank[_-]?\d+`)
 
 // Names gives each source its summary file name, unique among them: files
 // of the same base name (rank0/trace.json.gz, rank1/trace.json.gz) are told
@@ -177,7 +188,7 @@ func Names(sources []string) []string {
 		if count[out[i]] < 2 {
 			continue
 		}
-		if dir := filepath.Base(filepath.Dir(filepath.Clean(s))); dir != "." && dir != string(filepath.Separator) {
+		if dir := filepath.Base(filepath.Dir(filepath.Clean(s))); dir != "." && dir != string(filepath.Separator) && !strings.HasPrefix(out[i], dir+"_") {
 			out[i] = dir + "_" + out[i]
 		}
 	}
