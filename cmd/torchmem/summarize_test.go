@@ -195,7 +195,7 @@ func TestSummaryIsSmallAndVersioned(t *testing.T) {
 // with what to do.
 func TestSummaryLimitsSaid(t *testing.T) {
 	sums := summarizeDir(t, filepath.Join("..", "..", "testdata", "gpu", "ddp_one_rank_leaks", "rank0", "trace.json.gz"))
-	path := filepath.Join(sums, "trace"+summary.Ext)
+	path := filepath.Join(sums, "rank0_trace"+summary.Ext) // the folder's rank kept in the name
 	for _, cmd := range []string{"ops", "stacks", "frag"} {
 		_, errOut, code := torchmem(t, cmd, path)
 		if code != exitBadInput || !strings.Contains(errOut, "torchmem summary") || !strings.Contains(errOut, "needs the file it summarizes") {
