@@ -304,3 +304,26 @@ func TestLeakKindsOnRealTraces(t *testing.T) {
 		})
 	}
 }
+
+// Hooks piling up that each keep a copy: k blocks at step k. The recorded
+// hook trace, edited so that every registered hook keeps its clone each
+// call, is a hook leak that says it accelerates.
+func TestAcceleratingHookLeak(t *testing.T) {
+	base := readTraceFile(t, filepath.Join("..", "testdata", "gpu", "leak_hook_every_step", "trace.json.gz"))
+	tr := editedTrace(base)
+	for k, i := range plantedBlocks(t, base) {
+		keepCopies(tr, i, k+2, 0) // step #2 has 3 hooks registered, #3 four, ...
+	}
+	rep := AnalyzeLeaks(tr, DefaultLeakOptions())
+	if len(rep.Leaks) != 1 {
+		t.Fatalf("%d leaks: %s", len(rep.Leaks), rep.Reason)
+	}
+	l := rep.Leaks[0]
+	if l.Kind != KindHook || !l.Accelerating || l.AccelerationBytes != 2<<20 || !strings.Contains(rep.Reason, "accelerating") {
+		t.Errorf("kind %s, accelerating %v by %d bytes/step/step (%s)", l.Kind, l.Accelerating, l.AccelerationBytes, rep.Reason)
+	}
+	fs := leakFindings(rep, 1<<20)
+	if len(fs) != 1 || !strings.Contains(fs[0].Title, "accelerating") || !strings.Contains(fs[0].Detail, "accelerates") {
+		t.Errorf("findings %+v", fs)
+	}
+}
