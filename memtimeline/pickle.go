@@ -124,7 +124,7 @@ const (
 	kList     // payload: index into arena.lists
 	kTuple    // payload: index into arena.lists (immutable)
 	kSet      // payload: index into arena.lists
-	kDict     // payload: index into arena.dicts (keys and values interleaved)
+	kDict     // payload: index into arena.dictVals and arena.dictShape
 )
 
 var kindNames = [...]string{"None", "bool", "bool", "int", "int", "int", "float", "str", "bytes", "list", "tuple", "set", "dict"}
@@ -158,8 +158,15 @@ type arena struct {
 	wide   []uint64
 	floats []float64
 	strs   []string
-	lists  [][]pval
-	dicts  [][]pval
+	lists  paged[[]pval]
+	// A dict is its values (dictVals) and the list of its keys, shared by
+	// every dict with the same keys in the same order (dictShape indexes
+	// shapes): a snapshot's millions of trace entries have one key list,
+	// which halves what their dicts take. Keys and values pair by position,
+	// duplicates and order as in the file.
+	dictVals  paged[[]pval]
+	dictShape paged[uint32]
+	shapes    [][]pval // shapes[0] is the empty key list
 	// inputBytes is the length of the pickle, which bounds how much work
 	// its contents may legitimately cause (see snapMapper.spend).
 	inputBytes int64
@@ -218,13 +225,19 @@ func (a *arena) uint64Of(v pval) (uint64, bool) {
 // dictGet finds key in a dict handle; snapshot dicts have a dozen keys at
 // most, so a linear scan beats hashing.
 func (a *arena) dictGet(d pval, key string) (pval, bool) {
-	kv := a.dicts[d.idx()]
-	for i := 0; i+1 < len(kv); i += 2 {
-		if s, ok := a.str(kv[i]); ok && s == key {
-			return kv[i+1], true
+	keys, vals := a.dict(d)
+	for i, k := range keys {
+		if s, ok := a.str(k); ok && s == key {
+			return vals[i], true
 		}
 	}
 	return 0, false
+}
+
+// dict returns a dict handle's keys and values, paired by index.
+func (a *arena) dict(d pval) (keys, vals []pval) {
+	i := d.idx()
+	return a.shapes[a.dictShape.at(i)], a.dictVals.at(i)
 }
 
 // pickleDecoder is the unpickling machine: a value stack, a mark stack and
@@ -241,13 +254,20 @@ type pickleDecoder struct {
 	a      arena
 	stack  []pval
 	marks  []int
-	memo   []pval
+	memo   paged[pval]
 	sparse map[uint64]pval // memo slots set out of order (never by CPython)
 	proto  int
 	// listIndex finds a stored list with the same contents, so that the
 	// thousands of identical "frames" lists of a trace share one slice.
 	listIndex map[uint64][][]pval
 	slab      []pval
+	// shapeIndex finds a stored key list (arena.shapes) by its hash;
+	// canonKey maps a key string to the first handle seen for it, so that
+	// key lists of writers that do not memoize keys still share.
+	shapeIndex map[uint64][]uint32
+	canonKey   map[string]pval
+	kscratch   []pval
+	vscratch   []pval
 	// limit is MaxPickleValueBytes when decoding started.
 	limit int
 }
@@ -257,7 +277,9 @@ const pickleBufSize = 256 << 10
 // decodePickle reads one pickle from r and returns its arena and root value.
 // It may read past the STOP opcode.
 func decodePickle(r io.Reader) (*arena, pval, error) {
-	d := &pickleDecoder{src: r, buf: make([]byte, 4<<10), listIndex: make(map[uint64][][]pval), limit: max(MaxPickleValueBytes, 1)}
+	d := &pickleDecoder{src: r, buf: make([]byte, 4<<10), listIndex: make(map[uint64][][]pval), limit: max(MaxPickleValueBytes, 1),
+		shapeIndex: map[uint64][]uint32{}, canonKey: map[string]pval{}}
+	d.a.shapes = [][]pval{nil}
 	head, err := d.peekUpTo(2)
 	if len(head) == 0 && err != nil {
 		if err == io.EOF {
@@ -399,6 +421,38 @@ func (d *pickleDecoder) readBytes(n uint64) (b []byte, fresh bool, err error) {
 	return out, true, nil
 }
 
+// paged is a growable array kept in fixed pages of pageSize items (the
+// first page grows from small): appending never copies what is stored,
+// so a large pickle leaves no outgrown arrays behind as garbage (they were
+// a fifth of the peak memory on a 600 MB snapshot).
+type paged[T any] struct {
+	pages [][]T
+	n     int
+}
+
+const (
+	pageBits = 16
+	pageSize = 1 << pageBits
+	pageMask = pageSize - 1
+)
+
+func (p *paged[T]) len() int       { return p.n }
+func (p *paged[T]) at(i int) T     { return p.pages[i>>pageBits][i&pageMask] }
+func (p *paged[T]) set(i int, v T) { p.pages[i>>pageBits][i&pageMask] = v }
+func (p *paged[T]) add(v T) {
+	last := len(p.pages) - 1
+	switch {
+	case last < 0:
+		p.pages = append(p.pages, make([]T, 0, 64))
+		last = 0
+	case len(p.pages[last]) == pageSize:
+		p.pages = append(p.pages, make([]T, 0, pageSize))
+		last++
+	}
+	p.pages[last] = append(p.pages[last], v)
+	p.n++
+}
+
 func (d *pickleDecoder) push(v pval) { d.stack = append(d.stack, v) }
 
 func (d *pickleDecoder) pop() (pval, bool) {
@@ -427,16 +481,16 @@ func (d *pickleDecoder) popMark() ([]pval, bool) {
 }
 
 func (d *pickleDecoder) newList(k pkind, items []pval) pval {
-	d.a.lists = append(d.a.lists, items)
-	return mkval(k, uint64(len(d.a.lists)-1))
+	d.a.lists.add(items)
+	return mkval(k, uint64(d.a.lists.len()-1))
 }
 
 func (d *pickleDecoder) memoPut(idx uint64, v pval) {
 	switch {
-	case idx < uint64(len(d.memo)):
-		d.memo[idx] = v
-	case idx == uint64(len(d.memo)) && d.sparse == nil:
-		d.memo = append(d.memo, v)
+	case idx < uint64(d.memo.len()):
+		d.memo.set(int(idx), v)
+	case idx == uint64(d.memo.len()) && d.sparse == nil:
+		d.memo.add(v)
 	default:
 		// Out-of-order slots: a map, so that an index of 2^32 from a hostile
 		// file costs one entry, not a 32 GB slice.
@@ -448,8 +502,8 @@ func (d *pickleDecoder) memoPut(idx uint64, v pval) {
 }
 
 func (d *pickleDecoder) memoGet(idx uint64) (pval, bool) {
-	if idx < uint64(len(d.memo)) {
-		return d.memo[idx], true
+	if idx < uint64(d.memo.len()) {
+		return d.memo.at(int(idx)), true
 	}
 	v, ok := d.sparse[idx]
 	return v, ok
@@ -503,6 +557,65 @@ func (d *pickleDecoder) sharedList(items []pval) []pval {
 	out := d.store(items)
 	d.listIndex[h] = append(d.listIndex[h], out)
 	return out
+}
+
+// newDict stores a dict with the interleaved key/value items.
+func (d *pickleDecoder) newDict(items []pval) pval {
+	d.a.dictVals.add(nil)
+	d.a.dictShape.add(0)
+	i := d.a.dictVals.len() - 1
+	if len(items) > 0 {
+		d.setItems(i, items)
+	}
+	return mkval(kDict, uint64(i))
+}
+
+// setItems adds interleaved key/value items to dict i.
+func (d *pickleDecoder) setItems(i int, items []pval) {
+	keys := append(d.kscratch[:0], d.a.shapes[d.a.dictShape.at(i)]...)
+	vals := d.vscratch[:0]
+	for j := 0; j+1 < len(items); j += 2 {
+		k := items[j]
+		if k.kind() == kStr {
+			s := d.a.strs[k.idx()]
+			if c, ok := d.canonKey[s]; ok {
+				k = c
+			} else if len(d.canonKey) < 1<<16 {
+				d.canonKey[s] = k
+			}
+		}
+		keys = append(keys, k)
+		vals = append(vals, items[j+1])
+	}
+	d.a.dictShape.set(i, d.shape(keys))
+	if old := d.a.dictVals.at(i); len(old) == 0 {
+		d.a.dictVals.set(i, d.store(vals))
+	} else {
+		d.a.dictVals.set(i, append(old, vals...)) // old has cap == len: a copy
+	}
+	d.kscratch, d.vscratch = keys[:0], vals[:0]
+}
+
+// shape returns the id of the stored key list equal to keys, storing a
+// copy the first time.
+func (d *pickleDecoder) shape(keys []pval) uint32 {
+	if len(keys) == 0 {
+		return 0
+	}
+	h := uint64(14695981039346656037)
+	for _, k := range keys {
+		h ^= uint64(k)
+		h *= 1099511628211
+	}
+	for _, id := range d.shapeIndex[h] {
+		if other := d.a.shapes[id]; len(other) == len(keys) && equalVals(other, keys) {
+			return id
+		}
+	}
+	id := uint32(len(d.a.shapes))
+	d.a.shapes = append(d.a.shapes, d.store(keys))
+	d.shapeIndex[h] = append(d.shapeIndex[h], id)
+	return id
 }
 
 func equalVals(a, b []pval) bool {
@@ -678,8 +791,7 @@ func (d *pickleDecoder) run() (pval, error) {
 			d.a.strs = append(d.a.strs, str)
 			d.push(mkval(k, uint64(len(d.a.strs)-1)))
 		case opEMPTYDICT:
-			d.a.dicts = append(d.a.dicts, nil)
-			d.push(mkval(kDict, uint64(len(d.a.dicts)-1)))
+			d.push(d.newDict(nil))
 		case opEMPTYLIST:
 			d.push(d.newList(kList, nil))
 		case opEMPTYTUPLE:
@@ -703,20 +815,18 @@ func (d *pickleDecoder) run() (pval, error) {
 			if !ok {
 				return 0, d.errorf(opOff, op, "malformed pickle: opcode without MARK")
 			}
-			items = d.store(items)
 			switch op {
 			case opTUPLE:
-				d.push(d.newList(kTuple, items))
+				d.push(d.newList(kTuple, d.store(items)))
 			case opLIST:
-				d.push(d.newList(kList, items))
+				d.push(d.newList(kList, d.store(items)))
 			case opFROZENSET:
-				d.push(d.newList(kSet, items))
+				d.push(d.newList(kSet, d.store(items)))
 			default:
 				if len(items)%2 != 0 {
 					return 0, d.errorf(opOff, op, "malformed pickle: DICT with an odd number of items")
 				}
-				d.a.dicts = append(d.a.dicts, items)
-				d.push(mkval(kDict, uint64(len(d.a.dicts)-1)))
+				d.push(d.newDict(items))
 			}
 		case opAPPEND, opAPPENDS, opADDITEMS:
 			var items []pval
@@ -743,10 +853,10 @@ func (d *pickleDecoder) run() (pval, error) {
 			if target.kind() != want {
 				return 0, d.errorf(opOff, op, "malformed pickle: appending to a %v", target.kind())
 			}
-			if cur := d.a.lists[target.idx()]; len(cur) == 0 {
-				d.a.lists[target.idx()] = d.sharedList(items)
+			if cur := d.a.lists.at(target.idx()); len(cur) == 0 {
+				d.a.lists.set(target.idx(), d.sharedList(items))
 			} else {
-				d.a.lists[target.idx()] = append(cur, items...)
+				d.a.lists.set(target.idx(), append(cur, items...))
 			}
 		case opSETITEM, opSETITEMS:
 			var items []pval
@@ -770,16 +880,12 @@ func (d *pickleDecoder) run() (pval, error) {
 				return 0, d.errorf(opOff, op, "malformed pickle: setting items on a non-dict")
 			}
 			di := d.stack[len(d.stack)-1].idx()
-			if len(d.a.dicts[di]) == 0 {
-				d.a.dicts[di] = d.store(items)
-			} else {
-				d.a.dicts[di] = append(d.a.dicts[di], items...)
-			}
+			d.setItems(di, items)
 		case opMEMOIZE:
 			if len(d.stack) == 0 {
 				return 0, d.errorf(opOff, op, "malformed pickle: MEMOIZE on an empty stack")
 			}
-			d.memoPut(uint64(len(d.memo)+len(d.sparse)), d.stack[len(d.stack)-1])
+			d.memoPut(uint64(d.memo.len()+len(d.sparse)), d.stack[len(d.stack)-1])
 		case opBINPUT, opLONGBINPUT:
 			n := 1
 			if op == opLONGBINPUT {

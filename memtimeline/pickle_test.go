@@ -49,17 +49,17 @@ func toAny(a *arena, v pval) any {
 	case kBytes:
 		return "bytes:" + hex.EncodeToString([]byte(a.strs[v.idx()]))
 	case kList, kTuple, kSet:
-		items := a.lists[v.idx()]
+		items := a.lists.at(v.idx())
 		out := make([]any, len(items))
 		for i, it := range items {
 			out[i] = toAny(a, it)
 		}
 		return out
 	case kDict:
-		kv := a.dicts[v.idx()]
+		keys, vals := a.dict(v)
 		out := map[string]any{}
-		for i := 0; i+1 < len(kv); i += 2 {
-			out[a.strs[kv[i].idx()]] = toAny(a, kv[i+1])
+		for i, k := range keys {
+			out[a.strs[k.idx()]] = toAny(a, vals[i])
 		}
 		return out
 	}

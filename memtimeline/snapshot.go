@@ -71,11 +71,21 @@ type TraceEntry struct {
 	Addr   uint64
 	// DeviceFree is set on "oom" entries only: the bytes cudaMemGetInfo
 	// reported free (torch stores it in place of addr).
-	DeviceFree     int64
-	Size           int64
-	Stream         int64
-	TimeUS         int64 // epoch microseconds
-	Frames         []Frame
+	DeviceFree int64
+	Size       int64
+	Stream     int64
+	TimeUS     int64 // epoch microseconds
+	Frames     []Frame
+	// Context is the entry's compile_context and user_metadata, shared by
+	// every entry with the same pair; nil when both are empty. (Two
+	// strings in every entry took a tenth of a large snapshot's memory.)
+	Context *EntryContext
+}
+
+// EntryContext is what torch records around an allocator event besides its
+// stack: the torch.compile context ("N/A" outside compiled code) and the
+// user's metadata (torch.cuda.memory._set_memory_metadata).
+type EntryContext struct {
 	CompileContext string
 	UserMetadata   string
 }
@@ -118,7 +128,8 @@ func ReadSnapshot(r io.Reader) (*Snapshot, error) {
 		return nil, err
 	}
 	m := &snapMapper{a: a, frames: map[int]Frame{}, stacks: map[*pval][]Frame{}, strs: map[string]string{},
-		budget: 8*a.inputBytes + 1<<20}
+		contexts: map[EntryContext]*EntryContext{},
+		budget:   8*a.inputBytes + 1<<20}
 	return m.snapshot(root)
 }
 
@@ -130,6 +141,8 @@ type snapMapper struct {
 	frames map[int]Frame     // frame dict index -> frame
 	stacks map[*pval][]Frame // first item of a frames list -> stack
 	strs   map[string]string
+	// contexts shares TraceEntry.Context between entries.
+	contexts map[EntryContext]*EntryContext
 	// budget caps the fields and items the mapping may visit. The memo lets
 	// a few bytes reference a huge dict or list again and again (a 4 MB
 	// file could name a million-key dict a million times); a real snapshot
@@ -251,9 +264,9 @@ func (m *snapMapper) snapshot(root pval) (*Snapshot, error) {
 
 func (m *snapMapper) keys(d pval) string {
 	var ks []string
-	kv := m.a.dicts[d.idx()]
-	for i := 0; i < len(kv) && len(ks) < 8; i += 2 {
-		if s, ok := m.a.str(kv[i]); ok {
+	keys, _ := m.a.dict(d)
+	for i := 0; i < len(keys) && len(ks) < 8; i++ {
+		if s, ok := m.a.str(keys[i]); ok {
 			ks = append(ks, s)
 		}
 	}
@@ -263,7 +276,7 @@ func (m *snapMapper) keys(d pval) string {
 func (m *snapMapper) list(v pval, l *loc, key string) ([]pval, error) {
 	switch v.kind() {
 	case kList, kTuple:
-		items := m.a.lists[v.idx()]
+		items := m.a.lists.at(v.idx())
 		return items, m.spend(len(items))
 	}
 	return nil, m.fail(l, key, "a %v, want a list", v.kind())
@@ -276,15 +289,15 @@ func (m *snapMapper) fields(v pval, l *loc, fn func(key string, v pval) error) e
 	if v.kind() != kDict {
 		return m.fail(l, "", "a %v, want a dict", v.kind())
 	}
-	kv := m.a.dicts[v.idx()]
-	if err := m.spend(1 + len(kv)/2); err != nil {
+	keys, vals := m.a.dict(v)
+	if err := m.spend(1 + len(keys)); err != nil {
 		return err
 	}
-	for i := 0; i+1 < len(kv); i += 2 {
-		if kv[i].kind() != kStr {
+	for i, k := range keys {
+		if k.kind() != kStr {
 			continue
 		}
-		if err := fn(m.a.strs[kv[i].idx()], kv[i+1]); err != nil {
+		if err := fn(m.a.strs[k.idx()], vals[i]); err != nil {
 			return err
 		}
 	}
@@ -456,6 +469,7 @@ func (m *snapMapper) trace(v pval, devLoc *loc) ([]TraceEntry, error) {
 	out := make([]TraceEntry, len(items))
 	// One loc reused for every entry: it escapes only into error messages.
 	l := &loc{parent: devLoc, idx: 0}
+	var ctx EntryContext
 	for i, ev := range items {
 		l.idx = i
 		e := &out[i]
@@ -477,14 +491,23 @@ func (m *snapMapper) trace(v pval, devLoc *loc) ([]TraceEntry, error) {
 			case "frames":
 				e.Frames, err = m.stack(v, l)
 			case "compile_context":
-				e.CompileContext, err = m.str(v, l, key)
+				ctx.CompileContext, err = m.str(v, l, key)
 			case "user_metadata":
-				e.UserMetadata, err = m.str(v, l, key)
+				ctx.UserMetadata, err = m.str(v, l, key)
 			}
 			return err
 		})
 		if err != nil {
 			return nil, err
+		}
+		if ctx != (EntryContext{}) {
+			c, ok := m.contexts[ctx]
+			if !ok {
+				c = &EntryContext{CompileContext: ctx.CompileContext, UserMetadata: ctx.UserMetadata}
+				m.contexts[ctx] = c
+			}
+			e.Context = c
+			ctx = EntryContext{}
 		}
 	}
 	return out, nil
@@ -570,11 +593,11 @@ func (m *snapMapper) settings(d pval) (AllocatorSettings, error) {
 				break
 			}
 			s.RoundupPower2Divisions = map[string]int64{}
-			rkv := m.a.dicts[v.idx()]
-			for j := 0; j+1 < len(rkv) && err == nil; j += 2 {
+			rkeys, rvals := m.a.dict(v)
+			for j := 0; j < len(rkeys) && err == nil; j++ {
 				var n int64
-				n, err = m.int(rkv[j+1], l, key)
-				s.RoundupPower2Divisions[m.pyRepr(rkv[j])] = n
+				n, err = m.int(rvals[j], l, key)
+				s.RoundupPower2Divisions[m.pyRepr(rkeys[j])] = n
 			}
 		default:
 			if s.Other == nil {

@@ -1,8 +1,11 @@
 package memtimeline
 
 import (
+	"bufio"
 	"bytes"
+	"os"
 	"runtime"
+	"syscall"
 	"testing"
 )
 
@@ -39,5 +42,52 @@ func BenchmarkDecodePickle(b *testing.B) {
 		if _, _, err := decodePickle(bytes.NewReader(raw)); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkReadSnapshotFile reads a large snapshot named by
+// TORCHMEM_SNAPSHOT (make one with testdata/snapshots/tile_snapshot.py:
+// 75 copies of frag_small_allocs' history are 634 MB) from the file, as
+// the command does; MB/s is of the pickle, user-s/GB the CPU it took.
+func BenchmarkReadSnapshotFile(b *testing.B) {
+	path := os.Getenv("TORCHMEM_SNAPSHOT")
+	if path == "" {
+		b.Skip("set TORCHMEM_SNAPSHOT to a large snapshot pickle")
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(st.Size())
+	b.ReportAllocs()
+	var ru0, ru1 syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+	n := 0
+	for b.Loop() {
+		f, err := os.Open(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := ReadSnapshot(bufio.NewReaderSize(f, 1<<20)); err != nil {
+			b.Fatal(err)
+		}
+		f.Close()
+		n++
+	}
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+	gb := float64(st.Size()) * float64(n) / 1e9
+	b.ReportMetric(float64(ru1.Utime.Nano()-ru0.Utime.Nano())/1e9/gb, "user-s/GB")
+}
+
+// TestPaged: items come back from every page, across page boundaries.
+func TestPaged(t *testing.T) {
+	var p paged[int]
+	const n = 3*pageSize + 17
+	for i := 0; i < n; i++ {
+		p.add(i)
+	}
+	p.set(pageSize, -1)
+	if p.len() != n || p.at(0) != 0 || p.at(pageSize-1) != pageSize-1 || p.at(pageSize) != -1 || p.at(n-1) != n-1 || len(p.pages) != 4 {
+		t.Fatalf("len %d, pages %d, at(pageSize) %d", p.len(), len(p.pages), p.at(pageSize))
 	}
 }
