@@ -81,14 +81,14 @@ type DigestFinding struct {
 
 // TimelinePoints bounds a digest's memory timelines: every peak and
 // trough of the total survives (memtimeline.DownsampleIndices).
-const TimelinePoints = 1024
+const TimelinePoints = 512
 
 // HolderSamples is how many moments of a digest's chart list what held
 // the most memory.
 const HolderSamples = 100
 
 // DigestTopRows is how many operator rows and diff sites a digest keeps.
-const DigestTopRows = 50
+const DigestTopRows = 25
 
 // NeedsFullTrace says, in one line, what a summary cannot answer.
 const NeedsFullTrace = "a summary holds verdicts, leaks, peaks, fragmentation, findings and the top operators; the full operator and stack tables, other thresholds (--rules, --min-bytes-per-step) and the per-allocation views need the trace itself"
@@ -322,6 +322,9 @@ func traceCharts(in *Input) []memtimeline.ChartSpec {
 			spec.Allocated, spec.Reserved = a.Pick(idx), r.Pick(idx)
 		}
 		spec.ID = ""
+		if slices.Equal(spec.Reserved.T, spec.Allocated.T) {
+			spec.Reserved.T = nil // the same instants: kept once (RestoreCharts)
+		}
 		out = append(out, spec)
 	}
 	return out
@@ -345,4 +348,15 @@ func mergeSorted(a, b []int) []int {
 		}
 	}
 	return out
+}
+
+// RestoreCharts gives back what a digest's charts keep once: the reserved
+// line's instants, the allocated line's.
+func (d *Digest) RestoreCharts() {
+	for i := range d.Charts {
+		c := &d.Charts[i]
+		if c.Reserved.T == nil && len(c.Reserved.V) == len(c.Allocated.T) {
+			c.Reserved.T = c.Allocated.T
+		}
+	}
 }

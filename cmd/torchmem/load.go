@@ -82,6 +82,7 @@ func loadInputs(stderr io.Writer, args []string, command string, topts chrometra
 				}
 				reduced.Add(1)
 				s := summary.Make(ruleInput(f), size, version, f.Warnings)
+				s.RestoreCharts()
 				return &load.File{Path: f.Path, Kind: load.Summarized, Rank: f.Rank, Summarized: s, Warnings: f.Warnings}
 			}
 		}

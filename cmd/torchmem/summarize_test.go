@@ -294,3 +294,28 @@ func TestSixtyFourRanks(t *testing.T) {
 		t.Errorf("analyze on the summaries: %v %+v", err, a.CrossRank)
 	}
 }
+
+// diff and report take summaries: diff compares the same figures as from
+// the traces (same JSON, same exit), the report draws the summaries'
+// charts and the cross-rank table naming the leaking rank.
+func TestSummaryDiffAndReport(t *testing.T) {
+	dir := filepath.Join("..", "..", "testdata", "gpu", "ddp_one_rank_leaks")
+	sums := summarizeDir(t, dir)
+	base, head := filepath.Join(dir, "rank0", "trace.json.gz"), filepath.Join(dir, "rank1", "trace.json.gz")
+	direct, _, code := torchmem(t, "diff", base, head, "--format", "json")
+	from, errOut, sumCode := torchmem(t, "diff", filepath.Join(sums, "rank0_trace"+summary.Ext), filepath.Join(sums, "rank1_trace"+summary.Ext), "--format", "json")
+	if code != exitFindings || sumCode != code || direct != from {
+		t.Errorf("diff: exit %d on the traces, %d on the summaries (%s); same JSON: %v", code, sumCode, errOut, direct == from)
+	}
+	html := filepath.Join(t.TempDir(), "r.html")
+	if _, errOut, code := torchmem(t, "report", sums, "-o", html); code != exitFindings {
+		t.Fatalf("report: exit %d: %s", code, errOut)
+	}
+	b, _ := os.ReadFile(html)
+	page := string(b)
+	for _, want := range []string{"Across ranks", "rank 1 (leaks 8.00 MB per step where the others do not", "<h3>Memory over time</h3>"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("report from summaries lacks %q", want)
+		}
+	}
+}

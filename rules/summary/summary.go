@@ -115,6 +115,7 @@ func Read(r io.Reader) (*Summary, error) {
 	if s.Findings == nil {
 		s.Findings = []rules.DigestFinding{}
 	}
+	s.RestoreCharts()
 	return &s, nil
 }
 
