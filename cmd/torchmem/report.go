@@ -290,6 +290,12 @@ func buildReportAnswer(idPrefix string, v rules.Verdict) (reportAnswer, error) {
 			a.PeakNote = c.Note
 		}
 	}
+	for _, in := range v.Inputs {
+		if in.Digest != nil {
+			a.TimelineNotes = append(a.TimelineNotes, "read from summaries: the run on one timeline (step log, profiled windows, snapshot history) needs the files themselves; each summary's own chart is below")
+			break
+		}
+	}
 	// One timeline for the run: the step log over every step, each
 	// profiled window marked with its trace, the snapshot's history.
 	if len(v.Inputs) > 1 {
@@ -305,7 +311,7 @@ func buildReportAnswer(idPrefix string, v rules.Verdict) (reportAnswer, error) {
 			}
 		}
 		spec, notes, ok := memtimeline.RunTimeline(f, idPrefix+"run", "the whole run on one clock (Unix time of each file)")
-		a.TimelineNotes = notes
+		a.TimelineNotes = append(a.TimelineNotes, notes...)
 		if ok {
 			spec.HeightPx = 360
 			h, err := memtimeline.ChartSnippet(spec)

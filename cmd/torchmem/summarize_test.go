@@ -313,7 +313,7 @@ func TestSummaryDiffAndReport(t *testing.T) {
 	}
 	b, _ := os.ReadFile(html)
 	page := string(b)
-	for _, want := range []string{"Across ranks", "rank 1 (leaks 8.00 MB per step where the others do not", "<h3>Memory over time</h3>"} {
+	for _, want := range []string{"Across ranks", "rank 1 (leaks 8.00 MB per step where the others do not", "<h3>Memory over time</h3>", "read from summaries: the run on one timeline"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("report from summaries lacks %q", want)
 		}
