@@ -40,7 +40,8 @@ type SnapshotStats struct {
 	FreeBytes int64 `json:"free_bytes"`
 	// InactiveSplitBytes: free blocks inside segments that also hold active
 	// blocks. empty_cache() cannot return them to CUDA; they are the
-	// fragmentation that memory_stats calls inactive_split_bytes.
+	// fragmentation that memory_stats calls inactive_split_bytes. Like
+	// torch, expandable segments are left out (their free pages unmap).
 	InactiveSplitBytes  int64 `json:"inactive_split_bytes"`
 	InactiveSplitBlocks int   `json:"inactive_split_blocks"`
 	// LargestFreeBlock is the biggest request the cache can serve without a
@@ -222,7 +223,9 @@ func (s *Snapshot) Stats() SnapshotStats {
 			}
 		}
 		st.FreeBytes = chrometrace.AddSat(st.FreeBytes, free)
-		if active {
+		// torch leaves expandable segments out of inactive_split: their
+		// free pages can always be unmapped (empty_cache) and reused.
+		if active && !seg.IsExpandable {
 			st.InactiveSplitBytes = chrometrace.AddSat(st.InactiveSplitBytes, free)
 			st.InactiveSplitBlocks += freeBlocks
 		}

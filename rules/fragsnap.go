@@ -73,7 +73,7 @@ func SnapshotPools(rep *memtimeline.SnapshotReport) []SnapshotPool {
 		}
 		p.ReservedBytes += s.TotalSize
 		p.AllocatedBytes += s.AllocatedBytes
-		if s.ActiveBytes > 0 {
+		if s.ActiveBytes > 0 && !s.Expandable { // torch: expandable pages are never split waste
 			p.InactiveSplitBytes += s.FreeBytes
 		}
 		p.LargestFreeBlock = max(p.LargestFreeBlock, s.LargestFreeBlock)

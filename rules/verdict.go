@@ -757,6 +757,12 @@ func oomCause(a OOMAnswer) (string, string) {
 	switch {
 	case a.CapacityBytes > 0 && req > a.CapacityBytes:
 		return OOMCapacity, fmt.Sprintf("the request alone is larger than the GPU's %s", memtimeline.FormatBytes(a.CapacityBytes))
+	case a.DeviceFreeBytes >= req && a.FreeInCacheBytes >= req:
+		// The driver had the bytes, so the allocator's own cap refused a
+		// new segment, and the cache's free bytes could not serve the
+		// request (another pool or stream, or split pieces; even one free
+		// block as large as the request may be of the other pool).
+		return OOMFragmentation, fmt.Sprintf("the device had %s free, so the process's own limit (torch.cuda.set_per_process_memory_fraction) refused a new segment, while the cache held %s free that could not serve the request (another pool or stream, or split pieces)", memtimeline.FormatBytes(a.DeviceFreeBytes), memtimeline.FormatBytes(a.FreeInCacheBytes))
 	case a.FreeInCacheBytes >= req && (a.LargestFreeBlock < 0 || a.LargestFreeBlock < req):
 		return OOMFragmentation, fmt.Sprintf("the cache held %s free, enough for the request but not in one block: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", memtimeline.FormatBytes(a.FreeInCacheBytes))
 	case a.AllocatedBytes >= 0 && a.CapacityBytes > 0:

@@ -161,6 +161,26 @@ func TestVerdictOOMMergesTraceAndSnapshot(t *testing.T) {
 	}
 }
 
+// alloc_retry_oom: under a set_per_process_memory_fraction cap of 348 MiB
+// a 1 MiB small-pool request failed while 113 MiB sat free in the cache, a
+// split 128 MiB large-pool segment (the torch message: "348.00 MiB allowed;
+// ... 112.96 MiB is reserved by PyTorch but unallocated"). The device had
+// 138 GiB free: not a capacity OOM.
+func TestVerdictOOMUnderMemoryFraction(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join(gpuData, "alloc_retry_oom", "vm_*"))
+	vs := JudgeAll(loadInputs(t, files...))
+	if len(vs) != 1 || len(vs[0].OOMs) != 1 {
+		t.Fatalf("want one run with one OOM: %+v", vs)
+	}
+	o := vs[0].OOMs[0]
+	if o.Cause != OOMFragmentation || o.FreeInCacheBytes != 348*(1<<20)-o.AllocatedBytes || o.ReservedBytes != 348*(1<<20) {
+		t.Errorf("OOM %s (%s): %+v", o.Cause, o.Reason, o)
+	}
+	if f := vs[0].Frag; f == nil || f.Verdict != VerdictFragmented {
+		t.Errorf("frag %+v, want fragmented (115 MiB split in the snapshot)", f)
+	}
+}
+
 // A fragmentation OOM: enough bytes free in the cache, not in one block.
 func TestOOMCause(t *testing.T) {
 	for _, c := range []struct {
@@ -171,6 +191,11 @@ func TestOOMCause(t *testing.T) {
 		{OOMAnswer{RequestBytes: 300, AllocatedBytes: 800, ReservedBytes: 1000, FreeInCacheBytes: 200, LargestFreeBlock: 50, DeviceFreeBytes: 0, CapacityBytes: 1000}, OOMCapacity},
 		{OOMAnswer{RequestBytes: 2000, AllocatedBytes: 0, ReservedBytes: 0, FreeInCacheBytes: 0, LargestFreeBlock: -1, DeviceFreeBytes: 1000, CapacityBytes: 1000}, OOMCapacity},
 		{OOMAnswer{RequestBytes: 100, AllocatedBytes: -1, ReservedBytes: -1, FreeInCacheBytes: -1, LargestFreeBlock: -1, DeviceFreeBytes: -1, CapacityBytes: -1}, "unknown"},
+		// A memory-fraction cap: the device had the bytes, the cache held
+		// enough free, even in one block (of the other pool).
+		{OOMAnswer{RequestBytes: 100, AllocatedBytes: 800, ReservedBytes: 1000, FreeInCacheBytes: 200, LargestFreeBlock: 150, DeviceFreeBytes: 5000, CapacityBytes: 6000}, OOMFragmentation},
+		// The cap with nothing free in the cache: the memory was in use.
+		{OOMAnswer{RequestBytes: 300, AllocatedBytes: 1000, ReservedBytes: 1000, FreeInCacheBytes: 0, LargestFreeBlock: 0, DeviceFreeBytes: 5000, CapacityBytes: 6000}, OOMCapacity},
 	} {
 		if got, why := oomCause(c.a); got != c.want {
 			t.Errorf("%+v: %s (%s), want %s", c.a, got, why, c.want)
