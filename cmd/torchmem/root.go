@@ -4,9 +4,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "0.1.0-dev"
-
 // subcommands lists the constructors of every subcommand; each command's file
 // adds itself in init so that commands stay independent of one another.
 var subcommands []func() *cobra.Command
