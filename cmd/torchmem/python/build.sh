@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Builds the torchmem wheels: the Go binary, cross-compiled, plus the profiling
+# snippet as an importable module, one platform wheel per target.
+#
+#   cmd/torchmem/python/build.sh [-o OUTDIR] [GOOS/GOARCH ...]
+#
+# Targets default to all four: linux/amd64 linux/arm64 darwin/arm64 darwin/amd64.
+# Wheels land in OUTDIR (default dist/ at the repository root, ignored by git).
+#
+# Offline, with Debian's packaging tools only:
+#   apt-get install python3-build python3-setuptools python3-wheel
+# PYTHON picks the interpreter that builds (default /usr/bin/python3, Debian's,
+# where apt puts those tools; a pyenv or conda python3 earlier on PATH usually
+# lacks them). GO picks the Go command (default: go on PATH, else
+# /usr/local/go/bin/go).
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../../.." && pwd)"
+out="$root/dist"
+if [[ "${1:-}" == "-o" ]]; then
+  [[ $# -ge 2 ]] || { echo "build.sh: -o needs a directory" >&2; exit 2; }
+  out="$2"
+  shift 2
+fi
+targets=("$@")
+[[ ${#targets[@]} -gt 0 ]] || targets=(linux/amd64 linux/arm64 darwin/arm64 darwin/amd64)
+
+PYTHON="${PYTHON:-/usr/bin/python3}"
+if [[ -z "${GO:-}" ]]; then
+  GO="$(command -v go || echo /usr/local/go/bin/go)"
+fi
+if ! "$PYTHON" -c 'import build, setuptools, wheel' 2>/dev/null; then
+  echo "build.sh: $PYTHON cannot import build, setuptools and wheel;" \
+    "install them with: apt-get install python3-build python3-setuptools python3-wheel" \
+    "(or set PYTHON to an interpreter that has them)" >&2
+  exit 3
+fi
+
+# Wheel platform tags. The binary is static (CGO_ENABLED=0: no libc, no
+# interpreter), so one Linux wheel serves glibc and musl systems alike:
+# manylinux_2_17 (with its legacy alias manylinux2014, for pip < 20.3) and
+# musllinux_1_1. macOS: Go 1.26's linker stamps its Mach-O binaries with
+# LC_BUILD_VERSION minos 12.0 (cmd/link/internal/ld/macho.go; Go 1.25 and
+# later need macOS 12 Monterey), so the wheels say macosx_12_0. The Go test
+# beside this file checks every tag against the binary inside the wheel.
+platform_tag() {
+  case "$1" in
+    linux/amd64) echo manylinux_2_17_x86_64.manylinux2014_x86_64.musllinux_1_1_x86_64 ;;
+    linux/arm64) echo manylinux_2_17_aarch64.manylinux2014_aarch64.musllinux_1_1_aarch64 ;;
+    darwin/arm64) echo macosx_12_0_arm64 ;;
+    darwin/amd64) echo macosx_12_0_x86_64 ;;
+    *) return 1 ;;
+  esac
+}
+
+version="$(tr -d '[:space:]' < "$root/cmd/torchmem/VERSION")"
+# Reproducible zip timestamps: the commit's time unless the caller set one.
+export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git -C "$root" log -1 --format=%ct 2>/dev/null || date +%s)}"
+
+mkdir -p "$out"
+out="$(cd "$out" && pwd)"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+for target in "${targets[@]}"; do
+  tag="$(platform_tag "$target")" || {
+    echo "build.sh: unknown target $target (want linux/amd64, linux/arm64, darwin/arm64 or darwin/amd64)" >&2
+    exit 2
+  }
+  stage="$work/${target/\//-}"
+  mkdir -p "$stage/bin"
+  echo "build.sh: $target -> torchmem-$version-py3-none-$tag.whl" >&2
+  (cd "$root" && CGO_ENABLED=0 GOOS="${target%/*}" GOARCH="${target#*/}" \
+    "$GO" build -trimpath -ldflags="-s -w" -o "$stage/bin/torchmem" ./cmd/torchmem)
+  # The package's files, and the snippet copied from its single source.
+  cp "$here/pyproject.toml" "$here/setup.py" "$here/description.md" "$stage/"
+  cp -R "$here/torchmem" "$stage/torchmem"
+  rm -rf "$stage/torchmem/__pycache__"
+  cp "$root/examples/torchmem_profile.py" "$stage/torchmem_profile.py"
+  printf '%s\n' "$version" > "$stage/VERSION"
+  printf '%s\n' "$tag" > "$stage/PLATFORM"
+  printf '__version__ = "%s"\n' "$version" > "$stage/torchmem/_version.py"
+  # --no-isolation: build with the installed setuptools and wheel, offline.
+  (cd "$stage" && "$PYTHON" -m build --wheel --no-isolation --outdir "$out" . >"$work/build.log" 2>&1) || {
+    cat "$work/build.log" >&2
+    exit 1
+  }
+done
