@@ -361,9 +361,11 @@ func checkInstall(t *testing.T, py, whl, version string) {
 
 // importCheck runs in the venv's python (argv[1] is the version). Without
 // torch, `import torchmem` works and the snippet fails only for want of
-// torch; with a stand-in torch (the venv has none) both imports give the same
-// class. If the snippet comes to need more of torch while it is imported,
-// teach the stand-in here.
+// torch. Then with a stand-in torch (the venv has none) both imports give the
+// same objects for every name the snippet exports; a name that needs a
+// framework (transformers, lightning) fails alike through both until the
+// framework is stood in for too. If the snippet comes to need more of torch
+// while it is imported, teach the stand-in here.
 const importCheck = `
 import importlib.abc, importlib.machinery, os, sys, sysconfig
 
@@ -404,9 +406,11 @@ class StubModule(type(sys)):
             raise AttributeError(name)
         return Stub()
 
-class StandInTorch(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+stood_in = {"torch"}
+
+class StandIn(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def find_spec(self, name, path, target=None):
-        if name == "torch" or name.startswith("torch."):
+        if name.split(".")[0] in stood_in:
             return importlib.machinery.ModuleSpec(name, self, is_package=True)
     def create_module(self, spec):
         m = StubModule(spec.name)
@@ -415,14 +419,29 @@ class StandInTorch(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return m
     def exec_module(self, module): pass
 
-sys.meta_path.insert(0, StandInTorch())
+sys.meta_path.insert(0, StandIn())
 
 from torchmem_profile import TorchMemProfile
 from torchmem import TorchMemProfile as Again
 import torchmem_profile
 installed(torchmem_profile)
 assert Again is TorchMemProfile
-for name in getattr(torchmem_profile, "__all__", []):
+
+def resolve(mod, name):
+    try:
+        return getattr(mod, name), None
+    except ModuleNotFoundError as e:
+        return None, e.name
+
+names = getattr(torchmem_profile, "__all__", ["TorchMemProfile"])
+for name in names:
+    value, missing = resolve(torchmem_profile, name)
+    again, missing_again = resolve(torchmem, name)
+    assert (value, missing) == (again, missing_again), (name, value, missing, again, missing_again)
+    if missing:
+        assert missing.split(".")[0] != "torch", (name, missing)
+        stood_in.add(missing.split(".")[0])
+for name in names:
     assert getattr(torchmem, name) is getattr(torchmem_profile, name), name
 print("ok")
 `

@@ -48,12 +48,15 @@ def find_torchmem_bin():
 
 
 def __getattr__(name):
-    # The snippet's names (TorchMemProfile, torchmem_profile, ...) come from
+    # The snippet's names (TorchMemProfile, TorchMemCallback, ...) come from
     # torchmem_profile, its one source, imported on first use because it
-    # imports torch.
+    # imports torch. An ImportError of torch or of a framework the snippet
+    # needs for that name reaches the caller as it is.
     if not name.startswith("_"):
         import torchmem_profile
 
-        if hasattr(torchmem_profile, name):
+        try:
             return getattr(torchmem_profile, name)
+        except AttributeError:
+            pass
     raise AttributeError(f"module 'torchmem' has no attribute {name!r}")
