@@ -64,13 +64,19 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
 for target in "${targets[@]}"; do
-  tag="$(platform_tag "$target")" || {
+  platform_tag "$target" >/dev/null || {
     echo "build.sh: unknown target $target (want linux/amd64, linux/arm64, darwin/arm64 or darwin/amd64)" >&2
     exit 2
   }
+done
+
+# build_one TARGET: the binary, the staged package, the wheel. Its output
+# goes to a log, shown when it fails.
+build_one() {
+  local target="$1" tag stage
+  tag="$(platform_tag "$target")"
   stage="$work/${target/\//-}"
   mkdir -p "$stage/bin"
-  echo "build.sh: $target -> torchmem-$version-py3-none-$tag.whl" >&2
   (cd "$root" && CGO_ENABLED=0 GOOS="${target%/*}" GOARCH="${target#*/}" \
     "$GO" build -trimpath -ldflags="-s -w" -o "$stage/bin/torchmem" ./cmd/torchmem)
   # The package's files, and the snippet copied from its single source.
@@ -82,8 +88,25 @@ for target in "${targets[@]}"; do
   printf '%s\n' "$tag" > "$stage/PLATFORM"
   printf '__version__ = "%s"\n' "$version" > "$stage/torchmem/_version.py"
   # --no-isolation: build with the installed setuptools and wheel, offline.
-  (cd "$stage" && "$PYTHON" -m build --wheel --no-isolation --outdir "$out" . >"$work/build.log" 2>&1) || {
-    cat "$work/build.log" >&2
-    exit 1
-  }
+  (cd "$stage" && "$PYTHON" -m build --wheel --no-isolation --outdir "$out" .)
+  echo "build.sh: $target -> $out/torchmem-$version-py3-none-$tag.whl"
+}
+
+# The targets build side by side: most of a build is single-threaded
+# (linking, the Python backend).
+pids=()
+for target in "${targets[@]}"; do
+  build_one "$target" >"$work/${target/\//-}.log" 2>&1 &
+  pids+=($!)
 done
+failed=0
+for i in "${!targets[@]}"; do
+  if wait "${pids[$i]}"; then
+    tail -n 1 "$work/${targets[$i]/\//-}.log" >&2
+  else
+    echo "build.sh: building ${targets[$i]} failed:" >&2
+    cat "$work/${targets[$i]/\//-}.log" >&2
+    failed=1
+  fi
+done
+exit "$failed"
