@@ -27,6 +27,9 @@ func newSMICmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "smi FILE...",
 		Short: "Find leaks, idle-but-full GPUs and near-OOM time in an nvidia-smi CSV log",
+		Example: `  torchmem smi smi.csv
+  torchmem smi smi.csv --gpu 3 --threshold 0.95
+  torchmem smi smi.csv --format json`,
 		Long: `smi reads a log written by
 
     nvidia-smi --query-gpu=index,timestamp,memory.used,memory.total,utilization.gpu,utilization.memory --format=csv -lms 200 > smi.csv

@@ -31,6 +31,9 @@ func newSnapshotCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "snapshot FILE...",
 		Short: "Summarise a CUDA allocator snapshot: reserved vs allocated, fragmentation, leak candidates, OOMs",
+		Example: `  torchmem snapshot torchmem_out/run_rank0.snapshot.pickle.gz
+  torchmem snapshot snapshot.pickle --format json
+  torchmem frag snapshot.pickle     # free space split inside segments`,
 		Long: `snapshot reads the pickle that torch.cuda.memory._dump_snapshot(path) writes
 after torch.cuda.memory._record_memory_history() (plain or gzipped) and prints:
 

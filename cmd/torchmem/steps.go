@@ -23,6 +23,9 @@ func newStepsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "steps FILE...",
 		Short: "Does allocated memory grow step over step? Reads a per-step memory log (JSON Lines)",
+		Example: `  torchmem steps torchmem_out/run_rank0.steps.jsonl
+  torchmem steps train.log          # a log printing torch.cuda.memory_summary()
+  torchmem steps stats_steps.jsonl --warmup 2 --format json`,
 		Long: `steps reads a per-step memory log: one JSON object per line, written by the
 training loop after every step, e.g.
 
