@@ -4,86 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"runtime"
-	"runtime/metrics"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/klauspost/compress/gzip"
+
+	"github.com/torchmem/torchmem/chrometrace/bombtest"
 )
-
-// repeatReader yields head, then n bytes of fill (repeated), then tail,
-// generated as read: a bomb of any size without a file.
-type repeatReader struct {
-	head, fill, tail []byte
-	n                int64 // fill bytes left
-	read             int64
-}
-
-func (r *repeatReader) Read(p []byte) (int, error) {
-	k := 0
-	for k < len(p) {
-		switch {
-		case len(r.head) > 0:
-			c := copy(p[k:], r.head)
-			r.head = r.head[c:]
-			k += c
-		case r.n > 0:
-			end := k + int(min(r.n, int64(len(p)-k)))
-			c := copy(p[k:end], r.fill[r.read%int64(len(r.fill)):])
-			r.n -= int64(c)
-			r.read += int64(c)
-			k += c
-		case len(r.tail) > 0:
-			c := copy(p[k:], r.tail)
-			r.tail = r.tail[c:]
-			k += c
-		default:
-			if k == 0 {
-				return 0, io.EOF
-			}
-			return k, nil
-		}
-	}
-	return k, nil
-}
-
-// peakHeap runs fn while sampling the live heap every millisecond
-// (runtime/metrics, no stop-the-world) and returns the largest sample above
-// the heap before fn started.
-func peakHeap(fn func()) uint64 {
-	runtime.GC()
-	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	read := func() uint64 { metrics.Read(sample); return sample[0].Value.Uint64() }
-	base := read()
-	var peak uint64
-	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(time.Millisecond)
-		defer t.Stop()
-		for {
-			peak = max(peak, read())
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	fn()
-	close(stop)
-	wg.Wait()
-	peak = max(peak, read())
-	if peak < base {
-		return 0
-	}
-	return peak - base
-}
 
 // gzipBomb returns head + n bytes of fill (n a multiple of 1 MiB) + tail
 // as a multi-member gzip: copies of one compressed MiB of fill between a
@@ -121,25 +48,25 @@ func TestReadBombs(t *testing.T) {
 		what string // LimitError.What; "" for success
 	}{
 		{"spaces inside traceEvents", func() io.Reader {
-			return &repeatReader{head: s(`{"traceEvents":[`), fill: s(" "), n: tenGB, tail: s(bombEvent + `]}`)}
+			return &bombtest.Reader{Head: s(`{"traceEvents":[`), Fill: s(" "), N: tenGB, Tail: s(bombEvent + `]}`)}
 		}, "a run of white space"},
 		{"newlines between events", func() io.Reader {
-			return &repeatReader{head: s(`{"traceEvents":[` + bombEvent + ","), fill: s("\n\r\t "), n: tenGB, tail: s(bombEvent + `]}`)}
+			return &bombtest.Reader{Head: s(`{"traceEvents":[` + bombEvent + ","), Fill: s("\n\r\t "), N: tenGB, Tail: s(bombEvent + `]}`)}
 		}, "a run of white space"},
-		{"spaces before the trace", func() io.Reader { return &repeatReader{fill: s(" "), n: tenGB, tail: s(`[` + bombEvent + `]`)} }, "a run of white space"},
+		{"spaces before the trace", func() io.Reader { return &bombtest.Reader{Fill: s(" "), N: tenGB, Tail: s(`[` + bombEvent + `]`)} }, "a run of white space"},
 		{"one endless name", func() io.Reader {
-			return &repeatReader{head: s(`{"traceEvents":[` + bombEvent + `,{"ph":"X","name":"`), fill: s("ab"), n: tenGB, tail: s(`"}]}`)}
+			return &bombtest.Reader{Head: s(`{"traceEvents":[` + bombEvent + `,{"ph":"X","name":"`), Fill: s("ab"), N: tenGB, Tail: s(`"}]}`)}
 		}, "one JSON value"},
 		{"one endless top-level field", func() io.Reader {
-			return &repeatReader{head: s(`{"deviceProperties":[`), fill: s("[1],"), n: tenGB, tail: s(`1],"traceEvents":[]}`)}
+			return &bombtest.Reader{Head: s(`{"deviceProperties":[`), Fill: s("[1],"), N: tenGB, Tail: s(`1],"traceEvents":[]}`)}
 		}, "one JSON value"},
 		{"many large unknown fields", func() io.Reader {
 			field := `"x":"` + strings.Repeat("y", limit/2) + `",`
-			return &repeatReader{head: s(`{`), fill: s(field), n: int64(len(field)) * 400, tail: s(`"traceEvents":[` + bombEvent + `]}`)}
+			return &bombtest.Reader{Head: s(`{`), Fill: s(field), N: int64(len(field)) * 400, Tail: s(`"traceEvents":[` + bombEvent + `]}`)}
 		}, ""},
 		{"many events near the limit", func() io.Reader {
 			ev := `{"ph":"X","cat":"cpu_op","name":"` + strings.Repeat("n", limit*9/10) + `","pid":1,"tid":1,"ts":1,"dur":1},`
-			return &repeatReader{head: s(`{"traceEvents":[`), fill: s(ev), n: int64(len(ev)) * 300, tail: s(bombEvent + `]}`)}
+			return &bombtest.Reader{Head: s(`{"traceEvents":[`), Fill: s(ev), N: int64(len(ev)) * 300, Tail: s(bombEvent + `]}`)}
 		}, ""},
 	}
 	for _, spec := range []bool{true, false} {
@@ -148,7 +75,7 @@ func TestReadBombs(t *testing.T) {
 				defer func(old bool) { speculate = old }(speculate)
 				speculate = spec
 				var err error
-				peak := peakHeap(func() { _, err = Read(c.r(), ReadOptions{MaxEventBytes: limit}) })
+				peak := bombtest.PeakHeap(func() { _, err = Read(c.r(), ReadOptions{MaxEventBytes: limit}) })
 				var le *LimitError
 				switch {
 				case c.what == "" && err != nil:
@@ -170,7 +97,7 @@ func TestReadBombs(t *testing.T) {
 func TestReadGzipBomb(t *testing.T) {
 	gz := gzipBomb(t, []byte(`{"traceEvents":[`), ' ', 10<<30, []byte(bombEvent+`]}`))
 	var err error
-	peak := peakHeap(func() {
+	peak := bombtest.PeakHeap(func() {
 		in, e := NewInput(bytes.NewReader(gz))
 		if e != nil {
 			err = e

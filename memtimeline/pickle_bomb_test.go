@@ -5,88 +5,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
-	"runtime"
-	"runtime/metrics"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/klauspost/compress/gzip"
 
 	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/chrometrace/bombtest"
 )
-
-// repeatReader yields head, then n bytes of fill (repeated), then tail,
-// generated as read: a bomb of any size without a file.
-type repeatReader struct {
-	head, fill, tail []byte
-	n                int64 // fill bytes left
-	read             int64
-}
-
-func (r *repeatReader) Read(p []byte) (int, error) {
-	k := 0
-	for k < len(p) {
-		switch {
-		case len(r.head) > 0:
-			c := copy(p[k:], r.head)
-			r.head = r.head[c:]
-			k += c
-		case r.n > 0:
-			end := k + int(min(r.n, int64(len(p)-k)))
-			c := copy(p[k:end], r.fill[r.read%int64(len(r.fill)):])
-			r.n -= int64(c)
-			r.read += int64(c)
-			k += c
-		case len(r.tail) > 0:
-			c := copy(p[k:], r.tail)
-			r.tail = r.tail[c:]
-			k += c
-		default:
-			if k == 0 {
-				return 0, io.EOF
-			}
-			return k, nil
-		}
-	}
-	return k, nil
-}
-
-// peakHeap runs fn while sampling the live heap every millisecond
-// (runtime/metrics, no stop-the-world) and returns the largest sample above
-// the heap before fn started.
-func peakHeap(fn func()) uint64 {
-	runtime.GC()
-	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	read := func() uint64 { metrics.Read(sample); return sample[0].Value.Uint64() }
-	base := read()
-	var peak uint64
-	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(time.Millisecond)
-		defer t.Stop()
-		for {
-			peak = max(peak, read())
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	fn()
-	close(stop)
-	wg.Wait()
-	peak = max(peak, read())
-	if peak < base {
-		return 0
-	}
-	return peak - base
-}
 
 // gzipBomb returns head + n bytes of fill (n a multiple of 1 MiB) as a
 // multi-member gzip: one member for head + 1 MiB of fill, then copies of
@@ -130,18 +56,18 @@ func TestPickleBombs(t *testing.T) {
 		want string
 	}{
 		// The declared length alone is refused: nothing is read.
-		{"str of 10 GB declared and supplied", &repeatReader{head: str8(tenGB), fill: []byte("a"), n: tenGB}, "a str of 10737418240 bytes is over the limit of 1 MiB on one value"},
+		{"str of 10 GB declared and supplied", &bombtest.Reader{Head: str8(tenGB), Fill: []byte("a"), N: tenGB}, "a str of 10737418240 bytes is over the limit of 1 MiB on one value"},
 		// Under the limit, memory follows the bytes that arrive.
-		{"str under the limit, input ends", &repeatReader{head: str8(limit - 1), fill: []byte("a"), n: 1000}, "truncated"},
-		{"str under the limit, supplied", &repeatReader{head: str8(limit - 1), fill: []byte("a"), n: limit - 1}, "truncated"},
-		{"pushes forever", &repeatReader{head: []byte("\x80\x04"), fill: []byte("]"), n: tenGB}, "stack items"},
-		{"marks forever", &repeatReader{head: []byte("\x80\x04"), fill: []byte("("), n: tenGB}, "marks"},
-		{"None pushes forever", &repeatReader{head: []byte("\x80\x04"), fill: []byte("N"), n: tenGB}, "stack items"},
+		{"str under the limit, input ends", &bombtest.Reader{Head: str8(limit - 1), Fill: []byte("a"), N: 1000}, "truncated"},
+		{"str under the limit, supplied", &bombtest.Reader{Head: str8(limit - 1), Fill: []byte("a"), N: limit - 1}, "truncated"},
+		{"pushes forever", &bombtest.Reader{Head: []byte("\x80\x04"), Fill: []byte("]"), N: tenGB}, "stack items"},
+		{"marks forever", &bombtest.Reader{Head: []byte("\x80\x04"), Fill: []byte("("), N: tenGB}, "marks"},
+		{"None pushes forever", &bombtest.Reader{Head: []byte("\x80\x04"), Fill: []byte("N"), N: tenGB}, "stack items"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var err error
-			peak := peakHeap(func() { _, err = ReadSnapshot(c.r) })
+			peak := bombtest.PeakHeap(func() { _, err = ReadSnapshot(c.r) })
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("error %v, want %q", err, c.want)
 			}
@@ -159,7 +85,7 @@ func TestPickleGzipBomb(t *testing.T) {
 	const n = 10 << 30
 	gz := gzipBomb(t, str8(n), 'a', n)
 	var err error
-	peak := peakHeap(func() {
+	peak := bombtest.PeakHeap(func() {
 		in, e := chrometrace.NewInput(bytes.NewReader(gz))
 		if e != nil {
 			err = e
