@@ -54,8 +54,8 @@ Byte sizes in tables use binary units (1 MB = 1 MiB, as torch prints them);
 		},
 	}
 	cmd.Flags().StringVar(&o.format, "format", formatTable, "output format: table or json")
-	cmd.Flags().IntVar(&o.top, "top", 10, "segments to show in the fill map, largest first (0: all)")
-	cmd.Flags().IntVar(&o.leaks, "leaks", 10, "leak candidate groups to show (0: all)")
+	cmd.Flags().IntVar(&o.top, "top", 10, "segments to show in the fill map, largest first")
+	cmd.Flags().IntVar(&o.leaks, "leaks", 10, "leak candidate groups to show (0 = all)")
 	return cmd
 }
 
