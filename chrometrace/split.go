@@ -52,11 +52,12 @@ type LimitError struct {
 }
 
 func (e *LimitError) Error() string {
-	return fmt.Sprintf("%s at byte %d is over the limit of %s (--max-value-bytes raises it)", e.What, e.Offset, formatLimit(e.Limit))
+	return fmt.Sprintf("%s at byte %d is over the limit of %s (--max-value-bytes raises it)", e.What, e.Offset, FormatLimit(e.Limit))
 }
 
-// formatLimit prints a byte limit the way it is usually set.
-func formatLimit(n int) string {
+// FormatLimit prints a byte limit the way it is usually set (64 MiB);
+// every reader's limit error uses it.
+func FormatLimit(n int) string {
 	switch {
 	case n >= 1<<30 && n%(1<<30) == 0:
 		return fmt.Sprintf("%d GiB", n>>30)

@@ -19,6 +19,8 @@ import (
 	"io"
 	"math"
 	"unsafe"
+
+	"github.com/torchmem/torchmem/chrometrace"
 )
 
 // ErrNotPlainData marks a pickle that builds objects (GLOBAL, REDUCE, BUILD,
@@ -380,20 +382,7 @@ type ValueLimitError struct {
 }
 
 func (e *ValueLimitError) Error() string {
-	return fmt.Sprintf("pickle byte %d: %s is over the limit of %s on one value (--max-value-bytes raises it)", e.Offset, e.What, formatLimit(e.Limit))
-}
-
-// formatLimit prints a byte limit the way it is usually set.
-func formatLimit(n int) string {
-	switch {
-	case n >= 1<<30 && n%(1<<30) == 0:
-		return fmt.Sprintf("%d GiB", n>>30)
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%d KiB", n>>10)
-	}
-	return fmt.Sprintf("%d bytes", n)
+	return fmt.Sprintf("pickle byte %d: %s is over the limit of %s on one value (--max-value-bytes raises it)", e.Offset, e.What, chrometrace.FormatLimit(e.Limit))
 }
 
 // readBytes reads a length-prefixed payload. Lengths come from the file and
