@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/rules/internal/fmtutil"
 )
 
 // Checklist statuses.
@@ -208,7 +209,7 @@ func Checklist(v Verdict, fs []Finding) []CheckItem {
 			}
 		}
 		top.Status = CheckPass
-		top.Detail = fmt.Sprintf("%s hold %s (%.0f%%) of the %s peak", strings.Join(names, ", "), memtimeline.FormatBytes(held), 100*ratio(held, peak), memtimeline.FormatBytes(peak))
+		top.Detail = fmt.Sprintf("%s hold %s (%.0f%%) of the %s peak", strings.Join(names, ", "), memtimeline.FormatBytes(held), 100*fmtutil.Ratio(held, peak), memtimeline.FormatBytes(peak))
 		if pre := peak - window; pre > 0 {
 			top.Detail += fmt.Sprintf("; %s of it was allocated before the profiled window (weights, optimizer state)", memtimeline.FormatBytes(pre))
 		}

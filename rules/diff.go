@@ -11,6 +11,7 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/rules/site"
 )
 
 // Side is one side of a diff: the analyses of a trace (or of a snapshot)
@@ -30,25 +31,6 @@ type Side struct {
 	Suspects  []LeakSuspect
 	// StepSurvivors lists survivor bytes per step, in step order.
 	StepSurvivors []int64
-}
-
-// SiteLabel names a site by its innermost user frame and outermost
-// operator, so the same code line matches across runs.
-func SiteLabel(frames []string, operator string) string {
-	where := "(no Python stack)"
-	for i := len(frames) - 1; i >= 0; i-- {
-		if !chrometrace.IsLibraryFrame(frames[i]) {
-			where = frames[i]
-			break
-		}
-	}
-	if where == "(no Python stack)" && len(frames) > 0 {
-		where = frames[len(frames)-1]
-	}
-	if operator == "" {
-		return where
-	}
-	return where + " via " + firstOp(operator)
 }
 
 // NewTraceSide reduces a trace (device -1: all GPUs) for diffing.
@@ -72,13 +54,13 @@ func NewInputSide(in *Input) *Side {
 			s.Operators[op.Name] += op.SelfDeviceMemory
 		}
 	}
-	for _, site := range in.Sites(memtimeline.SiteOptions{Device: -1}) {
-		k := SiteLabel(site.Frames, site.Operator)
-		if site.ForwardOp != "" {
+	for _, st := range in.Sites(memtimeline.SiteOptions{Device: -1}) {
+		k := site.Label(st.Frames, st.Operator)
+		if st.ForwardOp != "" {
 			k += " (backward)"
 		}
-		s.SiteAlloc[k] += site.AllocBytes
-		s.SiteLive[k] += site.LiveBytesAtEnd
+		s.SiteAlloc[k] += st.AllocBytes
+		s.SiteLive[k] += st.LiveBytesAtEnd
 	}
 	return s
 }
@@ -219,11 +201,11 @@ func Compare(base, head *Side, top int) *Diff {
 	d.SitesLive = movers(base.SiteLive, head.SiteLive, 0, 0, top)
 	known := map[string]bool{}
 	for _, s := range base.Suspects {
-		known[SiteLabel(s.Stack, s.Operator)] = true
+		known[site.Label(s.Stack, s.Operator)] = true
 	}
 	d.HeadSuspects = head.Suspects
 	for _, s := range head.Suspects {
-		if !known[SiteLabel(s.Stack, s.Operator)] {
+		if !known[site.Label(s.Stack, s.Operator)] {
 			d.NewSuspects = append(d.NewSuspects, s)
 		}
 	}
@@ -331,7 +313,7 @@ func (d *Diff) LeakGate(threshold int64) []string {
 		why := fmt.Sprintf("HEAD leaks (BASE %s)", d.BaseVerdict)
 		if len(d.HeadSuspects) > 0 {
 			s := d.HeadSuspects[0]
-			why = fmt.Sprintf("HEAD leaks %s per step at %s (BASE %s)", memtimeline.FormatBytes(s.BytesPerStep), SiteLabel(s.Stack, s.Operator), d.BaseVerdict)
+			why = fmt.Sprintf("HEAD leaks %s per step at %s (BASE %s)", memtimeline.FormatBytes(s.BytesPerStep), site.Label(s.Stack, s.Operator), d.BaseVerdict)
 		}
 		out = append(out, why)
 	}
@@ -341,7 +323,7 @@ func (d *Diff) LeakGate(threshold int64) []string {
 	for _, s := range d.NewSuspects {
 		if s.BytesPerStep >= threshold {
 			out = append(out, fmt.Sprintf("new leak suspect in HEAD: %s per step at %s (threshold %s)",
-				memtimeline.FormatBytes(s.BytesPerStep), SiteLabel(s.Stack, s.Operator), memtimeline.FormatBytes(threshold)))
+				memtimeline.FormatBytes(s.BytesPerStep), site.Label(s.Stack, s.Operator), memtimeline.FormatBytes(threshold)))
 		}
 	}
 	return out

@@ -3,6 +3,8 @@ package rules
 import (
 	"strings"
 	"testing"
+
+	"github.com/torchmem/torchmem/rules/site"
 )
 
 func TestParseBudget(t *testing.T) {
@@ -51,7 +53,7 @@ func TestDiffSelfIsNoChange(t *testing.T) {
 // and the live-at-end mover is its 24 MiB.
 func TestDiffFindsNewLeak(t *testing.T) {
 	d := Compare(NewTraceSide("base", readTrace(t, "compiled_model")), NewTraceSide("head", readTrace(t, "leak_module_cache")), 20)
-	if len(d.NewSuspects) != 1 || SiteLabel(d.NewSuspects[0].Stack, d.NewSuspects[0].Operator) != "gen_traces.py(143): forward via aten::clone" {
+	if len(d.NewSuspects) != 1 || site.Label(d.NewSuspects[0].Stack, d.NewSuspects[0].Operator) != "gen_traces.py(143): forward via aten::clone" {
 		t.Errorf("new suspects %+v", d.NewSuspects)
 	}
 	found := false

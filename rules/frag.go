@@ -8,6 +8,8 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/rules/internal/fmtutil"
+	"github.com/torchmem/torchmem/rules/site"
 )
 
 // Fragmentation verdicts (VerdictUnknown is shared with the leak detector).
@@ -106,14 +108,14 @@ var fragBuckets = []SizeBucket{
 // CodeSite is a place in the code (Python stack and operator chain) with
 // how many times it did something.
 type CodeSite struct {
-	Count     int64     `json:"count"`
-	Bytes     int64     `json:"bytes"`
-	PerStep   float64   `json:"per_step"`
-	Fraction  float64   `json:"fraction"` // of the counted events
-	Operator  string    `json:"operator"`
-	ForwardOp string    `json:"forward_operator,omitempty"`
-	Stack     []string  `json:"stack"`
-	Location  *Location `json:"location,omitempty"`
+	Count     int64          `json:"count"`
+	Bytes     int64          `json:"bytes"`
+	PerStep   float64        `json:"per_step"`
+	Fraction  float64        `json:"fraction"` // of the counted events
+	Operator  string         `json:"operator"`
+	ForwardOp string         `json:"forward_operator,omitempty"`
+	Stack     []string       `json:"stack"`
+	Location  *site.Location `json:"location,omitempty"`
 }
 
 // SmallAllocs counts blocks of at most MaxBytes.
@@ -376,10 +378,10 @@ func analyzeFrag(in *Input, opts FragOptions) FragReport {
 		}
 	}
 	for b := range rep.Histogram {
-		rep.Histogram[b].Fraction = ratio(rep.Histogram[b].Count, rep.Allocs)
+		rep.Histogram[b].Fraction = fmtutil.Ratio(rep.Histogram[b].Count, rep.Allocs)
 	}
 	sa := &rep.SmallAllocs
-	sa.Fraction = ratio(sa.Count, rep.Allocs)
+	sa.Fraction = fmtutil.Ratio(sa.Count, rep.Allocs)
 	if rep.WholeWindow {
 		sa.PerStep = float64(sa.Count)
 	} else {
@@ -419,7 +421,7 @@ func analyzeFrag(in *Input, opts FragOptions) FragReport {
 		}
 		gap := e.TotalReserved - e.TotalAllocated
 		point := func() *GapPoint {
-			return &GapPoint{TS: e.TS, Step: stepName(k), Allocated: e.TotalAllocated, Reserved: e.TotalReserved, Gap: gap, Fraction: ratio(gap, e.TotalReserved)}
+			return &GapPoint{TS: e.TS, Step: stepName(k), Allocated: e.TotalAllocated, Reserved: e.TotalReserved, Gap: gap, Fraction: fmtutil.Ratio(gap, e.TotalReserved)}
 		}
 		if rep.GapAtPeak == nil || e.TotalAllocated > rep.GapAtPeak.Allocated {
 			rep.GapAtPeak = point()
@@ -620,7 +622,7 @@ func (rep *FragReport) judge(opts FragOptions, steadySteps int) {
 	}
 	if flood.Fired && len(sa.TopSites) > 0 {
 		top := sa.TopSites[0]
-		flood.Detail += fmt.Sprintf("; top site %s via %s makes %.0f%% of them", siteName(top.Stack, top.Operator), firstOp(top.Operator), 100*top.Fraction)
+		flood.Detail += fmt.Sprintf("; top site %s via %s makes %.0f%% of them", site.Name(top.Stack, top.Operator), site.FirstOp(top.Operator), 100*top.Fraction)
 	}
 
 	gap := FragSignal{ID: RuleReservedGap, Threshold: opts.MinGapFraction, Unit: "fraction"}
@@ -671,9 +673,9 @@ func (rep *FragReport) judge(opts FragOptions, steadySteps int) {
 		}
 		if cause, ok := sc.cause(); churn.Fired && ok {
 			if strings.Contains(cause.Operator, emptyCacheOp) {
-				churn.Detail += fmt.Sprintf("; empty_cache() called from %s", siteName(cause.Stack, cause.Operator))
+				churn.Detail += fmt.Sprintf("; empty_cache() called from %s", site.Name(cause.Stack, cause.Operator))
 			} else {
-				churn.Detail += fmt.Sprintf("; most from %s", siteName(cause.Stack, cause.Operator))
+				churn.Detail += fmt.Sprintf("; most from %s", site.Name(cause.Stack, cause.Operator))
 			}
 		}
 	}
@@ -847,13 +849,6 @@ func stepIndex(steps []FragStep, name string) int {
 	return -1
 }
 
-func ratio(a, b int64) float64 {
-	if b == 0 {
-		return 0
-	}
-	return float64(a) / float64(b)
-}
-
 // siteCounter counts events per code site.
 type siteCounter struct {
 	sites map[string]*CodeSite
@@ -865,7 +860,7 @@ func (c *siteCounter) add(s memtimeline.Site, bytes int64) {
 	key := strings.Join(s.Frames, "\x00") + "\x01" + s.Operator + "\x01" + s.ForwardOp
 	agg := c.sites[key]
 	if agg == nil {
-		agg = &CodeSite{Operator: s.Operator, ForwardOp: s.ForwardOp, Stack: nonNil(s.Frames), Location: LocationOf(s.Frames)}
+		agg = &CodeSite{Operator: s.Operator, ForwardOp: s.ForwardOp, Stack: fmtutil.NonNil(s.Frames), Location: site.LocationOf(s.Frames)}
 		c.sites[key] = agg
 	}
 	agg.Count++
@@ -878,7 +873,7 @@ func (c *siteCounter) top(n int, total int64, steps int) []CodeSite {
 	out := make([]CodeSite, 0, len(c.sites))
 	for _, s := range c.sites {
 		s.PerStep = float64(s.Count) / float64(steps)
-		s.Fraction = ratio(s.Count, total)
+		s.Fraction = fmtutil.Ratio(s.Count, total)
 		out = append(out, *s)
 	}
 	slices.SortFunc(out, func(a, b CodeSite) int {
@@ -957,7 +952,7 @@ func init() {
 				}
 				if len(sa.TopSites) > 0 {
 					top := sa.TopSites[0]
-					f.Operator = firstOp(top.Operator)
+					f.Operator = site.FirstOp(top.Operator)
 					f.Location = top.Location
 					f.Metrics["top_site_count"] = float64(top.Count)
 				}
@@ -1011,7 +1006,7 @@ func init() {
 						"cuda_malloc_ns": float64(sc.CudaMallocNS), "cuda_free_ns": float64(sc.CudaFreeNS)},
 				}
 				if cause, ok := sc.cause(); ok {
-					f.Operator = firstOp(cause.Operator)
+					f.Operator = site.FirstOp(cause.Operator)
 					f.Location = cause.Location
 				}
 				return f, true

@@ -8,6 +8,8 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/rules/internal/fmtutil"
+	"github.com/torchmem/torchmem/rules/site"
 )
 
 // Leak verdicts.
@@ -104,7 +106,7 @@ type LeakSuspect struct {
 	copy bool
 	// location is the allocating line as recorded (a snapshot's absolute
 	// path), for findings; nil: from the stack.
-	location *Location
+	location *site.Location
 	// allocPoints is how many code lines made what the site keeps each
 	// step (a snapshot site groups a whole model call); 0 counts as 1.
 	allocPoints int
@@ -332,7 +334,7 @@ func analyzeLeaks(in *Input, opts LeakOptions) LeakReport {
 		rep.Reason = fmt.Sprintf("no ProfilerStep annotations (profile with a schedule and call prof.step()): the whole window was treated as one step; %s allocated in it is still alive at the end", memtimeline.FormatBytes(rep.UnreleasedBytes))
 		for _, a := range order {
 			rep.Suspects = append(rep.Suspects, LeakSuspect{Bytes: a.site.LiveBytesAtEnd, Blocks: a.blocks[0], Operator: a.site.Operator, ForwardOp: a.site.ForwardOp,
-				Stack: nonNil(a.site.Frames), Site: SiteLabel(a.site.Frames, a.site.Operator), FirstStep: -1, LastStep: -1, StepsWithSurvivors: 1, Kind: KindUnknown})
+				Stack: fmtutil.NonNil(a.site.Frames), Site: site.Label(a.site.Frames, a.site.Operator), FirstStep: -1, LastStep: -1, StepsWithSurvivors: 1, Kind: KindUnknown})
 		}
 		sortSuspects(rep.Suspects)
 		return rep
@@ -397,7 +399,7 @@ func analyzeLeaks(in *Input, opts LeakOptions) LeakReport {
 		}
 		s := LeakSuspect{
 			BytesPerStep: r.bytesPerStep, Operator: a.site.Operator, ForwardOp: a.site.ForwardOp,
-			Stack: nonNil(a.site.Frames), Site: SiteLabel(a.site.Frames, a.site.Operator),
+			Stack: fmtutil.NonNil(a.site.Frames), Site: site.Label(a.site.Frames, a.site.Operator),
 			FirstStep: steps[r.lo].Number, LastStep: steps[r.hi].Number, StepsWithSurvivors: r.hi - r.lo + 1,
 			BytesByStep: slices.Clone(a.bytes[r.lo : r.hi+1]), Accelerating: r.accelerating,
 		}
@@ -565,7 +567,7 @@ func explainLeak(l *Leak, hooks map[string]growingFrame) (evidence, fix string) 
 	where := top.Site
 	switch l.Kind {
 	case KindContainer:
-		by := "by " + firstOp(top.Operator)
+		by := "by " + site.FirstOp(top.Operator)
 		if top.Operator == "" {
 			by = "at " + where
 		}
@@ -759,36 +761,6 @@ func sortSuspects(s []LeakSuspect) {
 	})
 }
 
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
-}
-
-func lastFrame(stack []string) string {
-	if len(stack) == 0 {
-		return "(no Python stack)"
-	}
-	return stack[len(stack)-1]
-}
-
-// firstOp is the operator the user's code called: the outermost op of the
-// chain, past record_function ranges ("Optimizer.step#Adam.step",
-// "DistributedDataParallel.forward") that merely enclose it.
-func firstOp(chain string) string {
-	if chain == "" {
-		return "(no operator)"
-	}
-	ops := strings.Split(chain, " > ")
-	for _, op := range ops {
-		if strings.Contains(op, "::") {
-			return op
-		}
-	}
-	return ops[0]
-}
-
 // leakFindings makes one finding per leak: its bytes per step in all,
 // its kind with the evidence, its sites listed inside and the fix. A leak
 // under the threshold is still reported, as a warning.
@@ -807,7 +779,7 @@ func leakFindings(rep LeakReport, threshold float64) []Finding {
 			title += ", accelerating"
 		}
 		var d strings.Builder
-		fmt.Fprintf(&d, "%s.", upperFirst(l.Evidence))
+		fmt.Fprintf(&d, "%s.", fmtutil.UpperFirst(l.Evidence))
 		if l.Accelerating {
 			fmt.Fprintf(&d, " It accelerates: each step keeps %s more than the step before.", memtimeline.FormatBytes(l.AccelerationBytes))
 		}
@@ -828,7 +800,7 @@ func leakFindings(rep LeakReport, threshold float64) []Finding {
 			Title:    title,
 			Detail:   strings.TrimSuffix(strings.TrimSuffix(d.String(), ";"), ".") + ".",
 			Advice:   l.Fix + ".",
-			Operator: firstOp(top.Operator),
+			Operator: site.FirstOp(top.Operator),
 			Location: top.location,
 			Metrics: map[string]float64{"bytes_per_step": float64(l.BytesPerStep), "sites": float64(len(l.Sites)),
 				"steps": float64(top.StepsWithSurvivors), "growth_bytes_per_step": float64(rep.GrowthBytesPerStep)},
@@ -838,18 +810,11 @@ func leakFindings(rep LeakReport, threshold float64) []Finding {
 			f.Operator = ""
 		}
 		if f.Location == nil {
-			f.Location = LocationOf(top.Stack)
+			f.Location = site.LocationOf(top.Stack)
 		}
 		out = append(out, f)
 	}
 	return out
-}
-
-func upperFirst(s string) string {
-	if s == "" {
-		return s
-	}
-	return strings.ToUpper(s[:1]) + s[1:]
 }
 
 // holdingLine picks the frame of a chain (outermost first) that holds the

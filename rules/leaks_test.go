@@ -327,3 +327,11 @@ func TestAcceleratingHookLeak(t *testing.T) {
 		t.Errorf("findings %+v", fs)
 	}
 }
+
+// lastFrame is a stack's innermost frame.
+func lastFrame(stack []string) string {
+	if len(stack) == 0 {
+		return "(no Python stack)"
+	}
+	return stack[len(stack)-1]
+}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/rules/internal/fmtutil"
+	"github.com/torchmem/torchmem/rules/site"
 )
 
 // Shared analyses, computed once per input.
@@ -25,19 +27,6 @@ func (in *Input) Operators() []chrometrace.OperatorStats {
 	return Memo(in, "operators", func() []chrometrace.OperatorStats {
 		return chrometrace.Operators(in.Trace, chrometrace.OperatorOptions{Device: -1})
 	})
-}
-
-// LocationOf returns the innermost user frame of a stack as file:line.
-func LocationOf(stack []string) *Location {
-	for i := len(stack) - 1; i >= 0; i-- {
-		if chrometrace.IsLibraryFrame(stack[i]) {
-			continue
-		}
-		if f, ok := chrometrace.ParseFrame(stack[i]); ok {
-			return &Location{File: f.Filename, Line: f.Line, Function: f.Name}
-		}
-	}
-	return nil
 }
 
 func init() {
@@ -171,16 +160,6 @@ func safeDiv(a, b int64) int64 {
 	return a / b
 }
 
-// siteName names a site by its innermost user frame the one way
-// (SiteLabel, without the operator), or by its operator when it has no
-// Python stack.
-func siteName(stack []string, op string) string {
-	if len(stack) == 0 {
-		return firstOp(op)
-	}
-	return SiteLabel(stack, "")
-}
-
 // Operator rule ids.
 const (
 	RuleOpSelfLimit   = "memory.op-self-limit"
@@ -262,19 +241,19 @@ func checkOpSelfLimit(r *Rule, in *Input) []Finding {
 		}
 		f := Finding{
 			Operator: h.Operator,
-			Location: LocationOf(h.LargestStack),
+			Location: site.LocationOf(h.LargestStack),
 			Advice: "See which lines call it (torchmem stacks --sort peak); large activations shrink with smaller batches or " +
 				"sequence lengths, activation checkpointing or lower precision; a single huge buffer can often be chunked.",
 			Metrics: map[string]float64{"held_at_peak_bytes": float64(h.HeldAtPeak), "largest_alloc_bytes": float64(h.Largest),
-				"peak_allocated_bytes": float64(peak), "share_of_peak": ratio(h.HeldAtPeak, peak), "allocs": float64(h.Allocs)},
+				"peak_allocated_bytes": float64(peak), "share_of_peak": fmtutil.Ratio(h.HeldAtPeak, peak), "allocs": float64(h.Allocs)},
 		}
 		if dominant {
-			f.Title = fmt.Sprintf("%s holds %s at the peak (%.0f%% of %s)", h.Operator, memtimeline.FormatBytes(h.HeldAtPeak), 100*ratio(h.HeldAtPeak, peak), memtimeline.FormatBytes(peak))
+			f.Title = fmt.Sprintf("%s holds %s at the peak (%.0f%% of %s)", h.Operator, memtimeline.FormatBytes(h.HeldAtPeak), 100*fmtutil.Ratio(h.HeldAtPeak, peak), memtimeline.FormatBytes(peak))
 		} else {
 			f.Title = fmt.Sprintf("%s allocates a single %s block", h.Operator, memtimeline.FormatBytes(h.Largest))
 		}
 		f.Detail = fmt.Sprintf("When allocated memory peaked at %s, blocks %s allocated were holding %s (%.0f%% of it); its largest single allocation was %s (limit %s).",
-			memtimeline.FormatBytes(peak), h.Operator, memtimeline.FormatBytes(h.HeldAtPeak), 100*ratio(h.HeldAtPeak, peak), memtimeline.FormatBytes(h.Largest), memtimeline.FormatBytes(limit))
+			memtimeline.FormatBytes(peak), h.Operator, memtimeline.FormatBytes(h.HeldAtPeak), 100*fmtutil.Ratio(h.HeldAtPeak, peak), memtimeline.FormatBytes(h.Largest), memtimeline.FormatBytes(limit))
 		out = append(out, f)
 	}
 	return out
@@ -324,7 +303,7 @@ func checkOpSelfPerStep(r *Rule, in *Input) []Finding {
 		parts = append(parts, fmt.Sprintf("%s %s (%d calls)", o.name, memtimeline.FormatBytes(o.self/int64(steps)), o.calls/int64(steps)))
 	}
 	return []Finding{{
-		Title: fmt.Sprintf("%d %s over torch's rule of thumb of %s Self CUDA Mem %s", len(over), plural(float64(len(over)), "operator", "operators"),
+		Title: fmt.Sprintf("%d %s over torch's rule of thumb of %s Self CUDA Mem %s", len(over), fmtutil.Plural(float64(len(over)), "operator", "operators"),
 			memtimeline.FormatBytes(int64(r.Threshold)), per),
 		Detail: fmt.Sprintf("Self CUDA Mem %s: %s. Self CUDA Mem sums what each call allocates minus what it frees itself, so it measures allocation volume "+
 			"over %d step(s), not memory held; what operators hold at the peak is in memory.op-self-limit and torchmem stacks --sort peak.",

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/rules/site"
 )
 
 // Traces recorded for this project on an H200 (testdata/gpu, see its
@@ -72,7 +73,7 @@ func TestLeakVerdictsOnRecordedPatterns(t *testing.T) {
 			if truth.LeakFrame != "" && lastFrame(top.Stack) != truth.LeakFrame {
 				t.Errorf("suspect frame %q, planted %q", lastFrame(top.Stack), truth.LeakFrame)
 			}
-			if loc := LocationOf(top.Stack); truth.LeakSite.File != "" && (loc == nil || loc.File != truth.LeakSite.File) {
+			if loc := site.LocationOf(top.Stack); truth.LeakSite.File != "" && (loc == nil || loc.File != truth.LeakSite.File) {
 				t.Errorf("suspect in %v, planted in %s", loc, truth.LeakSite.File)
 			}
 		})
@@ -153,7 +154,7 @@ func TestDiffOnRecordedPair(t *testing.T) {
 	}
 	d = Compare(base, NewTraceSide("head_leak", readGPUTrace(t, "diff_pair/head_leak")), 0)
 	if len(d.NewSuspects) != 1 || d.NewSuspects[0].BytesPerStep != truth.HeadLeakVsBase.LeakBytesPerStep ||
-		SiteLabel(d.NewSuspects[0].Stack, d.NewSuspects[0].Operator) != "diff_train.py(35): forward via aten::clone" {
+		site.Label(d.NewSuspects[0].Stack, d.NewSuspects[0].Operator) != "diff_train.py(35): forward via aten::clone" {
 		t.Errorf("new suspects %+v", d.NewSuspects)
 	}
 	self := Compare(base, NewTraceSide("base again", readGPUTrace(t, "diff_pair/base")), 0)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/rules/site"
 )
 
 // Severity orders findings; only Error fails `torchmem check`.
@@ -57,24 +58,15 @@ func (s *Severity) UnmarshalJSON(b []byte) error {
 	return err
 }
 
-// Location is a line of the user's Python code.
-type Location struct {
-	File     string `json:"file"`
-	Line     int    `json:"line"`
-	Function string `json:"function,omitempty"`
-}
-
-func (l *Location) String() string { return fmt.Sprintf("%s:%d", l.File, l.Line) }
-
 // Finding is one thing a rule found, with the numbers that prove it.
 type Finding struct {
-	Rule     string    `json:"rule"`
-	Severity Severity  `json:"severity"`
-	Title    string    `json:"title"`
-	Detail   string    `json:"detail"`
-	Advice   string    `json:"advice,omitempty"`
-	Operator string    `json:"operator,omitempty"`
-	Location *Location `json:"location,omitempty"`
+	Rule     string         `json:"rule"`
+	Severity Severity       `json:"severity"`
+	Title    string         `json:"title"`
+	Detail   string         `json:"detail"`
+	Advice   string         `json:"advice,omitempty"`
+	Operator string         `json:"operator,omitempty"`
+	Location *site.Location `json:"location,omitempty"`
 	// Metrics are the evidence in numbers, keyed with their unit
 	// ("bytes_per_step", "fraction", "count").
 	Metrics map[string]float64 `json:"metrics,omitempty"`

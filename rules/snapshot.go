@@ -6,6 +6,8 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/rules/internal/fmtutil"
+	"github.com/torchmem/torchmem/rules/site"
 )
 
 // SnapshotReport is the input's allocator snapshot analysis.
@@ -43,7 +45,7 @@ func AnalyzeSnapshotLeaks(rep *memtimeline.SnapshotReport, opts LeakOptions) Lea
 		out.Reason = fmt.Sprintf("the recorded history has no ProfilerStep annotations, so growth per step cannot be told; %s was never freed", memtimeline.FormatBytes(out.UnreleasedBytes))
 		for _, c := range rep.Leaks {
 			stack := snapshotChain(c)
-			out.Suspects = append(out.Suspects, LeakSuspect{Bytes: c.Bytes, Blocks: int64(c.Count), Stack: stack, Site: SiteLabel(stack, ""),
+			out.Suspects = append(out.Suspects, LeakSuspect{Bytes: c.Bytes, Blocks: int64(c.Count), Stack: stack, Site: site.Label(stack, ""),
 				FirstStep: -1, LastStep: -1, Kind: KindUnknown, StackNote: snapshotStackNote})
 		}
 		sortSuspects(out.Suspects)
@@ -73,13 +75,13 @@ func AnalyzeSnapshotLeaks(rep *memtimeline.SnapshotReport, opts LeakOptions) Lea
 		}
 		stack := snapshotChain(c)
 		s := LeakSuspect{
-			BytesPerStep: r.bytesPerStep, Stack: stack, Site: SiteLabel(stack, ""),
+			BytesPerStep: r.bytesPerStep, Stack: stack, Site: site.Label(stack, ""),
 			FirstStep: int64(rep.Steps[r.lo]), LastStep: int64(rep.Steps[r.hi]), StepsWithSurvivors: r.hi - r.lo + 1,
 			BytesByStep: slices.Clone(bytes[r.lo : r.hi+1]), Accelerating: r.accelerating, StackNote: snapshotStackNote,
 			copy: 2*c.CopyAllocs > c.Count,
 		}
 		if c.Site.IsPython() {
-			s.location = &Location{File: c.Site.Filename, Line: c.Site.Line, Function: c.Site.Name}
+			s.location = &site.Location{File: c.Site.Filename, Line: c.Site.Line, Function: c.Site.Name}
 		}
 		for k := r.lo; k <= r.hi; k++ {
 			s.Blocks += blocks[k]
@@ -156,7 +158,7 @@ func snapshotChain(c memtimeline.LeakCandidate) []string {
 	if len(names) == 0 && c.Site.Name != "" {
 		names = append(names, memtimeline.FrameName(c.Site, c.Stack))
 	}
-	return nonNil(chrometrace.UserChain(names))
+	return fmtutil.NonNil(chrometrace.UserChain(names))
 }
 
 func init() {
@@ -188,9 +190,9 @@ func init() {
 				return nil
 			}
 			o := ooms[0]
-			var loc *Location
+			var loc *site.Location
 			if o.Site.Filename != "" {
-				loc = &Location{File: o.Site.Filename, Line: o.Site.Line, Function: o.Site.Name}
+				loc = &site.Location{File: o.Site.Filename, Line: o.Site.Line, Function: o.Site.Name}
 			}
 			return []Finding{{
 				Title:    fmt.Sprintf("Out of memory on device %d: %s requested, %s free on the device", o.Device, memtimeline.FormatBytes(o.RequestedBytes), memtimeline.FormatBytes(o.DeviceFreeBytes)),
@@ -223,7 +225,7 @@ func init() {
 			}
 			return []Finding{{
 				Title:   fmt.Sprintf("Fragmentation: %s (%.0f%% of reserved) is free but split inside used segments", memtimeline.FormatBytes(st.InactiveSplitBytes), 100*j.Fraction),
-				Detail:  upperFirst(j.Reason) + fmt.Sprintf(". Reserved %s, allocated %s; the largest free block is %s.", memtimeline.FormatBytes(st.ReservedBytes), memtimeline.FormatBytes(st.AllocatedBytes), memtimeline.FormatBytes(st.LargestFreeBlock)),
+				Detail:  fmtutil.UpperFirst(j.Reason) + fmt.Sprintf(". Reserved %s, allocated %s; the largest free block is %s.", memtimeline.FormatBytes(st.ReservedBytes), memtimeline.FormatBytes(st.AllocatedBytes), memtimeline.FormatBytes(st.LargestFreeBlock)),
 				Advice:  "Try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or max_split_size_mb to stop large blocks being split; pre-allocate buffers of fixed sizes.",
 				Metrics: map[string]float64{"fraction": j.Fraction, "inactive_split_bytes": float64(st.InactiveSplitBytes), "reserved_bytes": float64(st.ReservedBytes)},
 			}}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/rules/site"
 )
 
 func readSnapshot(t *testing.T, name string) *memtimeline.Snapshot {
@@ -42,7 +43,7 @@ func TestSnapshotLeaks(t *testing.T) {
 			t.Errorf("%s: %d bytes/step", c.name, rep.GrowthBytesPerStep)
 		}
 		if c.file != "" {
-			loc := LocationOf(rep.Suspects[0].Stack)
+			loc := site.LocationOf(rep.Suspects[0].Stack)
 			if loc == nil || filepath.Base(loc.File) != c.file {
 				t.Errorf("%s: suspect at %v, want the user's %s", c.name, loc, c.file)
 			}

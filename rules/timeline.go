@@ -14,6 +14,8 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/rules/internal/fmtutil"
+	"github.com/torchmem/torchmem/rules/site"
 )
 
 const (
@@ -217,7 +219,7 @@ type hostCopy struct {
 	// waited: a synchronize call carries the copy's External id (the host
 	// waited for this copy itself, not only for a synchronous API).
 	waited   bool
-	location *Location
+	location *site.Location
 	// libraryAdvice names the switch of the known library loop that issued
 	// the copy (librarySyncSwitches), or is "".
 	libraryAdvice string
@@ -422,13 +424,13 @@ var pyFrameName = regexp.MustCompile(`^(.+)\((\d+)\): (.+)$`)
 // standard library: the one user-code test (chrometrace.IsLibraryFile).
 func libraryFrame(file string) bool { return chrometrace.IsLibraryFile(file) }
 
-func (fi *pyFrameLookup) userLocation(th chrometrace.ThreadID, ts int64) *Location {
-	var loc *Location
+func (fi *pyFrameLookup) userLocation(th chrometrace.ThreadID, ts int64) *site.Location {
+	var loc *site.Location
 	fi.enclosing(th, ts, func(file string, line int, function string) bool {
 		if libraryFrame(file) {
 			return true
 		}
-		loc = &Location{File: file, Line: line, Function: function}
+		loc = &site.Location{File: file, Line: line, Function: function}
 		return false
 	})
 	return loc
@@ -506,7 +508,7 @@ func (fi *pyFrameLookup) librarySwitch(th chrometrace.ThreadID, ts int64, site s
 type siteStats struct {
 	chain    string
 	site     string
-	location *Location
+	location *site.Location
 	copies   int
 	bytes    int64
 	blocked  int64
@@ -555,7 +557,7 @@ func describeSites(sites []siteStats) string {
 		}
 		fmt.Fprintf(&b, "%s: %d copies, %s", s.chain, s.copies, memtimeline.FormatBytes(s.bytes))
 		if s.blocked > 0 {
-			fmt.Fprintf(&b, ", host blocked %s", formatNs(s.blocked))
+			fmt.Fprintf(&b, ", host blocked %s", fmtutil.FormatNs(s.blocked))
 		}
 		if s.location != nil {
 			// Kineto names a frame by the line its function starts on.
@@ -654,7 +656,7 @@ func checkSyncCopy(r *Rule, in *Input) []Finding {
 			"each makes the host wait until the GPU has finished everything queued before it. "+
 			"The host spent %s per step in the copy and synchronize calls (%.1f%% of step time). Issued by: %s.%s",
 			n, memtimeline.FormatBytes(sizes[len(sizes)/2]), steps, len(w.list),
-			formatNs(blocked/int64(len(w.list))), 100*float64(blocked)/float64(max(stepTime, 1)),
+			fmtutil.FormatNs(blocked/int64(len(w.list))), 100*float64(blocked)/float64(max(stepTime, 1)),
 			describeSites(sites), w.note()),
 		Advice: libraryLoopAdvice(copies, isD2H) + "Don't call loss.item(), .cpu(), .tolist() or print(tensor) every step: accumulate metrics " +
 			"on the GPU (running_loss += loss.detach()) and read them every N steps; if a value must come " +
@@ -701,12 +703,12 @@ func checkPageableH2D(r *Rule, in *Input) []Finding {
 	sites := groupSites(copies, isPageable)
 	top := sites[0]
 	return []Finding{{
-		Title: fmt.Sprintf("%.3g pageable host-to-device %s per step (%s per step)", perStep, plural(perStep, "copy", "copies"),
+		Title: fmt.Sprintf("%.3g pageable host-to-device %s per step (%s per step)", perStep, fmtutil.Plural(perStep, "copy", "copies"),
 			memtimeline.FormatBytes(int64(float64(bytes)/steps))),
 		Detail: fmt.Sprintf("%d copies from pageable host memory, %s in all (largest %s), over %d step(s). "+
 			"The driver stages pageable memory through a pinned buffer, so the copy cannot overlap with "+
 			"compute and the host waits for it: %s per step in the copy calls. Issued by: %s.%s",
-			n, memtimeline.FormatBytes(bytes), memtimeline.FormatBytes(largest), len(w.list), formatNs(int64(float64(blocked)/steps)),
+			n, memtimeline.FormatBytes(bytes), memtimeline.FormatBytes(largest), len(w.list), fmtutil.FormatNs(int64(float64(blocked)/steps)),
 			describeSites(sites), w.note()),
 		Advice: "Pin the source: DataLoader(..., pin_memory=True) for batches, tensor.pin_memory() for " +
 			"buffers you reuse, then .to(device, non_blocking=True). Create constants and scalars " +
@@ -764,12 +766,12 @@ func checkPinnedBlocking(r *Rule, in *Input) []Finding {
 	top := sites[0]
 	per := float64(len(w.list))
 	return []Finding{{
-		Title: fmt.Sprintf("%.3g blocking host-to-device %s from pinned memory per step (%s per step)", float64(n)/per, plural(float64(n)/per, "copy", "copies"),
+		Title: fmt.Sprintf("%.3g blocking host-to-device %s from pinned memory per step (%s per step)", float64(n)/per, fmtutil.Plural(float64(n)/per, "copy", "copies"),
 			memtimeline.FormatBytes(int64(float64(bytes)/per))),
 		Detail: fmt.Sprintf("%d copies from pinned (page-locked) memory in %d of %d steps, %s in all, each followed by a synchronize the host waited in: "+
 			"%s per step. Pinned memory lets a copy run asynchronously while the GPU computes; copied without non_blocking=True "+
 			"the host stops until it lands. Issued by: %s.",
-			n, steps, len(w.list), memtimeline.FormatBytes(bytes), formatNs(int64(float64(blocked)/per)), describeSites(sites)),
+			n, steps, len(w.list), memtimeline.FormatBytes(bytes), fmtutil.FormatNs(int64(float64(blocked)/per)), describeSites(sites)),
 		Advice: libraryLoopAdvice(copies, isPinnedBlocking) + "The source is pinned already (DataLoader(pin_memory=True) or tensor.pin_memory()): copy with " +
 			"x.to(device, non_blocking=True) so the upload overlaps compute; the next kernel on the same stream still waits for it.",
 		Operator: top.site,
@@ -837,11 +839,11 @@ func checkLowMemcpyBandwidth(r *Rule, in *Input) []Finding {
 		}
 		out = append(out, Finding{
 			Title: fmt.Sprintf("%d %s %s at %.1f GB/s, %.0f%% of the trace's best %.1f GB/s", len(rates), dir,
-				plural(float64(len(rates)), "copy", "copies"), median, 100*median/best, best),
+				fmtutil.Plural(float64(len(rates)), "copy", "copies"), median, 100*median/best, best),
 			Detail: fmt.Sprintf("%d %s copies of at least %s moved %s at a median %.2f GB/s (%d from pageable memory), "+
 				"under %.0f%% of the best host<->device copy in this trace (%s, %.2f GB/s); they took %s of device time. Issued by: %s.",
 				len(rates), dir, memtimeline.FormatBytes(minBandwidthBytes), memtimeline.FormatBytes(bytes), median, pageable,
-				100*r.Threshold, bestName, best, formatNs(dur), describeSites(sites)),
+				100*r.Threshold, bestName, best, fmtutil.FormatNs(dur), describeSites(sites)),
 			Advice:   advice,
 			Operator: sites[0].site,
 			Location: sites[0].location,
@@ -981,7 +983,7 @@ func checkIdleGaps(r *Rule, in *Input) []Finding {
 		}
 		gapLen := worst.gap.end - worst.gap.start
 		doing := hostDuring(in, worst.gap)
-		var loc *Location
+		var loc *site.Location
 		if s := w.list[worstStep]; gapLen > 0 {
 			loc = pyFrameIndex(in).userLocation(s.Thread, worst.gap.start+gapLen/2)
 		}
@@ -999,7 +1001,7 @@ func checkIdleGaps(r *Rule, in *Input) []Finding {
 		// over many short gaps means the host launches kernels slower than
 		// the GPU runs them.
 		meanGap := idleTotal / int64(max(gapCount, 1))
-		shape := fmt.Sprintf("The idle time is spread over %d gaps (mean %s): the GPU waits for the host to launch work (CPU or launch bound).", gapCount, formatNs(meanGap))
+		shape := fmt.Sprintf("The idle time is spread over %d gaps (mean %s): the GPU waits for the host to launch work (CPU or launch bound).", gapCount, fmtutil.FormatNs(meanGap))
 		advice := "Many short gaps mean the host cannot launch kernels as fast as the GPU runs them: " +
 			"use larger batches, fuse small ops with torch.compile (mode=\"reduce-overhead\" adds CUDA graphs), " +
 			"and remove per-step host syncs (.item(), .cpu())."
@@ -1025,7 +1027,7 @@ func checkIdleGaps(r *Rule, in *Input) []Finding {
 			Detail: fmt.Sprintf("On GPU %d no kernel, copy or memset ran for %.0f%% of the median step (max %.0f%%, %.0f%% of all %d step(s) together). %s "+
 				"The largest gap, %s in %s, began %s into the step; %s.%s",
 				dev, 100*median, 100*sorted[len(sorted)-1], 100*float64(idleTotal)/float64(max(stepTotal, 1)), len(w.list), shape,
-				formatNs(gapLen), stepLabel, formatNs(worst.gap.start-w.list[worstStep].Start), hostText, w.note()),
+				fmtutil.FormatNs(gapLen), stepLabel, fmtutil.FormatNs(worst.gap.start-w.list[worstStep].Start), hostText, w.note()),
 			Advice:   advice,
 			Operator: op,
 			Location: loc,
@@ -1117,27 +1119,9 @@ func describeHostOps(l []gapHostActivity) string {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		fmt.Fprintf(&b, "%s (%s)", a.name, formatNs(a.overlap))
+		fmt.Fprintf(&b, "%s (%s)", a.name, fmtutil.FormatNs(a.overlap))
 	}
 	return b.String()
-}
-
-func formatNs(ns int64) string {
-	switch {
-	case ns >= 1e9:
-		return fmt.Sprintf("%.2f s", float64(ns)/1e9)
-	case ns >= 1e6:
-		return fmt.Sprintf("%.2f ms", float64(ns)/1e6)
-	default:
-		return fmt.Sprintf("%.1f µs", float64(ns)/1e3)
-	}
-}
-
-func plural(n float64, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }
 
 func sumInt64(l []int64) int64 {

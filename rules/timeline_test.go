@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/rules/site"
 )
 
 var timelineRuleIDs = []string{ruleSyncCopy, rulePageableH2D, rulePinnedBlocking, ruleIdleGaps, ruleLaunchBound, ruleLowMemcpyBW}
@@ -455,27 +456,27 @@ func TestAmpItemSyncSlowLoaderTruth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	type site struct {
+	type truthSite struct {
 		File string `json:"file"`
 		Line int    `json:"line"`
 	}
 	var truth struct {
 		Window struct{ Active int } `json:"window"`
 		Sync   struct {
-			Memcpy string `json:"memcpy"`
-			Copies int    `json:"copies"`
-			Bytes  int64  `json:"bytes"`
-			Site   site   `json:"site"`
+			Memcpy string    `json:"memcpy"`
+			Copies int       `json:"copies"`
+			Bytes  int64     `json:"bytes"`
+			Site   truthSite `json:"site"`
 		} `json:"sync_per_step"`
 		H2D struct {
-			Memcpy    string `json:"memcpy"`
-			Copies    int    `json:"copies"`
-			BytesEach int64  `json:"bytes_each"`
-			Site      site   `json:"site"`
+			Memcpy    string    `json:"memcpy"`
+			Copies    int       `json:"copies"`
+			BytesEach int64     `json:"bytes_each"`
+			Site      truthSite `json:"site"`
 		} `json:"h2d_per_step"`
 		Loader struct {
-			SleepS float64 `json:"sleep_s_per_batch"`
-			Site   site    `json:"site"`
+			SleepS float64   `json:"sleep_s_per_batch"`
+			Site   truthSite `json:"site"`
 		} `json:"loader"`
 	}
 	if err := json.Unmarshal(raw, &truth); err != nil {
@@ -483,7 +484,7 @@ func TestAmpItemSyncSlowLoaderTruth(t *testing.T) {
 	}
 	tr := readTraceFile(t, dir+"trace.json.gz")
 	steps := truth.Window.Active
-	atOrAbove := func(what string, got *Location, want site) {
+	atOrAbove := func(what string, got *site.Location, want truthSite) {
 		t.Helper()
 		if got == nil || got.File != want.File || got.Line > want.Line || got.Line < want.Line-40 {
 			t.Errorf("%s: location %+v, want the function around %s:%d", what, got, want.File, want.Line)

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/rules/site"
 )
 
 // The verdict is the answer a user reads first: does it leak (how much per
@@ -44,13 +45,13 @@ type LeakEvidence struct {
 	Reason string  `json:"reason"`
 	// LeakKind, Holding and Location come from the top suspect, when the
 	// input has one.
-	LeakKind     string    `json:"kind,omitempty"`
-	KindEvidence string    `json:"kind_evidence,omitempty"`
-	Fix          string    `json:"fix,omitempty"`
-	Holding      []string  `json:"holding,omitempty"`
-	StackNote    string    `json:"stack_note,omitempty"`
-	Location     *Location `json:"location,omitempty"`
-	Operator     string    `json:"operator,omitempty"`
+	LeakKind     string         `json:"kind,omitempty"`
+	KindEvidence string         `json:"kind_evidence,omitempty"`
+	Fix          string         `json:"fix,omitempty"`
+	Holding      []string       `json:"holding,omitempty"`
+	StackNote    string         `json:"stack_note,omitempty"`
+	Location     *site.Location `json:"location,omitempty"`
+	Operator     string         `json:"operator,omitempty"`
 	// Leaks counts the distinct leaks (causes) the input found.
 	Leaks int `json:"leaks,omitempty"`
 }
@@ -70,10 +71,10 @@ type LeakAnswer struct {
 	Fix          string `json:"fix,omitempty"`
 	// Holding is the chain of frames that keeps the memory, outermost
 	// first; Location the holding line.
-	Holding   []string  `json:"holding,omitempty"`
-	StackNote string    `json:"stack_note,omitempty"`
-	Location  *Location `json:"location,omitempty"`
-	Operator  string    `json:"operator,omitempty"`
+	Holding   []string       `json:"holding,omitempty"`
+	StackNote string         `json:"stack_note,omitempty"`
+	Location  *site.Location `json:"location,omitempty"`
+	Operator  string         `json:"operator,omitempty"`
 	// Leaks is how many distinct leaks the best source found.
 	Leaks  int    `json:"leaks,omitempty"`
 	Reason string `json:"reason"`
@@ -102,9 +103,9 @@ type OOMAnswer struct {
 	// Cause is "capacity" (the memory was not there), "fragmentation"
 	// (the cache held enough free bytes, but not in one block) or
 	// "unknown".
-	Cause    string    `json:"cause"`
-	Reason   string    `json:"reason"`
-	Location *Location `json:"location,omitempty"`
+	Cause    string         `json:"cause"`
+	Reason   string         `json:"reason"`
+	Location *site.Location `json:"location,omitempty"`
 	// Composition is what was alive when it failed (traces only).
 	Composition *memtimeline.Composition `json:"composition,omitempty"`
 }
@@ -242,12 +243,12 @@ func leakEvidence(in *Input) []LeakEvidence {
 		}
 		if s != nil {
 			e.Holding, e.StackNote = s.Stack, s.StackNote
-			e.Location = LocationOf(s.Stack)
-			if l := LocationOf([]string{s.HoldingLine}); l != nil {
+			e.Location = site.LocationOf(s.Stack)
+			if l := site.LocationOf([]string{s.HoldingLine}); l != nil {
 				e.Location = l // the line that holds it (leak detector's word)
 			}
 			if s.Operator != "" {
-				e.Operator = firstOp(s.Operator)
+				e.Operator = site.FirstOp(s.Operator)
 			}
 		}
 		return e
@@ -654,9 +655,9 @@ type OOMFacts struct {
 
 // SnapshotOOM is an allocator snapshot's record of one failed request.
 type SnapshotOOM struct {
-	RequestBytes    int64     `json:"request_bytes"`
-	DeviceFreeBytes int64     `json:"device_free_bytes"`
-	Location        *Location `json:"location,omitempty"`
+	RequestBytes    int64          `json:"request_bytes"`
+	DeviceFreeBytes int64          `json:"device_free_bytes"`
+	Location        *site.Location `json:"location,omitempty"`
 }
 
 // OOMFacts are the input's out-of-memory records (memoized).
@@ -689,7 +690,7 @@ func (in *Input) OOMFacts() OOMFacts {
 			for _, o := range rep.OOMs {
 				so := SnapshotOOM{RequestBytes: o.RequestedBytes, DeviceFreeBytes: o.DeviceFreeBytes}
 				if o.Site.Filename != "" {
-					so.Location = &Location{File: o.Site.Filename, Line: o.Site.Line, Function: o.Site.Name}
+					so.Location = &site.Location{File: o.Site.Filename, Line: o.Site.Line, Function: o.Site.Name}
 				}
 				f.SnapshotOOMs = append(f.SnapshotOOMs, so)
 			}

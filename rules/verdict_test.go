@@ -11,6 +11,7 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/rules/site"
 )
 
 // loadInput reads one recorded file of any kind the verdict uses, by name.
@@ -318,7 +319,7 @@ func TestJudgeLeakDisagreement(t *testing.T) {
 	steps := LeakEvidence{Source: "r/steps.jsonl", Kind: SourceSteps, Verdict: VerdictLeak, BytesPerStep: 16 << 20, Steps: 200, R2: 0.99}
 	traceClean := LeakEvidence{Source: "r/trace.json.gz", Kind: SourceTrace, Verdict: VerdictClean, Steps: 3, R2: 1}
 	traceLeak := LeakEvidence{Source: "r/trace.json.gz", Kind: SourceTrace, Verdict: VerdictLeak, BytesPerStep: 16 << 20, Steps: 3, R2: 1,
-		LeakKind: KindContainer, Location: &Location{File: "train.py", Line: 40}, Holding: []string{"train.py(10): main", "train.py(40): step"}}
+		LeakKind: KindContainer, Location: &site.Location{File: "train.py", Line: 40}, Holding: []string{"train.py(10): main", "train.py(40): step"}}
 	stepsClean := LeakEvidence{Source: "r/steps.jsonl", Kind: SourceSteps, Verdict: VerdictClean, Steps: 200, R2: 0.1}
 	snapOff := LeakEvidence{Source: "r/s.pickle", Kind: SourceSnapshot, Verdict: VerdictLeak, BytesPerStep: 40 << 20, Steps: 8, R2: 1}
 	for _, c := range []struct {

@@ -13,6 +13,7 @@ import (
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules"
+	"github.com/torchmem/torchmem/rules/site"
 )
 
 func init() { subcommands = append(subcommands, newDiffCmd) }
@@ -434,7 +435,7 @@ func writeDiffText(w io.Writer, d *rules.Diff, leaks, violations []string, budge
 	if len(d.NewSuspects) > 0 {
 		fmt.Fprintln(w, "\nLeak suspects new in HEAD:")
 		for _, s := range d.NewSuspects {
-			label := rules.SiteLabel(s.Stack, s.Operator)
+			label := site.Label(s.Stack, s.Operator)
 			if format == formatMarkdown {
 				label = mdEscape(label)
 			}

@@ -1,0 +1,80 @@
+// Package site names a place in the user's code the one way every
+// analysis, finding, diff and table does: a site is its innermost user
+// frame ("train.py(42): step"), with the operator the user's code called
+// when there is one ("train.py(42): step via aten::mm"); a Location is
+// that frame as file, line and function. Library frames (torch, site
+// packages) are passed over, so the same line matches across runs.
+package site
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/torchmem/torchmem/chrometrace"
+)
+
+// Location is a line of the user's Python code.
+type Location struct {
+	File     string `json:"file"`
+	Line     int    `json:"line"`
+	Function string `json:"function,omitempty"`
+}
+
+func (l *Location) String() string { return fmt.Sprintf("%s:%d", l.File, l.Line) }
+
+// LocationOf returns the innermost user frame of a stack as file:line.
+func LocationOf(stack []string) *Location {
+	for i := len(stack) - 1; i >= 0; i-- {
+		if chrometrace.IsLibraryFrame(stack[i]) {
+			continue
+		}
+		if f, ok := chrometrace.ParseFrame(stack[i]); ok {
+			return &Location{File: f.Filename, Line: f.Line, Function: f.Name}
+		}
+	}
+	return nil
+}
+
+// Label names a site by its innermost user frame and outermost
+// operator, so the same code line matches across runs.
+func Label(frames []string, operator string) string {
+	where := "(no Python stack)"
+	for i := len(frames) - 1; i >= 0; i-- {
+		if !chrometrace.IsLibraryFrame(frames[i]) {
+			where = frames[i]
+			break
+		}
+	}
+	if where == "(no Python stack)" && len(frames) > 0 {
+		where = frames[len(frames)-1]
+	}
+	if operator == "" {
+		return where
+	}
+	return where + " via " + FirstOp(operator)
+}
+
+// Name names a site by its innermost user frame the one way (Label,
+// without the operator), or by its operator when it has no Python stack.
+func Name(stack []string, op string) string {
+	if len(stack) == 0 {
+		return FirstOp(op)
+	}
+	return Label(stack, "")
+}
+
+// FirstOp is the operator the user's code called: the outermost op of the
+// chain, past record_function ranges ("Optimizer.step#Adam.step",
+// "DistributedDataParallel.forward") that merely enclose it.
+func FirstOp(chain string) string {
+	if chain == "" {
+		return "(no operator)"
+	}
+	ops := strings.Split(chain, " > ")
+	for _, op := range ops {
+		if strings.Contains(op, "::") {
+			return op
+		}
+	}
+	return ops[0]
+}
