@@ -13,6 +13,7 @@ import (
 
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules/internal/fmtutil"
+	"github.com/torchmem/torchmem/rules/leak"
 )
 
 // Checklist statuses.
@@ -65,7 +66,7 @@ func Checklist(v Verdict, fs []Finding) []CheckItem {
 		switch {
 		case in.isTrace():
 			traces = append(traces, in)
-			if in.Frag().Verdict != VerdictUnknown {
+			if in.Frag().Verdict != leak.VerdictUnknown {
 				withMemory = append(withMemory, in)
 			}
 			if in.hasGPUSteps() {
@@ -108,24 +109,24 @@ func Checklist(v Verdict, fs []Finding) []CheckItem {
 			kinds[e.LeakKind] = true
 		}
 	}
-	leak := CheckItem{ID: "leak", Item: "No memory kept step over step (leak)", Rules: []string{RuleLeak, "snapshot.leak", "steps.growth", "smi.leak"}}
+	leakItem := CheckItem{ID: "leak", Item: "No memory kept step over step (leak)", Rules: []string{RuleLeak, "snapshot.leak", "steps.growth", "smi.leak"}}
 	switch v.Leak.Verdict {
-	case VerdictLeak:
-		leak.Status = CheckFail
-		leak.Detail = fmt.Sprintf("%s per step", memtimeline.FormatBytes(v.Leak.BytesPerStep))
+	case leak.VerdictLeak:
+		leakItem.Status = CheckFail
+		leakItem.Detail = fmt.Sprintf("%s per step", memtimeline.FormatBytes(v.Leak.BytesPerStep))
 		if v.Leak.Kind != "" {
-			leak.Detail += " (" + v.Leak.Kind + ")"
+			leakItem.Detail += " (" + v.Leak.Kind + ")"
 		}
 		if v.Leak.Location != nil {
-			leak.Detail += " at " + v.Leak.Location.String()
+			leakItem.Detail += " at " + v.Leak.Location.String()
 		}
-	case VerdictClean:
-		leak.Status, leak.Detail = CheckPass, v.Leak.Reason
+	case leak.VerdictClean:
+		leakItem.Status, leakItem.Detail = CheckPass, v.Leak.Reason
 	default:
-		leak.Status, leak.Detail, leak.Record = CheckNotMeasurable, v.Leak.Reason, recordTrace+"; or "+recordStepLog
+		leakItem.Status, leakItem.Detail, leakItem.Record = CheckNotMeasurable, v.Leak.Reason, recordTrace+"; or "+recordStepLog
 	}
-	add(leak)
-	measured := v.Leak.Verdict == VerdictLeak || v.Leak.Verdict == VerdictClean
+	add(leakItem)
+	measured := v.Leak.Verdict == leak.VerdictLeak || v.Leak.Verdict == leak.VerdictClean
 	kindItem := func(id, item, why string, bad ...string) {
 		it := CheckItem{ID: id, Item: item, Rules: []string{RuleLeak, "snapshot.leak"}}
 		for _, k := range bad {
@@ -165,8 +166,8 @@ func Checklist(v Verdict, fs []Finding) []CheckItem {
 	}
 	add(zg)
 	kindItem("eval-no-grad", "No autograd graph kept across steps (evaluation without torch.no_grad(), losses kept with their graph)",
-		"outputs kept with their autograd graph: evaluate under torch.no_grad(), keep loss.item() or .detach()", KindAutogradGraph, KindRetainGraph)
-	kindItem("kept-in-lists", "No tensors kept in a list or cache", "tensors appended to a container step after step: keep .detach().cpu() copies or bound the list", KindContainer)
+		"outputs kept with their autograd graph: evaluate under torch.no_grad(), keep loss.item() or .detach()", leak.KindAutogradGraph, leak.KindRetainGraph)
+	kindItem("kept-in-lists", "No tensors kept in a list or cache", "tensors appended to a container step after step: keep .detach().cpu() copies or bound the list", leak.KindContainer)
 
 	// Allocation pattern.
 	traceItem := func(id, item, rule string, pass func() (string, bool)) {

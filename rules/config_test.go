@@ -7,6 +7,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/torchmem/torchmem/rules/internal/testinput"
 )
 
 func TestConfigOverridesAndDisables(t *testing.T) {
@@ -37,19 +39,19 @@ rules:
 	}
 	// The override is what the rule uses: 8 MiB/step is above the planted
 	// 4 MiB, so the leak is still found but only as a warning.
-	var leak []Rule
+	var leakRules []Rule
 	for _, r := range rs {
 		if r.ID == "memory.leak" {
 			r.Severity = Error
-			leak = append(leak, r)
+			leakRules = append(leakRules, r)
 		}
 	}
-	fs := Run(leak, &Input{Trace: readTrace(t, "leak_module_cache")})
+	fs := Run(leakRules, &Input{Trace: testinput.NamedTrace(t, "leak_module_cache")})
 	if len(fs) != 1 || fs[0].Severity != Warning {
 		t.Errorf("threshold override ignored: %+v", fs)
 	}
-	leak[0].Threshold = 4 << 20
-	if fs := Run(leak, &Input{Trace: readTrace(t, "leak_module_cache")}); len(fs) != 1 || fs[0].Severity != Error {
+	leakRules[0].Threshold = 4 << 20
+	if fs := Run(leakRules, &Input{Trace: testinput.NamedTrace(t, "leak_module_cache")}); len(fs) != 1 || fs[0].Severity != Error {
 		t.Errorf("at the threshold the leak is an error: %+v", fs)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/rules/leak"
 	"github.com/torchmem/torchmem/rules/site"
 )
 
@@ -28,7 +29,7 @@ type Side struct {
 	// Sites maps a site ("file.py(12): fn via aten::op") to its bytes.
 	SiteAlloc map[string]int64
 	SiteLive  map[string]int64
-	Suspects  []LeakSuspect
+	Suspects  []leak.Suspect
 	// StepSurvivors lists survivor bytes per step, in step order.
 	StepSurvivors []int64
 }
@@ -71,7 +72,7 @@ func NewInputSide(in *Input) *Side {
 func NewSnapshotSide(source string, rep *memtimeline.SnapshotReport) *Side {
 	s := &Side{Source: source, Operators: map[string]int64{}, SiteAlloc: map[string]int64{}, SiteLive: map[string]int64{}}
 	s.PeakAllocatedBytes, s.PeakReservedBytes = rep.Stats.AllocatedBytes, rep.Stats.ReservedBytes
-	leaks := AnalyzeSnapshotLeaks(rep, DefaultLeakOptions())
+	leaks := leak.AnalyzeSnapshot(rep, leak.DefaultOptions())
 	s.GrowthBytesPerStep, s.LeakVerdict, s.Suspects = leaks.GrowthBytesPerStep, leaks.Verdict, leaks.Suspects
 	for _, c := range rep.Leaks {
 		k := fmt.Sprintf("%s(%d): %s", c.Site.Filename, c.Site.Line, c.Site.Name)
@@ -86,13 +87,13 @@ func Merge(source string, sides []*Side) *Side {
 	if len(sides) == 1 {
 		return sides[0]
 	}
-	out := &Side{Source: source, Operators: map[string]int64{}, SiteAlloc: map[string]int64{}, SiteLive: map[string]int64{}, LeakVerdict: VerdictClean}
+	out := &Side{Source: source, Operators: map[string]int64{}, SiteAlloc: map[string]int64{}, SiteLive: map[string]int64{}, LeakVerdict: leak.VerdictClean}
 	for _, s := range sides {
 		out.PeakAllocatedBytes = max(out.PeakAllocatedBytes, s.PeakAllocatedBytes)
 		out.PeakReservedBytes = max(out.PeakReservedBytes, s.PeakReservedBytes)
 		out.Steps = max(out.Steps, s.Steps)
 		out.GrowthBytesPerStep = max(out.GrowthBytesPerStep, s.GrowthBytesPerStep)
-		if s.LeakVerdict == VerdictLeak || (s.LeakVerdict == VerdictUnknown && out.LeakVerdict == VerdictClean) {
+		if s.LeakVerdict == leak.VerdictLeak || (s.LeakVerdict == leak.VerdictUnknown && out.LeakVerdict == leak.VerdictClean) {
 			out.LeakVerdict = s.LeakVerdict
 		}
 		for k, v := range s.Operators {
@@ -138,8 +139,8 @@ type Diff struct {
 	Operators      []Mover
 	SitesAlloc     []Mover
 	SitesLive      []Mover
-	NewSuspects    []LeakSuspect
-	HeadSuspects   []LeakSuspect
+	NewSuspects    []leak.Suspect
+	HeadSuspects   []leak.Suspect
 	StepSurvivors  [][2]int64 // matched by position in the profiled window
 	Changed        bool
 	ChangedSummary string
@@ -309,7 +310,7 @@ func signedBytes(n int64) string {
 // the leak gate passes.
 func (d *Diff) LeakGate(threshold int64) []string {
 	var out []string
-	if d.HeadVerdict == VerdictLeak && d.BaseVerdict != VerdictLeak {
+	if d.HeadVerdict == leak.VerdictLeak && d.BaseVerdict != leak.VerdictLeak {
 		why := fmt.Sprintf("HEAD leaks (BASE %s)", d.BaseVerdict)
 		if len(d.HeadSuspects) > 0 {
 			s := d.HeadSuspects[0]

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/rules/internal/testinput"
 	"github.com/torchmem/torchmem/rules/site"
 )
 
@@ -35,7 +36,7 @@ func TestParseBudget(t *testing.T) {
 }
 
 func TestDiffSelfIsNoChange(t *testing.T) {
-	tr := readTrace(t, "resnet_train_clean")
+	tr := testinput.NamedTrace(t, "resnet_train_clean")
 	a, b := NewTraceSide("a", tr), NewTraceSide("b", tr)
 	d := Compare(a, b, 10)
 	if d.Changed || len(d.Operators) != 0 || len(d.SitesAlloc) != 0 || len(d.NewSuspects) != 0 {
@@ -52,7 +53,7 @@ func TestDiffSelfIsNoChange(t *testing.T) {
 // A leaking run against a clean one: the new suspect is the planted line
 // and the live-at-end mover is its 24 MiB.
 func TestDiffFindsNewLeak(t *testing.T) {
-	d := Compare(NewTraceSide("base", readTrace(t, "compiled_model")), NewTraceSide("head", readTrace(t, "leak_module_cache")), 20)
+	d := Compare(NewTraceSide("base", testinput.NamedTrace(t, "compiled_model")), NewTraceSide("head", testinput.NamedTrace(t, "leak_module_cache")), 20)
 	if len(d.NewSuspects) != 1 || site.Label(d.NewSuspects[0].Stack, d.NewSuspects[0].Operator) != "gen_traces.py(143): forward via aten::clone" {
 		t.Errorf("new suspects %+v", d.NewSuspects)
 	}
@@ -79,7 +80,7 @@ func TestDiffLeakGate(t *testing.T) {
 		if strings.HasPrefix(name, "gpu/") {
 			return NewTraceSide(name, readGPUTrace(t, strings.TrimPrefix(name, "gpu/")))
 		}
-		return NewTraceSide(name, readTrace(t, name))
+		return NewTraceSide(name, testinput.NamedTrace(t, name))
 	}
 	cases := []struct {
 		base, head string

@@ -6,6 +6,7 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/rules/leak"
 )
 
 // A Digest is one input's analyses without its raw data: what `torchmem
@@ -23,7 +24,7 @@ type Digest struct {
 	// Leaks is the leak report (per-step survivors, leaks with their sites,
 	// suspects with their stacks) with default options; traces and
 	// snapshots only.
-	Leaks *LeakReport `json:"leaks,omitempty"`
+	Leaks *leak.Report `json:"leaks,omitempty"`
 	// Frag is the trace's fragmentation report (default options).
 	Frag *FragReport `json:"fragmentation,omitempty"`
 	// TraceSummary is what the trace recorded (steps, GPU, peaks).

@@ -1,16 +1,26 @@
-// Package rules holds torchmem's detectors: leaks, fragmentation, OOM,
-// per-operator limits and GPU-timeline problems. Each rule is a small unit
-// with an id, a default threshold and a severity; running it on an input
-// gives findings that carry their evidence and what to do next.
+// Package rules is torchmem's rule engine: detectors for leaks,
+// fragmentation, OOM, per-operator limits and GPU-timeline problems. Each
+// rule is a small unit with an id, a default threshold and a severity;
+// running it on an input gives findings that carry their evidence and what
+// to do next.
 //
 // An Input is one loaded file of any kind with its analysis context: the
 // expensive analyses (attribution, lifetimes, sites, the leak and
 // fragmentation reports, input.go) are computed once per input under typed
-// keys and shared by every rule and renderer. Files:
+// keys and shared by every rule and renderer. The analyses themselves are
+// plain functions over plain data in subpackages; the engine caches them
+// per input and turns them into findings and verdicts (pprof's split):
+//
+//	leak/        leak verdicts from regularity (traces, snapshots)
+//	site/        how every output names a code site and its location
+//	summary/     the file `torchmem summarize` writes (a Digest)
+//
+// Files of the engine:
 //
 //	rule.go, config.go         rules, registry, YAML overrides
 //	input.go                   the shared analyses (Key, Get, accessors)
-//	leaks.go, snapshot.go      leak verdicts from regularity (traces, snapshots)
+//	leakfindings.go,           leak findings (traces, snapshots), the
+//	  snapshotrules.go           snapshot's OOM and split rules
 //	frag*.go                   fragmentation by the allocator's own rules
 //	memory.go, timeline.go,    OOMs, operator limits, GPU-timeline rules
 //	  idlecause.go

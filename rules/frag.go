@@ -9,10 +9,11 @@ import (
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules/internal/fmtutil"
+	"github.com/torchmem/torchmem/rules/leak"
 	"github.com/torchmem/torchmem/rules/site"
 )
 
-// Fragmentation verdicts (VerdictUnknown is shared with the leak detector).
+// Fragmentation verdicts (leak.VerdictUnknown is shared with the leak detector).
 const (
 	VerdictFragmented = "fragmented"
 	VerdictOK         = "ok"
@@ -298,7 +299,7 @@ func analyzeFrag(in *Input, opts FragOptions) FragReport {
 		}
 	}
 	if len(mem) == 0 {
-		rep.Verdict = VerdictUnknown
+		rep.Verdict = leak.VerdictUnknown
 		rep.Reason = "the trace has no GPU memory events: profile with profile_memory=True"
 		if opts.Device >= 0 {
 			rep.Reason = fmt.Sprintf("the trace has no memory events on GPU %d (profile with profile_memory=True, or pick another --device)", opts.Device)
@@ -907,7 +908,7 @@ func fragFinding(r *Rule, in *Input, check func(rep *FragReport, opts FragOption
 	}
 	// The analysis itself does not depend on thresholds, only the verdict.
 	rep := in.Frag()
-	if rep.Verdict == VerdictUnknown {
+	if rep.Verdict == leak.VerdictUnknown {
 		return nil
 	}
 	rep.Signals, rep.Reasons, rep.Advice = nil, []string{}, []string{}

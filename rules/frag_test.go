@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/rules/internal/testinput"
+	"github.com/torchmem/torchmem/rules/leak"
 )
 
 func TestFragVerdictsOnRealTraces(t *testing.T) {
@@ -24,11 +26,11 @@ func TestFragVerdictsOnRealTraces(t *testing.T) {
 		{"compiled_model", VerdictOK},
 		{"leak_module_cache", VerdictOK},
 		{"leak_eval_no_grad", VerdictOK},
-		{"no_memory", VerdictUnknown},
+		{"no_memory", leak.VerdictUnknown},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			rep := AnalyzeFrag(readTrace(t, c.name), DefaultFragOptions())
+			rep := AnalyzeFrag(testinput.NamedTrace(t, c.name), DefaultFragOptions())
 			if rep.Verdict != c.verdict {
 				t.Fatalf("verdict %s (%s), want %s", rep.Verdict, rep.Reason, c.verdict)
 			}
@@ -47,7 +49,7 @@ func TestFragVerdictsOnRealTraces(t *testing.T) {
 			if waste != (c.verdict == VerdictFragmented) || (len(rep.Advice) > 0) != (fired > 0) {
 				t.Errorf("%d signals fired, %d pieces of advice, verdict %s", fired, len(rep.Advice), rep.Verdict)
 			}
-			if c.verdict == VerdictUnknown {
+			if c.verdict == leak.VerdictUnknown {
 				if !strings.Contains(rep.Reason, "profile_memory=True") {
 					t.Errorf("reason %q does not say how to record memory", rep.Reason)
 				}
@@ -141,7 +143,7 @@ func rawSmallCUDAAllocs(t *testing.T, name string, maxBytes float64) int64 {
 //     steps, so 19806*4/6 in the profiled window, and the histogram shows
 //     that every small-pool block here is <= 4 KiB (nothing in 4 KiB..1 MiB).
 func TestFragSmallAllocsCountedIndependently(t *testing.T) {
-	rep := AnalyzeFrag(readTrace(t, "frag_small_allocs"), DefaultFragOptions())
+	rep := AnalyzeFrag(testinput.NamedTrace(t, "frag_small_allocs"), DefaultFragOptions())
 	raw := rawSmallCUDAAllocs(t, "frag_small_allocs", 4096)
 	if rep.SmallAllocs.Count != raw {
 		t.Errorf("small allocs %d, raw JSON count %d", rep.SmallAllocs.Count, raw)
@@ -194,7 +196,7 @@ func TestFragSmallAllocsCountedIndependently(t *testing.T) {
 // agree: it freed num_device_free segments, reserved_bytes.all.freed bytes,
 // all of them inside the profiled window.
 func TestFragEmptyCacheChurn(t *testing.T) {
-	rep := AnalyzeFrag(readTrace(t, "frag_small_allocs"), DefaultFragOptions())
+	rep := AnalyzeFrag(testinput.NamedTrace(t, "frag_small_allocs"), DefaultFragOptions())
 	stats := memoryStats(t, "frag_small_allocs")
 	truth := readFragTruth(t, "frag_small_allocs")
 	m := regexp.MustCompile(`empty_cache at step (\d+)`).FindStringSubmatch(truth.Planted)
@@ -240,7 +242,7 @@ func TestFragEmptyCacheChurn(t *testing.T) {
 func TestFragSegmentCallsMatchMemoryStats(t *testing.T) {
 	for _, name := range []string{"resnet_train_clean", "big_transformer", "compiled_model", "leak_module_cache", "leak_eval_no_grad"} {
 		t.Run(name, func(t *testing.T) {
-			rep := AnalyzeFrag(readTrace(t, name), DefaultFragOptions())
+			rep := AnalyzeFrag(testinput.NamedTrace(t, name), DefaultFragOptions())
 			stats := memoryStats(t, name)
 			sc := rep.SegmentCalls
 			if sc.CudaFree != stats["num_device_free"] || sc.CudaMalloc > stats["num_device_alloc"] || len(rep.ReservedDrops) != 0 {
@@ -261,7 +263,7 @@ func TestFragSegmentCallsMatchMemoryStats(t *testing.T) {
 // flood and churn into "ok"; lowering the gap limit makes the gap signal
 // fire on the same trace.
 func TestFragThresholds(t *testing.T) {
-	tr := readTrace(t, "frag_small_allocs")
+	tr := testinput.NamedTrace(t, "frag_small_allocs")
 	opts := DefaultFragOptions()
 	opts.MinSmallPerStep = 4000
 	opts.MinChurnPerStep = 5
@@ -282,14 +284,14 @@ func TestFragThresholds(t *testing.T) {
 	}
 	// The ResNet run holds 41% of reserved idle at its peak, but never
 	// needed a new segment: an idle cache, not a fragmented one.
-	rn := AnalyzeFrag(readTrace(t, "resnet_train_clean"), DefaultFragOptions())
+	rn := AnalyzeFrag(testinput.NamedTrace(t, "resnet_train_clean"), DefaultFragOptions())
 	if g := rn.GapAtPeak; g.Fraction < 0.3 || rn.FragmentedMisses != 0 || rn.Signal(RuleReservedGap).Fired || !strings.Contains(rn.Signal(RuleReservedGap).Detail, "no segment was added") {
 		t.Errorf("resnet gap %+v misses %d: %s", g, rn.FragmentedMisses, rn.Signal(RuleReservedGap).Detail)
 	}
 }
 
 func TestFragWithoutSteps(t *testing.T) {
-	tr := readTrace(t, "frag_small_allocs")
+	tr := testinput.NamedTrace(t, "frag_small_allocs")
 	none := *tr
 	none.Steps = nil
 	rep := AnalyzeFrag(&none, DefaultFragOptions())
@@ -309,7 +311,7 @@ func TestFragWithoutSteps(t *testing.T) {
 	// Another GPU index has no events: unknown, saying so.
 	opts := DefaultFragOptions()
 	opts.Device = 3
-	if rep := AnalyzeFrag(tr, opts); rep.Verdict != VerdictUnknown || !strings.Contains(rep.Reason, "GPU 3") {
+	if rep := AnalyzeFrag(tr, opts); rep.Verdict != leak.VerdictUnknown || !strings.Contains(rep.Reason, "GPU 3") {
 		t.Errorf("device 3: %s (%s)", rep.Verdict, rep.Reason)
 	}
 }
@@ -324,7 +326,7 @@ func TestFragRulesForCheck(t *testing.T) {
 	if len(rs) != 3 {
 		t.Fatalf("%d fragmentation rules registered", len(rs))
 	}
-	fs := Run(rs, &Input{Source: "frag", Trace: readTrace(t, "frag_small_allocs")})
+	fs := Run(rs, &Input{Source: "frag", Trace: testinput.NamedTrace(t, "frag_small_allocs")})
 	got := map[string]Finding{}
 	for _, f := range fs {
 		got[f.Rule] = f
@@ -350,20 +352,20 @@ func TestFragRulesForCheck(t *testing.T) {
 			rs[i].Threshold = 5000
 		}
 	}
-	for _, f := range Run(rs, &Input{Trace: readTrace(t, "frag_small_allocs")}) {
+	for _, f := range Run(rs, &Input{Trace: testinput.NamedTrace(t, "frag_small_allocs")}) {
 		if f.Rule == RuleSmallAllocFlood {
 			t.Errorf("flood fired over a 5000 limit: %s", f.Title)
 		}
 	}
 	for _, name := range []string{"resnet_train_clean", "leak_eval_no_grad", "no_memory"} {
-		if fs := Run(rs, &Input{Trace: readTrace(t, name)}); len(fs) != 0 {
+		if fs := Run(rs, &Input{Trace: testinput.NamedTrace(t, name)}); len(fs) != 0 {
 			t.Errorf("%s: %+v", name, fs)
 		}
 	}
 }
 
 func BenchmarkAnalyzeFrag(b *testing.B) {
-	tr := readTrace(b, "big_transformer")
+	tr := testinput.NamedTrace(b, "big_transformer")
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
@@ -386,7 +388,7 @@ func TestFragCalibratedOnRecordings(t *testing.T) {
 		}
 		n++
 		t.Run(filepath.Base(d), func(t *testing.T) {
-			rep := AnalyzeFrag(readTraceFile(t, traces[0]), DefaultFragOptions())
+			rep := AnalyzeFrag(testinput.Trace(t, traces[0]), DefaultFragOptions())
 			stats := readStepStats(t, logs[0])
 			// The log's line N is written after ProfilerStep#N+1 ends.
 			first, last := rep.Steps[0].Number, rep.Steps[len(rep.Steps)-1].Number
@@ -479,7 +481,7 @@ func TestFragOOMRetryIsNotChurn(t *testing.T) {
 		{"oom/trace.json.gz", 6, 3, 1},
 		{"snippet_proof/oom_escape/vm_rank0_step8.pt.trace.json.gz", 5, 0, -1},
 	} {
-		rep := AnalyzeFrag(readTraceFile(t, filepath.Join("..", "testdata", "gpu", c.rel)), DefaultFragOptions())
+		rep := AnalyzeFrag(testinput.Trace(t, filepath.Join("..", "testdata", "gpu", c.rel)), DefaultFragOptions())
 		if rep.Verdict != VerdictOK || rep.OOMRetryCalls != c.retry || rep.RefillMallocs != c.refill || rep.Signal(RuleCudaMallocChurn).Fired {
 			t.Errorf("%s: %s, retry %d refill %d churn %+v", c.rel, rep.Verdict, rep.OOMRetryCalls, rep.RefillMallocs, rep.Signal(RuleCudaMallocChurn))
 		}

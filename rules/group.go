@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/rules/leak"
 )
 
 // One run and rank is usually seen through several files: the snippet
@@ -205,7 +206,7 @@ func MergeLeakFindings(vs []Verdict, fs []Finding) []Finding {
 			}
 		}
 		l := v.Leak
-		if l.Verdict == VerdictLeak {
+		if l.Verdict == leak.VerdictLeak {
 			where := ""
 			if l.Location != nil {
 				where = " held at " + l.Location.String()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/rules/leak"
 )
 
 // Key names one shared analysis of an Input. Its type parameter is the
@@ -38,7 +39,9 @@ func keySites(o memtimeline.SiteOptions) Key[[]memtimeline.Site] {
 	return NewKey[[]memtimeline.Site](fmt.Sprintf("sites:%+v", o))
 }
 
-func keyLeaks(o LeakOptions) Key[LeakReport] { return NewKey[LeakReport](fmt.Sprintf("leaks:%+v", o)) }
+func keyLeaks(o leak.Options) Key[leak.Report] {
+	return NewKey[leak.Report](fmt.Sprintf("leaks:%+v", o))
+}
 
 func keyFrag(o FragOptions) Key[FragReport] { return NewKey[FragReport](fmt.Sprintf("frag:%+v", o)) }
 
@@ -88,11 +91,13 @@ func (in *Input) Sites(o memtimeline.SiteOptions) []memtimeline.Site {
 }
 
 // LeaksWith is the trace's leak report with opts.
-func (in *Input) LeaksWith(o LeakOptions) LeakReport {
+func (in *Input) LeaksWith(o leak.Options) leak.Report {
 	if in.Digest != nil {
 		return in.digestLeaks() // made with the default options
 	}
-	return Get(in, keyLeaks(o), func() LeakReport { return analyzeLeaks(in, o) })
+	return Get(in, keyLeaks(o), func() leak.Report {
+		return leak.Analyze(leak.Data{Trace: in.Trace, Attribution: in.Attribution(), Lifetimes: in.Lifetimes(o.Device)}, o)
+	})
 }
 
 // FragWith is the trace's fragmentation report with opts.
@@ -101,15 +106,9 @@ func (in *Input) FragWith(o FragOptions) FragReport {
 		if in.Digest.Frag != nil {
 			return *in.Digest.Frag
 		}
-		return FragReport{Verdict: VerdictUnknown, Reason: "not a trace"}
+		return FragReport{Verdict: leak.VerdictUnknown, Reason: "not a trace"}
 	}
 	return Get(in, keyFrag(o), func() FragReport { return analyzeFrag(in, o) })
-}
-
-// AnalyzeLeaks is the leak report of a trace on its own (no shared
-// analyses); see Input.LeaksWith.
-func AnalyzeLeaks(t *chrometrace.Trace, opts LeakOptions) LeakReport {
-	return analyzeLeaks(&Input{Trace: t}, opts)
 }
 
 // AnalyzeFrag is the fragmentation report of a trace on its own; see
@@ -140,12 +139,12 @@ func (in *Input) Prepare(site memtimeline.SiteOptions) {
 }
 
 // SnapshotLeaks is the leak report of an allocator snapshot input.
-func (in *Input) SnapshotLeaks() LeakReport {
+func (in *Input) SnapshotLeaks() leak.Report {
 	if in.Digest != nil {
 		return in.digestLeaks()
 	}
-	return Get(in, NewKey[LeakReport]("snapshot-leaks"), func() LeakReport {
-		return AnalyzeSnapshotLeaks(in.SnapshotReport(), DefaultLeakOptions())
+	return Get(in, NewKey[leak.Report]("snapshot-leaks"), func() leak.Report {
+		return leak.AnalyzeSnapshot(in.SnapshotReport(), leak.DefaultOptions())
 	})
 }
 
@@ -162,9 +161,9 @@ func RunWith(rs []Rule, in *Input, site memtimeline.SiteOptions) []Finding {
 }
 
 // digestLeaks is a summary's leak report.
-func (in *Input) digestLeaks() LeakReport {
+func (in *Input) digestLeaks() leak.Report {
 	if in.Digest.Leaks != nil {
 		return *in.Digest.Leaks
 	}
-	return LeakReport{Verdict: VerdictUnknown, Reason: "not a trace or snapshot", Steps: []StepSurvivors{}, Leaks: []Leak{}, Suspects: []LeakSuspect{}}
+	return leak.Report{Verdict: leak.VerdictUnknown, Reason: "not a trace or snapshot", Steps: []leak.StepSurvivors{}, Leaks: []leak.Leak{}, Suspects: []leak.Suspect{}}
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/rules/internal/testinput"
 )
 
 // Every rule must stay quiet (and not crash) on inputs of kinds it does
@@ -11,7 +12,7 @@ import (
 func TestEveryRuleToleratesEveryInputKind(t *testing.T) {
 	inputs := []*Input{
 		{Source: "empty"},
-		{Source: "snapshot", Snapshot: readSnapshot(t, "leak_module_cache")},
+		{Source: "snapshot", Snapshot: testinput.NamedSnapshot(t, "leak_module_cache")},
 		{Source: "steps", StepLog: &memtimeline.StepLog{}},
 		{Source: "smi", SMI: &memtimeline.SMILog{}},
 	}

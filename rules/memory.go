@@ -9,14 +9,15 @@ import (
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules/internal/fmtutil"
+	"github.com/torchmem/torchmem/rules/leak"
 	"github.com/torchmem/torchmem/rules/site"
 )
 
 // Shared analyses, computed once per input.
 
 // Leaks is the input's leak report with default options.
-func (in *Input) Leaks() LeakReport {
-	return in.LeaksWith(DefaultLeakOptions())
+func (in *Input) Leaks() leak.Report {
+	return in.LeaksWith(leak.DefaultOptions())
 }
 
 // Operators is the input's per-operator table (all GPUs).

@@ -10,6 +10,7 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/rules/internal/testinput"
 )
 
 func findingsFor(t *testing.T, id, trace string, threshold float64) []Finding {
@@ -21,7 +22,7 @@ func findingsFor(t *testing.T, id, trace string, threshold float64) []Finding {
 		if threshold != 0 {
 			r.Threshold = threshold
 		}
-		return Run([]Rule{r}, &Input{Source: trace, Trace: readTrace(t, trace)})
+		return Run([]Rule{r}, &Input{Source: trace, Trace: testinput.NamedTrace(t, trace)})
 	}
 	t.Fatalf("no rule %s", id)
 	return nil
@@ -63,7 +64,7 @@ func TestOpSelfLimitMeasuresHolding(t *testing.T) {
 	}
 	// Held at the peak agrees with the per-site table summed by the
 	// innermost operator of each site's chain.
-	tr := readTrace(t, "resnet_train_clean")
+	tr := testinput.NamedTrace(t, "resnet_train_clean")
 	in := &Input{Trace: tr}
 	hs, peak := in.OpHoldings()
 	bySite := map[string]int64{}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/rules/leak"
 )
 
 // The cross-rank view: in a distributed job the ranks run the same code,
@@ -97,7 +98,7 @@ func CompareRanks(vs []Verdict) *CrossRank {
 		}
 		r := &rows[i]
 		switch r.Leak {
-		case VerdictLeak:
+		case leak.VerdictLeak:
 			r.Differs = append(r.Differs, fmt.Sprintf("leaks %s per step where the others do not", memtimeline.FormatBytes(r.BytesPerStep)))
 		default:
 			r.Differs = append(r.Differs, fmt.Sprintf("%s where the others leak", r.Leak))
@@ -128,7 +129,7 @@ func CompareRanks(vs []Verdict) *CrossRank {
 			if math.Abs(float64(d)) <= max(frac*float64(ref), float64(floor)) {
 				continue
 			}
-			if name == "bytes per step" && r.Leak == VerdictLeak && slices.ContainsFunc(r.Differs, func(s string) bool { return strings.HasPrefix(s, "leaks ") }) {
+			if name == "bytes per step" && r.Leak == leak.VerdictLeak && slices.ContainsFunc(r.Differs, func(s string) bool { return strings.HasPrefix(s, "leaks ") }) {
 				continue // said with the verdict
 			}
 			word := "above"

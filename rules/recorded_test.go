@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/rules/internal/testinput"
+	"github.com/torchmem/torchmem/rules/leak"
 	"github.com/torchmem/torchmem/rules/site"
 )
 
@@ -17,7 +19,7 @@ import (
 
 func readGPUTrace(t testing.TB, rel string) *chrometrace.Trace {
 	t.Helper()
-	return readTraceFile(t, filepath.Join("..", "testdata", "gpu", rel, "trace.json.gz"))
+	return testinput.Trace(t, filepath.Join("..", "testdata", "gpu", rel, "trace.json.gz"))
 }
 
 type gpuTruth struct {
@@ -56,22 +58,22 @@ func TestLeakVerdictsOnRecordedPatterns(t *testing.T) {
 	} {
 		t.Run(rel, func(t *testing.T) {
 			truth := readGPUTruth(t, rel)
-			rep := AnalyzeLeaks(readGPUTrace(t, rel), DefaultLeakOptions())
+			rep := leak.Analyze(leak.TraceData(readGPUTrace(t, rel), -1), leak.DefaultOptions())
 			if truth.LeakBytesPerStep == 0 {
-				if rep.Verdict == VerdictLeak {
+				if rep.Verdict == leak.VerdictLeak {
 					t.Fatalf("false alarm: %s", rep.Reason)
 				}
 				return
 			}
-			if rep.Verdict != VerdictLeak || rep.GrowthBytesPerStep != truth.LeakBytesPerStep {
+			if rep.Verdict != leak.VerdictLeak || rep.GrowthBytesPerStep != truth.LeakBytesPerStep {
 				t.Fatalf("%s, %d bytes/step (%s); planted %d", rep.Verdict, rep.GrowthBytesPerStep, rep.Reason, truth.LeakBytesPerStep)
 			}
 			top := rep.Suspects[0]
 			if truth.LeakOp != "" && !strings.HasPrefix(top.Operator, truth.LeakOp) {
 				t.Errorf("suspect operator %q, planted %q", top.Operator, truth.LeakOp)
 			}
-			if truth.LeakFrame != "" && lastFrame(top.Stack) != truth.LeakFrame {
-				t.Errorf("suspect frame %q, planted %q", lastFrame(top.Stack), truth.LeakFrame)
+			if truth.LeakFrame != "" && testinput.LastFrame(top.Stack) != truth.LeakFrame {
+				t.Errorf("suspect frame %q, planted %q", testinput.LastFrame(top.Stack), truth.LeakFrame)
 			}
 			if loc := site.LocationOf(top.Stack); truth.LeakSite.File != "" && (loc == nil || loc.File != truth.LeakSite.File) {
 				t.Errorf("suspect in %v, planted in %s", loc, truth.LeakSite.File)
@@ -149,7 +151,7 @@ func TestDiffOnRecordedPair(t *testing.T) {
 			t.Errorf("%s moved %d bytes/step, fc1's output grew %d", k, found[k], want)
 		}
 	}
-	if len(d.NewSuspects) != 0 || d.HeadVerdict != VerdictClean {
+	if len(d.NewSuspects) != 0 || d.HeadVerdict != leak.VerdictClean {
 		t.Errorf("a wider layer is not a leak: %+v", d.NewSuspects)
 	}
 	d = Compare(base, NewTraceSide("head_leak", readGPUTrace(t, "diff_pair/head_leak")), 0)

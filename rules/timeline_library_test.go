@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/torchmem/torchmem/rules/internal/testinput"
 )
 
 // A per-step sync or blocking copy made by a known library loop names that
@@ -30,7 +32,7 @@ func TestCopyRulesNameLibrarySwitch(t *testing.T) {
 			if len(paths) != 1 {
 				t.Fatalf("%d traces match %s", len(paths), c.glob)
 			}
-			fs := findingsOf(t, readTraceFile(t, paths[0]), c.rule)
+			fs := findingsOf(t, testinput.Trace(t, paths[0]), c.rule)
 			if len(fs) != 1 {
 				t.Fatalf("%d %s findings, want 1", len(fs), c.rule)
 			}

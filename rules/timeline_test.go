@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/rules/internal/testinput"
 	"github.com/torchmem/torchmem/rules/site"
 )
 
@@ -45,20 +46,6 @@ func timelineRule(t testing.TB, id string) Rule {
 	}
 	t.Fatalf("no rule %s", id)
 	return Rule{}
-}
-
-func readTraceFile(t testing.TB, path string) *chrometrace.Trace {
-	t.Helper()
-	in, err := chrometrace.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	tr, err := chrometrace.Read(in, chrometrace.ReadOptions{})
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	return tr
 }
 
 func findingsOf(t testing.TB, tr *chrometrace.Trace, id string) []Finding {
@@ -283,7 +270,7 @@ func TestTimelineRulesOnRealTraces(t *testing.T) {
 			if tc.name == "big_transformer" && testing.Short() {
 				t.Skip("76 MB of JSON for the oracle")
 			}
-			tr := readTraceFile(t, tc.path)
+			tr := testinput.Trace(t, tc.path)
 			o := readOracle(t, tc.path)
 			for _, id := range timelineRuleIDs {
 				fs := findingsOf(t, tr, id)
@@ -482,7 +469,7 @@ func TestAmpItemSyncSlowLoaderTruth(t *testing.T) {
 	if err := json.Unmarshal(raw, &truth); err != nil {
 		t.Fatal(err)
 	}
-	tr := readTraceFile(t, dir+"trace.json.gz")
+	tr := testinput.Trace(t, dir+"trace.json.gz")
 	steps := truth.Window.Active
 	atOrAbove := func(what string, got *site.Location, want truthSite) {
 		t.Helper()
@@ -813,7 +800,7 @@ func TestCopyRulesSynthetic(t *testing.T) {
 // All four rules on one input share analyses through Memo; running them
 // together twice must neither deadlock nor change the answer.
 func TestTimelineRulesShareAnalyses(t *testing.T) {
-	tr := readTraceFile(t, "../testdata/gputimeline/copies_item_sync/trace.json.gz")
+	tr := testinput.Trace(t, "../testdata/gputimeline/copies_item_sync/trace.json.gz")
 	in := &Input{Trace: tr}
 	var rs []Rule
 	for _, id := range timelineRuleIDs {
@@ -834,7 +821,7 @@ func TestTimelineRulesShareAnalyses(t *testing.T) {
 // make every rule build its full evidence.
 func BenchmarkTimelineRules(b *testing.B) {
 	for _, name := range []string{"big_transformer", "frag_small_allocs"} {
-		tr := readTraceFile(b, "../testdata/traces/"+name+"/trace.json.gz")
+		tr := testinput.Trace(b, "../testdata/traces/"+name+"/trace.json.gz")
 		for _, id := range timelineRuleIDs {
 			r := timelineRule(b, id)
 			r.Threshold = 0

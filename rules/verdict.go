@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/rules/leak"
 	"github.com/torchmem/torchmem/rules/site"
 )
 
@@ -31,7 +32,7 @@ const (
 type LeakEvidence struct {
 	Source string `json:"source"` // the file
 	Kind   string `json:"input"`  // SourceSteps, SourceTrace, ...
-	// Verdict is VerdictLeak, VerdictClean or VerdictUnknown.
+	// Verdict is leak.VerdictLeak, leak.VerdictClean or leak.VerdictUnknown.
 	Verdict      string `json:"verdict"`
 	BytesPerStep int64  `json:"bytes_per_step"`
 	// Steps is how many steps the figure rests on; FirstStep..LastStep
@@ -214,7 +215,7 @@ func leakEvidence(in *Input) []LeakEvidence {
 		return slices.Clone(in.Digest.Verdict.Leak.Evidence)
 	}
 	var out []LeakEvidence
-	fromReport := func(kind string, rep LeakReport) LeakEvidence {
+	fromReport := func(kind string, rep leak.Report) LeakEvidence {
 		e := LeakEvidence{Source: in.Source, Kind: kind, Verdict: rep.Verdict, BytesPerStep: rep.GrowthBytesPerStep, Reason: rep.Reason, R2: 1, FirstStep: -1, LastStep: -1}
 		for _, s := range rep.Steps {
 			if e.Steps == 0 {
@@ -223,13 +224,13 @@ func leakEvidence(in *Input) []LeakEvidence {
 			e.Steps++
 			e.LastStep = s.Number
 		}
-		if rep.Verdict != VerdictLeak {
+		if rep.Verdict != leak.VerdictLeak {
 			e.BytesPerStep = 0
 		}
-		if rep.Verdict != VerdictLeak {
+		if rep.Verdict != leak.VerdictLeak {
 			return e
 		}
-		var s *LeakSuspect
+		var s *leak.Suspect
 		if len(rep.Leaks) > 0 {
 			// One leak per cause; its largest site holds the line.
 			l := rep.Leaks[0]
@@ -272,11 +273,11 @@ func leakEvidence(in *Input) []LeakEvidence {
 			e := LeakEvidence{Source: in.Source, Kind: SourceSteps, Steps: s.Records, FirstStep: s.FirstStep, LastStep: s.LastStep, R2: s.Allocated.R2, Reason: s.Reason}
 			switch s.Verdict {
 			case memtimeline.StepVerdictGrowing:
-				e.Verdict, e.BytesPerStep = VerdictLeak, s.BytesPerStep
+				e.Verdict, e.BytesPerStep = leak.VerdictLeak, s.BytesPerStep
 			case memtimeline.StepVerdictFlat:
-				e.Verdict = VerdictClean
+				e.Verdict = leak.VerdictClean
 			default:
-				e.Verdict = VerdictUnknown
+				e.Verdict = leak.VerdictUnknown
 			}
 			if i < len(series) {
 				growingTail(&e, series[i].Records)
@@ -289,10 +290,10 @@ func leakEvidence(in *Input) []LeakEvidence {
 		out = append(out, summaryEvidence(in)...)
 	case in.SMI != nil:
 		a := memtimeline.AnalyzeSMI(in.SMI, memtimeline.DefaultSMIOptions())
-		e := LeakEvidence{Source: in.Source, Kind: SourceSMI, Verdict: VerdictClean, FirstStep: -1, LastStep: -1, Reason: "memory.used does not grow steadily"}
+		e := LeakEvidence{Source: in.Source, Kind: SourceSMI, Verdict: leak.VerdictClean, FirstStep: -1, LastStep: -1, Reason: "memory.used does not grow steadily"}
 		if ls := a.Leaks(); len(ls) > 0 {
 			l := ls[0]
-			e.Verdict, e.R2 = VerdictLeak, l.R2
+			e.Verdict, e.R2 = leak.VerdictLeak, l.R2
 			e.Reason = fmt.Sprintf("memory.used grew %s at %.1f MiB/s (no steps in an nvidia-smi log)", memtimeline.FormatBytes(l.GrowthBytes), l.SlopeBytesPerSec/(1<<20))
 		}
 		out = append(out, e)
@@ -327,7 +328,7 @@ func summaryEvidence(in *Input) []LeakEvidence {
 		}
 	}
 	if len(devs) == 0 {
-		return []LeakEvidence{{Source: in.Source, Kind: SourceSummary, Verdict: VerdictUnknown, FirstStep: -1, LastStep: -1,
+		return []LeakEvidence{{Source: in.Source, Kind: SourceSummary, Verdict: leak.VerdictUnknown, FirstStep: -1, LastStep: -1,
 			Reason: "the memory_summary() tables carry no step number (log \"step N\" before each)"}}
 	}
 	log := &memtimeline.StepLog{}
@@ -339,11 +340,11 @@ func summaryEvidence(in *Input) []LeakEvidence {
 		e := LeakEvidence{Source: in.Source, Kind: SourceSummary, Steps: s.Records, FirstStep: s.FirstStep, LastStep: s.LastStep, R2: s.Allocated.R2, Reason: "memory_summary() tables: " + s.Reason}
 		switch s.Verdict {
 		case memtimeline.StepVerdictGrowing:
-			e.Verdict, e.BytesPerStep = VerdictLeak, s.BytesPerStep
+			e.Verdict, e.BytesPerStep = leak.VerdictLeak, s.BytesPerStep
 		case memtimeline.StepVerdictFlat:
-			e.Verdict = VerdictClean
+			e.Verdict = leak.VerdictClean
 		default:
-			e.Verdict = VerdictUnknown
+			e.Verdict = leak.VerdictUnknown
 		}
 		growingTail(&e, log.Series[i].Records)
 		out = append(out, e)
@@ -369,7 +370,7 @@ func growingTail(e *LeakEvidence, recs []memtimeline.StepRecord) {
 		k--
 	}
 	tail := vals[k:]
-	if len(tail)-1 < minTailSteps || len(tail) == len(vals) && e.Verdict == VerdictLeak {
+	if len(tail)-1 < minTailSteps || len(tail) == len(vals) && e.Verdict == leak.VerdictLeak {
 		return
 	}
 	deltas := make([]int64, 0, len(tail)-1)
@@ -381,10 +382,10 @@ func growingTail(e *LeakEvidence, recs []memtimeline.StepRecord) {
 	if deltas[0] < med*3/4 || deltas[len(deltas)-1] > med*5/4 {
 		return // not steady: a ramp, a warm-up, noise
 	}
-	if e.Verdict == VerdictLeak && math.Abs(float64(med-e.BytesPerStep)) <= 0.25*float64(med) {
+	if e.Verdict == leak.VerdictLeak && math.Abs(float64(med-e.BytesPerStep)) <= 0.25*float64(med) {
 		return // the whole-log line says the same
 	}
-	e.Verdict, e.BytesPerStep, e.R2 = VerdictLeak, med, 1
+	e.Verdict, e.BytesPerStep, e.R2 = leak.VerdictLeak, med, 1
 	e.Steps, e.FirstStep, e.LastStep = len(deltas), tail[1].Step, tail[len(tail)-1].Step
 	e.Reason = fmt.Sprintf("allocated grows %s every step from step %d to %d (before step %d it does not: the leak starts mid-run)",
 		memtimeline.FormatBytes(med), tail[1].Step, tail[len(tail)-1].Step, tail[1].Step)
@@ -451,16 +452,16 @@ func judgeLeak(ev []LeakEvidence) LeakAnswer {
 	ev = slices.Clone(ev)
 	sortEvidence(ev)
 	kinds := countKinds(ev)
-	ans := LeakAnswer{Verdict: VerdictUnknown, Evidence: ev}
+	ans := LeakAnswer{Verdict: leak.VerdictUnknown, Evidence: ev}
 	if ans.Evidence == nil {
 		ans.Evidence = []LeakEvidence{}
 	}
 	var leaks, cleans []LeakEvidence
 	for _, e := range ev {
 		switch e.Verdict {
-		case VerdictLeak:
+		case leak.VerdictLeak:
 			leaks = append(leaks, e)
-		case VerdictClean:
+		case leak.VerdictClean:
 			cleans = append(cleans, e)
 		}
 	}
@@ -476,7 +477,7 @@ func judgeLeak(ev []LeakEvidence) LeakAnswer {
 	switch {
 	case len(leaks) > 0:
 		b := best(leaks)
-		ans.Verdict, ans.BytesPerStep, ans.Reason = VerdictLeak, b.BytesPerStep, b.Reason
+		ans.Verdict, ans.BytesPerStep, ans.Reason = leak.VerdictLeak, b.BytesPerStep, b.Reason
 		ans.From, ans.FromFile = kinds.from(b), b.Source
 		if len(leaks)+len(cleans) > 1 {
 			ans.From += ": the source with the most steps"
@@ -511,7 +512,7 @@ func judgeLeak(ev []LeakEvidence) LeakAnswer {
 		slices.SortStableFunc(byKind, func(a, b LeakEvidence) int {
 			rank := func(e LeakEvidence) int {
 				switch {
-				case e.LeakKind == "" || e.LeakKind == KindUnknown:
+				case e.LeakKind == "" || e.LeakKind == leak.KindUnknown:
 					return 3
 				case e.Kind == SourceTrace:
 					return 0
@@ -529,7 +530,7 @@ func judgeLeak(ev []LeakEvidence) LeakAnswer {
 		ans.Agreement, ans.Settle = kinds.agreement(b, leaks, cleans)
 	case len(cleans) > 0:
 		b := best(cleans)
-		ans.Verdict, ans.Reason = VerdictClean, b.Reason
+		ans.Verdict, ans.Reason = leak.VerdictClean, b.Reason
 		ans.From, ans.FromFile = kinds.from(b), b.Source
 		if len(cleans) > 1 {
 			ans.Agreement = "all agree: " + kinds.figures(cleans)
@@ -578,7 +579,7 @@ func (k kindCount) figures(es []LeakEvidence) string {
 	var parts []string
 	for _, e := range es {
 		f := "clean"
-		if e.Verdict == VerdictLeak {
+		if e.Verdict == leak.VerdictLeak {
 			f = memtimeline.FormatBytes(e.BytesPerStep) + "/step"
 			if e.Kind == SourceSMI {
 				f = "growing"
@@ -800,7 +801,7 @@ func judgeFrag(ins []*Input) *FragAnswer {
 	for _, in := range ins {
 		if in.Digest != nil && in.Kind == SourceTrace && in.Digest.Verdict.Frag != nil {
 			a := in.Digest.Verdict.Frag
-			if a.Verdict == VerdictUnknown && ans != nil {
+			if a.Verdict == leak.VerdictUnknown && ans != nil {
 				continue
 			}
 			if ans == nil || (a.Verdict == VerdictFragmented && ans.Verdict != VerdictFragmented) || (a.Verdict == ans.Verdict && a.WastedBytes > ans.WastedBytes) {
@@ -813,7 +814,7 @@ func judgeFrag(ins []*Input) *FragAnswer {
 			continue
 		}
 		f := in.Frag()
-		if f.Verdict == VerdictUnknown && ans != nil {
+		if f.Verdict == leak.VerdictUnknown && ans != nil {
 			continue
 		}
 		a := &FragAnswer{Source: in.Source, Verdict: f.Verdict, Reason: f.Reason}
@@ -1018,7 +1019,7 @@ func Judge(name string, ins []*Input) Verdict {
 // Status is the verdict's word for a headline: LEAK, OOM, CLEAN, UNKNOWN.
 func (v *Verdict) Status() string {
 	switch {
-	case v.Leak.Verdict == VerdictLeak:
+	case v.Leak.Verdict == leak.VerdictLeak:
 		return "LEAK"
 	case len(v.OOMs) > 0:
 		return "OOM"

@@ -3,6 +3,8 @@ package rules
 import (
 	"os"
 	"testing"
+
+	"github.com/torchmem/torchmem/rules/internal/testinput"
 )
 
 // BenchmarkVerdict measures the verdict of one large trace (big_transformer,
@@ -14,7 +16,7 @@ func BenchmarkVerdict(b *testing.B) {
 	if err != nil {
 		b.Skip(err)
 	}
-	tr := readTraceFile(b, path)
+	tr := testinput.Trace(b, path)
 	b.SetBytes(st.Size())
 	b.ResetTimer()
 	for range b.N {
@@ -26,7 +28,7 @@ func BenchmarkVerdict(b *testing.B) {
 // BenchmarkPeakComposition is the composition alone.
 func BenchmarkPeakComposition(b *testing.B) {
 	path := "../testdata/traces/big_transformer/trace.json.gz"
-	tr := readTraceFile(b, path)
+	tr := testinput.Trace(b, path)
 	b.ResetTimer()
 	for range b.N {
 		b.StopTimer()

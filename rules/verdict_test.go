@@ -11,6 +11,8 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/rules/internal/testinput"
+	"github.com/torchmem/torchmem/rules/leak"
 	"github.com/torchmem/torchmem/rules/site"
 )
 
@@ -51,7 +53,7 @@ func loadInput(t testing.TB, path string) *Input {
 			t.Fatalf("%s: %v", path, err)
 		}
 	default:
-		in.Trace = readTraceFile(t, path)
+		in.Trace = testinput.Trace(t, path)
 		if d := in.Trace.Meta.Distributed; d != nil {
 			in.Rank = d.Rank
 		}
@@ -92,9 +94,9 @@ func TestVerdictOfOneTrace(t *testing.T) {
 	for _, c := range []struct {
 		dir, verdict, line string
 	}{
-		{"../testdata/traces/leak_module_cache", VerdictLeak, "gen_traces.py:143"},
-		{"../testdata/traces/resnet_train_clean", VerdictClean, ""},
-		{gpuData + "/diff_pair/head_leak", VerdictLeak, "diff_train.py:35"},
+		{"../testdata/traces/leak_module_cache", leak.VerdictLeak, "gen_traces.py:143"},
+		{"../testdata/traces/resnet_train_clean", leak.VerdictClean, ""},
+		{gpuData + "/diff_pair/head_leak", leak.VerdictLeak, "diff_train.py:35"},
 	} {
 		t.Run(filepath.Base(c.dir), func(t *testing.T) {
 			vs := JudgeAll(loadInputs(t, filepath.Join(c.dir, "trace.json.gz")))
@@ -105,7 +107,7 @@ func TestVerdictOfOneTrace(t *testing.T) {
 			if v.Leak.Verdict != c.verdict {
 				t.Fatalf("verdict %s (%s), want %s", v.Leak.Verdict, v.Leak.Reason, c.verdict)
 			}
-			if c.verdict == VerdictLeak {
+			if c.verdict == leak.VerdictLeak {
 				want := readRecordedTruth(t, c.dir).LeakBytesPerStep
 				if v.Leak.BytesPerStep != want {
 					t.Errorf("%d bytes per step, truth %d", v.Leak.BytesPerStep, want)
@@ -157,7 +159,7 @@ func TestVerdictOOMMergesTraceAndSnapshot(t *testing.T) {
 	if o.Composition == nil || o.Composition.AllocatedBytes != o.AllocatedBytes {
 		t.Errorf("no composition at the OOM: %+v", o.Composition)
 	}
-	if v.Status() != "OOM" || v.Leak.Verdict == VerdictLeak {
+	if v.Status() != "OOM" || v.Leak.Verdict == leak.VerdictLeak {
 		t.Errorf("status %s, leak %s", v.Status(), v.Leak.Verdict)
 	}
 }
@@ -215,7 +217,7 @@ func TestVerdictGroupsOneRunsFiles(t *testing.T) {
 	}
 	v := vs[0]
 	truth := readRecordedTruth(t, dir).LeakBytesPerStep
-	if v.Leak.Verdict != VerdictLeak || v.Leak.BytesPerStep != truth {
+	if v.Leak.Verdict != leak.VerdictLeak || v.Leak.BytesPerStep != truth {
 		t.Errorf("leak %s %d, truth %d", v.Leak.Verdict, v.Leak.BytesPerStep, truth)
 	}
 	kinds := map[string]bool{}
@@ -296,7 +298,7 @@ func TestVerdictPerRank(t *testing.T) {
 		t.Fatalf("%d verdicts", len(vs))
 	}
 	want := readRecordedTruth(t, filepath.Join(dir, "rank1")).LeakBytesPerStep
-	if vs[0].Rank != 0 || vs[0].Leak.Verdict != VerdictClean || vs[1].Rank != 1 || vs[1].Leak.Verdict != VerdictLeak || vs[1].Leak.BytesPerStep != want {
+	if vs[0].Rank != 0 || vs[0].Leak.Verdict != leak.VerdictClean || vs[1].Rank != 1 || vs[1].Leak.Verdict != leak.VerdictLeak || vs[1].Leak.BytesPerStep != want {
 		t.Errorf("rank %d %s; rank %d %s %d (truth %d)", vs[0].Rank, vs[0].Leak.Verdict, vs[1].Rank, vs[1].Leak.Verdict, vs[1].Leak.BytesPerStep, want)
 	}
 	if l := vs[1].Leak.Location; l == nil || l.File != "ddp_one_rank_leaks.py" {
@@ -316,23 +318,23 @@ func TestGroupInputsKeepsUnrelatedTracesApart(t *testing.T) {
 // Disagreement is information: the sources' figures, which is trusted and
 // what to record to settle it.
 func TestJudgeLeakDisagreement(t *testing.T) {
-	steps := LeakEvidence{Source: "r/steps.jsonl", Kind: SourceSteps, Verdict: VerdictLeak, BytesPerStep: 16 << 20, Steps: 200, R2: 0.99}
-	traceClean := LeakEvidence{Source: "r/trace.json.gz", Kind: SourceTrace, Verdict: VerdictClean, Steps: 3, R2: 1}
-	traceLeak := LeakEvidence{Source: "r/trace.json.gz", Kind: SourceTrace, Verdict: VerdictLeak, BytesPerStep: 16 << 20, Steps: 3, R2: 1,
-		LeakKind: KindContainer, Location: &site.Location{File: "train.py", Line: 40}, Holding: []string{"train.py(10): main", "train.py(40): step"}}
-	stepsClean := LeakEvidence{Source: "r/steps.jsonl", Kind: SourceSteps, Verdict: VerdictClean, Steps: 200, R2: 0.1}
-	snapOff := LeakEvidence{Source: "r/s.pickle", Kind: SourceSnapshot, Verdict: VerdictLeak, BytesPerStep: 40 << 20, Steps: 8, R2: 1}
+	steps := LeakEvidence{Source: "r/steps.jsonl", Kind: SourceSteps, Verdict: leak.VerdictLeak, BytesPerStep: 16 << 20, Steps: 200, R2: 0.99}
+	traceClean := LeakEvidence{Source: "r/trace.json.gz", Kind: SourceTrace, Verdict: leak.VerdictClean, Steps: 3, R2: 1}
+	traceLeak := LeakEvidence{Source: "r/trace.json.gz", Kind: SourceTrace, Verdict: leak.VerdictLeak, BytesPerStep: 16 << 20, Steps: 3, R2: 1,
+		LeakKind: leak.KindContainer, Location: &site.Location{File: "train.py", Line: 40}, Holding: []string{"train.py(10): main", "train.py(40): step"}}
+	stepsClean := LeakEvidence{Source: "r/steps.jsonl", Kind: SourceSteps, Verdict: leak.VerdictClean, Steps: 200, R2: 0.1}
+	snapOff := LeakEvidence{Source: "r/s.pickle", Kind: SourceSnapshot, Verdict: leak.VerdictLeak, BytesPerStep: 40 << 20, Steps: 8, R2: 1}
 	for _, c := range []struct {
 		name                  string
 		ev                    []LeakEvidence
 		verdict, from, settle string
 		kind                  string
 	}{
-		{"log grows, window clean", []LeakEvidence{traceClean, steps}, VerdictLeak, "steps.jsonl", "starts after the window", ""},
-		{"window leaks, log flat", []LeakEvidence{traceLeak, stepsClean}, VerdictLeak, "trace.json.gz", "does not grow", KindContainer},
-		{"all agree", []LeakEvidence{traceLeak, steps}, VerdictLeak, "steps.jsonl", "", KindContainer},
-		{"figures differ", []LeakEvidence{traceLeak, snapOff}, VerdictLeak, "s.pickle", "figures differ", KindContainer},
-		{"all clean", []LeakEvidence{traceClean, stepsClean}, VerdictClean, "steps.jsonl", "", ""},
+		{"log grows, window clean", []LeakEvidence{traceClean, steps}, leak.VerdictLeak, "steps.jsonl", "starts after the window", ""},
+		{"window leaks, log flat", []LeakEvidence{traceLeak, stepsClean}, leak.VerdictLeak, "trace.json.gz", "does not grow", leak.KindContainer},
+		{"all agree", []LeakEvidence{traceLeak, steps}, leak.VerdictLeak, "steps.jsonl", "", leak.KindContainer},
+		{"figures differ", []LeakEvidence{traceLeak, snapOff}, leak.VerdictLeak, "s.pickle", "figures differ", leak.KindContainer},
+		{"all clean", []LeakEvidence{traceClean, stepsClean}, leak.VerdictClean, "steps.jsonl", "", ""},
 	} {
 		a := judgeLeak(c.ev)
 		if a.Verdict != c.verdict || !strings.Contains(a.FromFile, c.from) || a.Kind != c.kind {
@@ -341,7 +343,7 @@ func TestJudgeLeakDisagreement(t *testing.T) {
 		if (c.settle == "") != (a.Settle == "") || !strings.Contains(a.Settle, c.settle) {
 			t.Errorf("%s: settle %q, want %q", c.name, a.Settle, c.settle)
 		}
-		if c.verdict == VerdictLeak && c.kind != "" && (a.Location == nil || a.Location.Line != 40) {
+		if c.verdict == leak.VerdictLeak && c.kind != "" && (a.Location == nil || a.Location.Line != 40) {
 			t.Errorf("%s: holding line %v from the trace", c.name, a.Location)
 		}
 	}
@@ -386,12 +388,12 @@ func TestVerdictOnSnippetRecordings(t *testing.T) {
 				t.Errorf("rank %d run %q, %d sources", v.Rank, v.Run, len(v.Leak.Evidence))
 			}
 			if truth.Leak == nil {
-				if v.Leak.Verdict != VerdictClean {
+				if v.Leak.Verdict != leak.VerdictClean {
 					t.Errorf("verdict %s (%s), the run is clean", v.Leak.Verdict, v.Leak.Reason)
 				}
 				return
 			}
-			if v.Leak.Verdict != VerdictLeak || v.Leak.BytesPerStep != truth.Leak.BytesPerStep {
+			if v.Leak.Verdict != leak.VerdictLeak || v.Leak.BytesPerStep != truth.Leak.BytesPerStep {
 				t.Errorf("%s %d bytes per step from %s, truth %d", v.Leak.Verdict, v.Leak.BytesPerStep, v.Leak.From, truth.Leak.BytesPerStep)
 			}
 			// The holding line is in the planted file (the allocating line
@@ -419,7 +421,7 @@ func TestVerdictWithLoggedMemorySummary(t *testing.T) {
 	found := false
 	for _, e := range vs[0].Leak.Evidence {
 		if e.Kind == SourceSummary {
-			found = e.Verdict == VerdictLeak && e.BytesPerStep == 8<<20
+			found = e.Verdict == leak.VerdictLeak && e.BytesPerStep == 8<<20
 			t.Logf("%+v", e)
 		}
 	}
@@ -457,7 +459,7 @@ func TestVerdictPeakFromSnapshotAlone(t *testing.T) {
 		{gpuData + "/oom/snapshot.pickle", gpuData + "/oom/trace.json.gz"},
 	} {
 		v := Judge("s", loadInputs(t, c.snapshot))
-		want := chrometrace.Summarize(readTraceFile(t, c.trace), -1).PeakAllocatedBytes
+		want := chrometrace.Summarize(testinput.Trace(t, c.trace), -1).PeakAllocatedBytes
 		if v.Peak == nil || v.Peak.AllocatedBytes != want || len(v.Peak.Holders) != 3 {
 			t.Errorf("%s: peak %+v, the trace's %d", c.snapshot, v.Peak, want)
 			continue

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/torchmem/torchmem/rules/internal/testinput"
 )
 
 // recording is a snippet-v2 recording: its one trace and its truth.
@@ -48,7 +50,7 @@ func (r recording) expects(key string) bool {
 // not on any seed trace.
 func TestMissingZeroGradOnRecordings(t *testing.T) {
 	for _, r := range recordings(t) {
-		fs := Run([]Rule{ruleNamed(t, RuleMissingZeroGrad)}, &Input{Trace: readTraceFile(t, r.trace)})
+		fs := Run([]Rule{ruleNamed(t, RuleMissingZeroGrad)}, &Input{Trace: testinput.Trace(t, r.trace)})
 		if want := r.expects("missing_zero_grad"); (len(fs) > 0) != want {
 			t.Errorf("%s: fired=%v, want %v: %+v", r.name, len(fs) > 0, want, fs)
 			continue
@@ -71,7 +73,7 @@ func TestMissingZeroGradOnRecordings(t *testing.T) {
 	}
 	// Intended accumulation: 3 optimizer steps, each with its zero_grad,
 	// and fresh gradients after each reset.
-	rep := AnalyzeZeroGrad(readTraceFile(t, recordingTrace(t, "grad_accum")))
+	rep := AnalyzeZeroGrad(testinput.Trace(t, recordingTrace(t, "grad_accum")))
 	if rep.OptimizerSteps != 3 || rep.ZeroGrads != 3 || len(rep.Intervals) != 2 || rep.Offending != 0 || rep.Intervals[0].FreshGrads == 0 {
 		t.Errorf("grad_accum: %+v", rep)
 	}
@@ -123,7 +125,7 @@ func TestMissingZeroGradSynthetic(t *testing.T) {
 // .to("cuda") fires with the planted numbers, its non_blocking twin and
 // the pageable, non_blocking and item-sync recordings do not.
 func TestPinnedBlockingOnRecordings(t *testing.T) {
-	blocking := readTraceFile(t, recordingTrace(t, "pinned_blocking"))
+	blocking := testinput.Trace(t, recordingTrace(t, "pinned_blocking"))
 	fs := Run([]Rule{ruleNamed(t, rulePinnedBlocking)}, &Input{Trace: blocking})
 	var truth struct {
 		Copies struct {
@@ -159,7 +161,7 @@ func TestPinnedBlockingOnRecordings(t *testing.T) {
 		filepath.Join("..", "testdata", "gputimeline", "slow_loader_pinned", "trace.json.gz"),
 		filepath.Join("..", "testdata", "gputimeline", "copies_item_sync", "trace.json.gz"),
 	} {
-		if fs := Run([]Rule{ruleNamed(t, rulePinnedBlocking)}, &Input{Trace: readTraceFile(t, p)}); len(fs) != 0 {
+		if fs := Run([]Rule{ruleNamed(t, rulePinnedBlocking)}, &Input{Trace: testinput.Trace(t, p)}); len(fs) != 0 {
 			t.Errorf("%s: %+v", p, fs)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules"
+	"github.com/torchmem/torchmem/rules/leak"
 )
 
 func init() { subcommands = append(subcommands, newAnalyzeCmd) }
@@ -61,7 +62,7 @@ type analysisJSON struct {
 	Summary   *chrometrace.Summary `json:"summary,omitempty"`
 	Operators []operatorJSON       `json:"operators,omitempty"`
 	Sites     []stackJSON          `json:"sites,omitempty"`
-	Leaks     *rules.LeakReport    `json:"leaks,omitempty"`
+	Leaks     *leak.Report         `json:"leaks,omitempty"`
 	Frag      *fragSummaryJSON     `json:"fragmentation,omitempty"`
 	// MemorySummary: a memory_summary() log's allocator figures per device.
 	MemorySummary []memtimeline.SummaryFrag `json:"memory_summary,omitempty"`

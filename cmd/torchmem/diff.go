@@ -13,6 +13,7 @@ import (
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules"
+	"github.com/torchmem/torchmem/rules/leak"
 	"github.com/torchmem/torchmem/rules/site"
 )
 
@@ -217,7 +218,7 @@ type diffJSON struct {
 	Operators     []rules.Mover       `json:"operators"`
 	SitesAlloc    []rules.Mover       `json:"sites_alloc"`
 	SitesLive     []rules.Mover       `json:"sites_live_at_end"`
-	NewSuspects   []rules.LeakSuspect `json:"new_suspects"`
+	NewSuspects   []leak.Suspect      `json:"new_suspects"`
 	StepSurvivors [][2]int64          `json:"step_survivors"`
 }
 
@@ -313,7 +314,7 @@ func writeDiff(stdout io.Writer, base, head *rules.Side, baseInputs, headInputs 
 			Metrics: d.Metrics, BaseVerdict: d.BaseVerdict, HeadVerdict: d.HeadVerdict, Operators: nonNilMovers(d.Operators),
 			SitesAlloc: nonNilMovers(d.SitesAlloc), SitesLive: nonNilMovers(d.SitesLive), NewSuspects: d.NewSuspects, StepSurvivors: d.StepSurvivors}
 		if out.NewSuspects == nil {
-			out.NewSuspects = []rules.LeakSuspect{}
+			out.NewSuspects = []leak.Suspect{}
 		}
 		if err := writeJSON(stdout, out); err != nil {
 			return err

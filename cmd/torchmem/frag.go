@@ -14,6 +14,7 @@ import (
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules"
+	"github.com/torchmem/torchmem/rules/leak"
 )
 
 func init() { subcommands = append(subcommands, newFragCmd) }
@@ -214,7 +215,7 @@ func writeFragReport(w io.Writer, path string, rep *rules.FragReport, format str
 			fmt.Fprintf(w, "  - %s\n", s)
 		}
 	}
-	if rep.Verdict == rules.VerdictUnknown {
+	if rep.Verdict == leak.VerdictUnknown {
 		if md {
 			fmt.Fprintf(w, "%s\n", mdEscape(rep.Reason))
 			return

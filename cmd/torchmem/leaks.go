@@ -14,6 +14,7 @@ import (
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules"
+	"github.com/torchmem/torchmem/rules/leak"
 )
 
 func init() { subcommands = append(subcommands, newLeaksCmd) }
@@ -29,7 +30,7 @@ type leaksOptions struct {
 
 func newLeaksCmd() *cobra.Command {
 	o := &leaksOptions{}
-	def := rules.DefaultLeakOptions()
+	def := leak.DefaultOptions()
 	cmd := &cobra.Command{
 		Use:   "leaks INPUT...",
 		Short: "Does GPU memory leak step over step, how fast, and which line keeps it",
@@ -72,20 +73,20 @@ Exit status: 0 clean or unknown, 1 a leak was found, 2 bad input.`,
 type leakResult struct {
 	Path   string
 	Rank   int64
-	Report rules.LeakReport
+	Report leak.Report
 }
 
 // rankLeakJSON is one rank in the multi-input JSON shape.
 type rankLeakJSON struct {
 	Rank  int64  `json:"rank"`
 	Trace string `json:"trace"`
-	rules.LeakReport
+	leak.Report
 	// Outlier is true for the rank whose verdict differs from the others.
 	Outlier bool `json:"outlier"`
 }
 
 func runLeaks(stdout, stderr io.Writer, args []string, o *leaksOptions) error {
-	def := rules.DefaultLeakOptions()
+	def := leak.DefaultOptions()
 	if err := checkFormat(o.format, formatTable, formatJSON, formatMarkdown); err != nil {
 		return err
 	}
@@ -115,7 +116,7 @@ func runLeaks(stdout, stderr io.Writer, args []string, o *leaksOptions) error {
 		fmt.Fprintf(stderr, "torchmem: warning: summaries hold the leak analysis made with the default options (--device, --depth and --min-bytes-per-step apply to traces)\n")
 	}
 	verdicts := rules.JudgeAll(ins)
-	opts := rules.LeakOptions{Device: o.device, MinBytesPerStep: o.minBytes, SteadySteps: o.steady, Depth: o.depth, MinSteps: rules.DefaultLeakOptions().MinSteps}
+	opts := leak.Options{Device: o.device, MinBytesPerStep: o.minBytes, SteadySteps: o.steady, Depth: o.depth, MinSteps: leak.DefaultOptions().MinSteps}
 	results := make([]leakResult, len(files))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
@@ -129,9 +130,9 @@ func runLeaks(stdout, stderr io.Writer, args []string, o *leaksOptions) error {
 			if s := f.Summarized; s != nil {
 				r.Path, r.Report = s.Source, *s.Leaks
 			} else if f.Snapshot != nil {
-				r.Report = rules.AnalyzeSnapshotLeaks(memtimeline.AnalyzeSnapshot(f.Snapshot, 0), opts)
+				r.Report = leak.AnalyzeSnapshot(memtimeline.AnalyzeSnapshot(f.Snapshot, 0), opts)
 			} else {
-				r.Report = rules.AnalyzeLeaks(f.Trace, opts)
+				r.Report = leak.Analyze(leak.TraceData(f.Trace, opts.Device), opts)
 			}
 			results[i] = r
 		}()
@@ -148,12 +149,12 @@ func runLeaks(stdout, stderr io.Writer, args []string, o *leaksOptions) error {
 	}
 	outliers := rules.MinorityOutliers(verdictsOf)
 	cross := rules.CompareRanks(verdicts)
-	leak := false
+	leaking := false
 	for _, r := range results {
-		leak = leak || r.Report.Verdict == rules.VerdictLeak
+		leaking = leaking || r.Report.Verdict == leak.VerdictLeak
 	}
 	for _, v := range verdicts {
-		leak = leak || v.Leak.Verdict == rules.VerdictLeak
+		leaking = leaking || v.Leak.Verdict == leak.VerdictLeak
 	}
 
 	switch {
@@ -169,7 +170,7 @@ func runLeaks(stdout, stderr io.Writer, args []string, o *leaksOptions) error {
 			Ranks     []rankLeakJSON   `json:"ranks"`
 		}{Verdicts: verdicts, CrossRank: cross}
 		for i, r := range results {
-			out.Ranks = append(out.Ranks, rankLeakJSON{Rank: r.Rank, Trace: r.Path, LeakReport: r.Report, Outlier: outliers[i]})
+			out.Ranks = append(out.Ranks, rankLeakJSON{Rank: r.Rank, Trace: r.Path, Report: r.Report, Outlier: outliers[i]})
 		}
 		if err := writeJSON(stdout, out); err != nil {
 			return err
@@ -193,7 +194,7 @@ func runLeaks(stdout, stderr io.Writer, args []string, o *leaksOptions) error {
 			writeLeakReport(stdout, r, o.format)
 		}
 	}
-	if leak {
+	if leaking {
 		return findings()
 	}
 	return nil
@@ -230,7 +231,7 @@ func writeLeakReport(w io.Writer, r leakResult, format string) {
 	} else {
 		fmt.Fprintf(w, "%s\nVerdict: %s", title, strings.ToUpper(rep.Verdict))
 	}
-	if rep.Verdict == rules.VerdictLeak {
+	if rep.Verdict == leak.VerdictLeak {
 		fmt.Fprintf(w, ", %s per step", memtimeline.FormatBytes(rep.GrowthBytesPerStep))
 	}
 	fmt.Fprintf(w, "\n%s\n\n", reason)
@@ -268,7 +269,7 @@ func writeLeakReport(w io.Writer, r leakResult, format string) {
 			}
 		}
 	}
-	if len(rep.Suspects) > 0 && rep.Verdict != rules.VerdictClean {
+	if len(rep.Suspects) > 0 && rep.Verdict != leak.VerdictClean {
 		fmt.Fprintln(w)
 		tw := newTableWriter()
 		tw.AppendHeader(table.Row{"Per step", "Blocks", "Steps", "Kind", "Call chain (outermost first)", "Operator"})

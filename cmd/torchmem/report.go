@@ -15,6 +15,7 @@ import (
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules"
+	"github.com/torchmem/torchmem/rules/leak"
 )
 
 func init() {
@@ -120,7 +121,7 @@ type reportInput struct {
 	Kind      string
 	Summary   []reportKV
 	Charts    []reportChart
-	Leak      *rules.LeakReport
+	Leak      *leak.Report
 	Operators []operatorJSON
 	Sites     []stackJSON
 	Tables    []reportTable
@@ -253,7 +254,7 @@ func buildReportAnswer(idPrefix string, v rules.Verdict) (reportAnswer, error) {
 		l.Chain = v.Leak.Holding
 	}
 	a.Lines = append(a.Lines, l)
-	if v.Leak.Verdict == rules.VerdictLeak || v.Leak.Agreement != "" {
+	if v.Leak.Verdict == leak.VerdictLeak || v.Leak.Agreement != "" {
 		a.Lines = append(a.Lines, reportLine{Label: "", Text: evidenceLine(v.Leak)})
 	}
 	for _, o := range v.OOMs {
@@ -379,7 +380,7 @@ func buildReportInput(idPrefix string, in *rules.Input, rs []rules.Rule) (report
 			}
 		}
 		for _, spec := range specs {
-			if l.Verdict == rules.VerdictLeak {
+			if l.Verdict == leak.VerdictLeak {
 				spec.Markers = append(spec.Markers, leakMarkers(spec, l)...)
 			}
 			if err := ri.addChart(spec); err != nil {
@@ -502,7 +503,7 @@ func (ri *reportInput) addChart(spec memtimeline.ChartSpec) error {
 // leakMarkers pins, at the end of each step that leaves blocks behind, how
 // much it kept: the growth shows on the chart where it happens.
 // The chart's step bands are the trace's ProfilerSteps in time order.
-func leakMarkers(spec memtimeline.ChartSpec, l rules.LeakReport) []memtimeline.Marker {
+func leakMarkers(spec memtimeline.ChartSpec, l leak.Report) []memtimeline.Marker {
 	var out []memtimeline.Marker
 	steps := spec.Steps
 	var kept int64

@@ -11,6 +11,7 @@ import (
 	"github.com/torchmem/torchmem/chrometrace/ranksynth"
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/rules"
+	"github.com/torchmem/torchmem/rules/leak"
 	"github.com/torchmem/torchmem/rules/summary"
 )
 
@@ -136,7 +137,7 @@ func TestSummaryLeakReportMatchesTrace(t *testing.T) {
 				t.Errorf("rank %d suspect %d differs", d.Rank, j)
 			}
 		}
-		if s.Verdict == rules.VerdictLeak {
+		if s.Verdict == leak.VerdictLeak {
 			leaking++
 			if s.Rank != 1 || s.GrowthBytesPerStep != 8<<20 || !s.Outlier {
 				t.Errorf("the leaking rank from the summaries: rank %d, %d B/step, outlier %v; truth: rank 1, 8 MiB", s.Rank, s.GrowthBytesPerStep, s.Outlier)
@@ -274,9 +275,9 @@ func TestSixtyFourRanks(t *testing.T) {
 			t.Fatalf("%s: %d verdicts, want 64", name, len(d.Verdicts))
 		}
 		for _, v := range d.Verdicts {
-			want, bytes := rules.VerdictClean, int64(0)
+			want, bytes := leak.VerdictClean, int64(0)
 			if v.Rank == 37 {
-				want, bytes = rules.VerdictLeak, 8<<20
+				want, bytes = leak.VerdictLeak, 8<<20
 			}
 			if v.Leak.Verdict != want || v.Leak.BytesPerStep != bytes {
 				t.Errorf("%s: rank %d: %s %d B/step, truth %s %d", name, v.Rank, v.Leak.Verdict, v.Leak.BytesPerStep, want, bytes)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules"
+	"github.com/torchmem/torchmem/rules/leak"
 )
 
 // The verdict block: what a user reads first, before any table. It is
@@ -124,7 +125,7 @@ func leakLine(l rules.LeakAnswer) string { return leakText(l, true) }
 
 func leakText(l rules.LeakAnswer, chain bool) string {
 	switch l.Verdict {
-	case rules.VerdictLeak:
+	case leak.VerdictLeak:
 		s := memtimeline.FormatBytes(l.BytesPerStep) + " per step"
 		if l.Kind != "" {
 			s += ", " + l.Kind
@@ -151,7 +152,7 @@ func leakText(l rules.LeakAnswer, chain bool) string {
 			s += "; chain: " + c
 		}
 		return s
-	case rules.VerdictClean:
+	case leak.VerdictClean:
 		return "no growth step over step; " + l.Reason
 	}
 	return l.Reason
@@ -279,11 +280,11 @@ func writeVerdictText(w io.Writer, vs []rules.Verdict, width int) {
 	for _, v := range vs {
 		lines := []string{shorten(verdictHeader(v), width)}
 		leakLines := 2
-		if v.Leak.Verdict == rules.VerdictClean || v.Leak.Verdict == rules.VerdictUnknown {
+		if v.Leak.Verdict == leak.VerdictClean || v.Leak.Verdict == leak.VerdictUnknown {
 			leakLines = 1
 		}
 		lines = append(lines, wrapEntry(strings.ToUpper(v.Leak.Verdict), leakLine(v.Leak), width, leakLines)...)
-		if v.Leak.Agreement != "" || v.Leak.Settle != "" || (v.Leak.From != "" && v.Leak.Verdict == rules.VerdictLeak) {
+		if v.Leak.Agreement != "" || v.Leak.Settle != "" || (v.Leak.From != "" && v.Leak.Verdict == leak.VerdictLeak) {
 			lines = append(lines, wrapEntry("", evidenceLine(v.Leak), width, 2)...)
 		}
 		for i, o := range v.OOMs {
@@ -318,7 +319,7 @@ func writeVerdictMarkdown(w io.Writer, vs []rules.Verdict) {
 	for _, v := range vs {
 		fmt.Fprintf(w, "**%s**\n\n", mdEscape(verdictHeader(v)))
 		fmt.Fprintf(w, "- **%s** %s\n", strings.ToUpper(v.Leak.Verdict), mdEscape(leakLine(v.Leak)))
-		if v.Leak.Verdict == rules.VerdictLeak || v.Leak.Agreement != "" {
+		if v.Leak.Verdict == leak.VerdictLeak || v.Leak.Agreement != "" {
 			fmt.Fprintf(w, "  - %s\n", mdEscape(evidenceLine(v.Leak)))
 		}
 		for _, o := range v.OOMs {

@@ -1,4 +1,4 @@
-package rules
+package leak_test
 
 import (
 	"encoding/json"
@@ -9,6 +9,9 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/rules"
+	"github.com/torchmem/torchmem/rules/internal/testinput"
+	"github.com/torchmem/torchmem/rules/leak"
 )
 
 // snippetTruth is what the snippet-v2 recordings (testdata/gpu/<name>/
@@ -34,15 +37,6 @@ type snippetTruth struct {
 			Line int    `json:"line"`
 		} `json:"holding_line"`
 	} `json:"leak"`
-}
-
-func globOne(t *testing.T, dir, pattern string) string {
-	t.Helper()
-	m, err := filepath.Glob(filepath.Join(dir, pattern))
-	if err != nil || len(m) != 1 {
-		t.Fatalf("%s/%s: %v %v", dir, pattern, m, err)
-	}
-	return m[0]
 }
 
 // stepLogGrowthOver is what memory_allocated() grew per step over steps
@@ -80,7 +74,7 @@ func stepLogGrowthOver(t *testing.T, path string, first, last int64) int64 {
 func TestLeaksOnSnippetV2Recordings(t *testing.T) {
 	for _, name := range []string{"late_start_leak", "small_leak_big_model", "grad_accum", "peak_above_steady",
 		"eval_keeps_logits", "hf_trainer_leak", "hf_trainer_clean", "lightning_leak", "logged_memory_summary", "no_zero_grad"} {
-		dir := filepath.Join(gpuData, name)
+		dir := filepath.Join(testinput.Testdata("gpu"), name)
 		var truth snippetTruth
 		data, err := os.ReadFile(filepath.Join(dir, "truth.json"))
 		if err != nil {
@@ -89,25 +83,25 @@ func TestLeaksOnSnippetV2Recordings(t *testing.T) {
 		if err := json.Unmarshal(data, &truth); err != nil {
 			t.Fatal(err)
 		}
-		steps := globOne(t, dir, "*.steps.jsonl")
+		steps := testinput.GlobOne(t, dir, "*.steps.jsonl")
 		for _, kind := range []string{"trace", "snapshot"} {
 			t.Run(name+"/"+kind, func(t *testing.T) {
-				var in *Input
-				var rep LeakReport
+				var in *rules.Input
+				var rep leak.Report
 				if kind == "trace" {
-					in = &Input{Source: name, Trace: readTraceFile(t, globOne(t, dir, "*.pt.trace.json.gz"))}
+					in = &rules.Input{Source: name, Trace: testinput.Trace(t, testinput.GlobOne(t, dir, "*.pt.trace.json.gz"))}
 					rep = in.Leaks()
 				} else {
-					in = &Input{Source: name, Snapshot: readSnapshotFile(t, globOne(t, dir, "*.snapshot.pickle.gz"))}
+					in = &rules.Input{Source: name, Snapshot: testinput.Snapshot(t, testinput.GlobOne(t, dir, "*.snapshot.pickle.gz"))}
 					rep = in.SnapshotLeaks()
 				}
 				if !truth.Expect.Leak {
-					if rep.Verdict != VerdictClean || rep.GrowthBytesPerStep != 0 {
+					if rep.Verdict != leak.VerdictClean || rep.GrowthBytesPerStep != 0 {
 						t.Fatalf("false alarm: %s %d (%s)", rep.Verdict, rep.GrowthBytesPerStep, rep.Reason)
 					}
 					return
 				}
-				if rep.Verdict != VerdictLeak || len(rep.Leaks) != 1 {
+				if rep.Verdict != leak.VerdictLeak || len(rep.Leaks) != 1 {
 					t.Fatalf("%s with %d leaks (%s)", rep.Verdict, len(rep.Leaks), rep.Reason)
 				}
 				l := rep.Leaks[0]
@@ -141,13 +135,13 @@ func TestLeaksOnSnippetV2Recordings(t *testing.T) {
 					}
 				}
 				// Regular is a leak at any size; the threshold sets severity.
-				for _, f := range Run(Builtin(), in) {
+				for _, f := range rules.Run(rules.Builtin(), in) {
 					if f.Rule != "memory.leak" && f.Rule != "snapshot.leak" {
 						continue
 					}
-					want := Error
+					want := rules.Error
 					if l.BytesPerStep < 1<<20 {
-						want = Warning
+						want = rules.Warning
 					}
 					if f.Severity != want || !strings.Contains(f.Title, "("+l.Kind+")") {
 						t.Errorf("finding %s %q, want %s", f.Severity, f.Title, want)

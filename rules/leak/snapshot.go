@@ -1,4 +1,4 @@
-package rules
+package leak
 
 import (
 	"fmt"
@@ -10,20 +10,15 @@ import (
 	"github.com/torchmem/torchmem/rules/site"
 )
 
-// SnapshotReport is the input's allocator snapshot analysis.
-func (in *Input) SnapshotReport() *memtimeline.SnapshotReport {
-	return Memo(in, "snapshot", func() *memtimeline.SnapshotReport { return memtimeline.AnalyzeSnapshot(in.Snapshot, 0) })
-}
-
-// AnalyzeSnapshotLeaks answers the leak question from an allocator
+// AnalyzeSnapshot answers the leak question from an allocator
 // snapshot's recorded history: allocations never freed, grouped by the
 // user's innermost frame (the line that holds them), judged like a
 // trace's: a group that keeps memory from each of at least 3 consecutive
 // ProfilerSteps, steadily or more each step, is a leak at any size; one
 // made in a single step (parameters, optimizer state) or the last step or
 // two is not.
-func AnalyzeSnapshotLeaks(rep *memtimeline.SnapshotReport, opts LeakOptions) LeakReport {
-	out := LeakReport{Steps: []StepSurvivors{}, Suspects: []LeakSuspect{}, Leaks: []Leak{}}
+func AnalyzeSnapshot(rep *memtimeline.SnapshotReport, opts Options) Report {
+	out := Report{Steps: []StepSurvivors{}, Suspects: []Suspect{}, Leaks: []Leak{}}
 	minSteps := max(3, opts.MinSteps)
 	if len(rep.TraceEntries) == 0 {
 		out.Verdict = VerdictUnknown
@@ -45,7 +40,7 @@ func AnalyzeSnapshotLeaks(rep *memtimeline.SnapshotReport, opts LeakOptions) Lea
 		out.Reason = fmt.Sprintf("the recorded history has no ProfilerStep annotations, so growth per step cannot be told; %s was never freed", memtimeline.FormatBytes(out.UnreleasedBytes))
 		for _, c := range rep.Leaks {
 			stack := snapshotChain(c)
-			out.Suspects = append(out.Suspects, LeakSuspect{Bytes: c.Bytes, Blocks: int64(c.Count), Stack: stack, Site: site.Label(stack, ""),
+			out.Suspects = append(out.Suspects, Suspect{Bytes: c.Bytes, Blocks: int64(c.Count), Stack: stack, Site: site.Label(stack, ""),
 				FirstStep: -1, LastStep: -1, Kind: KindUnknown, StackNote: snapshotStackNote})
 		}
 		sortSuspects(out.Suspects)
@@ -74,7 +69,7 @@ func AnalyzeSnapshotLeaks(rep *memtimeline.SnapshotReport, opts LeakOptions) Lea
 			continue
 		}
 		stack := snapshotChain(c)
-		s := LeakSuspect{
+		s := Suspect{
 			BytesPerStep: r.bytesPerStep, Stack: stack, Site: site.Label(stack, ""),
 			FirstStep: int64(rep.Steps[r.lo]), LastStep: int64(rep.Steps[r.hi]), StepsWithSurvivors: r.hi - r.lo + 1,
 			BytesByStep: slices.Clone(bytes[r.lo : r.hi+1]), Accelerating: r.accelerating, StackNote: snapshotStackNote,
@@ -159,76 +154,4 @@ func snapshotChain(c memtimeline.LeakCandidate) []string {
 		names = append(names, memtimeline.FrameName(c.Site, c.Stack))
 	}
 	return fmtutil.NonNil(chrometrace.UserChain(names))
-}
-
-func init() {
-	Register(&Rule{
-		ID:          "snapshot.leak",
-		Description: "Allocator snapshot: the same line keeps memory from each of 3 or more consecutive steps (a leak at any size; under the threshold in bytes per step it is a warning)",
-		Severity:    Error,
-		Threshold:   1 << 20,
-		Unit:        "bytes_per_step",
-		Check: func(r *Rule, in *Input) []Finding {
-			if in.Snapshot == nil {
-				return nil
-			}
-			return leakFindings(in.SnapshotLeaks(), r.Threshold)
-		},
-	})
-	Register(&Rule{
-		ID:          "snapshot.oom",
-		Description: "Allocator snapshot: the history records an out-of-memory",
-		Severity:    Error,
-		Threshold:   1,
-		Unit:        "events",
-		Check: func(r *Rule, in *Input) []Finding {
-			if in.Snapshot == nil {
-				return nil
-			}
-			ooms := in.SnapshotReport().OOMs
-			if float64(len(ooms)) < r.Threshold {
-				return nil
-			}
-			o := ooms[0]
-			var loc *site.Location
-			if o.Site.Filename != "" {
-				loc = &site.Location{File: o.Site.Filename, Line: o.Site.Line, Function: o.Site.Name}
-			}
-			return []Finding{{
-				Title:    fmt.Sprintf("Out of memory on device %d: %s requested, %s free on the device", o.Device, memtimeline.FormatBytes(o.RequestedBytes), memtimeline.FormatBytes(o.DeviceFreeBytes)),
-				Detail:   fmt.Sprintf("%d OOM entries in the recorded history.", len(ooms)),
-				Advice:   "Lower the batch size or activation memory; if reserved is far above allocated, try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.",
-				Location: loc,
-				Metrics:  map[string]float64{"oom_events": float64(len(ooms)), "request_bytes": float64(o.RequestedBytes)},
-			}}
-		},
-	})
-	Register(&Rule{
-		ID: RuleSnapshotSplit,
-		Description: "Allocator snapshot: free blocks trapped inside partly used segments (empty_cache cannot return them), per pool and stream, " +
-			"exceed this fraction of reserved and 64 MiB",
-		Severity:  Warning,
-		Threshold: 0.2,
-		Unit:      "fraction",
-		Check: func(r *Rule, in *Input) []Finding {
-			if in.Snapshot == nil {
-				return nil
-			}
-			rep := in.SnapshotReport()
-			st := rep.Stats
-			if st.ReservedBytes == 0 {
-				return nil
-			}
-			j := JudgeSnapshotFrag(rep, r.Threshold)
-			if j.Verdict != VerdictFragmented {
-				return nil
-			}
-			return []Finding{{
-				Title:   fmt.Sprintf("Fragmentation: %s (%.0f%% of reserved) is free but split inside used segments", memtimeline.FormatBytes(st.InactiveSplitBytes), 100*j.Fraction),
-				Detail:  fmtutil.UpperFirst(j.Reason) + fmt.Sprintf(". Reserved %s, allocated %s; the largest free block is %s.", memtimeline.FormatBytes(st.ReservedBytes), memtimeline.FormatBytes(st.AllocatedBytes), memtimeline.FormatBytes(st.LargestFreeBlock)),
-				Advice:  "Try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or max_split_size_mb to stop large blocks being split; pre-allocate buffers of fixed sizes.",
-				Metrics: map[string]float64{"fraction": j.Fraction, "inactive_split_bytes": float64(st.InactiveSplitBytes), "reserved_bytes": float64(st.ReservedBytes)},
-			}}
-		},
-	})
 }

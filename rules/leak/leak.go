@@ -1,4 +1,4 @@
-package rules
+package leak
 
 import (
 	"cmp"
@@ -36,8 +36,8 @@ const (
 	KindUnknown = "unknown"
 )
 
-// LeakOptions tune the leak detector.
-type LeakOptions struct {
+// Options tune the leak detector.
+type Options struct {
 	Device int // GPU index, -1 all
 	// MinBytesPerStep does not decide the verdict: a regular leak is a
 	// leak at any size. Findings under it are warnings, at or above it
@@ -54,10 +54,10 @@ type LeakOptions struct {
 	MinSteps int
 }
 
-// DefaultLeakOptions: 3 consecutive steps make a leak; 1 MiB per step or
+// DefaultOptions: 3 consecutive steps make a leak; 1 MiB per step or
 // more makes it an error.
-func DefaultLeakOptions() LeakOptions {
-	return LeakOptions{Device: -1, MinBytesPerStep: 1 << 20, SteadySteps: 2, MinSteps: 3}
+func DefaultOptions() Options {
+	return Options{Device: -1, MinBytesPerStep: 1 << 20, SteadySteps: 2, MinSteps: 3}
 }
 
 // StepSurvivors is what one step allocated that was still alive at the end.
@@ -71,8 +71,8 @@ type StepSurvivors struct {
 	Steady bool `json:"steady_state"`
 }
 
-// LeakSuspect is a site that keeps memory step after step.
-type LeakSuspect struct {
+// Suspect is a site that keeps memory step after step.
+type Suspect struct {
 	BytesPerStep int64  `json:"bytes_per_step"`
 	Blocks       int64  `json:"blocks"`
 	Bytes        int64  `json:"bytes"`
@@ -105,11 +105,21 @@ type LeakSuspect struct {
 	// copy: the site's blocks are copies of other tensors (clone, to).
 	copy bool
 	// location is the allocating line as recorded (a snapshot's absolute
-	// path), for findings; nil: from the stack.
+	// path), for findings; nil: from the stack (see Location).
 	location *site.Location
 	// allocPoints is how many code lines made what the site keeps each
 	// step (a snapshot site groups a whole model call); 0 counts as 1.
 	allocPoints int
+}
+
+// Location is the suspect's allocating line for a finding: as the
+// snapshot recorded it (an absolute path), else the innermost user frame
+// of its stack; nil when it has none.
+func (s *Suspect) Location() *site.Location {
+	if s.location != nil {
+		return s.location
+	}
+	return site.LocationOf(s.Stack)
 }
 
 // Leak is one leak of an input: its sites share a cause (kind).
@@ -121,21 +131,21 @@ type Leak struct {
 	Accelerating bool   `json:"accelerating,omitempty"`
 	// AccelerationBytes is how much more is kept each step than the step
 	// before, for an accelerating leak.
-	AccelerationBytes int64         `json:"acceleration_bytes_per_step,omitempty"`
-	Evidence          string        `json:"evidence"`
-	Fix               string        `json:"fix"`
-	Sites             []LeakSuspect `json:"sites"`
+	AccelerationBytes int64     `json:"acceleration_bytes_per_step,omitempty"`
+	Evidence          string    `json:"evidence"`
+	Fix               string    `json:"fix"`
+	Sites             []Suspect `json:"sites"`
 }
 
-// LeakReport is the answer to "does memory creep up step after step?".
-type LeakReport struct {
+// Report is the answer to "does memory creep up step after step?".
+type Report struct {
 	Verdict            string          `json:"verdict"`
 	Reason             string          `json:"reason"`
 	GrowthBytesPerStep int64           `json:"growth_bytes_per_step"`
 	Steps              []StepSurvivors `json:"steps"`
 	// Leaks groups the suspects by cause: one entry per leak.
-	Leaks    []Leak        `json:"leaks"`
-	Suspects []LeakSuspect `json:"suspects"`
+	Leaks    []Leak    `json:"leaks"`
+	Suspects []Suspect `json:"suspects"`
 	// UnreleasedBytes are all blocks allocated in the window and alive at
 	// its end; PreexistingFrees counts frees of blocks from before it.
 	UnreleasedBytes  int64 `json:"unreleased_bytes"`
@@ -145,7 +155,7 @@ type LeakReport struct {
 }
 
 // Kind is the kind of the input's largest leak, "" when it has none.
-func (r *LeakReport) Kind() string {
+func (r *Report) Kind() string {
 	if len(r.Leaks) == 0 {
 		return ""
 	}
@@ -247,14 +257,29 @@ func increasing(v []int64) bool {
 	return 2*v[len(v)-1] >= 3*v[0]
 }
 
-// analyzeLeaks pairs allocations with frees and asks which steps leave
+// Data is what the leak analysis of a trace reads: the trace, its
+// attribution and its allocations' lifetimes on the analysed device
+// (rules.Input computes and caches each once per input).
+type Data struct {
+	Trace       *chrometrace.Trace
+	Attribution *chrometrace.Attribution
+	Lifetimes   []memtimeline.Lifetime
+}
+
+// TraceData computes what Analyze reads from a trace on its own (device
+// -1: all GPUs), for a caller without a shared rules.Input.
+func TraceData(t *chrometrace.Trace, device int) Data {
+	return Data{Trace: t, Attribution: chrometrace.Attribute(t), Lifetimes: memtimeline.Lifetimes(t, device)}
+}
+
+// Analyze pairs allocations with frees and asks which steps leave
 // blocks behind. A site that keeps memory from each of at least 3
 // consecutive steps, steadily or more each step, is a leak whatever its
 // size; memory made once (parameters, optimizer state, accumulated
 // gradients) or by the last step or two (outputs, gradients) is not.
-func analyzeLeaks(in *Input, opts LeakOptions) LeakReport {
-	t := in.Trace
-	rep := LeakReport{Steps: []StepSurvivors{}, Suspects: []LeakSuspect{}, Leaks: []Leak{}}
+func Analyze(d Data, opts Options) Report {
+	t := d.Trace
+	rep := Report{Steps: []StepSurvivors{}, Suspects: []Suspect{}, Leaks: []Leak{}}
 	minSteps := max(3, opts.MinSteps)
 	gpuEvents := 0
 	for i := range t.Memory {
@@ -267,7 +292,7 @@ func analyzeLeaks(in *Input, opts LeakOptions) LeakReport {
 		rep.Reason = "the trace has no GPU memory events: profile with profile_memory=True"
 		return rep
 	}
-	lts := in.Lifetimes(opts.Device)
+	lts := d.Lifetimes
 	steps := slices.Clone(t.Steps)
 	slices.SortFunc(steps, func(a, b chrometrace.Step) int { return cmp.Compare(a.Start, b.Start) })
 	if len(steps) == 0 {
@@ -291,7 +316,7 @@ func analyzeLeaks(in *Input, opts LeakOptions) LeakReport {
 		rep.Steps[i].Steady = i >= len(rep.Steps)-opts.SteadySteps
 	}
 
-	attr := in.Attribution()
+	attr := d.Attribution
 	siteOpts := memtimeline.SiteOptions{Device: opts.Device, Depth: opts.Depth}
 	sites := map[string]*siteSeries{}
 	var order []*siteSeries
@@ -333,7 +358,7 @@ func analyzeLeaks(in *Input, opts LeakOptions) LeakReport {
 		rep.Verdict = VerdictUnknown
 		rep.Reason = fmt.Sprintf("no ProfilerStep annotations (profile with a schedule and call prof.step()): the whole window was treated as one step; %s allocated in it is still alive at the end", memtimeline.FormatBytes(rep.UnreleasedBytes))
 		for _, a := range order {
-			rep.Suspects = append(rep.Suspects, LeakSuspect{Bytes: a.site.LiveBytesAtEnd, Blocks: a.blocks[0], Operator: a.site.Operator, ForwardOp: a.site.ForwardOp,
+			rep.Suspects = append(rep.Suspects, Suspect{Bytes: a.site.LiveBytesAtEnd, Blocks: a.blocks[0], Operator: a.site.Operator, ForwardOp: a.site.ForwardOp,
 				Stack: fmtutil.NonNil(a.site.Frames), Site: site.Label(a.site.Frames, a.site.Operator), FirstStep: -1, LastStep: -1, StepsWithSurvivors: 1, Kind: KindUnknown})
 		}
 		sortSuspects(rep.Suspects)
@@ -397,7 +422,7 @@ func analyzeLeaks(in *Input, opts LeakOptions) LeakReport {
 				a.noGraphBlocks++
 			}
 		}
-		s := LeakSuspect{
+		s := Suspect{
 			BytesPerStep: r.bytesPerStep, Operator: a.site.Operator, ForwardOp: a.site.ForwardOp,
 			Stack: fmtutil.NonNil(a.site.Frames), Site: site.Label(a.site.Frames, a.site.Operator),
 			FirstStep: steps[r.lo].Number, LastStep: steps[r.hi].Number, StepsWithSurvivors: r.hi - r.lo + 1,
@@ -507,7 +532,7 @@ func isCopySite(op string) bool {
 // no op of the graph made (inputs, targets) are part of the same leak.
 // A single graph site on its own is a tensor kept in a container that
 // happens to carry its graph.
-func groupLeaks(suspects []LeakSuspect, hooks map[string]growingFrame) []Leak {
+func groupLeaks(suspects []Suspect, hooks map[string]growingFrame) []Leak {
 	graphSites := map[string]int{}
 	for _, s := range suspects {
 		if s.Kind == KindAutogradGraph || s.Kind == KindRetainGraph {
@@ -755,66 +780,10 @@ func (g *graphIndex) enteredBeforeProfiling(i int32, firstStep int64) int {
 	return n
 }
 
-func sortSuspects(s []LeakSuspect) {
-	slices.SortFunc(s, func(a, b LeakSuspect) int {
+func sortSuspects(s []Suspect) {
+	slices.SortFunc(s, func(a, b Suspect) int {
 		return cmp.Or(cmp.Compare(b.BytesPerStep, a.BytesPerStep), cmp.Compare(b.Bytes, a.Bytes), strings.Compare(a.Operator, b.Operator), slices.Compare(a.Stack, b.Stack))
 	})
-}
-
-// leakFindings makes one finding per leak: its bytes per step in all,
-// its kind with the evidence, its sites listed inside and the fix. A leak
-// under the threshold is still reported, as a warning.
-func leakFindings(rep LeakReport, threshold float64) []Finding {
-	if rep.Verdict != VerdictLeak {
-		return nil
-	}
-	var out []Finding
-	for _, l := range rep.Leaks {
-		top := l.Sites[0]
-		title := fmt.Sprintf("Leak (%s): %s per step kept by %s", l.Kind, memtimeline.FormatBytes(l.BytesPerStep), top.Site)
-		if top.HoldingLine != "" && (l.Kind == KindAutogradGraph || l.Kind == KindRetainGraph) {
-			title = fmt.Sprintf("Leak (%s): %s per step held by %s", l.Kind, memtimeline.FormatBytes(l.BytesPerStep), top.HoldingLine)
-		}
-		if l.Accelerating {
-			title += ", accelerating"
-		}
-		var d strings.Builder
-		fmt.Fprintf(&d, "%s.", fmtutil.UpperFirst(l.Evidence))
-		if l.Accelerating {
-			fmt.Fprintf(&d, " It accelerates: each step keeps %s more than the step before.", memtimeline.FormatBytes(l.AccelerationBytes))
-		}
-		if len(top.Stack) > 0 {
-			fmt.Fprintf(&d, " Held through: %s;", strings.Join(top.Stack, " > "))
-		}
-		if len(l.Sites) > 1 {
-			fmt.Fprintf(&d, " %d sites:", len(l.Sites))
-			for i, s := range l.Sites {
-				if i == 8 {
-					fmt.Fprintf(&d, " and %d more;", len(l.Sites)-i)
-					break
-				}
-				fmt.Fprintf(&d, " %s per step at %s;", memtimeline.FormatBytes(s.BytesPerStep), s.Site)
-			}
-		}
-		f := Finding{
-			Title:    title,
-			Detail:   strings.TrimSuffix(strings.TrimSuffix(d.String(), ";"), ".") + ".",
-			Advice:   l.Fix + ".",
-			Operator: site.FirstOp(top.Operator),
-			Location: top.location,
-			Metrics: map[string]float64{"bytes_per_step": float64(l.BytesPerStep), "sites": float64(len(l.Sites)),
-				"steps": float64(top.StepsWithSurvivors), "growth_bytes_per_step": float64(rep.GrowthBytesPerStep)},
-			belowThreshold: float64(l.BytesPerStep) < threshold,
-		}
-		if top.Operator == "" {
-			f.Operator = ""
-		}
-		if f.Location == nil {
-			f.Location = site.LocationOf(top.Stack)
-		}
-		out = append(out, f)
-	}
-	return out
 }
 
 // holdingLine picks the frame of a chain (outermost first) that holds the

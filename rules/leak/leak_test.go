@@ -1,4 +1,4 @@
-package rules
+package leak_test
 
 import (
 	"encoding/json"
@@ -11,17 +11,15 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/rules"
+	"github.com/torchmem/torchmem/rules/internal/testinput"
+	"github.com/torchmem/torchmem/rules/leak"
 )
-
-func readTrace(t testing.TB, name string) *chrometrace.Trace {
-	t.Helper()
-	return readTraceFile(t, filepath.Join("..", "testdata", "traces", name, "trace.json.gz"))
-}
 
 // stepLogGrowth measures growth per step independently of the trace: from
 // torch.cuda.memory_allocated() logged after every step by the same run.
 func stepLogGrowth(t *testing.T, name string) int64 {
-	f, err := os.Open(filepath.Join("..", "testdata", "traces", name, "stats_steps.jsonl"))
+	f, err := os.Open(filepath.Join("..", "..", "testdata", "traces", name, "stats_steps.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,31 +36,31 @@ func TestLeakVerdictsOnRealTraces(t *testing.T) {
 	cases := []struct {
 		name, verdict string
 	}{
-		{"leak_module_cache", VerdictLeak},
-		{"leak_eval_no_grad", VerdictLeak},
-		{"resnet_train_clean", VerdictClean},
-		{"big_transformer", VerdictClean},
-		{"compiled_model", VerdictClean},
-		{"frag_small_allocs", VerdictClean}, // its two-step rolling window is steady state
-		{"no_memory", VerdictUnknown},
+		{"leak_module_cache", leak.VerdictLeak},
+		{"leak_eval_no_grad", leak.VerdictLeak},
+		{"resnet_train_clean", leak.VerdictClean},
+		{"big_transformer", leak.VerdictClean},
+		{"compiled_model", leak.VerdictClean},
+		{"frag_small_allocs", leak.VerdictClean}, // its two-step rolling window is steady state
+		{"no_memory", leak.VerdictUnknown},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			rep := AnalyzeLeaks(readTrace(t, c.name), DefaultLeakOptions())
+			rep := leak.Analyze(leak.TraceData(testinput.NamedTrace(t, c.name), -1), leak.DefaultOptions())
 			if rep.Verdict != c.verdict {
 				t.Fatalf("verdict %s (%s), want %s", rep.Verdict, rep.Reason, c.verdict)
 			}
 			if rep.Reason == "" {
 				t.Error("no reason given")
 			}
-			if c.verdict == VerdictLeak {
+			if c.verdict == leak.VerdictLeak {
 				// Within 1% of the growth the run itself logged.
 				want := stepLogGrowth(t, c.name)
 				if d := math.Abs(float64(rep.GrowthBytesPerStep-want)) / float64(want); d > 0.01 {
 					t.Errorf("growth %d bytes/step, the step log says %d", rep.GrowthBytesPerStep, want)
 				}
 			}
-			if c.verdict == VerdictClean && rep.GrowthBytesPerStep != 0 {
+			if c.verdict == leak.VerdictClean && rep.GrowthBytesPerStep != 0 {
 				t.Errorf("clean with growth %d", rep.GrowthBytesPerStep)
 			}
 		})
@@ -73,19 +71,19 @@ func TestLeakSuspectIsThePlantedLine(t *testing.T) {
 	var truth struct {
 		LeakBytesPerStep int64 `json:"leak_bytes_per_step"`
 	}
-	data, err := os.ReadFile(filepath.Join("..", "testdata", "traces", "leak_module_cache", "truth.json"))
+	data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "traces", "leak_module_cache", "truth.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := json.Unmarshal(data, &truth); err != nil {
 		t.Fatal(err)
 	}
-	rep := AnalyzeLeaks(readTrace(t, "leak_module_cache"), DefaultLeakOptions())
+	rep := leak.Analyze(leak.TraceData(testinput.NamedTrace(t, "leak_module_cache"), -1), leak.DefaultOptions())
 	top := rep.Suspects[0]
 	if top.BytesPerStep != truth.LeakBytesPerStep || rep.GrowthBytesPerStep != truth.LeakBytesPerStep {
 		t.Errorf("suspect %d bytes/step, growth %d; planted %d", top.BytesPerStep, rep.GrowthBytesPerStep, truth.LeakBytesPerStep)
 	}
-	if lastFrame(top.Stack) != "gen_traces.py(143): forward" || !strings.HasPrefix(top.Operator, "aten::clone") {
+	if testinput.LastFrame(top.Stack) != "gen_traces.py(143): forward" || !strings.HasPrefix(top.Operator, "aten::clone") {
 		t.Errorf("suspect %v via %s", top.Stack, top.Operator)
 	}
 	if len(rep.Suspects) != 1 {
@@ -99,16 +97,16 @@ func TestLeakSuspectIsThePlantedLine(t *testing.T) {
 }
 
 func TestLeakNeedsSteps(t *testing.T) {
-	tr := readTrace(t, "leak_module_cache")
+	tr := testinput.NamedTrace(t, "leak_module_cache")
 	two := *tr
 	two.Steps = tr.Steps[:2]
-	if rep := AnalyzeLeaks(&two, DefaultLeakOptions()); rep.Verdict != VerdictUnknown || !strings.Contains(rep.Reason, "at least 3") {
+	if rep := leak.Analyze(leak.TraceData(&two, -1), leak.DefaultOptions()); rep.Verdict != leak.VerdictUnknown || !strings.Contains(rep.Reason, "at least 3") {
 		t.Errorf("two steps: %s (%s)", rep.Verdict, rep.Reason)
 	}
 	none := *tr
 	none.Steps = nil
-	rep := AnalyzeLeaks(&none, DefaultLeakOptions())
-	if rep.Verdict != VerdictUnknown || !rep.WholeWindow || !strings.Contains(rep.Reason, "whole window") {
+	rep := leak.Analyze(leak.TraceData(&none, -1), leak.DefaultOptions())
+	if rep.Verdict != leak.VerdictUnknown || !rep.WholeWindow || !strings.Contains(rep.Reason, "whole window") {
 		t.Errorf("no steps: %s (%s)", rep.Verdict, rep.Reason)
 	}
 	if len(rep.Suspects) == 0 || rep.UnreleasedBytes == 0 {
@@ -119,9 +117,9 @@ func TestLeakNeedsSteps(t *testing.T) {
 // The threshold does not decide the verdict: a regular leak under it is
 // still a leak, reported as a warning.
 func TestLeakThreshold(t *testing.T) {
-	opts := DefaultLeakOptions()
+	opts := leak.DefaultOptions()
 	opts.MinBytesPerStep = 8 << 20
-	if rep := AnalyzeLeaks(readTrace(t, "leak_module_cache"), opts); rep.Verdict != VerdictLeak {
+	if rep := leak.Analyze(leak.TraceData(testinput.NamedTrace(t, "leak_module_cache"), -1), opts); rep.Verdict != leak.VerdictLeak {
 		t.Errorf("verdict %s with an 8 MiB threshold", rep.Verdict)
 	}
 }
@@ -176,7 +174,7 @@ func keepCopies(tr *chrometrace.Trace, i int32, n int, bytes int64) {
 // stacks, only frees or copies added) for the patterns the recordings
 // lack: each case is judged by regularity, not size.
 func TestLeakRegularityOnEditedTraces(t *testing.T) {
-	base := readTrace(t, "leak_module_cache")
+	base := testinput.NamedTrace(t, "leak_module_cache")
 	steps := slices.Clone(base.Steps)
 	slices.SortFunc(steps, func(a, b chrometrace.Step) int { return int(a.Start - b.Start) })
 	cases := []struct {
@@ -187,60 +185,60 @@ func TestLeakRegularityOnEditedTraces(t *testing.T) {
 		firstStep    int64
 		accelerating bool
 	}{
-		{"as recorded", func(*chrometrace.Trace, []int32) {}, VerdictLeak, 4 << 20, 2, false},
+		{"as recorded", func(*chrometrace.Trace, []int32) {}, leak.VerdictLeak, 4 << 20, 2, false},
 		{"starts mid-window: the first 3 steps free their block", func(tr *chrometrace.Trace, p []int32) {
 			for _, i := range p[:3] {
 				freeAt(tr, i, tr.Memory[i].TS+1000)
 			}
-		}, VerdictLeak, 4 << 20, 5, false},
+		}, leak.VerdictLeak, 4 << 20, 5, false},
 		{"only the last 2 steps keep it: outputs, not a leak", func(tr *chrometrace.Trace, p []int32) {
 			for _, i := range p[:4] {
 				freeAt(tr, i, tr.Memory[i].TS+1000)
 			}
-		}, VerdictClean, 0, 0, false},
+		}, leak.VerdictClean, 0, 0, false},
 		{"a rolling buffer of 3 steps: each block freed 3 steps later", func(tr *chrometrace.Trace, p []int32) {
 			for k, i := range p[:3] {
 				freeAt(tr, i, steps[k+3].Start+10)
 			}
-		}, VerdictClean, 0, 0, false},
+		}, leak.VerdictClean, 0, 0, false},
 		{"kept once (step 3 only): one-time state", func(tr *chrometrace.Trace, p []int32) {
 			for k, i := range p {
 				if k != 1 {
 					freeAt(tr, i, tr.Memory[i].TS+1000)
 				}
 			}
-		}, VerdictClean, 0, 0, false},
+		}, leak.VerdictClean, 0, 0, false},
 		{"accelerating: k blocks at step k", func(tr *chrometrace.Trace, p []int32) {
 			for k, i := range p {
 				keepCopies(tr, i, k, 0)
 			}
-		}, VerdictLeak, 14 << 20, 2, true},
+		}, leak.VerdictLeak, 14 << 20, 2, true},
 		{"small: 512 KiB per step", func(tr *chrometrace.Trace, p []int32) {
 			for _, i := range p {
 				freeAt(tr, i, tr.Memory[i].TS+1000)
 				keepCopies(tr, i, 1, 512<<10)
 			}
-		}, VerdictLeak, 512 << 10, 2, false},
+		}, leak.VerdictLeak, 512 << 10, 2, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			tr := editedTrace(base)
 			c.edit(tr, plantedBlocks(t, base))
-			rep := AnalyzeLeaks(tr, DefaultLeakOptions())
+			rep := leak.Analyze(leak.TraceData(tr, -1), leak.DefaultOptions())
 			if rep.Verdict != c.verdict {
 				t.Fatalf("verdict %s (%s), want %s", rep.Verdict, rep.Reason, c.verdict)
 			}
 			if rep.GrowthBytesPerStep != c.bytesPerStep {
 				t.Errorf("%d bytes/step, want %d (%s)", rep.GrowthBytesPerStep, c.bytesPerStep, rep.Reason)
 			}
-			if c.verdict != VerdictLeak {
+			if c.verdict != leak.VerdictLeak {
 				return
 			}
 			if len(rep.Leaks) != 1 {
 				t.Fatalf("%d leaks, want 1: %+v", len(rep.Leaks), rep.Leaks)
 			}
 			l := rep.Leaks[0]
-			if l.FirstStep != c.firstStep || l.Accelerating != c.accelerating || l.Kind != KindContainer {
+			if l.FirstStep != c.firstStep || l.Accelerating != c.accelerating || l.Kind != leak.KindContainer {
 				t.Errorf("leak from step %d (want %d), accelerating %v (want %v), kind %s", l.FirstStep, c.firstStep, l.Accelerating, c.accelerating, l.Kind)
 			}
 			if c.accelerating && (l.AccelerationBytes != 4<<20 || !strings.Contains(rep.Reason, "accelerating")) {
@@ -259,16 +257,16 @@ func TestLeakKindsOnRealTraces(t *testing.T) {
 		sites      int // at least
 		evidence   string
 	}{
-		{filepath.Join("..", "testdata", "traces", "leak_module_cache", "trace.json.gz"), KindContainer, 1, "nothing of an autograd graph"},
-		{filepath.Join("..", "testdata", "traces", "leak_eval_no_grad", "trace.json.gz"), KindAutogradGraph, 10, "no backward ran"},
-		{filepath.Join("..", "testdata", "gpu", "leak_retain_graph", "trace.json.gz"), KindRetainGraph, 4, "backward ran"},
-		{filepath.Join("..", "testdata", "gpu", "leak_hook_every_step", "trace.json.gz"), KindHook, 1, "hook ran 3,4,5,6,7,8 times"},
-		{filepath.Join("..", "testdata", "gpu", "ddp_one_rank_leaks", "rank1", "trace.json.gz"), KindContainer, 1, "nothing of an autograd graph"},
-		{filepath.Join("..", "testdata", "gpu", "diff_pair", "head_leak", "trace.json.gz"), KindContainer, 1, "nothing of an autograd graph"},
+		{filepath.Join("..", "..", "testdata", "traces", "leak_module_cache", "trace.json.gz"), leak.KindContainer, 1, "nothing of an autograd graph"},
+		{filepath.Join("..", "..", "testdata", "traces", "leak_eval_no_grad", "trace.json.gz"), leak.KindAutogradGraph, 10, "no backward ran"},
+		{filepath.Join("..", "..", "testdata", "gpu", "leak_retain_graph", "trace.json.gz"), leak.KindRetainGraph, 4, "backward ran"},
+		{filepath.Join("..", "..", "testdata", "gpu", "leak_hook_every_step", "trace.json.gz"), leak.KindHook, 1, "hook ran 3,4,5,6,7,8 times"},
+		{filepath.Join("..", "..", "testdata", "gpu", "ddp_one_rank_leaks", "rank1", "trace.json.gz"), leak.KindContainer, 1, "nothing of an autograd graph"},
+		{filepath.Join("..", "..", "testdata", "gpu", "diff_pair", "head_leak", "trace.json.gz"), leak.KindContainer, 1, "nothing of an autograd graph"},
 	}
 	for _, c := range cases {
 		t.Run(c.path, func(t *testing.T) {
-			in := &Input{Source: c.path, Trace: readTraceFile(t, c.path)}
+			in := &rules.Input{Source: c.path, Trace: testinput.Trace(t, c.path)}
 			rep := in.Leaks()
 			if len(rep.Leaks) != 1 {
 				t.Fatalf("%d leaks, want 1: %+v", len(rep.Leaks), rep.Leaks)
@@ -292,8 +290,8 @@ func TestLeakKindsOnRealTraces(t *testing.T) {
 					t.Errorf("suspect %s: chain %v does not start at <module>", s.Site, s.Stack)
 				}
 			}
-			var fs []Finding
-			for _, f := range Run(Builtin(), in) {
+			var fs []rules.Finding
+			for _, f := range rules.Run(rules.Builtin(), in) {
 				if f.Rule == "memory.leak" {
 					fs = append(fs, f)
 				}
@@ -309,29 +307,27 @@ func TestLeakKindsOnRealTraces(t *testing.T) {
 // hook trace, edited so that every registered hook keeps its clone each
 // call, is a hook leak that says it accelerates.
 func TestAcceleratingHookLeak(t *testing.T) {
-	base := readTraceFile(t, filepath.Join("..", "testdata", "gpu", "leak_hook_every_step", "trace.json.gz"))
+	base := testinput.Trace(t, filepath.Join("..", "..", "testdata", "gpu", "leak_hook_every_step", "trace.json.gz"))
 	tr := editedTrace(base)
 	for k, i := range plantedBlocks(t, base) {
 		keepCopies(tr, i, k+2, 0) // step #2 has 3 hooks registered, #3 four, ...
 	}
-	rep := AnalyzeLeaks(tr, DefaultLeakOptions())
+	rep := leak.Analyze(leak.TraceData(tr, -1), leak.DefaultOptions())
 	if len(rep.Leaks) != 1 {
 		t.Fatalf("%d leaks: %s", len(rep.Leaks), rep.Reason)
 	}
 	l := rep.Leaks[0]
-	if l.Kind != KindHook || !l.Accelerating || l.AccelerationBytes != 2<<20 || !strings.Contains(rep.Reason, "accelerating") {
+	if l.Kind != leak.KindHook || !l.Accelerating || l.AccelerationBytes != 2<<20 || !strings.Contains(rep.Reason, "accelerating") {
 		t.Errorf("kind %s, accelerating %v by %d bytes/step/step (%s)", l.Kind, l.Accelerating, l.AccelerationBytes, rep.Reason)
 	}
-	fs := leakFindings(rep, 1<<20)
+	var leakRule []rules.Rule
+	for _, r := range rules.Builtin() {
+		if r.ID == "memory.leak" {
+			leakRule = append(leakRule, r)
+		}
+	}
+	fs := rules.Run(leakRule, &rules.Input{Trace: tr})
 	if len(fs) != 1 || !strings.Contains(fs[0].Title, "accelerating") || !strings.Contains(fs[0].Detail, "accelerates") {
 		t.Errorf("findings %+v", fs)
 	}
-}
-
-// lastFrame is a stack's innermost frame.
-func lastFrame(stack []string) string {
-	if len(stack) == 0 {
-		return "(no Python stack)"
-	}
-	return stack[len(stack)-1]
 }

@@ -1,0 +1,86 @@
+package rules
+
+import (
+	"fmt"
+
+	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/rules/internal/fmtutil"
+	"github.com/torchmem/torchmem/rules/site"
+)
+
+// SnapshotReport is the input's allocator snapshot analysis.
+func (in *Input) SnapshotReport() *memtimeline.SnapshotReport {
+	return Memo(in, "snapshot", func() *memtimeline.SnapshotReport { return memtimeline.AnalyzeSnapshot(in.Snapshot, 0) })
+}
+
+func init() {
+	Register(&Rule{
+		ID:          "snapshot.leak",
+		Description: "Allocator snapshot: the same line keeps memory from each of 3 or more consecutive steps (a leak at any size; under the threshold in bytes per step it is a warning)",
+		Severity:    Error,
+		Threshold:   1 << 20,
+		Unit:        "bytes_per_step",
+		Check: func(r *Rule, in *Input) []Finding {
+			if in.Snapshot == nil {
+				return nil
+			}
+			return leakFindings(in.SnapshotLeaks(), r.Threshold)
+		},
+	})
+	Register(&Rule{
+		ID:          "snapshot.oom",
+		Description: "Allocator snapshot: the history records an out-of-memory",
+		Severity:    Error,
+		Threshold:   1,
+		Unit:        "events",
+		Check: func(r *Rule, in *Input) []Finding {
+			if in.Snapshot == nil {
+				return nil
+			}
+			ooms := in.SnapshotReport().OOMs
+			if float64(len(ooms)) < r.Threshold {
+				return nil
+			}
+			o := ooms[0]
+			var loc *site.Location
+			if o.Site.Filename != "" {
+				loc = &site.Location{File: o.Site.Filename, Line: o.Site.Line, Function: o.Site.Name}
+			}
+			return []Finding{{
+				Title:    fmt.Sprintf("Out of memory on device %d: %s requested, %s free on the device", o.Device, memtimeline.FormatBytes(o.RequestedBytes), memtimeline.FormatBytes(o.DeviceFreeBytes)),
+				Detail:   fmt.Sprintf("%d OOM entries in the recorded history.", len(ooms)),
+				Advice:   "Lower the batch size or activation memory; if reserved is far above allocated, try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.",
+				Location: loc,
+				Metrics:  map[string]float64{"oom_events": float64(len(ooms)), "request_bytes": float64(o.RequestedBytes)},
+			}}
+		},
+	})
+	Register(&Rule{
+		ID: RuleSnapshotSplit,
+		Description: "Allocator snapshot: free blocks trapped inside partly used segments (empty_cache cannot return them), per pool and stream, " +
+			"exceed this fraction of reserved and 64 MiB",
+		Severity:  Warning,
+		Threshold: 0.2,
+		Unit:      "fraction",
+		Check: func(r *Rule, in *Input) []Finding {
+			if in.Snapshot == nil {
+				return nil
+			}
+			rep := in.SnapshotReport()
+			st := rep.Stats
+			if st.ReservedBytes == 0 {
+				return nil
+			}
+			j := JudgeSnapshotFrag(rep, r.Threshold)
+			if j.Verdict != VerdictFragmented {
+				return nil
+			}
+			return []Finding{{
+				Title:   fmt.Sprintf("Fragmentation: %s (%.0f%% of reserved) is free but split inside used segments", memtimeline.FormatBytes(st.InactiveSplitBytes), 100*j.Fraction),
+				Detail:  fmtutil.UpperFirst(j.Reason) + fmt.Sprintf(". Reserved %s, allocated %s; the largest free block is %s.", memtimeline.FormatBytes(st.ReservedBytes), memtimeline.FormatBytes(st.AllocatedBytes), memtimeline.FormatBytes(st.LargestFreeBlock)),
+				Advice:  "Try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or max_split_size_mb to stop large blocks being split; pre-allocate buffers of fixed sizes.",
+				Metrics: map[string]float64{"fraction": j.Fraction, "inactive_split_bytes": float64(st.InactiveSplitBytes), "reserved_bytes": float64(st.ReservedBytes)},
+			}}
+		},
+	})
+}
