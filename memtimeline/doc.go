@@ -16,6 +16,6 @@
 // memory_summary() log is read as a step log: SummaryLog.StepLog). On
 // traces (package chrometrace): Lifetimes pairs allocations with frees,
 // Sites groups them by Python stack, the series and PeakComposition say
-// what memory held when; chart.go draws every series (the report's
-// charts). Every reader is bounded (limits.go).
+// what memory held when; package chart (memtimeline/chart) draws
+// every series (the report's charts). Every reader is bounded (limits.go).
 package memtimeline

@@ -586,9 +586,9 @@ func HolderSamples(t *chrometrace.Trace, attr *chrometrace.Attribution, lts []Li
 	return out
 }
 
-// blockSize is the caching allocator's block for a request: rounded up
+// BlockSize is the caching allocator's block for a request: rounded up
 // to 512 bytes, as "allocated" counts it (a history records the request).
-func blockSize(n int64) int64 { return (n + 511) / 512 * 512 }
+func BlockSize(n int64) int64 { return (n + 511) / 512 * 512 }
 
 // cppName shortens a C++ frame to its qualified name, without the
 // parameter list.
@@ -620,9 +620,9 @@ func SnapshotPeakComposition(s *Snapshot) *Composition {
 		for i, e := range entries {
 			switch e.Action {
 			case ActionAlloc:
-				cur += blockSize(e.Size)
+				cur += BlockSize(e.Size)
 			case ActionFreeCompleted:
-				cur -= blockSize(e.Size)
+				cur -= BlockSize(e.Size)
 			default:
 				continue
 			}
@@ -651,7 +651,7 @@ func SnapshotPeakComposition(s *Snapshot) *Composition {
 				if f.IsPython() {
 					line = fmt.Sprintf("%s(%d): %s", filepath.Base(f.Filename), f.Line, f.Name)
 				}
-				alive[e.Addr] = block{blockSize(e.Size), line}
+				alive[e.Addr] = block{BlockSize(e.Size), line}
 			case ActionFreeCompleted:
 				delete(alive, e.Addr)
 			}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/chart"
 	"github.com/torchmem/torchmem/rules/leak"
 )
 
@@ -64,7 +65,7 @@ type Digest struct {
 	// reserved, at most TimelinePoints instants each with every peak and
 	// trough kept; ProfilerStep bands, OOM markers, what held the most at
 	// HolderSamples moments), as the report draws them.
-	Charts []memtimeline.ChartSpec `json:"charts,omitempty"`
+	Charts []chart.Spec `json:"charts,omitempty"`
 	// OOMFacts are the input's out-of-memory records, judged with the
 	// other inputs of its run and rank at the reduce.
 	OOMFacts *OOMFacts `json:"oom_facts,omitempty"`
@@ -306,11 +307,11 @@ func downsampleCategories(tl *memtimeline.CategoryTimeline, n int) *memtimeline.
 }
 
 // traceCharts are the trace's chart specs, downsampled.
-func traceCharts(in *Input) []memtimeline.ChartSpec {
+func traceCharts(in *Input) []chart.Spec {
 	t := in.Trace
 	tls := memtimeline.TraceTimelines(t)
-	var out []memtimeline.ChartSpec
-	for i, spec := range memtimeline.TraceChartSpecs(t, "") {
+	var out []chart.Spec
+	for i, spec := range chart.TraceSpecs(t, "") {
 		if i < len(tls) {
 			spec.Holders = memtimeline.HolderSamples(t, in.Attribution(), in.Lifetimes(-1), tls[i].Device, HolderSamples, 3)
 		}

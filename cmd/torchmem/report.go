@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/chart"
 	"github.com/torchmem/torchmem/rules"
 	"github.com/torchmem/torchmem/rules/leak"
 )
@@ -31,7 +32,7 @@ var reportTemplateText string
 
 // The template escapes every name it prints (op names like
 // "void at::native::...<...>" and stack paths come from untrusted files);
-// charts come pre-escaped from memtimeline.ChartSnippet.
+// charts come pre-escaped from chart.Snippet.
 var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
 	"bytes":      memtimeline.FormatBytes,
 	"join":       func(s []string) string { return strings.Join(s, "\n") },
@@ -206,7 +207,7 @@ func writeReport(path string, sources []string, inputs []*rules.Input, rs []rule
 // writeReportPage writes the report and returns its verdict line and
 // whether an error-severity finding fails it (the report exits like check).
 func writeReportPage(path string, inputs []*rules.Input, rs []rules.Rule) (string, bool, error) {
-	page := reportPage{Title: "torchmem memory report", Version: version, Echarts: memtimeline.EchartsScript()}
+	page := reportPage{Title: "torchmem memory report", Version: version, Echarts: chart.EchartsScript()}
 	var all []rules.Finding
 	for i, in := range inputs {
 		ri, err := buildReportInput(fmt.Sprintf("in%d_", i), in, rs)
@@ -300,7 +301,7 @@ func buildReportAnswer(idPrefix string, v rules.Verdict) (reportAnswer, error) {
 	// One timeline for the run: the step log over every step, each
 	// profiled window marked with its trace, the snapshot's history.
 	if len(v.Inputs) > 1 {
-		var f memtimeline.RunFiles
+		var f chart.RunFiles
 		for _, in := range v.Inputs {
 			switch {
 			case in.Trace != nil:
@@ -311,11 +312,11 @@ func buildReportAnswer(idPrefix string, v rules.Verdict) (reportAnswer, error) {
 				f.StepLogs, f.StepName = append(f.StepLogs, in.StepLog), append(f.StepName, in.Source)
 			}
 		}
-		spec, notes, ok := memtimeline.RunTimeline(f, idPrefix+"run", "the whole run on one clock (Unix time of each file)")
+		spec, notes, ok := chart.RunTimeline(f, idPrefix+"run", "the whole run on one clock (Unix time of each file)")
 		a.TimelineNotes = append(a.TimelineNotes, notes...)
 		if ok {
 			spec.HeightPx = 360
-			h, err := memtimeline.ChartSnippet(spec)
+			h, err := chart.Snippet(spec)
 			if err != nil {
 				return a, err
 			}
@@ -362,11 +363,11 @@ func buildReportInput(idPrefix string, in *rules.Input, rs []rules.Rule) (report
 		s := in.TraceSummary(-1)
 		ri.Summary = traceSummaryKV(t, s)
 		l := in.Leaks()
-		var specs []memtimeline.ChartSpec
+		var specs []chart.Spec
 		if t != nil {
-			// TraceChartSpecs draws one chart per GPU in TraceTimelines' order.
+			// TraceSpecs draws one chart per GPU in TraceTimelines' order.
 			tls := memtimeline.TraceTimelines(t)
-			for i, spec := range memtimeline.TraceChartSpecs(t, idPrefix) {
+			for i, spec := range chart.TraceSpecs(t, idPrefix) {
 				if i < len(tls) {
 					spec.Holders = memtimeline.HolderSamples(t, in.Attribution(), in.Lifetimes(-1), tls[i].Device, 200, 3)
 				}
@@ -448,7 +449,7 @@ func buildReportInput(idPrefix string, in *rules.Input, rs []rules.Rule) (report
 		_, peak, _ := tl.Peak()
 		ri.Summary = []reportKV{{"Points", fmt.Sprint(tl.Len())}, {"Peak total", memtimeline.FormatBytes(peak)}}
 		if tl.Len() > 0 {
-			if err := ri.addChart(memtimeline.ChartSpec{ID: idPrefix + "0", Title: "memory by category", StartNs: tl.Times[0], Categories: tl.CategorySeries()}); err != nil {
+			if err := ri.addChart(chart.Spec{ID: idPrefix + "0", Title: "memory by category", StartNs: tl.Times[0], Categories: tl.CategorySeries()}); err != nil {
 				return ri, err
 			}
 		}
@@ -473,7 +474,7 @@ func buildReportInput(idPrefix string, in *rules.Input, rs []rules.Rule) (report
 			if s.Len() == 0 {
 				continue
 			}
-			spec := memtimeline.ChartSpec{ID: fmt.Sprintf("%s%d", idPrefix, i), Title: "GPU " + g.Key, StartNs: s.T[0], Allocated: s}
+			spec := chart.Spec{ID: fmt.Sprintf("%s%d", idPrefix, i), Title: "GPU " + g.Key, StartNs: s.T[0], Allocated: s}
 			if total.Len() == s.Len() {
 				spec.Reserved = total
 			}
@@ -491,8 +492,8 @@ func buildReportInput(idPrefix string, in *rules.Input, rs []rules.Rule) (report
 	return ri, nil
 }
 
-func (ri *reportInput) addChart(spec memtimeline.ChartSpec) error {
-	h, err := memtimeline.ChartSnippet(spec)
+func (ri *reportInput) addChart(spec chart.Spec) error {
+	h, err := chart.Snippet(spec)
 	if err != nil {
 		return err
 	}
@@ -503,8 +504,8 @@ func (ri *reportInput) addChart(spec memtimeline.ChartSpec) error {
 // leakMarkers pins, at the end of each step that leaves blocks behind, how
 // much it kept: the growth shows on the chart where it happens.
 // The chart's step bands are the trace's ProfilerSteps in time order.
-func leakMarkers(spec memtimeline.ChartSpec, l leak.Report) []memtimeline.Marker {
-	var out []memtimeline.Marker
+func leakMarkers(spec chart.Spec, l leak.Report) []chart.Marker {
+	var out []chart.Marker
 	steps := spec.Steps
 	var kept int64
 	for i, s := range l.Steps {
@@ -519,7 +520,7 @@ func leakMarkers(spec memtimeline.ChartSpec, l leak.Report) []memtimeline.Marker
 		if k == 0 {
 			continue
 		}
-		out = append(out, memtimeline.Marker{
+		out = append(out, chart.Marker{
 			Name:  fmt.Sprintf("%s keeps %s (%s so far)", s.Name, memtimeline.FormatBytes(s.SurvivorBytes), memtimeline.FormatBytes(kept)),
 			TNs:   end,
 			Bytes: a.V[k-1],
@@ -551,8 +552,8 @@ func traceSummaryKV(t *chrometrace.Trace, s chrometrace.Summary) []reportKV {
 
 // snapshotChartSpecs draws the active memory of the snapshot's recorded
 // history per device: allocations add, completed frees subtract.
-func snapshotChartSpecs(s *memtimeline.Snapshot, idPrefix string) []memtimeline.ChartSpec {
-	var specs []memtimeline.ChartSpec
+func snapshotChartSpecs(s *memtimeline.Snapshot, idPrefix string) []chart.Spec {
+	var specs []chart.Spec
 	for dev, entries := range s.DeviceTraces {
 		var ser memtimeline.Series
 		ser.Name = "active (recorded history)"
@@ -572,7 +573,7 @@ func snapshotChartSpecs(s *memtimeline.Snapshot, idPrefix string) []memtimeline.
 		if ser.Len() == 0 {
 			continue
 		}
-		specs = append(specs, memtimeline.ChartSpec{ID: fmt.Sprintf("%s%d", idPrefix, dev), Title: fmt.Sprintf("cuda:%d (relative to the start of the history)", dev), StartNs: ser.T[0], Allocated: ser})
+		specs = append(specs, chart.Spec{ID: fmt.Sprintf("%s%d", idPrefix, dev), Title: fmt.Sprintf("cuda:%d (relative to the start of the history)", dev), StartNs: ser.T[0], Allocated: ser})
 	}
 	return specs
 }
@@ -580,7 +581,7 @@ func snapshotChartSpecs(s *memtimeline.Snapshot, idPrefix string) []memtimeline.
 // writeDiffReport overlays both runs' allocated memory on one axis aligned
 // at the first profiled step, beside the movers' tables.
 func writeDiffReport(path string, d *rules.Diff, verdict string, failed bool, base, head []*rules.Input) error {
-	page := reportPage{Title: "torchmem diff: " + d.Base + " → " + d.Head, Version: version, Echarts: memtimeline.EchartsScript()}
+	page := reportPage{Title: "torchmem diff: " + d.Base + " → " + d.Head, Version: version, Echarts: chart.EchartsScript()}
 	page.Verdict, page.Failed = verdict, failed
 	ri := reportInput{Source: d.Base + " → " + d.Head, Kind: "diff"}
 	for _, m := range d.Metrics {
@@ -590,7 +591,7 @@ func writeDiffReport(path string, d *rules.Diff, verdict string, failed bool, ba
 	if len(base) > 0 && len(head) > 0 && base[0].Trace != nil && head[0].Trace != nil {
 		b, h := stepAligned(base[0].Trace, "base allocated"), stepAligned(head[0].Trace, "head allocated")
 		if b.Len() > 0 && h.Len() > 0 {
-			if err := ri.addChart(memtimeline.ChartSpec{ID: "diff0", Title: "allocated, aligned at the first profiled step", StartNs: 0, Allocated: b, Reserved: h}); err != nil {
+			if err := ri.addChart(chart.Spec{ID: "diff0", Title: "allocated, aligned at the first profiled step", StartNs: 0, Allocated: b, Reserved: h}); err != nil {
 				return err
 			}
 		}

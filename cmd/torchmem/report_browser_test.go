@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
-	"github.com/torchmem/torchmem/memtimeline/browsertest"
+	"github.com/torchmem/torchmem/memtimeline/chart/browsertest"
 )
 
 // The report, opened in a real headless Chromium: the chart draws on a

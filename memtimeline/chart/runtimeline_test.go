@@ -1,4 +1,4 @@
-package memtimeline
+package chart
 
 import (
 	"os"
@@ -6,30 +6,31 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/memtimeline"
 )
 
-func readSnapshotPath(t testing.TB, path string) *Snapshot {
+func readSnapshotPath(t testing.TB, path string) *memtimeline.Snapshot {
 	t.Helper()
 	in, err := chrometrace.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer in.Close()
-	s, err := ReadSnapshot(in)
+	s, err := memtimeline.ReadSnapshot(in)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s
 }
 
-func readStepLogPath(t testing.TB, path string) *StepLog {
+func readStepLogPath(t testing.TB, path string) *memtimeline.StepLog {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	l, err := ReadStepLog(f)
+	l, err := memtimeline.ReadStepLog(f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,12 +41,12 @@ func readStepLogPath(t testing.TB, path string) *StepLog {
 // fall inside the step log's span, between the steps they profiled, and
 // the snapshot's history ends after the last step.
 func TestRunTimelineAlignsTheSnippetsFiles(t *testing.T) {
-	dir := "../testdata/gpu/snippet_proof/gpu"
+	dir := "../../testdata/gpu/snippet_proof/gpu"
 	tr := readTracePath(t, filepath.Join(dir, "vm_rank0_step5.pt.trace.json.gz"))
 	f := RunFiles{
 		Traces: []*chrometrace.Trace{tr}, TraceName: []string{"vm_rank0_step5.pt.trace.json.gz"},
-		Snapshots: []*Snapshot{readSnapshotPath(t, filepath.Join(dir, "vm_rank0.snapshot.pickle"))}, SnapName: []string{"vm_rank0.snapshot.pickle"},
-		StepLogs: []*StepLog{readStepLogPath(t, filepath.Join(dir, "vm_rank0.steps.jsonl"))}, StepName: []string{"vm_rank0.steps.jsonl"},
+		Snapshots: []*memtimeline.Snapshot{readSnapshotPath(t, filepath.Join(dir, "vm_rank0.snapshot.pickle"))}, SnapName: []string{"vm_rank0.snapshot.pickle"},
+		StepLogs: []*memtimeline.StepLog{readStepLogPath(t, filepath.Join(dir, "vm_rank0.steps.jsonl"))}, StepName: []string{"vm_rank0.steps.jsonl"},
 	}
 	spec, notes, ok := RunTimeline(f, "run", "run")
 	if !ok || len(notes) > 0 {
@@ -84,7 +85,7 @@ func TestRunTimelineAlignsTheSnippetsFiles(t *testing.T) {
 	if len(spec.PointLines) != len(spec.Lines) || !spec.PointLines[0] || spec.PointLines[1] || spec.PointLines[2] {
 		t.Errorf("points shown %v: want the step log's only", spec.PointLines)
 	}
-	if _, err := ChartSnippet(spec); err != nil {
+	if _, err := Snippet(spec); err != nil {
 		t.Fatal(err)
 	}
 	// Without a base time the trace cannot be placed, and says so.

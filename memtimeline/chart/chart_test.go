@@ -1,4 +1,4 @@
-package memtimeline
+package chart
 
 import (
 	"bytes"
@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/torchmem/torchmem/memtimeline"
 )
 
 // xssName is the payload every untrusted string is tested with.
@@ -30,10 +32,10 @@ type stepsFixture struct {
 // from export_memory_timeline (raw, ns resolution), allocated and reserved
 // from the trace's CUDA [memory] events and the ProfilerStep spans (both
 // extracted from trace.json.gz by testdata/timeline/extract_trace_fixture.py).
-func demoSpec(t testing.TB) ChartSpec {
+func demoSpec(t testing.TB) Spec {
 	t.Helper()
 	dir := timelineDir("big_transformer")
-	tl, err := ReadExportedTimeline(filepath.Join(dir, "memory_timeline.raw.json.gz"))
+	tl, err := memtimeline.ReadExportedTimeline(filepath.Join(dir, "memory_timeline.raw.json.gz"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,15 +51,15 @@ func demoSpec(t testing.TB) ChartSpec {
 	if err := json.Unmarshal(readGz(t, filepath.Join(dir, "memory_events_cuda0.json.gz")), &events); err != nil {
 		t.Fatal(err)
 	}
-	alloc := Series{Name: "allocated"}
-	reserved := Series{Name: "reserved"}
+	alloc := memtimeline.Series{Name: "allocated"}
+	reserved := memtimeline.Series{Name: "reserved"}
 	for _, e := range events {
 		alloc.T = append(alloc.T, e[0])
 		alloc.V = append(alloc.V, e[1])
 		reserved.T = append(reserved.T, e[0])
 		reserved.V = append(reserved.V, e[2])
 	}
-	spec := ChartSpec{
+	spec := Spec{
 		Title:      "cuda:0 (big_transformer)",
 		StartNs:    fx.TraceStartNs,
 		Allocated:  alloc,
@@ -68,7 +70,7 @@ func demoSpec(t testing.TB) ChartSpec {
 		spec.Steps = append(spec.Steps, StepSpan{Name: s.Name, StartNs: s.StartNs, EndNs: s.EndNs})
 	}
 	i, peak, _ := alloc.Max()
-	spec.Markers = []Marker{{Name: "peak " + FormatBytes(peak), TNs: alloc.T[i], Bytes: peak}}
+	spec.Markers = []Marker{{Name: "peak " + memtimeline.FormatBytes(peak), TNs: alloc.T[i], Bytes: peak}}
 	return spec
 }
 
@@ -130,9 +132,9 @@ func mustNumber(t *testing.T, v any) json.Number {
 	return json.Number(strconv.FormatFloat(f, 'f', -1, 64))
 }
 
-func TestChartSnippetFromRealTimeline(t *testing.T) {
+func TestSnippetFromRealTimeline(t *testing.T) {
 	spec := demoSpec(t)
-	snippet, err := ChartSnippet(spec)
+	snippet, err := Snippet(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,12 +157,12 @@ func TestChartSnippetFromRealTimeline(t *testing.T) {
 		if s["sampling"] != "lttb" || s["type"] != "line" {
 			t.Errorf("%s: sampling %v type %v", name, s["sampling"], s["type"])
 		}
-		if _, n := dataMax(t, s); n == 0 || n > DefaultChartMaxPoints {
-			t.Errorf("%s: %d points (limit %d)", name, n, DefaultChartMaxPoints)
+		if _, n := dataMax(t, s); n == 0 || n > DefaultMaxPoints {
+			t.Errorf("%s: %d points (limit %d)", name, n, DefaultMaxPoints)
 		}
 	}
 	// The drawn peak is the real peak, to the byte.
-	for _, in := range []Series{spec.Allocated, spec.Reserved} {
+	for _, in := range []memtimeline.Series{spec.Allocated, spec.Reserved} {
 		_, want, _ := in.Max()
 		got, _ := dataMax(t, series[in.Name])
 		if got != want {
@@ -232,11 +234,11 @@ func TestMsNumber(t *testing.T) {
 // TestChartEscapesUntrustedNames: names from files end up only inside JSON
 // with <, > and & escaped, and come back unchanged when parsed.
 func TestChartEscapesUntrustedNames(t *testing.T) {
-	s := Series{Name: xssName, T: []int64{0, 1e6, 2e6}, V: []int64{1, 5, 2}}
-	spec := ChartSpec{
+	s := memtimeline.Series{Name: xssName, T: []int64{0, 1e6, 2e6}, V: []int64{1, 5, 2}}
+	spec := Spec{
 		Title:      xssName,
 		Allocated:  s,
-		Categories: []Series{{Name: xssName + "cat", T: s.T, V: s.V}},
+		Categories: []memtimeline.Series{{Name: xssName + "cat", T: s.T, V: s.V}},
 		Steps:      []StepSpan{{Name: xssName, StartNs: 0, EndNs: 1e6}},
 		Markers:    []Marker{{Name: xssName, TNs: 1e6, Bytes: 5}},
 	}
@@ -258,7 +260,7 @@ func TestChartEscapesUntrustedNames(t *testing.T) {
 	if !strings.Contains(p, "<title>"+html.EscapeString(xssName)+"</title>") {
 		t.Errorf("title not HTML-escaped")
 	}
-	snippet, err := ChartSnippet(spec)
+	snippet, err := Snippet(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,25 +272,25 @@ func TestChartEscapesUntrustedNames(t *testing.T) {
 	if opt["title"].(map[string]any)["text"] != xssName {
 		t.Errorf("title did not round-trip: %v", opt["title"])
 	}
-	if _, err := ChartSnippet(ChartSpec{ID: `x" onload="alert(1)`, Allocated: s}); err == nil {
+	if _, err := Snippet(Spec{ID: `x" onload="alert(1)`, Allocated: s}); err == nil {
 		t.Errorf("an id with quotes was accepted")
 	}
 }
 
-func TestChartSpecErrors(t *testing.T) {
-	s := Series{Name: "a", T: []int64{0, 1}, V: []int64{1, 2}}
+func TestSpecErrors(t *testing.T) {
+	s := memtimeline.Series{Name: "a", T: []int64{0, 1}, V: []int64{1, 2}}
 	cases := []struct {
 		name string
-		spec ChartSpec
+		spec Spec
 		want string
 	}{
-		{"empty", ChartSpec{Title: "x"}, "nothing to draw"},
-		{"ragged", ChartSpec{Allocated: Series{T: []int64{1}, V: nil}}, "1 times but 0 values"},
-		{"unaligned categories", ChartSpec{Categories: []Series{s, {Name: "b", T: []int64{0, 2}, V: []int64{1, 1}}}}, "must share T"},
-		{"bad id", ChartSpec{ID: "1abc", Allocated: s}, "chart id"},
+		{"empty", Spec{Title: "x"}, "nothing to draw"},
+		{"ragged", Spec{Allocated: memtimeline.Series{T: []int64{1}, V: nil}}, "1 times but 0 values"},
+		{"unaligned categories", Spec{Categories: []memtimeline.Series{s, {Name: "b", T: []int64{0, 2}, V: []int64{1, 1}}}}, "must share T"},
+		{"bad id", Spec{ID: "1abc", Allocated: s}, "chart id"},
 	}
 	for _, c := range cases {
-		_, err := ChartSnippet(c.spec)
+		_, err := Snippet(c.spec)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %v, want %q", c.name, err, c.want)
 		}
@@ -327,12 +329,12 @@ func TestEchartsScriptIsInlineSafe(t *testing.T) {
 // eight categories) must give a small page.
 func TestPageSizeFor100kPoints(t *testing.T) {
 	const n = 100_000
-	r := randomSeries(newTestRand(), n)
-	alloc := Series{Name: "allocated", T: r.T, V: make([]int64, n)}
-	reserved := Series{Name: "reserved", T: r.T, V: make([]int64, n)}
-	var cats []Series
+	r := randomSeries(n)
+	alloc := memtimeline.Series{Name: "allocated", T: r.T, V: make([]int64, n)}
+	reserved := memtimeline.Series{Name: "reserved", T: r.T, V: make([]int64, n)}
+	var cats []memtimeline.Series
 	for k := 0; k < 8; k++ {
-		cats = append(cats, Series{Name: TimelineCategories[k], T: r.T, V: make([]int64, n)})
+		cats = append(cats, memtimeline.Series{Name: memtimeline.TimelineCategories[k], T: r.T, V: make([]int64, n)})
 	}
 	for i := range r.T {
 		v := r.V[i]
@@ -345,7 +347,7 @@ func TestPageSizeFor100kPoints(t *testing.T) {
 			cats[k].V[i] = v / 8
 		}
 	}
-	spec := ChartSpec{Title: "synthetic", StartNs: r.T[0], Allocated: alloc, Reserved: reserved, Categories: cats}
+	spec := Spec{Title: "synthetic", StartNs: r.T[0], Allocated: alloc, Reserved: reserved, Categories: cats}
 	var page bytes.Buffer
 	if err := WriteStandalonePage(&page, "size", spec); err != nil {
 		t.Fatal(err)

@@ -1,9 +1,10 @@
-package memtimeline
+package chart
 
 import (
 	"context"
 	"github.com/torchmem/torchmem/chrometrace"
-	"github.com/torchmem/torchmem/memtimeline/browsertest"
+	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/chart/browsertest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -24,7 +25,7 @@ func openPage(t *testing.T, path string, checkClean bool) (context.Context, *bro
 	return browsertest.OpenPage(t, path, checkClean)
 }
 
-func writePage(t *testing.T, name, title string, specs ...ChartSpec) string {
+func writePage(t *testing.T, name, title string, specs ...Spec) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), name)
 	f, err := os.Create(path)
@@ -91,11 +92,11 @@ func TestChartRendersInBrowser(t *testing.T) {
 	spec.ID = "demo"
 	// A second device's chart on the same page, from another real run's
 	// coalesced file (categories only): one chart per device.
-	other, err := ReadExportedTimeline(filepath.Join(timelineDir("leak_eval_no_grad"), "memory_timeline.json.gz"))
+	other, err := memtimeline.ReadExportedTimeline(filepath.Join(timelineDir("leak_eval_no_grad"), "memory_timeline.json.gz"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	second := ChartSpec{ID: "second", Title: "cuda:1 (leak_eval_no_grad)", StartNs: other.Times[0], Categories: other.CategorySeries(), HeightPx: 300}
+	second := Spec{ID: "second", Title: "cuda:1 (leak_eval_no_grad)", StartNs: other.Times[0], Categories: other.CategorySeries(), HeightPx: 300}
 	path := writePage(t, "demo.html", "torchmem demo: big_transformer", spec, second)
 	ctx, _ := openPage(t, path, true)
 	if n := eval[int](t, ctx, `document.querySelectorAll(".torchmem-chart canvas").length`); n != 2 {
@@ -146,12 +147,12 @@ func TestChartRendersInBrowser(t *testing.T) {
 // shown (tooltip, step band, marker) and checks no element or dialog came
 // from the payload.
 func TestChartNamesCannotInjectInBrowser(t *testing.T) {
-	s := Series{Name: xssName, T: []int64{0, 1e6, 2e6, 3e6, 4e6}, V: []int64{1 << 30, 3 << 30, 2 << 30, 4 << 30, 1 << 30}}
-	spec := ChartSpec{
+	s := memtimeline.Series{Name: xssName, T: []int64{0, 1e6, 2e6, 3e6, 4e6}, V: []int64{1 << 30, 3 << 30, 2 << 30, 4 << 30, 1 << 30}}
+	spec := Spec{
 		ID:         "xss",
 		Title:      xssName,
 		Allocated:  s,
-		Categories: []Series{{Name: xssName + "cat", T: s.T, V: s.V}},
+		Categories: []memtimeline.Series{{Name: xssName + "cat", T: s.T, V: s.V}},
 		Steps:      []StepSpan{{Name: xssName, StartNs: 0, EndNs: 2e6}, {Name: "ProfilerStep#2", StartNs: 2e6, EndNs: 4e6}},
 		Markers:    []Marker{{Name: xssName, TNs: 3e6, Bytes: 4 << 30}},
 	}
@@ -193,8 +194,8 @@ func TestChartNamesCannotInjectInBrowser(t *testing.T) {
 // the alert come after load: either can stall the navigation.)
 func TestBrowserCheckCatchesProblems(t *testing.T) {
 	var page strings.Builder
-	s := Series{Name: "allocated", T: []int64{0, 1e6}, V: []int64{1, 2}}
-	if err := WriteStandalonePage(&page, "sabotaged", ChartSpec{Allocated: s}); err != nil {
+	s := memtimeline.Series{Name: "allocated", T: []int64{0, 1e6}, V: []int64{1, 2}}
+	if err := WriteStandalonePage(&page, "sabotaged", Spec{Allocated: s}); err != nil {
 		t.Fatal(err)
 	}
 	// Without the CSP the planted request leaves the page (to a closed
@@ -230,12 +231,12 @@ throw new Error("planted exception");</script>
 // time, from a real trace's lifetimes; a hostile line name is text.
 func TestChartTooltipShowsHolders(t *testing.T) {
 	tr := readTrace(t, "leak_module_cache")
-	spec := TraceChartSpecs(tr, "holders")[0]
-	spec.Holders = HolderSamples(tr, chrometrace.Attribute(tr), Lifetimes(tr, -1), 0, 200, 3)
+	spec := TraceSpecs(tr, "holders")[0]
+	spec.Holders = memtimeline.HolderSamples(tr, chrometrace.Attribute(tr), memtimeline.Lifetimes(tr, -1), 0, 200, 3)
 	if len(spec.Holders) < 100 {
 		t.Fatalf("%d holder samples", len(spec.Holders))
 	}
-	spec.Holders[len(spec.Holders)/2].Lines = append(spec.Holders[len(spec.Holders)/2].Lines, Share{Name: `<img id=pwn src=x onerror=alert(1)>`, Bytes: 1})
+	spec.Holders[len(spec.Holders)/2].Lines = append(spec.Holders[len(spec.Holders)/2].Lines, memtimeline.Share{Name: `<img id=pwn src=x onerror=alert(1)>`, Bytes: 1})
 	path := writePage(t, "holders.html", "holders", spec)
 	ctx, _ := openPage(t, path, true)
 	box := eval[[]float64](t, ctx, `(function(){var r=document.getElementById("holders0").getBoundingClientRect();return [r.left,r.top,r.width,r.height];})()`)

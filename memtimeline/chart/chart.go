@@ -1,4 +1,4 @@
-package memtimeline
+package chart
 
 import (
 	_ "embed"
@@ -15,6 +15,8 @@ import (
 
 	"github.com/go-echarts/go-echarts/v2/charts"
 	"github.com/go-echarts/go-echarts/v2/opts"
+
+	"github.com/torchmem/torchmem/memtimeline"
 )
 
 // echartsMinJS is dist/echarts.min.js of the echarts 5.6.0 npm package,
@@ -32,21 +34,21 @@ const EchartsVersion = "5.6.0"
 func EchartsJS() string { return echartsMinJS }
 
 // EchartsScript returns the embedded echarts as one inline <script>
-// element, for a page's <head>; include it once, before any ChartSnippet.
+// element, for a page's <head>; include it once, before any Snippet.
 func EchartsScript() template.HTML {
 	// The library is trusted, pinned content; it contains no "</script"
 	// (TestEchartsScriptIsInlineSafe), so inlining it cannot end the element.
 	return template.HTML("<script>" + echartsMinJS + "</script>")
 }
 
-// DefaultChartMaxPoints bounds the points each series keeps in a chart.
+// DefaultMaxPoints bounds the points each series keeps in a chart.
 // 4000 min/max-preserving points keep every peak and keep a 100k-point
 // trace's page small; zooming shows the same points spread wider.
-const DefaultChartMaxPoints = 4000
+const DefaultMaxPoints = 4000
 
-// ChartSpec is one memory-over-time chart, normally one per device.
+// Spec is one memory-over-time chart, normally one per device.
 // Every string in it may come from a file and is treated as untrusted.
-type ChartSpec struct {
+type Spec struct {
 	// ID is the chart element's id; letters, digits, '-' and '_', starting
 	// with a letter. Generated when empty.
 	ID string
@@ -55,27 +57,27 @@ type ChartSpec struct {
 	// StartNs is the x origin (trace start): x = (t - StartNs) in ms.
 	StartNs int64
 	// Allocated and Reserved are drawn as lines; either may be empty.
-	Allocated Series
-	Reserved  Series
+	Allocated memtimeline.Series
+	Reserved  memtimeline.Series
 	// Lines are more lines drawn after them (other sources of one run);
 	// PointLines[i] shows line i's points (a per-step log's few samples).
-	Lines      []Series
+	Lines      []memtimeline.Series
 	PointLines []bool
 	// Categories are drawn as stacked areas (e.g. CategoryTimeline's
 	// CategorySeries); they must share one T.
-	Categories []Series
+	Categories []memtimeline.Series
 	// Steps are shaded bands, e.g. ProfilerStep#N.
 	Steps []StepSpan
 	// Markers are vertical lines with a pin, e.g. out-of-memory events.
 	Markers []Marker
 	// MaxPoints per series after peak-preserving downsampling
-	// (DefaultChartMaxPoints when 0).
+	// (DefaultMaxPoints when 0).
 	MaxPoints int
 	// HeightPx is the chart's height in CSS pixels (420 when 0).
 	HeightPx int
 	// Holders are what held the most memory at moments of the chart; the
 	// tooltip lists the last sample at or before the hovered time.
-	Holders []HolderSample
+	Holders []memtimeline.HolderSample
 }
 
 // StepSpan is a named interval on the time axis.
@@ -200,12 +202,12 @@ const chartRuntimeJS = `(function () {
   window.addEventListener("resize", function () { chart.resize(); });
 })();`
 
-// ChartSnippet renders c as HTML to embed in a page that has included
+// Snippet renders c as HTML to embed in a page that has included
 // EchartsScript once: a <div> for the chart, its options as JSON, and a
 // small script that draws it. Series are downsampled with DownsampleIndices
 // (peaks kept exactly) and echarts' 'lttb' sampling thins them further on
 // screen; data are [x_ms, bytes] pairs.
-func ChartSnippet(c ChartSpec) (template.HTML, error) {
+func Snippet(c Spec) (template.HTML, error) {
 	id := c.ID
 	if id == "" {
 		id = "torchmem-chart-" + strconv.FormatInt(chartCounter.Add(1), 10)
@@ -247,10 +249,10 @@ func ChartSnippet(c ChartSpec) (template.HTML, error) {
 }
 
 // chartOption builds the echarts option object with go-echarts.
-func chartOption(c ChartSpec) (map[string]any, error) {
+func chartOption(c Spec) (map[string]any, error) {
 	maxPoints := c.MaxPoints
 	if maxPoints <= 0 {
-		maxPoints = DefaultChartMaxPoints
+		maxPoints = DefaultMaxPoints
 	}
 	if err := checkSeries(c.Allocated); err != nil {
 		return nil, fmt.Errorf("chart %q: allocated: %w", c.Title, err)
@@ -293,7 +295,7 @@ func chartOption(c ChartSpec) (map[string]any, error) {
 		),
 	)
 	v := &chartVisitor{data: map[int][][2]json.Number{}, swapped: map[int]bool{}}
-	addLine := func(s Series, data [][2]json.Number, options ...charts.SeriesOpts) {
+	addLine := func(s memtimeline.Series, data [][2]json.Number, options ...charts.SeriesOpts) {
 		v.data[len(line.MultiSeries)] = data
 		base := []charts.SeriesOpts{charts.WithLineChartOpts(opts.LineChart{
 			Step: "end", ShowSymbol: opts.Bool(false), Symbol: "none",
@@ -309,7 +311,7 @@ func chartOption(c ChartSpec) (map[string]any, error) {
 				total[i] += x
 			}
 		}
-		idx := DownsampleIndices(total, maxPoints)
+		idx := memtimeline.DownsampleIndices(total, maxPoints)
 		for _, s := range c.Categories {
 			if idx != nil {
 				s = s.Pick(idx)
@@ -373,7 +375,7 @@ func chartOption(c ChartSpec) (map[string]any, error) {
 		return markers
 	}
 	if c.Allocated.Len() > 0 {
-		s := Downsample(c.Allocated, maxPoints)
+		s := memtimeline.Downsample(c.Allocated, maxPoints)
 		if s.Name == "" {
 			s.Name = "allocated"
 		}
@@ -383,7 +385,7 @@ func chartOption(c ChartSpec) (map[string]any, error) {
 		}, attach()...)...)
 	}
 	if c.Reserved.Len() > 0 {
-		s := Downsample(c.Reserved, maxPoints)
+		s := memtimeline.Downsample(c.Reserved, maxPoints)
 		if s.Name == "" {
 			s.Name = "reserved"
 		}
@@ -396,7 +398,7 @@ func chartOption(c ChartSpec) (map[string]any, error) {
 		if l.Len() == 0 {
 			continue
 		}
-		s := Downsample(l, maxPoints)
+		s := memtimeline.Downsample(l, maxPoints)
 		few := i < len(c.PointLines) && c.PointLines[i]
 		addLine(s, pairs(s, c.StartNs), append([]charts.SeriesOpts{
 			charts.WithLineChartOpts(opts.LineChart{Step: "end", ShowSymbol: opts.Bool(few), Symbol: "circle", SymbolSize: 5}),
@@ -456,9 +458,9 @@ func (v *chartVisitor) VisitSeriesOpt(series charts.MultiSeries) any {
 
 // chartMaxBytes is the highest value any drawn series reaches, stacked
 // categories summed.
-func chartMaxBytes(c ChartSpec) int64 {
+func chartMaxBytes(c Spec) int64 {
 	var top int64
-	for _, s := range append([]Series{c.Allocated, c.Reserved}, c.Lines...) {
+	for _, s := range append([]memtimeline.Series{c.Allocated, c.Reserved}, c.Lines...) {
 		if _, v, ok := s.Max(); ok {
 			top = max(top, v)
 		}
@@ -488,7 +490,7 @@ func binaryTickInterval(top int64) int64 {
 	return iv
 }
 
-func checkSeries(s Series) error {
+func checkSeries(s memtimeline.Series) error {
 	if len(s.T) != len(s.V) {
 		return fmt.Errorf("%d times but %d values", len(s.T), len(s.V))
 	}
@@ -513,7 +515,7 @@ func equalInt64s(a, b []int64) bool {
 // value x axis that is x, so the times of stacked series were summed (an
 // axis 8 times too long, seen in the browser test's screenshot). Typing x
 // as "time" in series.dimensions does not help: axis types override it.
-func stackedPairs(s Series, startNs int64) [][2]json.Number {
+func stackedPairs(s memtimeline.Series, startNs int64) [][2]json.Number {
 	out := pairs(s, startNs)
 	for i := range out {
 		out[i][0], out[i][1] = out[i][1], out[i][0]
@@ -521,7 +523,7 @@ func stackedPairs(s Series, startNs int64) [][2]json.Number {
 	return out
 }
 
-func pairs(s Series, startNs int64) [][2]json.Number {
+func pairs(s memtimeline.Series, startNs int64) [][2]json.Number {
 	out := make([][2]json.Number, len(s.T))
 	for i := range s.T {
 		out[i] = [2]json.Number{msNumber(s.T[i], startNs), json.Number(strconv.FormatInt(s.V[i], 10))}
@@ -570,13 +572,13 @@ var standalonePage = template.Must(template.New("page").Parse(`<!DOCTYPE html>
 // WriteStandalonePage writes a self-contained HTML page (echarts inline, no
 // network request; a Content-Security-Policy forbids any) with one chart
 // per spec, e.g. one per device.
-func WriteStandalonePage(w io.Writer, title string, specs ...ChartSpec) error {
+func WriteStandalonePage(w io.Writer, title string, specs ...Spec) error {
 	if len(specs) == 0 {
 		return errors.New("no charts to write")
 	}
 	var snippets []template.HTML
 	for _, c := range specs {
-		s, err := ChartSnippet(c)
+		s, err := Snippet(c)
 		if err != nil {
 			return err
 		}

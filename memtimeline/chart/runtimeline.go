@@ -1,4 +1,4 @@
-package memtimeline
+package chart
 
 import (
 	"cmp"
@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/memtimeline"
 )
 
 // One run seen through several files shares one clock: a trace's times
@@ -21,21 +22,21 @@ import (
 type RunFiles struct {
 	Traces    []*chrometrace.Trace
 	TraceName []string
-	Snapshots []*Snapshot
+	Snapshots []*memtimeline.Snapshot
 	SnapName  []string
-	StepLogs  []*StepLog
+	StepLogs  []*memtimeline.StepLog
 	StepName  []string
 }
 
 // RunTimeline returns the combined chart of one run and rank, and notes
 // on what could not be placed; ok is false when fewer than two sources
 // share the clock (the per-file charts say it all then).
-func RunTimeline(f RunFiles, id, title string) (spec ChartSpec, notes []string, ok bool) {
-	spec = ChartSpec{ID: id, Title: title}
+func RunTimeline(f RunFiles, id, title string) (spec Spec, notes []string, ok bool) {
+	spec = Spec{ID: id, Title: title}
 	placed := 0
 	for i, lg := range f.StepLogs {
 		for _, s := range lg.Series {
-			var ser Series
+			var ser memtimeline.Series
 			ser.Name = "allocated per step (" + filepath.Base(f.StepName[i]) + ")"
 			for _, r := range s.Records {
 				if !r.HasTime || r.AllocatedBytes < 0 {
@@ -63,12 +64,12 @@ func RunTimeline(f RunFiles, id, title string) (spec ChartSpec, notes []string, 
 			continue
 		}
 		base := t.Meta.BaseTimeNanoseconds
-		tls := TraceTimelines(t)
+		tls := memtimeline.TraceTimelines(t)
 		if len(tls) == 0 {
 			continue
 		}
 		a := tls[0].Allocated
-		ser := Series{Name: "allocated, profiled (" + name + ")", T: make([]int64, a.Len()), V: a.V}
+		ser := memtimeline.Series{Name: "allocated, profiled (" + name + ")", T: make([]int64, a.Len()), V: a.V}
 		for k, ts := range a.T {
 			ser.T[k] = ts + base
 		}
@@ -83,7 +84,7 @@ func RunTimeline(f RunFiles, id, title string) (spec ChartSpec, notes []string, 
 			})
 		}
 		for _, o := range t.OOMs {
-			spec.Markers = append(spec.Markers, Marker{Name: "OOM: " + FormatBytes(o.Bytes) + " requested", TNs: o.TS + base, Bytes: o.TotalAllocated})
+			spec.Markers = append(spec.Markers, Marker{Name: "OOM: " + memtimeline.FormatBytes(o.Bytes) + " requested", TNs: o.TS + base, Bytes: o.TotalAllocated})
 		}
 		placed++
 	}
@@ -94,19 +95,19 @@ func RunTimeline(f RunFiles, id, title string) (spec ChartSpec, notes []string, 
 			atDump[seg.Device] += seg.AllocatedSize
 		}
 		for dev, entries := range s.DeviceTraces {
-			var ser Series
+			var ser memtimeline.Series
 			ser.Name = fmt.Sprintf("allocated, recorded history (%s, cuda:%d)", name, dev)
 			var cur int64
 			var ooms []Marker
 			for _, e := range entries {
 				switch e.Action {
-				case ActionAlloc:
-					cur += blockSize(e.Size)
-				case ActionFreeCompleted:
-					cur -= blockSize(e.Size)
-				case ActionOOM:
+				case memtimeline.ActionAlloc:
+					cur += memtimeline.BlockSize(e.Size)
+				case memtimeline.ActionFreeCompleted:
+					cur -= memtimeline.BlockSize(e.Size)
+				case memtimeline.ActionOOM:
 					if e.TimeUS > 0 {
-						ooms = append(ooms, Marker{Name: "OOM: " + FormatBytes(e.Size) + " requested", TNs: e.TimeUS * 1000, Bytes: cur})
+						ooms = append(ooms, Marker{Name: "OOM: " + memtimeline.FormatBytes(e.Size) + " requested", TNs: e.TimeUS * 1000, Bytes: cur})
 					}
 					continue
 				default:
