@@ -7,6 +7,7 @@ import (
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/chart"
+	"github.com/torchmem/torchmem/rules/diff"
 	"github.com/torchmem/torchmem/rules/leak"
 )
 
@@ -37,7 +38,7 @@ type Digest struct {
 	Operators []chrometrace.OperatorStats `json:"operators,omitempty"`
 	// Side is the input reduced for `torchmem diff` (its site and operator
 	// maps cut to the largest entries).
-	Side *Side `json:"diff_side,omitempty"`
+	Side *diff.Side `json:"diff_side,omitempty"`
 	// ZeroGrad, OpHoldings (the top rows, with the peak they refer to) and
 	// GPUActivity are what the checklist reads of a trace.
 	ZeroGrad      *ZeroGradReport `json:"zero_grad,omitempty"`
@@ -161,7 +162,7 @@ func MakeDigest(in *Input) *Digest {
 	case in.Snapshot != nil:
 		l := in.SnapshotLeaks()
 		d.Leaks = &l
-		d.Side = trimSide(NewSnapshotSide(in.Source, in.SnapshotReport()), DigestTopRows)
+		d.Side = trimSide(diff.NewSnapshotSide(in.Source, in.SnapshotReport()), DigestTopRows)
 		st := in.SnapshotReport().Stats
 		d.SnapshotStats = &st
 	}
@@ -200,7 +201,7 @@ func (in *Input) StepTimeNs() int64 {
 
 // trimSide keeps a side's n largest operators and sites: a diff names the
 // largest movers, and a summary must stay small.
-func trimSide(s *Side, n int) *Side {
+func trimSide(s *diff.Side, n int) *diff.Side {
 	keep := func(m map[string]int64) map[string]int64 {
 		if len(m) <= n {
 			return m

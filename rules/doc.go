@@ -12,6 +12,7 @@
 // per input and turns them into findings and verdicts (pprof's split):
 //
 //	leak/        leak verdicts from regularity (traces, snapshots)
+//	diff/        what changed between two runs, budgets, the leak gate
 //	site/        how every output names a code site and its location
 //	summary/     the file `torchmem summarize` writes (a Digest)
 //
@@ -26,5 +27,5 @@
 //	  idlecause.go
 //	logs.go, summary.go        per-step logs, nvidia-smi, memory_summary()
 //	verdict.go, checklist.go   one verdict per run and rank, the checklist
-//	diff.go                    what changed between two runs, budgets
+//	diffside.go                a trace input reduced for diff
 package rules

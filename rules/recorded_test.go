@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/rules/internal/testinput"
 	"github.com/torchmem/torchmem/rules/leak"
 	"github.com/torchmem/torchmem/rules/site"
@@ -16,11 +15,6 @@ import (
 // Traces recorded for this project on an H200 (testdata/gpu, see its
 // README): leak patterns beyond the shared ones, so the detector is proven
 // general rather than tuned to one file.
-
-func readGPUTrace(t testing.TB, rel string) *chrometrace.Trace {
-	t.Helper()
-	return testinput.Trace(t, filepath.Join("..", "testdata", "gpu", rel, "trace.json.gz"))
-}
 
 type gpuTruth struct {
 	LeakBytesPerStep int64  `json:"leak_bytes_per_step"`
@@ -58,7 +52,7 @@ func TestLeakVerdictsOnRecordedPatterns(t *testing.T) {
 	} {
 		t.Run(rel, func(t *testing.T) {
 			truth := readGPUTruth(t, rel)
-			rep := leak.Analyze(leak.TraceData(readGPUTrace(t, rel), -1), leak.DefaultOptions())
+			rep := leak.Analyze(leak.TraceData(testinput.GPUTrace(t, rel), -1), leak.DefaultOptions())
 			if truth.LeakBytesPerStep == 0 {
 				if rep.Verdict == leak.VerdictLeak {
 					t.Fatalf("false alarm: %s", rep.Reason)
@@ -87,7 +81,7 @@ func TestLeakVerdictsOnRecordedPatterns(t *testing.T) {
 func TestGPUTimelineAndOOMFindingsOnRecordedRuns(t *testing.T) {
 	ids := func(rel string) map[string]Finding {
 		out := map[string]Finding{}
-		for _, f := range Run(Builtin(), &Input{Source: rel, Trace: readGPUTrace(t, rel)}) {
+		for _, f := range Run(Builtin(), &Input{Source: rel, Trace: testinput.GPUTrace(t, rel)}) {
 			out[f.Rule] = f
 		}
 		return out
@@ -118,49 +112,4 @@ func keys(m map[string]Finding) []string {
 		out = append(out, k)
 	}
 	return out
-}
-
-// The recorded before/after pair: HEAD doubles fc1's width. The diff
-// names the operators and the line whose bytes moved, by the right amount
-// per step (fc1's output: 4 MiB -> 8 MiB per step).
-func TestDiffOnRecordedPair(t *testing.T) {
-	var truth struct {
-		HeadVsBase struct {
-			FC1 struct{ Base, Head int64 } `json:"fc1_output_bytes"`
-		} `json:"head_vs_base"`
-		HeadLeakVsBase struct {
-			LeakBytesPerStep int64 `json:"leak_bytes_per_step"`
-		} `json:"head_leak_vs_base"`
-	}
-	data, _ := os.ReadFile(filepath.Join("..", "testdata", "gpu", "diff_pair", "truth.json"))
-	if err := json.Unmarshal(data, &truth); err != nil {
-		t.Fatal(err)
-	}
-	want := truth.HeadVsBase.FC1.Head - truth.HeadVsBase.FC1.Base
-	base := NewTraceSide("base", readGPUTrace(t, "diff_pair/base"))
-	d := Compare(base, NewTraceSide("head", readGPUTrace(t, "diff_pair/head")), 0)
-	found := map[string]int64{}
-	for _, m := range d.Operators {
-		found["op "+m.Name] = m.DeltaPerStep
-	}
-	for _, m := range d.SitesAlloc {
-		found["site "+m.Name] = m.DeltaPerStep
-	}
-	for _, k := range []string{"op aten::addmm", "op aten::clamp_min", "site diff_train.py(35): forward via aten::relu"} {
-		if found[k] != want {
-			t.Errorf("%s moved %d bytes/step, fc1's output grew %d", k, found[k], want)
-		}
-	}
-	if len(d.NewSuspects) != 0 || d.HeadVerdict != leak.VerdictClean {
-		t.Errorf("a wider layer is not a leak: %+v", d.NewSuspects)
-	}
-	d = Compare(base, NewTraceSide("head_leak", readGPUTrace(t, "diff_pair/head_leak")), 0)
-	if len(d.NewSuspects) != 1 || d.NewSuspects[0].BytesPerStep != truth.HeadLeakVsBase.LeakBytesPerStep ||
-		site.Label(d.NewSuspects[0].Stack, d.NewSuspects[0].Operator) != "diff_train.py(35): forward via aten::clone" {
-		t.Errorf("new suspects %+v", d.NewSuspects)
-	}
-	self := Compare(base, NewTraceSide("base again", readGPUTrace(t, "diff_pair/base")), 0)
-	if self.Changed {
-		t.Error("a run diffed with itself changed")
-	}
 }

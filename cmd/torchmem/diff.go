@@ -13,6 +13,7 @@ import (
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules"
+	"github.com/torchmem/torchmem/rules/diff"
 	"github.com/torchmem/torchmem/rules/leak"
 	"github.com/torchmem/torchmem/rules/site"
 )
@@ -115,8 +116,8 @@ func loadSide(arg string, stderr io.Writer) ([]*diffGroup, error) {
 }
 
 // side reduces a group to what a diff compares.
-func (g *diffGroup) side(arg string) *rules.Side {
-	var sides []*rules.Side
+func (g *diffGroup) side(arg string) *diff.Side {
+	var sides []*diff.Side
 	for _, in := range g.inputs {
 		if in.Digest != nil {
 			side := *in.Digest.Side
@@ -125,7 +126,7 @@ func (g *diffGroup) side(arg string) *rules.Side {
 		} else if in.Trace != nil {
 			sides = append(sides, rules.NewInputSide(in))
 		} else {
-			sides = append(sides, rules.NewSnapshotSide(in.Source, in.SnapshotReport()))
+			sides = append(sides, diff.NewSnapshotSide(in.Source, in.SnapshotReport()))
 		}
 	}
 	source := arg
@@ -134,7 +135,7 @@ func (g *diffGroup) side(arg string) *rules.Side {
 	} else if g.rank >= 0 {
 		source = fmt.Sprintf("%s (rank %d)", arg, g.rank)
 	}
-	return rules.Merge(source, sides)
+	return diff.Merge(source, sides)
 }
 
 func kindOrder(k load.Kind) int {
@@ -208,18 +209,18 @@ type diffJSON struct {
 	Passed bool `json:"passed"`
 	// NewLeak says why the leak gate failed: HEAD leaks where BASE did
 	// not, or a new suspect at or above the leak threshold.
-	NewLeak       []string            `json:"new_leak"`
-	Changed       bool                `json:"changed"`
-	WithinBudget  bool                `json:"within_budget"`
-	Violations    []string            `json:"violations"`
-	Metrics       []rules.MetricDelta `json:"metrics"`
-	BaseVerdict   string              `json:"base_leak_verdict"`
-	HeadVerdict   string              `json:"head_leak_verdict"`
-	Operators     []rules.Mover       `json:"operators"`
-	SitesAlloc    []rules.Mover       `json:"sites_alloc"`
-	SitesLive     []rules.Mover       `json:"sites_live_at_end"`
-	NewSuspects   []leak.Suspect      `json:"new_suspects"`
-	StepSurvivors [][2]int64          `json:"step_survivors"`
+	NewLeak       []string           `json:"new_leak"`
+	Changed       bool               `json:"changed"`
+	WithinBudget  bool               `json:"within_budget"`
+	Violations    []string           `json:"violations"`
+	Metrics       []diff.MetricDelta `json:"metrics"`
+	BaseVerdict   string             `json:"base_leak_verdict"`
+	HeadVerdict   string             `json:"head_leak_verdict"`
+	Operators     []diff.Mover       `json:"operators"`
+	SitesAlloc    []diff.Mover       `json:"sites_alloc"`
+	SitesLive     []diff.Mover       `json:"sites_live_at_end"`
+	NewSuspects   []leak.Suspect     `json:"new_suspects"`
+	StepSurvivors [][2]int64         `json:"step_survivors"`
 }
 
 func runDiff(stdout, stderr io.Writer, baseArg, headArg string, o *diffOptions) error {
@@ -244,15 +245,15 @@ func runDiff(stdout, stderr io.Writer, baseArg, headArg string, o *diffOptions) 
 		}
 	}
 	if o.leakThreshold != "" {
-		v, err := rules.ParseBytes(o.leakThreshold)
+		v, err := diff.ParseBytes(o.leakThreshold)
 		if err != nil {
 			return badInput(fmt.Errorf("--leak-threshold: %w", err))
 		}
 		leakGate, leakThreshold = true, v
 	}
-	var budgets []rules.Budget
+	var budgets []diff.Budget
 	for _, c := range conds {
-		b, err := rules.ParseBudget(c)
+		b, err := diff.ParseBudget(c)
 		if err != nil {
 			return badInput(fmt.Errorf("--fail-if: %w", err))
 		}
@@ -285,13 +286,13 @@ func runDiff(stdout, stderr io.Writer, baseArg, headArg string, o *diffOptions) 
 type diffGates struct {
 	leakGate      bool
 	leakThreshold int64
-	budgets       []rules.Budget
+	budgets       []diff.Budget
 }
 
 // writeDiff compares one pair and prints the result.
-func writeDiff(stdout io.Writer, base, head *rules.Side, baseInputs, headInputs []*rules.Input, g diffGates, o *diffOptions) error {
+func writeDiff(stdout io.Writer, base, head *diff.Side, baseInputs, headInputs []*rules.Input, g diffGates, o *diffOptions) error {
 	leakGate, leakThreshold, budgets := g.leakGate, g.leakThreshold, g.budgets
-	d := rules.Compare(base, head, o.top)
+	d := diff.Compare(base, head, o.top)
 	var leaks, violations []string
 	if leakGate {
 		leaks = d.LeakGate(leakThreshold)
@@ -329,11 +330,11 @@ func writeDiff(stdout io.Writer, base, head *rules.Side, baseInputs, headInputs 
 }
 
 // writeDiffHTML writes the overlaid timelines (report.go).
-var writeDiffHTML func(path string, d *rules.Diff, verdict string, failed bool, base, head []*rules.Input) error
+var writeDiffHTML func(path string, d *diff.Diff, verdict string, failed bool, base, head []*rules.Input) error
 
-func nonNilMovers(m []rules.Mover) []rules.Mover {
+func nonNilMovers(m []diff.Mover) []diff.Mover {
 	if m == nil {
-		return []rules.Mover{}
+		return []diff.Mover{}
 	}
 	return m
 }
@@ -345,7 +346,7 @@ func signed(n int64) string {
 	return memtimeline.FormatBytes(n)
 }
 
-func diffVerdict(d *rules.Diff, leaks, violations []string, budgets int) string {
+func diffVerdict(d *diff.Diff, leaks, violations []string, budgets int) string {
 	switch {
 	case len(leaks) > 0 && len(violations) > 0:
 		return fmt.Sprintf("NEW LEAK: %s; OVER BUDGET: %s", strings.Join(leaks, "; "), strings.Join(violations, "; "))
@@ -356,7 +357,7 @@ func diffVerdict(d *rules.Diff, leaks, violations []string, budgets int) string 
 	case !d.Changed:
 		return "no change in GPU memory"
 	}
-	var peak rules.MetricDelta
+	var peak diff.MetricDelta
 	for _, m := range d.Metrics {
 		if m.Metric == "peak_allocated" {
 			peak = m
@@ -375,7 +376,7 @@ func diffVerdict(d *rules.Diff, leaks, violations []string, budgets int) string 
 	return s
 }
 
-func writeDiffText(w io.Writer, d *rules.Diff, leaks, violations []string, budgets int, format string) {
+func writeDiffText(w io.Writer, d *diff.Diff, leaks, violations []string, budgets int, format string) {
 	line := diffVerdict(d, leaks, violations, budgets)
 	if format == formatMarkdown {
 		icon := "✅"
@@ -398,7 +399,7 @@ func writeDiffText(w io.Writer, d *rules.Diff, leaks, violations []string, budge
 	tw.AppendRow(table.Row{"leak verdict", d.BaseVerdict, d.HeadVerdict, "", ""})
 	tw.SetColumnConfigs([]table.ColumnConfig{{Number: 2, Align: text.AlignRight}, {Number: 3, Align: text.AlignRight}, {Number: 4, Align: text.AlignRight}, {Number: 5, Align: text.AlignRight}})
 	renderTable(w, tw, format)
-	movers := func(title string, ms []rules.Mover) {
+	movers := func(title string, ms []diff.Mover) {
 		if len(ms) == 0 {
 			return
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/rules"
+	"github.com/torchmem/torchmem/rules/diff"
 )
 
 // The example config in examples/ci must stay valid as rules evolve.
@@ -23,7 +24,7 @@ func TestExampleConfigIsValid(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range cfg.Diff.FailIf {
-		if _, err := rules.ParseBudget(c); err != nil {
+		if _, err := diff.ParseBudget(c); err != nil {
 			t.Error(err)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/chart"
 	"github.com/torchmem/torchmem/rules"
+	"github.com/torchmem/torchmem/rules/diff"
 	"github.com/torchmem/torchmem/rules/leak"
 )
 
@@ -580,7 +581,7 @@ func snapshotChartSpecs(s *memtimeline.Snapshot, idPrefix string) []chart.Spec {
 
 // writeDiffReport overlays both runs' allocated memory on one axis aligned
 // at the first profiled step, beside the movers' tables.
-func writeDiffReport(path string, d *rules.Diff, verdict string, failed bool, base, head []*rules.Input) error {
+func writeDiffReport(path string, d *diff.Diff, verdict string, failed bool, base, head []*rules.Input) error {
 	page := reportPage{Title: "torchmem diff: " + d.Base + " → " + d.Head, Version: version, Echarts: chart.EchartsScript()}
 	page.Verdict, page.Failed = verdict, failed
 	ri := reportInput{Source: d.Base + " → " + d.Head, Kind: "diff"}
@@ -596,7 +597,7 @@ func writeDiffReport(path string, d *rules.Diff, verdict string, failed bool, ba
 			}
 		}
 	}
-	table := func(title string, ms []rules.Mover) {
+	table := func(title string, ms []diff.Mover) {
 		var rows [][]string
 		for _, m := range ms {
 			rows = append(rows, []string{m.Name, memtimeline.FormatBytes(m.Base), memtimeline.FormatBytes(m.Head), signed(m.Delta)})

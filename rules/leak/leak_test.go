@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -19,7 +18,7 @@ import (
 // stepLogGrowth measures growth per step independently of the trace: from
 // torch.cuda.memory_allocated() logged after every step by the same run.
 func stepLogGrowth(t *testing.T, name string) int64 {
-	f, err := os.Open(filepath.Join("..", "..", "testdata", "traces", name, "stats_steps.jsonl"))
+	f, err := os.Open(testinput.Testdata("traces", name, "stats_steps.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +70,7 @@ func TestLeakSuspectIsThePlantedLine(t *testing.T) {
 	var truth struct {
 		LeakBytesPerStep int64 `json:"leak_bytes_per_step"`
 	}
-	data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "traces", "leak_module_cache", "truth.json"))
+	data, err := os.ReadFile(testinput.Testdata("traces", "leak_module_cache", "truth.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,12 +256,12 @@ func TestLeakKindsOnRealTraces(t *testing.T) {
 		sites      int // at least
 		evidence   string
 	}{
-		{filepath.Join("..", "..", "testdata", "traces", "leak_module_cache", "trace.json.gz"), leak.KindContainer, 1, "nothing of an autograd graph"},
-		{filepath.Join("..", "..", "testdata", "traces", "leak_eval_no_grad", "trace.json.gz"), leak.KindAutogradGraph, 10, "no backward ran"},
-		{filepath.Join("..", "..", "testdata", "gpu", "leak_retain_graph", "trace.json.gz"), leak.KindRetainGraph, 4, "backward ran"},
-		{filepath.Join("..", "..", "testdata", "gpu", "leak_hook_every_step", "trace.json.gz"), leak.KindHook, 1, "hook ran 3,4,5,6,7,8 times"},
-		{filepath.Join("..", "..", "testdata", "gpu", "ddp_one_rank_leaks", "rank1", "trace.json.gz"), leak.KindContainer, 1, "nothing of an autograd graph"},
-		{filepath.Join("..", "..", "testdata", "gpu", "diff_pair", "head_leak", "trace.json.gz"), leak.KindContainer, 1, "nothing of an autograd graph"},
+		{testinput.Testdata("traces", "leak_module_cache", "trace.json.gz"), leak.KindContainer, 1, "nothing of an autograd graph"},
+		{testinput.Testdata("traces", "leak_eval_no_grad", "trace.json.gz"), leak.KindAutogradGraph, 10, "no backward ran"},
+		{testinput.Testdata("gpu", "leak_retain_graph", "trace.json.gz"), leak.KindRetainGraph, 4, "backward ran"},
+		{testinput.Testdata("gpu", "leak_hook_every_step", "trace.json.gz"), leak.KindHook, 1, "hook ran 3,4,5,6,7,8 times"},
+		{testinput.Testdata("gpu", "ddp_one_rank_leaks", "rank1", "trace.json.gz"), leak.KindContainer, 1, "nothing of an autograd graph"},
+		{testinput.Testdata("gpu", "diff_pair", "head_leak", "trace.json.gz"), leak.KindContainer, 1, "nothing of an autograd graph"},
 	}
 	for _, c := range cases {
 		t.Run(c.path, func(t *testing.T) {
@@ -307,7 +306,7 @@ func TestLeakKindsOnRealTraces(t *testing.T) {
 // hook trace, edited so that every registered hook keeps its clone each
 // call, is a hook leak that says it accelerates.
 func TestAcceleratingHookLeak(t *testing.T) {
-	base := testinput.Trace(t, filepath.Join("..", "..", "testdata", "gpu", "leak_hook_every_step", "trace.json.gz"))
+	base := testinput.Trace(t, testinput.Testdata("gpu", "leak_hook_every_step", "trace.json.gz"))
 	tr := editedTrace(base)
 	for k, i := range plantedBlocks(t, base) {
 		keepCopies(tr, i, k+2, 0) // step #2 has 3 hooks registered, #3 four, ...

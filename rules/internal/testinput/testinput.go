@@ -89,3 +89,9 @@ func LastFrame(stack []string) string {
 	}
 	return stack[len(stack)-1]
 }
+
+// GPUTrace reads testdata/gpu/<rel>/trace.json.gz (the H200 recordings).
+func GPUTrace(t testing.TB, rel string) *chrometrace.Trace {
+	t.Helper()
+	return Trace(t, Testdata("gpu", rel, "trace.json.gz"))
+}

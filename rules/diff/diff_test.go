@@ -1,15 +1,20 @@
-package rules
+package diff_test
 
 import (
+	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/rules"
+	"github.com/torchmem/torchmem/rules/diff"
 	"github.com/torchmem/torchmem/rules/internal/testinput"
+	"github.com/torchmem/torchmem/rules/leak"
 	"github.com/torchmem/torchmem/rules/site"
 )
 
 func TestParseBudget(t *testing.T) {
-	good := map[string]Budget{
+	good := map[string]diff.Budget{
 		"peak_allocated>+5%":       {Metric: "peak_allocated", Relative: true, Value: 5},
 		"peak_reserved > +512MiB":  {Metric: "peak_reserved", Increase: true, Value: 512 << 20},
 		"growth_per_step>1MiB":     {Metric: "growth_per_step", Value: 1 << 20},
@@ -18,7 +23,7 @@ func TestParseBudget(t *testing.T) {
 		"peak_allocated>100000000": {Metric: "peak_allocated", Value: 1e8},
 	}
 	for s, want := range good {
-		b, err := ParseBudget(s)
+		b, err := diff.ParseBudget(s)
 		if err != nil {
 			t.Errorf("%q: %v", s, err)
 			continue
@@ -29,7 +34,7 @@ func TestParseBudget(t *testing.T) {
 		}
 	}
 	for _, s := range []string{"peak>5%", "peak_allocated>5%", "peak_allocated<+5%", "peak_allocated>+5 parsecs", ""} {
-		if _, err := ParseBudget(s); err == nil {
+		if _, err := diff.ParseBudget(s); err == nil {
 			t.Errorf("accepted %q", s)
 		}
 	}
@@ -37,13 +42,13 @@ func TestParseBudget(t *testing.T) {
 
 func TestDiffSelfIsNoChange(t *testing.T) {
 	tr := testinput.NamedTrace(t, "resnet_train_clean")
-	a, b := NewTraceSide("a", tr), NewTraceSide("b", tr)
-	d := Compare(a, b, 10)
+	a, b := rules.NewTraceSide("a", tr), rules.NewTraceSide("b", tr)
+	d := diff.Compare(a, b, 10)
 	if d.Changed || len(d.Operators) != 0 || len(d.SitesAlloc) != 0 || len(d.NewSuspects) != 0 {
 		t.Errorf("self diff changed: %+v", d)
 	}
 	for _, c := range []string{"peak_allocated>+0%", "peak_reserved>+0B", "new_suspects>0"} {
-		bud, _ := ParseBudget(c)
+		bud, _ := diff.ParseBudget(c)
 		if over, why := bud.Exceeded(d); over {
 			t.Errorf("%s exceeded by a self diff: %s", c, why)
 		}
@@ -53,7 +58,7 @@ func TestDiffSelfIsNoChange(t *testing.T) {
 // A leaking run against a clean one: the new suspect is the planted line
 // and the live-at-end mover is its 24 MiB.
 func TestDiffFindsNewLeak(t *testing.T) {
-	d := Compare(NewTraceSide("base", testinput.NamedTrace(t, "compiled_model")), NewTraceSide("head", testinput.NamedTrace(t, "leak_module_cache")), 20)
+	d := diff.Compare(rules.NewTraceSide("base", testinput.NamedTrace(t, "compiled_model")), rules.NewTraceSide("head", testinput.NamedTrace(t, "leak_module_cache")), 20)
 	if len(d.NewSuspects) != 1 || site.Label(d.NewSuspects[0].Stack, d.NewSuspects[0].Operator) != "gen_traces.py(143): forward via aten::clone" {
 		t.Errorf("new suspects %+v", d.NewSuspects)
 	}
@@ -66,7 +71,7 @@ func TestDiffFindsNewLeak(t *testing.T) {
 	if !found {
 		t.Errorf("live movers %+v", d.SitesLive)
 	}
-	bud, _ := ParseBudget("growth_per_step>+1MiB")
+	bud, _ := diff.ParseBudget("growth_per_step>+1MiB")
 	if over, _ := bud.Exceeded(d); !over {
 		t.Error("4 MiB/step growth within a 1 MiB budget")
 	}
@@ -76,11 +81,11 @@ func TestDiffFindsNewLeak(t *testing.T) {
 // both sides leak (at or above the threshold), and never on a fixed leak,
 // a clean change or a self diff. Real recordings only.
 func TestDiffLeakGate(t *testing.T) {
-	side := func(name string) *Side {
+	side := func(name string) *diff.Side {
 		if strings.HasPrefix(name, "gpu/") {
-			return NewTraceSide(name, readGPUTrace(t, strings.TrimPrefix(name, "gpu/")))
+			return rules.NewTraceSide(name, testinput.GPUTrace(t, strings.TrimPrefix(name, "gpu/")))
 		}
-		return NewTraceSide(name, testinput.NamedTrace(t, name))
+		return rules.NewTraceSide(name, testinput.NamedTrace(t, name))
 	}
 	cases := []struct {
 		base, head string
@@ -97,7 +102,7 @@ func TestDiffLeakGate(t *testing.T) {
 		{"leak_module_cache", "leak_module_cache", 1 << 20, ""},
 	}
 	for _, c := range cases {
-		got := Compare(side(c.base), side(c.head), 10).LeakGate(c.threshold)
+		got := diff.Compare(side(c.base), side(c.head), 10).LeakGate(c.threshold)
 		switch {
 		case c.want == "" && len(got) > 0:
 			t.Errorf("%s -> %s: gate failed: %q", c.base, c.head, got)
@@ -109,13 +114,58 @@ func TestDiffLeakGate(t *testing.T) {
 
 func TestParseBytes(t *testing.T) {
 	for s, want := range map[string]int64{"1048576": 1 << 20, "512KiB": 512 << 10, "1.5 MiB": 3 << 19, "2GB": 2 << 30} {
-		if got, err := ParseBytes(s); err != nil || got != want {
+		if got, err := diff.ParseBytes(s); err != nil || got != want {
 			t.Errorf("%q: %d %v, want %d", s, got, err, want)
 		}
 	}
 	for _, s := range []string{"", "-1", "1 parsec", "1e400", "99999999999999999999TiB"} {
-		if _, err := ParseBytes(s); err == nil {
+		if _, err := diff.ParseBytes(s); err == nil {
 			t.Errorf("accepted %q", s)
 		}
+	}
+}
+
+// The recorded before/after pair: HEAD doubles fc1's width. The diff
+// names the operators and the line whose bytes moved, by the right amount
+// per step (fc1's output: 4 MiB -> 8 MiB per step).
+func TestDiffOnRecordedPair(t *testing.T) {
+	var truth struct {
+		HeadVsBase struct {
+			FC1 struct{ Base, Head int64 } `json:"fc1_output_bytes"`
+		} `json:"head_vs_base"`
+		HeadLeakVsBase struct {
+			LeakBytesPerStep int64 `json:"leak_bytes_per_step"`
+		} `json:"head_leak_vs_base"`
+	}
+	data, _ := os.ReadFile(testinput.Testdata("gpu", "diff_pair", "truth.json"))
+	if err := json.Unmarshal(data, &truth); err != nil {
+		t.Fatal(err)
+	}
+	want := truth.HeadVsBase.FC1.Head - truth.HeadVsBase.FC1.Base
+	base := rules.NewTraceSide("base", testinput.GPUTrace(t, "diff_pair/base"))
+	d := diff.Compare(base, rules.NewTraceSide("head", testinput.GPUTrace(t, "diff_pair/head")), 0)
+	found := map[string]int64{}
+	for _, m := range d.Operators {
+		found["op "+m.Name] = m.DeltaPerStep
+	}
+	for _, m := range d.SitesAlloc {
+		found["site "+m.Name] = m.DeltaPerStep
+	}
+	for _, k := range []string{"op aten::addmm", "op aten::clamp_min", "site diff_train.py(35): forward via aten::relu"} {
+		if found[k] != want {
+			t.Errorf("%s moved %d bytes/step, fc1's output grew %d", k, found[k], want)
+		}
+	}
+	if len(d.NewSuspects) != 0 || d.HeadVerdict != leak.VerdictClean {
+		t.Errorf("a wider layer is not a leak: %+v", d.NewSuspects)
+	}
+	d = diff.Compare(base, rules.NewTraceSide("head_leak", testinput.GPUTrace(t, "diff_pair/head_leak")), 0)
+	if len(d.NewSuspects) != 1 || d.NewSuspects[0].BytesPerStep != truth.HeadLeakVsBase.LeakBytesPerStep ||
+		site.Label(d.NewSuspects[0].Stack, d.NewSuspects[0].Operator) != "diff_train.py(35): forward via aten::clone" {
+		t.Errorf("new suspects %+v", d.NewSuspects)
+	}
+	self := diff.Compare(base, rules.NewTraceSide("base again", testinput.GPUTrace(t, "diff_pair/base")), 0)
+	if self.Changed {
+		t.Error("a run diffed with itself changed")
 	}
 }

@@ -1,4 +1,4 @@
-package rules
+package diff
 
 import (
 	"cmp"
@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules/leak"
 	"github.com/torchmem/torchmem/rules/site"
@@ -32,38 +31,6 @@ type Side struct {
 	Suspects  []leak.Suspect
 	// StepSurvivors lists survivor bytes per step, in step order.
 	StepSurvivors []int64
-}
-
-// NewTraceSide reduces a trace (device -1: all GPUs) for diffing.
-func NewTraceSide(source string, t *chrometrace.Trace) *Side {
-	return NewInputSide(&Input{Source: source, Trace: t})
-}
-
-// NewInputSide reduces a trace input for diffing, sharing its analyses.
-func NewInputSide(in *Input) *Side {
-	source := in.Source
-	s := &Side{Source: source, Operators: map[string]int64{}, SiteAlloc: map[string]int64{}, SiteLive: map[string]int64{}}
-	sum := in.TraceSummary(-1)
-	s.PeakAllocatedBytes, s.PeakReservedBytes, s.Steps = sum.PeakAllocatedBytes, sum.PeakReservedBytes, sum.Steps
-	leaks := in.Leaks()
-	s.GrowthBytesPerStep, s.LeakVerdict, s.Suspects = leaks.GrowthBytesPerStep, leaks.Verdict, leaks.Suspects
-	for _, st := range leaks.Steps {
-		s.StepSurvivors = append(s.StepSurvivors, st.SurvivorBytes)
-	}
-	for _, op := range in.Operators() {
-		if !op.OnDevice {
-			s.Operators[op.Name] += op.SelfDeviceMemory
-		}
-	}
-	for _, st := range in.Sites(memtimeline.SiteOptions{Device: -1}) {
-		k := site.Label(st.Frames, st.Operator)
-		if st.ForwardOp != "" {
-			k += " (backward)"
-		}
-		s.SiteAlloc[k] += st.AllocBytes
-		s.SiteLive[k] += st.LiveBytesAtEnd
-	}
-	return s
 }
 
 // NewSnapshotSide reduces an allocator snapshot for diffing: its reserved
@@ -244,8 +211,8 @@ var budgetRe = regexp.MustCompile(`^\s*([a-z_]+)\s*>\s*(\+)?\s*([0-9]+(?:\.[0-9]
 
 var budgetUnits = map[string]float64{"": 1, "B": 1, "KB": 1 << 10, "KiB": 1 << 10, "MB": 1 << 20, "MiB": 1 << 20, "GB": 1 << 30, "GiB": 1 << 30, "TB": 1 << 40, "TiB": 1 << 40}
 
-// DiffMetrics are the names --fail-if accepts.
-var DiffMetrics = []string{"peak_allocated", "peak_reserved", "growth_per_step", "new_suspects"}
+// Metrics are the names --fail-if accepts.
+var Metrics = []string{"peak_allocated", "peak_reserved", "growth_per_step", "new_suspects"}
 
 // ParseBudget reads one --fail-if condition.
 func ParseBudget(s string) (Budget, error) {
@@ -254,8 +221,8 @@ func ParseBudget(s string) (Budget, error) {
 		return Budget{}, fmt.Errorf("bad condition %q: want METRIC>VALUE, METRIC>+N%% or METRIC>+N<unit> (units B, KiB, MiB, GiB)", s)
 	}
 	b := Budget{Text: strings.TrimSpace(s), Metric: m[1]}
-	if !slices.Contains(DiffMetrics, b.Metric) {
-		return Budget{}, fmt.Errorf("bad condition %q: unknown metric %q (want one of %s)", s, b.Metric, strings.Join(DiffMetrics, ", "))
+	if !slices.Contains(Metrics, b.Metric) {
+		return Budget{}, fmt.Errorf("bad condition %q: unknown metric %q (want one of %s)", s, b.Metric, strings.Join(Metrics, ", "))
 	}
 	v, _ := strconv.ParseFloat(m[3], 64)
 	switch unit := m[4]; {
@@ -329,9 +296,6 @@ func (d *Diff) LeakGate(threshold int64) []string {
 	}
 	return out
 }
-
-// RuleLeak is the leak rule's id; its threshold is the diff's leak gate.
-const RuleLeak = "memory.leak"
 
 var bytesRe = regexp.MustCompile(`^\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]i?B|B)?\s*$`)
 
