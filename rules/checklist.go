@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/rules/frag"
 	"github.com/torchmem/torchmem/rules/internal/fmtutil"
 	"github.com/torchmem/torchmem/rules/leak"
 )
@@ -66,7 +67,7 @@ func Checklist(v Verdict, fs []Finding) []CheckItem {
 		switch {
 		case in.isTrace():
 			traces = append(traces, in)
-			if in.Frag().Verdict != leak.VerdictUnknown {
+			if in.Frag().Verdict != frag.VerdictUnknown {
 				withMemory = append(withMemory, in)
 			}
 			if in.hasGPUSteps() {
@@ -186,7 +187,7 @@ func Checklist(v Verdict, fs []Finding) []CheckItem {
 		}
 		add(it)
 	}
-	traceItem("small-alloc-flood", "No flood of 4 KB allocations", RuleSmallAllocFlood, func() (string, bool) {
+	traceItem("small-alloc-flood", "No flood of 4 KB allocations", frag.SmallAllocFlood, func() (string, bool) {
 		sa := withMemory[0].Frag().SmallAllocs
 		return fmt.Sprintf("%.0f allocations of <= %s per step (%.0f%% of all)", sa.PerStep, memtimeline.FormatBytes(sa.MaxBytes), 100*sa.Fraction), true
 	})

@@ -8,6 +8,7 @@ import (
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/chart"
 	"github.com/torchmem/torchmem/rules/diff"
+	"github.com/torchmem/torchmem/rules/frag"
 	"github.com/torchmem/torchmem/rules/leak"
 )
 
@@ -28,7 +29,7 @@ type Digest struct {
 	// snapshots only.
 	Leaks *leak.Report `json:"leaks,omitempty"`
 	// Frag is the trace's fragmentation report (default options).
-	Frag *FragReport `json:"fragmentation,omitempty"`
+	Frag *frag.Report `json:"fragmentation,omitempty"`
 	// TraceSummary is what the trace recorded (steps, GPU, peaks).
 	TraceSummary *chrometrace.Summary `json:"trace_summary,omitempty"`
 	// StepTimeNs is the median ProfilerStep duration (0: no steps).

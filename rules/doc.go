@@ -12,6 +12,7 @@
 // per input and turns them into findings and verdicts (pprof's split):
 //
 //	leak/        leak verdicts from regularity (traces, snapshots)
+//	frag/        fragmentation by the allocator's own rules (traces, snapshots)
 //	diff/        what changed between two runs, budgets, the leak gate
 //	site/        how every output names a code site and its location
 //	summary/     the file `torchmem summarize` writes (a Digest)
@@ -22,7 +23,7 @@
 //	input.go                   the shared analyses (Key, Get, accessors)
 //	leakfindings.go,           leak findings (traces, snapshots), the
 //	  snapshotrules.go           snapshot's OOM and split rules
-//	frag*.go                   fragmentation by the allocator's own rules
+//	fragfindings.go            fragmentation findings, one rule per signal
 //	memory.go, timeline.go,    OOMs, operator limits, GPU-timeline rules
 //	  idlecause.go
 //	logs.go, summary.go        per-step logs, nvidia-smi, memory_summary()

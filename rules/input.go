@@ -7,6 +7,7 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/rules/frag"
 	"github.com/torchmem/torchmem/rules/leak"
 )
 
@@ -43,7 +44,7 @@ func keyLeaks(o leak.Options) Key[leak.Report] {
 	return NewKey[leak.Report](fmt.Sprintf("leaks:%+v", o))
 }
 
-func keyFrag(o FragOptions) Key[FragReport] { return NewKey[FragReport](fmt.Sprintf("frag:%+v", o)) }
+func keyFrag(o frag.Options) Key[frag.Report] { return NewKey[frag.Report](fmt.Sprintf("frag:%+v", o)) }
 
 // Attribution ties every memory event of the trace to its operator chain
 // and Python stack.
@@ -101,20 +102,16 @@ func (in *Input) LeaksWith(o leak.Options) leak.Report {
 }
 
 // FragWith is the trace's fragmentation report with opts.
-func (in *Input) FragWith(o FragOptions) FragReport {
+func (in *Input) FragWith(o frag.Options) frag.Report {
 	if in.Digest != nil {
 		if in.Digest.Frag != nil {
 			return *in.Digest.Frag
 		}
-		return FragReport{Verdict: leak.VerdictUnknown, Reason: "not a trace"}
+		return frag.Report{Verdict: frag.VerdictUnknown, Reason: "not a trace"}
 	}
-	return Get(in, keyFrag(o), func() FragReport { return analyzeFrag(in, o) })
-}
-
-// AnalyzeFrag is the fragmentation report of a trace on its own; see
-// Input.FragWith.
-func AnalyzeFrag(t *chrometrace.Trace, opts FragOptions) FragReport {
-	return analyzeFrag(&Input{Trace: t}, opts)
+	return Get(in, keyFrag(o), func() frag.Report {
+		return frag.Analyze(frag.Data{Trace: in.Trace, Attribution: in.Attribution()}, o)
+	})
 }
 
 // Prepare computes the analyses every report of a trace input needs, the

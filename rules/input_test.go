@@ -8,6 +8,7 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/rules/frag"
 	"github.com/torchmem/torchmem/rules/internal/testinput"
 	"github.com/torchmem/torchmem/rules/leak"
 )
@@ -51,7 +52,7 @@ func TestSharedAnalysesMatchStandalone(t *testing.T) {
 	if got, want := in.Leaks(), leak.Analyze(leak.TraceData(tr, -1), leak.DefaultOptions()); !reflect.DeepEqual(got, want) {
 		t.Errorf("leaks differ: shared %s %d, standalone %s %d", got.Verdict, got.GrowthBytesPerStep, want.Verdict, want.GrowthBytesPerStep)
 	}
-	if got, want := in.Frag(), AnalyzeFrag(tr, DefaultFragOptions()); !reflect.DeepEqual(got, want) {
+	if got, want := in.Frag(), frag.Analyze(frag.TraceData(tr), frag.DefaultOptions()); !reflect.DeepEqual(got, want) {
 		t.Errorf("frag differs: shared %s, standalone %s", got.Verdict, want.Verdict)
 	}
 	for _, dev := range []int{-1, 0, 1} {

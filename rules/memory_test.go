@@ -90,19 +90,19 @@ func TestOpSelfLimitMeasuresHolding(t *testing.T) {
 
 // One operator owning most of the peak fires even with small blocks.
 func TestOpSelfLimitDominantOperator(t *testing.T) {
-	var s synth
-	s.step(1, 0, 1000)
+	var s testinput.Synth
+	s.Step(1, 0, 1000)
 	mem := func(ts float64, addr, bytes, total int64) {
-		s.events = append(s.events, fmt.Sprintf(`{"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":%g,"args":{"Total Reserved":%d,"Total Allocated":%d,"Bytes":%d,"Device Id":0,"Device Type":1,"Addr":%d}}`,
+		s.Events = append(s.Events, fmt.Sprintf(`{"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":%g,"args":{"Total Reserved":%d,"Total Allocated":%d,"Bytes":%d,"Device Id":0,"Device Type":1,"Addr":%d}}`,
 			ts, int64(4)<<30, total, bytes, addr))
 	}
-	s.host("cpu_op", "aten::small", 10, 10, 1)
+	s.Host("cpu_op", "aten::small", 10, 10, 1)
 	mem(15, 1<<40, 256<<20, 256<<20)
-	s.host("cpu_op", "aten::big", 100, 300, 2)
+	s.Host("cpu_op", "aten::big", 100, 300, 2)
 	for i := range int64(6) {
 		mem(110+float64(i)*10, 2<<40+i<<30, 256<<20, (256<<20)*(i+2))
 	}
-	fs := Run([]Rule{ruleNamed(t, RuleOpSelfLimit)}, &Input{Trace: s.trace(t)})
+	fs := Run([]Rule{ruleNamed(t, RuleOpSelfLimit)}, &Input{Trace: s.Trace(t)})
 	if len(fs) != 1 || fs[0].Operator != "aten::big" || fs[0].Title != "aten::big holds 1.50 GB at the peak (86% of 1.75 GB)" {
 		t.Errorf("%+v", fs)
 	}

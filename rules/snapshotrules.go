@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/rules/frag"
 	"github.com/torchmem/torchmem/rules/internal/fmtutil"
 	"github.com/torchmem/torchmem/rules/site"
 )
@@ -12,6 +13,9 @@ import (
 func (in *Input) SnapshotReport() *memtimeline.SnapshotReport {
 	return Memo(in, "snapshot", func() *memtimeline.SnapshotReport { return memtimeline.AnalyzeSnapshot(in.Snapshot, 0) })
 }
+
+// RuleSnapshotSplit is the snapshot fragmentation rule's id.
+const RuleSnapshotSplit = "snapshot.inactive-split"
 
 func init() {
 	Register(&Rule{
@@ -71,8 +75,8 @@ func init() {
 			if st.ReservedBytes == 0 {
 				return nil
 			}
-			j := JudgeSnapshotFrag(rep, r.Threshold)
-			if j.Verdict != VerdictFragmented {
+			j := frag.JudgeSnapshot(rep, r.Threshold)
+			if j.Verdict != frag.VerdictFragmented {
 				return nil
 			}
 			return []Finding{{

@@ -3,7 +3,6 @@ package rules
 import (
 	"cmp"
 	"encoding/json"
-	"fmt"
 	"io"
 	"math"
 	"os"
@@ -513,50 +512,6 @@ func TestAmpItemSyncSlowLoaderTruth(t *testing.T) {
 
 // ---- synthetic traces for the edges
 
-// synth builds a Kineto trace; times are in microseconds.
-type synth struct{ events []string }
-
-func (s *synth) step(n int, ts, dur float64) {
-	s.events = append(s.events, fmt.Sprintf(`{"ph":"X","cat":"user_annotation","name":"ProfilerStep#%d","pid":1,"tid":1,"ts":%g,"dur":%g}`, n, ts, dur))
-}
-
-func (s *synth) host(cat, name string, ts, dur float64, ext int) {
-	s.events = append(s.events, fmt.Sprintf(`{"ph":"X","cat":%q,"name":%q,"pid":1,"tid":1,"ts":%g,"dur":%g,"args":{"External id":%d}}`, cat, name, ts, dur, ext))
-}
-
-func (s *synth) py(name string, id, parent int, ts, dur float64) {
-	s.events = append(s.events, fmt.Sprintf(`{"ph":"X","cat":"python_function","name":%q,"pid":1,"tid":1,"ts":%g,"dur":%g,"args":{"Python id":%d,"Python parent id":%d}}`, name, ts, dur, id, parent))
-}
-
-func (s *synth) dev(cat, name string, device, stream int, ts, dur float64, bytes int64, ext int) {
-	s.events = append(s.events, fmt.Sprintf(`{"ph":"X","cat":%q,"name":%q,"pid":%d,"tid":%d,"ts":%g,"dur":%g,"args":{"device":%d,"stream":%d,"bytes":%d,"External id":%d}}`,
-		cat, name, device, stream, ts, dur, device, stream, bytes, ext))
-}
-
-func (s *synth) kernel(device, stream int, ts, dur float64) {
-	s.dev("kernel", "gemm", device, stream, ts, dur, 0, 0)
-}
-
-// itemCopy is loss.item(): aten::item > aten::_local_scalar_dense issuing a
-// cudaMemcpyAsync and a cudaStreamSynchronize, and the 4-byte copy.
-func (s *synth) itemCopy(ts float64, ext int) {
-	s.host("cpu_op", "aten::item", ts, 30, ext-1)
-	s.host("cpu_op", "aten::_local_scalar_dense", ts+1, 28, ext)
-	s.host("cuda_runtime", "cudaMemcpyAsync", ts+2, 5, ext)
-	s.host("cuda_runtime", "cudaStreamSynchronize", ts+8, 20, ext)
-	s.dev("gpu_memcpy", "Memcpy DtoH (Device -> Pinned)", 0, 7, ts+25, 2, 4, ext)
-}
-
-func (s *synth) trace(t testing.TB) *chrometrace.Trace {
-	t.Helper()
-	doc := `{"schemaVersion":1,"traceEvents":[` + strings.Join(s.events, ",\n") + `]}`
-	tr, err := chrometrace.Read(strings.NewReader(doc), chrometrace.ReadOptions{})
-	if err != nil {
-		t.Fatalf("synthetic trace: %v\n%s", err, doc)
-	}
-	return tr
-}
-
 func TestSyncCopySynthetic(t *testing.T) {
 	cases := []struct {
 		name      string
@@ -574,21 +529,21 @@ func TestSyncCopySynthetic(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var s synth
+			var s testinput.Synth
 			for i, has := range tc.withCopy {
 				base := float64(1000 + i*1000)
 				if tc.steps > 0 {
-					s.step(i+1, base, 900)
+					s.Step(i+1, base, 900)
 				}
-				s.py("train.py(40): train_step", 2*i+1, -1, base+10, 600)
-				s.kernel(0, 7, base+20, 50)
+				s.Py("train.py(40): train_step", 2*i+1, -1, base+10, 600)
+				s.Kernel(0, 7, base+20, 50)
 				if has {
-					s.itemCopy(base+100, 100*(i+1))
+					s.ItemCopy(base+100, 100*(i+1))
 				}
 			}
 			r := timelineRule(t, ruleSyncCopy)
 			r.Threshold = tc.threshold
-			fs := Run([]Rule{r}, &Input{Trace: s.trace(t)})
+			fs := Run([]Rule{r}, &Input{Trace: s.Trace(t)})
 			if (len(fs) > 0) != tc.wantFire {
 				t.Fatalf("fired=%v, want %v: %+v", len(fs) > 0, tc.wantFire, fs)
 			}
@@ -625,23 +580,23 @@ func TestSyncCopySynthetic(t *testing.T) {
 
 func TestIdleGapsSynthetic(t *testing.T) {
 	t.Run("several devices, overlapping streams", func(t *testing.T) {
-		var s synth
+		var s testinput.Synth
 		// Two 1000 µs steps. GPU 0: two streams overlap into [0,800)
 		// of each step (20% idle); GPU 1: one 100 µs kernel (90% idle).
 		for i := range 2 {
 			base := float64(10000 + 2000*i)
-			s.step(i+1, base, 1000)
-			s.kernel(0, 7, base, 500)
-			s.kernel(0, 8, base+300, 500)
-			s.kernel(1, 7, base+100, 100)
-			s.host("user_annotation", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", base+560, 400, 0)
+			s.Step(i+1, base, 1000)
+			s.Kernel(0, 7, base, 500)
+			s.Kernel(0, 8, base+300, 500)
+			s.Kernel(1, 7, base+100, 100)
+			s.Host("user_annotation", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", base+560, 400, 0)
 		}
 		// GPU 1 idles 900 of 1000 µs, the loader covering 400 of them:
 		// no named cause for most of it, so launch-bound (info).
-		if fs := findingsOf(t, s.trace(t), ruleIdleGaps); len(fs) != 0 {
+		if fs := findingsOf(t, s.Trace(t), ruleIdleGaps); len(fs) != 0 {
 			t.Errorf("idle-gaps without a named cause: %+v", fs)
 		}
-		fs := findingsOf(t, s.trace(t), ruleLaunchBound)
+		fs := findingsOf(t, s.Trace(t), ruleLaunchBound)
 		if len(fs) != 1 {
 			t.Fatalf("want a launch-bound note for GPU 1 only, got %+v", fs)
 		}
@@ -659,7 +614,7 @@ func TestIdleGapsSynthetic(t *testing.T) {
 		// input starvation, a warning.
 		r := timelineRule(t, ruleIdleGaps)
 		r.Threshold = 0.1
-		fs = Run([]Rule{r}, &Input{Trace: s.trace(t)})
+		fs = Run([]Rule{r}, &Input{Trace: s.Trace(t)})
 		if len(fs) != 1 || fs[0].Metrics["device"] != 0 || !near(fs[0].Metrics["median_idle_fraction"], 0.2, 1e-12) ||
 			fs[0].Severity != Warning || !strings.HasSuffix(fs[0].Title, "input starvation") {
 			t.Errorf("at 0.1 want GPU 0 (idle 0.2) starving: %+v", fs)
@@ -669,41 +624,41 @@ func TestIdleGapsSynthetic(t *testing.T) {
 		// Kernels until 600 µs of each step; the host waits in
 		// cudaDeviceSynchronize from 100 to 610 and launches nothing more:
 		// the 400 µs gap opened in the sync.
-		var s synth
+		var s testinput.Synth
 		for i := range 3 {
 			base := float64(10000 + 2000*i)
-			s.step(i+1, base, 1000)
-			s.kernel(0, 7, base, 600)
-			s.host("cuda_runtime", "cudaDeviceSynchronize", base+100, 510, 0)
+			s.Step(i+1, base, 1000)
+			s.Kernel(0, 7, base, 600)
+			s.Host("cuda_runtime", "cudaDeviceSynchronize", base+100, 510, 0)
 		}
-		fs := findingsOf(t, s.trace(t), ruleIdleGaps)
+		fs := findingsOf(t, s.Trace(t), ruleIdleGaps)
 		if len(fs) != 1 || !strings.HasSuffix(fs[0].Title, "a host sync every step") || !near(fs[0].Metrics["sync_wait_fraction"], 0.4, 1e-12) {
 			t.Errorf("want a per-step sync warning: %+v", fs)
 		}
-		if fs := findingsOf(t, s.trace(t), ruleLaunchBound); len(fs) != 0 {
+		if fs := findingsOf(t, s.Trace(t), ruleLaunchBound); len(fs) != 0 {
 			t.Errorf("launch-bound as well: %+v", fs)
 		}
 		// The same sync called after the GPU ran dry (host bound) is not
 		// the cause.
-		var h synth
+		var h testinput.Synth
 		for i := range 3 {
 			base := float64(10000 + 2000*i)
-			h.step(i+1, base, 1000)
-			h.kernel(0, 7, base, 300)
-			h.host("cuda_runtime", "cudaDeviceSynchronize", base+400, 10, 0)
+			h.Step(i+1, base, 1000)
+			h.Kernel(0, 7, base, 300)
+			h.Host("cuda_runtime", "cudaDeviceSynchronize", base+400, 10, 0)
 		}
-		if fs := findingsOf(t, h.trace(t), ruleIdleGaps); len(fs) != 0 {
+		if fs := findingsOf(t, h.Trace(t), ruleIdleGaps); len(fs) != 0 {
 			t.Errorf("a sync after the GPU went idle named as the cause: %+v", fs)
 		}
-		if fs := findingsOf(t, h.trace(t), ruleLaunchBound); len(fs) != 1 || fs[0].Severity != Info {
+		if fs := findingsOf(t, h.Trace(t), ruleLaunchBound); len(fs) != 1 || fs[0].Severity != Info {
 			t.Errorf("want launch-bound info: %+v", fs)
 		}
 	})
 	t.Run("no device ops", func(t *testing.T) {
-		var s synth
-		s.step(1, 100, 1000)
-		s.host("cpu_op", "aten::add", 200, 10, 1)
-		tr := s.trace(t)
+		var s testinput.Synth
+		s.Step(1, 100, 1000)
+		s.Host("cpu_op", "aten::add", 200, 10, 1)
+		tr := s.Trace(t)
 		for _, id := range timelineRuleIDs {
 			if fs := findingsOf(t, tr, id); len(fs) != 0 {
 				t.Errorf("%s on a CPU-only trace: %+v", id, fs)
@@ -711,10 +666,10 @@ func TestIdleGapsSynthetic(t *testing.T) {
 		}
 	})
 	t.Run("no steps", func(t *testing.T) {
-		var s synth
-		s.host("cpu_op", "aten::mm", 0, 1000, 1)
-		s.kernel(0, 7, 100, 100)
-		fs := findingsOf(t, s.trace(t), ruleLaunchBound)
+		var s testinput.Synth
+		s.Host("cpu_op", "aten::mm", 0, 1000, 1)
+		s.Kernel(0, 7, 100, 100)
+		fs := findingsOf(t, s.Trace(t), ruleLaunchBound)
 		if len(fs) != 1 || !near(fs[0].Metrics["median_idle_fraction"], 0.9, 1e-12) || !strings.Contains(fs[0].Detail, "no ProfilerStep") {
 			t.Errorf("want the whole trace 90%% idle with the note: %+v", fs)
 		}
@@ -723,23 +678,23 @@ func TestIdleGapsSynthetic(t *testing.T) {
 
 func TestCopyRulesSynthetic(t *testing.T) {
 	const mib = 1 << 20
-	upload := func(s *synth, ts float64, name string, bytes int64, dur float64, ext int) {
-		s.host("cpu_op", "aten::to", ts, dur+20, ext-1)
-		s.host("cpu_op", "aten::copy_", ts+1, dur+18, ext)
-		s.host("cuda_runtime", "cudaMemcpyAsync", ts+2, dur+10, ext)
-		s.dev("gpu_memcpy", name, 0, 7, ts+5, dur, bytes, ext)
+	upload := func(s *testinput.Synth, ts float64, name string, bytes int64, dur float64, ext int) {
+		s.Host("cpu_op", "aten::to", ts, dur+20, ext-1)
+		s.Host("cpu_op", "aten::copy_", ts+1, dur+18, ext)
+		s.Host("cuda_runtime", "cudaMemcpyAsync", ts+2, dur+10, ext)
+		s.Dev("gpu_memcpy", name, 0, 7, ts+5, dur, bytes, ext)
 	}
 	t.Run("pageable and pinned", func(t *testing.T) {
-		var s synth
+		var s testinput.Synth
 		for i := range 3 {
 			base := float64(10000 * (i + 1))
-			s.step(i+1, base, 9000)
+			s.Step(i+1, base, 9000)
 			// 64 MiB at 5 GB/s pageable, 50 GB/s pinned, and a small one.
 			upload(&s, base+10, "Memcpy HtoD (Pageable -> Device)", 64*mib, 64*mib/5e3, 10*i+2)
 			upload(&s, base+5000, "Memcpy HtoD (Pinned -> Device)", 64*mib, 64*mib/50e3, 10*i+4)
 			upload(&s, base+7000, "Memcpy HtoD (Pageable -> Device)", 4, 1, 10*i+6)
 		}
-		tr := s.trace(t)
+		tr := s.Trace(t)
 		fs := findingsOf(t, tr, rulePageableH2D)
 		if len(fs) != 1 || fs[0].Metrics["copies"] != 6 || fs[0].Metrics["copies_per_step"] != 2 ||
 			fs[0].Metrics["bytes"] != float64(3*(64*mib+4)) || fs[0].Operator != "aten::to" {
@@ -757,40 +712,40 @@ func TestCopyRulesSynthetic(t *testing.T) {
 		}
 	})
 	t.Run("only pageable: nothing faster to compare with", func(t *testing.T) {
-		var s synth
-		s.step(1, 1000, 90000)
+		var s testinput.Synth
+		s.Step(1, 1000, 90000)
 		upload(&s, 1010, "Memcpy HtoD (Pageable -> Device)", 64*mib, 64*mib/5e3, 2)
 		upload(&s, 30000, "Memcpy HtoD (Pageable -> Device)", 64*mib, 64*mib/6e3, 4)
-		if fs := findingsOf(t, s.trace(t), ruleLowMemcpyBW); len(fs) != 0 {
+		if fs := findingsOf(t, s.Trace(t), ruleLowMemcpyBW); len(fs) != 0 {
 			t.Errorf("fired without a reference copy: %+v", fs)
 		}
 	})
 	t.Run("non-blocking copy into pinned memory does not block", func(t *testing.T) {
-		var s synth
+		var s testinput.Synth
 		for i := range 3 {
 			base := float64(1000 * (i + 1))
-			s.step(i+1, base, 900)
+			s.Step(i+1, base, 900)
 			// x.to("cpu", non_blocking=True) into pinned memory: no sync.
 			upload(&s, base+10, "Memcpy DtoH (Device -> Pinned)", 4*mib, 100, 10*i+2)
 		}
-		tr := s.trace(t)
+		tr := s.Trace(t)
 		if fs := findingsOf(t, tr, ruleSyncCopy); len(fs) != 0 {
 			t.Errorf("fired on asynchronous copies: %+v", fs)
 		}
 		// The same copies with a cudaStreamSynchronize after each do block.
 		for i := range 3 {
-			s.host("cuda_runtime", "cudaStreamSynchronize", float64(1000*(i+1))+120, 5, 10*i+2)
+			s.Host("cuda_runtime", "cudaStreamSynchronize", float64(1000*(i+1))+120, 5, 10*i+2)
 		}
-		fs := findingsOf(t, s.trace(t), ruleSyncCopy)
+		fs := findingsOf(t, s.Trace(t), ruleSyncCopy)
 		if len(fs) != 1 || fs[0].Metrics["steps_with_copy"] != 3 || fs[0].Operator != "aten::to" {
 			t.Errorf("with a synchronize: %+v", fs)
 		}
 	})
 	t.Run("copies without host ops", func(t *testing.T) {
-		var s synth
-		s.step(1, 1000, 1000)
-		s.dev("gpu_memcpy", "Memcpy DtoH (Device -> Pageable)", 0, 7, 1100, 10, 4, 0)
-		fs := findingsOf(t, s.trace(t), ruleSyncCopy)
+		var s testinput.Synth
+		s.Step(1, 1000, 1000)
+		s.Dev("gpu_memcpy", "Memcpy DtoH (Device -> Pageable)", 0, 7, 1100, 10, 4, 0)
+		fs := findingsOf(t, s.Trace(t), ruleSyncCopy)
 		if len(fs) != 1 || fs[0].Operator != "(no host operator)" || fs[0].Metrics["host_blocked_us_per_step"] != 0 {
 			t.Errorf("%+v", fs)
 		}
@@ -840,16 +795,16 @@ func BenchmarkTimelineRules(b *testing.B) {
 // must give findings or none, never a panic. The corpus grown by
 // `go test -fuzz` is kept in testdata/fuzz/FuzzTimelineRules.
 func FuzzTimelineRules(f *testing.F) {
-	var s synth
-	s.step(1, 1000, 900)
-	s.step(2, 1500, 900) // overlaps step 1
-	s.py("train.py(40): train_step", 1, -1, 1010, 600)
-	s.kernel(0, 7, 1020, 50)
-	s.kernel(3, 9, 990, 5000)
-	s.itemCopy(1100, 100)
-	s.dev("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 0, 7, 1200, 0, 1<<21, 0)
-	s.dev("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", 0, 7, 1300, 10, 1<<22, 7)
-	f.Add([]byte(`{"traceEvents":[` + strings.Join(s.events, ",") + `]}`))
+	var s testinput.Synth
+	s.Step(1, 1000, 900)
+	s.Step(2, 1500, 900) // overlaps step 1
+	s.Py("train.py(40): train_step", 1, -1, 1010, 600)
+	s.Kernel(0, 7, 1020, 50)
+	s.Kernel(3, 9, 990, 5000)
+	s.ItemCopy(1100, 100)
+	s.Dev("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 0, 7, 1200, 0, 1<<21, 0)
+	s.Dev("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", 0, 7, 1300, 10, 1<<22, 7)
+	f.Add([]byte(`{"traceEvents":[` + strings.Join(s.Events, ",") + `]}`))
 	f.Add([]byte(`{"traceEvents":[{"ph":"X","cat":"user_annotation","name":"ProfilerStep#1","pid":1,"tid":1,"ts":5,"dur":0}]}`))
 	var rs []Rule
 	for _, id := range timelineRuleIDs {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/rules/frag"
 	"github.com/torchmem/torchmem/rules/leak"
 	"github.com/torchmem/torchmem/rules/site"
 )
@@ -794,17 +795,17 @@ func judgeFrag(ins []*Input) *FragAnswer {
 			continue
 		}
 		// One judgment with the snapshot.inactive-split rule and frag
-		// (fragsnap.go): per pool and stream, over 20% and 64 MiB.
-		j := JudgeSnapshotFrag(rep, 0.2)
+		// (frag/snapshot.go): per pool and stream, over 20% and 64 MiB.
+		j := frag.JudgeSnapshot(rep, 0.2)
 		return &FragAnswer{Source: in.Source, Verdict: j.Verdict, WastedBytes: j.InactiveSplitBytes, Wasted: "free but split inside used segments (snapshot)", Reason: j.Reason}
 	}
 	for _, in := range ins {
 		if in.Digest != nil && in.Kind == SourceTrace && in.Digest.Verdict.Frag != nil {
 			a := in.Digest.Verdict.Frag
-			if a.Verdict == leak.VerdictUnknown && ans != nil {
+			if a.Verdict == frag.VerdictUnknown && ans != nil {
 				continue
 			}
-			if ans == nil || (a.Verdict == VerdictFragmented && ans.Verdict != VerdictFragmented) || (a.Verdict == ans.Verdict && a.WastedBytes > ans.WastedBytes) {
+			if ans == nil || (a.Verdict == frag.VerdictFragmented && ans.Verdict != frag.VerdictFragmented) || (a.Verdict == ans.Verdict && a.WastedBytes > ans.WastedBytes) {
 				f := *a
 				ans = &f
 			}
@@ -814,16 +815,16 @@ func judgeFrag(ins []*Input) *FragAnswer {
 			continue
 		}
 		f := in.Frag()
-		if f.Verdict == leak.VerdictUnknown && ans != nil {
+		if f.Verdict == frag.VerdictUnknown && ans != nil {
 			continue
 		}
 		a := &FragAnswer{Source: in.Source, Verdict: f.Verdict, Reason: f.Reason}
 		if f.GapAtPeak != nil {
 			a.WastedBytes, a.Wasted = f.GapAtPeak.Gap, "idle in the cache at peak allocated (reserved - allocated)"
 		}
-		if f.Signal(RuleReservedGap).Fired {
+		if f.Signal(frag.ReservedGap).Fired {
 			// What fragmentation cost: segments added while their pool
-			// held the requested bytes idle (frag.go).
+			// held the requested bytes idle (rules/frag).
 			a.WastedBytes, a.Wasted = f.FragmentedMissBytes, "reserved by new segments while their pool held the requested bytes idle"
 		}
 		var fired []string
@@ -833,14 +834,14 @@ func judgeFrag(ins []*Input) *FragAnswer {
 			}
 		}
 		switch {
-		case f.Verdict == VerdictFragmented:
+		case f.Verdict == frag.VerdictFragmented:
 			a.Reason = f.Reason // leads with the bytes wasted
 		case len(fired) > 0:
 			a.Reason = strings.Join(fired, "; ")
-		case f.Verdict == VerdictOK:
+		case f.Verdict == frag.VerdictOK:
 			a.Reason = "no small-block flood, no new segments while the cache held the bytes, no cudaMalloc churn"
 		}
-		if ans == nil || (a.Verdict == VerdictFragmented && ans.Verdict != VerdictFragmented) || (a.Verdict == ans.Verdict && a.WastedBytes > ans.WastedBytes) {
+		if ans == nil || (a.Verdict == frag.VerdictFragmented && ans.Verdict != frag.VerdictFragmented) || (a.Verdict == ans.Verdict && a.WastedBytes > ans.WastedBytes) {
 			ans = a
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/rules/frag"
 	"github.com/torchmem/torchmem/rules/internal/testinput"
 	"github.com/torchmem/torchmem/rules/leak"
 	"github.com/torchmem/torchmem/rules/site"
@@ -179,7 +180,7 @@ func TestVerdictOOMUnderMemoryFraction(t *testing.T) {
 	if o.Cause != OOMFragmentation || o.FreeInCacheBytes != 348*(1<<20)-o.AllocatedBytes || o.ReservedBytes != 348*(1<<20) {
 		t.Errorf("OOM %s (%s): %+v", o.Cause, o.Reason, o)
 	}
-	if f := vs[0].Frag; f == nil || f.Verdict != VerdictFragmented {
+	if f := vs[0].Frag; f == nil || f.Verdict != frag.VerdictFragmented {
 		t.Errorf("frag %+v, want fragmented (115 MiB split in the snapshot)", f)
 	}
 }

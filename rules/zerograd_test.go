@@ -93,22 +93,22 @@ func recordingTrace(t *testing.T, name string) string {
 // by hand (backward installs fresh ones, no annotation).
 func TestMissingZeroGradSynthetic(t *testing.T) {
 	build := func(reset string) *Input {
-		var s synth
+		var s testinput.Synth
 		for i := range 3 {
 			base := float64(1000 * i)
-			s.step(i+1, base, 900)
+			s.Step(i+1, base, 900)
 			if reset == "annotation" {
-				s.host("user_annotation", "Optimizer.zero_grad#SGD.zero_grad", base+10, 5, 0)
+				s.Host("user_annotation", "Optimizer.zero_grad#SGD.zero_grad", base+10, 5, 0)
 			}
-			s.host("cpu_op", "torch::autograd::AccumulateGrad", base+100, 20, 0)
+			s.Host("cpu_op", "torch::autograd::AccumulateGrad", base+100, 20, 0)
 			if reset == "fresh" && i > 0 {
-				s.host("cpu_op", "aten::detach", base+105, 5, 0)
+				s.Host("cpu_op", "aten::detach", base+105, 5, 0)
 			} else {
-				s.host("cpu_op", "aten::add_", base+105, 5, 0)
+				s.Host("cpu_op", "aten::add_", base+105, 5, 0)
 			}
-			s.host("user_annotation", "Optimizer.step#SGD.step", base+500, 50, 0)
+			s.Host("user_annotation", "Optimizer.step#SGD.step", base+500, 50, 0)
 		}
-		return &Input{Trace: s.trace(t)}
+		return &Input{Trace: s.Trace(t)}
 	}
 	r := ruleNamed(t, RuleMissingZeroGrad)
 	if fs := Run([]Rule{r}, build("none")); len(fs) != 1 || fs[0].Metrics["intervals_without_reset"] != 2 {

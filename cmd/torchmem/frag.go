@@ -14,19 +14,19 @@ import (
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules"
-	"github.com/torchmem/torchmem/rules/leak"
+	"github.com/torchmem/torchmem/rules/frag"
 )
 
 func init() { subcommands = append(subcommands, newFragCmd) }
 
 type fragOptions struct {
-	rules.FragOptions
+	frag.Options
 	format string
 }
 
 func newFragCmd() *cobra.Command {
-	o := &fragOptions{FragOptions: rules.DefaultFragOptions()}
-	def := rules.DefaultFragOptions()
+	o := &fragOptions{Options: frag.DefaultOptions()}
+	def := frag.DefaultOptions()
 	cmd := &cobra.Command{
 		Use:   "frag INPUT...",
 		Short: "Is the CUDA caching allocator fragmented: 4 KB floods, reserved-allocated gap, cudaMalloc churn",
@@ -81,7 +81,7 @@ Exit status: 0 ok or unknown, 1 fragmented, 2 bad input.`,
 // fragJSON is the --format json document: the report with the file it is about.
 type fragJSON struct {
 	Trace string `json:"trace"`
-	rules.FragReport
+	frag.Report
 }
 
 func runFrag(stdout, stderr io.Writer, args []string, o *fragOptions) error {
@@ -107,15 +107,15 @@ func runFrag(stdout, stderr io.Writer, args []string, o *fragOptions) error {
 }
 
 func runFragTrace(stdout io.Writer, path string, t *chrometrace.Trace, o *fragOptions) error {
-	rep := rules.AnalyzeFrag(t, o.FragOptions)
+	rep := frag.Analyze(frag.TraceData(t), o.Options)
 	if o.format == formatJSON {
-		if err := writeJSON(stdout, fragJSON{Trace: path, FragReport: rep}); err != nil {
+		if err := writeJSON(stdout, fragJSON{Trace: path, Report: rep}); err != nil {
 			return err
 		}
 	} else {
 		writeFragReport(stdout, path, &rep, o.format)
 	}
-	if rep.Verdict == rules.VerdictFragmented {
+	if rep.Verdict == frag.VerdictFragmented {
 		return findings()
 	}
 	return nil
@@ -128,7 +128,7 @@ func runFragTrace(stdout io.Writer, path string, t *chrometrace.Trace, o *fragOp
 func runFragSnapshot(stdout io.Writer, path string, snap *memtimeline.Snapshot, o *fragOptions) error {
 	rep := memtimeline.AnalyzeSnapshot(snap, 0)
 	st := rep.Stats
-	j := rules.JudgeSnapshotFrag(rep, snapshotSplitLimit())
+	j := frag.JudgeSnapshot(rep, snapshotSplitLimit())
 	verdict, reason := j.Verdict, j.Reason
 	if o.format == formatJSON {
 		out := struct {
@@ -144,7 +144,7 @@ func runFragSnapshot(stdout io.Writer, path string, snap *memtimeline.Snapshot, 
 			Segments              []memtimeline.SegmentFill     `json:"segments"`
 			Settings              memtimeline.AllocatorSettings `json:"allocator_settings"`
 			OOMs                  []memtimeline.OOMEvent        `json:"ooms"`
-			Pools                 []rules.SnapshotPool          `json:"pools"`
+			Pools                 []frag.SnapshotPool           `json:"pools"`
 		}{path, verdict, reason, st.ReservedBytes, st.AllocatedBytes, st.ActiveBytes, st.InactiveSplitBytes, st.LargestFreeBlock, st.FreeBytes,
 			rep.SegmentFills, rep.Settings, rep.OOMs, j.Pools}
 		if err := writeJSON(stdout, out); err != nil {
@@ -152,7 +152,7 @@ func runFragSnapshot(stdout io.Writer, path string, snap *memtimeline.Snapshot, 
 		}
 	} else {
 		fmt.Fprintf(stdout, "Verdict: %s: %s\n", strings.ToUpper(verdict), reason)
-		if verdict == rules.VerdictFragmented {
+		if verdict == frag.VerdictFragmented {
 			fmt.Fprintln(stdout, "What to try: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; max_split_size_mb to keep large blocks whole; pre-allocate fixed-size buffers.")
 		}
 		fmt.Fprintln(stdout)
@@ -160,7 +160,7 @@ func runFragSnapshot(stdout io.Writer, path string, snap *memtimeline.Snapshot, 
 			return err
 		}
 	}
-	if verdict == rules.VerdictFragmented {
+	if verdict == frag.VerdictFragmented {
 		return findings()
 	}
 	return nil
@@ -177,7 +177,7 @@ func snapshotSplitLimit() float64 {
 }
 
 // stepOffset places a time on the report's step clock: "ProfilerStep#3 +81.2 ms".
-func stepOffset(rep *rules.FragReport, step string, ts int64) string {
+func stepOffset(rep *frag.Report, step string, ts int64) string {
 	for _, s := range rep.Steps {
 		if s.Name == step {
 			return fmt.Sprintf("%s +%s", step, formatNS(ts-s.StartNS))
@@ -194,7 +194,7 @@ func formatNS(ns int64) string {
 	return fmt.Sprintf("%.1f ms", float64(ns)/1e6)
 }
 
-func writeFragReport(w io.Writer, path string, rep *rules.FragReport, format string) {
+func writeFragReport(w io.Writer, path string, rep *frag.Report, format string) {
 	md := format == formatMarkdown
 	heading := func(s string) {
 		if md {
@@ -215,7 +215,7 @@ func writeFragReport(w io.Writer, path string, rep *rules.FragReport, format str
 			fmt.Fprintf(w, "  - %s\n", s)
 		}
 	}
-	if rep.Verdict == leak.VerdictUnknown {
+	if rep.Verdict == frag.VerdictUnknown {
 		if md {
 			fmt.Fprintf(w, "%s\n", mdEscape(rep.Reason))
 			return
@@ -239,7 +239,7 @@ func writeFragReport(w io.Writer, path string, rep *rules.FragReport, format str
 			fmt.Fprintln(w)
 		}
 	}
-	if rep.Verdict == rules.VerdictFragmented {
+	if rep.Verdict == frag.VerdictFragmented {
 		list("Why:", rep.Reasons)
 	} else {
 		list("Checked:", rep.Reasons)
@@ -261,7 +261,7 @@ func writeFragReport(w io.Writer, path string, rep *rules.FragReport, format str
 		perStep = "no ProfilerStep annotations"
 	}
 	tw.AppendRow(table.Row{"Small allocations (<= " + memtimeline.FormatBytes(sa.MaxBytes) + ")", fmt.Sprintf("%d (%s)", sa.Count, memtimeline.FormatBytes(sa.Bytes)), fmt.Sprintf("%s, %.1f%% of allocations", perStep, 100*sa.Fraction)})
-	gapRow := func(name string, p *rules.GapPoint, note string) {
+	gapRow := func(name string, p *frag.GapPoint, note string) {
 		if p == nil {
 			return
 		}
@@ -343,7 +343,7 @@ func writeFragReport(w io.Writer, path string, rep *rules.FragReport, format str
 		fmt.Fprintln(w)
 	}
 
-	writeSites := func(title string, sites []rules.CodeSite, bytes bool) {
+	writeSites := func(title string, sites []frag.CodeSite, bytes bool) {
 		if len(sites) == 0 {
 			return
 		}
@@ -411,7 +411,7 @@ type fragSummaryDocJSON struct {
 // again.
 func runFragSummary(stdout io.Writer, path string, log *memtimeline.SummaryLog, o *fragOptions) error {
 	limit := snapshotSplitLimit()
-	doc := fragSummaryDocJSON{File: path, Verdict: rules.VerdictOK, Reason: "little memory is non-releasable and cudaMalloc never retried", Devices: log.Frag()}
+	doc := fragSummaryDocJSON{File: path, Verdict: frag.VerdictOK, Reason: "little memory is non-releasable and cudaMalloc never retried", Devices: log.Frag()}
 	var why []string
 	for _, d := range doc.Devices {
 		name := fmt.Sprintf("device %d", d.Device)
@@ -426,7 +426,7 @@ func runFragSummary(stdout io.Writer, path string, log *memtimeline.SummaryLog, 
 		}
 	}
 	if len(why) > 0 {
-		doc.Verdict, doc.Reason = rules.VerdictFragmented, strings.Join(why, "; ")
+		doc.Verdict, doc.Reason = frag.VerdictFragmented, strings.Join(why, "; ")
 	}
 	switch o.format {
 	case formatJSON:
@@ -451,11 +451,11 @@ func runFragSummary(stdout io.Writer, path string, log *memtimeline.SummaryLog, 
 				memtimeline.FormatBytes(d.NonReleasablePeakBytes), fmt.Sprintf("%.1f%%", 100*d.NonReleasableFraction), d.Retries, d.OOMs})
 		}
 		renderTable(stdout, tw, o.format)
-		if doc.Verdict == rules.VerdictFragmented && !md {
+		if doc.Verdict == frag.VerdictFragmented && !md {
 			fmt.Fprintln(stdout, "What to try: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; max_split_size_mb to keep large blocks whole; an allocator snapshot (torchmem snapshot) shows which segments hold the split blocks.")
 		}
 	}
-	if doc.Verdict == rules.VerdictFragmented {
+	if doc.Verdict == frag.VerdictFragmented {
 		return findings()
 	}
 	return nil

@@ -15,6 +15,7 @@ import (
 
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules"
+	"github.com/torchmem/torchmem/rules/frag"
 	"github.com/torchmem/torchmem/rules/leak"
 )
 
@@ -204,7 +205,7 @@ func fragLine(f *rules.FragAnswer) string {
 	if f.Wasted != "" {
 		s += fmt.Sprintf(": %s %s", memtimeline.FormatBytes(f.WastedBytes), f.Wasted)
 	}
-	if f.Verdict != rules.VerdictOK && f.Reason != "" {
+	if f.Verdict != frag.VerdictOK && f.Reason != "" {
 		sep := ": "
 		if f.Wasted != "" {
 			sep = "; "

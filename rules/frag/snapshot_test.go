@@ -1,17 +1,21 @@
-package rules
+package frag_test
 
 import (
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/torchmem/torchmem/rules"
+	"github.com/torchmem/torchmem/rules/frag"
+	"github.com/torchmem/torchmem/rules/internal/testinput"
 )
 
 // Each recording's snapshot is dumped at the end of the run, beside
 // torch.cuda.memory_stats() of the same moment: split free space and
 // reserved bytes per pool must match torch's own counters.
 func TestSnapshotPoolsMatchMemoryStats(t *testing.T) {
-	dirs, _ := filepath.Glob(filepath.Join("..", "testdata", "gpu", "*"))
+	dirs, _ := filepath.Glob(testinput.Testdata("gpu", "*"))
 	n := 0
 	for _, d := range dirs {
 		snaps, _ := filepath.Glob(filepath.Join(d, "*.snapshot.pickle.gz"))
@@ -25,9 +29,9 @@ func TestSnapshotPoolsMatchMemoryStats(t *testing.T) {
 		}
 		n++
 		t.Run(filepath.Base(d), func(t *testing.T) {
-			in := loadInput(t, snaps[0])
+			in := &rules.Input{Source: snaps[0], Snapshot: testinput.Snapshot(t, snaps[0])}
 			got := map[string][2]int64{}
-			for _, p := range SnapshotPools(in.SnapshotReport()) {
+			for _, p := range frag.SnapshotPools(in.SnapshotReport()) {
 				g := got[p.Pool]
 				got[p.Pool] = [2]int64{g[0] + p.InactiveSplitBytes, g[1] + p.ReservedBytes}
 			}
@@ -53,12 +57,12 @@ func TestSnapshotPoolsMatchMemoryStats(t *testing.T) {
 					t.Skipf("memory_stats.json (%v reserved, %v allocated) is not of the snapshot's moment (%d, %d), nor the steps log's last line",
 						stats["reserved_bytes.all.current"], stats["allocated_bytes.all.current"], st.ReservedBytes, st.AllocatedBytes)
 				}
-				if split := got[PoolSmall][0] + got[PoolLarge][0]; split != int64(last["inactive_split_bytes.all.current"]) {
+				if split := got[frag.PoolSmall][0] + got[frag.PoolLarge][0]; split != int64(last["inactive_split_bytes.all.current"]) {
 					t.Errorf("split %d in all pools, steps log's last line %v", split, last["inactive_split_bytes.all.current"])
 				}
 				return
 			}
-			for _, pool := range []string{PoolSmall, PoolLarge} {
+			for _, pool := range []string{frag.PoolSmall, frag.PoolLarge} {
 				split, reserved := stats["inactive_split_bytes."+pool+"_pool.current"], stats["reserved_bytes."+pool+"_pool.current"]
 				if got[pool][0] != int64(split) || got[pool][1] != int64(reserved) {
 					t.Errorf("%s pool: split %d reserved %d, memory_stats %v and %v", pool, got[pool][0], got[pool][1], split, reserved)

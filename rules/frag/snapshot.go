@@ -1,4 +1,4 @@
-package rules
+package frag
 
 // Fragmentation from an allocator snapshot, by pool and stream: the
 // snapshot lists every segment (small or large pool, its stream) with its
@@ -14,9 +14,6 @@ import (
 
 	"github.com/torchmem/torchmem/memtimeline"
 )
-
-// RuleSnapshotSplit is the snapshot fragmentation rule's id.
-const RuleSnapshotSplit = "snapshot.inactive-split"
 
 // snapshotSplitMinBytes: split free space under this is not worth a
 // warning whatever its share (a small cache after an OOM flush), the same
@@ -41,8 +38,8 @@ type SnapshotPool struct {
 	LargestFreeBlock   int64 `json:"largest_free_block"`
 }
 
-// SnapshotFrag is the snapshot's fragmentation verdict.
-type SnapshotFrag struct {
+// SnapshotReport is the snapshot's fragmentation verdict.
+type SnapshotReport struct {
 	Verdict            string         `json:"verdict"`
 	Reason             string         `json:"reason"`
 	ReservedBytes      int64          `json:"reserved_bytes"`
@@ -88,11 +85,11 @@ func SnapshotPools(rep *memtimeline.SnapshotReport) []SnapshotPool {
 	return out
 }
 
-// JudgeSnapshotFrag: fragmented when split free space is over the
+// JudgeSnapshot: fragmented when split free space is over the
 // fraction of reserved and at least 64 MiB.
-func JudgeSnapshotFrag(rep *memtimeline.SnapshotReport, fraction float64) SnapshotFrag {
+func JudgeSnapshot(rep *memtimeline.SnapshotReport, fraction float64) SnapshotReport {
 	st := rep.Stats
-	out := SnapshotFrag{Verdict: VerdictOK, ReservedBytes: st.ReservedBytes, InactiveSplitBytes: st.InactiveSplitBytes, Pools: SnapshotPools(rep)}
+	out := SnapshotReport{Verdict: VerdictOK, ReservedBytes: st.ReservedBytes, InactiveSplitBytes: st.InactiveSplitBytes, Pools: SnapshotPools(rep)}
 	if st.ReservedBytes > 0 {
 		out.Fraction = float64(st.InactiveSplitBytes) / float64(st.ReservedBytes)
 	}

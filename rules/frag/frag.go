@@ -1,4 +1,4 @@
-package rules
+package frag
 
 import (
 	"cmp"
@@ -9,21 +9,21 @@ import (
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules/internal/fmtutil"
-	"github.com/torchmem/torchmem/rules/leak"
 	"github.com/torchmem/torchmem/rules/site"
 )
 
-// Fragmentation verdicts (leak.VerdictUnknown is shared with the leak detector).
+// Fragmentation verdicts.
 const (
 	VerdictFragmented = "fragmented"
 	VerdictOK         = "ok"
+	VerdictUnknown    = "unknown"
 )
 
-// Fragmentation signal ids: the rule ids `torchmem check` reports them under.
+// Signal ids: the rule ids `torchmem check` reports them under.
 const (
-	RuleSmallAllocFlood = "memory.small-alloc-flood"
-	RuleReservedGap     = "memory.reserved-gap"
-	RuleCudaMallocChurn = "memory.cudamalloc-churn"
+	SmallAllocFlood = "memory.small-alloc-flood"
+	ReservedGap     = "memory.reserved-gap"
+	CudaMallocChurn = "memory.cudamalloc-churn"
 )
 
 // What to try for each fragmentation signal.
@@ -37,10 +37,10 @@ const (
 	AdviceSteadyMalloc       = "New segments after the first step without a new peak mean cached blocks did not fit the requests: try expandable_segments:True, and keep tensor shapes stable from step to step."
 )
 
-// FragOptions tune the fragmentation detector. Each signal has its own
+// Options tune the fragmentation detector. Each signal has its own
 // threshold; any one signal crossing it makes the verdict "fragmented".
-type FragOptions struct {
-	Device int // GPU index, -1 all (the reserved timeline follows one GPU: see AnalyzeFrag)
+type Options struct {
+	Device int // GPU index, -1 all (the reserved timeline follows one GPU: see Analyze)
 	// SmallMaxBytes is the largest block counted as a small allocation.
 	SmallMaxBytes int64
 	// MinSmallPerStep and MinSmallFraction: a flood is at least this many
@@ -69,11 +69,11 @@ type FragOptions struct {
 	TopSites int
 }
 
-// DefaultFragOptions: 1000 blocks of <= 4 KiB per step making half of all
+// DefaultOptions: 1000 blocks of <= 4 KiB per step making half of all
 // allocations; a gap of 30% and 64 MiB of reserved at peak with a segment
 // allocated while that much sat idle; one cudaMalloc/cudaFree per steady step.
-func DefaultFragOptions() FragOptions {
-	return FragOptions{
+func DefaultOptions() Options {
+	return Options{
 		Device: -1, SmallMaxBytes: 4096,
 		MinSmallPerStep: 1000, MinSmallFraction: 0.5,
 		MinGapFraction: 0.3, MinGapBytes: 64 << 20,
@@ -131,8 +131,8 @@ type SmallAllocs struct {
 	TopSites []CodeSite `json:"top_sites"`
 }
 
-// FragStep is one ProfilerStep#N: allocator traffic and segment calls.
-type FragStep struct {
+// Step is one ProfilerStep#N: allocator traffic and segment calls.
+type Step struct {
 	Name   string `json:"name"`
 	Number int64  `json:"number"`
 	// Steady is true for every step after the first: by then the cache
@@ -216,8 +216,8 @@ type SegmentCalls struct {
 	TopSites []CodeSite `json:"top_sites"`
 }
 
-// FragSignal is one detector of the verdict with its number and limit.
-type FragSignal struct {
+// Signal is one detector of the verdict with its number and limit.
+type Signal struct {
 	ID        string  `json:"id"`
 	Fired     bool    `json:"fired"`
 	Value     float64 `json:"value"`
@@ -226,8 +226,8 @@ type FragSignal struct {
 	Detail    string  `json:"detail"`
 }
 
-// FragReport is the answer to "is the caching allocator fragmented, and why?".
-type FragReport struct {
+// Report is the answer to "is the caching allocator fragmented, and why?".
+type Report struct {
 	Verdict string   `json:"verdict"`
 	Reason  string   `json:"reason"`
 	Reasons []string `json:"reasons"`
@@ -240,7 +240,7 @@ type FragReport struct {
 	FreedBytes  int64        `json:"freed_bytes"`
 	SmallAllocs SmallAllocs  `json:"small_allocs"`
 	Histogram   []SizeBucket `json:"histogram"`
-	Steps       []FragStep   `json:"steps"`
+	Steps       []Step       `json:"steps"`
 	WholeWindow bool         `json:"whole_window"`
 	GapAtPeak   *GapPoint    `json:"gap_at_peak"`
 	LargestGap  *GapPoint    `json:"largest_gap"`
@@ -260,20 +260,33 @@ type FragReport struct {
 	RefillMallocs int64          `json:"refill_mallocs"`
 	SegmentCalls  SegmentCalls   `json:"segment_calls"`
 	ReservedDrops []ReservedDrop `json:"reserved_drops"`
-	Signals       []FragSignal   `json:"signals"`
+	Signals       []Signal       `json:"signals"`
 }
 
 // Signal returns the named signal (zero value when absent).
-func (r *FragReport) Signal(id string) FragSignal {
+func (r *Report) Signal(id string) Signal {
 	for _, s := range r.Signals {
 		if s.ID == id {
 			return s
 		}
 	}
-	return FragSignal{ID: id}
+	return Signal{ID: id}
 }
 
-// analyzeFrag looks for the trace-visible signs of a fragmented or
+// Data is what the fragmentation analysis of a trace reads: the trace and
+// its attribution (rules.Input computes and caches each once per input).
+type Data struct {
+	Trace       *chrometrace.Trace
+	Attribution *chrometrace.Attribution
+}
+
+// TraceData computes what Analyze reads from a trace on its own, for a
+// caller without a shared rules.Input.
+func TraceData(t *chrometrace.Trace) Data {
+	return Data{Trace: t, Attribution: chrometrace.Attribute(t)}
+}
+
+// Analyze looks for the trace-visible signs of a fragmented or
 // thrashing caching allocator: floods of tiny blocks, reserved memory far
 // above allocated at the peak while new segments are still requested, and
 // cudaMalloc/cudaFree after the first step (the cache keeps missing, or
@@ -281,12 +294,12 @@ func (r *FragReport) Signal(id string) FragSignal {
 //
 // What a trace cannot tell: where blocks lie inside segments (inactive
 // split blocks, the largest free block): that needs an allocator snapshot.
-func analyzeFrag(in *Input, opts FragOptions) FragReport {
-	t := in.Trace
-	rep := FragReport{
-		Device: opts.Device, Steps: []FragStep{}, Histogram: slices.Clone(fragBuckets),
+func Analyze(d Data, opts Options) Report {
+	t := d.Trace
+	rep := Report{
+		Device: opts.Device, Steps: []Step{}, Histogram: slices.Clone(fragBuckets),
 		SmallAllocs:   SmallAllocs{MaxBytes: opts.SmallMaxBytes, TopSites: []CodeSite{}},
-		ReservedDrops: []ReservedDrop{}, Reasons: []string{}, Advice: []string{}, Signals: []FragSignal{},
+		ReservedDrops: []ReservedDrop{}, Reasons: []string{}, Advice: []string{}, Signals: []Signal{},
 		Misses: []FragmentedMiss{}, Pools: []PoolUse{},
 		SegmentCalls: SegmentCalls{TopSites: []CodeSite{}},
 	}
@@ -299,7 +312,7 @@ func analyzeFrag(in *Input, opts FragOptions) FragReport {
 		}
 	}
 	if len(mem) == 0 {
-		rep.Verdict = leak.VerdictUnknown
+		rep.Verdict = VerdictUnknown
 		rep.Reason = "the trace has no GPU memory events: profile with profile_memory=True"
 		if opts.Device >= 0 {
 			rep.Reason = fmt.Sprintf("the trace has no memory events on GPU %d (profile with profile_memory=True, or pick another --device)", opts.Device)
@@ -329,19 +342,19 @@ func analyzeFrag(in *Input, opts FragOptions) FragReport {
 		return fmt.Sprintf("ProfilerStep#%d", steps[k].Number)
 	}
 	for k, s := range steps {
-		rep.Steps = append(rep.Steps, FragStep{Name: stepName(k), Number: s.Number, Steady: k > 0, StartNS: s.Start, DurNS: s.Dur})
+		rep.Steps = append(rep.Steps, Step{Name: stepName(k), Number: s.Number, Steady: k > 0, StartNS: s.Start, DurNS: s.Dur})
 	}
 	nSteps := max(1, len(steps))
 
 	// Traffic, histogram, small allocations and their sites.
-	attr := in.Attribution()
+	attr := d.Attribution
 	siteOpts := memtimeline.SiteOptions{Device: opts.Device, Depth: opts.Depth}
 	smallSites := newSiteCounter()
 	var smallInSteps int64
 	for _, i := range mem {
 		e := &t.Memory[i]
 		k := stepOf(e.TS)
-		var st *FragStep
+		var st *Step
 		if k >= 0 {
 			st = &rep.Steps[k]
 		}
@@ -609,14 +622,14 @@ func analyzeFrag(in *Input, opts FragOptions) FragReport {
 }
 
 // judge evaluates the three signals and writes verdict, reasons and advice.
-func (rep *FragReport) judge(opts FragOptions, steadySteps int) {
+func (rep *Report) judge(opts Options, steadySteps int) {
 	sa := rep.SmallAllocs
 	perStep := "per step"
 	if rep.WholeWindow {
 		perStep = "in the window (no ProfilerStep annotations)"
 	}
-	flood := FragSignal{
-		ID: RuleSmallAllocFlood, Value: sa.PerStep, Threshold: opts.MinSmallPerStep, Unit: "allocs_per_step",
+	flood := Signal{
+		ID: SmallAllocFlood, Value: sa.PerStep, Threshold: opts.MinSmallPerStep, Unit: "allocs_per_step",
 		Fired: sa.PerStep >= opts.MinSmallPerStep && sa.Fraction >= opts.MinSmallFraction,
 		Detail: fmt.Sprintf("%.0f allocations of <= %s %s, %.1f%% of all %d GPU allocations (flood: >= %.0f and >= %.0f%%)",
 			sa.PerStep, memtimeline.FormatBytes(sa.MaxBytes), perStep, 100*sa.Fraction, rep.Allocs, opts.MinSmallPerStep, 100*opts.MinSmallFraction),
@@ -626,7 +639,7 @@ func (rep *FragReport) judge(opts FragOptions, steadySteps int) {
 		flood.Detail += fmt.Sprintf("; top site %s via %s makes %.0f%% of them", site.Name(top.Stack, top.Operator), site.FirstOp(top.Operator), 100*top.Fraction)
 	}
 
-	gap := FragSignal{ID: RuleReservedGap, Threshold: opts.MinGapFraction, Unit: "fraction"}
+	gap := Signal{ID: ReservedGap, Threshold: opts.MinGapFraction, Unit: "fraction"}
 	if p, l := rep.GapAtPeak, rep.LargestGap; p != nil && l != nil {
 		// Wasted: segments added while their pool held the bytes idle (at
 		// least MinGapBytes of them), with reserved running far above
@@ -651,7 +664,7 @@ func (rep *FragReport) judge(opts FragOptions, steadySteps int) {
 	}
 
 	sc := rep.SegmentCalls
-	churn := FragSignal{ID: RuleCudaMallocChurn, Value: sc.ChurnPerStep, Threshold: opts.MinChurnPerStep, Unit: "calls_per_step"}
+	churn := Signal{ID: CudaMallocChurn, Value: sc.ChurnPerStep, Threshold: opts.MinChurnPerStep, Unit: "calls_per_step"}
 	callName := "cudaMalloc/cudaFree"
 	if sc.Source == "reserved" {
 		callName = "segment allocations/releases (from reserved memory; no CUDA runtime events in the trace)"
@@ -672,7 +685,7 @@ func (rep *FragReport) judge(opts FragOptions, steadySteps int) {
 		if rep.OOMRetryCalls+rep.RefillMallocs > 0 {
 			churn.Detail += fmt.Sprintf("; %d calls of the allocator's retry before out-of-memory and %d cudaMalloc growing the cache back after it are not churn", rep.OOMRetryCalls, rep.RefillMallocs)
 		}
-		if cause, ok := sc.cause(); churn.Fired && ok {
+		if cause, ok := sc.Cause(); churn.Fired && ok {
 			if strings.Contains(cause.Operator, emptyCacheOp) {
 				churn.Detail += fmt.Sprintf("; empty_cache() called from %s", site.Name(cause.Stack, cause.Operator))
 			} else {
@@ -680,7 +693,7 @@ func (rep *FragReport) judge(opts FragOptions, steadySteps int) {
 			}
 		}
 	}
-	rep.Signals = []FragSignal{flood, gap, churn}
+	rep.Signals = []Signal{flood, gap, churn}
 
 	for _, s := range rep.Signals {
 		if s.Fired {
@@ -694,7 +707,7 @@ func (rep *FragReport) judge(opts FragOptions, steadySteps int) {
 		rep.Advice = append(rep.Advice, AdviceExpandableSegments, AdviceMaxSplitSize)
 	}
 	if churn.Fired {
-		rep.Advice = append(rep.Advice, rep.churnAdvice()...)
+		rep.Advice = append(rep.Advice, rep.ChurnAdvice()...)
 	}
 	// Fragmented means the cache wastes memory: blocks too small to share
 	// (a flood of tiny tensors) or idle bytes that could not serve the
@@ -723,9 +736,9 @@ func (rep *FragReport) judge(opts FragOptions, steadySteps int) {
 // torch.cuda.empty_cache() made (Python code, not an operator).
 const emptyCacheOp = "torch.cuda.empty_cache"
 
-// cause is the call site to point at for churn: an empty_cache() call when
+// Cause is the call site to point at for churn: an empty_cache() call when
 // there is one (it causes the cudaMalloc that follow), else the busiest.
-func (sc *SegmentCalls) cause() (CodeSite, bool) {
+func (sc *SegmentCalls) Cause() (CodeSite, bool) {
 	for _, s := range sc.TopSites {
 		if strings.Contains(s.Operator, emptyCacheOp) {
 			return s, true
@@ -739,7 +752,7 @@ func (sc *SegmentCalls) cause() (CodeSite, bool) {
 
 // churnAdvice says what to try against steady-state segment calls,
 // depending on where they came from.
-func (rep *FragReport) churnAdvice() []string {
+func (rep *Report) ChurnAdvice() []string {
 	sc := rep.SegmentCalls
 	var out []string
 	if sc.EmptyCacheFrees > 0 || hasEmptyCacheDrop(rep.ReservedDrops) {
@@ -841,7 +854,7 @@ func hasEmptyCacheDrop(drops []ReservedDrop) bool {
 	return false
 }
 
-func stepIndex(steps []FragStep, name string) int {
+func stepIndex(steps []Step, name string) int {
 	for k := range steps {
 		if steps[k].Name == name {
 			return k
@@ -886,41 +899,7 @@ func (c *siteCounter) top(n int, total int64, steps int) []CodeSite {
 	return out
 }
 
-// Frag is the input's fragmentation report with default options.
-func (in *Input) Frag() FragReport {
-	return in.FragWith(DefaultFragOptions())
-}
-
-// fragFinding turns one signal of the report into a finding when the
-// rule's own threshold (which configuration may override) is crossed.
-func fragFinding(r *Rule, in *Input, check func(rep *FragReport, opts FragOptions) (Finding, bool)) []Finding {
-	if in.Trace == nil {
-		return nil
-	}
-	opts := DefaultFragOptions()
-	switch r.ID {
-	case RuleSmallAllocFlood:
-		opts.MinSmallPerStep = r.Threshold
-	case RuleReservedGap:
-		opts.MinGapFraction = r.Threshold
-	case RuleCudaMallocChurn:
-		opts.MinChurnPerStep = r.Threshold
-	}
-	// The analysis itself does not depend on thresholds, only the verdict.
-	rep := in.Frag()
-	if rep.Verdict == leak.VerdictUnknown {
-		return nil
-	}
-	rep.Signals, rep.Reasons, rep.Advice = nil, []string{}, []string{}
-	rep.judge(opts, steadyCount(rep.Steps))
-	f, ok := check(&rep, opts)
-	if !ok {
-		return nil
-	}
-	return []Finding{f}
-}
-
-func steadyCount(steps []FragStep) int {
+func steadyCount(steps []Step) int {
 	n := 0
 	for _, s := range steps {
 		if s.Steady {
@@ -930,90 +909,12 @@ func steadyCount(steps []FragStep) int {
 	return n
 }
 
-func init() {
-	Register(&Rule{
-		ID:          RuleSmallAllocFlood,
-		Description: "4 KB fragmentation flood: thousands of blocks of <= 4 KiB per step, most of all allocations",
-		Severity:    Warning,
-		Threshold:   DefaultFragOptions().MinSmallPerStep,
-		Unit:        "allocs_per_step",
-		Check: func(r *Rule, in *Input) []Finding {
-			return fragFinding(r, in, func(rep *FragReport, opts FragOptions) (Finding, bool) {
-				sig := rep.Signal(RuleSmallAllocFlood)
-				if !sig.Fired {
-					return Finding{}, false
-				}
-				sa := rep.SmallAllocs
-				f := Finding{
-					Title:  fmt.Sprintf("%.0f allocations of <= %s per step (%.0f%% of all)", sa.PerStep, memtimeline.FormatBytes(sa.MaxBytes), 100*sa.Fraction),
-					Detail: sig.Detail + ".",
-					Advice: AdviceReuseBuffers + " " + AdviceBatchSmall,
-					Metrics: map[string]float64{"allocs_per_step": sa.PerStep, "fraction": sa.Fraction, "count": float64(sa.Count),
-						"bytes": float64(sa.Bytes)},
-				}
-				if len(sa.TopSites) > 0 {
-					top := sa.TopSites[0]
-					f.Operator = site.FirstOp(top.Operator)
-					f.Location = top.Location
-					f.Metrics["top_site_count"] = float64(top.Count)
-				}
-				return f, true
-			})
-		},
-	})
-	Register(&Rule{
-		ID:          RuleReservedGap,
-		Description: "The cache wastes memory: new segments while their pool (small <= 1 MiB, large) held at least the requested bytes idle, with reserved far above allocated",
-		Severity:    Warning,
-		Threshold:   DefaultFragOptions().MinGapFraction,
-		Unit:        "fraction",
-		Check: func(r *Rule, in *Input) []Finding {
-			return fragFinding(r, in, func(rep *FragReport, opts FragOptions) (Finding, bool) {
-				sig := rep.Signal(RuleReservedGap)
-				if !sig.Fired {
-					return Finding{}, false
-				}
-				l := rep.LargestGap
-				return Finding{
-					Title: fmt.Sprintf("The cache wastes memory on GPU %d: %s of new segments while their pool held the bytes idle, reserved up to %s (%.0f%%) above allocated",
-						rep.Device, memtimeline.FormatBytes(rep.FragmentedMissBytes), memtimeline.FormatBytes(l.Gap), 100*l.Fraction),
-					Detail: sig.Detail + ".",
-					Advice: AdviceExpandableSegments + " " + AdviceMaxSplitSize,
-					Metrics: map[string]float64{"fraction": l.Fraction, "gap_bytes": float64(l.Gap), "reserved_bytes": float64(l.Reserved),
-						"allocated_bytes": float64(l.Allocated), "fragmented_misses": float64(rep.FragmentedMisses), "fragmented_miss_bytes": float64(rep.FragmentedMissBytes)},
-				}, true
-			})
-		},
-	})
-	Register(&Rule{
-		ID:          RuleCudaMallocChurn,
-		Description: "cudaMalloc/cudaFree in steady state: the cache keeps missing or empty_cache() runs in the loop",
-		Severity:    Warning,
-		Threshold:   DefaultFragOptions().MinChurnPerStep,
-		Unit:        "calls_per_step",
-		Check: func(r *Rule, in *Input) []Finding {
-			return fragFinding(r, in, func(rep *FragReport, opts FragOptions) (Finding, bool) {
-				sig := rep.Signal(RuleCudaMallocChurn)
-				if !sig.Fired {
-					return Finding{}, false
-				}
-				sc := rep.SegmentCalls
-				f := Finding{
-					Title:  fmt.Sprintf("%.1f cudaMalloc/cudaFree calls per step after the first step", sc.ChurnPerStep),
-					Detail: sig.Detail + ".",
-					Advice: strings.Join(rep.churnAdvice(), " "),
-					Metrics: map[string]float64{"calls_per_step": sc.ChurnPerStep, "cuda_malloc_calls": float64(sc.SteadyCudaMalloc),
-						"cuda_free_calls": float64(sc.SteadyCudaFree), "empty_cache_frees": float64(sc.EmptyCacheFrees),
-						"cuda_malloc_ns": float64(sc.CudaMallocNS), "cuda_free_ns": float64(sc.CudaFreeNS)},
-				}
-				if cause, ok := sc.cause(); ok {
-					f.Operator = site.FirstOp(cause.Operator)
-					f.Location = cause.Location
-				}
-				return f, true
-			})
-		},
-	})
+// Rejudge evaluates the report's signals again under opts' thresholds:
+// the measurements do not depend on them, only the verdict, reasons and
+// advice do.
+func (rep *Report) Rejudge(opts Options) {
+	rep.Signals, rep.Reasons, rep.Advice = nil, []string{}, []string{}
+	rep.judge(opts, steadyCount(rep.Steps))
 }
 
 // oomTimes are the out-of-memory events of a GPU, in time order.
@@ -1068,7 +969,7 @@ func nextMemTS(t *chrometrace.Trace, mem []int32, device int, ts int64) int64 {
 }
 
 // wasteSentence says in bytes what the cache wastes.
-func (rep *FragReport) wasteSentence(flood, gap bool) string {
+func (rep *Report) wasteSentence(flood, gap bool) string {
 	var parts []string
 	if gap {
 		s := fmt.Sprintf("%d new segment(s), %s of reserved memory, were added while their pool already held at least the requested bytes idle", rep.FragmentedMisses, memtimeline.FormatBytes(rep.FragmentedMissBytes))

@@ -1,4 +1,4 @@
-package rules
+package frag_test
 
 import (
 	"encoding/json"
@@ -12,25 +12,26 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/rules"
+	"github.com/torchmem/torchmem/rules/frag"
 	"github.com/torchmem/torchmem/rules/internal/testinput"
-	"github.com/torchmem/torchmem/rules/leak"
 )
 
 func TestFragVerdictsOnRealTraces(t *testing.T) {
 	cases := []struct {
 		name, verdict string
 	}{
-		{"frag_small_allocs", VerdictFragmented},
-		{"resnet_train_clean", VerdictOK},
-		{"big_transformer", VerdictOK},
-		{"compiled_model", VerdictOK},
-		{"leak_module_cache", VerdictOK},
-		{"leak_eval_no_grad", VerdictOK},
-		{"no_memory", leak.VerdictUnknown},
+		{"frag_small_allocs", frag.VerdictFragmented},
+		{"resnet_train_clean", frag.VerdictOK},
+		{"big_transformer", frag.VerdictOK},
+		{"compiled_model", frag.VerdictOK},
+		{"leak_module_cache", frag.VerdictOK},
+		{"leak_eval_no_grad", frag.VerdictOK},
+		{"no_memory", frag.VerdictUnknown},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			rep := AnalyzeFrag(testinput.NamedTrace(t, c.name), DefaultFragOptions())
+			rep := frag.Analyze(frag.TraceData(testinput.NamedTrace(t, c.name)), frag.DefaultOptions())
 			if rep.Verdict != c.verdict {
 				t.Fatalf("verdict %s (%s), want %s", rep.Verdict, rep.Reason, c.verdict)
 			}
@@ -45,11 +46,11 @@ func TestFragVerdictsOnRealTraces(t *testing.T) {
 			}
 			// Fragmented means memory wasted: the flood or the gap, not
 			// churn alone.
-			waste := rep.Signal(RuleSmallAllocFlood).Fired || rep.Signal(RuleReservedGap).Fired
-			if waste != (c.verdict == VerdictFragmented) || (len(rep.Advice) > 0) != (fired > 0) {
+			waste := rep.Signal(frag.SmallAllocFlood).Fired || rep.Signal(frag.ReservedGap).Fired
+			if waste != (c.verdict == frag.VerdictFragmented) || (len(rep.Advice) > 0) != (fired > 0) {
 				t.Errorf("%d signals fired, %d pieces of advice, verdict %s", fired, len(rep.Advice), rep.Verdict)
 			}
-			if c.verdict == leak.VerdictUnknown {
+			if c.verdict == frag.VerdictUnknown {
 				if !strings.Contains(rep.Reason, "profile_memory=True") {
 					t.Errorf("reason %q does not say how to record memory", rep.Reason)
 				}
@@ -71,7 +72,7 @@ func TestFragVerdictsOnRealTraces(t *testing.T) {
 // memoryStats reads torch.cuda.memory_stats() saved at the end of the run.
 func memoryStats(t *testing.T, name string) map[string]int64 {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "testdata", "traces", name, "memory_stats.json"))
+	data, err := os.ReadFile(testinput.Testdata("traces", name, "memory_stats.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +92,7 @@ type fragTruth struct {
 
 func readFragTruth(t *testing.T, name string) fragTruth {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "testdata", "traces", name, "truth.json"))
+	data, err := os.ReadFile(testinput.Testdata("traces", name, "truth.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +108,7 @@ func readFragTruth(t *testing.T, name string) fragTruth {
 // parser and a different path through the data than chrometrace's.
 func rawSmallCUDAAllocs(t *testing.T, name string, maxBytes float64) int64 {
 	t.Helper()
-	in, err := chrometrace.Open(filepath.Join("..", "testdata", "traces", name, "trace.json.gz"))
+	in, err := chrometrace.Open(testinput.Testdata("traces", name, "trace.json.gz"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +144,7 @@ func rawSmallCUDAAllocs(t *testing.T, name string, maxBytes float64) int64 {
 //     steps, so 19806*4/6 in the profiled window, and the histogram shows
 //     that every small-pool block here is <= 4 KiB (nothing in 4 KiB..1 MiB).
 func TestFragSmallAllocsCountedIndependently(t *testing.T) {
-	rep := AnalyzeFrag(testinput.NamedTrace(t, "frag_small_allocs"), DefaultFragOptions())
+	rep := frag.Analyze(frag.TraceData(testinput.NamedTrace(t, "frag_small_allocs")), frag.DefaultOptions())
 	raw := rawSmallCUDAAllocs(t, "frag_small_allocs", 4096)
 	if rep.SmallAllocs.Count != raw {
 		t.Errorf("small allocs %d, raw JSON count %d", rep.SmallAllocs.Count, raw)
@@ -196,7 +197,7 @@ func TestFragSmallAllocsCountedIndependently(t *testing.T) {
 // agree: it freed num_device_free segments, reserved_bytes.all.freed bytes,
 // all of them inside the profiled window.
 func TestFragEmptyCacheChurn(t *testing.T) {
-	rep := AnalyzeFrag(testinput.NamedTrace(t, "frag_small_allocs"), DefaultFragOptions())
+	rep := frag.Analyze(frag.TraceData(testinput.NamedTrace(t, "frag_small_allocs")), frag.DefaultOptions())
 	stats := memoryStats(t, "frag_small_allocs")
 	truth := readFragTruth(t, "frag_small_allocs")
 	m := regexp.MustCompile(`empty_cache at step (\d+)`).FindStringSubmatch(truth.Planted)
@@ -223,11 +224,11 @@ func TestFragEmptyCacheChurn(t *testing.T) {
 		t.Errorf("%d reserved rises, %d cudaMalloc, %d segments in the whole run", grows, sc.CudaMalloc, stats["num_device_alloc"])
 	}
 	// After the drop, the next step re-allocates what was given back.
-	next := rep.Steps[stepIndex(rep.Steps, d.Step)+1]
+	next := rep.Steps[slices.IndexFunc(rep.Steps, func(s frag.Step) bool { return s.Name == d.Step })+1]
 	if next.CudaMalloc == 0 || next.NewPeak || next.ReservedGrownBytes < d.Bytes {
 		t.Errorf("step after empty_cache: %+v", next)
 	}
-	sig := rep.Signal(RuleCudaMallocChurn)
+	sig := rep.Signal(frag.CudaMallocChurn)
 	if !sig.Fired || sc.ChurnCalls != sc.SteadyCudaMalloc+sc.SteadyCudaFree || !strings.Contains(strings.Join(rep.Advice, " "), "empty_cache") {
 		t.Errorf("churn %+v, advice %v", sig, rep.Advice)
 	}
@@ -242,7 +243,7 @@ func TestFragEmptyCacheChurn(t *testing.T) {
 func TestFragSegmentCallsMatchMemoryStats(t *testing.T) {
 	for _, name := range []string{"resnet_train_clean", "big_transformer", "compiled_model", "leak_module_cache", "leak_eval_no_grad"} {
 		t.Run(name, func(t *testing.T) {
-			rep := AnalyzeFrag(testinput.NamedTrace(t, name), DefaultFragOptions())
+			rep := frag.Analyze(frag.TraceData(testinput.NamedTrace(t, name)), frag.DefaultOptions())
 			stats := memoryStats(t, name)
 			sc := rep.SegmentCalls
 			if sc.CudaFree != stats["num_device_free"] || sc.CudaMalloc > stats["num_device_alloc"] || len(rep.ReservedDrops) != 0 {
@@ -264,29 +265,29 @@ func TestFragSegmentCallsMatchMemoryStats(t *testing.T) {
 // fire on the same trace.
 func TestFragThresholds(t *testing.T) {
 	tr := testinput.NamedTrace(t, "frag_small_allocs")
-	opts := DefaultFragOptions()
+	opts := frag.DefaultOptions()
 	opts.MinSmallPerStep = 4000
 	opts.MinChurnPerStep = 5
 	opts.MinGapBytes = 1 << 30
-	if rep := AnalyzeFrag(tr, opts); rep.Verdict != VerdictOK {
+	if rep := frag.Analyze(frag.TraceData(tr), opts); rep.Verdict != frag.VerdictOK {
 		t.Errorf("raised thresholds: %s (%s)", rep.Verdict, rep.Reason)
 	}
-	opts = DefaultFragOptions()
+	opts = frag.DefaultOptions()
 	opts.MinSmallFraction = 0.99
-	if rep := AnalyzeFrag(tr, opts); rep.Signal(RuleSmallAllocFlood).Fired {
+	if rep := frag.Analyze(frag.TraceData(tr), opts); rep.Signal(frag.SmallAllocFlood).Fired {
 		t.Error("a 98% share fired a 99% limit")
 	}
-	opts = DefaultFragOptions()
+	opts = frag.DefaultOptions()
 	opts.MinGapFraction, opts.MinGapBytes = 0.05, 1<<20
-	rep := AnalyzeFrag(tr, opts)
-	if !rep.Signal(RuleReservedGap).Fired || !strings.Contains(strings.Join(rep.Advice, " "), "expandable_segments:True") {
-		t.Errorf("gap %+v", rep.Signal(RuleReservedGap))
+	rep := frag.Analyze(frag.TraceData(tr), opts)
+	if !rep.Signal(frag.ReservedGap).Fired || !strings.Contains(strings.Join(rep.Advice, " "), "expandable_segments:True") {
+		t.Errorf("gap %+v", rep.Signal(frag.ReservedGap))
 	}
 	// The ResNet run holds 41% of reserved idle at its peak, but never
 	// needed a new segment: an idle cache, not a fragmented one.
-	rn := AnalyzeFrag(testinput.NamedTrace(t, "resnet_train_clean"), DefaultFragOptions())
-	if g := rn.GapAtPeak; g.Fraction < 0.3 || rn.FragmentedMisses != 0 || rn.Signal(RuleReservedGap).Fired || !strings.Contains(rn.Signal(RuleReservedGap).Detail, "no segment was added") {
-		t.Errorf("resnet gap %+v misses %d: %s", g, rn.FragmentedMisses, rn.Signal(RuleReservedGap).Detail)
+	rn := frag.Analyze(frag.TraceData(testinput.NamedTrace(t, "resnet_train_clean")), frag.DefaultOptions())
+	if g := rn.GapAtPeak; g.Fraction < 0.3 || rn.FragmentedMisses != 0 || rn.Signal(frag.ReservedGap).Fired || !strings.Contains(rn.Signal(frag.ReservedGap).Detail, "no segment was added") {
+		t.Errorf("resnet gap %+v misses %d: %s", g, rn.FragmentedMisses, rn.Signal(frag.ReservedGap).Detail)
 	}
 }
 
@@ -294,71 +295,71 @@ func TestFragWithoutSteps(t *testing.T) {
 	tr := testinput.NamedTrace(t, "frag_small_allocs")
 	none := *tr
 	none.Steps = nil
-	rep := AnalyzeFrag(&none, DefaultFragOptions())
-	if !rep.WholeWindow || rep.SmallAllocs.PerStep != float64(rep.SmallAllocs.Count) || rep.Signal(RuleCudaMallocChurn).Fired {
+	rep := frag.Analyze(frag.TraceData(&none), frag.DefaultOptions())
+	if !rep.WholeWindow || rep.SmallAllocs.PerStep != float64(rep.SmallAllocs.Count) || rep.Signal(frag.CudaMallocChurn).Fired {
 		t.Errorf("no steps: %+v", rep.Signals)
 	}
-	if !strings.Contains(rep.Signal(RuleCudaMallocChurn).Detail, "no steady state") || rep.Verdict != VerdictFragmented {
+	if !strings.Contains(rep.Signal(frag.CudaMallocChurn).Detail, "no steady state") || rep.Verdict != frag.VerdictFragmented {
 		t.Errorf("%s: %s", rep.Verdict, rep.Reason)
 	}
 	// Without CUDA runtime events, segment calls come from reserved memory.
 	noRuntime := *tr
 	noRuntime.HostOps = nil
-	rep = AnalyzeFrag(&noRuntime, DefaultFragOptions())
-	if sc := rep.SegmentCalls; sc.Source != "reserved" || sc.CudaMalloc != 16 || sc.SteadyCudaFree != 1 || !rep.Signal(RuleCudaMallocChurn).Fired {
+	rep = frag.Analyze(frag.TraceData(&noRuntime), frag.DefaultOptions())
+	if sc := rep.SegmentCalls; sc.Source != "reserved" || sc.CudaMalloc != 16 || sc.SteadyCudaFree != 1 || !rep.Signal(frag.CudaMallocChurn).Fired {
 		t.Errorf("from reserved: %+v", sc)
 	}
 	// Another GPU index has no events: unknown, saying so.
-	opts := DefaultFragOptions()
+	opts := frag.DefaultOptions()
 	opts.Device = 3
-	if rep := AnalyzeFrag(tr, opts); rep.Verdict != leak.VerdictUnknown || !strings.Contains(rep.Reason, "GPU 3") {
+	if rep := frag.Analyze(frag.TraceData(tr), opts); rep.Verdict != frag.VerdictUnknown || !strings.Contains(rep.Reason, "GPU 3") {
 		t.Errorf("device 3: %s (%s)", rep.Verdict, rep.Reason)
 	}
 }
 
 func TestFragRulesForCheck(t *testing.T) {
-	var rs []Rule
-	for _, r := range Builtin() {
-		if r.ID == RuleSmallAllocFlood || r.ID == RuleReservedGap || r.ID == RuleCudaMallocChurn {
+	var rs []rules.Rule
+	for _, r := range rules.Builtin() {
+		if r.ID == frag.SmallAllocFlood || r.ID == frag.ReservedGap || r.ID == frag.CudaMallocChurn {
 			rs = append(rs, r)
 		}
 	}
 	if len(rs) != 3 {
 		t.Fatalf("%d fragmentation rules registered", len(rs))
 	}
-	fs := Run(rs, &Input{Source: "frag", Trace: testinput.NamedTrace(t, "frag_small_allocs")})
-	got := map[string]Finding{}
+	fs := rules.Run(rs, &rules.Input{Source: "frag", Trace: testinput.NamedTrace(t, "frag_small_allocs")})
+	got := map[string]rules.Finding{}
 	for _, f := range fs {
 		got[f.Rule] = f
 	}
-	flood, ok := got[RuleSmallAllocFlood]
-	if !ok || flood.Location == nil || flood.Location.String() != "gen_traces.py:184" || flood.Operator != "aten::empty" || flood.Metrics["allocs_per_step"] != 3301 || flood.Severity != Warning {
+	flood, ok := got[frag.SmallAllocFlood]
+	if !ok || flood.Location == nil || flood.Location.String() != "gen_traces.py:184" || flood.Operator != "aten::empty" || flood.Metrics["allocs_per_step"] != 3301 || flood.Severity != rules.Warning {
 		t.Errorf("flood finding %+v", flood)
 	}
-	churn, ok := got[RuleCudaMallocChurn]
+	churn, ok := got[frag.CudaMallocChurn]
 	if !ok || churn.Metrics["calls_per_step"] != 4 || !strings.Contains(churn.Advice, "empty_cache") || churn.Location == nil || churn.Operator != "torch.cuda.empty_cache" {
 		t.Errorf("churn finding %+v", churn)
 	}
 	// The planted odd-sized large blocks: 9 segments (164 MiB) added while
 	// the large pool held the request's bytes idle in segments big enough
 	// for it; reserved ran 250 MB (49%) above allocated.
-	gap, ok := got[RuleReservedGap]
+	gap, ok := got[frag.ReservedGap]
 	if !ok || gap.Metrics["fragmented_miss_bytes"] != 164<<20 || gap.Metrics["fragmented_misses"] != 9 || !strings.Contains(gap.Title, "164.00 MB of new segments") || len(fs) != 3 {
 		t.Errorf("findings %+v", fs)
 	}
 	// A configured threshold is the rule's: 5000 per step silences the flood.
 	for i := range rs {
-		if rs[i].ID == RuleSmallAllocFlood {
+		if rs[i].ID == frag.SmallAllocFlood {
 			rs[i].Threshold = 5000
 		}
 	}
-	for _, f := range Run(rs, &Input{Trace: testinput.NamedTrace(t, "frag_small_allocs")}) {
-		if f.Rule == RuleSmallAllocFlood {
+	for _, f := range rules.Run(rs, &rules.Input{Trace: testinput.NamedTrace(t, "frag_small_allocs")}) {
+		if f.Rule == frag.SmallAllocFlood {
 			t.Errorf("flood fired over a 5000 limit: %s", f.Title)
 		}
 	}
 	for _, name := range []string{"resnet_train_clean", "leak_eval_no_grad", "no_memory"} {
-		if fs := Run(rs, &Input{Trace: testinput.NamedTrace(t, name)}); len(fs) != 0 {
+		if fs := rules.Run(rs, &rules.Input{Trace: testinput.NamedTrace(t, name)}); len(fs) != 0 {
 			t.Errorf("%s: %+v", name, fs)
 		}
 	}
@@ -369,7 +370,7 @@ func BenchmarkAnalyzeFrag(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		AnalyzeFrag(tr, DefaultFragOptions())
+		frag.Analyze(frag.TraceData(tr), frag.DefaultOptions())
 	}
 }
 
@@ -378,7 +379,7 @@ func BenchmarkAnalyzeFrag(b *testing.B) {
 // Each must agree with what the trace shows of the same steps, and the
 // verdict with what was planted (truth.json expect.fragmented).
 func TestFragCalibratedOnRecordings(t *testing.T) {
-	dirs, _ := filepath.Glob(filepath.Join("..", "testdata", "gpu", "*"))
+	dirs, _ := filepath.Glob(testinput.Testdata("gpu", "*"))
 	n := 0
 	for _, d := range dirs {
 		traces, _ := filepath.Glob(filepath.Join(d, "*.pt.trace.json.gz"))
@@ -388,7 +389,7 @@ func TestFragCalibratedOnRecordings(t *testing.T) {
 		}
 		n++
 		t.Run(filepath.Base(d), func(t *testing.T) {
-			rep := AnalyzeFrag(testinput.Trace(t, traces[0]), DefaultFragOptions())
+			rep := frag.Analyze(frag.TraceData(testinput.Trace(t, traces[0])), frag.DefaultOptions())
 			stats := readStepStats(t, logs[0])
 			// The log's line N is written after ProfilerStep#N+1 ends.
 			first, last := rep.Steps[0].Number, rep.Steps[len(rep.Steps)-1].Number
@@ -426,7 +427,7 @@ func TestFragCalibratedOnRecordings(t *testing.T) {
 			if split > int64(after["inactive_split_bytes.all.current"]) {
 				t.Errorf("inactive split %d in window segments, torch says %v in all", split, after["inactive_split_bytes.all.current"])
 			}
-			if after["num_alloc_retries"] == 0 && (rep.OOMRetryCalls != 0 || slices.Contains(rep.Advice, AdviceAllocRetry)) {
+			if after["num_alloc_retries"] == 0 && (rep.OOMRetryCalls != 0 || slices.Contains(rep.Advice, frag.AdviceAllocRetry)) {
 				t.Errorf("no retry in the log, but %d retry calls / advice %q", rep.OOMRetryCalls, rep.Advice)
 			}
 			var truth struct {
@@ -441,7 +442,7 @@ func TestFragCalibratedOnRecordings(t *testing.T) {
 			if truth.Expect.Fragmented != nil {
 				want = *truth.Expect.Fragmented
 			}
-			if got := rep.Verdict == VerdictFragmented; got != want {
+			if got := rep.Verdict == frag.VerdictFragmented; got != want {
 				t.Errorf("verdict %s, planted fragmented=%v: %s", rep.Verdict, want, rep.Reason)
 			}
 		})
@@ -481,9 +482,9 @@ func TestFragOOMRetryIsNotChurn(t *testing.T) {
 		{"oom/trace.json.gz", 6, 3, 1},
 		{"snippet_proof/oom_escape/vm_rank0_step8.pt.trace.json.gz", 5, 0, -1},
 	} {
-		rep := AnalyzeFrag(testinput.Trace(t, filepath.Join("..", "testdata", "gpu", c.rel)), DefaultFragOptions())
-		if rep.Verdict != VerdictOK || rep.OOMRetryCalls != c.retry || rep.RefillMallocs != c.refill || rep.Signal(RuleCudaMallocChurn).Fired {
-			t.Errorf("%s: %s, retry %d refill %d churn %+v", c.rel, rep.Verdict, rep.OOMRetryCalls, rep.RefillMallocs, rep.Signal(RuleCudaMallocChurn))
+		rep := frag.Analyze(frag.TraceData(testinput.Trace(t, testinput.Testdata("gpu", c.rel))), frag.DefaultOptions())
+		if rep.Verdict != frag.VerdictOK || rep.OOMRetryCalls != c.retry || rep.RefillMallocs != c.refill || rep.Signal(frag.CudaMallocChurn).Fired {
+			t.Errorf("%s: %s, retry %d refill %d churn %+v", c.rel, rep.Verdict, rep.OOMRetryCalls, rep.RefillMallocs, rep.Signal(frag.CudaMallocChurn))
 		}
 		// The escaped OOM ends the trace: no memory event after it shows the drop.
 		if c.refill > 0 && (len(rep.ReservedDrops) == 0 || !rep.ReservedDrops[0].OOMRetry) {
@@ -491,7 +492,7 @@ func TestFragOOMRetryIsNotChurn(t *testing.T) {
 		}
 		if c.statsRetries >= 0 {
 			var m map[string]int64
-			data, _ := os.ReadFile(filepath.Join("..", "testdata", "gpu", filepath.Dir(c.rel), "memory_stats.json"))
+			data, _ := os.ReadFile(testinput.Testdata("gpu", filepath.Dir(c.rel), "memory_stats.json"))
 			if json.Unmarshal(data, &m) != nil || m["num_alloc_retries"] != c.statsRetries || m["num_ooms"] != 1 {
 				t.Errorf("%s: memory_stats retries %d ooms %d", c.rel, m["num_alloc_retries"], m["num_ooms"])
 			}
@@ -505,13 +506,13 @@ func TestFragOOMRetryIsNotChurn(t *testing.T) {
 // holes in a small segment adding up to the request do.
 func TestFragPoolAwareMisses(t *testing.T) {
 	const mib = 1 << 20
-	var s synth
-	s.step(1, 0, 1000)
+	var s testinput.Synth
+	s.Step(1, 0, 1000)
 	ts, alloc, reserved := 1.0, int64(0), int64(0)
 	mem := func(addr uint64, bytes, grow int64) {
 		alloc += bytes
 		reserved += grow
-		s.events = append(s.events, fmt.Sprintf(`{"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":%g,"args":{"Total Reserved":%d,"Total Allocated":%d,"Bytes":%d,"Device Id":0,"Device Type":1,"Addr":%d}}`,
+		s.Events = append(s.Events, fmt.Sprintf(`{"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":%g,"args":{"Total Reserved":%d,"Total Allocated":%d,"Bytes":%d,"Device Id":0,"Device Type":1,"Addr":%d}}`,
 			ts, reserved, alloc, bytes, addr))
 		ts++
 	}
@@ -528,11 +529,11 @@ func TestFragPoolAwareMisses(t *testing.T) {
 	mem(small, -512<<10, 0)
 	mem(small+1024<<10, -512<<10, 0)
 	mem(small2, 1024<<10, 2*mib) // 1 MiB asked while 1 MiB sat in two holes: a miss
-	rep := AnalyzeFrag(s.trace(t), DefaultFragOptions())
-	if rep.FragmentedMisses != 1 || len(rep.Misses) != 1 || rep.Misses[0].Pool != PoolSmall || rep.Misses[0].PoolIdleBytes != 1*mib || rep.Misses[0].RequestBytes != 1*mib {
+	rep := frag.Analyze(frag.TraceData(s.Trace(t)), frag.DefaultOptions())
+	if rep.FragmentedMisses != 1 || len(rep.Misses) != 1 || rep.Misses[0].Pool != frag.PoolSmall || rep.Misses[0].PoolIdleBytes != 1*mib || rep.Misses[0].RequestBytes != 1*mib {
 		t.Errorf("misses %d %+v", rep.FragmentedMisses, rep.Misses)
 	}
-	if p := rep.Pools[0]; p.Pool != PoolSmall || p.SegmentBytes != 4*mib || p.InactiveSplitBytes != 2*mib {
+	if p := rep.Pools[0]; p.Pool != frag.PoolSmall || p.SegmentBytes != 4*mib || p.InactiveSplitBytes != 2*mib {
 		t.Errorf("small pool %+v", p)
 	}
 }

@@ -1,4 +1,4 @@
-package rules
+package frag
 
 // The caching allocator's pools, followed from a trace's [memory] events.
 //
