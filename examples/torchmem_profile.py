@@ -38,18 +38,20 @@ earlier run; <r> is the rank:
                                            torch.cuda.memory_stats() (torch's own key names),
                                            written after prof.step(), outside the step it measures.
 
-What it costs (torch 2.11, H200, a 4-layer transformer LM at 7.5 ms a step; README has the figures).
-The allocator history records every allocation of the caching allocator with its Python stack
-(stacks="python", context="alloc"): with the steps log, no measurable cost (TORCHMEM_TRACE=0
-runs: median +0%, noise +-10%); TORCHMEM_CPP_STACKS=1 adds C++ frames (stacks="all": slower
-steps and dumps). The history is a ring buffer of max_entries events (default 100000; the oldest
-are dropped, so a long run keeps its last steps) in host memory; the gzipped dump of 100000 events
-is a few MB and takes a fraction of a second. Inside a profiled window steps take about 2.4x as
-long (Python stacks, shapes, memory events). After a window, for the rest of the process, steps
-stay slower (+35-60% on that LM, +8% without the history): Kineto keeps CUPTI attached once it
-ran, and TEARDOWN_CUPTI=1, which detaches it, hung processes at exit on torch 2.11. So to leave
-the snippet in a long run, use TORCHMEM_TRACE=0 (snapshot and steps log, no trace), and profile
-a window in a separate diagnostic run.
+What it costs (torch 2.11, H200; README has the figures and examples/record/snippet_overhead.py
+measures them). On a GPU-bound model (an 8-layer LM at 46 ms a step) nothing measurable: between
+profiled windows -0.2% to +0.2%, inside a window +1%. On a host-bound loop (a 4-layer LM at 9 ms
+a step, synchronized every step) the allocator history costs +10-32% between windows: it takes
+the Python stack of every allocation (stacks="python", context="alloc"; TORCHMEM_CPP_STACKS=1
+adds C++ frames: slower steps and dumps); without it (TORCHMEM_HISTORY=0) +4% or less, noise.
+Inside a window such a loop runs 2-2.5x as long (Python stacks, shapes, memory events). The
+history is a ring buffer of max_entries events (default 100000: a long run keeps its last steps)
+in host memory; its gzipped dump is a few MB and takes a fraction of a second. After the last
+profiled cycle the snippet has Kineto detach CUPTI (TEARDOWN_CUPTI=1 for that one stop, then the
+variable is unset again): left attached, CUPTI slowed every later kernel launch (+35% on the
+host-bound loop). It does not when TEARDOWN_CUPTI is already set, when torch keeps CUPTI for
+torch.compile's CUDA graphs, before CUDA 12.6, or when the block ends by an exception; every way
+a run ends was run on the H200 without a hang (examples/record/teardown_exits.sh).
 
 Which ranks: TORCHMEM_RANKS picks the ranks that profile and snapshot ("0,7", "0-3,8", "all";
 default "0-7", every rank of one 8-GPU node and the first 8 of a larger job). Every rank writes
@@ -71,6 +73,7 @@ can change them without editing code:
   TORCHMEM_CPP_STACKS=1            allocator history with C++ frames too (stacks="all"; slow)
   TORCHMEM_MAX_ENTRIES=n           allocator history length (default 100000)
   TORCHMEM_STEPS=0                 no steps.jsonl
+  TORCHMEM_TEARDOWN_CUPTI=0        leave CUPTI attached after the last profiled cycle
 
 Under DDP each rank writes its own files; the rank comes from torch.distributed when it is
 initialized, else from the RANK / LOCAL_RANK environment variables. Without a usable GPU the
@@ -114,6 +117,10 @@ STEP_STAT_KEYS = (
 )
 
 DEFAULT_RANKS = "0-7"
+
+# After the last profiled cycle: CUDA calls made to let Kineto's pending CUPTI teardown finish.
+TEARDOWN_SETTLE_CALLS = 10
+TEARDOWN_SETTLE_SLEEP_S = 0.01
 
 _FALSE_WORDS = ("0", "false", "no", "off", "")
 
@@ -232,6 +239,24 @@ def _read_memory_stats(device):
     return out
 
 
+def _teardown_safe():
+    """Whether detaching CUPTI after profiling is safe here, by torch's own rules.
+
+    torch.profiler keeps CUPTI (TEARDOWN_CUPTI=0, DISABLE_CUPTI_LAZY_REINIT=1) when torch.compile
+    uses CUDA graphs: re-attaching after a teardown crashed with them before CUDA 12.6.
+    """
+    if os.environ.get("DISABLE_CUPTI_LAZY_REINIT") == "1":
+        return False
+    inductor = sys.modules.get("torch._inductor.config")
+    if inductor is not None and getattr(getattr(inductor, "triton", None), "cudagraphs", False):
+        return False
+    try:
+        major, minor = (int(p) for p in str(torch.version.cuda).split(".")[:2])
+    except (TypeError, ValueError):
+        return False
+    return (major, minor) >= (12, 6)
+
+
 class TorchMemProfile:
     """Profiler, allocator history and per-step memory stats around a training loop.
 
@@ -256,6 +281,7 @@ class TorchMemProfile:
         steps_log=None,
         cpp_stacks=None,
         ranks=None,
+        teardown_cupti=None,
     ):
         def pick(env_name, argument, default, parse):
             fallback = default if argument is None else argument
@@ -275,6 +301,8 @@ class TorchMemProfile:
         self.cpp_stacks = pick("TORCHMEM_CPP_STACKS", cpp_stacks, False, _env_bool)
         self.max_entries = pick("TORCHMEM_MAX_ENTRIES", max_entries, 100000, _env_int)
         self.steps_log = pick("TORCHMEM_STEPS", steps_log, True, _env_bool)
+        self.teardown_cupti = pick("TORCHMEM_TEARDOWN_CUPTI", teardown_cupti, True, _env_bool)
+        self._teardown_env = os.environ.get("TEARDOWN_CUPTI")  # set by the user: left alone
         ranks_text = os.environ.get("TORCHMEM_RANKS") or (DEFAULT_RANKS if ranks is None else ranks)
         if not isinstance(ranks_text, str):  # a list or set of ints
             ranks_text = ",".join(str(int(r)) for r in ranks_text)
@@ -360,11 +388,16 @@ class TorchMemProfile:
         finished = self.step_num
         self.step_num += 1
         if self._prof is not None:
+            last = self._cycles_end is not None and self.step_num >= self._cycles_end
+            # Kineto reads TEARDOWN_CUPTI when a cycle stops: detach CUPTI after the last cycle
+            # only (a cycle that follows a teardown can race with it).
+            self._set_teardown(last and self.teardown_cupti)
             self._prof.step()
-            if self._cycles_end is not None and self.step_num >= self._cycles_end:
+            if last:
                 # The last cycle was exported by that step(): stop the profiler, so the steps
                 # after it run as if it never was.
                 self._stop_profiler(None, None, None)
+                self._settle_teardown()
         # After prof.step(): the profiled step has ended, so its trace never shows this write.
         if self.cuda and self.steps_log:
             self._write_step_stats(finished)
@@ -377,9 +410,6 @@ class TorchMemProfile:
         activities = [ProfilerActivity.CPU]
         if self.cuda:
             activities.append(ProfilerActivity.CUDA)
-            # Kineto keeps CUPTI attached after the profiler stops. TEARDOWN_CUPTI=1 would detach
-            # it, but on torch 2.11 (H200) processes then hung at exit after a second profiler
-            # session or an exception: not set here.
         self._cycles_end = None
         if self.repeat > 0:
             self._cycles_end = self.skip_first + self.repeat * (self.wait + self.warmup + self.active)
@@ -402,14 +432,47 @@ class TorchMemProfile:
         )
         self._prof.__enter__()
 
+    def _set_teardown(self, on):
+        # A TEARDOWN_CUPTI the user set wins.
+        if self._teardown_env is not None:
+            return
+        os.environ["TEARDOWN_CUPTI"] = "1" if on and _teardown_safe() else "0"
+
+    def _settle_teardown(self):
+        """Let Kineto finish detaching CUPTI before the caller goes on.
+
+        Kineto detaches CUPTI from a thread of its own that waits for the next CUDA API call to
+        call cuptiFinalize in its callback; a process that exits (or starts another profiler)
+        while that is pending can hang. A few cheap CUDA calls here let it finish.
+        """
+        if self._teardown_env is not None or os.environ.get("TEARDOWN_CUPTI") != "1":
+            return
+        if self.cuda:
+            try:
+                for _ in range(TEARDOWN_SETTLE_CALLS):
+                    torch.cuda.synchronize()
+                    time.sleep(TEARDOWN_SETTLE_SLEEP_S)
+            except Exception:
+                pass
+        # Back as the user had it (unset): a later profiler of the user's own is Kineto's default.
+        os.environ.pop("TEARDOWN_CUPTI", None)
+
     def _stop_profiler(self, exc_type, exc, tb):
         prof, self._prof = self._prof, None
         if prof is None:
             return
+        if self.teardown_cupti and exc_type is None and self.cuda:
+            self._set_teardown(True)  # the block ends before its last cycle: detach now
+        else:
+            self._set_teardown(False)  # an exception: the process is likely ending
         try:
             prof.__exit__(exc_type, exc, tb)
         except Exception as err:  # never hide the user's own exception behind ours
             warnings.warn("torchmem_profile: stopping the profiler failed: %r" % (err,))
+        if exc_type is None:
+            self._settle_teardown()
+        elif self._teardown_env is None:
+            os.environ.pop("TEARDOWN_CUPTI", None)
 
     def _export_trace(self, prof):
         path = self._path("_step%d.pt.trace.json.gz" % prof.step_num)

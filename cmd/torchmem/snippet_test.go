@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/torchmem/torchmem/chrometrace"
 )
 
 // torchmem snippet prints the very file in examples/.
@@ -277,6 +279,76 @@ func TestSnippetV2Files(t *testing.T) {
 						t.Errorf("%s %s: exit 2: %s", cmd[0], e.Name(), errOut)
 					}
 				}
+			}
+		})
+	}
+}
+
+// The snippet detaches CUPTI after its last cycle (testdata/gpu/snippet_v3,
+// recorded on the H200 by examples/record/teardown_exits.sh: every way a run
+// ends, each under a time limit). A teardown that raced with a later cycle
+// would leave that cycle without GPU events; a hang would leave the process
+// killed (rc 124) with its files unwritten. Every folder is read by analyze
+// with the exit its run calls for, and every cycle's trace has its kernels.
+func TestSnippetTeardownExits(t *testing.T) {
+	root := filepath.Join("..", "..", "testdata", "gpu", "snippet_v3")
+	summary, err := os.ReadFile(filepath.Join(root, "summary.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	caseLine := regexp.MustCompile(`(?m)^== (\S+) rc=(\d+) `)
+	cases := caseLine.FindAllStringSubmatch(string(summary), -1)
+	if len(cases) < 10 {
+		t.Fatalf("%d cases in summary.txt, want 10", len(cases))
+	}
+	for _, c := range cases {
+		name, rc := c[1], c[2]
+		t.Run(name, func(t *testing.T) {
+			if rc == "124" {
+				t.Fatalf("the run hung (killed at its time limit)")
+			}
+			dir := filepath.Join(root, name)
+			wantExit := 0 // train_small and the probes are clean runs
+			if strings.HasPrefix(name, "oom_") {
+				wantExit = 1 // the OOM is found
+			}
+			if _, errOut, code := torchmem(t, "analyze", dir); code != wantExit {
+				t.Errorf("analyze %s: exit %d, want %d: %s", name, code, wantExit, errOut)
+			}
+			traces, _ := filepath.Glob(filepath.Join(dir, "*.pt.trace.json.gz"))
+			if len(traces) == 0 {
+				t.Fatalf("no trace written")
+			}
+			total := 0
+			for _, p := range traces {
+				in, err := chrometrace.Open(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				tr, err := chrometrace.Read(in, chrometrace.ReadOptions{})
+				in.Close()
+				if err != nil {
+					t.Fatalf("%s: %v", filepath.Base(p), err)
+				}
+				launches, kernels := 0, 0
+				for _, op := range tr.HostOps {
+					if op.Cat == chrometrace.CatCUDARuntime && strings.Contains(tr.Str(op.Name), "LaunchKernel") {
+						launches++
+					}
+				}
+				for _, op := range tr.DeviceOps {
+					if op.Cat == chrometrace.CatKernel {
+						kernels++
+					}
+				}
+				// A cycle cut short by the block's end may hold no work at all.
+				if launches > 0 && kernels == 0 {
+					t.Errorf("%s: %d kernel launches, no GPU kernels: CUPTI was gone during this cycle", filepath.Base(p), launches)
+				}
+				total += launches
+			}
+			if total == 0 {
+				t.Errorf("no kernel launches in any trace")
 			}
 		})
 	}

@@ -1,14 +1,17 @@
 """What the snippet costs per training step (issue 17.6): a 4-layer transformer LM (d_model 512,
 8 heads, vocab 32000), bf16 autocast, AdamW, batch 16x256.
 
-    python3 snippet_overhead.py sync|nosync VARIANT OUT_JSONL
+    python3 snippet_overhead.py sync|nosync VARIANT OUT_JSONL [small|large]
 
 One process measures, in order, after 20 warm-up steps: "none" (no snippet, 45 steps),
-"between" (TorchMemProfile entered, its one window at steps 2-4 long over: steps 8-47), and,
-for VARIANT default, "inside" (a second TorchMemProfile whose window covers steps 2-41:
-steps 4-39 measured). VARIANT changes the snippet of "between": default, no_history
+"between" (TorchMemProfile entered, its one window at steps 2-4 long over: steps 8-47),
+"none_after" (the snippet's block has ended: 45 steps, as "none"; a cost that outlives the block
+shows here), and, for VARIANT default, "inside" (a second TorchMemProfile whose window covers
+steps 2-41: steps 4-39 measured). small: the LM below (host-bound, ~8 ms a step); large:
+d_model 1024, 8 layers, batch 32x512 (GPU-bound, as most training). VARIANT changes the snippet of "between": default, no_history
 (history=False), trace_off (trace=False: history and steps log only), cpp_stacks
-(cpp_stacks=True), keep_cupti (TEARDOWN_CUPTI=0: CUPTI stays attached after the window).
+(cpp_stacks=True), keep_cupti (TEARDOWN_CUPTI=0: CUPTI stays attached after the window), steps_only
+(trace=False, history=False: the steps log alone).
 sync: torch.cuda.synchronize() after every step, median step time (host costs show in full);
 nosync: one synchronize at the end of the measured steps, mean step time (as training runs).
 """
@@ -26,6 +29,8 @@ import torch.nn.functional as F
 from snippet_common import TorchMemProfile
 
 VOCAB, D, HEADS, LAYERS, BATCH, SEQ = 32000, 512, 8, 4, 16, 256
+if len(sys.argv) > 4 and sys.argv[4] == "large":
+    D, HEADS, LAYERS, BATCH, SEQ = 1024, 16, 8, 32, 512
 
 
 class Block(nn.Module):
@@ -59,7 +64,7 @@ class LM(nn.Module):
         return self.head(self.norm(h))
 
 
-def main(sync, variant, out_json):
+def main(sync, variant, out_json, size="small"):
     sync = sync == "sync"
     if variant == "keep_cupti":
         os.environ["TEARDOWN_CUPTI"] = "0"
@@ -105,7 +110,7 @@ def main(sync, variant, out_json):
             exit_s = time.perf_counter() - t0
         measured = times[first:]
         files = {os.path.basename(p): os.path.getsize(p) for p in (tm.written if tm else []) if os.path.exists(p)}
-        result = {"mode": mode, "variant": variant, "sync": sync, "n": len(measured),
+        result = {"mode": mode, "variant": variant, "size": size, "sync": sync, "n": len(measured),
                   "step_ms": (statistics.median(measured) if sync else block) * 1e3,
                   "median_ms": statistics.median(measured) * 1e3, "block_mean_ms": block * 1e3,
                   "exit_s": exit_s, "files": files, "steps_ms": [round(t * 1e3, 3) for t in times]}
@@ -115,9 +120,11 @@ def main(sync, variant, out_json):
 
     tm_dir = "/tmp/tm_overhead_%s_%s_%d" % (variant, "sync" if sync else "nosync", os.getpid())
     kwargs = {"no_history": {"history": False}, "trace_off": {"trace": False},
+              "steps_only": {"trace": False, "history": False},
               "cpp_stacks": {"cpp_stacks": True}, "no_stack": {"with_stack": False}}.get(variant, {})
     measure("none", None, 45, 5)
     measure("between", TorchMemProfile(out_dir=tm_dir, wait=1, warmup=1, active=3, repeat=1, **kwargs), 48, 8)
+    measure("none_after", None, 45, 5)
     if variant == "default":
         measure("inside", TorchMemProfile(out_dir=tm_dir, wait=1, warmup=1, active=40, repeat=1), 40, 4)
 
