@@ -1,21 +1,27 @@
-// Package memtimeline turns allocation events, export_memory_timeline files,
-// allocator snapshots and device logs into memory-over-time series and the
-// allocation lifetimes that leak and fragmentation analyses share.
+// Package memtimeline is the shared core of torchmem's memory pipeline:
+// the vocabulary every reader and analysis speaks (Series, Lifetime, Site,
+// Composition, byte formatting in units.go) and the bounds every reader
+// keeps (limits.go: MaxInputBytes, MaxRecords, MaxSeries, LimitError).
 //
-// Each input kind has its reader and its content test side by side (the
-// loader, cmd/torchmem/load, orders the tests):
+// The pipeline, after google/pprof's split (readers produce models,
+// analyses take models, rendering is separate):
 //
-//	kind                         test                        reader
-//	allocator snapshot pickle    IsPickle                    ReadSnapshot (pickle.go, snapshot.go)
-//	export_memory_timeline       LooksLikeExportedTimeline   ParseExportedTimeline (exported.go)
-//	nvidia-smi CSV               LooksLikeSMILog             ReadSMILog (smi.go)
-//	per-step JSONL               LooksLikeStepLog            ReadStepLog (steplog.go)
-//	memory_summary() text        LooksLikeMemorySummary      ReadMemorySummaries (summary.go)
+//	input kind                   package                  content test, reader
+//	Kineto trace                 chrometrace              (its own package)
+//	allocator snapshot pickle    memtimeline (snapshot.go, pickle.go)  IsPickle, ReadSnapshot
+//	export_memory_timeline       memtimeline (exported.go)             LooksLikeExportedTimeline, ParseExportedTimeline
+//	nvidia-smi CSV               memtimeline (smi.go)                  LooksLikeSMILog, ReadSMILog
+//	per-step JSONL               memtimeline/steplog      LooksLike, Read
+//	memory_summary() text        memtimeline/memsummary   LooksLike, Read
 //
-// and its analysis: AnalyzeSnapshot, AnalyzeSMI, AnalyzeSteps (a
-// memory_summary() log is read as a step log: SummaryLog.StepLog). On
-// traces (package chrometrace): Lifetimes pairs allocations with frees,
-// Sites groups them by Python stack, the series and PeakComposition say
-// what memory held when; package chart (memtimeline/chart) draws
-// every series (the report's charts). Every reader is bounded (limits.go).
+// Each reader package also holds its input's analysis (steplog.Analyze; a
+// memory_summary() log is analysed as a step log: memsummary.Log.StepLog).
+// The loader (cmd/torchmem/load) orders the content tests.
+//
+// This package holds the analyses of a trace (package chrometrace):
+// Lifetimes pairs allocations with frees, Sites groups them by Python
+// stack, TraceTimelines and PeakComposition say what memory held when.
+// Rendering is memtimeline/chart (the report's echarts charts), which
+// imports this package and never the reverse: subpackages import
+// memtimeline, memtimeline imports none of them.
 package memtimeline

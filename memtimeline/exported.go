@@ -192,7 +192,7 @@ func ParseExportedTimeline(r io.Reader) (*CategoryTimeline, error) {
 	if err := s.expect('['); err != nil {
 		return nil, fmt.Errorf("not an export_memory_timeline file: %w", err)
 	}
-	first, err := s.readIntArrayBody(nil, MaxRecords, recordsError("timeline points"))
+	first, err := s.readIntArrayBody(nil, MaxRecords, RecordsError("timeline points"))
 	if err != nil {
 		return nil, err
 	}
@@ -315,7 +315,7 @@ func parseRaw(s *intJSONScanner, first []int64) (*CategoryTimeline, error) {
 	var err error
 	for idx := 1; ; idx++ {
 		if idx >= MaxRecords {
-			return nil, recordsError("timeline events")
+			return nil, RecordsError("timeline events")
 		}
 		ev, err = s.readIntArrayBody(ev[:0], 4, nil)
 		if err != nil {

@@ -45,11 +45,15 @@ func (e *LimitError) Error() string {
 	return fmt.Sprintf("more than %d %s, the cap on one input (--%s raises it)", e.Limit, e.What, e.Flag)
 }
 
-func recordsError(what string) error {
+// RecordsError is the *LimitError of a reader that reached MaxRecords
+// (what: "timeline points", "per-step records", ...).
+func RecordsError(what string) error {
 	return &LimitError{What: what, Limit: int64(MaxRecords), Flag: "max-records"}
 }
 
-func seriesError(what string) error {
+// SeriesError is the *LimitError of a reader that reached MaxSeries
+// (what: "distinct GPUs", "distinct devices").
+func SeriesError(what string) error {
 	return &LimitError{What: what, Limit: int64(MaxSeries), Flag: "max-records"}
 }
 

@@ -1,4 +1,4 @@
-package memtimeline
+package memtimeline_test
 
 import (
 	"errors"
@@ -9,6 +9,9 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/memsummary"
+	"github.com/torchmem/torchmem/memtimeline/steplog"
 )
 
 // stream is an endless input made lazily: head once, then body(i) for
@@ -42,9 +45,11 @@ func repeat(piece string) func(int) string { return func(int) string { return pi
 // withCaps sets the reader caps for one test.
 func withCaps(t *testing.T, inputBytes int64, records, series int) {
 	t.Helper()
-	old := [3]int64{MaxInputBytes, int64(MaxRecords), int64(MaxSeries)}
-	MaxInputBytes, MaxRecords, MaxSeries = inputBytes, records, series
-	t.Cleanup(func() { MaxInputBytes, MaxRecords, MaxSeries = old[0], int(old[1]), int(old[2]) })
+	old := [3]int64{memtimeline.MaxInputBytes, int64(memtimeline.MaxRecords), int64(memtimeline.MaxSeries)}
+	memtimeline.MaxInputBytes, memtimeline.MaxRecords, memtimeline.MaxSeries = inputBytes, records, series
+	t.Cleanup(func() {
+		memtimeline.MaxInputBytes, memtimeline.MaxRecords, memtimeline.MaxSeries = old[0], int(old[1]), int(old[2])
+	})
 }
 
 // Every reader stops at its cap on an endless input, with a *LimitError
@@ -76,8 +81,8 @@ func TestReadersStopAtCaps(t *testing.T) {
 		}}, readSteps, "distinct devices", 100},
 	}
 	for _, c := range cases {
-		err := c.read(LimitInput(c.in))
-		var le *LimitError
+		err := c.read(memtimeline.LimitInput(c.in))
+		var le *memtimeline.LimitError
 		if !errors.As(err, &le) || le.What != c.what || le.Limit != c.limit {
 			t.Errorf("%s: error %v, want the cap of %d %s", c.name, err, c.limit, c.what)
 			continue
@@ -85,16 +90,16 @@ func TestReadersStopAtCaps(t *testing.T) {
 		if !strings.Contains(err.Error(), fmt.Sprint(c.limit)) || !strings.Contains(err.Error(), "--max-") {
 			t.Errorf("%s: %q does not name the cap and its flag", c.name, err)
 		}
-		if c.in.n > MaxInputBytes+1<<20 {
-			t.Errorf("%s: read %d bytes past a %d-byte cap", c.name, c.in.n, MaxInputBytes)
+		if c.in.n > memtimeline.MaxInputBytes+1<<20 {
+			t.Errorf("%s: read %d bytes past a %d-byte cap", c.name, c.in.n, memtimeline.MaxInputBytes)
 		}
 	}
 }
 
-func parseTimeline(r io.Reader) error { _, err := ParseExportedTimeline(r); return err }
-func readSMI(r io.Reader) error       { _, err := ReadSMILog(r); return err }
-func readSteps(r io.Reader) error     { _, err := ReadStepLog(r); return err }
-func readSummaries(r io.Reader) error { _, err := ReadMemorySummaries(r); return err }
+func parseTimeline(r io.Reader) error { _, err := memtimeline.ParseExportedTimeline(r); return err }
+func readSMI(r io.Reader) error       { _, err := memtimeline.ReadSMILog(r); return err }
+func readSteps(r io.Reader) error     { _, err := steplog.Read(r); return err }
+func readSummaries(r io.Reader) error { _, err := memsummary.Read(r); return err }
 
 // A run of white space in a timeline stops at --max-value-bytes, as in a
 // trace, however long the input.
@@ -103,7 +108,7 @@ func TestTimelineWhiteSpaceRun(t *testing.T) {
 	chrometrace.MaxEventBytes = 1 << 20
 	t.Cleanup(func() { chrometrace.MaxEventBytes = old })
 	in := &stream{head: "[[1, 2,", body: repeat(strings.Repeat(" ", 4096))}
-	_, err := ParseExportedTimeline(in)
+	_, err := memtimeline.ParseExportedTimeline(in)
 	var le *chrometrace.LimitError
 	if !errors.As(err, &le) || le.What != "a run of white space" || le.Offset != 7 {
 		t.Fatalf("error %v, want a white space run limit at byte 7", err)
@@ -138,7 +143,7 @@ func TestBlankLineRun(t *testing.T) {
 
 // A line without end is refused at the line cap, whatever follows.
 func TestEndlessLine(t *testing.T) {
-	withCaps(t, 1<<40, DefaultMaxRecords, DefaultMaxSeries)
+	withCaps(t, 1<<40, memtimeline.DefaultMaxRecords, memtimeline.DefaultMaxSeries)
 	for name, read := range map[string]func(io.Reader) error{"smi": readSMI, "steps": readSteps} {
 		in := &stream{head: `{"step": 1, "allocated_bytes": "`, body: repeat(strings.Repeat("x", 4096))}
 		if err := read(in); err == nil || !strings.Contains(err.Error(), "longer than") {
@@ -153,13 +158,13 @@ func TestEndlessLine(t *testing.T) {
 // An input of exactly the cap is read whole; LimitInput only fails when
 // there is more.
 func TestLimitInputExact(t *testing.T) {
-	withCaps(t, 10, DefaultMaxRecords, DefaultMaxSeries)
-	b, err := io.ReadAll(LimitInput(strings.NewReader("0123456789")))
+	withCaps(t, 10, memtimeline.DefaultMaxRecords, memtimeline.DefaultMaxSeries)
+	b, err := io.ReadAll(memtimeline.LimitInput(strings.NewReader("0123456789")))
 	if err != nil || string(b) != "0123456789" {
 		t.Errorf("%q, %v", b, err)
 	}
-	_, err = io.ReadAll(LimitInput(strings.NewReader("0123456789A")))
-	var le *LimitError
+	_, err = io.ReadAll(memtimeline.LimitInput(strings.NewReader("0123456789A")))
+	var le *memtimeline.LimitError
 	if !errors.As(err, &le) {
 		t.Errorf("11 bytes through a 10-byte cap: %v", err)
 	}
@@ -179,7 +184,7 @@ func manyGPUs(n int) string {
 // 8th row: each GPU keeps evenly spaced samples over the whole log, and a
 // warning says so.
 func TestSMIThinsLongLogs(t *testing.T) {
-	withCaps(t, 1<<40, 1000, DefaultMaxSeries)
+	withCaps(t, 1<<40, 1000, memtimeline.DefaultMaxSeries)
 	var b strings.Builder
 	b.WriteString("timestamp, index, memory.used [MiB]\n")
 	const rounds = 3000 // 6000 rows of 2 GPUs: thinned to every 8th
@@ -188,7 +193,7 @@ func TestSMIThinsLongLogs(t *testing.T) {
 			fmt.Fprintf(&b, "2024/01/01 %02d:%02d:%02d.000, %d, %d MiB\n", i/3600, i/60%60, i%60, gpu, 1000+i)
 		}
 	}
-	log, err := ReadSMILog(strings.NewReader(b.String()))
+	log, err := memtimeline.ReadSMILog(strings.NewReader(b.String()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +215,7 @@ func TestSMIThinsLongLogs(t *testing.T) {
 
 // GPU finds every GPU by key, also after the GPUs were filtered.
 func TestSMIGPULookup(t *testing.T) {
-	log, err := ReadSMILog(strings.NewReader(manyGPUs(1000)))
+	log, err := memtimeline.ReadSMILog(strings.NewReader(manyGPUs(1000)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +228,7 @@ func TestSMIGPULookup(t *testing.T) {
 		t.Error("found a GPU the log does not have")
 	}
 	keep := log.GPUs[500]
-	log.GPUs = []*SMIGPU{keep}
+	log.GPUs = []*memtimeline.SMIGPU{keep}
 	if log.GPU("500") != keep || log.GPU("0") != nil {
 		t.Error("lookup after filtering GPUs")
 	}
@@ -238,7 +243,7 @@ func BenchmarkSMIManyGPUs(b *testing.B) {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			b.SetBytes(int64(len(in)))
 			for b.Loop() {
-				log, err := ReadSMILog(strings.NewReader(in))
+				log, err := memtimeline.ReadSMILog(strings.NewReader(in))
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -256,9 +261,9 @@ func BenchmarkSMIManyGPUs(b *testing.B) {
 // maximum instead of wrapping to "-2 B".
 func TestSnapshotSumsSaturate(t *testing.T) {
 	const huge = math.MaxInt64
-	s := &Snapshot{Segments: []Segment{
-		{TotalSize: huge, Blocks: []Block{{Size: huge, RequestedSize: huge, State: BlockActiveAllocated}, {Size: huge, State: BlockInactive}}},
-		{TotalSize: huge, Blocks: []Block{{Size: huge, RequestedSize: huge, State: BlockActiveAllocated}, {Size: huge, State: BlockInactive}}},
+	s := &memtimeline.Snapshot{Segments: []memtimeline.Segment{
+		{TotalSize: huge, Blocks: []memtimeline.Block{{Size: huge, RequestedSize: huge, State: memtimeline.BlockActiveAllocated}, {Size: huge, State: memtimeline.BlockInactive}}},
+		{TotalSize: huge, Blocks: []memtimeline.Block{{Size: huge, RequestedSize: huge, State: memtimeline.BlockActiveAllocated}, {Size: huge, State: memtimeline.BlockInactive}}},
 	}}
 	st := s.Stats()
 	for name, v := range map[string]int64{"reserved": st.ReservedBytes, "allocated": st.AllocatedBytes, "active": st.ActiveBytes,

@@ -1,7 +1,6 @@
 package memtimeline
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -12,9 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
-	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/memtimeline/internal/lines"
 )
 
 // This file reads the CSV that `nvidia-smi --query-gpu=... --format=csv`
@@ -482,7 +480,7 @@ const smiInferRows = 256
 // newline (a log cut off while nvidia-smi was writing) is dropped with a
 // warning instead.
 func ReadSMILog(r io.Reader) (*SMILog, error) {
-	lr := newLineReader(r, smiMaxLine)
+	lr := lines.NewReader(r, smiMaxLine)
 
 	type rawLine struct {
 		no     int
@@ -551,7 +549,7 @@ func ReadSMILog(r io.Reader) (*SMILog, error) {
 		g := gpus[key]
 		if g == nil {
 			if len(gpus) >= MaxSeries {
-				return fmt.Errorf("line %d: %w", rl.no, seriesError("distinct GPUs"))
+				return fmt.Errorf("line %d: %w", rl.no, SeriesError("distinct GPUs"))
 			}
 			if len(key)+len(row.bus)+len(row.uuid)+len(row.name) > smiMaxIdentity {
 				return fmt.Errorf("line %d: a GPU's index, bus id, UUID and name take more than %d bytes: not nvidia-smi's", rl.no, smiMaxIdentity)
@@ -597,11 +595,11 @@ func ReadSMILog(r io.Reader) (*SMILog, error) {
 	}
 
 	for {
-		text, terminated, err := lr.next()
+		text, terminated, err := lr.Next()
 		if err == io.EOF {
 			break
 		}
-		lineNo := lr.lineNo
+		lineNo := lr.LineNo
 		if err != nil {
 			return nil, fmt.Errorf("line %d: %w", lineNo, err)
 		}
@@ -609,13 +607,13 @@ func ReadSMILog(r io.Reader) (*SMILog, error) {
 			text = strings.TrimPrefix(text, "\ufeff")
 		}
 		if strings.TrimSpace(text) == "" {
-			if err := lr.blank(); err != nil {
+			if err := lr.Blank(); err != nil {
 				return nil, err
 			}
 			continue
 		}
-		lr.blankStart = -1
-		if !isTextLine(text) {
+		lr.NotBlank()
+		if !lines.IsText(text) {
 			return nil, fmt.Errorf("line %d: %w: binary data", lineNo, ErrNotSMILog)
 		}
 		fields := splitSMIFields(text)
@@ -652,7 +650,7 @@ func ReadSMILog(r io.Reader) (*SMILog, error) {
 			return nil, err
 		}
 	}
-	if lr.bytes == 0 {
+	if lr.Bytes == 0 {
 		return nil, errors.New("file is empty")
 	}
 	if err := flushPending(); err != nil {
@@ -680,71 +678,6 @@ func ReadSMILog(r io.Reader) (*SMILog, error) {
 	return log, nil
 }
 
-// lineReader yields lines without their "\n" or "\r\n", bounding the
-// length of one line so that a binary file cannot make it buffer forever.
-type lineReader struct {
-	br     *bufio.Reader
-	lineNo int
-	bytes  int64
-	// blankStart is where the current run of blank lines began (-1: the
-	// last line was not blank).
-	blankStart int64
-}
-
-func newLineReader(r io.Reader, maxLine int) *lineReader {
-	return &lineReader{br: bufio.NewReaderSize(r, maxLine), blankStart: -1}
-}
-
-// blank notes that the line just read was blank. A run of blank lines
-// longer than chrometrace.MaxEventBytes is an error, like a run of white
-// space in a trace: a gzip bomb of newlines would otherwise be read to its
-// end one line at a time.
-func (lr *lineReader) blank() error {
-	if lr.blankStart < 0 {
-		lr.blankStart = lr.bytes
-		return nil
-	}
-	if lr.bytes-lr.blankStart > int64(chrometrace.MaxEventBytes) {
-		return &chrometrace.LimitError{What: "a run of blank lines", Offset: lr.blankStart, Limit: chrometrace.MaxEventBytes}
-	}
-	return nil
-}
-
-// next returns the next line and whether it ended with a newline; io.EOF
-// after the last line.
-func (lr *lineReader) next() (string, bool, error) {
-	b, err := lr.br.ReadSlice('\n')
-	lr.bytes += int64(len(b))
-	if len(b) == 0 && err == io.EOF {
-		return "", false, io.EOF
-	}
-	lr.lineNo++
-	switch {
-	case err == bufio.ErrBufferFull:
-		return "", false, fmt.Errorf("line longer than %d bytes: not a text log", lr.br.Size())
-	case err != nil && err != io.EOF:
-		return "", false, err
-	}
-	terminated := err == nil
-	b = bytes.TrimSuffix(b, []byte("\n"))
-	b = bytes.TrimSuffix(b, []byte("\r"))
-	return string(b), terminated, nil
-}
-
-// isTextLine rejects lines with control characters or invalid UTF-8: the
-// sign of a binary file handed to a text reader.
-func isTextLine(s string) bool {
-	if !utf8.ValidString(s) {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 && c != '\t' {
-			return false
-		}
-	}
-	return true
-}
-
 // LooksLikeSMILog reports whether head (the first bytes of a file) is an
 // nvidia-smi --query-gpu CSV: its first line is a header naming
 // memory.used, or (noheader) a row with a timestamp and a MiB value.
@@ -755,7 +688,7 @@ func LooksLikeSMILog(head []byte) bool {
 		if line == "" {
 			continue
 		}
-		if !isTextLine(line) {
+		if !lines.IsText(line) {
 			return false
 		}
 		fields := splitSMIFields(line)

@@ -7,6 +7,7 @@ import (
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/chart"
+	"github.com/torchmem/torchmem/memtimeline/memsummary"
 	"github.com/torchmem/torchmem/rules/diff"
 	"github.com/torchmem/torchmem/rules/frag"
 	"github.com/torchmem/torchmem/rules/leak"
@@ -61,8 +62,8 @@ type Digest struct {
 	SnapshotStats *memtimeline.SnapshotStats `json:"snapshot_stats,omitempty"`
 	// Tables and MemorySummaryFrag are a memory_summary() log's tables
 	// and its allocator figures per device.
-	Tables            int                       `json:"tables,omitempty"`
-	MemorySummaryFrag []memtimeline.SummaryFrag `json:"memory_summary,omitempty"`
+	Tables            int               `json:"tables,omitempty"`
+	MemorySummaryFrag []memsummary.Frag `json:"memory_summary,omitempty"`
 	// Charts are the trace's memory charts per GPU (allocated and
 	// reserved, at most TimelinePoints instants each with every peak and
 	// trough kept; ProfilerStep bands, OOM markers, what held the most at

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/steplog"
 	"github.com/torchmem/torchmem/rules/internal/testinput"
 )
 
@@ -13,7 +14,7 @@ func TestEveryRuleToleratesEveryInputKind(t *testing.T) {
 	inputs := []*Input{
 		{Source: "empty"},
 		{Source: "snapshot", Snapshot: testinput.NamedSnapshot(t, "leak_module_cache")},
-		{Source: "steps", StepLog: &memtimeline.StepLog{}},
+		{Source: "steps", StepLog: &steplog.Log{}},
 		{Source: "smi", SMI: &memtimeline.SMILog{}},
 	}
 	for _, in := range inputs {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/steplog"
 )
 
 // Rules over logs users have without a profiler: nvidia-smi CSV and the
@@ -103,7 +104,7 @@ func init() {
 				return nil
 			}
 			var out []Finding
-			for _, s := range memtimeline.AnalyzeSteps(in.StepLog, memtimeline.DefaultStepOptions()).Series {
+			for _, s := range steplog.Analyze(in.StepLog, steplog.DefaultOptions()).Series {
 				if s.Verdict != "growing" || float64(s.BytesPerStep) < r.Threshold {
 					continue
 				}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/memsummary"
+	"github.com/torchmem/torchmem/memtimeline/steplog"
 	"github.com/torchmem/torchmem/rules/site"
 )
 
@@ -89,10 +91,10 @@ type Input struct {
 	Rank     int64
 	Trace    *chrometrace.Trace
 	SMI      *memtimeline.SMILog
-	StepLog  *memtimeline.StepLog
+	StepLog  *steplog.Log
 	Snapshot *memtimeline.Snapshot
 	Timeline *memtimeline.CategoryTimeline
-	Summary  *memtimeline.SummaryLog
+	Summary  *memsummary.Log
 	// Digest is set instead of the fields above for an input read back
 	// from a summary (torchmem summarize); Kind is then the kind of the
 	// file it was made from.

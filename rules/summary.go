@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/memsummary"
 )
 
 // Rules on torch.cuda.memory_summary() logs. Their growth over steps is
@@ -11,7 +12,7 @@ import (
 // read what only the summary prints: cudaMalloc retries and
 // non-releasable memory.
 
-func summaryName(d memtimeline.SummaryFrag) string {
+func summaryName(d memsummary.Frag) string {
 	if d.Rank >= 0 {
 		return fmt.Sprintf("rank %d, device %d", d.Rank, d.Device)
 	}

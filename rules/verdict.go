@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/steplog"
 	"github.com/torchmem/torchmem/rules/frag"
 	"github.com/torchmem/torchmem/rules/leak"
 	"github.com/torchmem/torchmem/rules/site"
@@ -270,12 +271,12 @@ func leakEvidence(in *Input) []LeakEvidence {
 		out = append(out, e)
 	case in.StepLog != nil:
 		series := in.StepLog.Series
-		for i, s := range memtimeline.AnalyzeSteps(in.StepLog, memtimeline.DefaultStepOptions()).Series {
+		for i, s := range steplog.Analyze(in.StepLog, steplog.DefaultOptions()).Series {
 			e := LeakEvidence{Source: in.Source, Kind: SourceSteps, Steps: s.Records, FirstStep: s.FirstStep, LastStep: s.LastStep, R2: s.Allocated.R2, Reason: s.Reason}
 			switch s.Verdict {
-			case memtimeline.StepVerdictGrowing:
+			case steplog.VerdictGrowing:
 				e.Verdict, e.BytesPerStep = leak.VerdictLeak, s.BytesPerStep
-			case memtimeline.StepVerdictFlat:
+			case steplog.VerdictFlat:
 				e.Verdict = leak.VerdictClean
 			default:
 				e.Verdict = leak.VerdictUnknown
@@ -305,7 +306,7 @@ func leakEvidence(in *Input) []LeakEvidence {
 // summaryEvidence fits the allocated bytes of logged memory_summary()
 // tables over the steps they name, per device.
 func summaryEvidence(in *Input) []LeakEvidence {
-	byDev := map[int]*memtimeline.StepSeries{}
+	byDev := map[int]*steplog.Series{}
 	var devs []int
 	for _, s := range in.Summary.Samples {
 		if s.Step < 0 || s.AllocatedBytes < 0 {
@@ -313,11 +314,11 @@ func summaryEvidence(in *Input) []LeakEvidence {
 		}
 		ser := byDev[s.Device]
 		if ser == nil {
-			ser = &memtimeline.StepSeries{Device: fmt.Sprint(s.Device)}
+			ser = &steplog.Series{Device: fmt.Sprint(s.Device)}
 			byDev[s.Device] = ser
 			devs = append(devs, s.Device)
 		}
-		r := memtimeline.StepRecord{Step: s.Step, AllocatedBytes: s.AllocatedBytes, ReservedBytes: s.ReservedBytes, ActiveBytes: s.ActiveBytes, PeakAllocatedBytes: s.AllocatedPeakBytes, PeakReservedBytes: s.ReservedPeakBytes, Line: s.Line}
+		r := steplog.Record{Step: s.Step, AllocatedBytes: s.AllocatedBytes, ReservedBytes: s.ReservedBytes, ActiveBytes: s.ActiveBytes, PeakAllocatedBytes: s.AllocatedPeakBytes, PeakReservedBytes: s.ReservedPeakBytes, Line: s.Line}
 		if !s.Time.IsZero() {
 			r.Time, r.HasTime = float64(s.Time.UnixNano())/1e9, true
 		}
@@ -332,17 +333,17 @@ func summaryEvidence(in *Input) []LeakEvidence {
 		return []LeakEvidence{{Source: in.Source, Kind: SourceSummary, Verdict: leak.VerdictUnknown, FirstStep: -1, LastStep: -1,
 			Reason: "the memory_summary() tables carry no step number (log \"step N\" before each)"}}
 	}
-	log := &memtimeline.StepLog{}
+	log := &steplog.Log{}
 	for _, d := range devs {
 		log.Series = append(log.Series, byDev[d])
 	}
 	var out []LeakEvidence
-	for i, s := range memtimeline.AnalyzeSteps(log, memtimeline.DefaultStepOptions()).Series {
+	for i, s := range steplog.Analyze(log, steplog.DefaultOptions()).Series {
 		e := LeakEvidence{Source: in.Source, Kind: SourceSummary, Steps: s.Records, FirstStep: s.FirstStep, LastStep: s.LastStep, R2: s.Allocated.R2, Reason: "memory_summary() tables: " + s.Reason}
 		switch s.Verdict {
-		case memtimeline.StepVerdictGrowing:
+		case steplog.VerdictGrowing:
 			e.Verdict, e.BytesPerStep = leak.VerdictLeak, s.BytesPerStep
-		case memtimeline.StepVerdictFlat:
+		case steplog.VerdictFlat:
 			e.Verdict = leak.VerdictClean
 		default:
 			e.Verdict = leak.VerdictUnknown
@@ -358,9 +359,9 @@ func summaryEvidence(in *Input) []LeakEvidence {
 // a quarter), where a straight line through the whole log would average
 // the flat start in. Regularity, not size: every step of the tail grows.
 // It replaces the whole-log figure when it differs from it.
-func growingTail(e *LeakEvidence, recs []memtimeline.StepRecord) {
+func growingTail(e *LeakEvidence, recs []steplog.Record) {
 	const minTailSteps = 3
-	var vals []memtimeline.StepRecord
+	var vals []steplog.Record
 	for _, r := range recs {
 		if r.AllocatedBytes >= 0 {
 			vals = append(vals, r)
@@ -943,7 +944,7 @@ func judgePeak(ins []*Input) *PeakAnswer {
 		if in.StepLog == nil {
 			continue
 		}
-		for _, s := range memtimeline.AnalyzeSteps(in.StepLog, memtimeline.DefaultStepOptions()).Series {
+		for _, s := range steplog.Analyze(in.StepLog, steplog.DefaultOptions()).Series {
 			peak, step := s.PeakAllocatedBytes, fmt.Sprint(s.PeakAllocatedStep)
 			if s.MaxAllocatedBytes > peak {
 				peak, step = s.MaxAllocatedBytes, ""

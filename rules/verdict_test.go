@@ -11,6 +11,8 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/memsummary"
+	"github.com/torchmem/torchmem/memtimeline/steplog"
 	"github.com/torchmem/torchmem/rules/frag"
 	"github.com/torchmem/torchmem/rules/internal/testinput"
 	"github.com/torchmem/torchmem/rules/leak"
@@ -41,7 +43,7 @@ func loadInput(t testing.TB, path string) *Input {
 			t.Fatal(err)
 		}
 		defer f.Close()
-		if in.StepLog, err = memtimeline.ReadStepLog(f); err != nil {
+		if in.StepLog, err = steplog.Read(f); err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
 	case strings.HasSuffix(base, ".log"):
@@ -50,7 +52,7 @@ func loadInput(t testing.TB, path string) *Input {
 			t.Fatal(err)
 		}
 		defer f.Close()
-		if in.Summary, err = memtimeline.ReadMemorySummaries(f); err != nil {
+		if in.Summary, err = memsummary.Read(f); err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
 	default:

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/memsummary"
 	"github.com/torchmem/torchmem/rules"
 	"github.com/torchmem/torchmem/rules/leak"
 )
@@ -65,8 +66,8 @@ type analysisJSON struct {
 	Leaks     *leak.Report         `json:"leaks,omitempty"`
 	Frag      *fragSummaryJSON     `json:"fragmentation,omitempty"`
 	// MemorySummary: a memory_summary() log's allocator figures per device.
-	MemorySummary []memtimeline.SummaryFrag `json:"memory_summary,omitempty"`
-	Findings      []rules.Finding           `json:"findings"`
+	MemorySummary []memsummary.Frag `json:"memory_summary,omitempty"`
+	Findings      []rules.Finding   `json:"findings"`
 }
 
 func runAnalyze(stdout, stderr io.Writer, args []string, o *analyzeOptions) error {

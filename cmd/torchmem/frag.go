@@ -13,6 +13,7 @@ import (
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/memsummary"
 	"github.com/torchmem/torchmem/rules"
 	"github.com/torchmem/torchmem/rules/frag"
 )
@@ -398,10 +399,10 @@ func callsCell(n, ns int64) string {
 
 // fragSummaryDocJSON is frag's JSON for a memory_summary() log.
 type fragSummaryDocJSON struct {
-	File    string                    `json:"file"`
-	Verdict string                    `json:"verdict"`
-	Reason  string                    `json:"reason"`
-	Devices []memtimeline.SummaryFrag `json:"devices"`
+	File    string            `json:"file"`
+	Verdict string            `json:"verdict"`
+	Reason  string            `json:"reason"`
+	Devices []memsummary.Frag `json:"devices"`
 }
 
 // runFragSummary answers from memory_summary() tables: non-releasable
@@ -409,7 +410,7 @@ type fragSummaryDocJSON struct {
 // snapshot's inactive split, judged by the same limit), and cudaMalloc
 // retries during the log mean the allocator had to free its cache and try
 // again.
-func runFragSummary(stdout io.Writer, path string, log *memtimeline.SummaryLog, o *fragOptions) error {
+func runFragSummary(stdout io.Writer, path string, log *memsummary.Log, o *fragOptions) error {
 	limit := snapshotSplitLimit()
 	doc := fragSummaryDocJSON{File: path, Verdict: frag.VerdictOK, Reason: "little memory is non-releasable and cudaMalloc never retried", Devices: log.Frag()}
 	var why []string

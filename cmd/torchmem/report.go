@@ -15,6 +15,7 @@ import (
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/chart"
+	"github.com/torchmem/torchmem/memtimeline/steplog"
 	"github.com/torchmem/torchmem/rules"
 	"github.com/torchmem/torchmem/rules/diff"
 	"github.com/torchmem/torchmem/rules/leak"
@@ -485,7 +486,7 @@ func buildReportInput(idPrefix string, in *rules.Input, rs []rules.Rule) (report
 		}
 	case in.StepLog != nil:
 		ri.Kind = string(kindSteps)
-		a := memtimeline.AnalyzeSteps(in.StepLog, memtimeline.DefaultStepOptions())
+		a := steplog.Analyze(in.StepLog, steplog.DefaultOptions())
 		for _, s := range a.Series {
 			ri.Summary = append(ri.Summary, reportKV{"Device " + s.Device, fmt.Sprintf("%s: %s per step; %s", s.Verdict, memtimeline.FormatBytes(s.BytesPerStep), s.Reason)})
 		}

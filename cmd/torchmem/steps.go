@@ -11,6 +11,7 @@ import (
 
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/steplog"
 )
 
 func init() { subcommands = append(subcommands, newStepsCmd) }
@@ -18,7 +19,7 @@ func init() { subcommands = append(subcommands, newStepsCmd) }
 func newStepsCmd() *cobra.Command {
 	var (
 		format string
-		opts   = memtimeline.DefaultStepOptions()
+		opts   = steplog.DefaultOptions()
 	)
 	cmd := &cobra.Command{
 		Use:   "steps FILE...",
@@ -69,7 +70,7 @@ when the file cannot be read.`,
 				if f.Summary != nil {
 					log = f.Summary.StepLog() // one table per step (or per summary)
 				}
-				a := memtimeline.AnalyzeSteps(log, opts)
+				a := steplog.Analyze(log, opts)
 				if format == formatJSON {
 					if err := writeJSON(out, stepsJSONReport(path, log, a)); err != nil {
 						return err
@@ -101,7 +102,7 @@ func stepsSignedBytes(b int64) string {
 	return memtimeline.FormatBytes(b)
 }
 
-func stepsKeyList(log *memtimeline.StepLog) string {
+func stepsKeyList(log *steplog.Log) string {
 	var parts []string
 	for q, k := range log.Keys {
 		parts = append(parts, q+"="+k)
@@ -110,7 +111,7 @@ func stepsKeyList(log *memtimeline.StepLog) string {
 	return strings.Join(parts, ", ")
 }
 
-func renderStepsTable(w io.Writer, path string, log *memtimeline.StepLog, a memtimeline.StepAnalysis) {
+func renderStepsTable(w io.Writer, path string, log *steplog.Log, a steplog.Analysis) {
 	fmt.Fprintf(w, "%s: %d records; keys %s\n", path, log.Lines, stepsKeyList(log))
 	t := newTableWriter()
 	t.AppendHeader(table.Row{"device", "steps", "verdict", "allocated per step", "R^2", "allocated first → last", "peak allocated (step)", "reserved per step", "peak reserved (step)"})
@@ -187,7 +188,7 @@ type stepsReportJSON struct {
 	Series   []stepsSeriesJSON `json:"series"`
 }
 
-func stepsTrend(t memtimeline.StepTrend) stepsTrendJSON {
+func stepsTrend(t steplog.Trend) stepsTrendJSON {
 	j := stepsTrendJSON{FitSteps: t.FitSteps, SlopeBytesPerStep: smiRound(t.SlopeBytesPerStep, 1), R2: smiRound(t.R2, 4),
 		FirstBytes: t.FirstBytes, LastBytes: t.LastBytes, GrowthBytes: t.GrowthBytes}
 	if t.HasTime {
@@ -197,7 +198,7 @@ func stepsTrend(t memtimeline.StepTrend) stepsTrendJSON {
 	return j
 }
 
-func stepsJSONReport(path string, log *memtimeline.StepLog, a memtimeline.StepAnalysis) stepsReportJSON {
+func stepsJSONReport(path string, log *steplog.Log, a steplog.Analysis) stepsReportJSON {
 	o := a.Options
 	rep := stepsReportJSON{File: path, Records: log.Lines, Keys: log.Keys, Warnings: log.Warnings,
 		Options: map[string]any{"warmup_steps": o.WarmupSteps, "min_fit_steps": o.MinFitSteps, "min_r2": o.MinR2,
@@ -225,7 +226,7 @@ func stepsJSONReport(path string, log *memtimeline.StepLog, a memtimeline.StepAn
 }
 
 // stepsExit is findings (exit 1) when any device's memory grows.
-func stepsExit(a memtimeline.StepAnalysis) error {
+func stepsExit(a steplog.Analysis) error {
 	for _, s := range a.Series {
 		if s.Verdict == "growing" {
 			return findings()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/steplog"
 )
 
 // One run seen through several files shares one clock: a trace's times
@@ -24,7 +25,7 @@ type RunFiles struct {
 	TraceName []string
 	Snapshots []*memtimeline.Snapshot
 	SnapName  []string
-	StepLogs  []*memtimeline.StepLog
+	StepLogs  []*steplog.Log
 	StepName  []string
 }
 

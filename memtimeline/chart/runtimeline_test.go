@@ -7,6 +7,7 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/steplog"
 )
 
 func readSnapshotPath(t testing.TB, path string) *memtimeline.Snapshot {
@@ -23,14 +24,14 @@ func readSnapshotPath(t testing.TB, path string) *memtimeline.Snapshot {
 	return s
 }
 
-func readStepLogPath(t testing.TB, path string) *memtimeline.StepLog {
+func readStepLogPath(t testing.TB, path string) *steplog.Log {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	l, err := memtimeline.ReadStepLog(f)
+	l, err := steplog.Read(f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +47,7 @@ func TestRunTimelineAlignsTheSnippetsFiles(t *testing.T) {
 	f := RunFiles{
 		Traces: []*chrometrace.Trace{tr}, TraceName: []string{"vm_rank0_step5.pt.trace.json.gz"},
 		Snapshots: []*memtimeline.Snapshot{readSnapshotPath(t, filepath.Join(dir, "vm_rank0.snapshot.pickle"))}, SnapName: []string{"vm_rank0.snapshot.pickle"},
-		StepLogs: []*memtimeline.StepLog{readStepLogPath(t, filepath.Join(dir, "vm_rank0.steps.jsonl"))}, StepName: []string{"vm_rank0.steps.jsonl"},
+		StepLogs: []*steplog.Log{readStepLogPath(t, filepath.Join(dir, "vm_rank0.steps.jsonl"))}, StepName: []string{"vm_rank0.steps.jsonl"},
 	}
 	spec, notes, ok := RunTimeline(f, "run", "run")
 	if !ok || len(notes) > 0 {

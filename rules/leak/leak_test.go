@@ -10,6 +10,7 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/steplog"
 	"github.com/torchmem/torchmem/rules"
 	"github.com/torchmem/torchmem/rules/internal/testinput"
 	"github.com/torchmem/torchmem/rules/leak"
@@ -23,11 +24,11 @@ func stepLogGrowth(t *testing.T, name string) int64 {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	log, err := memtimeline.ReadStepLog(f)
+	log, err := steplog.Read(f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := memtimeline.AnalyzeSteps(log, memtimeline.DefaultStepOptions())
+	a := steplog.Analyze(log, steplog.DefaultOptions())
 	return int64(a.Series[0].BytesPerStep)
 }
 

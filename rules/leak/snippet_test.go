@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/steplog"
 	"github.com/torchmem/torchmem/rules"
 	"github.com/torchmem/torchmem/rules/internal/testinput"
 	"github.com/torchmem/torchmem/rules/leak"
@@ -48,7 +48,7 @@ func stepLogGrowthOver(t *testing.T, path string, first, last int64) int64 {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	log, err := memtimeline.ReadStepLog(f)
+	log, err := steplog.Read(f)
 	if err != nil {
 		t.Fatal(err)
 	}

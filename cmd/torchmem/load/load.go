@@ -28,6 +28,8 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/memsummary"
+	"github.com/torchmem/torchmem/memtimeline/steplog"
 	"github.com/torchmem/torchmem/rules/summary"
 )
 
@@ -82,8 +84,8 @@ var sniffers = []struct {
 	{Summarized, summary.LooksLike},
 	{Snapshot, memtimeline.IsPickle},
 	{SMI, memtimeline.LooksLikeSMILog},
-	{Steps, memtimeline.LooksLikeStepLog},
-	{Summary, memtimeline.LooksLikeMemorySummary},
+	{Steps, steplog.LooksLike},
+	{Summary, memsummary.LooksLike},
 	{Timeline, memtimeline.LooksLikeExportedTimeline},
 	{Trace, chrometrace.LooksLikeTrace},
 }
@@ -268,9 +270,9 @@ type File struct {
 	Trace    *chrometrace.Trace
 	Snapshot *memtimeline.Snapshot
 	SMI      *memtimeline.SMILog
-	Steps    *memtimeline.StepLog
+	Steps    *steplog.Log
 	Timeline *memtimeline.CategoryTimeline
-	Summary  *memtimeline.SummaryLog
+	Summary  *memsummary.Log
 	// Summarized is a torchmem summary: the analyses of a file of the kind
 	// it names, read back without that file.
 	Summarized *summary.Summary
@@ -433,11 +435,11 @@ func Parse(r *Reader, kind Kind, topts chrometrace.ReadOptions) (*File, error) {
 			f.Warnings = f.SMI.Warnings
 		}
 	case Steps:
-		if f.Steps, err = memtimeline.ReadStepLog(in); err == nil {
+		if f.Steps, err = steplog.Read(in); err == nil {
 			f.Warnings = f.Steps.Warnings
 		}
 	case Summary:
-		if f.Summary, err = memtimeline.ReadMemorySummaries(in); err == nil {
+		if f.Summary, err = memsummary.Read(in); err == nil {
 			f.Warnings = f.Summary.Warnings
 		}
 	case Timeline:

@@ -1,4 +1,4 @@
-package memtimeline
+package memsummary
 
 import (
 	"bytes"
@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/steplog"
 )
 
 // summaryTables reads the real memory_summary() tables recorded every 10
@@ -20,7 +22,7 @@ func summaryTables(t testing.TB) []string {
 	t.Helper()
 	var out []string
 	for step := 0; step <= 70; step += 10 {
-		b, err := os.ReadFile(filepath.Join("..", "testdata", "summary", fmt.Sprintf("nvidia_smi_leak_memory_summary_%03d.txt", step)))
+		b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "summary", fmt.Sprintf("nvidia_smi_leak_memory_summary_%03d.txt", step)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,7 +64,7 @@ func TestReadMemorySummariesReal(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			log, err := ReadMemorySummaries(strings.NewReader(c.text))
+			log, err := Read(strings.NewReader(c.text))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -79,12 +81,12 @@ func TestReadMemorySummariesReal(t *testing.T) {
 			if !c.steps && last.Step != -1 {
 				t.Errorf("step %d from a log without steps", last.Step)
 			}
-			a := AnalyzeSteps(log.StepLog(), DefaultStepOptions())
+			a := steplog.Analyze(log.StepLog(), steplog.DefaultOptions())
 			if len(a.Series) != 1 {
 				t.Fatalf("%d series", len(a.Series))
 			}
 			s := a.Series[0]
-			if s.Verdict != StepVerdictGrowing || s.BytesPerStep != c.perInterval {
+			if s.Verdict != steplog.VerdictGrowing || s.BytesPerStep != c.perInterval {
 				t.Errorf("verdict %s, %d bytes per step (want growing, %d): %s", s.Verdict, s.BytesPerStep, c.perInterval, s.Reason)
 			}
 			fr := log.Frag()
@@ -110,7 +112,7 @@ func TestReadMemorySummariesInterleavedRanks(t *testing.T) {
 			mixed.WriteString(b[i])
 		}
 	}
-	log, err := ReadMemorySummaries(strings.NewReader(mixed.String()))
+	log, err := Read(strings.NewReader(mixed.String()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +145,7 @@ func TestReadMemorySummariesEdges(t *testing.T) {
 		{"retries and non-releasable", tables[0] + retries, 2, false, ""},
 	}
 	for _, c := range cases {
-		log, err := ReadMemorySummaries(strings.NewReader(c.text))
+		log, err := Read(strings.NewReader(c.text))
 		if (err != nil) != c.err {
 			t.Errorf("%s: error %v", c.name, err)
 			continue
@@ -184,7 +186,7 @@ func FuzzReadMemorySummaries(f *testing.F) {
 	}
 	f.Add([]byte("| PyTorch CUDA memory summary, device ID 99999999999999999999 |\n| Allocated memory | 1 B | 2 B |\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		log, err := ReadMemorySummaries(strings.NewReader(string(data)))
+		log, err := Read(strings.NewReader(string(data)))
 		if err != nil {
 			return
 		}
@@ -193,7 +195,7 @@ func FuzzReadMemorySummaries(f *testing.F) {
 				t.Fatalf("negative bytes: %+v", s)
 			}
 		}
-		AnalyzeSteps(log.StepLog(), DefaultStepOptions())
+		steplog.Analyze(log.StepLog(), steplog.DefaultOptions())
 		log.Frag()
 	})
 }
@@ -203,7 +205,7 @@ func FuzzReadMemorySummaries(f *testing.F) {
 // logger's prefix on every line (train.log) and once as one record per
 // table (train_block.log: only the line before the table is prefixed).
 func TestReadMemorySummariesRecordedLog(t *testing.T) {
-	dir := filepath.Join("..", "testdata", "gpu", "logged_memory_summary")
+	dir := filepath.Join("..", "..", "testdata", "gpu", "logged_memory_summary")
 	var truth struct {
 		Leak struct {
 			BytesPerStep int64 `json:"bytes_per_step"`
@@ -227,7 +229,7 @@ func TestReadMemorySummariesRecordedLog(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		log, err := ReadMemorySummaries(f)
+		log, err := Read(f)
 		f.Close()
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -240,8 +242,8 @@ func TestReadMemorySummariesRecordedLog(t *testing.T) {
 				t.Errorf("%s: table %d at step %d, want %d (printed after steps 1, 3, ...)", name, i, s.Step, want)
 			}
 		}
-		a := AnalyzeSteps(log.StepLog(), DefaultStepOptions())
-		if len(a.Series) != 1 || a.Series[0].Verdict != StepVerdictGrowing || a.Series[0].BytesPerStep != truth.Leak.BytesPerStep {
+		a := steplog.Analyze(log.StepLog(), steplog.DefaultOptions())
+		if len(a.Series) != 1 || a.Series[0].Verdict != steplog.VerdictGrowing || a.Series[0].BytesPerStep != truth.Leak.BytesPerStep {
 			t.Errorf("%s: %+v, truth %d bytes per step", name, a.Series, truth.Leak.BytesPerStep)
 		}
 		if fr := log.Frag(); len(fr) != 1 || fr[0].Retries != truth.StepsLog.NumAllocRetries || fr[0].NonReleasableBytes <= 0 {
@@ -253,10 +255,10 @@ func TestReadMemorySummariesRecordedLog(t *testing.T) {
 // The reader stops at the caps every reader shares (--max-records).
 func TestReadMemorySummariesLimits(t *testing.T) {
 	tables := strings.Join(summaryTables(t), "")
-	defer func(n int) { MaxRecords = n }(MaxRecords)
-	MaxRecords = 3
-	_, err := ReadMemorySummaries(strings.NewReader(tables))
-	var le *LimitError
+	defer func(n int) { memtimeline.MaxRecords = n }(memtimeline.MaxRecords)
+	memtimeline.MaxRecords = 3
+	_, err := Read(strings.NewReader(tables))
+	var le *memtimeline.LimitError
 	if !errors.As(err, &le) || le.Flag != "max-records" {
 		t.Errorf("8 tables over a cap of 3: %v", err)
 	}
@@ -274,7 +276,7 @@ func TestReadMemorySummariesCutGzip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log, err := ReadMemorySummaries(in)
+	log, err := Read(in)
 	if err != nil || len(log.Samples) == 0 || !strings.Contains(strings.Join(log.Warnings, ";"), "cut off") {
 		t.Fatalf("%v %+v", err, log)
 	}

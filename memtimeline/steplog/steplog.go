@@ -1,4 +1,4 @@
-package memtimeline
+package steplog
 
 import (
 	"bytes"
@@ -10,6 +10,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/internal/lines"
 )
 
 // This file reads per-step memory logs: JSON Lines where a training loop
@@ -25,9 +28,9 @@ import (
 // counts exact, and its errors are stable across platforms (sonic falls
 // back to encoding/json off amd64/arm64 anyway).
 
-// StepRecord is one line of a step log. Byte counts missing from the line
+// Record is one line of a step log. Byte counts missing from the line
 // are -1.
-type StepRecord struct {
+type Record struct {
 	Step int64
 	// Time is the line's timestamp in seconds (Unix time as time.time()
 	// writes it), when HasTime.
@@ -44,17 +47,17 @@ type StepRecord struct {
 	Line int
 }
 
-// StepSeries is the records of one device (or rank), sorted by step.
-type StepSeries struct {
+// Series is the records of one device (or rank), sorted by step.
+type Series struct {
 	// Device is the value of the line's "device"/"rank" key; "" when the
 	// log has none.
 	Device  string
-	Records []StepRecord
+	Records []Record
 }
 
-// StepLog is a parsed step log.
-type StepLog struct {
-	Series []*StepSeries
+// Log is a parsed step log.
+type Log struct {
+	Series []*Series
 	// Keys found for each quantity, for the report ("allocated" ->
 	// "allocated_bytes.all.current").
 	Keys     map[string]string
@@ -62,9 +65,9 @@ type StepLog struct {
 	Warnings []string
 }
 
-// ErrNotStepLog is wrapped by ReadStepLog errors about input that is not a
+// ErrNotLog is wrapped by Read errors about input that is not a
 // step log at all.
-var ErrNotStepLog = errors.New("not a per-step memory log (JSON Lines with allocated bytes per step)")
+var ErrNotLog = errors.New("not a per-step memory log (JSON Lines with allocated bytes per step)")
 
 // stepKeys lists, per quantity, the keys accepted, in order of preference.
 // A suffix _mb/_mib/_gb/_gib on a key scales its value.
@@ -156,74 +159,74 @@ const stepMaxDevice = 256
 // stepMaxLine bounds one line; a memory_stats dump is ~6 KB.
 const stepMaxLine = 1 << 20
 
-// ReadStepLog parses a per-step memory log. Errors name the line; they
-// wrap ErrNotStepLog when the input is not such a log at all. An
+// Read parses a per-step memory log. Errors name the line; they
+// wrap ErrNotLog when the input is not such a log at all. An
 // unterminated malformed last line (a log cut off mid-write) is dropped
 // with a warning.
-func ReadStepLog(r io.Reader) (*StepLog, error) {
-	lr := newLineReader(r, stepMaxLine)
-	log := &StepLog{Keys: map[string]string{}}
-	series := map[string]*StepSeries{}
+func Read(r io.Reader) (*Log, error) {
+	lr := lines.NewReader(r, stepMaxLine)
+	log := &Log{Keys: map[string]string{}}
+	series := map[string]*Series{}
 	var order []string
 	implicitStep := int64(0)
 	for {
-		text, terminated, err := lr.next()
+		text, terminated, err := lr.Next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("line %d: %w", lr.lineNo, err)
+			return nil, fmt.Errorf("line %d: %w", lr.LineNo, err)
 		}
-		if lr.lineNo == 1 {
+		if lr.LineNo == 1 {
 			text = strings.TrimPrefix(text, "\ufeff")
 		}
 		text = strings.TrimSpace(text)
 		if text == "" {
-			if err := lr.blank(); err != nil {
+			if err := lr.Blank(); err != nil {
 				return nil, err
 			}
 			continue
 		}
-		lr.blankStart = -1
+		lr.NotBlank()
 		rec, device, err := parseStepRecord(log, text)
 		if err != nil {
 			if !terminated && log.Lines > 0 {
-				log.Warnings = append(log.Warnings, fmt.Sprintf("line %d: dropped a truncated last line (%v)", lr.lineNo, err))
+				log.Warnings = append(log.Warnings, fmt.Sprintf("line %d: dropped a truncated last line (%v)", lr.LineNo, err))
 				break
 			}
 			if log.Lines == 0 {
-				return nil, fmt.Errorf("line %d: %w: %v", lr.lineNo, ErrNotStepLog, err)
+				return nil, fmt.Errorf("line %d: %w: %v", lr.LineNo, ErrNotLog, err)
 			}
-			return nil, fmt.Errorf("line %d: %w", lr.lineNo, err)
+			return nil, fmt.Errorf("line %d: %w", lr.LineNo, err)
 		}
-		rec.Line = lr.lineNo
+		rec.Line = lr.LineNo
 		if rec.Step < 0 {
 			rec.Step = implicitStep
 		}
 		implicitStep = rec.Step + 1
-		if log.Lines >= MaxRecords {
-			return nil, fmt.Errorf("line %d: %w", lr.lineNo, recordsError("per-step records"))
+		if log.Lines >= memtimeline.MaxRecords {
+			return nil, fmt.Errorf("line %d: %w", lr.LineNo, memtimeline.RecordsError("per-step records"))
 		}
 		s := series[device]
 		if s == nil {
-			if len(series) >= MaxSeries {
-				return nil, fmt.Errorf("line %d: %w", lr.lineNo, seriesError("distinct devices"))
+			if len(series) >= memtimeline.MaxSeries {
+				return nil, fmt.Errorf("line %d: %w", lr.LineNo, memtimeline.SeriesError("distinct devices"))
 			}
 			if len(device) > stepMaxDevice {
-				return nil, fmt.Errorf("line %d: a device name of %d bytes (at most %d)", lr.lineNo, len(device), stepMaxDevice)
+				return nil, fmt.Errorf("line %d: a device name of %d bytes (at most %d)", lr.LineNo, len(device), stepMaxDevice)
 			}
-			s = &StepSeries{Device: device}
+			s = &Series{Device: device}
 			series[device] = s
 			order = append(order, device)
 		}
 		s.Records = append(s.Records, rec)
 		log.Lines++
 	}
-	if lr.bytes == 0 {
+	if lr.Bytes == 0 {
 		return nil, errors.New("file is empty")
 	}
 	if log.Lines == 0 {
-		return nil, fmt.Errorf("%w: no records", ErrNotStepLog)
+		return nil, fmt.Errorf("%w: no records", ErrNotLog)
 	}
 	for _, d := range order {
 		s := series[d]
@@ -235,10 +238,10 @@ func ReadStepLog(r io.Reader) (*StepLog, error) {
 
 // parseStepRecord reads one line's record; Step is -1 when the line has no
 // step key (the caller numbers lines then).
-func parseStepRecord(log *StepLog, text string) (StepRecord, string, error) {
-	rec := StepRecord{Step: -1, AllocatedBytes: -1, ReservedBytes: -1,
+func parseStepRecord(log *Log, text string) (Record, string, error) {
+	rec := Record{Step: -1, AllocatedBytes: -1, ReservedBytes: -1,
 		ActiveBytes: -1, PeakAllocatedBytes: -1, PeakReservedBytes: -1}
-	if !isTextLine(text) {
+	if !lines.IsText(text) {
 		return rec, "", errors.New("binary data")
 	}
 	if text[0] != '{' {
@@ -291,11 +294,11 @@ func parseStepRecord(log *StepLog, text string) (StepRecord, string, error) {
 	return rec, device, nil
 }
 
-// LooksLikeStepLog reports whether head (the first bytes of a file) is a
+// LooksLike reports whether head (the first bytes of a file) is a
 // per-step memory log: its first line is a whole JSON object with an
 // allocated-bytes key and a step key (or a second such line follows).
 // A Chrome trace or a pretty-printed memory_stats.json does not qualify.
-func LooksLikeStepLog(head []byte) bool {
+func LooksLike(head []byte) bool {
 	head = bytes.TrimPrefix(head, []byte("\ufeff"))
 	lines := bytes.Split(head, []byte("\n"))
 	objects := 0

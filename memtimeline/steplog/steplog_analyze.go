@@ -1,13 +1,15 @@
-package memtimeline
+package steplog
 
 import (
 	"fmt"
 	"math"
+
+	"github.com/torchmem/torchmem/memtimeline"
 )
 
-// StepOptions tunes AnalyzeSteps; DefaultStepOptions gives the command's
+// Options tunes Analyze; DefaultOptions gives the command's
 // defaults.
-type StepOptions struct {
+type Options struct {
 	// WarmupSteps leading records are left out of the fit when at least
 	// MinFitSteps remain: the first step creates optimizer state and
 	// gradients, a one-off rise that is not a leak.
@@ -21,27 +23,27 @@ type StepOptions struct {
 	MinGrowthFraction float64
 }
 
-// DefaultStepOptions returns the defaults of `torchmem steps`.
-func DefaultStepOptions() StepOptions {
-	return StepOptions{WarmupSteps: 1, MinFitSteps: 3, MinR2: 0.8, MinGrowthBytes: 1 << 20, MinGrowthFraction: 0.01}
+// DefaultOptions returns the defaults of `torchmem steps`.
+func DefaultOptions() Options {
+	return Options{WarmupSteps: 1, MinFitSteps: 3, MinR2: 0.8, MinGrowthBytes: 1 << 20, MinGrowthFraction: 0.01}
 }
 
 // Step verdicts.
 const (
-	StepVerdictGrowing = "growing"
-	StepVerdictFlat    = "flat"
-	// StepVerdictUnknown: too few steps to fit a line.
-	StepVerdictUnknown = "unknown"
+	VerdictGrowing = "growing"
+	VerdictFlat    = "flat"
+	// VerdictUnknown: too few steps to fit a line.
+	VerdictUnknown = "unknown"
 )
 
-// StepAnalysis is AnalyzeSteps' result, one report per device.
-type StepAnalysis struct {
-	Options StepOptions
-	Series  []StepSeriesReport
+// Analysis is Analyze's result, one report per device.
+type Analysis struct {
+	Options Options
+	Series  []SeriesReport
 }
 
-// StepSeriesReport describes one device's memory over steps.
-type StepSeriesReport struct {
+// SeriesReport describes one device's memory over steps.
+type SeriesReport struct {
 	Device    string
 	Records   int
 	FirstStep int64
@@ -49,9 +51,9 @@ type StepSeriesReport struct {
 	// SkippedWarmup is how many leading records the fits leave out.
 	SkippedWarmup int
 
-	Allocated StepTrend
+	Allocated Trend
 	// Reserved is nil when the log has no reserved bytes.
-	Reserved *StepTrend
+	Reserved *Trend
 
 	PeakAllocatedBytes int64
 	PeakAllocatedStep  int64
@@ -69,8 +71,8 @@ type StepSeriesReport struct {
 	Reason       string
 }
 
-// StepTrend is a least-squares line of bytes over step numbers.
-type StepTrend struct {
+// Trend is a least-squares line of bytes over step numbers.
+type Trend struct {
 	FitSteps          int
 	SlopeBytesPerStep float64
 	R2                float64
@@ -83,10 +85,10 @@ type StepTrend struct {
 	GrowthBytes    int64
 }
 
-// AnalyzeSteps fits allocated (and reserved) bytes over steps for every
+// Analyze fits allocated (and reserved) bytes over steps for every
 // series of log and gives a verdict.
-func AnalyzeSteps(log *StepLog, opts StepOptions) StepAnalysis {
-	a := StepAnalysis{Options: opts}
+func Analyze(log *Log, opts Options) Analysis {
+	a := Analysis{Options: opts}
 	if log == nil {
 		return a
 	}
@@ -96,8 +98,8 @@ func AnalyzeSteps(log *StepLog, opts StepOptions) StepAnalysis {
 	return a
 }
 
-func analyzeStepSeries(s *StepSeries, opts StepOptions) StepSeriesReport {
-	rep := StepSeriesReport{Device: s.Device, Records: len(s.Records), PeakReservedBytes: -1, MaxAllocatedBytes: -1, Verdict: StepVerdictUnknown}
+func analyzeStepSeries(s *Series, opts Options) SeriesReport {
+	rep := SeriesReport{Device: s.Device, Records: len(s.Records), PeakReservedBytes: -1, MaxAllocatedBytes: -1, Verdict: VerdictUnknown}
 	recs := s.Records
 	if len(recs) == 0 {
 		rep.Reason = "no records"
@@ -120,9 +122,9 @@ func analyzeStepSeries(s *StepSeries, opts StepOptions) StepSeriesReport {
 		rep.SkippedWarmup = max(opts.WarmupSteps, 0)
 	}
 	fitRecs := recs[rep.SkippedWarmup:]
-	rep.Allocated = fitStepTrend(fitRecs, func(r StepRecord) int64 { return r.AllocatedBytes })
+	rep.Allocated = fitStepTrend(fitRecs, func(r Record) int64 { return r.AllocatedBytes })
 	if hasReserved {
-		t := fitStepTrend(fitRecs, func(r StepRecord) int64 { return r.ReservedBytes })
+		t := fitStepTrend(fitRecs, func(r Record) int64 { return r.ReservedBytes })
 		rep.Reserved = &t
 	}
 	tr := rep.Allocated
@@ -137,18 +139,18 @@ func analyzeStepSeries(s *StepSeries, opts StepOptions) StepSeriesReport {
 	need := max(float64(opts.MinGrowthBytes), opts.MinGrowthFraction*first)
 	switch {
 	case tr.SlopeBytesPerStep <= 0 || fittedRise <= 0:
-		rep.Verdict = StepVerdictFlat
+		rep.Verdict = VerdictFlat
 		rep.Reason = fmt.Sprintf("allocated does not rise over steps %d-%d", fitRecs[0].Step, fitRecs[len(fitRecs)-1].Step)
 	case tr.R2 < opts.MinR2:
-		rep.Verdict = StepVerdictFlat
+		rep.Verdict = VerdictFlat
 		rep.Reason = fmt.Sprintf("no steady trend: R^2 %.2f under %.2f", tr.R2, opts.MinR2)
 	case fittedRise < need:
-		rep.Verdict = StepVerdictFlat
-		rep.Reason = fmt.Sprintf("rise of %s over %d steps is under %s", FormatBytes(int64(fittedRise)), int64(span), FormatBytes(int64(need)))
+		rep.Verdict = VerdictFlat
+		rep.Reason = fmt.Sprintf("rise of %s over %d steps is under %s", memtimeline.FormatBytes(int64(fittedRise)), int64(span), memtimeline.FormatBytes(int64(need)))
 	default:
-		rep.Verdict = StepVerdictGrowing
+		rep.Verdict = VerdictGrowing
 		rep.Reason = fmt.Sprintf("allocated grows %s per step (R^2 %.3f) over steps %d-%d",
-			FormatBytes(rep.BytesPerStep), tr.R2, fitRecs[0].Step, fitRecs[len(fitRecs)-1].Step)
+			memtimeline.FormatBytes(rep.BytesPerStep), tr.R2, fitRecs[0].Step, fitRecs[len(fitRecs)-1].Step)
 	}
 	return rep
 }
@@ -156,8 +158,8 @@ func analyzeStepSeries(s *StepSeries, opts StepOptions) StepSeriesReport {
 // fitStepTrend fits value(r) over r.Step, skipping records where the value
 // is missing (-1). Sums are taken about the first point to keep float64
 // exact for byte counts in the hundreds of GiB.
-func fitStepTrend(recs []StepRecord, value func(StepRecord) int64) StepTrend {
-	t := StepTrend{FirstBytes: -1, LastBytes: -1}
+func fitStepTrend(recs []Record, value func(Record) int64) Trend {
+	t := Trend{FirstBytes: -1, LastBytes: -1}
 	var xs, ys, ts []float64
 	var x0 int64
 	var y0 int64

@@ -1,4 +1,4 @@
-package memtimeline
+package memsummary
 
 import (
 	"bufio"
@@ -14,13 +14,15 @@ import (
 	"time"
 
 	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/steplog"
 )
 
-// MemorySummary is one torch.cuda.memory_summary() table: the caching
+// Summary is one torch.cuda.memory_summary() table: the caching
 // allocator's counters on one device at one moment. Sizes are bytes as
 // torch printed them: torch rounds down to whole KiB/MiB/GiB, so a value
 // may be up to one unit low.
-type MemorySummary struct {
+type Summary struct {
 	// Line is the 1-based line of the table's title in the log.
 	Line   int `json:"line"`
 	Device int `json:"device"`
@@ -47,10 +49,10 @@ type MemorySummary struct {
 	OOMs    int64 `json:"ooms"`
 }
 
-// SummaryLog is every memory_summary() table found in one text file.
-type SummaryLog struct {
-	Samples []MemorySummary `json:"samples"`
-	Lines   int             `json:"lines"`
+// Log is every memory_summary() table found in one text file.
+type Log struct {
+	Samples []Summary `json:"samples"`
+	Lines   int       `json:"lines"`
 	// Warnings are what the reader tolerated (overlong lines, a table cut
 	// off by the end of the file).
 	Warnings []string `json:"warnings,omitempty"`
@@ -60,8 +62,8 @@ type SummaryLog struct {
 // \r, dumped tensors) are skipped, not buffered.
 const summaryMaxLine = 64 << 10
 
-// ErrNotSummaryLog marks a text with no memory_summary() table in it.
-var ErrNotSummaryLog = errors.New("no torch.cuda.memory_summary() table in it")
+// ErrNotSummary marks a text with no memory_summary() table in it.
+var ErrNotSummary = errors.New("no torch.cuda.memory_summary() table in it")
 
 var (
 	summaryTitle = regexp.MustCompile(`PyTorch CUDA memory summary, device ID (\d+)`)
@@ -71,21 +73,21 @@ var (
 	summaryTime  = regexp.MustCompile(`(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2})(?:[.,](\d{1,9}))?`)
 )
 
-// LooksLikeMemorySummary reports whether head, the first bytes of a file,
+// LooksLike reports whether head, the first bytes of a file,
 // holds a memory_summary() table (alone or inside a training log).
-func LooksLikeMemorySummary(head []byte) bool {
+func LooksLike(head []byte) bool {
 	return summaryTitle.Match(head) ||
 		(bytes.Contains(head, []byte("| Allocated memory")) && bytes.Contains(head, []byte("Cur Usage")))
 }
 
-// ReadMemorySummaries finds every memory_summary() table in a text, also
+// Read finds every memory_summary() table in a text, also
 // when each line carries a logger prefix ("2026-11-30 12:00:01 INFO rank0:
 // |  Allocated memory ..."). Tables of different ranks may interleave;
 // each table is one sample.
-func ReadMemorySummaries(r io.Reader) (*SummaryLog, error) {
-	br := bufio.NewReaderSize(LimitInput(r), summaryMaxLine)
-	log := &SummaryLog{}
-	open := map[int]*MemorySummary{} // rank -> table being read
+func Read(r io.Reader) (*Log, error) {
+	br := bufio.NewReaderSize(memtimeline.LimitInput(r), summaryMaxLine)
+	log := &Log{}
+	open := map[int]*Summary{} // rank -> table being read
 	lastStep := map[int]int64{}
 	lastAny := int64(-1) // the last step any line named
 	skipped := 0
@@ -137,8 +139,8 @@ func ReadMemorySummaries(r io.Reader) (*SummaryLog, error) {
 		rank := -1
 		if m := summaryRank.FindStringSubmatch(prefix); m != nil {
 			rank = atoiOr(m[1], -1)
-			if _, seen := lastStep[rank]; !seen && open[rank] == nil && len(lastStep)+len(open) >= MaxSeries {
-				return nil, fmt.Errorf("line %d: %w", log.Lines, seriesError("distinct ranks"))
+			if _, seen := lastStep[rank]; !seen && open[rank] == nil && len(lastStep)+len(open) >= memtimeline.MaxSeries {
+				return nil, fmt.Errorf("line %d: %w", log.Lines, memtimeline.SeriesError("distinct ranks"))
 			}
 		}
 		if bar < 0 {
@@ -159,7 +161,7 @@ func ReadMemorySummaries(r io.Reader) (*SummaryLog, error) {
 		row := text[bar:]
 		if m := summaryTitle.FindStringSubmatch(row); m != nil {
 			finish(rank)
-			s := &MemorySummary{Line: log.Lines, Device: atoiOr(m[1], -1), Rank: rank, Step: -1}
+			s := &Summary{Line: log.Lines, Device: atoiOr(m[1], -1), Rank: rank, Step: -1}
 			if st, ok := lastStep[rank]; ok {
 				s.Step = st
 			} else if st, ok := lastStep[-1]; ok {
@@ -173,11 +175,11 @@ func ReadMemorySummaries(r io.Reader) (*SummaryLog, error) {
 				s.Time = parseLogTime(m)
 			}
 			open[rank] = s
-			if len(log.Samples)+len(open) > MaxRecords {
-				return nil, recordsError("memory_summary() tables")
+			if len(log.Samples)+len(open) > memtimeline.MaxRecords {
+				return nil, memtimeline.RecordsError("memory_summary() tables")
 			}
-			if len(open) > MaxSeries {
-				return nil, seriesError("ranks with memory_summary() tables")
+			if len(open) > memtimeline.MaxSeries {
+				return nil, memtimeline.SeriesError("ranks with memory_summary() tables")
 			}
 		} else if s := open[rank]; s != nil {
 			if !summaryRow(s, row) {
@@ -208,7 +210,7 @@ func ReadMemorySummaries(r io.Reader) (*SummaryLog, error) {
 		log.Warnings = append(log.Warnings, fmt.Sprintf("skipped %d lines longer than %d bytes", skipped, summaryMaxLine))
 	}
 	if len(log.Samples) == 0 {
-		return nil, ErrNotSummaryLog
+		return nil, ErrNotSummary
 	}
 	sortSummaries(log.Samples)
 	return log, nil
@@ -216,13 +218,13 @@ func ReadMemorySummaries(r io.Reader) (*SummaryLog, error) {
 
 // sortSummaries orders samples by their line (tables finish out of order
 // when ranks interleave).
-func sortSummaries(s []MemorySummary) {
-	slices.SortStableFunc(s, func(a, b MemorySummary) int { return cmp.Compare(a.Line, b.Line) })
+func sortSummaries(s []Summary) {
+	slices.SortStableFunc(s, func(a, b Summary) int { return cmp.Compare(a.Line, b.Line) })
 }
 
 // summaryRow reads one row of a table into s. It returns false when the
 // row ends the table (the closing rule after the last row).
-func summaryRow(s *MemorySummary, row string) bool {
+func summaryRow(s *Summary, row string) bool {
 	if m := summaryOOMs.FindStringSubmatch(row); m != nil {
 		s.OOMs, s.Retries = int64(atoiOr(m[1], 0)), int64(atoiOr(m[2], 0))
 		return true
@@ -309,14 +311,14 @@ func parseLogTime(m []string) time.Time {
 // step is the last "step N" the log printed before it; when the log names
 // no steps, tables are numbered 0, 1, 2, ... and growth is per summary
 // interval.
-func (l *SummaryLog) StepLog() *StepLog {
-	out := &StepLog{Keys: map[string]string{
+func (l *Log) StepLog() *steplog.Log {
+	out := &steplog.Log{Keys: map[string]string{
 		"allocated": "Allocated memory (memory_summary)", "reserved": "GPU reserved memory (memory_summary)",
 		"active": "Active memory (memory_summary)", "peak_allocated": "Allocated memory peak (memory_summary)",
 		"peak_reserved": "GPU reserved memory peak (memory_summary)",
 	}, Lines: len(l.Samples), Warnings: l.Warnings}
 	type key struct{ rank, device int }
-	series := map[key]*StepSeries{}
+	series := map[key]*steplog.Series{}
 	var order []key
 	byStep := true
 	for _, s := range l.Samples {
@@ -332,7 +334,7 @@ func (l *SummaryLog) StepLog() *StepLog {
 		k := key{s.Rank, s.Device}
 		ser := series[k]
 		if ser == nil {
-			ser = &StepSeries{Device: strconv.Itoa(s.Device)}
+			ser = &steplog.Series{Device: strconv.Itoa(s.Device)}
 			if s.Rank >= 0 {
 				ser.Device = fmt.Sprintf("rank%d:%d", s.Rank, s.Device)
 			}
@@ -347,7 +349,7 @@ func (l *SummaryLog) StepLog() *StepLog {
 			}
 			last[k] = step
 		}
-		rec := StepRecord{Step: step, AllocatedBytes: s.AllocatedBytes, ReservedBytes: s.ReservedBytes, ActiveBytes: s.ActiveBytes,
+		rec := steplog.Record{Step: step, AllocatedBytes: s.AllocatedBytes, ReservedBytes: s.ReservedBytes, ActiveBytes: s.ActiveBytes,
 			PeakAllocatedBytes: s.AllocatedPeakBytes, PeakReservedBytes: s.ReservedPeakBytes, Line: s.Line}
 		if !s.Time.IsZero() {
 			rec.Time, rec.HasTime = float64(s.Time.UnixNano())/1e9, true
@@ -360,11 +362,11 @@ func (l *SummaryLog) StepLog() *StepLog {
 	return out
 }
 
-// SummaryFrag is what memory_summary() tables say about fragmentation:
+// Frag is what memory_summary() tables say about fragmentation:
 // non-releasable memory is free space inside blocks the allocator cannot
 // give back (torch's inactive split), and cudaMalloc retries count the
 // times it had to free its cache and try again.
-type SummaryFrag struct {
+type Frag struct {
 	Device int `json:"device"`
 	Rank   int `json:"rank"`
 	// Last table's figures.
@@ -384,17 +386,17 @@ type SummaryFrag struct {
 }
 
 // Frag gives the fragmentation figures per rank and device.
-func (l *SummaryLog) Frag() []SummaryFrag {
+func (l *Log) Frag() []Frag {
 	type key struct{ rank, device int }
 	idx := map[key]int{}
-	var out []SummaryFrag
+	var out []Frag
 	for _, s := range l.Samples {
 		k := key{s.Rank, s.Device}
 		i, ok := idx[k]
 		if !ok {
 			i = len(out)
 			idx[k] = i
-			out = append(out, SummaryFrag{Device: s.Device, Rank: s.Rank, RetriesDuringLog: -s.Retries})
+			out = append(out, Frag{Device: s.Device, Rank: s.Rank, RetriesDuringLog: -s.Retries})
 		}
 		f := &out[i]
 		f.Samples++

@@ -1,4 +1,4 @@
-package memtimeline
+package steplog
 
 import (
 	"bufio"
@@ -10,14 +10,14 @@ import (
 	"testing"
 )
 
-func readStepFile(t *testing.T, name string) *StepLog {
+func readStepFile(t *testing.T, name string) *Log {
 	t.Helper()
-	f, err := os.Open("../testdata/steps/" + name + ".stats_steps.jsonl")
+	f, err := os.Open("../../testdata/steps/" + name + ".stats_steps.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	log, err := ReadStepLog(f)
+	log, err := Read(f)
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
@@ -28,7 +28,7 @@ func readStepFile(t *testing.T, name string) *StepLog {
 // structs: an independent parse to compare with.
 func stepOracle(t *testing.T, name string) (steps []int64, alloc, reserved []int64) {
 	t.Helper()
-	f, err := os.Open("../testdata/steps/" + name + ".stats_steps.jsonl")
+	f, err := os.Open("../../testdata/steps/" + name + ".stats_steps.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,20 +75,20 @@ func TestAnalyzeStepsRealVerdicts(t *testing.T) {
 				LeakBytesPerStep int64  `json:"leak_bytes_per_step"`
 				LeakSite         string `json:"leak_site"`
 			}
-			b, err := os.ReadFile("../testdata/steps/" + name + ".truth.json")
+			b, err := os.ReadFile("../../testdata/steps/" + name + ".truth.json")
 			if err != nil {
 				t.Fatal(err)
 			}
 			if err := json.Unmarshal(b, &truth); err != nil {
 				t.Fatal(err)
 			}
-			rep := AnalyzeSteps(readStepFile(t, name), DefaultStepOptions()).Series[0]
+			rep := Analyze(readStepFile(t, name), DefaultOptions()).Series[0]
 			// A scenario leaks if truth names a leak site, a per-step
 			// leak, or (nvidia_smi_leak) planted growth.
 			leaks := truth.LeakSite != "" || truth.LeakBytesPerStep > 0 || strings.Contains(truth.Planted, "growth")
-			wantVerdict := StepVerdictFlat
+			wantVerdict := VerdictFlat
 			if leaks {
-				wantVerdict = StepVerdictGrowing
+				wantVerdict = VerdictGrowing
 			}
 			if rep.Verdict != wantVerdict {
 				t.Fatalf("verdict %s (%s), truth %q", rep.Verdict, rep.Reason, truth.Planted)
@@ -126,7 +126,7 @@ func TestReadStepLogLenientKeys(t *testing.T) {
 	}
 	for name, in := range cases {
 		t.Run(name, func(t *testing.T) {
-			log, err := ReadStepLog(strings.NewReader(in))
+			log, err := Read(strings.NewReader(in))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -145,7 +145,7 @@ func TestReadStepLogDevicesAndImplicitSteps(t *testing.T) {
 {"rank": 0, "allocated": 110}
 {"rank": 1, "allocated": 200}
 `
-	log, err := ReadStepLog(strings.NewReader(in))
+	log, err := Read(strings.NewReader(in))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,30 +160,30 @@ func TestReadStepLogDevicesAndImplicitSteps(t *testing.T) {
 }
 
 func TestAnalyzeStepsSynthetic(t *testing.T) {
-	mk := func(vals ...int64) *StepLog {
-		s := &StepSeries{}
+	mk := func(vals ...int64) *Log {
+		s := &Series{}
 		for i, v := range vals {
-			s.Records = append(s.Records, StepRecord{Step: int64(i), AllocatedBytes: v, ReservedBytes: -1, ActiveBytes: -1, PeakAllocatedBytes: -1, PeakReservedBytes: -1})
+			s.Records = append(s.Records, Record{Step: int64(i), AllocatedBytes: v, ReservedBytes: -1, ActiveBytes: -1, PeakAllocatedBytes: -1, PeakReservedBytes: -1})
 		}
-		return &StepLog{Series: []*StepSeries{s}}
+		return &Log{Series: []*Series{s}}
 	}
 	const mb = 1 << 20
 	const anyRate = math.MinInt64
 	cases := []struct {
 		name    string
-		log     *StepLog
+		log     *Log
 		verdict string
 		perStep int64
 	}{
-		{"warm-up rise then flat", mk(100*mb, 200*mb, 200*mb, 200*mb, 200*mb), StepVerdictFlat, 0},
-		{"steady 2 MiB/step", mk(100*mb, 200*mb, 202*mb, 204*mb, 206*mb, 208*mb), StepVerdictGrowing, 2 * mb},
-		{"noise around a level", mk(100*mb, 200*mb, 203*mb, 199*mb, 202*mb, 198*mb, 201*mb), StepVerdictFlat, anyRate},
-		{"tiny growth under 1 MiB total", mk(100*mb, 200*mb, 200*mb+1000, 200*mb+2000, 200*mb+3000), StepVerdictFlat, 1000},
-		{"too few steps", mk(100*mb, 200*mb), StepVerdictUnknown, anyRate},
-		{"shrinking", mk(300*mb, 280*mb, 260*mb, 240*mb), StepVerdictFlat, -20 * mb},
+		{"warm-up rise then flat", mk(100*mb, 200*mb, 200*mb, 200*mb, 200*mb), VerdictFlat, 0},
+		{"steady 2 MiB/step", mk(100*mb, 200*mb, 202*mb, 204*mb, 206*mb, 208*mb), VerdictGrowing, 2 * mb},
+		{"noise around a level", mk(100*mb, 200*mb, 203*mb, 199*mb, 202*mb, 198*mb, 201*mb), VerdictFlat, anyRate},
+		{"tiny growth under 1 MiB total", mk(100*mb, 200*mb, 200*mb+1000, 200*mb+2000, 200*mb+3000), VerdictFlat, 1000},
+		{"too few steps", mk(100*mb, 200*mb), VerdictUnknown, anyRate},
+		{"shrinking", mk(300*mb, 280*mb, 260*mb, 240*mb), VerdictFlat, -20 * mb},
 	}
 	for _, c := range cases {
-		rep := AnalyzeSteps(c.log, DefaultStepOptions()).Series[0]
+		rep := Analyze(c.log, DefaultOptions()).Series[0]
 		if rep.Verdict != c.verdict || (c.perStep != anyRate && rep.BytesPerStep != c.perStep) {
 			t.Errorf("%s: verdict %s, %d B/step (%s); want %s, %d", c.name, rep.Verdict, rep.BytesPerStep, rep.Reason, c.verdict, c.perStep)
 		}
@@ -211,15 +211,15 @@ func TestReadStepLogErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			log, err := ReadStepLog(strings.NewReader(c.in))
+			log, err := Read(strings.NewReader(c.in))
 			if err == nil {
 				t.Fatalf("no error; log %+v", log)
 			}
 			if !strings.Contains(err.Error(), c.want) {
 				t.Errorf("error %q does not say %q", err, c.want)
 			}
-			if c.notSteps != errors.Is(err, ErrNotStepLog) {
-				t.Errorf("error %q: errors.Is(ErrNotStepLog) = %v, want %v", err, !c.notSteps, c.notSteps)
+			if c.notSteps != errors.Is(err, ErrNotLog) {
+				t.Errorf("error %q: errors.Is(ErrNotLog) = %v, want %v", err, !c.notSteps, c.notSteps)
 			}
 		})
 	}
@@ -227,7 +227,7 @@ func TestReadStepLogErrors(t *testing.T) {
 
 func TestReadStepLogTruncatedLastLine(t *testing.T) {
 	in := `{"step": 0, "allocated": 1}` + "\n" + `{"step": 1, "allocated": 2}` + "\n" + `{"step": 2, "alloc`
-	log, err := ReadStepLog(strings.NewReader(in))
+	log, err := Read(strings.NewReader(in))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,11 +237,11 @@ func TestReadStepLogTruncatedLastLine(t *testing.T) {
 }
 
 func TestLooksLikeStepLog(t *testing.T) {
-	steps, err := os.ReadFile("../testdata/steps/leak_module_cache.stats_steps.jsonl")
+	steps, err := os.ReadFile("../../testdata/steps/leak_module_cache.stats_steps.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
-	smi, err := os.ReadFile(smiLeakCSV)
+	smi, err := os.ReadFile("../../testdata/smi/nvidia_smi_leak.csv")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,8 +260,8 @@ func TestLooksLikeStepLog(t *testing.T) {
 		{"empty", nil, false},
 	}
 	for _, c := range cases {
-		if got := LooksLikeStepLog(c.head); got != c.want {
-			t.Errorf("%s: LooksLikeStepLog = %v, want %v", c.name, got, c.want)
+		if got := LooksLike(c.head); got != c.want {
+			t.Errorf("%s: LooksLike = %v, want %v", c.name, got, c.want)
 		}
 	}
 }

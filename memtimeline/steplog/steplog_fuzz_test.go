@@ -1,4 +1,4 @@
-package memtimeline
+package steplog
 
 import (
 	"bytes"
@@ -7,12 +7,12 @@ import (
 )
 
 // FuzzReadStepLog: any input either fails with an error or gives a log
-// whose invariants hold and which AnalyzeSteps can analyze. Seeds are in
+// whose invariants hold and which Analyze can analyze. Seeds are in
 // testdata/fuzz/FuzzReadStepLog.
 func FuzzReadStepLog(f *testing.F) {
 	f.Add([]byte(`{"step": 0, "allocated": 1}` + "\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		log, err := ReadStepLog(bytes.NewReader(data))
+		log, err := Read(bytes.NewReader(data))
 		if err != nil {
 			if log != nil {
 				t.Fatal("log and error both returned")
@@ -31,9 +31,9 @@ func FuzzReadStepLog(f *testing.F) {
 		if n != log.Lines || n == 0 {
 			t.Fatalf("lines %d, records %d", log.Lines, n)
 		}
-		for _, s := range AnalyzeSteps(log, DefaultStepOptions()).Series {
+		for _, s := range Analyze(log, DefaultOptions()).Series {
 			switch s.Verdict {
-			case StepVerdictGrowing, StepVerdictFlat, StepVerdictUnknown:
+			case VerdictGrowing, VerdictFlat, VerdictUnknown:
 			default:
 				t.Fatalf("verdict %q", s.Verdict)
 			}
