@@ -272,7 +272,7 @@ func (in *Input) hasGPUSteps() bool {
 	if in.Digest != nil {
 		return in.Digest.GPUActivity
 	}
-	return in.Trace != nil && len(deviceBusy(in)) > 0 && len(stepWindows(in).list) > 0
+	return in.Trace != nil && len(deviceBusy(in)) > 0 && len(stepWindows(in).List) > 0
 }
 
 // isTrace: a trace, or a summary of one.

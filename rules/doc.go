@@ -13,6 +13,7 @@
 //
 //	leak/        leak verdicts from regularity (traces, snapshots)
 //	frag/        fragmentation by the allocator's own rules (traces, snapshots)
+//	gpu/         GPU-timeline analyses: step windows, host copies, busy and idle time, idle causes
 //	diff/        what changed between two runs, budgets, the leak gate
 //	site/        how every output names a code site and its location
 //	summary/     the file `torchmem summarize` writes (a Digest)
@@ -24,8 +25,7 @@
 //	leakfindings.go,           leak findings (traces, snapshots), the
 //	  snapshotrules.go           snapshot's OOM and split rules
 //	fragfindings.go            fragmentation findings, one rule per signal
-//	memory.go, timeline.go,    OOMs, operator limits, GPU-timeline rules
-//	  idlecause.go
+//	memory.go, timeline.go     OOMs, operator limits, GPU-timeline rules
 //	logs.go, summary.go        per-step logs, nvidia-smi, memory_summary()
 //	verdict.go, checklist.go   one verdict per run and rank, the checklist
 //	diffside.go                a trace input reduced for diff

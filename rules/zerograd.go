@@ -186,7 +186,7 @@ func checkMissingZeroGrad(r *Rule, in *Input) []Finding {
 			rep.OptimizerSteps, t.Str(op.Name), rep.ZeroGrads, rep.Offending, len(rep.Intervals), adds),
 		Advice:   AdviceZeroGrad,
 		Operator: t.Str(op.Name),
-		Location: pyFrameIndex(in).userLocation(op.Thread, op.Start),
+		Location: pyFrameIndex(in).UserLocation(op.Thread, op.Start),
 		Metrics: map[string]float64{"optimizer_steps": float64(rep.OptimizerSteps), "zero_grads": float64(rep.ZeroGrads),
 			"intervals": float64(len(rep.Intervals)), "intervals_without_reset": float64(rep.Offending), "in_place_accumulations": float64(adds)},
 	}

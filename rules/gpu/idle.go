@@ -1,4 +1,4 @@
-package rules
+package gpu
 
 // Why the GPU idles: a gap in the device's work is charged to a cause only
 // when the trace shows one. The host fetching the next batch (a DataLoader
@@ -16,8 +16,6 @@ import (
 	"github.com/torchmem/torchmem/chrometrace"
 )
 
-const ruleLaunchBound = "gpu.launch-bound"
-
 // idleWaitSlack is how long after a host wait returns a gap may open and
 // still be the wait's: the device finishes, then the host call returns.
 const idleWaitSlack = 50_000 // ns
@@ -34,10 +32,10 @@ type hostWait struct {
 	kind       waitKind
 }
 
-// idleIndex holds the host ranges idle time can be charged to.
-type idleIndex struct {
-	data  []gpuInterval // DataLoader fetches, merged
-	waits []hostWait    // sorted by start
+// IdleIndex holds the host ranges idle time can be charged to.
+type IdleIndex struct {
+	data  []Interval // DataLoader fetches, merged
+	waits []hostWait // sorted by start
 	// maxWait is the longest wait, bounding the search back from a gap.
 	maxWait int64
 }
@@ -54,49 +52,47 @@ func isSyncCall(name string) bool {
 		(strings.HasPrefix(name, "cudaMemcpy") && !strings.Contains(name, "Async"))
 }
 
-func idleCauseIndex(in *Input) *idleIndex {
-	copies := hostCopies(in)
-	return Memo(in, "gpu.idle-index", func() *idleIndex {
-		t := in.Trace
-		ix := &idleIndex{}
-		for i := range t.HostOps {
-			h := &t.HostOps[i]
-			switch {
-			case h.Cat == chrometrace.CatCUDARuntime && isSyncCall(t.Str(h.Name)):
-				ix.waits = append(ix.waits, hostWait{h.Start, h.End(), waitSync})
-			case (h.Cat == chrometrace.CatUserAnnotation || h.Cat == chrometrace.CatCPUOp) && isDataLoaderRange(t.Str(h.Name)):
-				ix.data = append(ix.data, gpuInterval{h.Start, h.End()})
-			}
+// NewIdleIndex collects the host ranges idle time can be charged to: data
+// loading, synchronizes and the pageable uploads among copies.
+func NewIdleIndex(t *chrometrace.Trace, copies []HostCopy) *IdleIndex {
+	ix := &IdleIndex{}
+	for i := range t.HostOps {
+		h := &t.HostOps[i]
+		switch {
+		case h.Cat == chrometrace.CatCUDARuntime && isSyncCall(t.Str(h.Name)):
+			ix.waits = append(ix.waits, hostWait{h.Start, h.End(), waitSync})
+		case (h.Cat == chrometrace.CatUserAnnotation || h.Cat == chrometrace.CatCPUOp) && isDataLoaderRange(t.Str(h.Name)):
+			ix.data = append(ix.data, Interval{h.Start, h.End()})
 		}
-		for _, c := range copies {
-			if c.dir == copyH2D && c.pageable && c.blocked > 0 {
-				ix.waits = append(ix.waits, hostWait{c.launch, c.launch + c.blocked, waitPageable})
-			}
+	}
+	for _, c := range copies {
+		if c.Dir == H2D && c.Pageable && c.Blocked > 0 {
+			ix.waits = append(ix.waits, hostWait{c.Launch, c.Launch + c.Blocked, waitPageable})
 		}
-		slices.SortFunc(ix.waits, func(a, b hostWait) int { return cmp.Compare(a.start, b.start) })
-		for _, w := range ix.waits {
-			ix.maxWait = max(ix.maxWait, w.end-w.start)
+	}
+	slices.SortFunc(ix.waits, func(a, b hostWait) int { return cmp.Compare(a.start, b.start) })
+	for _, w := range ix.waits {
+		ix.maxWait = max(ix.maxWait, w.end-w.start)
+	}
+	slices.SortFunc(ix.data, func(a, b Interval) int { return cmp.Compare(a.Start, b.Start) })
+	merged := ix.data[:0]
+	for _, iv := range ix.data {
+		if n := len(merged); n > 0 && iv.Start <= merged[n-1].End {
+			merged[n-1].End = max(merged[n-1].End, iv.End)
+			continue
 		}
-		slices.SortFunc(ix.data, func(a, b gpuInterval) int { return cmp.Compare(a.start, b.start) })
-		merged := ix.data[:0]
-		for _, iv := range ix.data {
-			if n := len(merged); n > 0 && iv.start <= merged[n-1].end {
-				merged[n-1].end = max(merged[n-1].end, iv.end)
-				continue
-			}
-			merged = append(merged, iv)
-		}
-		ix.data = merged
-		return ix
-	})
+		merged = append(merged, iv)
+	}
+	ix.data = merged
+	return ix
 }
 
 // dataOverlap is how much of [s, e) the host spent fetching data.
-func (ix *idleIndex) dataOverlap(s, e int64) int64 {
-	k, _ := slices.BinarySearchFunc(ix.data, s, func(iv gpuInterval, t int64) int { return cmp.Compare(iv.end, t) })
+func (ix *IdleIndex) dataOverlap(s, e int64) int64 {
+	k, _ := slices.BinarySearchFunc(ix.data, s, func(iv Interval, t int64) int { return cmp.Compare(iv.End, t) })
 	var n int64
-	for ; k < len(ix.data) && ix.data[k].start < e; k++ {
-		n += max(0, min(e, ix.data[k].end)-max(s, ix.data[k].start))
+	for ; k < len(ix.data) && ix.data[k].Start < e; k++ {
+		n += max(0, min(e, ix.data[k].End)-max(s, ix.data[k].Start))
 	}
 	return n
 }
@@ -104,7 +100,7 @@ func (ix *idleIndex) dataOverlap(s, e int64) int64 {
 // openedBy returns the host wait a gap starting at s opened in: the host
 // entered it while the device was still busy and the device ran dry
 // before (or just as) it returned.
-func (ix *idleIndex) openedBy(s int64) (waitKind, bool) {
+func (ix *IdleIndex) openedBy(s int64) (waitKind, bool) {
 	k, _ := slices.BinarySearchFunc(ix.waits, s, func(w hostWait, t int64) int { return cmp.Compare(w.start, t+1) })
 	for j := k - 1; j >= 0 && s-ix.waits[j].start <= ix.maxWait+idleWaitSlack; j-- {
 		w := ix.waits[j]
@@ -115,47 +111,48 @@ func (ix *idleIndex) openedBy(s int64) (waitKind, bool) {
 	return 0, false
 }
 
-// idleCauses is one step's idle time charged to its causes (ns).
-type idleCauses struct {
-	data, sync, pageable int64
+// Causes is one step's idle time charged to its causes (ns).
+type Causes struct {
+	Data, Sync, Pageable int64
 }
 
-func (c idleCauses) named() int64 { return c.data + c.sync + c.pageable }
+// Named is the idle time charged to some cause.
+func (c Causes) Named() int64 { return c.Data + c.Sync + c.Pageable }
 
-// causesInWindow charges each idle gap of one step: the part the host
+// CausesInWindow charges each idle gap of one step: the part the host
 // spent fetching data to input starvation; the rest, when the gap opened
 // in a host wait, to that wait.
-func causesInWindow(busy []gpuInterval, w gpuWindow, ix *idleIndex) idleCauses {
-	var c idleCauses
-	k, _ := slices.BinarySearchFunc(busy, w.Start, func(iv gpuInterval, t int64) int { return cmp.Compare(iv.end, t) })
+func CausesInWindow(busy []Interval, w Window, ix *IdleIndex) Causes {
+	var c Causes
+	k, _ := slices.BinarySearchFunc(busy, w.Start, func(iv Interval, t int64) int { return cmp.Compare(iv.End, t) })
 	cursor := w.Start
 	// A gap running into the step opened where the device's last work
 	// before the step ended.
 	opened := int64(-1)
 	if k > 0 {
-		opened = busy[k-1].end
+		opened = busy[k-1].End
 	}
 	charge := func(s, e int64) {
 		if e <= s {
 			return
 		}
 		d := ix.dataOverlap(s, e)
-		c.data += d
+		c.Data += d
 		if s == w.Start {
 			s = opened
 		}
 		if kind, ok := ix.openedBy(s); ok && s >= 0 {
 			if kind == waitPageable {
-				c.pageable += e - max(s, w.Start) - d
+				c.Pageable += e - max(s, w.Start) - d
 			} else {
-				c.sync += e - max(s, w.Start) - d
+				c.Sync += e - max(s, w.Start) - d
 			}
 		}
 	}
-	for ; k < len(busy) && busy[k].start < w.End; k++ {
-		s := max(busy[k].start, w.Start)
+	for ; k < len(busy) && busy[k].Start < w.End; k++ {
+		s := max(busy[k].Start, w.Start)
 		charge(cursor, s)
-		cursor = max(cursor, min(busy[k].end, w.End))
+		cursor = max(cursor, min(busy[k].End, w.End))
 	}
 	charge(cursor, w.End)
 	return c
