@@ -10,11 +10,12 @@
 //	Kineto trace                 chrometrace              (its own package)
 //	allocator snapshot pickle    memtimeline (snapshot.go, pickle.go)  IsPickle, ReadSnapshot
 //	export_memory_timeline       memtimeline (exported.go)             LooksLikeExportedTimeline, ParseExportedTimeline
-//	nvidia-smi CSV               memtimeline (smi.go)                  LooksLikeSMILog, ReadSMILog
+//	nvidia-smi CSV               memtimeline/smi          LooksLike, Read
 //	per-step JSONL               memtimeline/steplog      LooksLike, Read
 //	memory_summary() text        memtimeline/memsummary   LooksLike, Read
 //
-// Each reader package also holds its input's analysis (steplog.Analyze; a
+// Each reader package also holds its input's analysis (steplog.Analyze,
+// smi.Analyze; a
 // memory_summary() log is analysed as a step log: memsummary.Log.StepLog).
 // The loader (cmd/torchmem/load) orders the content tests.
 //

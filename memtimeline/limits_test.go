@@ -11,6 +11,7 @@ import (
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/memsummary"
+	"github.com/torchmem/torchmem/memtimeline/smi"
 	"github.com/torchmem/torchmem/memtimeline/steplog"
 )
 
@@ -97,7 +98,7 @@ func TestReadersStopAtCaps(t *testing.T) {
 }
 
 func parseTimeline(r io.Reader) error { _, err := memtimeline.ParseExportedTimeline(r); return err }
-func readSMI(r io.Reader) error       { _, err := memtimeline.ReadSMILog(r); return err }
+func readSMI(r io.Reader) error       { _, err := smi.Read(r); return err }
 func readSteps(r io.Reader) error     { _, err := steplog.Read(r); return err }
 func readSummaries(r io.Reader) error { _, err := memsummary.Read(r); return err }
 
@@ -193,7 +194,7 @@ func TestSMIThinsLongLogs(t *testing.T) {
 			fmt.Fprintf(&b, "2024/01/01 %02d:%02d:%02d.000, %d, %d MiB\n", i/3600, i/60%60, i%60, gpu, 1000+i)
 		}
 	}
-	log, err := memtimeline.ReadSMILog(strings.NewReader(b.String()))
+	log, err := smi.Read(strings.NewReader(b.String()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +216,7 @@ func TestSMIThinsLongLogs(t *testing.T) {
 
 // GPU finds every GPU by key, also after the GPUs were filtered.
 func TestSMIGPULookup(t *testing.T) {
-	log, err := memtimeline.ReadSMILog(strings.NewReader(manyGPUs(1000)))
+	log, err := smi.Read(strings.NewReader(manyGPUs(1000)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +229,7 @@ func TestSMIGPULookup(t *testing.T) {
 		t.Error("found a GPU the log does not have")
 	}
 	keep := log.GPUs[500]
-	log.GPUs = []*memtimeline.SMIGPU{keep}
+	log.GPUs = []*smi.GPU{keep}
 	if log.GPU("500") != keep || log.GPU("0") != nil {
 		t.Error("lookup after filtering GPUs")
 	}
@@ -243,7 +244,7 @@ func BenchmarkSMIManyGPUs(b *testing.B) {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			b.SetBytes(int64(len(in)))
 			for b.Loop() {
-				log, err := memtimeline.ReadSMILog(strings.NewReader(in))
+				log, err := smi.Read(strings.NewReader(in))
 				if err != nil {
 					b.Fatal(err)
 				}

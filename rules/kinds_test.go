@@ -3,7 +3,7 @@ package rules
 import (
 	"testing"
 
-	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/smi"
 	"github.com/torchmem/torchmem/memtimeline/steplog"
 	"github.com/torchmem/torchmem/rules/internal/testinput"
 )
@@ -15,7 +15,7 @@ func TestEveryRuleToleratesEveryInputKind(t *testing.T) {
 		{Source: "empty"},
 		{Source: "snapshot", Snapshot: testinput.NamedSnapshot(t, "leak_module_cache")},
 		{Source: "steps", StepLog: &steplog.Log{}},
-		{Source: "smi", SMI: &memtimeline.SMILog{}},
+		{Source: "smi", SMI: &smi.Log{}},
 	}
 	for _, in := range inputs {
 		for _, r := range Builtin() {

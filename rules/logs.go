@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/smi"
 	"github.com/torchmem/torchmem/memtimeline/steplog"
 )
 
@@ -22,9 +23,9 @@ func init() {
 			if in.SMI == nil {
 				return nil
 			}
-			opts := memtimeline.DefaultSMIOptions()
+			opts := smi.DefaultOptions()
 			opts.MinGrowthBytes = int64(r.Threshold)
-			a := memtimeline.AnalyzeSMI(in.SMI, opts)
+			a := smi.Analyze(in.SMI, opts)
 			var out []Finding
 			for _, g := range a.GPUs {
 				for _, l := range g.Leaks {
@@ -50,10 +51,10 @@ func init() {
 			if in.SMI == nil {
 				return nil
 			}
-			opts := memtimeline.DefaultSMIOptions()
+			opts := smi.DefaultOptions()
 			opts.Threshold = r.Threshold
 			var out []Finding
-			for _, g := range memtimeline.AnalyzeSMI(in.SMI, opts).GPUs {
+			for _, g := range smi.Analyze(in.SMI, opts).GPUs {
 				if g.AboveThreshold.Samples == 0 {
 					continue
 				}
@@ -77,10 +78,10 @@ func init() {
 			if in.SMI == nil {
 				return nil
 			}
-			opts := memtimeline.DefaultSMIOptions()
+			opts := smi.DefaultOptions()
 			opts.StarveUtilPct = r.Threshold
 			var out []Finding
-			for _, g := range memtimeline.AnalyzeSMI(in.SMI, opts).GPUs {
+			for _, g := range smi.Analyze(in.SMI, opts).GPUs {
 				for _, p := range g.Starvation {
 					out = append(out, Finding{
 						Title:   fmt.Sprintf("GPU %s: %s held at %.0f%% utilization for %s", g.Key, memtimeline.FormatBytes(p.MeanUsedBytes), p.MeanUtilGPUPct, p.Duration.Round(time.Second)),

@@ -10,6 +10,7 @@ import (
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/memsummary"
+	"github.com/torchmem/torchmem/memtimeline/smi"
 	"github.com/torchmem/torchmem/memtimeline/steplog"
 	"github.com/torchmem/torchmem/rules/site"
 )
@@ -90,7 +91,7 @@ type Input struct {
 	// Rank is the distributed rank, or -1 when unknown.
 	Rank     int64
 	Trace    *chrometrace.Trace
-	SMI      *memtimeline.SMILog
+	SMI      *smi.Log
 	StepLog  *steplog.Log
 	Snapshot *memtimeline.Snapshot
 	Timeline *memtimeline.CategoryTimeline

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/smi"
 	"github.com/torchmem/torchmem/memtimeline/steplog"
 	"github.com/torchmem/torchmem/rules/frag"
 	"github.com/torchmem/torchmem/rules/leak"
@@ -291,7 +292,7 @@ func leakEvidence(in *Input) []LeakEvidence {
 		// step log of the steps they were printed at.
 		out = append(out, summaryEvidence(in)...)
 	case in.SMI != nil:
-		a := memtimeline.AnalyzeSMI(in.SMI, memtimeline.DefaultSMIOptions())
+		a := smi.Analyze(in.SMI, smi.DefaultOptions())
 		e := LeakEvidence{Source: in.Source, Kind: SourceSMI, Verdict: leak.VerdictClean, FirstStep: -1, LastStep: -1, Reason: "memory.used does not grow steadily"}
 		if ls := a.Leaks(); len(ls) > 0 {
 			l := ls[0]

@@ -13,6 +13,7 @@ import (
 
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/smi"
 )
 
 func init() { subcommands = append(subcommands, newSMICmd) }
@@ -21,7 +22,7 @@ func newSMICmd() *cobra.Command {
 	var (
 		format   string
 		gpu      string
-		opts     = memtimeline.DefaultSMIOptions()
+		opts     = smi.DefaultOptions()
 		minGrowD time.Duration
 	)
 	cmd := &cobra.Command{
@@ -76,9 +77,9 @@ be read.`,
 						}
 						return badInput(fmt.Errorf("%s: no GPU %q in the log (it has %s)", path, gpu, strings.Join(keys, ", ")))
 					}
-					log.GPUs = []*memtimeline.SMIGPU{g}
+					log.GPUs = []*smi.GPU{g}
 				}
-				a := memtimeline.AnalyzeSMI(log, opts)
+				a := smi.Analyze(log, opts)
 				var err error
 				switch format {
 				case formatJSON:
@@ -119,12 +120,12 @@ func fmtSMIDuration(d time.Duration) string {
 // smiClock prints a sample time; the date only when the log spans days.
 func smiClock(t time.Time, withDate bool) string {
 	if withDate {
-		return t.Format(memtimeline.SMITimeLayout)
+		return t.Format(smi.TimeLayout)
 	}
 	return t.Format("15:04:05.000")
 }
 
-func renderSMITable(w io.Writer, path string, log *memtimeline.SMILog, a memtimeline.SMIAnalysis) {
+func renderSMITable(w io.Writer, path string, log *smi.Log, a smi.Analysis) {
 	o := a.Options
 	for i, g := range a.GPUs {
 		if i > 0 {
@@ -137,7 +138,7 @@ func renderSMITable(w io.Writer, path string, log *memtimeline.SMILog, a memtime
 			title += " (" + g.Name + ")"
 		}
 		fmt.Fprintf(w, "%s: %s, %d samples every %s from %s to %s (%s)\n", path, title, g.Samples,
-			fmtSMIDuration(g.Interval), g.Start.Format(memtimeline.SMITimeLayout), clock(g.End), fmtSMIDuration(g.End.Sub(g.Start)))
+			fmtSMIDuration(g.Interval), g.Start.Format(smi.TimeLayout), clock(g.End), fmtSMIDuration(g.End.Sub(g.Start)))
 		mem := fmt.Sprintf("  memory.used peak %s at %s, last %s", memtimeline.FormatBytes(g.PeakUsedBytes), clock(g.PeakTime), memtimeline.FormatBytes(g.FinalUsedBytes))
 		if g.TotalBytes > 0 {
 			mem += fmt.Sprintf(" of %s total (peak %.1f%%)", memtimeline.FormatBytes(g.TotalBytes), 100*float64(g.PeakUsedBytes)/float64(g.TotalBytes))
@@ -170,7 +171,7 @@ func renderSMITable(w io.Writer, path string, log *memtimeline.SMILog, a memtime
 			}
 			fmt.Fprintln(w, t.Render())
 		}
-		var other []memtimeline.GrowthRun
+		var other []smi.GrowthRun
 		for _, r := range g.Runs {
 			if !r.Leak {
 				other = append(other, r)
@@ -242,9 +243,9 @@ const smiSparkColumns = 60
 
 // smiSparklines draws memory.used (max per column, scaled to the GPU's
 // peak) and utilization.gpu (mean per column, 0-100%) over time.
-func smiSparklines(log *memtimeline.SMILog, g memtimeline.SMIGPUReport) string {
+func smiSparklines(log *smi.Log, g smi.GPUReport) string {
 	gpu := log.GPU(g.Key)
-	buckets := memtimeline.SMIBuckets(gpu, smiSparkColumns)
+	buckets := smi.Buckets(gpu, smiSparkColumns)
 	if len(buckets) < 2 || g.PeakUsedBytes <= 0 {
 		return ""
 	}
@@ -381,9 +382,9 @@ func smiOptBytes(b int64) *int64 {
 	return &b
 }
 
-func smiGrowth(r memtimeline.GrowthRun) smiGrowthJSON {
+func smiGrowth(r smi.GrowthRun) smiGrowthJSON {
 	j := smiGrowthJSON{
-		Start: r.Start.Format(memtimeline.SMITimeLayout), End: r.End.Format(memtimeline.SMITimeLayout),
+		Start: r.Start.Format(smi.TimeLayout), End: r.End.Format(smi.TimeLayout),
 		DurationS: smiRound(r.Duration.Seconds(), 3), Samples: r.Samples, NewHighs: r.Rises,
 		StartBytes: r.StartBytes, EndBytes: r.EndBytes, GrowthBytes: r.GrowthBytes,
 		LargestRiseBytes: r.LargestRiseBytes, LongestStallS: smiRound(r.LongestStall.Seconds(), 3),
@@ -391,17 +392,17 @@ func smiGrowth(r memtimeline.GrowthRun) smiGrowthJSON {
 		R2: smiRound(r.R2, 4), Leak: r.Leak, Reason: r.Reason, Released: r.Released,
 	}
 	if r.DroppedTo >= 0 {
-		b, ts := r.DroppedTo, r.DropTime.Format(memtimeline.SMITimeLayout)
+		b, ts := r.DroppedTo, r.DropTime.Format(smi.TimeLayout)
 		j.DroppedToBytes, j.DropTime = &b, &ts
 	}
 	return j
 }
 
-func smiPeriods(ps []memtimeline.SMIPeriod) []smiPeriodJSON {
+func smiPeriods(ps []smi.Period) []smiPeriodJSON {
 	out := []smiPeriodJSON{}
 	for _, p := range ps {
 		out = append(out, smiPeriodJSON{
-			Start: p.Start.Format(memtimeline.SMITimeLayout), End: p.End.Format(memtimeline.SMITimeLayout),
+			Start: p.Start.Format(smi.TimeLayout), End: p.End.Format(smi.TimeLayout),
 			DurationS: smiRound(p.Duration.Seconds(), 3), Samples: p.Samples,
 			MeanUsedBytes: p.MeanUsedBytes, MaxUsedBytes: p.MaxUsedBytes, MeanUtilGPUPct: smiOptPct(p.MeanUtilGPUPct),
 		})
@@ -409,7 +410,7 @@ func smiPeriods(ps []memtimeline.SMIPeriod) []smiPeriodJSON {
 	return out
 }
 
-func smiJSONReport(path string, log *memtimeline.SMILog, a memtimeline.SMIAnalysis) smiReportJSON {
+func smiJSONReport(path string, log *smi.Log, a smi.Analysis) smiReportJSON {
 	o := a.Options
 	rep := smiReportJSON{
 		File: path, Columns: log.Columns, Inferred: log.HeaderInferred, Rows: log.Rows, Warnings: log.Warnings,
@@ -435,9 +436,9 @@ func smiJSONReport(path string, log *memtimeline.SMILog, a memtimeline.SMIAnalys
 	for _, g := range a.GPUs {
 		j := smiGPUJSON{
 			GPU: g.Key, Name: g.Name, BusID: g.BusID, UUID: g.UUID, Samples: g.Samples,
-			Start: g.Start.Format(memtimeline.SMITimeLayout), End: g.End.Format(memtimeline.SMITimeLayout),
+			Start: g.Start.Format(smi.TimeLayout), End: g.End.Format(smi.TimeLayout),
 			IntervalS: smiRound(g.Interval.Seconds(), 3), TotalBytes: smiOptBytes(g.TotalBytes),
-			PeakUsedBytes: g.PeakUsedBytes, PeakTime: g.PeakTime.Format(memtimeline.SMITimeLayout),
+			PeakUsedBytes: g.PeakUsedBytes, PeakTime: g.PeakTime.Format(smi.TimeLayout),
 			FinalUsedBytes: g.FinalUsedBytes, MeanUtilGPUPct: smiOptPct(g.MeanUtilGPUPct), MaxUtilGPUPct: smiOptPct(g.MaxUtilGPUPct),
 			Leaks: []smiGrowthJSON{}, GrowthRuns: []smiGrowthJSON{}, Starvation: smiPeriods(g.Starvation),
 			AboveThreshold: smiAlarmJSON{Threshold: g.AboveThreshold.Threshold, ThresholdBytes: smiOptBytes(g.AboveThreshold.ThresholdBytes),
@@ -452,9 +453,9 @@ func smiJSONReport(path string, log *memtimeline.SMILog, a memtimeline.SMIAnalys
 			j.Leaks = append(j.Leaks, smiGrowth(l))
 		}
 		j.Timeline = []smiBucketJSON{}
-		for _, b := range memtimeline.SMIBuckets(log.GPU(g.Key), smiSparkColumns) {
+		for _, b := range smi.Buckets(log.GPU(g.Key), smiSparkColumns) {
 			j.Timeline = append(j.Timeline, smiBucketJSON{
-				Start: b.Start.Format(memtimeline.SMITimeLayout), End: b.End.Format(memtimeline.SMITimeLayout), Samples: b.Samples,
+				Start: b.Start.Format(smi.TimeLayout), End: b.End.Format(smi.TimeLayout), Samples: b.Samples,
 				MinUsedBytes: smiOptBytes(b.MinUsedBytes), MaxUsedBytes: smiOptBytes(b.MaxUsedBytes), MeanUtilGPUPct: smiOptPct(b.MeanUtilGPUPct),
 			})
 		}

@@ -4,11 +4,11 @@
 // bytes, and the kind is decided from the first bytes (a peek, not a
 // reopen), so pipes, FIFOs, /dev/stdin and <(...) work like files. The
 // content tests live next to each parser (chrometrace.LooksLikeTrace,
-// memtimeline.IsPickle, memtimeline.LooksLikeSMILog, ...); this package
+// memtimeline.IsPickle, smi.LooksLike, steplog.LooksLike, ...); this package
 // only orders them.
 //
 // It sits in cmd/torchmem because it is the command line's front end and
-// depends on every parser package (chrometrace, memtimeline), which cannot
+// depends on every parser package (chrometrace, the memtimeline readers), which cannot
 // import one another's callers; the rules package gets what it loads.
 package load
 
@@ -29,6 +29,7 @@ import (
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/memsummary"
+	"github.com/torchmem/torchmem/memtimeline/smi"
 	"github.com/torchmem/torchmem/memtimeline/steplog"
 	"github.com/torchmem/torchmem/rules/summary"
 )
@@ -83,7 +84,7 @@ var sniffers = []struct {
 }{
 	{Summarized, summary.LooksLike},
 	{Snapshot, memtimeline.IsPickle},
-	{SMI, memtimeline.LooksLikeSMILog},
+	{SMI, smi.LooksLike},
 	{Steps, steplog.LooksLike},
 	{Summary, memsummary.LooksLike},
 	{Timeline, memtimeline.LooksLikeExportedTimeline},
@@ -269,7 +270,7 @@ type File struct {
 	Rank     int64
 	Trace    *chrometrace.Trace
 	Snapshot *memtimeline.Snapshot
-	SMI      *memtimeline.SMILog
+	SMI      *smi.Log
 	Steps    *steplog.Log
 	Timeline *memtimeline.CategoryTimeline
 	Summary  *memsummary.Log
@@ -431,7 +432,7 @@ func Parse(r *Reader, kind Kind, topts chrometrace.ReadOptions) (*File, error) {
 	case Snapshot:
 		f.Snapshot, err = memtimeline.ReadSnapshot(in)
 	case SMI:
-		if f.SMI, err = memtimeline.ReadSMILog(in); err == nil {
+		if f.SMI, err = smi.Read(in); err == nil {
 			f.Warnings = f.SMI.Warnings
 		}
 	case Steps:

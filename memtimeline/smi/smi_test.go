@@ -1,4 +1,4 @@
-package memtimeline
+package smi
 
 import (
 	"bufio"
@@ -10,29 +10,31 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/torchmem/torchmem/memtimeline"
 )
 
-const smiLeakCSV = "../testdata/smi/nvidia_smi_leak.csv"
+const smiLeakCSV = "../../testdata/smi/nvidia_smi_leak.csv"
 
-func readSMIFile(t *testing.T, path string) *SMILog {
+func readSMIFile(t *testing.T, path string) *Log {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	log, err := ReadSMILog(f)
+	log, err := Read(f)
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
 	return log
 }
 
-func readSMIString(t *testing.T, s string) *SMILog {
+func readSMIString(t *testing.T, s string) *Log {
 	t.Helper()
-	log, err := ReadSMILog(strings.NewReader(s))
+	log, err := Read(strings.NewReader(s))
 	if err != nil {
-		t.Fatalf("ReadSMILog: %v\ninput:\n%s", err, s)
+		t.Fatalf("Read: %v\ninput:\n%s", err, s)
 	}
 	return log
 }
@@ -62,13 +64,13 @@ func TestReadSMILogRealFile(t *testing.T) {
 		if i == 1 {
 			s = g.Samples[len(g.Samples)-1]
 		}
-		got := fmt.Sprintf("0, %s, %d MiB, %d MiB, %.0f %%, %.0f %%", s.Time.Format(SMITimeLayout),
+		got := fmt.Sprintf("0, %s, %d MiB, %d MiB, %.0f %%, %.0f %%", s.Time.Format(TimeLayout),
 			s.UsedBytes>>20, s.TotalBytes>>20, s.UtilGPUPct, s.UtilMemoryPct)
 		if got != want {
 			t.Errorf("sample %d = %q, file says %q", i, got, want)
 		}
 	}
-	want := []string{SMIColIndex, SMIColTimestamp, SMIColMemUsed, SMIColMemTotal, SMIColUtilGPU, SMIColUtilMem}
+	want := []string{ColIndex, ColTimestamp, ColMemUsed, ColMemTotal, ColUtilGPU, ColUtilMem}
 	if strings.Join(log.Columns, ",") != strings.Join(want, ",") || log.HeaderInferred {
 		t.Errorf("columns %v inferred %v, want %v from the header", log.Columns, log.HeaderInferred, want)
 	}
@@ -80,11 +82,11 @@ func TestReadSMILogRealFile(t *testing.T) {
 // oracle for when and how fast memory grew.
 func TestAnalyzeSMIRealLeak(t *testing.T) {
 	log := readSMIFile(t, smiLeakCSV)
-	a := AnalyzeSMI(log, DefaultSMIOptions())
+	a := Analyze(log, DefaultOptions())
 	leaks := a.Leaks()
 	if len(leaks) != 1 {
 		for _, r := range a.GPUs[0].Runs {
-			t.Logf("run %s..%s leak=%v %s", r.Start.Format(SMITimeLayout), r.End.Format(SMITimeLayout), r.Leak, r.Reason)
+			t.Logf("run %s..%s leak=%v %s", r.Start.Format(TimeLayout), r.End.Format(TimeLayout), r.Leak, r.Reason)
 		}
 		t.Fatalf("%d leaks, want exactly 1", len(leaks))
 	}
@@ -94,7 +96,7 @@ func TestAnalyzeSMIRealLeak(t *testing.T) {
 		Planted string  `json:"planted"`
 		Seconds float64 `json:"seconds"`
 	}
-	b, err := os.ReadFile("../testdata/smi/nvidia_smi_leak.truth.json")
+	b, err := os.ReadFile("../../testdata/smi/nvidia_smi_leak.truth.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +105,7 @@ func TestAnalyzeSMIRealLeak(t *testing.T) {
 	}
 	// The leaking process's own per-step log: Unix times (the smi log
 	// was written on a machine whose local time is UTC) and bytes.
-	f, err := os.Open("../testdata/steps/nvidia_smi_leak.stats_steps.jsonl")
+	f, err := os.Open("../../testdata/steps/nvidia_smi_leak.stats_steps.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,10 +130,10 @@ func TestAnalyzeSMIRealLeak(t *testing.T) {
 	// process's first allocation; smi samples every 0.2 s.
 	const slack = 600 * time.Millisecond
 	if d := l.Start.Sub(unix(first.T)); d < -slack || d > slack {
-		t.Errorf("leak starts %s, first step at %s", l.Start.Format(SMITimeLayout), unix(first.T).Format(SMITimeLayout))
+		t.Errorf("leak starts %s, first step at %s", l.Start.Format(TimeLayout), unix(first.T).Format(TimeLayout))
 	}
 	if d := l.End.Sub(unix(last.T)); d < -slack || d > slack {
-		t.Errorf("leak ends %s, last step at %s", l.End.Format(SMITimeLayout), unix(last.T).Format(SMITimeLayout))
+		t.Errorf("leak ends %s, last step at %s", l.End.Format(TimeLayout), unix(last.T).Format(TimeLayout))
 	}
 	if math.Abs(l.Duration.Seconds()-truth.Seconds) > 1 {
 		t.Errorf("leak lasts %s, truth says %.2f s", l.Duration, truth.Seconds)
@@ -145,7 +147,7 @@ func TestAnalyzeSMIRealLeak(t *testing.T) {
 	// nvidia-smi sees the process's memory plus its CUDA context: the
 	// growth is at least what the process allocated.
 	if l.GrowthBytes < last.Allocated || l.GrowthBytes > last.Allocated+1<<30 {
-		t.Errorf("growth %s, process allocated %s", FormatBytes(l.GrowthBytes), FormatBytes(last.Allocated))
+		t.Errorf("growth %s, process allocated %s", memtimeline.FormatBytes(l.GrowthBytes), memtimeline.FormatBytes(last.Allocated))
 	}
 	// Every other process of the session loaded, sat on a plateau and
 	// exited: each must show up as a run that is not a leak.
@@ -154,7 +156,7 @@ func TestAnalyzeSMIRealLeak(t *testing.T) {
 		if !r.Leak {
 			nonLeak++
 			if r.Reason == "" {
-				t.Errorf("run at %s has no reason", r.Start.Format(SMITimeLayout))
+				t.Errorf("run at %s has no reason", r.Start.Format(TimeLayout))
 			}
 		}
 	}
@@ -193,7 +195,7 @@ func (s smiSynth) render(series [][]int64, util [][]int) string {
 		n = max(n, len(x))
 	}
 	for i := 0; i < n; i++ {
-		ts := smiStart.Add(time.Duration(i) * s.interval).Format(SMITimeLayout)
+		ts := smiStart.Add(time.Duration(i) * s.interval).Format(TimeLayout)
 		for g := range series {
 			u := 50
 			if util != nil {
@@ -254,7 +256,7 @@ func concat(parts ...[]int64) []int64 {
 }
 
 func TestAnalyzeSMISynthetic(t *testing.T) {
-	opts := DefaultSMIOptions()
+	opts := DefaultOptions()
 	leakSeries := concat(flat(10, 4), linear(150, 500, 32, 1), flat(20, 500+32*149), flat(5, 0)) // 30 s of +32 MiB/0.2 s
 	cases := []struct {
 		name      string
@@ -290,11 +292,11 @@ func TestAnalyzeSMISynthetic(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			log := readSMIString(t, smiStandard.render([][]int64{c.series}, nil))
-			a := AnalyzeSMI(log, opts)
+			a := Analyze(log, opts)
 			leaks := a.Leaks()
 			if len(leaks) != c.leaks {
 				for _, r := range a.GPUs[0].Runs {
-					t.Logf("run %s..%s %s R2 %.3f leak=%v %s", r.Start.Format("05.000"), r.End.Format("05.000"), FormatBytes(r.GrowthBytes), r.R2, r.Leak, r.Reason)
+					t.Logf("run %s..%s %s R2 %.3f leak=%v %s", r.Start.Format("05.000"), r.End.Format("05.000"), memtimeline.FormatBytes(r.GrowthBytes), r.R2, r.Leak, r.Reason)
 				}
 				t.Fatalf("%d leaks, want %d", len(leaks), c.leaks)
 			}
@@ -315,9 +317,9 @@ func TestAnalyzeSMIMinGrowthDuration(t *testing.T) {
 		min   time.Duration
 		leaks int
 	}{{10 * time.Second, 0}, {7 * time.Second, 1}} {
-		o := DefaultSMIOptions()
+		o := DefaultOptions()
 		o.MinGrowthDuration = c.min
-		if n := len(AnalyzeSMI(log, o).Leaks()); n != c.leaks {
+		if n := len(Analyze(log, o).Leaks()); n != c.leaks {
 			t.Errorf("min %s: %d leaks, want %d", c.min, n, c.leaks)
 		}
 	}
@@ -329,7 +331,7 @@ func TestReadSMILogTwoGPUsInterleaved(t *testing.T) {
 	if len(log.GPUs) != 2 || log.GPUs[0].Key != "0" || log.GPUs[1].Key != "1" {
 		t.Fatalf("GPUs %v", smiKeys(log))
 	}
-	a := AnalyzeSMI(log, DefaultSMIOptions())
+	a := Analyze(log, DefaultOptions())
 	if len(a.GPUs[0].Leaks) != 0 || len(a.GPUs[1].Leaks) != 1 {
 		t.Fatalf("leaks per GPU: %d, %d; want 0, 1", len(a.GPUs[0].Leaks), len(a.GPUs[1].Leaks))
 	}
@@ -338,7 +340,7 @@ func TestReadSMILogTwoGPUsInterleaved(t *testing.T) {
 	}
 }
 
-func smiKeys(l *SMILog) []string {
+func smiKeys(l *Log) []string {
 	var k []string
 	for _, g := range l.GPUs {
 		k = append(k, g.Key)
@@ -439,13 +441,13 @@ index, timestamp, memory.used [MiB], memory.total [MiB], utilization.gpu [%], ut
 	if len(s) != 3 || s[0].UtilGPUPct != -1 || s[1].UsedBytes != -1 || s[2].TotalBytes != -1 || s[2].UsedBytes != 300<<20 || s[2].UtilGPUPct != 5 {
 		t.Fatalf("samples %+v", s)
 	}
-	a := AnalyzeSMI(log, DefaultSMIOptions())
+	a := Analyze(log, DefaultOptions())
 	if g := a.GPUs[0]; g.PeakUsedBytes != 300<<20 || g.MeanUtilGPUPct != 5 || g.TotalBytes != 143771<<20 {
 		t.Errorf("report %+v", g)
 	}
 	// All utilization missing: no starvation check, not a crash.
 	in2 := strings.ReplaceAll(strings.ReplaceAll(in, "5 %", "[N/A]"), "N/A, [N/A]", "N/A, [N/A]")
-	if g := AnalyzeSMI(readSMIString(t, in2), DefaultSMIOptions()).GPUs[0]; g.MeanUtilGPUPct != -1 || g.Starvation != nil {
+	if g := Analyze(readSMIString(t, in2), DefaultOptions()).GPUs[0]; g.MeanUtilGPUPct != -1 || g.Starvation != nil {
 		t.Errorf("no utilization: %+v", g)
 	}
 }
@@ -458,7 +460,7 @@ func TestAnalyzeSMIThresholdAndStarvation(t *testing.T) {
 	for i := 50; i < 150; i++ {
 		util[i] = 90
 	}
-	a := AnalyzeSMI(readSMIString(t, smiStandard.render([][]int64{series}, [][]int{util})), DefaultSMIOptions())
+	a := Analyze(readSMIString(t, smiStandard.render([][]int64{series}, [][]int{util})), DefaultOptions())
 	al := a.GPUs[0].AboveThreshold
 	if al.Duration != 10*time.Second || al.Samples != 50 || len(al.Periods) != 1 {
 		t.Errorf("above threshold %s over %d samples, %d periods; want 10s, 50, 1", al.Duration, al.Samples, len(al.Periods))
@@ -496,15 +498,15 @@ func TestReadSMILogErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			log, err := ReadSMILog(strings.NewReader(c.in))
+			log, err := Read(strings.NewReader(c.in))
 			if err == nil {
 				t.Fatalf("no error; log %+v", log)
 			}
 			if !strings.Contains(err.Error(), c.want) {
 				t.Errorf("error %q does not say %q", err, c.want)
 			}
-			if c.notSMI != errors.Is(err, ErrNotSMILog) {
-				t.Errorf("error %q: errors.Is(ErrNotSMILog) = %v, want %v", err, !c.notSMI, c.notSMI)
+			if c.notSMI != errors.Is(err, ErrNotLog) {
+				t.Errorf("error %q: errors.Is(ErrNotLog) = %v, want %v", err, !c.notSMI, c.notSMI)
 			}
 		})
 	}
@@ -533,7 +535,7 @@ func TestLooksLikeSMILog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	steps, err := os.ReadFile("../testdata/steps/leak_module_cache.stats_steps.jsonl")
+	steps, err := os.ReadFile("../../testdata/steps/leak_module_cache.stats_steps.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -551,15 +553,15 @@ func TestLooksLikeSMILog(t *testing.T) {
 		{"empty", nil, false},
 	}
 	for _, c := range cases {
-		if got := LooksLikeSMILog(c.head); got != c.want {
-			t.Errorf("%s: LooksLikeSMILog = %v, want %v", c.name, got, c.want)
+		if got := LooksLike(c.head); got != c.want {
+			t.Errorf("%s: LooksLike = %v, want %v", c.name, got, c.want)
 		}
 	}
 }
 
 func TestSMIBuckets(t *testing.T) {
 	g := readSMIFile(t, smiLeakCSV).GPUs[0]
-	b := SMIBuckets(g, 60)
+	b := Buckets(g, 60)
 	if len(b) != 60 || !b[0].Start.Equal(g.Samples[0].Time) || !b[59].End.Equal(g.Samples[len(g.Samples)-1].Time) {
 		t.Fatalf("%d buckets from %v to %v", len(b), b[0].Start, b[len(b)-1].End)
 	}
@@ -577,10 +579,10 @@ func TestSMIBuckets(t *testing.T) {
 			}
 		}
 	}
-	if n != len(g.Samples) || peak != AnalyzeSMI(&SMILog{GPUs: []*SMIGPU{g}}, DefaultSMIOptions()).GPUs[0].PeakUsedBytes {
+	if n != len(g.Samples) || peak != Analyze(&Log{GPUs: []*GPU{g}}, DefaultOptions()).GPUs[0].PeakUsedBytes {
 		t.Errorf("buckets hold %d samples (want %d), peak %d", n, len(g.Samples), peak)
 	}
-	if one := SMIBuckets(&SMIGPU{Samples: g.Samples[:1]}, 60); len(one) != 1 || one[0].Samples != 1 {
+	if one := Buckets(&GPU{Samples: g.Samples[:1]}, 60); len(one) != 1 || one[0].Samples != 1 {
 		t.Errorf("one sample: %+v", one)
 	}
 }

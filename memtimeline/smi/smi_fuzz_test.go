@@ -1,4 +1,4 @@
-package memtimeline
+package smi
 
 import (
 	"bytes"
@@ -7,12 +7,12 @@ import (
 )
 
 // FuzzReadSMILog: any input either fails with an error or gives a log
-// whose invariants hold and which AnalyzeSMI can analyze. Seeds are in
+// whose invariants hold and which Analyze can analyze. Seeds are in
 // testdata/fuzz/FuzzReadSMILog (real log excerpts and every variant).
 func FuzzReadSMILog(f *testing.F) {
 	f.Add([]byte("index, timestamp, memory.used [MiB]\n0, 2026/11/29 17:26:22.516, 5 MiB\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		log, err := ReadSMILog(bytes.NewReader(data))
+		log, err := Read(bytes.NewReader(data))
 		if err != nil {
 			if log != nil {
 				t.Fatal("log and error both returned")
@@ -36,15 +36,15 @@ func FuzzReadSMILog(f *testing.F) {
 		}
 		// Loose options make every growth a candidate, to exercise the
 		// window search too.
-		for _, o := range []SMIOptions{DefaultSMIOptions(), {Threshold: 0.5, MinGrowthSamples: 2, MinGrowthRises: 1, MaxRiseFraction: 1, JitterFraction: 0.5}} {
-			a := AnalyzeSMI(log, o)
+		for _, o := range []Options{DefaultOptions(), {Threshold: 0.5, MinGrowthSamples: 2, MinGrowthRises: 1, MaxRiseFraction: 1, JitterFraction: 0.5}} {
+			a := Analyze(log, o)
 			for _, g := range a.GPUs {
 				for _, r := range append(append([]GrowthRun{}, g.Runs...), g.Leaks...) {
 					if r.End.Before(r.Start) || r.Samples < 2 || math.IsNaN(r.R2) || r.R2 < 0 || r.R2 > 1 || math.IsNaN(r.SlopeBytesPerSec) {
 						t.Fatalf("bad run %+v", r)
 					}
 				}
-				for _, p := range append(append([]SMIPeriod{}, g.Starvation...), g.AboveThreshold.Periods...) {
+				for _, p := range append(append([]Period{}, g.Starvation...), g.AboveThreshold.Periods...) {
 					if p.Duration < 0 || p.Samples < 1 {
 						t.Fatalf("bad period %+v", p)
 					}

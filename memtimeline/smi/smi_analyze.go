@@ -1,4 +1,4 @@
-package memtimeline
+package smi
 
 import (
 	"fmt"
@@ -6,11 +6,13 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/torchmem/torchmem/memtimeline"
 )
 
-// SMIOptions tunes AnalyzeSMI. DefaultSMIOptions gives the values the
+// Options tunes Analyze. DefaultOptions gives the values the
 // command uses; zero fields are NOT replaced by defaults.
-type SMIOptions struct {
+type Options struct {
 	// Threshold is the fraction of memory.total above which memory use is
 	// an alarm (the time spent there is reported).
 	Threshold float64
@@ -50,9 +52,9 @@ type SMIOptions struct {
 	MinStarveDuration time.Duration
 }
 
-// DefaultSMIOptions returns the defaults of `torchmem smi`.
-func DefaultSMIOptions() SMIOptions {
-	return SMIOptions{
+// DefaultOptions returns the defaults of `torchmem smi`.
+func DefaultOptions() Options {
+	return Options{
 		Threshold:         0.9,
 		MinGrowthDuration: 10 * time.Second,
 		MinGrowthSamples:  10,
@@ -70,14 +72,14 @@ func DefaultSMIOptions() SMIOptions {
 	}
 }
 
-// SMIAnalysis is what AnalyzeSMI finds, per GPU in log order.
-type SMIAnalysis struct {
-	Options SMIOptions
-	GPUs    []SMIGPUReport
+// Analysis is what Analyze finds, per GPU in log order.
+type Analysis struct {
+	Options Options
+	GPUs    []GPUReport
 }
 
 // Leaks returns every leak finding over all GPUs.
-func (a SMIAnalysis) Leaks() []GrowthRun {
+func (a Analysis) Leaks() []GrowthRun {
 	var out []GrowthRun
 	for _, g := range a.GPUs {
 		out = append(out, g.Leaks...)
@@ -85,8 +87,8 @@ func (a SMIAnalysis) Leaks() []GrowthRun {
 	return out
 }
 
-// SMIGPUReport summarizes one GPU of an nvidia-smi log.
-type SMIGPUReport struct {
+// GPUReport summarizes one GPU of an nvidia-smi log.
+type GPUReport struct {
 	Key   string
 	Index int
 	Name  string
@@ -115,10 +117,10 @@ type SMIGPUReport struct {
 	// a part of a run (the slow growth after a fast start-up ramp).
 	Leaks []GrowthRun
 	// Starvation are periods of high memory and low utilization.
-	Starvation []SMIPeriod
+	Starvation []Period
 	// AboveThreshold is the time memory.used spent above Threshold of
 	// memory.total.
-	AboveThreshold SMIThresholdAlarm
+	AboveThreshold ThresholdAlarm
 }
 
 // GrowthRun is a stretch of one GPU's memory.used that keeps reaching new
@@ -126,7 +128,7 @@ type SMIGPUReport struct {
 type GrowthRun struct {
 	Start time.Time
 	End   time.Time
-	// StartSample and EndSample index SMIGPU.Samples (inclusive).
+	// StartSample and EndSample index GPU.Samples (inclusive).
 	StartSample int
 	EndSample   int
 	Duration    time.Duration
@@ -155,9 +157,9 @@ type GrowthRun struct {
 	Released bool
 }
 
-// SMIPeriod is a stretch of consecutive samples; End is the last sample's
+// Period is a stretch of consecutive samples; End is the last sample's
 // time plus the sampling interval, so Duration = End - Start.
-type SMIPeriod struct {
+type Period struct {
 	Start          time.Time
 	End            time.Time
 	Duration       time.Duration
@@ -167,21 +169,21 @@ type SMIPeriod struct {
 	MeanUtilGPUPct float64
 }
 
-// SMIThresholdAlarm is the time spent above the alarm threshold.
-type SMIThresholdAlarm struct {
+// ThresholdAlarm is the time spent above the alarm threshold.
+type ThresholdAlarm struct {
 	Threshold float64
 	// ThresholdBytes is Threshold * memory.total; -1 when memory.total
 	// was not logged (then nothing is measured).
 	ThresholdBytes int64
 	Duration       time.Duration
 	Samples        int
-	Periods        []SMIPeriod
+	Periods        []Period
 }
 
-// AnalyzeSMI measures every GPU of log: memory and utilization, growth
+// Analyze measures every GPU of log: memory and utilization, growth
 // runs judged as leaks, starvation periods, time above the threshold.
-func AnalyzeSMI(log *SMILog, opts SMIOptions) SMIAnalysis {
-	a := SMIAnalysis{Options: opts}
+func Analyze(log *Log, opts Options) Analysis {
+	a := Analysis{Options: opts}
 	if log == nil {
 		return a
 	}
@@ -191,8 +193,8 @@ func AnalyzeSMI(log *SMILog, opts SMIOptions) SMIAnalysis {
 	return a
 }
 
-func analyzeSMIGPU(g *SMIGPU, opts SMIOptions) SMIGPUReport {
-	r := SMIGPUReport{
+func analyzeSMIGPU(g *GPU, opts Options) GPUReport {
+	r := GPUReport{
 		Key: g.Key, Index: g.Index, Name: g.Name, BusID: g.BusID, UUID: g.UUID,
 		Samples: len(g.Samples), TotalBytes: -1, PeakUsedBytes: -1, FinalUsedBytes: -1,
 		MeanUtilGPUPct: -1, MaxUtilGPUPct: -1,
@@ -235,7 +237,7 @@ func analyzeSMIGPU(g *SMIGPU, opts SMIOptions) SMIGPUReport {
 
 // medianInterval is the median time between consecutive samples; 1 s when
 // there is only one sample (nvidia-smi -l's default period).
-func medianInterval(s []SMISample) time.Duration {
+func medianInterval(s []Sample) time.Duration {
 	var d []time.Duration
 	for i := 1; i < len(s); i++ {
 		if dt := s[i].Time.Sub(s[i-1].Time); dt > 0 {
@@ -251,7 +253,7 @@ func medianInterval(s []SMISample) time.Duration {
 
 // sampleCoverage is the time sample i stands for: until the next sample,
 // unless the log has a gap (nvidia-smi stopped), then one interval.
-func sampleCoverage(s []SMISample, i int, interval time.Duration) time.Duration {
+func sampleCoverage(s []Sample, i int, interval time.Duration) time.Duration {
 	if i+1 < len(s) {
 		if dt := s[i+1].Time.Sub(s[i].Time); dt >= 0 && dt <= 5*interval {
 			return dt
@@ -262,9 +264,9 @@ func sampleCoverage(s []SMISample, i int, interval time.Duration) time.Duration 
 
 // periodsWhere groups consecutive samples for which in is true into
 // periods, splitting at gaps in the log.
-func periodsWhere(s []SMISample, interval time.Duration, in func(SMISample) bool) []SMIPeriod {
-	var out []SMIPeriod
-	var cur *SMIPeriod
+func periodsWhere(s []Sample, interval time.Duration, in func(Sample) bool) []Period {
+	var out []Period
+	var cur *Period
 	var usedSum, utilSum float64
 	var usedN, utilN int
 	closePeriod := func() {
@@ -292,7 +294,7 @@ func periodsWhere(s []SMISample, interval time.Duration, in func(SMISample) bool
 			closePeriod()
 		}
 		if cur == nil {
-			cur = &SMIPeriod{Start: x.Time}
+			cur = &Period{Start: x.Time}
 			usedSum, utilSum, usedN, utilN = 0, 0, 0, 0
 		}
 		cur.End = x.Time.Add(sampleCoverage(s, i, interval))
@@ -311,15 +313,15 @@ func periodsWhere(s []SMISample, interval time.Duration, in func(SMISample) bool
 	return out
 }
 
-func starvationPeriods(s []SMISample, r SMIGPUReport, opts SMIOptions) []SMIPeriod {
+func starvationPeriods(s []Sample, r GPUReport, opts Options) []Period {
 	if r.MaxUtilGPUPct < 0 || r.PeakUsedBytes <= 0 {
 		return nil
 	}
 	floor := max(int64(math.Ceil(opts.StarveMemFraction*float64(r.PeakUsedBytes))), opts.StarveMinBytes)
-	all := periodsWhere(s, r.Interval, func(x SMISample) bool {
+	all := periodsWhere(s, r.Interval, func(x Sample) bool {
 		return x.UsedBytes >= floor && x.UtilGPUPct >= 0 && x.UtilGPUPct <= opts.StarveUtilPct
 	})
-	var out []SMIPeriod
+	var out []Period
 	for _, p := range all {
 		if p.Duration >= opts.MinStarveDuration {
 			out = append(out, p)
@@ -328,13 +330,13 @@ func starvationPeriods(s []SMISample, r SMIGPUReport, opts SMIOptions) []SMIPeri
 	return out
 }
 
-func thresholdAlarm(s []SMISample, r SMIGPUReport, opts SMIOptions) SMIThresholdAlarm {
-	a := SMIThresholdAlarm{Threshold: opts.Threshold, ThresholdBytes: -1}
+func thresholdAlarm(s []Sample, r GPUReport, opts Options) ThresholdAlarm {
+	a := ThresholdAlarm{Threshold: opts.Threshold, ThresholdBytes: -1}
 	if r.TotalBytes <= 0 {
 		return a
 	}
 	a.ThresholdBytes = int64(math.Ceil(opts.Threshold * float64(r.TotalBytes)))
-	a.Periods = periodsWhere(s, r.Interval, func(x SMISample) bool {
+	a.Periods = periodsWhere(s, r.Interval, func(x Sample) bool {
 		return x.UsedBytes >= 0 && x.UsedBytes > a.ThresholdBytes
 	})
 	for _, p := range a.Periods {
@@ -350,7 +352,7 @@ func thresholdAlarm(s []SMISample, r SMIGPUReport, opts SMIOptions) SMIThreshold
 // the whole run is not (a fast start-up ramp before a slow leak, or a
 // final jump after one), the longest qualifying part is looked for by
 // trimming whole rises off either end.
-func findGrowthRuns(all []SMISample, opts SMIOptions, nearZero int64) (runs, leaks []GrowthRun) {
+func findGrowthRuns(all []Sample, opts Options, nearZero int64) (runs, leaks []GrowthRun) {
 	// Samples without memory.used are skipped; pos maps back.
 	var pos []int
 	for i, x := range all {
@@ -402,7 +404,7 @@ func findGrowthRuns(all []SMISample, opts SMIOptions, nearZero int64) (runs, lea
 					leak.DroppedTo, leak.DropTime, leak.Released = run.DroppedTo, run.DropTime, run.Released
 					if run.Released {
 						why := fmt.Sprintf("released: fell to %s at %s with the GPU still in use (a cache grown, then flushed)",
-							FormatBytes(run.DroppedTo), run.DropTime.Format(SMITimeLayout))
+							memtimeline.FormatBytes(run.DroppedTo), run.DropTime.Format(TimeLayout))
 						run.Leak, run.Reason = false, why
 						leak = nil
 					}
@@ -427,7 +429,7 @@ type runFit struct {
 	sx, sy, sxx, sxy, syy []float64
 }
 
-func newRunFit(all []SMISample, pos []int, s, e int) *runFit {
+func newRunFit(all []Sample, pos []int, s, e int) *runFit {
 	m := e - s + 1
 	f := &runFit{x: make([]float64, m), y: make([]float64, m),
 		sx: make([]float64, m+1), sy: make([]float64, m+1), sxx: make([]float64, m+1),
@@ -469,7 +471,7 @@ func (f *runFit) fit(a, b int) (slope, r2 float64) {
 
 // judgeRun describes the run over compact samples s..e, judges it, and
 // finds its leak window. ok is false for runs too small to report.
-func judgeRun(all []SMISample, pos []int, s, e int, opts SMIOptions) (run GrowthRun, leak *GrowthRun, ok bool) {
+func judgeRun(all []Sample, pos []int, s, e int, opts Options) (run GrowthRun, leak *GrowthRun, ok bool) {
 	if all[pos[e]].UsedBytes-all[pos[s]].UsedBytes < opts.MinGrowthBytes {
 		return run, nil, false
 	}
@@ -560,7 +562,7 @@ func judgeRun(all []SMISample, pos []int, s, e int, opts SMIOptions) (run Growth
 		}
 	}
 	if best != nil && best.Leak {
-		run.Reason = fmt.Sprintf("steady growth from %s to %s within this run", best.Start.Format(SMITimeLayout), best.End.Format(SMITimeLayout))
+		run.Reason = fmt.Sprintf("steady growth from %s to %s within this run", best.Start.Format(TimeLayout), best.End.Format(TimeLayout))
 		run.Leak = true
 		return run, best, true
 	}
@@ -569,7 +571,7 @@ func judgeRun(all []SMISample, pos []int, s, e int, opts SMIOptions) (run Growth
 
 // judgeWindow applies the leak criteria; when the window fails, the
 // reason lists every criterion it fails, the most telling first.
-func judgeWindow(w GrowthRun, o SMIOptions) (bool, string) {
+func judgeWindow(w GrowthRun, o Options) (bool, string) {
 	var fails []string
 	if w.GrowthBytes > 0 && float64(w.LargestRiseBytes) > o.MaxRiseFraction*float64(w.GrowthBytes) {
 		fails = append(fails, fmt.Sprintf("one jump is %.0f%% of the growth",
@@ -588,7 +590,7 @@ func judgeWindow(w GrowthRun, o SMIOptions) (bool, string) {
 		fails = append(fails, fmt.Sprintf("%d new highs < %d", w.Rises, o.MinGrowthRises))
 	}
 	if w.GrowthBytes < o.MinGrowthBytes {
-		fails = append(fails, fmt.Sprintf("grew %s < %s", FormatBytes(w.GrowthBytes), FormatBytes(o.MinGrowthBytes)))
+		fails = append(fails, fmt.Sprintf("grew %s < %s", memtimeline.FormatBytes(w.GrowthBytes), memtimeline.FormatBytes(o.MinGrowthBytes)))
 	}
 	if len(fails) > 0 {
 		return false, strings.Join(fails, "; ")
@@ -603,9 +605,9 @@ func roundDuration(d time.Duration) time.Duration {
 	return d.Round(time.Millisecond)
 }
 
-// SMIBucket summarizes the samples of one time slice of a GPU's log, for
+// Bucket summarizes the samples of one time slice of a GPU's log, for
 // charts and sparklines: min and max keep short spikes visible.
-type SMIBucket struct {
+type Bucket struct {
 	Start        time.Time
 	End          time.Time
 	Samples      int
@@ -615,9 +617,9 @@ type SMIBucket struct {
 	MeanUtilGPUPct float64
 }
 
-// SMIBuckets cuts g's time span into n equal slices. Slices the log has no
+// Buckets cuts g's time span into n equal slices. Slices the log has no
 // samples in (nvidia-smi stopped) have Samples 0.
-func SMIBuckets(g *SMIGPU, n int) []SMIBucket {
+func Buckets(g *GPU, n int) []Bucket {
 	if g == nil || len(g.Samples) == 0 || n <= 0 {
 		return nil
 	}
@@ -626,9 +628,9 @@ func SMIBuckets(g *SMIGPU, n int) []SMIBucket {
 	if span <= 0 {
 		n = 1
 	}
-	out := make([]SMIBucket, n)
+	out := make([]Bucket, n)
 	for i := range out {
-		out[i] = SMIBucket{
+		out[i] = Bucket{
 			Start:        start.Add(span * time.Duration(i) / time.Duration(n)),
 			End:          start.Add(span * time.Duration(i+1) / time.Duration(n)),
 			MinUsedBytes: -1, MaxUsedBytes: -1, MeanUtilGPUPct: -1,

@@ -1,4 +1,4 @@
-package memtimeline
+package smi
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/internal/lines"
 )
 
@@ -27,30 +28,30 @@ import (
 // SMI column names as nvidia-smi prints them in the header (without the
 // " [unit]" suffix). Only the ones the analysis uses are named here.
 const (
-	SMIColIndex       = "index"
-	SMIColTimestamp   = "timestamp"
-	SMIColName        = "name"
-	SMIColBusID       = "pci.bus_id"
-	SMIColUUID        = "uuid"
-	SMIColMemUsed     = "memory.used"
-	SMIColMemTotal    = "memory.total"
-	SMIColMemFree     = "memory.free"
-	SMIColMemReserved = "memory.reserved"
-	SMIColUtilGPU     = "utilization.gpu"
-	SMIColUtilMem     = "utilization.memory"
+	ColIndex       = "index"
+	ColTimestamp   = "timestamp"
+	ColName        = "name"
+	ColBusID       = "pci.bus_id"
+	ColUUID        = "uuid"
+	ColMemUsed     = "memory.used"
+	ColMemTotal    = "memory.total"
+	ColMemFree     = "memory.free"
+	ColMemReserved = "memory.reserved"
+	ColUtilGPU     = "utilization.gpu"
+	ColUtilMem     = "utilization.memory"
 )
 
 // smiAliases maps the alternative spellings --query-gpu accepts to the
 // name nvidia-smi prints in its header.
 var smiAliases = map[string]string{
-	"gpu_uuid":   SMIColUUID,
-	"gpu_bus_id": SMIColBusID,
-	"gpu_name":   SMIColName,
+	"gpu_uuid":   ColUUID,
+	"gpu_bus_id": ColBusID,
+	"gpu_name":   ColName,
 }
 
-// SMISample is one row of the log: one GPU at one time. Missing values
+// Sample is one row of the log: one GPU at one time. Missing values
 // ("[N/A]", "[Not Supported]", or a column not queried) are -1.
-type SMISample struct {
+type Sample struct {
 	Time          time.Time
 	UsedBytes     int64
 	TotalBytes    int64
@@ -58,8 +59,8 @@ type SMISample struct {
 	UtilMemoryPct float64
 }
 
-// SMIGPU is the time series of one GPU, in time order.
-type SMIGPU struct {
+// GPU is the time series of one GPU, in time order.
+type GPU struct {
 	// Key identifies the GPU in the log: its index, else its PCI bus id,
 	// else its UUID, else "#k" for the k-th row of each sampling round.
 	Key   string
@@ -68,19 +69,19 @@ type SMIGPU struct {
 	UUID  string
 	Name  string
 	// Samples are sorted by time (stable, so equal times keep file order).
-	Samples []SMISample
+	Samples []Sample
 
 	seen int // rows of this GPU read, kept or not
 }
 
-// SMILog is a parsed nvidia-smi CSV log.
-type SMILog struct {
+// Log is a parsed nvidia-smi CSV log.
+type Log struct {
 	// Columns are the canonical column names of the (first) header, in
 	// file order; for a noheader log, the names inferred from the values.
 	Columns []string
 	// HeaderInferred is true for a noheader log.
 	HeaderInferred bool
-	GPUs           []*SMIGPU
+	GPUs           []*GPU
 	// Rows counts data rows read (all GPUs).
 	Rows int
 	// Warnings are problems the reader tolerated (a truncated last line).
@@ -90,13 +91,13 @@ type SMILog struct {
 	// indexedLen entries starting with indexedFirst.
 	byKey        map[string]int
 	indexedLen   int
-	indexedFirst *SMIGPU
+	indexedFirst *GPU
 }
 
 // GPU returns the GPU with the given key, or nil. It is a map lookup (a
 // log may hold tens of thousands of GPUs, and renderers look each one up),
 // kept right when GPUs is replaced or filtered.
-func (l *SMILog) GPU(key string) *SMIGPU {
+func (l *Log) GPU(key string) *GPU {
 	if i, ok := l.byKey[key]; ok && i < len(l.GPUs) && l.GPUs[i].Key == key {
 		return l.GPUs[i]
 	}
@@ -120,13 +121,13 @@ func (l *SMILog) GPU(key string) *SMIGPU {
 }
 
 // indexed reports whether byKey was built for the current GPUs slice.
-func (l *SMILog) indexed(n int) bool {
+func (l *Log) indexed(n int) bool {
 	return l.byKey != nil && l.indexedLen == n && (n == 0 || l.indexedFirst == l.GPUs[0])
 }
 
-// ErrNotSMILog is wrapped by ReadSMILog errors about input that is not
+// ErrNotLog is wrapped by Read errors about input that is not
 // an nvidia-smi CSV at all (as opposed to a damaged one).
-var ErrNotSMILog = errors.New("not an nvidia-smi --query-gpu CSV log")
+var ErrNotLog = errors.New("not an nvidia-smi --query-gpu CSV log")
 
 // smiColumn is one header field: canonical name and the unit the header
 // gives ("MiB", "%", or "").
@@ -160,8 +161,8 @@ func parseSMIHeader(fields []string) ([]smiColumn, bool) {
 			name = a
 		}
 		switch name {
-		case SMIColIndex, SMIColTimestamp, SMIColBusID, SMIColUUID, SMIColMemUsed,
-			SMIColMemTotal, SMIColMemFree, SMIColUtilGPU, SMIColUtilMem, SMIColName:
+		case ColIndex, ColTimestamp, ColBusID, ColUUID, ColMemUsed,
+			ColMemTotal, ColMemFree, ColUtilGPU, ColUtilMem, ColName:
 			known = true
 		}
 		cols[i] = smiColumn{name: name, unit: unit}
@@ -242,9 +243,9 @@ var smiTimeLayouts = []string{
 	"2006-01-02T15:04:05.999999999",
 }
 
-// SMITimeLayout is how reports print sample times: nvidia-smi's own layout,
+// TimeLayout is how reports print sample times: nvidia-smi's own layout,
 // so a time in a report can be found in the log with grep.
-const SMITimeLayout = "2006/01/02 15:04:05.000"
+const TimeLayout = "2006/01/02 15:04:05.000"
 
 func parseSMITime(v string) (time.Time, error) {
 	for _, l := range smiTimeLayouts {
@@ -265,7 +266,7 @@ var (
 // nounits was also given; then there is nothing to go on.
 func inferSMIColumns(rows [][]string) ([]smiColumn, error) {
 	if len(rows) == 0 {
-		return nil, fmt.Errorf("%w: no header and no rows", ErrNotSMILog)
+		return nil, fmt.Errorf("%w: no header and no rows", ErrNotLog)
 	}
 	width := len(rows[0])
 	cols := make([]smiColumn, width)
@@ -274,11 +275,11 @@ func inferSMIColumns(rows [][]string) ([]smiColumn, error) {
 		v := rows[0][i]
 		switch {
 		case func() bool { _, err := parseSMITime(v); return err == nil }():
-			cols[i].name = SMIColTimestamp
+			cols[i].name = ColTimestamp
 		case smiUUIDValue.MatchString(v):
-			cols[i].name = SMIColUUID
+			cols[i].name = ColUUID
 		case smiBusIDValue.MatchString(v):
-			cols[i].name = SMIColBusID
+			cols[i].name = ColBusID
 		case strings.HasSuffix(v, " MiB"):
 			memCols = append(memCols, i)
 		case strings.HasSuffix(v, " %"):
@@ -291,14 +292,14 @@ func inferSMIColumns(rows [][]string) ([]smiColumn, error) {
 	// index: nvidia-smi users nearly always query index first.
 	if width > 0 && cols[0].name == "column1" {
 		if n, err := strconv.Atoi(rows[0][0]); err == nil && n >= 0 && n < 1024 {
-			cols[0].name = SMIColIndex
+			cols[0].name = ColIndex
 		}
 	}
 	switch len(memCols) {
 	case 0:
-		return nil, fmt.Errorf("%w: no header line and no value with a MiB unit (a log written with noheader,nounits cannot be read: keep the header)", ErrNotSMILog)
+		return nil, fmt.Errorf("%w: no header line and no value with a MiB unit (a log written with noheader,nounits cannot be read: keep the header)", ErrNotLog)
 	case 1:
-		cols[memCols[0]] = smiColumn{name: SMIColMemUsed, unit: "MiB"}
+		cols[memCols[0]] = smiColumn{name: ColMemUsed, unit: "MiB"}
 	case 2:
 		// memory.total is constant and never below memory.used.
 		a, b := memCols[0], memCols[1]
@@ -316,25 +317,25 @@ func inferSMIColumns(rows [][]string) ([]smiColumn, error) {
 		}
 		switch {
 		case aConst && !bConst, aConst && bConst && aMax > bMax:
-			cols[a] = smiColumn{name: SMIColMemTotal, unit: "MiB"}
-			cols[b] = smiColumn{name: SMIColMemUsed, unit: "MiB"}
+			cols[a] = smiColumn{name: ColMemTotal, unit: "MiB"}
+			cols[b] = smiColumn{name: ColMemUsed, unit: "MiB"}
 		case bConst && !aConst, aConst && bConst && bMax > aMax:
-			cols[b] = smiColumn{name: SMIColMemTotal, unit: "MiB"}
-			cols[a] = smiColumn{name: SMIColMemUsed, unit: "MiB"}
+			cols[b] = smiColumn{name: ColMemTotal, unit: "MiB"}
+			cols[a] = smiColumn{name: ColMemUsed, unit: "MiB"}
 		default:
-			return nil, fmt.Errorf("%w: no header line, and two memory columns that cannot be told apart (keep the header)", ErrNotSMILog)
+			return nil, fmt.Errorf("%w: no header line, and two memory columns that cannot be told apart (keep the header)", ErrNotLog)
 		}
 	default:
-		return nil, fmt.Errorf("%w: no header line, and %d memory columns that cannot be told apart (keep the header)", ErrNotSMILog, len(memCols))
+		return nil, fmt.Errorf("%w: no header line, and %d memory columns that cannot be told apart (keep the header)", ErrNotLog, len(memCols))
 	}
 	// Percentages: utilization.gpu, utilization.memory is the order every
 	// nvidia-smi example uses; without a header that is all there is.
 	for k, i := range pctCols {
 		switch k {
 		case 0:
-			cols[i] = smiColumn{name: SMIColUtilGPU, unit: "%"}
+			cols[i] = smiColumn{name: ColUtilGPU, unit: "%"}
 		case 1:
-			cols[i] = smiColumn{name: SMIColUtilMem, unit: "%"}
+			cols[i] = smiColumn{name: ColUtilMem, unit: "%"}
 		default:
 			cols[i] = smiColumn{name: fmt.Sprintf("column%d", i+1), unit: "%"}
 		}
@@ -353,9 +354,9 @@ func newSMILayout(cols []smiColumn) (*smiLayout, error) {
 	l := &smiLayout{width: len(cols), cols: cols, index: -1, ts: -1, name: -1, bus: -1, uuid: -1, used: -1, total: -1, ug: -1, um: -1}
 	for i, c := range cols {
 		p := map[string]*int{
-			SMIColIndex: &l.index, SMIColTimestamp: &l.ts, SMIColName: &l.name,
-			SMIColBusID: &l.bus, SMIColUUID: &l.uuid, SMIColMemUsed: &l.used,
-			SMIColMemTotal: &l.total, SMIColUtilGPU: &l.ug, SMIColUtilMem: &l.um,
+			ColIndex: &l.index, ColTimestamp: &l.ts, ColName: &l.name,
+			ColBusID: &l.bus, ColUUID: &l.uuid, ColMemUsed: &l.used,
+			ColMemTotal: &l.total, ColUtilGPU: &l.ug, ColUtilMem: &l.um,
 		}[c.name]
 		if p != nil && *p < 0 {
 			*p = i
@@ -377,14 +378,14 @@ type smiRow struct {
 	bus    string
 	uuid   string
 	name   string
-	sample SMISample
+	sample Sample
 }
 
 func (l *smiLayout) parseRow(fields []string) (smiRow, error) {
 	if len(fields) != l.width {
 		return smiRow{}, fmt.Errorf("%d fields where the header has %d", len(fields), l.width)
 	}
-	r := smiRow{index: -1, sample: SMISample{UsedBytes: -1, TotalBytes: -1, UtilGPUPct: -1, UtilMemoryPct: -1}}
+	r := smiRow{index: -1, sample: Sample{UsedBytes: -1, TotalBytes: -1, UtilGPUPct: -1, UtilMemoryPct: -1}}
 	var err error
 	r.tsText = fields[l.ts]
 	if r.sample.Time, err = parseSMITime(fields[l.ts]); err != nil {
@@ -474,12 +475,12 @@ const smiMaxLine = 64 << 10
 // its columns.
 const smiInferRows = 256
 
-// ReadSMILog parses an nvidia-smi --query-gpu CSV log. Errors name the
-// line and say what is wrong; they wrap ErrNotSMILog when the input does
+// Read parses an nvidia-smi --query-gpu CSV log. Errors name the
+// line and say what is wrong; they wrap ErrNotLog when the input does
 // not look like such a log at all. A malformed last line without a final
 // newline (a log cut off while nvidia-smi was writing) is dropped with a
 // warning instead.
-func ReadSMILog(r io.Reader) (*SMILog, error) {
+func Read(r io.Reader) (*Log, error) {
 	lr := lines.NewReader(r, smiMaxLine)
 
 	type rawLine struct {
@@ -490,10 +491,10 @@ func ReadSMILog(r io.Reader) (*SMILog, error) {
 		unterminated bool
 	}
 	var (
-		log      = &SMILog{}
+		log      = &Log{}
 		layout   *smiLayout
 		pending  []rawLine // noheader rows held back until columns are inferred
-		gpus     = map[string]*SMIGPU{}
+		gpus     = map[string]*GPU{}
 		order    []string
 		prevTS   string
 		roundPos int
@@ -528,12 +529,12 @@ func ReadSMILog(r io.Reader) (*SMILog, error) {
 			key = "#" + strconv.Itoa(roundPos)
 		}
 		prevTS = row.tsText
-		if stored >= MaxRecords {
+		if stored >= memtimeline.MaxRecords {
 			// Keep every other sample of each GPU and from here on every
 			// stride-th row: the whole log stays covered in bounded memory.
 			// Past smiMaxStride the log is too long to read (or a bomb).
 			if stride >= smiMaxStride {
-				return fmt.Errorf("line %d: %w", rl.no, &LimitError{What: "nvidia-smi rows", Limit: int64(MaxRecords) * smiMaxStride, Flag: "max-records"})
+				return fmt.Errorf("line %d: %w", rl.no, &memtimeline.LimitError{What: "nvidia-smi rows", Limit: int64(memtimeline.MaxRecords) * smiMaxStride, Flag: "max-records"})
 			}
 			stride *= 2
 			stored = 0
@@ -548,13 +549,13 @@ func ReadSMILog(r io.Reader) (*SMILog, error) {
 		}
 		g := gpus[key]
 		if g == nil {
-			if len(gpus) >= MaxSeries {
-				return fmt.Errorf("line %d: %w", rl.no, SeriesError("distinct GPUs"))
+			if len(gpus) >= memtimeline.MaxSeries {
+				return fmt.Errorf("line %d: %w", rl.no, memtimeline.SeriesError("distinct GPUs"))
 			}
 			if len(key)+len(row.bus)+len(row.uuid)+len(row.name) > smiMaxIdentity {
 				return fmt.Errorf("line %d: a GPU's index, bus id, UUID and name take more than %d bytes: not nvidia-smi's", rl.no, smiMaxIdentity)
 			}
-			g = &SMIGPU{Key: key, Index: row.index, BusID: row.bus, UUID: row.uuid, Name: row.name}
+			g = &GPU{Key: key, Index: row.index, BusID: row.bus, UUID: row.uuid, Name: row.name}
 			gpus[key] = g
 			order = append(order, key)
 		}
@@ -579,7 +580,7 @@ func ReadSMILog(r io.Reader) (*SMILog, error) {
 			return err
 		}
 		if layout, err = newSMILayout(cols); err != nil {
-			return fmt.Errorf("%w: %v", ErrNotSMILog, err)
+			return fmt.Errorf("%w: %v", ErrNotLog, err)
 		}
 		log.HeaderInferred = true
 		for _, c := range cols {
@@ -614,7 +615,7 @@ func ReadSMILog(r io.Reader) (*SMILog, error) {
 		}
 		lr.NotBlank()
 		if !lines.IsText(text) {
-			return nil, fmt.Errorf("line %d: %w: binary data", lineNo, ErrNotSMILog)
+			return nil, fmt.Errorf("line %d: %w: binary data", lineNo, ErrNotLog)
 		}
 		fields := splitSMIFields(text)
 		if cols, ok := parseSMIHeader(fields); ok {
@@ -626,7 +627,7 @@ func ReadSMILog(r io.Reader) (*SMILog, error) {
 			}
 			nl, err := newSMILayout(cols)
 			if err != nil {
-				return nil, fmt.Errorf("line %d: %w: %v", lineNo, ErrNotSMILog, err)
+				return nil, fmt.Errorf("line %d: %w: %v", lineNo, ErrNotLog, err)
 			}
 			if layout == nil {
 				for _, c := range cols {
@@ -657,13 +658,13 @@ func ReadSMILog(r io.Reader) (*SMILog, error) {
 		return nil, err
 	}
 	if layout == nil {
-		return nil, fmt.Errorf("%w: only blank lines", ErrNotSMILog)
+		return nil, fmt.Errorf("%w: only blank lines", ErrNotLog)
 	}
 	if log.Rows == 0 {
 		return nil, errors.New("header but no samples")
 	}
 	if stride > 1 {
-		log.Warnings = append(log.Warnings, fmt.Sprintf("%d rows, more than the cap of %d: kept every %d%s sample of each GPU (--max-records raises the cap)", log.Rows, MaxRecords, stride, ordinalSuffix(stride)))
+		log.Warnings = append(log.Warnings, fmt.Sprintf("%d rows, more than the cap of %d: kept every %d%s sample of each GPU (--max-records raises the cap)", log.Rows, memtimeline.MaxRecords, stride, ordinalSuffix(stride)))
 	}
 	for _, k := range order {
 		g := gpus[k]
@@ -678,10 +679,10 @@ func ReadSMILog(r io.Reader) (*SMILog, error) {
 	return log, nil
 }
 
-// LooksLikeSMILog reports whether head (the first bytes of a file) is an
+// LooksLike reports whether head (the first bytes of a file) is an
 // nvidia-smi --query-gpu CSV: its first line is a header naming
 // memory.used, or (noheader) a row with a timestamp and a MiB value.
-func LooksLikeSMILog(head []byte) bool {
+func LooksLike(head []byte) bool {
 	head = bytes.TrimPrefix(head, []byte("\ufeff"))
 	for _, l := range bytes.Split(head, []byte("\n")) {
 		line := strings.TrimSpace(string(l))
@@ -694,7 +695,7 @@ func LooksLikeSMILog(head []byte) bool {
 		fields := splitSMIFields(line)
 		if cols, ok := parseSMIHeader(fields); ok {
 			for _, c := range cols {
-				if c.name == SMIColMemUsed {
+				if c.name == ColMemUsed {
 					return true
 				}
 			}
