@@ -35,21 +35,9 @@ func TestTimelineRulesRegistered(t *testing.T) {
 	}
 }
 
-// timelineRule returns the built-in rule id, to run alone or with a changed threshold.
-func timelineRule(t testing.TB, id string) Rule {
-	t.Helper()
-	for _, r := range Builtin() {
-		if r.ID == id {
-			return r
-		}
-	}
-	t.Fatalf("no rule %s", id)
-	return Rule{}
-}
-
 func findingsOf(t testing.TB, tr *chrometrace.Trace, id string) []Finding {
 	t.Helper()
-	return Run([]Rule{timelineRule(t, id)}, &Input{Source: "test", Trace: tr})
+	return Run([]Rule{ruleNamed(t, id)}, &Input{Source: "test", Trace: tr})
 }
 
 // ---- an oracle that reads the raw JSON with encoding/json, independent of
@@ -302,7 +290,7 @@ func checkIdleAgainstOracle(t *testing.T, tr *chrometrace.Trace, o *oracleTrace,
 	// Whether it fired or not, the oracle's median decides.
 	want := median(o.idleFractions(0))
 	fired := tc.fires[ruleIdleGaps] || tc.fires[ruleLaunchBound]
-	if fired != (want > timelineRule(t, ruleIdleGaps).Threshold) {
+	if fired != (want > ruleNamed(t, ruleIdleGaps).Threshold) {
 		t.Errorf("oracle median idle %.3f disagrees with fired=%v", want, fired)
 	}
 	if len(fs) == 0 {
@@ -408,7 +396,7 @@ func checkBandwidthAgainstOracle(t *testing.T, o *oracleTrace, fs []Finding) {
 	for _, c := range large {
 		best = max(best, c.bandwidth)
 	}
-	limit := timelineRule(t, ruleLowMemcpyBW).Threshold * best
+	limit := ruleNamed(t, ruleLowMemcpyBW).Threshold * best
 	for _, f := range fs {
 		// Kineto's own bandwidth figure is the oracle.
 		if !near(f.Metrics["best_gbps"], best, 1e-6) {
@@ -541,7 +529,7 @@ func TestSyncCopySynthetic(t *testing.T) {
 					s.ItemCopy(base+100, 100*(i+1))
 				}
 			}
-			r := timelineRule(t, ruleSyncCopy)
+			r := ruleNamed(t, ruleSyncCopy)
 			r.Threshold = tc.threshold
 			fs := Run([]Rule{r}, &Input{Trace: s.Trace(t)})
 			if (len(fs) > 0) != tc.wantFire {
@@ -612,7 +600,7 @@ func TestIdleGapsSynthetic(t *testing.T) {
 
 		// At 0.1, GPU 0 idles 200 µs per step, 160 of them fetching data:
 		// input starvation, a warning.
-		r := timelineRule(t, ruleIdleGaps)
+		r := ruleNamed(t, ruleIdleGaps)
 		r.Threshold = 0.1
 		fs = Run([]Rule{r}, &Input{Trace: s.Trace(t)})
 		if len(fs) != 1 || fs[0].Metrics["device"] != 0 || !near(fs[0].Metrics["median_idle_fraction"], 0.2, 1e-12) ||
@@ -705,7 +693,7 @@ func TestCopyRulesSynthetic(t *testing.T) {
 			!near(fs[0].Metrics["best_gbps"], 50, 1e-3) || fs[0].Metrics["pageable_copies"] != 3 {
 			t.Errorf("bandwidth: %+v", fs)
 		}
-		r := timelineRule(t, rulePageableH2D)
+		r := ruleNamed(t, rulePageableH2D)
 		r.Threshold = 3
 		if fs := Run([]Rule{r}, &Input{Trace: tr}); len(fs) != 0 {
 			t.Errorf("2 per step under a threshold of 3 fired: %+v", fs)
@@ -759,7 +747,7 @@ func TestTimelineRulesShareAnalyses(t *testing.T) {
 	in := &Input{Trace: tr}
 	var rs []Rule
 	for _, id := range timelineRuleIDs {
-		rs = append(rs, timelineRule(t, id))
+		rs = append(rs, ruleNamed(t, id))
 	}
 	first := Run(rs, in)
 	second := Run(rs, in)
@@ -778,7 +766,7 @@ func BenchmarkTimelineRules(b *testing.B) {
 	for _, name := range []string{"big_transformer", "frag_small_allocs"} {
 		tr := testinput.Trace(b, "../testdata/traces/"+name+"/trace.json.gz")
 		for _, id := range timelineRuleIDs {
-			r := timelineRule(b, id)
+			r := ruleNamed(b, id)
 			r.Threshold = 0
 			b.Run(name+"/"+id, func(b *testing.B) {
 				for b.Loop() {
@@ -808,7 +796,7 @@ func FuzzTimelineRules(f *testing.F) {
 	f.Add([]byte(`{"traceEvents":[{"ph":"X","cat":"user_annotation","name":"ProfilerStep#1","pid":1,"tid":1,"ts":5,"dur":0}]}`))
 	var rs []Rule
 	for _, id := range timelineRuleIDs {
-		rs = append(rs, timelineRule(f, id))
+		rs = append(rs, ruleNamed(f, id))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		tr, err := chrometrace.Read(strings.NewReader(string(data)), chrometrace.ReadOptions{Workers: 1})

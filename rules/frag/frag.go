@@ -404,7 +404,7 @@ func Analyze(d Data, opts Options) Report {
 	sa.TopSites = smallSites.top(opts.TopSites, sa.Count, nSteps)
 
 	// Reserved minus allocated over time on one GPU, segment grows and
-	// drops, followed per pool (fragpool.go).
+	// drops, followed per pool (pool.go).
 	type pending struct{ frees int64 }
 	calls := runtimeCalls(t)
 	oomRetry := oomRetryCalls(t, calls, mem, rep.Device)

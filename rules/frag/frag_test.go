@@ -365,7 +365,7 @@ func TestFragRulesForCheck(t *testing.T) {
 	}
 }
 
-func BenchmarkAnalyzeFrag(b *testing.B) {
+func BenchmarkAnalyze(b *testing.B) {
 	tr := testinput.NamedTrace(b, "big_transformer")
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -440,34 +440,7 @@ func Analyze(d Data, opts Options) Report {
 		}
 		rep.Suspects = append(rep.Suspects, s)
 	}
-	sortSuspects(rep.Suspects)
-	rep.Leaks = groupLeaks(rep.Suspects, hooks)
-	for i, l := range rep.Leaks {
-		for j := range l.Sites {
-			rep.Leaks[i].Sites[j].Evidence, rep.Leaks[i].Sites[j].Fix = l.Evidence, l.Fix
-		}
-		rep.GrowthBytesPerStep += l.BytesPerStep
-	}
-	// The flat list carries each site's leak's kind, evidence and fix.
-	rep.Suspects = rep.Suspects[:0]
-	for _, l := range rep.Leaks {
-		rep.Suspects = append(rep.Suspects, l.Sites...)
-	}
-	sortSuspects(rep.Suspects)
-
-	if len(rep.Leaks) > 0 {
-		rep.Verdict = VerdictLeak
-		l := rep.Leaks[0]
-		top := l.Sites[0]
-		rep.Reason = fmt.Sprintf("%s per step stays allocated: %s keeps memory from each of steps #%d..#%d",
-			memtimeline.FormatBytes(rep.GrowthBytesPerStep), top.Site, l.FirstStep, l.LastStep)
-		if l.Accelerating {
-			rep.Reason += fmt.Sprintf(", more every step (accelerating, +%s per step each step)", memtimeline.FormatBytes(l.AccelerationBytes))
-		}
-		rep.Reason += fmt.Sprintf("; kind %s: %s", l.Kind, l.Evidence)
-		if len(rep.Leaks) > 1 {
-			rep.Reason += fmt.Sprintf(" (and %d more leak(s))", len(rep.Leaks)-1)
-		}
+	if rep.group(hooks, "stays allocated") {
 		return rep
 	}
 	rep.Verdict = VerdictClean
@@ -485,6 +458,40 @@ func Analyze(d Data, opts Options) Report {
 			minSteps, memtimeline.FormatBytes(rep.UnreleasedBytes), memtimeline.FormatBytes(endBytes), lastSurvivors)
 	}
 	return rep
+}
+
+// group makes the report's leaks out of its suspects, one per cause
+// (groupLeaks), and lists the sites again flat, each carrying its leak's
+// kind, evidence and fix; the growth is the leaks' bytes per step summed.
+// With a leak it sets the verdict and its reason (what per step is kept:
+// "stays allocated", "never freed") and reports true.
+func (rep *Report) group(hooks map[string]growingFrame, kept string) bool {
+	sortSuspects(rep.Suspects)
+	rep.Leaks = groupLeaks(rep.Suspects, hooks)
+	rep.Suspects = rep.Suspects[:0]
+	for i, l := range rep.Leaks {
+		for j := range l.Sites {
+			rep.Leaks[i].Sites[j].Evidence, rep.Leaks[i].Sites[j].Fix = l.Evidence, l.Fix
+		}
+		rep.Suspects = append(rep.Suspects, rep.Leaks[i].Sites...)
+		rep.GrowthBytesPerStep += l.BytesPerStep
+	}
+	sortSuspects(rep.Suspects)
+	if len(rep.Leaks) == 0 {
+		return false
+	}
+	rep.Verdict = VerdictLeak
+	l := rep.Leaks[0]
+	rep.Reason = fmt.Sprintf("%s per step %s: %s keeps memory from each of steps #%d..#%d",
+		memtimeline.FormatBytes(rep.GrowthBytesPerStep), kept, l.Sites[0].Site, l.FirstStep, l.LastStep)
+	if l.Accelerating {
+		rep.Reason += fmt.Sprintf(", more every step (accelerating, +%s per step each step)", memtimeline.FormatBytes(l.AccelerationBytes))
+	}
+	rep.Reason += fmt.Sprintf("; kind %s: %s", l.Kind, l.Evidence)
+	if len(rep.Leaks) > 1 {
+		rep.Reason += fmt.Sprintf(" (and %d more leak(s))", len(rep.Leaks)-1)
+	}
+	return true
 }
 
 func siteKey(s memtimeline.Site) string {

@@ -19,15 +19,7 @@ import (
 // stepLogGrowth measures growth per step independently of the trace: from
 // torch.cuda.memory_allocated() logged after every step by the same run.
 func stepLogGrowth(t *testing.T, name string) int64 {
-	f, err := os.Open(testinput.Testdata("traces", name, "stats_steps.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	log, err := steplog.Read(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	log := testinput.StepLog(t, testinput.Testdata("traces", name, "stats_steps.jsonl"))
 	a := steplog.Analyze(log, steplog.DefaultOptions())
 	return int64(a.Series[0].BytesPerStep)
 }

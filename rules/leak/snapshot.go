@@ -110,28 +110,7 @@ func AnalyzeSnapshot(rep *memtimeline.SnapshotReport, opts Options) Report {
 		}
 		out.Suspects = append(out.Suspects, s)
 	}
-	sortSuspects(out.Suspects)
-	out.Leaks = groupLeaks(out.Suspects, hooks)
-	out.Suspects = out.Suspects[:0]
-	for i, l := range out.Leaks {
-		for j := range l.Sites {
-			out.Leaks[i].Sites[j].Evidence, out.Leaks[i].Sites[j].Fix = l.Evidence, l.Fix
-		}
-		out.Suspects = append(out.Suspects, out.Leaks[i].Sites...)
-		out.GrowthBytesPerStep += l.BytesPerStep
-	}
-	sortSuspects(out.Suspects)
-	if len(out.Leaks) > 0 {
-		l := out.Leaks[0]
-		out.Verdict = VerdictLeak
-		out.Reason = fmt.Sprintf("%s per step never freed: %s keeps memory from each of steps #%d..#%d", memtimeline.FormatBytes(out.GrowthBytesPerStep), l.Sites[0].Site, l.FirstStep, l.LastStep)
-		if l.Accelerating {
-			out.Reason += fmt.Sprintf(", more every step (accelerating, +%s per step each step)", memtimeline.FormatBytes(l.AccelerationBytes))
-		}
-		out.Reason += fmt.Sprintf("; kind %s: %s", l.Kind, l.Evidence)
-		if len(out.Leaks) > 1 {
-			out.Reason += fmt.Sprintf(" (and %d more leak(s))", len(out.Leaks)-1)
-		}
+	if out.group(hooks, "never freed") {
 		return out
 	}
 	out.Verdict = VerdictClean

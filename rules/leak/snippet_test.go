@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/torchmem/torchmem/memtimeline/steplog"
 	"github.com/torchmem/torchmem/rules"
 	"github.com/torchmem/torchmem/rules/internal/testinput"
 	"github.com/torchmem/torchmem/rules/leak"
@@ -43,15 +42,7 @@ type snippetTruth struct {
 // first..last (the run's own steps.jsonl, written after every step).
 func stepLogGrowthOver(t *testing.T, path string, first, last int64) int64 {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	log, err := steplog.Read(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	log := testinput.StepLog(t, path)
 	at := map[int64]int64{}
 	for _, r := range log.Series[0].Records {
 		at[r.Step] = r.AllocatedBytes

@@ -4,12 +4,14 @@
 package testinput
 
 import (
+	"os"
 	"path/filepath"
 	"runtime"
 	"testing"
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/steplog"
 )
 
 // Testdata is the path of elem under the repository's testdata/.
@@ -94,4 +96,19 @@ func LastFrame(stack []string) string {
 func GPUTrace(t testing.TB, rel string) *chrometrace.Trace {
 	t.Helper()
 	return Trace(t, Testdata("gpu", rel, "trace.json.gz"))
+}
+
+// StepLog reads a per-step memory log (steps JSONL).
+func StepLog(t testing.TB, path string) *steplog.Log {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	log, err := steplog.Read(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return log
 }
