@@ -9,7 +9,7 @@
 //	input kind                   package                  content test, reader
 //	Kineto trace                 chrometrace              (its own package)
 //	allocator snapshot pickle    memtimeline (snapshot.go, pickle.go)  IsPickle, ReadSnapshot
-//	export_memory_timeline       memtimeline (exported.go)             LooksLikeExportedTimeline, ParseExportedTimeline
+//	export_memory_timeline       memtimeline/exported     LooksLike, Read
 //	nvidia-smi CSV               memtimeline/smi          LooksLike, Read
 //	per-step JSONL               memtimeline/steplog      LooksLike, Read
 //	memory_summary() text        memtimeline/memsummary   LooksLike, Read

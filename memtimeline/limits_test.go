@@ -10,6 +10,7 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/exported"
 	"github.com/torchmem/torchmem/memtimeline/memsummary"
 	"github.com/torchmem/torchmem/memtimeline/smi"
 	"github.com/torchmem/torchmem/memtimeline/steplog"
@@ -97,7 +98,7 @@ func TestReadersStopAtCaps(t *testing.T) {
 	}
 }
 
-func parseTimeline(r io.Reader) error { _, err := memtimeline.ParseExportedTimeline(r); return err }
+func parseTimeline(r io.Reader) error { _, err := exported.Read(r); return err }
 func readSMI(r io.Reader) error       { _, err := smi.Read(r); return err }
 func readSteps(r io.Reader) error     { _, err := steplog.Read(r); return err }
 func readSummaries(r io.Reader) error { _, err := memsummary.Read(r); return err }
@@ -109,7 +110,7 @@ func TestTimelineWhiteSpaceRun(t *testing.T) {
 	chrometrace.MaxEventBytes = 1 << 20
 	t.Cleanup(func() { chrometrace.MaxEventBytes = old })
 	in := &stream{head: "[[1, 2,", body: repeat(strings.Repeat(" ", 4096))}
-	_, err := memtimeline.ParseExportedTimeline(in)
+	_, err := exported.Read(in)
 	var le *chrometrace.LimitError
 	if !errors.As(err, &le) || le.What != "a run of white space" || le.Offset != 7 {
 		t.Fatalf("error %v, want a white space run limit at byte 7", err)

@@ -82,50 +82,15 @@ type Composition struct {
 	Agreement float64 `json:"agreement,omitempty"`
 }
 
-// torchCategory maps export_memory_timeline's categories to a
-// composition's: the batch (INPUT) is held like an activation, autograd's
-// bookkeeping is temporary.
-var torchCategory = map[string]string{
-	"PARAMETER": CatParameter, "OPTIMIZER_STATE": CatOptimizerState, "INPUT": CatActivation,
-	"TEMPORARY": CatTemporary, "ACTIVATION": CatActivation, "GRADIENT": CatGradient,
-	"AUTOGRAD_DETAIL": CatTemporary, "Unknown": CatUnknown,
-}
-
-// TorchSplitAt is torch's category split at ts (on the timeline's clock:
-// a trace's ts plus its baseTimeNanoseconds), in CompositionCategories
-// order; nil when ts is outside the timeline.
-func TorchSplitAt(tl *CategoryTimeline, ts int64) []Share {
-	i := -1
-	for k, t := range tl.Times {
-		if t <= ts {
-			i = k
-		}
-	}
-	if i < 0 || (tl.Len() > 0 && ts > tl.Times[tl.Len()-1]+int64(1e9)) {
-		return nil
-	}
-	by := map[string]int64{}
-	for k, name := range tl.Categories {
-		c := torchCategory[name]
-		if c == "" {
-			c = CatUnknown
-		}
-		by[c] += tl.Bytes[k][i]
-	}
-	out := make([]Share, len(CompositionCategories))
-	for k, c := range CompositionCategories {
-		out[k] = Share{Name: c, Bytes: by[c]}
-	}
-	return out
-}
-
-// CompareWithTorch sets c.Torch and c.Agreement from torch's timeline of
-// the same run. Torch counts tensors only: allocator blocks that are no
-// tensor (cuBLAS workspaces) are the difference between the allocator's
-// total and the timeline's and sit in the estimate's unknown share, so
-// they are left out of the comparison.
-func (c *Composition) CompareWithTorch(tl *CategoryTimeline, baseNs int64) bool {
-	torch := TorchSplitAt(tl, c.TNs+baseNs)
+// CompareWithTorch sets c.Torch and c.Agreement from torch's own split
+// of the same moment: the export_memory_timeline of the same run at c.TNs
+// plus the trace's baseTimeNanoseconds (exported.Timeline.SplitAt); false
+// when torch is nil (the moment is outside torch's timeline). Torch
+// counts tensors only: allocator blocks that are no tensor (cuBLAS
+// workspaces) are the difference between the allocator's total and the
+// timeline's and sit in the estimate's unknown share, so they are left
+// out of the comparison.
+func (c *Composition) CompareWithTorch(torch []Share) bool {
 	if torch == nil {
 		return false
 	}

@@ -1,4 +1,4 @@
-package memtimeline
+package memtimeline_test
 
 import (
 	"fmt"
@@ -7,12 +7,14 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/exported"
 )
 
-func formatSplit(ours, torch []Share) string {
+func formatSplit(ours, torch []memtimeline.Share) string {
 	var b strings.Builder
 	for i, s := range ours {
-		fmt.Fprintf(&b, " %s %s/%s", s.Name, FormatBytes(s.Bytes), FormatBytes(torch[i].Bytes))
+		fmt.Fprintf(&b, " %s %s/%s", s.Name, memtimeline.FormatBytes(s.Bytes), memtimeline.FormatBytes(torch[i].Bytes))
 	}
 	return b.String()
 }
@@ -51,27 +53,27 @@ func TestPeakCategoriesAgreeWithTorch(t *testing.T) {
 	for _, run := range peakRuns {
 		t.Run(run.name, func(t *testing.T) {
 			tr := readTracePath(t, run.trace)
-			tl, err := ReadExportedTimeline(filepath.Clean(run.timeline))
+			tl, err := exported.ReadFile(filepath.Clean(run.timeline))
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := PeakComposition(tr, chrometrace.Attribute(tr), Lifetimes(tr, -1), -1)
+			c := memtimeline.PeakComposition(tr, chrometrace.Attribute(tr), memtimeline.Lifetimes(tr, -1), -1)
 			if c == nil {
 				t.Fatal("no composition")
 			}
-			if !c.CompareWithTorch(tl, tr.Meta.BaseTimeNanoseconds) {
+			if !c.CompareWithTorch(tl.SplitAt(c.TNs + tr.Meta.BaseTimeNanoseconds)) {
 				t.Fatal("the peak is outside torch's timeline")
 			}
 			var torchTotal, torchUnknown int64
 			for _, s := range c.Torch {
 				torchTotal += s.Bytes
-				if s.Name == CatUnknown {
+				if s.Name == memtimeline.CatUnknown {
 					torchUnknown = s.Bytes
 				}
 			}
-			t.Logf("peak %s at %s (%s): agreement %.2f:%s", FormatBytes(c.AllocatedBytes), c.Step, c.Phase, c.Agreement, formatSplit(c.ByCategory, c.Torch))
+			t.Logf("peak %s at %s (%s): agreement %.2f:%s", memtimeline.FormatBytes(c.AllocatedBytes), c.Step, c.Phase, c.Agreement, formatSplit(c.ByCategory, c.Torch))
 			if torchUnknown*2 > torchTotal {
-				t.Logf("torch itself leaves %s of %s uncategorized: no comparison", FormatBytes(torchUnknown), FormatBytes(torchTotal))
+				t.Logf("torch itself leaves %s of %s uncategorized: no comparison", memtimeline.FormatBytes(torchUnknown), memtimeline.FormatBytes(torchTotal))
 				return
 			}
 			if c.Agreement < 0.75 {

@@ -2,7 +2,6 @@ package memtimeline
 
 import (
 	"math/rand/v2"
-	"path/filepath"
 	"testing"
 	"testing/quick"
 )
@@ -119,27 +118,4 @@ func TestDownsampleSinglePeakInTheMiddle(t *testing.T) {
 	in.V[777] = 1 << 20
 	out := Downsample(in, 50)
 	checkDownsampled(t, in, out, 50)
-}
-
-func TestDownsampleRealTimeline(t *testing.T) {
-	tl, err := ReadExportedTimeline(filepath.Join(timelineDir("big_transformer"), "memory_timeline.raw.json.gz"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	total := tl.Total("allocated")
-	for _, maxPoints := range []int{4, 100, 1000, 5000} {
-		out := Downsample(total, maxPoints)
-		checkDownsampled(t, total, out, maxPoints)
-	}
-	// Categories downsampled together stay aligned and their stack keeps
-	// the total's peak.
-	idx := DownsampleIndices(total.V, 1000)
-	_, wantPeak, _ := total.Max()
-	var gotPeak int64
-	for _, i := range idx {
-		gotPeak = max(gotPeak, tl.TotalAt(i))
-	}
-	if gotPeak != wantPeak {
-		t.Fatalf("stacked categories at chosen indices peak at %d, total peaks at %d", gotPeak, wantPeak)
-	}
 }

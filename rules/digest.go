@@ -7,6 +7,7 @@ import (
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/chart"
+	"github.com/torchmem/torchmem/memtimeline/exported"
 	"github.com/torchmem/torchmem/memtimeline/memsummary"
 	"github.com/torchmem/torchmem/rules/diff"
 	"github.com/torchmem/torchmem/rules/frag"
@@ -52,7 +53,7 @@ type Digest struct {
 	TraceBaseNs int64 `json:"trace_base_ns,omitempty"`
 	// TorchTimeline is an export_memory_timeline file's categories over
 	// time, at most TimelinePoints instants with the total's peaks kept.
-	TorchTimeline *memtimeline.CategoryTimeline `json:"torch_timeline,omitempty"`
+	TorchTimeline *exported.Timeline `json:"torch_timeline,omitempty"`
 	// Sites are the top allocation sites by bytes (DefaultSiteOptions).
 	Sites []memtimeline.Site `json:"sites,omitempty"`
 	// Lines counts a log's lines (step log) or rows (nvidia-smi); GPUs the
@@ -280,7 +281,7 @@ func (in *Input) isTrace() bool { return in.Trace != nil || in.Digest != nil && 
 
 // downsampleCategories keeps at most n instants of tl, chosen on the
 // total over its categories so that its peaks stay.
-func downsampleCategories(tl *memtimeline.CategoryTimeline, n int) *memtimeline.CategoryTimeline {
+func downsampleCategories(tl *exported.Timeline, n int) *exported.Timeline {
 	total := make([]int64, len(tl.Times))
 	for _, row := range tl.Bytes {
 		for i, b := range row {
@@ -293,7 +294,7 @@ func downsampleCategories(tl *memtimeline.CategoryTimeline, n int) *memtimeline.
 	if idx == nil {
 		return tl
 	}
-	out := &memtimeline.CategoryTimeline{Format: tl.Format, Categories: tl.Categories, HasPreexisting: tl.HasPreexisting, Times: make([]int64, len(idx))}
+	out := &exported.Timeline{Format: tl.Format, Categories: tl.Categories, HasPreexisting: tl.HasPreexisting, Times: make([]int64, len(idx))}
 	for j, i := range idx {
 		out.Times[j] = tl.Times[i]
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/exported"
 	"github.com/torchmem/torchmem/memtimeline/memsummary"
 	"github.com/torchmem/torchmem/memtimeline/smi"
 	"github.com/torchmem/torchmem/memtimeline/steplog"
@@ -94,7 +95,7 @@ type Input struct {
 	SMI      *smi.Log
 	StepLog  *steplog.Log
 	Snapshot *memtimeline.Snapshot
-	Timeline *memtimeline.CategoryTimeline
+	Timeline *exported.Timeline
 	Summary  *memsummary.Log
 	// Digest is set instead of the fields above for an input read back
 	// from a summary (torchmem summarize); Kind is then the kind of the

@@ -893,7 +893,7 @@ func judgePeak(ins []*Input) *PeakAnswer {
 				continue
 			}
 			c := *ans.Composition
-			if c.CompareWithTorch(in.Timeline, base) {
+			if c.CompareWithTorch(in.Timeline.SplitAt(c.TNs + base)) {
 				ans.Composition = &c
 				ans.TorchSource = in.Source
 				break
@@ -927,7 +927,7 @@ func judgePeak(ins []*Input) *PeakAnswer {
 		if !ok {
 			continue
 		}
-		split := memtimeline.TorchSplitAt(tl, tl.Times[i])
+		split := tl.SplitAt(tl.Times[i])
 		ans = &PeakAnswer{Source: in.Source, AllocatedBytes: peak, Holders: []Holder{}, TorchSource: in.Source,
 			Composition: &memtimeline.Composition{TNs: tl.Times[i], Device: -1, AllocatedBytes: peak, SeenBytes: peak, Torch: split, Agreement: 0,
 				ByLine: []memtimeline.Share{}, ByOperator: []memtimeline.Share{}, ByCategory: split,

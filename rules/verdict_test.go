@@ -11,6 +11,7 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/exported"
 	"github.com/torchmem/torchmem/memtimeline/memsummary"
 	"github.com/torchmem/torchmem/memtimeline/steplog"
 	"github.com/torchmem/torchmem/rules/frag"
@@ -435,7 +436,7 @@ func TestVerdictWithLoggedMemorySummary(t *testing.T) {
 
 // An export_memory_timeline file alone: torch's own peak and categories.
 func TestVerdictPeakFromTimelineAlone(t *testing.T) {
-	tl, err := memtimeline.ReadExportedTimeline("../testdata/timeline/compiled_model/memory_timeline.json.gz")
+	tl, err := exported.ReadFile("../testdata/timeline/compiled_model/memory_timeline.json.gz")
 	if err != nil {
 		t.Fatal(err)
 	}

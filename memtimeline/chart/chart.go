@@ -63,7 +63,7 @@ type Spec struct {
 	// PointLines[i] shows line i's points (a per-step log's few samples).
 	Lines      []memtimeline.Series
 	PointLines []bool
-	// Categories are drawn as stacked areas (e.g. CategoryTimeline's
+	// Categories are drawn as stacked areas (e.g. exported.Timeline's
 	// CategorySeries); they must share one T.
 	Categories []memtimeline.Series
 	// Steps are shaded bands, e.g. ProfilerStep#N.

@@ -5,6 +5,7 @@ import (
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/chart/browsertest"
+	"github.com/torchmem/torchmem/memtimeline/exported"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -92,7 +93,7 @@ func TestChartRendersInBrowser(t *testing.T) {
 	spec.ID = "demo"
 	// A second device's chart on the same page, from another real run's
 	// coalesced file (categories only): one chart per device.
-	other, err := memtimeline.ReadExportedTimeline(filepath.Join(timelineDir("leak_eval_no_grad"), "memory_timeline.json.gz"))
+	other, err := exported.ReadFile(filepath.Join(timelineDir("leak_eval_no_grad"), "memory_timeline.json.gz"))
 	if err != nil {
 		t.Fatal(err)
 	}

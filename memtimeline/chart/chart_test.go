@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/exported"
 )
 
 // xssName is the payload every untrusted string is tested with.
@@ -35,7 +36,7 @@ type stepsFixture struct {
 func demoSpec(t testing.TB) Spec {
 	t.Helper()
 	dir := timelineDir("big_transformer")
-	tl, err := memtimeline.ReadExportedTimeline(filepath.Join(dir, "memory_timeline.raw.json.gz"))
+	tl, err := exported.ReadFile(filepath.Join(dir, "memory_timeline.raw.json.gz"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +335,7 @@ func TestPageSizeFor100kPoints(t *testing.T) {
 	reserved := memtimeline.Series{Name: "reserved", T: r.T, V: make([]int64, n)}
 	var cats []memtimeline.Series
 	for k := 0; k < 8; k++ {
-		cats = append(cats, memtimeline.Series{Name: memtimeline.TimelineCategories[k], T: r.T, V: make([]int64, n)})
+		cats = append(cats, memtimeline.Series{Name: exported.Categories[k], T: r.T, V: make([]int64, n)})
 	}
 	for i := range r.T {
 		v := r.V[i]

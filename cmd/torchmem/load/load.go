@@ -28,6 +28,7 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/exported"
 	"github.com/torchmem/torchmem/memtimeline/memsummary"
 	"github.com/torchmem/torchmem/memtimeline/smi"
 	"github.com/torchmem/torchmem/memtimeline/steplog"
@@ -87,7 +88,7 @@ var sniffers = []struct {
 	{SMI, smi.LooksLike},
 	{Steps, steplog.LooksLike},
 	{Summary, memsummary.LooksLike},
-	{Timeline, memtimeline.LooksLikeExportedTimeline},
+	{Timeline, exported.LooksLike},
 	{Trace, chrometrace.LooksLikeTrace},
 }
 
@@ -272,7 +273,7 @@ type File struct {
 	Snapshot *memtimeline.Snapshot
 	SMI      *smi.Log
 	Steps    *steplog.Log
-	Timeline *memtimeline.CategoryTimeline
+	Timeline *exported.Timeline
 	Summary  *memsummary.Log
 	// Summarized is a torchmem summary: the analyses of a file of the kind
 	// it names, read back without that file.
@@ -444,7 +445,7 @@ func Parse(r *Reader, kind Kind, topts chrometrace.ReadOptions) (*File, error) {
 			f.Warnings = f.Summary.Warnings
 		}
 	case Timeline:
-		f.Timeline, err = memtimeline.ParseExportedTimeline(in)
+		f.Timeline, err = exported.Read(in)
 	case Summarized:
 		f.Summarized, err = summary.Read(in)
 	default:

@@ -1,4 +1,4 @@
-package memtimeline
+package exported
 
 import (
 	"bytes"
@@ -10,13 +10,15 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/torchmem/torchmem/memtimeline"
 )
 
 // realTimelineRuns are runs copied from /work/shared/traces (torch 2.11,
 // H200): each has both export_memory_timeline files and memory_stats.json.
 var realTimelineRuns = []string{"compiled_model", "leak_eval_no_grad", "resnet_train_clean", "big_transformer"}
 
-func timelineDir(run string) string { return filepath.Join("..", "testdata", "timeline", run) }
+func timelineDir(run string) string { return filepath.Join("..", "..", "testdata", "timeline", run) }
 
 func readGz(t testing.TB, path string) []byte {
 	t.Helper()
@@ -56,7 +58,7 @@ func TestCoalescedMatchesEncodingJSON(t *testing.T) {
 			if err := json.Unmarshal(raw[1], &doc.Sizes); err != nil {
 				t.Fatal(err)
 			}
-			tl, err := ReadExportedTimeline(path)
+			tl, err := ReadFile(path)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -86,11 +88,11 @@ func TestCoalescedMatchesEncodingJSON(t *testing.T) {
 func TestRawReplaysToCoalesced(t *testing.T) {
 	for _, run := range realTimelineRuns {
 		t.Run(run, func(t *testing.T) {
-			coalesced, err := ReadExportedTimeline(filepath.Join(timelineDir(run), "memory_timeline.json.gz"))
+			coalesced, err := ReadFile(filepath.Join(timelineDir(run), "memory_timeline.json.gz"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			raw, err := ReadExportedTimeline(filepath.Join(timelineDir(run), "memory_timeline.raw.json.gz"))
+			raw, err := ReadFile(filepath.Join(timelineDir(run), "memory_timeline.raw.json.gz"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -117,7 +119,7 @@ func TestRawReplaysToCoalesced(t *testing.T) {
 			if rawPeak < coPeak {
 				t.Errorf("ns-resolution peak %d below µs-resolution peak %d", rawPeak, coPeak)
 			}
-			t.Logf("%s: %d raw ns points, %d µs points, peak %s (ns) / %s (µs)", run, raw.Len(), coalesced.Len(), FormatBytes(rawPeak), FormatBytes(coPeak))
+			t.Logf("%s: %d raw ns points, %d µs points, peak %s (ns) / %s (µs)", run, raw.Len(), coalesced.Len(), memtimeline.FormatBytes(rawPeak), memtimeline.FormatBytes(coPeak))
 		})
 	}
 }
@@ -144,14 +146,14 @@ func TestRawFinalStateIsSumOfEvents(t *testing.T) {
 		for _, e := range events {
 			want[e[3]] += e[2]
 		}
-		tl, err := ReadExportedTimeline(path)
+		tl, err := ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		last := tl.Len() - 1
 		for k := range want {
 			if tl.Bytes[k][last] != want[k] {
-				t.Errorf("%s: final %s = %d, sum of events %d", run, TimelineCategories[k], tl.Bytes[k][last], want[k])
+				t.Errorf("%s: final %s = %d, sum of events %d", run, Categories[k], tl.Bytes[k][last], want[k])
 			}
 		}
 	}
@@ -177,7 +179,7 @@ func TestTimelinePeakWithinAllocatorPeak(t *testing.T) {
 			t.Fatalf("%s: no allocated_bytes.all.peak", run)
 		}
 		for _, name := range []string{"memory_timeline.json.gz", "memory_timeline.raw.json.gz"} {
-			tl, err := ReadExportedTimeline(filepath.Join(timelineDir(run), name))
+			tl, err := ReadFile(filepath.Join(timelineDir(run), name))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -192,7 +194,7 @@ func TestTimelinePeakWithinAllocatorPeak(t *testing.T) {
 					}
 				}
 			}
-			t.Logf("%s/%s: peak %s = %.1f%% of allocator peak %s", run, name, FormatBytes(peak), 100*float64(peak)/float64(allocPeak), FormatBytes(allocPeak))
+			t.Logf("%s/%s: peak %s = %.1f%% of allocator peak %s", run, name, memtimeline.FormatBytes(peak), 100*float64(peak)/float64(allocPeak), memtimeline.FormatBytes(allocPeak))
 		}
 	}
 }
@@ -203,7 +205,7 @@ func TestFormatDetectedByContent(t *testing.T) {
 	src := timelineDir("compiled_model")
 	cases := []struct {
 		from, to string
-		want     TimelineFormat
+		want     Format
 	}{
 		{"memory_timeline.raw.json.gz", "looks_coalesced.json", FormatRaw},
 		{"memory_timeline.json.gz", "looks.raw.json.gz", FormatCoalesced},
@@ -214,7 +216,7 @@ func TestFormatDetectedByContent(t *testing.T) {
 		if err := os.WriteFile(p, plain, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		tl, err := ReadExportedTimeline(p)
+		tl, err := ReadFile(p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -228,7 +230,7 @@ func TestParseSmallAndEdgeDocuments(t *testing.T) {
 	cases := []struct {
 		name   string
 		doc    string
-		format TimelineFormat
+		format Format
 		times  []int64
 		total  []int64
 	}{
@@ -243,7 +245,7 @@ func TestParseSmallAndEdgeDocuments(t *testing.T) {
 		{"whitespace", " \n[ [ 7 , 1 , 8 , 0 ] ]\n", FormatRaw, []int64{7}, []int64{8}},
 	}
 	for _, c := range cases {
-		tl, err := ParseExportedTimeline(strings.NewReader(c.doc))
+		tl, err := Read(strings.NewReader(c.doc))
 		if err != nil {
 			t.Errorf("%s: %v", c.name, err)
 			continue
@@ -315,7 +317,7 @@ func TestBadTimelineFilesGiveOneClearError(t *testing.T) {
 		if err := os.WriteFile(p, []byte(c.content), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_, err := ReadExportedTimeline(p)
+		_, err := ReadFile(p)
 		if err == nil {
 			t.Errorf("%s: no error", c.name)
 			continue
@@ -327,7 +329,7 @@ func TestBadTimelineFilesGiveOneClearError(t *testing.T) {
 			t.Errorf("%s: error %q does not say %q", c.name, err, c.wantErr)
 		}
 	}
-	if _, err := ReadExportedTimeline(filepath.Join(dir, "missing.json")); err == nil || !strings.Contains(err.Error(), "missing.json") {
+	if _, err := ReadFile(filepath.Join(dir, "missing.json")); err == nil || !strings.Contains(err.Error(), "missing.json") {
 		t.Errorf("missing file: %v", err)
 	}
 }
@@ -389,7 +391,7 @@ func BenchmarkParseExportedTimeline(b *testing.B) {
 		b.Run(name+"/scanner", func(b *testing.B) {
 			b.SetBytes(int64(len(doc)))
 			for i := 0; i < b.N; i++ {
-				if _, err := ParseExportedTimeline(bytes.NewReader(doc)); err != nil {
+				if _, err := Read(bytes.NewReader(doc)); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -420,14 +422,14 @@ func FuzzParseExportedTimeline(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, doc []byte) {
-		tl, err := ParseExportedTimeline(bytes.NewReader(doc))
+		tl, err := Read(bytes.NewReader(doc))
 		if err != nil {
 			if tl != nil {
 				t.Fatal("timeline returned with an error")
 			}
 			return
 		}
-		if len(tl.Bytes) != len(TimelineCategories) || len(tl.Categories) != len(TimelineCategories) {
+		if len(tl.Bytes) != len(Categories) || len(tl.Categories) != len(Categories) {
 			t.Fatalf("%d category rows", len(tl.Bytes))
 		}
 		for k := range tl.Bytes {
@@ -445,7 +447,7 @@ func FuzzParseExportedTimeline(f *testing.F) {
 				t.Fatalf("coalescing changed the final total")
 			}
 		}
-		_ = Downsample(tl.Total("t"), 5)
+		_ = memtimeline.Downsample(tl.Total("t"), 5)
 	})
 }
 
@@ -457,7 +459,7 @@ func FuzzParseExportedTimeline(f *testing.F) {
 // that the memory profiler never saw as a tensor (84.5 MiB here).
 func TestRawTimelineTracksTraceAllocated(t *testing.T) {
 	dir := timelineDir("big_transformer")
-	tl, err := ReadExportedTimeline(filepath.Join(dir, "memory_timeline.raw.json.gz"))
+	tl, err := ReadFile(filepath.Join(dir, "memory_timeline.raw.json.gz"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -488,5 +490,5 @@ func TestRawTimelineTracksTraceAllocated(t *testing.T) {
 	if offset < 0 {
 		t.Errorf("the trace sees less memory (%d) than the timeline", offset)
 	}
-	t.Logf("%d trace events: Total Allocated = timeline total + %s at every one", len(events), FormatBytes(offset))
+	t.Logf("%d trace events: Total Allocated = timeline total + %s at every one", len(events), memtimeline.FormatBytes(offset))
 }

@@ -1,4 +1,4 @@
-package memtimeline
+package exported
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"math/big"
 
 	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/memtimeline"
 )
 
 // What torch's prof.export_memory_timeline writes (torch/profiler/_memory_profiler.py,
@@ -37,23 +38,23 @@ import (
 // ns timestamps are grouped by torch's µs rule (see CoalesceMicros and
 // TestRawReplaysToCoalesced).
 
-// TimelineCategories are export_memory_timeline's categories, in file order.
-var TimelineCategories = []string{
+// Categories are export_memory_timeline's categories, in file order.
+var Categories = []string{
 	"PARAMETER", "OPTIMIZER_STATE", "INPUT", "TEMPORARY",
 	"ACTIVATION", "GRADIENT", "AUTOGRAD_DETAIL", "Unknown",
 }
 
-// TimelineFormat says which export_memory_timeline flavour a file was.
-type TimelineFormat int
+// Format says which export_memory_timeline flavour a file was.
+type Format int
 
 const (
 	// FormatCoalesced is [times_us, sizes] (".json", ".json.gz").
-	FormatCoalesced TimelineFormat = iota + 1
+	FormatCoalesced Format = iota + 1
 	// FormatRaw is the event list (".raw.json.gz").
 	FormatRaw
 )
 
-func (f TimelineFormat) String() string {
+func (f Format) String() string {
 	switch f {
 	case FormatCoalesced:
 		return "coalesced [times, sizes]"
@@ -63,15 +64,15 @@ func (f TimelineFormat) String() string {
 	return fmt.Sprintf("TimelineFormat(%d)", int(f))
 }
 
-// CategoryTimeline is memory per category over time for one device, as
+// Timeline is memory per category over time for one device, as
 // torch's memory profiler categorised it.
-type CategoryTimeline struct {
-	Format TimelineFormat
+type Timeline struct {
+	Format Format
 	// Times are nanoseconds on the profiler's clock (the trace's clock).
 	// From a coalesced file they are µs * 1000; from a raw file they keep
 	// full ns resolution, one point per run of events with equal time.
 	Times []int64
-	// Categories names each row of Bytes (TimelineCategories).
+	// Categories names each row of Bytes (Categories).
 	Categories []string
 	// Bytes[k][i] is the memory held by category k right after the events
 	// at Times[i] (per category, not stacked).
@@ -83,10 +84,10 @@ type CategoryTimeline struct {
 }
 
 // Len is the number of points.
-func (tl *CategoryTimeline) Len() int { return len(tl.Times) }
+func (tl *Timeline) Len() int { return len(tl.Times) }
 
 // TotalAt is the sum over categories at point i.
-func (tl *CategoryTimeline) TotalAt(i int) int64 {
+func (tl *Timeline) TotalAt(i int) int64 {
 	var sum int64
 	for k := range tl.Bytes {
 		sum = chrometrace.AddSat(sum, tl.Bytes[k][i])
@@ -95,8 +96,8 @@ func (tl *CategoryTimeline) TotalAt(i int) int64 {
 }
 
 // Total is the summed memory of all categories over time.
-func (tl *CategoryTimeline) Total(name string) Series {
-	s := Series{Name: name, T: append([]int64(nil), tl.Times...), V: make([]int64, len(tl.Times))}
+func (tl *Timeline) Total(name string) memtimeline.Series {
+	s := memtimeline.Series{Name: name, T: append([]int64(nil), tl.Times...), V: make([]int64, len(tl.Times))}
 	for i := range tl.Times {
 		s.V[i] = tl.TotalAt(i)
 	}
@@ -104,9 +105,9 @@ func (tl *CategoryTimeline) Total(name string) Series {
 }
 
 // CategorySeries returns one series per category that is non-zero at some
-// point, in TimelineCategories order. They share T, so they can be stacked.
-func (tl *CategoryTimeline) CategorySeries() []Series {
-	var out []Series
+// point, in Categories order. They share T, so they can be stacked.
+func (tl *Timeline) CategorySeries() []memtimeline.Series {
+	var out []memtimeline.Series
 	for k, row := range tl.Bytes {
 		nonzero := false
 		for _, v := range row {
@@ -118,14 +119,14 @@ func (tl *CategoryTimeline) CategorySeries() []Series {
 		if !nonzero {
 			continue
 		}
-		out = append(out, Series{Name: tl.Categories[k], T: tl.Times, V: row})
+		out = append(out, memtimeline.Series{Name: tl.Categories[k], T: tl.Times, V: row})
 	}
 	return out
 }
 
 // Peak returns the point with the largest total (the first one on ties).
 // ok is false for an empty timeline.
-func (tl *CategoryTimeline) Peak() (i int, bytes int64, ok bool) {
+func (tl *Timeline) Peak() (i int, bytes int64, ok bool) {
 	if len(tl.Times) == 0 {
 		return 0, 0, false
 	}
@@ -138,30 +139,68 @@ func (tl *CategoryTimeline) Peak() (i int, bytes int64, ok bool) {
 	return i, bytes, true
 }
 
-// ReadExportedTimeline reads a file written by prof.export_memory_timeline
+// torchCategory maps export_memory_timeline's categories to a
+// composition's: the batch (INPUT) is held like an activation, autograd's
+// bookkeeping is temporary.
+var torchCategory = map[string]string{
+	"PARAMETER": memtimeline.CatParameter, "OPTIMIZER_STATE": memtimeline.CatOptimizerState, "INPUT": memtimeline.CatActivation,
+	"TEMPORARY": memtimeline.CatTemporary, "ACTIVATION": memtimeline.CatActivation, "GRADIENT": memtimeline.CatGradient,
+	"AUTOGRAD_DETAIL": memtimeline.CatTemporary, "Unknown": memtimeline.CatUnknown,
+}
+
+// SplitAt is torch's category split at ts (on the timeline's clock: a
+// trace's ts plus its baseTimeNanoseconds) in a composition's categories
+// (CompositionCategories order), for Composition.CompareWithTorch; nil
+// when ts is outside the timeline.
+func (tl *Timeline) SplitAt(ts int64) []memtimeline.Share {
+	i := -1
+	for k, t := range tl.Times {
+		if t <= ts {
+			i = k
+		}
+	}
+	if i < 0 || (tl.Len() > 0 && ts > tl.Times[tl.Len()-1]+int64(1e9)) {
+		return nil
+	}
+	by := map[string]int64{}
+	for k, name := range tl.Categories {
+		c := torchCategory[name]
+		if c == "" {
+			c = memtimeline.CatUnknown
+		}
+		by[c] += tl.Bytes[k][i]
+	}
+	out := make([]memtimeline.Share, len(memtimeline.CompositionCategories))
+	for k, c := range memtimeline.CompositionCategories {
+		out[k] = memtimeline.Share{Name: c, Bytes: by[c]}
+	}
+	return out
+}
+
+// ReadFile reads a file written by prof.export_memory_timeline
 // (coalesced .json/.json.gz or .raw.json.gz; the content decides, not the
 // name; gzip is detected by its magic bytes).
-func ReadExportedTimeline(path string) (*CategoryTimeline, error) {
+func ReadFile(path string) (*Timeline, error) {
 	in, err := chrometrace.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("memory timeline %s: %w", path, err)
 	}
 	defer in.Close()
-	tl, err := ParseExportedTimeline(LimitInput(in))
+	tl, err := Read(memtimeline.LimitInput(in))
 	if err != nil {
 		return nil, fmt.Errorf("memory timeline %s: %w", path, err)
 	}
 	return tl, nil
 }
 
-// ParseExportedTimeline reads either export_memory_timeline format from r
+// Read reads either export_memory_timeline format from r
 // (already decompressed).
 //
 // Both start with "[[": the coalesced file's first element is the times
 // array and its second element is an array of arrays (or empty), while a
 // raw file's second element is an array of integers. An empty raw file is
 // "[]" and an empty coalesced one "[[], []]".
-func ParseExportedTimeline(r io.Reader) (*CategoryTimeline, error) {
+func Read(r io.Reader) (*Timeline, error) {
 	s := newIntJSONScanner(r)
 	c, err := s.peek()
 	if err == errTimelineTruncated {
@@ -192,7 +231,7 @@ func ParseExportedTimeline(r io.Reader) (*CategoryTimeline, error) {
 	if err := s.expect('['); err != nil {
 		return nil, fmt.Errorf("not an export_memory_timeline file: %w", err)
 	}
-	first, err := s.readIntArrayBody(nil, MaxRecords, RecordsError("timeline points"))
+	first, err := s.readIntArrayBody(nil, memtimeline.MaxRecords, memtimeline.RecordsError("timeline points"))
 	if err != nil {
 		return nil, err
 	}
@@ -230,13 +269,13 @@ func ParseExportedTimeline(r io.Reader) (*CategoryTimeline, error) {
 }
 
 // parseCoalesced continues after "[times, [" and reads the sizes rows.
-func parseCoalesced(s *intJSONScanner, timesUs []int64) (*CategoryTimeline, error) {
+func parseCoalesced(s *intJSONScanner, timesUs []int64) (*Timeline, error) {
 	n := len(timesUs)
-	tl := &CategoryTimeline{
+	tl := &Timeline{
 		Format:     FormatCoalesced,
 		Times:      make([]int64, n),
-		Categories: append([]string(nil), TimelineCategories...),
-		Bytes:      make([][]int64, len(TimelineCategories)),
+		Categories: append([]string(nil), Categories...),
+		Bytes:      make([][]int64, len(Categories)),
 	}
 	for i, us := range timesUs {
 		if us > math.MaxInt64/1000 || us < math.MinInt64/1000 {
@@ -303,7 +342,7 @@ func parseCoalesced(s *intJSONScanner, timesUs []int64) (*CategoryTimeline, erro
 }
 
 // parseRaw continues after "[event0, [" and replays every event.
-func parseRaw(s *intJSONScanner, first []int64) (*CategoryTimeline, error) {
+func parseRaw(s *intJSONScanner, first []int64) (*Timeline, error) {
 	b := newRawBuilder()
 	if len(first) != 4 {
 		return nil, fmt.Errorf("event 0 has %d numbers, want 4 [t_ns, action, bytes, category]", len(first))
@@ -314,8 +353,8 @@ func parseRaw(s *intJSONScanner, first []int64) (*CategoryTimeline, error) {
 	ev := make([]int64, 0, 4)
 	var err error
 	for idx := 1; ; idx++ {
-		if idx >= MaxRecords {
-			return nil, RecordsError("timeline events")
+		if idx >= memtimeline.MaxRecords {
+			return nil, memtimeline.RecordsError("timeline events")
 		}
 		ev, err = s.readIntArrayBody(ev[:0], 4, nil)
 		if err != nil {
@@ -359,7 +398,7 @@ const (
 // but at ns resolution: one point per run of consecutive events with the
 // same timestamp, holding the state after the run.
 type rawBuilder struct {
-	tl        *CategoryTimeline
+	tl        *Timeline
 	cur       [8]int64
 	curT      int64
 	open      bool // a group is in progress
@@ -369,10 +408,10 @@ type rawBuilder struct {
 }
 
 func newRawBuilder() *rawBuilder {
-	b := &rawBuilder{tl: &CategoryTimeline{
+	b := &rawBuilder{tl: &Timeline{
 		Format:     FormatRaw,
-		Categories: append([]string(nil), TimelineCategories...),
-		Bytes:      make([][]int64, len(TimelineCategories)),
+		Categories: append([]string(nil), Categories...),
+		Bytes:      make([][]int64, len(Categories)),
 	}}
 	return b
 }
@@ -382,8 +421,8 @@ func (b *rawBuilder) add(ev []int64, idx int) error {
 	if action < actionPreexisting || action > actionDestroy {
 		return fmt.Errorf("event %d: unknown action %d (want 1 PREEXISTING .. 4 DESTROY)", idx, action)
 	}
-	if cat < 0 || cat >= int64(len(TimelineCategories)) {
-		return fmt.Errorf("event %d: category %d out of range 0..%d", idx, cat, len(TimelineCategories)-1)
+	if cat < 0 || cat >= int64(len(Categories)) {
+		return fmt.Errorf("event %d: category %d out of range 0..%d", idx, cat, len(Categories)-1)
 	}
 	if t < 0 {
 		t = -1 // torch maps every negative time to the first real time
@@ -406,7 +445,7 @@ func (b *rawBuilder) flush() {
 	}
 }
 
-func (b *rawBuilder) finish() *CategoryTimeline {
+func (b *rawBuilder) finish() *Timeline {
 	if b.open {
 		b.flush()
 		b.open = false
@@ -438,8 +477,8 @@ func (b *rawBuilder) finish() *CategoryTimeline {
 // timeline read from a .raw.json.gz file it yields exactly the timeline of
 // the coalesced file of the same run. A coalesced timeline is returned as a
 // copy.
-func (tl *CategoryTimeline) CoalesceMicros() *CategoryTimeline {
-	out := &CategoryTimeline{
+func (tl *Timeline) CoalesceMicros() *Timeline {
+	out := &Timeline{
 		Format:         tl.Format,
 		Categories:     append([]string(nil), tl.Categories...),
 		Bytes:          make([][]int64, len(tl.Bytes)),
@@ -494,11 +533,11 @@ func pythonMicros(t int64) int64 {
 	return int64(f)
 }
 
-// LooksLikeExportedTimeline reports whether head, the first bytes of a
+// LooksLike reports whether head, the first bytes of a
 // file, starts an export_memory_timeline file: both formats open with "[["
 // (the coalesced times array, or the raw file's first [t, action, bytes,
 // category] entry).
-func LooksLikeExportedTimeline(head []byte) bool {
+func LooksLike(head []byte) bool {
 	b := bytes.TrimLeft(bytes.TrimPrefix(head, []byte("\ufeff")), " \t\r\n")
 	if len(b) == 0 || b[0] != '[' {
 		return false

@@ -1,4 +1,4 @@
-package memtimeline
+package exported
 
 import (
 	"errors"
