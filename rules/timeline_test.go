@@ -1,13 +1,10 @@
 package rules
 
 import (
-	"cmp"
 	"encoding/json"
-	"io"
 	"math"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -40,131 +37,6 @@ func findingsOf(t testing.TB, tr *chrometrace.Trace, id string) []Finding {
 	return Run([]Rule{ruleNamed(t, id)}, &Input{Source: "test", Trace: tr})
 }
 
-// ---- an oracle that reads the raw JSON with encoding/json, independent of
-// chrometrace's model, for the facts the rules must agree with.
-
-type rawTimelineEvent struct {
-	Ph   string          `json:"ph"`
-	Cat  string          `json:"cat"`
-	Name string          `json:"name"`
-	Ts   json.Number     `json:"ts"`
-	Dur  json.Number     `json:"dur"`
-	Args json.RawMessage `json:"args"`
-}
-
-type rawDeviceArgs struct {
-	Device    int     `json:"device"`
-	Bytes     int64   `json:"bytes"`
-	Bandwidth float64 `json:"memory bandwidth (GB/s)"`
-}
-
-type oracleTrace struct {
-	steps  [][2]int64 // host ProfilerStep windows, ns, sorted
-	device map[int][][2]int64
-	copies []oracleCopy
-}
-
-type oracleCopy struct {
-	name      string
-	start     int64
-	bytes     int64
-	bandwidth float64 // Kineto's own "memory bandwidth (GB/s)"
-}
-
-// microsToNs parses Kineto's "123.456" microseconds exactly.
-func microsToNs(t testing.TB, n json.Number) int64 {
-	s := string(n)
-	whole, frac, _ := strings.Cut(s, ".")
-	frac = (frac + "000")[:3]
-	w, err1 := strconv.ParseInt(whole, 10, 64)
-	f, err2 := strconv.ParseInt(frac, 10, 64)
-	if err1 != nil || err2 != nil {
-		t.Fatalf("bad time %q", s)
-	}
-	return w*1000 + f
-}
-
-func readOracle(t testing.TB, path string) *oracleTrace {
-	t.Helper()
-	in, err := chrometrace.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	data, err := io.ReadAll(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc struct {
-		TraceEvents []rawTimelineEvent `json:"traceEvents"`
-	}
-	dec := json.NewDecoder(strings.NewReader(string(data)))
-	dec.UseNumber()
-	if err := dec.Decode(&doc); err != nil {
-		t.Fatal(err)
-	}
-	o := &oracleTrace{device: map[int][][2]int64{}}
-	seenStep := map[string]bool{}
-	for _, e := range doc.TraceEvents {
-		if e.Ph != "X" {
-			continue
-		}
-		start := microsToNs(t, e.Ts)
-		end := start + microsToNs(t, e.Dur)
-		switch e.Cat {
-		case "user_annotation":
-			if strings.HasPrefix(e.Name, "ProfilerStep#") && !seenStep[e.Name] {
-				seenStep[e.Name] = true
-				o.steps = append(o.steps, [2]int64{start, end})
-			}
-		case "kernel", "gpu_memcpy", "gpu_memset":
-			var a rawDeviceArgs
-			if err := json.Unmarshal(e.Args, &a); err != nil {
-				t.Fatal(err)
-			}
-			o.device[a.Device] = append(o.device[a.Device], [2]int64{start, end})
-			if e.Cat == "gpu_memcpy" {
-				o.copies = append(o.copies, oracleCopy{name: e.Name, start: start, bytes: a.Bytes, bandwidth: a.Bandwidth})
-			}
-		}
-	}
-	slices.SortFunc(o.steps, func(a, b [2]int64) int { return cmp.Compare(a[0], b[0]) })
-	return o
-}
-
-// idleFractions clips the device's ranges to each step, sorts and unions
-// them: the plain way, against the rule's merged-then-searched intervals.
-func (o *oracleTrace) idleFractions(dev int) []float64 {
-	var out []float64
-	for _, s := range o.steps {
-		var clipped [][2]int64
-		for _, iv := range o.device[dev] {
-			a, b := max(iv[0], s[0]), min(iv[1], s[1])
-			if b > a {
-				clipped = append(clipped, [2]int64{a, b})
-			}
-		}
-		slices.SortFunc(clipped, func(x, y [2]int64) int { return cmp.Compare(x[0], y[0]) })
-		var busy, curS, curE int64
-		open := false
-		for _, iv := range clipped {
-			if open && iv[0] <= curE {
-				curE = max(curE, iv[1])
-				continue
-			}
-			if open {
-				busy += curE - curS
-			}
-			curS, curE, open = iv[0], iv[1], true
-		}
-		if open {
-			busy += curE - curS
-		}
-		out = append(out, 1-float64(busy)/float64(s[1]-s[0]))
-	}
-	return out
-}
-
 func median(v []float64) float64 {
 	s := slices.Clone(v)
 	slices.Sort(s)
@@ -172,32 +44,6 @@ func median(v []float64) float64 {
 		return (s[len(s)/2-1] + s[len(s)/2]) / 2
 	}
 	return s[len(s)/2]
-}
-
-func (o *oracleTrace) copiesNamed(prefix string, minBytes int64) []oracleCopy {
-	var out []oracleCopy
-	for _, c := range o.copies {
-		if strings.HasPrefix(c.name, prefix) && c.bytes >= minBytes {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-// stepsWith counts the steps in which one of the copies ran on the device.
-// The rules place a copy by its host launch; in these traces each copy also
-// starts inside its step, which the oracle checks instead.
-func (o *oracleTrace) stepsWith(copies []oracleCopy) int {
-	n := 0
-	for _, s := range o.steps {
-		for _, c := range copies {
-			if c.start >= s[0] && c.start <= s[1] {
-				n++
-				break
-			}
-		}
-	}
-	return n
 }
 
 func near(a, b, tol float64) bool { return math.Abs(a-b) <= tol*math.Max(1, math.Abs(b)) }
@@ -258,7 +104,7 @@ func TestTimelineRulesOnRealTraces(t *testing.T) {
 				t.Skip("76 MB of JSON for the oracle")
 			}
 			tr := testinput.Trace(t, tc.path)
-			o := readOracle(t, tc.path)
+			o := testinput.ReadOracle(t, tc.path)
 			for _, id := range timelineRuleIDs {
 				fs := findingsOf(t, tr, id)
 				if got := len(fs) > 0; got != tc.fires[id] {
@@ -285,10 +131,10 @@ func TestTimelineRulesOnRealTraces(t *testing.T) {
 	}
 }
 
-func checkIdleAgainstOracle(t *testing.T, tr *chrometrace.Trace, o *oracleTrace, fs []Finding, tc timelineCase) {
+func checkIdleAgainstOracle(t *testing.T, tr *chrometrace.Trace, o *testinput.Oracle, fs []Finding, tc timelineCase) {
 	t.Helper()
 	// Whether it fired or not, the oracle's median decides.
-	want := median(o.idleFractions(0))
+	want := median(o.IdleFractions(0))
 	fired := tc.fires[ruleIdleGaps] || tc.fires[ruleLaunchBound]
 	if fired != (want > ruleNamed(t, ruleIdleGaps).Threshold) {
 		t.Errorf("oracle median idle %.3f disagrees with fired=%v", want, fired)
@@ -303,12 +149,12 @@ func checkIdleAgainstOracle(t *testing.T, tr *chrometrace.Trace, o *oracleTrace,
 	if got := f.Metrics["median_idle_fraction"]; !near(got, want, 1e-9) {
 		t.Errorf("median idle fraction %.6f, oracle %.6f", got, want)
 	}
-	fr := o.idleFractions(0)
+	fr := o.IdleFractions(0)
 	if got, w := f.Metrics["max_idle_fraction"], slices.Max(fr); !near(got, w, 1e-9) {
 		t.Errorf("max idle fraction %.6f, oracle %.6f", got, w)
 	}
-	if int(f.Metrics["steps"]) != len(o.steps) {
-		t.Errorf("steps %v, oracle %d", f.Metrics["steps"], len(o.steps))
+	if int(f.Metrics["steps"]) != len(o.Steps) {
+		t.Errorf("steps %v, oracle %d", f.Metrics["steps"], len(o.Steps))
 	}
 	if gap := f.Metrics["largest_gap_us"]; gap <= 0 || gap*1e3 > float64(maxStepNs(o)) {
 		t.Errorf("largest gap %v µs outside (0, longest step]", gap)
@@ -328,32 +174,32 @@ func checkIdleAgainstOracle(t *testing.T, tr *chrometrace.Trace, o *oracleTrace,
 	}
 }
 
-func maxStepNs(o *oracleTrace) int64 {
+func maxStepNs(o *testinput.Oracle) int64 {
 	var m int64
-	for _, s := range o.steps {
+	for _, s := range o.Steps {
 		m = max(m, s[1]-s[0])
 	}
 	return m
 }
 
-func checkPageableAgainstOracle(t *testing.T, o *oracleTrace, fs []Finding, tc timelineCase) {
+func checkPageableAgainstOracle(t *testing.T, o *testinput.Oracle, fs []Finding, tc timelineCase) {
 	t.Helper()
-	pageable := o.copiesNamed("Memcpy HtoD (Pageable", 0)
+	pageable := o.CopiesNamed("Memcpy HtoD (Pageable", 0)
 	if len(fs) == 0 {
-		if len(pageable) >= len(o.steps) {
-			t.Errorf("silent, but the trace has %d pageable uploads in %d steps", len(pageable), len(o.steps))
+		if len(pageable) >= len(o.Steps) {
+			t.Errorf("silent, but the trace has %d pageable uploads in %d steps", len(pageable), len(o.Steps))
 		}
 		return
 	}
 	f := fs[0]
 	var bytes int64
 	for _, c := range pageable {
-		bytes += c.bytes
+		bytes += c.Bytes
 	}
 	if int(f.Metrics["copies"]) != len(pageable) || int64(f.Metrics["bytes"]) != bytes {
 		t.Errorf("copies %v bytes %v, oracle %d and %d", f.Metrics["copies"], f.Metrics["bytes"], len(pageable), bytes)
 	}
-	if got, want := f.Metrics["copies_per_step"], float64(len(pageable))/float64(len(o.steps)); !near(got, want, 1e-12) {
+	if got, want := f.Metrics["copies_per_step"], float64(len(pageable))/float64(len(o.Steps)); !near(got, want, 1e-12) {
 		t.Errorf("copies per step %v, oracle %v", got, want)
 	}
 	if f.Operator != tc.pageableOperator {
@@ -364,19 +210,19 @@ func checkPageableAgainstOracle(t *testing.T, o *oracleTrace, fs []Finding, tc t
 	}
 }
 
-func checkSyncAgainstOracle(t *testing.T, o *oracleTrace, fs []Finding, tc timelineCase) {
+func checkSyncAgainstOracle(t *testing.T, o *testinput.Oracle, fs []Finding, tc timelineCase) {
 	t.Helper()
-	d2h := o.copiesNamed("Memcpy DtoH", 0)
+	d2h := o.CopiesNamed("Memcpy DtoH", 0)
 	if len(fs) == 0 {
-		if len(o.steps) > 0 && o.stepsWith(d2h) == len(o.steps) {
+		if len(o.Steps) > 0 && o.StepsWith(d2h) == len(o.Steps) {
 			t.Errorf("silent, but every step has a device-to-host copy")
 		}
 		return
 	}
 	f := fs[0]
-	if int(f.Metrics["copies"]) != len(d2h) || int(f.Metrics["steps_with_copy"]) != o.stepsWith(d2h) || int(f.Metrics["steps"]) != len(o.steps) {
+	if int(f.Metrics["copies"]) != len(d2h) || int(f.Metrics["steps_with_copy"]) != o.StepsWith(d2h) || int(f.Metrics["steps"]) != len(o.Steps) {
 		t.Errorf("copies %v in %v of %v steps, oracle %d in %d of %d", f.Metrics["copies"], f.Metrics["steps_with_copy"], f.Metrics["steps"],
-			len(d2h), o.stepsWith(d2h), len(o.steps))
+			len(d2h), o.StepsWith(d2h), len(o.Steps))
 	}
 	if f.Operator != tc.syncOperator {
 		t.Errorf("operator %q, want %q", f.Operator, tc.syncOperator)
@@ -389,12 +235,12 @@ func checkSyncAgainstOracle(t *testing.T, o *oracleTrace, fs []Finding, tc timel
 	}
 }
 
-func checkBandwidthAgainstOracle(t *testing.T, o *oracleTrace, fs []Finding) {
+func checkBandwidthAgainstOracle(t *testing.T, o *testinput.Oracle, fs []Finding) {
 	t.Helper()
-	large := append(o.copiesNamed("Memcpy HtoD", 1<<20), o.copiesNamed("Memcpy DtoH", 1<<20)...)
+	large := append(o.CopiesNamed("Memcpy HtoD", 1<<20), o.CopiesNamed("Memcpy DtoH", 1<<20)...)
 	var best float64
 	for _, c := range large {
-		best = max(best, c.bandwidth)
+		best = max(best, c.Bandwidth)
 	}
 	limit := ruleNamed(t, ruleLowMemcpyBW).Threshold * best
 	for _, f := range fs {
@@ -407,9 +253,9 @@ func checkBandwidthAgainstOracle(t *testing.T, o *oracleTrace, fs []Finding) {
 			prefix = "Memcpy DtoH"
 		}
 		var slow []float64
-		for _, c := range o.copiesNamed(prefix, 1<<20) {
-			if c.bandwidth < limit {
-				slow = append(slow, c.bandwidth)
+		for _, c := range o.CopiesNamed(prefix, 1<<20) {
+			if c.Bandwidth < limit {
+				slow = append(slow, c.Bandwidth)
 			}
 		}
 		slices.Sort(slow)

@@ -1,0 +1,170 @@
+package testinput
+
+import (
+	"cmp"
+	"encoding/json"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/torchmem/torchmem/chrometrace"
+)
+
+// An oracle that reads the raw JSON with encoding/json, independent of
+// chrometrace's model, for the facts the rules must agree with.
+
+type rawTimelineEvent struct {
+	Ph   string          `json:"ph"`
+	Cat  string          `json:"cat"`
+	Name string          `json:"name"`
+	Ts   json.Number     `json:"ts"`
+	Dur  json.Number     `json:"dur"`
+	Args json.RawMessage `json:"args"`
+}
+
+type rawDeviceArgs struct {
+	Device    int     `json:"device"`
+	Bytes     int64   `json:"bytes"`
+	Bandwidth float64 `json:"memory bandwidth (GB/s)"`
+}
+
+// Oracle is what a Kineto trace records, read with encoding/json apart from
+// chrometrace: the tests' independent answer.
+type Oracle struct {
+	Steps  [][2]int64         // host ProfilerStep windows, ns, sorted
+	Device map[int][][2]int64 // kernels, copies and memsets by device, ns
+	Copies []OracleCopy
+}
+
+// OracleCopy is one gpu_memcpy as Kineto recorded it.
+type OracleCopy struct {
+	Name      string
+	Start     int64
+	Bytes     int64
+	Bandwidth float64 // Kineto's own "memory bandwidth (GB/s)"
+}
+
+// microsToNs parses Kineto's "123.456" microseconds exactly.
+func microsToNs(t testing.TB, n json.Number) int64 {
+	s := string(n)
+	whole, frac, _ := strings.Cut(s, ".")
+	frac = (frac + "000")[:3]
+	w, err1 := strconv.ParseInt(whole, 10, 64)
+	f, err2 := strconv.ParseInt(frac, 10, 64)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("bad time %q", s)
+	}
+	return w*1000 + f
+}
+
+// ReadOracle reads a Kineto trace (gzipped or not) as the oracle.
+func ReadOracle(t testing.TB, path string) *Oracle {
+	t.Helper()
+	in, err := chrometrace.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	data, err := io.ReadAll(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		TraceEvents []rawTimelineEvent `json:"traceEvents"`
+	}
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.UseNumber()
+	if err := dec.Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	o := &Oracle{Device: map[int][][2]int64{}}
+	seenStep := map[string]bool{}
+	for _, e := range doc.TraceEvents {
+		if e.Ph != "X" {
+			continue
+		}
+		start := microsToNs(t, e.Ts)
+		end := start + microsToNs(t, e.Dur)
+		switch e.Cat {
+		case "user_annotation":
+			if strings.HasPrefix(e.Name, "ProfilerStep#") && !seenStep[e.Name] {
+				seenStep[e.Name] = true
+				o.Steps = append(o.Steps, [2]int64{start, end})
+			}
+		case "kernel", "gpu_memcpy", "gpu_memset":
+			var a rawDeviceArgs
+			if err := json.Unmarshal(e.Args, &a); err != nil {
+				t.Fatal(err)
+			}
+			o.Device[a.Device] = append(o.Device[a.Device], [2]int64{start, end})
+			if e.Cat == "gpu_memcpy" {
+				o.Copies = append(o.Copies, OracleCopy{Name: e.Name, Start: start, Bytes: a.Bytes, Bandwidth: a.Bandwidth})
+			}
+		}
+	}
+	slices.SortFunc(o.Steps, func(a, b [2]int64) int { return cmp.Compare(a[0], b[0]) })
+	return o
+}
+
+// IdleFractions clips the device's ranges to each step, sorts and unions
+// them: the plain way, against the rule's merged-then-searched intervals.
+func (o *Oracle) IdleFractions(dev int) []float64 {
+	var out []float64
+	for _, s := range o.Steps {
+		var clipped [][2]int64
+		for _, iv := range o.Device[dev] {
+			a, b := max(iv[0], s[0]), min(iv[1], s[1])
+			if b > a {
+				clipped = append(clipped, [2]int64{a, b})
+			}
+		}
+		slices.SortFunc(clipped, func(x, y [2]int64) int { return cmp.Compare(x[0], y[0]) })
+		var busy, curS, curE int64
+		open := false
+		for _, iv := range clipped {
+			if open && iv[0] <= curE {
+				curE = max(curE, iv[1])
+				continue
+			}
+			if open {
+				busy += curE - curS
+			}
+			curS, curE, open = iv[0], iv[1], true
+		}
+		if open {
+			busy += curE - curS
+		}
+		out = append(out, 1-float64(busy)/float64(s[1]-s[0]))
+	}
+	return out
+}
+
+// CopiesNamed are the copies whose name starts with prefix, of at least
+// minBytes.
+func (o *Oracle) CopiesNamed(prefix string, minBytes int64) []OracleCopy {
+	var out []OracleCopy
+	for _, c := range o.Copies {
+		if strings.HasPrefix(c.Name, prefix) && c.Bytes >= minBytes {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// StepsWith counts the steps in which one of the copies ran on the device.
+// The rules place a copy by its host launch; in these traces each copy also
+// starts inside its step, which the oracle checks instead.
+func (o *Oracle) StepsWith(copies []OracleCopy) int {
+	n := 0
+	for _, s := range o.Steps {
+		for _, c := range copies {
+			if c.Start >= s[0] && c.Start <= s[1] {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
