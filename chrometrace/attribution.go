@@ -31,6 +31,7 @@ type Attribution struct {
 	// framesByThread lists PyFrames indices per thread by (start, -end).
 	framesByThread map[ThreadID][]int32
 	t              *Trace
+	siteTab        siteTables
 }
 
 // Attribute computes the context of every memory event.

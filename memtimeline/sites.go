@@ -83,18 +83,22 @@ func Sites(t *chrometrace.Trace, attr *chrometrace.Attribution, lifetimes []Life
 }
 
 // SiteOf returns the (empty-counted) site of memory event i.
+// Sites share their Frames slices (one per distinct stack): read them,
+// never modify them.
 func SiteOf(attr *chrometrace.Attribution, i int, opts SiteOptions) Site {
-	frames := attr.PyStack(i)
-	for k, f := range frames {
-		frames[k] = chrometrace.NormalizeFrame(f)
-	}
-	if !opts.AllFrames {
-		frames = chrometrace.UserChain(frames)
+	var frames []string
+	if opts.AllFrames {
+		frames = attr.PyStack(i)
+		for k, f := range frames {
+			frames[k] = chrometrace.NormalizeFrame(f)
+		}
+	} else {
+		frames = attr.UserStack(i)
 	}
 	if opts.Depth > 0 && len(frames) > opts.Depth {
 		frames = frames[len(frames)-opts.Depth:]
 	}
-	return Site{Frames: frames, Operator: strings.Join(attr.OpChain(i), " > "), ForwardOp: attr.ForwardOp(i)}
+	return Site{Frames: frames, Operator: attr.OpChainText(i), ForwardOp: attr.ForwardOp(i)}
 }
 
 // UserFrames drops library frames, keeping the user's own code and module

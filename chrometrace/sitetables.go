@@ -1,0 +1,165 @@
+package chrometrace
+
+import (
+	"strings"
+	"sync"
+)
+
+// siteTables name the site of every memory event once. A profiled step
+// re-records the same Python stacks and operator chains, each occurrence
+// its own PyFrames and HostOps entries; interning them as tries (a node per
+// distinct chain, keyed by its parent node and its name) turns millions of
+// per-allocation walks, frame parses and joins into one lookup each, and
+// every analysis that names sites (sites, leaks, peak, fragmentation)
+// shares the result.
+type siteTables struct {
+	once       sync.Once
+	eventStack []int32    // per memory event: its node in stackUser, -1 none
+	eventChain []int32    // per memory event: its node in chainText, -1 none
+	stackUser  [][]string // per stack node: the user's chain (UserChain), read-only
+	chainText  []string   // per chain node: "outer > ... > inner"
+}
+
+type trieEdge struct {
+	parent int32
+	name   StrID
+}
+
+// trie interns chains of names: a node per distinct chain.
+type trie struct {
+	parent []int32
+	name   []StrID
+	index  map[trieEdge]int32
+}
+
+func (tr *trie) node(parent int32, name StrID) int32 {
+	e := trieEdge{parent, name}
+	if n, ok := tr.index[e]; ok {
+		return n
+	}
+	n := int32(len(tr.parent))
+	tr.parent = append(tr.parent, parent)
+	tr.name = append(tr.name, name)
+	tr.index[e] = n
+	return n
+}
+
+// names returns node n's chain, outermost first.
+func (tr *trie) names(t *Trace, n int32) []string {
+	var out []string
+	for ; n >= 0; n = tr.parent[n] {
+		out = append(out, t.Str(tr.name[n]))
+	}
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out
+}
+
+// resolveNodes gives item i (and every ancestor not yet seen) its trie
+// node: node[i] = the node of its nearest kept ancestor extended by its own
+// name, or that ancestor's node when skip(i). -2 marks "not yet".
+func resolveNodes(i int32, parentOf []int32, node []int32, tr *trie, nameOf func(int32) StrID, skip func(int32) bool, path []int32) ([]int32, int32) {
+	path = path[:0]
+	for g := i; g >= 0 && node[g] == -2; g = parentOf[g] {
+		path = append(path, g)
+	}
+	for k := len(path) - 1; k >= 0; k-- {
+		g := path[k]
+		base := int32(-1)
+		if p := parentOf[g]; p >= 0 {
+			base = node[p]
+		}
+		if skip != nil && skip(g) {
+			node[g] = base
+		} else {
+			node[g] = tr.node(base, nameOf(g))
+		}
+	}
+	if i < 0 {
+		return path, -1
+	}
+	return path, node[i]
+}
+
+func (a *Attribution) sites() *siteTables {
+	a.siteTab.once.Do(a.buildSiteTables)
+	return &a.siteTab
+}
+
+func (a *Attribution) buildSiteTables() {
+	t := a.t
+	st := &a.siteTab
+	st.eventStack = make([]int32, len(a.Events))
+	st.eventChain = make([]int32, len(a.Events))
+
+	stacks := &trie{index: map[trieEdge]int32{}}
+	frameNode := make([]int32, len(t.PyFrames))
+	for i := range frameNode {
+		frameNode[i] = -2
+	}
+	chains := &trie{index: map[trieEdge]int32{}}
+	opNode := make([]int32, len(t.HostOps))
+	for i := range opNode {
+		opNode[i] = -2
+	}
+	stepName := map[StrID]bool{}
+	for i, s := range t.Strings {
+		if strings.HasPrefix(s, profilerStepPrefix) {
+			stepName[StrID(i)] = true
+		}
+	}
+	frameName := func(g int32) StrID { return t.PyFrames[g].Name }
+	opName := func(g int32) StrID { return t.HostOps[g].Name }
+	isStep := func(g int32) bool { return stepName[t.HostOps[g].Name] }
+	var path []int32
+	for i, ev := range a.Events {
+		path, st.eventStack[i] = resolveNodes(ev.Frame, a.frameParent, frameNode, stacks, frameName, nil, path)
+		path, st.eventChain[i] = resolveNodes(ev.Op, a.opParent, opNode, chains, opName, isStep, path)
+	}
+
+	// Names for the nodes events use; prefixes only events name are skipped.
+	st.stackUser = make([][]string, len(stacks.parent))
+	done := make([]bool, len(stacks.parent))
+	for _, n := range st.eventStack {
+		if n < 0 || done[n] {
+			continue
+		}
+		done[n] = true
+		frames := stacks.names(t, n)
+		for k, f := range frames {
+			frames[k] = NormalizeFrame(f)
+		}
+		user := UserChain(frames)
+		st.stackUser[n] = user[:len(user):len(user)] // an append by a reader copies
+	}
+	st.chainText = make([]string, len(chains.parent))
+	doneChain := make([]bool, len(chains.parent))
+	for _, n := range st.eventChain {
+		if n < 0 || doneChain[n] {
+			continue
+		}
+		doneChain[n] = true
+		st.chainText[n] = strings.Join(chains.names(t, n), " > ")
+	}
+}
+
+// UserStack is the user's call chain around memory event i: its Python
+// stack, outermost first, normalized and reduced by UserChain. Events with
+// the same stack share one slice: read it, never modify it.
+func (a *Attribution) UserStack(i int) []string {
+	st := a.sites()
+	if n := st.eventStack[i]; n >= 0 {
+		return st.stackUser[n]
+	}
+	return []string{} // as UserChain of no frames: JSON writes [], not null
+}
+
+// OpChainText is OpChain(i) joined with " > ".
+func (a *Attribution) OpChainText(i int) string {
+	st := a.sites()
+	if n := st.eventChain[i]; n >= 0 {
+		return st.chainText[n]
+	}
+	return ""
+}
