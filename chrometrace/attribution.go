@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // MemoryContext says what was running when one memory event happened.
@@ -46,6 +47,36 @@ func Attribute(t *Trace) *Attribution {
 		a.Events[i] = MemoryContext{Op: -1, Frame: -1, Forward: -1}
 	}
 
+	// The operator and Python-frame nestings are independent: build them
+	// side by side (two cores halve the wait for every analysis after).
+	memByThread := groupByThread(len(t.Memory), func(i int) (ThreadID, int64) { return t.Memory[i].Thread, t.Memory[i].TS })
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		// Python frames, nested by time on each thread.
+		a.framesByThread = groupIntervals(len(t.PyFrames), func(i int) (ThreadID, int64, int64, bool) {
+			f := &t.PyFrames[i]
+			return f.Thread, f.Start, f.End(), true
+		})
+		for i := range a.frameParent {
+			a.frameParent[i] = -1
+		}
+		for _, ivs := range a.framesByThread {
+			var stack []int32
+			for _, iv := range ivs {
+				f := &t.PyFrames[iv]
+				for len(stack) > 0 && t.PyFrames[stack[len(stack)-1]].End() < f.Start {
+					stack = stack[:len(stack)-1]
+				}
+				if len(stack) > 0 {
+					a.frameParent[iv] = stack[len(stack)-1]
+				}
+				stack = append(stack, iv)
+			}
+		}
+	}()
+
 	// Operators: torch's nesting, with duplicate nodes and the profiler's
 	// own overhead ranges made transparent.
 	tree, _ := buildOpTree(t)
@@ -63,7 +94,6 @@ func Attribute(t *Trace) *Attribution {
 			a.opParent[tree.ops[node]] = tree.ops[p]
 		}
 	}
-	memByThread := groupByThread(len(t.Memory), func(i int) (ThreadID, int64) { return t.Memory[i].Thread, t.Memory[i].TS })
 	opsByThread := groupIntervals(len(t.HostOps), func(i int) (ThreadID, int64, int64, bool) {
 		o := &t.HostOps[i]
 		return o.Thread, o.Start, o.End(), o.Cat != CatOverhead
@@ -78,27 +108,7 @@ func Attribute(t *Trace) *Attribution {
 		}, func(i int) int64 { return t.Memory[i].TS }, t.HostOps, nil)
 	}
 
-	// Python frames, nested by time on each thread.
-	a.framesByThread = groupIntervals(len(t.PyFrames), func(i int) (ThreadID, int64, int64, bool) {
-		f := &t.PyFrames[i]
-		return f.Thread, f.Start, f.End(), true
-	})
-	for i := range a.frameParent {
-		a.frameParent[i] = -1
-	}
-	for _, ivs := range a.framesByThread {
-		var stack []int32
-		for _, iv := range ivs {
-			f := &t.PyFrames[iv]
-			for len(stack) > 0 && t.PyFrames[stack[len(stack)-1]].End() < f.Start {
-				stack = stack[:len(stack)-1]
-			}
-			if len(stack) > 0 {
-				a.frameParent[iv] = stack[len(stack)-1]
-			}
-			stack = append(stack, iv)
-		}
-	}
+	wg.Wait()
 	frameAt := a.frameAt
 	for th, pts := range memByThread {
 		for _, p := range pts {
@@ -193,11 +203,14 @@ func groupByThread(n int, key func(int) (ThreadID, int64)) map[ThreadID][]int {
 		out[th] = append(out[th], i)
 	}
 	for _, pts := range out {
-		slices.SortStableFunc(pts, func(a, b int) int {
+		byTime := func(a, b int) int {
 			_, ta := key(a)
 			_, tb := key(b)
 			return cmp.Compare(ta, tb)
-		})
+		}
+		if !slices.IsSortedFunc(pts, byTime) { // traces are mostly in time order already
+			slices.SortStableFunc(pts, byTime)
+		}
 	}
 	return out
 }
@@ -212,11 +225,14 @@ func groupIntervals(n int, key func(int) (ThreadID, int64, int64, bool)) map[Thr
 		}
 	}
 	for _, ivs := range out {
-		slices.SortStableFunc(ivs, func(a, b int32) int {
+		order := func(a, b int32) int {
 			_, sa, ea, _ := key(int(a))
 			_, sb, eb, _ := key(int(b))
 			return cmp.Or(cmp.Compare(sa, sb), cmp.Compare(eb, ea))
-		})
+		}
+		if !slices.IsSortedFunc(ivs, order) {
+			slices.SortStableFunc(ivs, order)
+		}
 	}
 	return out
 }
