@@ -97,7 +97,8 @@ func (in *Input) LeaksWith(o leak.Options) leak.Report {
 		return in.digestLeaks() // made with the default options
 	}
 	return Get(in, keyLeaks(o), func() leak.Report {
-		return leak.Analyze(leak.Data{Trace: in.Trace, Attribution: in.Attribution(), Lifetimes: in.Lifetimes(o.Device)}, o)
+		lifetimes := func() []memtimeline.Lifetime { return in.Lifetimes(o.Device) }
+		return leak.Analyze(leak.Data{Trace: in.Trace, Attribution: in.Attribution, Lifetimes: lifetimes}, o)
 	})
 }
 
@@ -110,7 +111,7 @@ func (in *Input) FragWith(o frag.Options) frag.Report {
 		return frag.Report{Verdict: frag.VerdictUnknown, Reason: "not a trace"}
 	}
 	return Get(in, keyFrag(o), func() frag.Report {
-		return frag.Analyze(frag.Data{Trace: in.Trace, Attribution: in.Attribution()}, o)
+		return frag.Analyze(frag.Data{Trace: in.Trace, Attribution: in.Attribution}, o)
 	})
 }
 

@@ -274,16 +274,17 @@ func (r *Report) Signal(id string) Signal {
 }
 
 // Data is what the fragmentation analysis of a trace reads: the trace and
-// its attribution (rules.Input computes and caches each once per input).
+// its attribution, given as an accessor (rules.Input's cached one) called
+// only when the trace has GPU memory events on the analysed device.
 type Data struct {
 	Trace       *chrometrace.Trace
-	Attribution *chrometrace.Attribution
+	Attribution func() *chrometrace.Attribution
 }
 
-// TraceData computes what Analyze reads from a trace on its own, for a
-// caller without a shared rules.Input.
+// TraceData reads a trace on its own, for a caller without a shared
+// rules.Input.
 func TraceData(t *chrometrace.Trace) Data {
-	return Data{Trace: t, Attribution: chrometrace.Attribute(t)}
+	return Data{Trace: t, Attribution: func() *chrometrace.Attribution { return chrometrace.Attribute(t) }}
 }
 
 // Analyze looks for the trace-visible signs of a fragmented or
@@ -347,7 +348,7 @@ func Analyze(d Data, opts Options) Report {
 	nSteps := max(1, len(steps))
 
 	// Traffic, histogram, small allocations and their sites.
-	attr := d.Attribution
+	attr := d.Attribution()
 	siteOpts := memtimeline.SiteOptions{Device: opts.Device, Depth: opts.Depth}
 	smallSites := newSiteCounter()
 	var smallInSteps int64

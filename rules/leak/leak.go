@@ -258,18 +258,24 @@ func increasing(v []int64) bool {
 }
 
 // Data is what the leak analysis of a trace reads: the trace, its
-// attribution and its allocations' lifetimes on the analysed device
-// (rules.Input computes and caches each once per input).
+// attribution and its allocations' lifetimes on the analysed device. The
+// two are the expensive passes over all memory events, so they are given
+// as accessors (rules.Input's cached ones), called once each and only
+// when the trace has GPU memory events.
 type Data struct {
 	Trace       *chrometrace.Trace
-	Attribution *chrometrace.Attribution
-	Lifetimes   []memtimeline.Lifetime
+	Attribution func() *chrometrace.Attribution
+	Lifetimes   func() []memtimeline.Lifetime
 }
 
-// TraceData computes what Analyze reads from a trace on its own (device
-// -1: all GPUs), for a caller without a shared rules.Input.
+// TraceData reads a trace on its own (device -1: all GPUs), for a caller
+// without a shared rules.Input.
 func TraceData(t *chrometrace.Trace, device int) Data {
-	return Data{Trace: t, Attribution: chrometrace.Attribute(t), Lifetimes: memtimeline.Lifetimes(t, device)}
+	return Data{
+		Trace:       t,
+		Attribution: func() *chrometrace.Attribution { return chrometrace.Attribute(t) },
+		Lifetimes:   func() []memtimeline.Lifetime { return memtimeline.Lifetimes(t, device) },
+	}
 }
 
 // Analyze pairs allocations with frees and asks which steps leave
@@ -292,7 +298,7 @@ func Analyze(d Data, opts Options) Report {
 		rep.Reason = "the trace has no GPU memory events: profile with profile_memory=True"
 		return rep
 	}
-	lts := d.Lifetimes
+	lts := d.Lifetimes()
 	steps := slices.Clone(t.Steps)
 	slices.SortFunc(steps, func(a, b chrometrace.Step) int { return cmp.Compare(a.Start, b.Start) })
 	if len(steps) == 0 {
@@ -316,7 +322,7 @@ func Analyze(d Data, opts Options) Report {
 		rep.Steps[i].Steady = i >= len(rep.Steps)-opts.SteadySteps
 	}
 
-	attr := d.Attribution
+	attr := d.Attribution()
 	siteOpts := memtimeline.SiteOptions{Device: opts.Device, Depth: opts.Depth}
 	sites := map[string]*siteSeries{}
 	var order []*siteSeries
