@@ -3,11 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
+	"golang.org/x/sync/errgroup"
 	"io"
 	"os"
 	"path/filepath"
 	"runtime"
-	"sync"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -127,19 +127,16 @@ func runSummarize(stdout, stderr io.Writer, args []string, o *summarizeOptions) 
 		Stdin:    stdin,
 	}
 	res := make([]summarized, len(srcs))
-	sem := make(chan struct{}, jobs)
-	var wg sync.WaitGroup
+	var g errgroup.Group // a failed input is a result here, not the group's error
+	g.SetLimit(jobs)
 	for i, s := range srcs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
+		g.Go(func() error {
 			res[i] = summarizeOne(s, filepath.Join(o.output, names[i]), &opts)
 			bar.Add(1)
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
+	g.Wait() //nolint:errcheck // every goroutine returns nil
 	bar.Finish()
 
 	var firstErr error

@@ -15,6 +15,7 @@ package load
 import (
 	"errors"
 	"fmt"
+	"golang.org/x/sync/errgroup"
 	"io"
 	"io/fs"
 	"os"
@@ -24,7 +25,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
@@ -519,14 +519,10 @@ func Load(args []string, o Options) ([]*File, error) {
 	if par <= 0 {
 		par = runtime.GOMAXPROCS(0)
 	}
-	sem := make(chan struct{}, par)
-	var wg sync.WaitGroup
+	var g errgroup.Group // a bad file is a result here, not the group's error
+	g.SetLimit(par)
 	for i, s := range srcs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
+		g.Go(func() error {
 			f, skip, err := Read(s, &o)
 			if f != nil && o.Reduce != nil {
 				f = o.Reduce(f)
@@ -535,9 +531,10 @@ func Load(args []string, o Options) ([]*File, error) {
 			if o.Done != nil {
 				o.Done()
 			}
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
+	g.Wait() //nolint:errcheck // every goroutine returns nil
 	warn := o.Warn
 	if warn == nil {
 		warn = func(string) {}
