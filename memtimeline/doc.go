@@ -1,28 +1,31 @@
 // Package memtimeline is the shared core of torchmem's memory pipeline:
 // the vocabulary every reader and analysis speaks (Series, Lifetime, Site,
-// Composition, byte formatting in units.go) and the bounds every reader
-// keeps (limits.go: MaxInputBytes, MaxRecords, MaxSeries, LimitError).
+// Share and Composition, FormatBytes in units.go) and the bounds every
+// reader keeps (limits.go: MaxInputBytes, MaxRecords, MaxSeries,
+// LimitInput, LimitError).
 //
-// The pipeline, after google/pprof's split (readers produce models,
-// analyses take models, rendering is separate):
+// The pipeline follows google/pprof's split: readers produce models,
+// analyses take models, rendering is separate. Each input kind has a
+// package holding its content test (next to the parser; the loader,
+// cmd/torchmem/load, only orders the tests), its reader and its analysis:
 //
-//	input kind                   package                  content test, reader
-//	Kineto trace                 chrometrace              (its own package)
-//	allocator snapshot pickle    memtimeline (snapshot.go, pickle.go)  IsPickle, ReadSnapshot
-//	export_memory_timeline       memtimeline/exported     LooksLike, Read
-//	nvidia-smi CSV               memtimeline/smi          LooksLike, Read
-//	per-step JSONL               memtimeline/steplog      LooksLike, Read
-//	memory_summary() text        memtimeline/memsummary   LooksLike, Read
+//	input kind                 package                 test, reader, analysis
+//	Kineto trace               chrometrace             LooksLikeTrace, Read, Attribute
+//	allocator snapshot pickle  memtimeline/snapshot    LooksLike, Read, Analyze
+//	export_memory_timeline     memtimeline/exported    LooksLike, Read, Timeline.SplitAt
+//	nvidia-smi CSV             memtimeline/smi         LooksLike, Read, Analyze
+//	per-step JSONL             memtimeline/steplog     LooksLike, Read, Analyze
+//	memory_summary() text      memtimeline/memsummary  LooksLike, Read, Log.StepLog
 //
-// Each reader package also holds its input's analysis (steplog.Analyze,
-// smi.Analyze; a
-// memory_summary() log is analysed as a step log: memsummary.Log.StepLog).
-// The loader (cmd/torchmem/load) orders the content tests.
+// (a memory_summary() log is analysed as a step log). The pickle decoder
+// is memtimeline/snapshot/internal/pickle, the bounded line reader of the
+// text logs memtimeline/internal/lines.
 //
-// This package holds the analyses of a trace (package chrometrace):
-// Lifetimes pairs allocations with frees, Sites groups them by Python
-// stack, TraceTimelines and PeakComposition say what memory held when.
-// Rendering is memtimeline/chart (the report's echarts charts), which
-// imports this package and never the reverse: subpackages import
-// memtimeline, memtimeline imports none of them.
+// This package holds the analyses of a trace: Lifetimes pairs
+// allocations with frees, Sites groups them by Python stack,
+// TraceTimelines gives each GPU's allocator totals over time,
+// PeakComposition and CompositionAt say what memory held at an instant
+// (Composition.CompareWithTorch holds that against torch's own split).
+// Rendering is memtimeline/chart (the report's echarts charts). The
+// subpackages import memtimeline; memtimeline imports none of them.
 package memtimeline

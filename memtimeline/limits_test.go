@@ -13,6 +13,7 @@ import (
 	"github.com/torchmem/torchmem/memtimeline/exported"
 	"github.com/torchmem/torchmem/memtimeline/memsummary"
 	"github.com/torchmem/torchmem/memtimeline/smi"
+	"github.com/torchmem/torchmem/memtimeline/snapshot"
 	"github.com/torchmem/torchmem/memtimeline/steplog"
 )
 
@@ -263,9 +264,9 @@ func BenchmarkSMIManyGPUs(b *testing.B) {
 // maximum instead of wrapping to "-2 B".
 func TestSnapshotSumsSaturate(t *testing.T) {
 	const huge = math.MaxInt64
-	s := &memtimeline.Snapshot{Segments: []memtimeline.Segment{
-		{TotalSize: huge, Blocks: []memtimeline.Block{{Size: huge, RequestedSize: huge, State: memtimeline.BlockActiveAllocated}, {Size: huge, State: memtimeline.BlockInactive}}},
-		{TotalSize: huge, Blocks: []memtimeline.Block{{Size: huge, RequestedSize: huge, State: memtimeline.BlockActiveAllocated}, {Size: huge, State: memtimeline.BlockInactive}}},
+	s := &snapshot.Snapshot{Segments: []snapshot.Segment{
+		{TotalSize: huge, Blocks: []snapshot.Block{{Size: huge, RequestedSize: huge, State: snapshot.BlockActiveAllocated}, {Size: huge, State: snapshot.BlockInactive}}},
+		{TotalSize: huge, Blocks: []snapshot.Block{{Size: huge, RequestedSize: huge, State: snapshot.BlockActiveAllocated}, {Size: huge, State: snapshot.BlockInactive}}},
 	}}
 	st := s.Stats()
 	for name, v := range map[string]int64{"reserved": st.ReservedBytes, "allocated": st.AllocatedBytes, "active": st.ActiveBytes,

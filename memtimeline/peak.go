@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"math"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -338,8 +337,8 @@ func CompositionAt(t *chrometrace.Trace, attr *chrometrace.Attribution, lts []Li
 		cats[CatOptimizerState].Bytes += state
 		cats[CatUnknown].Bytes += kept - param - state
 	}
-	c.ByLine = sortedShares(lines)
-	c.ByOperator = sortedShares(ops)
+	c.ByLine = SortedShares(lines)
+	c.ByOperator = SortedShares(ops)
 	for _, k := range CompositionCategories {
 		c.ByCategory = append(c.ByCategory, *cats[k])
 	}
@@ -467,7 +466,8 @@ func splitBeforeWindow(t *chrometrace.Trace, before int64, gradPerStep map[int]i
 	return param, state
 }
 
-func sortedShares(m map[string]*Share) []Share {
+// SortedShares lists m's shares, largest first (then by name).
+func SortedShares(m map[string]*Share) []Share {
 	out := make([]Share, 0, len(m))
 	for _, s := range m {
 		out = append(out, *s)
@@ -554,94 +554,3 @@ func HolderSamples(t *chrometrace.Trace, attr *chrometrace.Attribution, lts []Li
 // BlockSize is the caching allocator's block for a request: rounded up
 // to 512 bytes, as "allocated" counts it (a history records the request).
 func BlockSize(n int64) int64 { return (n + 511) / 512 * 512 }
-
-// cppName shortens a C++ frame to its qualified name, without the
-// parameter list.
-func cppName(name string) string {
-	name = strings.ReplaceAll(name, "(anonymous namespace)", "{anon}")
-	if i := strings.IndexByte(name, '('); i > 0 {
-		name = name[:i]
-	}
-	return name
-}
-
-// SnapshotPeakComposition is what the allocator snapshot's recorded history
-// held at its highest point on the device with the highest one: bytes alive
-// by line (the user's innermost frame of each allocation). The history
-// starts when recording began; blocks from before it that were still alive
-// at the dump are counted as BeforeProfiling. A snapshot has no operators
-// and no phases, so there is no category split. nil without history.
-func SnapshotPeakComposition(s *Snapshot) *Composition {
-	var best *Composition
-	var allocatedAtDump = map[int]int64{}
-	for _, seg := range s.Segments {
-		allocatedAtDump[seg.Device] += seg.AllocatedSize
-	}
-	for dev, entries := range s.DeviceTraces {
-		// First pass: the index where active memory peaks, and what the
-		// history ends with (to place the blocks from before it).
-		var cur, peak int64
-		peakAt := -1
-		for i, e := range entries {
-			switch e.Action {
-			case ActionAlloc:
-				cur += BlockSize(e.Size)
-			case ActionFreeCompleted:
-				cur -= BlockSize(e.Size)
-			default:
-				continue
-			}
-			if peakAt < 0 || cur > peak {
-				peak, peakAt = cur, i
-			}
-		}
-		if peakAt < 0 {
-			continue
-		}
-		before := max(0, allocatedAtDump[dev]-cur)
-		if best != nil && peak+before <= best.AllocatedBytes {
-			continue
-		}
-		// Second pass: the blocks alive at the peak, by line.
-		type block struct {
-			size int64
-			line string
-		}
-		alive := map[uint64]block{}
-		for _, e := range entries[:peakAt+1] {
-			switch e.Action {
-			case ActionAlloc:
-				f := UserFrame(e.Frames)
-				line := "C++: " + cppName(f.Name)
-				if f.IsPython() {
-					line = fmt.Sprintf("%s(%d): %s", filepath.Base(f.Filename), f.Line, f.Name)
-				}
-				alive[e.Addr] = block{BlockSize(e.Size), line}
-			case ActionFreeCompleted:
-				delete(alive, e.Addr)
-			}
-		}
-		lines := map[string]*Share{}
-		var seen int64
-		for _, b := range alive {
-			sh := lines[b.line]
-			if sh == nil {
-				sh = &Share{Name: b.line}
-				lines[b.line] = sh
-			}
-			sh.Bytes += b.size
-			sh.Blocks++
-			seen += b.size
-		}
-		if before > 0 {
-			lines[BeforeProfiling] = &Share{Name: BeforeProfiling, Bytes: before}
-		}
-		best = &Composition{
-			TNs: entries[peakAt].TimeUS * 1000, Device: dev, AllocatedBytes: seen + before, SeenBytes: seen,
-			ByLine: sortedShares(lines), ByOperator: []Share{}, ByCategory: []Share{},
-			Note: "from the allocator snapshot's recorded history (no operators or step phases, so no category split); " +
-				"blocks allocated before recording began and alive at the dump are counted as allocated before profiling",
-		}
-	}
-	return best
-}

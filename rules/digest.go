@@ -9,6 +9,7 @@ import (
 	"github.com/torchmem/torchmem/memtimeline/chart"
 	"github.com/torchmem/torchmem/memtimeline/exported"
 	"github.com/torchmem/torchmem/memtimeline/memsummary"
+	"github.com/torchmem/torchmem/memtimeline/snapshot"
 	"github.com/torchmem/torchmem/rules/diff"
 	"github.com/torchmem/torchmem/rules/frag"
 	"github.com/torchmem/torchmem/rules/leak"
@@ -58,9 +59,9 @@ type Digest struct {
 	Sites []memtimeline.Site `json:"sites,omitempty"`
 	// Lines counts a log's lines (step log) or rows (nvidia-smi); GPUs the
 	// GPUs an nvidia-smi log saw; SnapshotStats a snapshot's totals.
-	Lines         int                        `json:"lines,omitempty"`
-	GPUs          int                        `json:"gpus,omitempty"`
-	SnapshotStats *memtimeline.SnapshotStats `json:"snapshot_stats,omitempty"`
+	Lines         int             `json:"lines,omitempty"`
+	GPUs          int             `json:"gpus,omitempty"`
+	SnapshotStats *snapshot.Stats `json:"snapshot_stats,omitempty"`
 	// Tables and MemorySummaryFrag are a memory_summary() log's tables
 	// and its allocator figures per device.
 	Tables            int               `json:"tables,omitempty"`

@@ -8,10 +8,11 @@ import (
 	"sync"
 
 	"github.com/torchmem/torchmem/chrometrace"
-	"github.com/torchmem/torchmem/memtimeline"
+
 	"github.com/torchmem/torchmem/memtimeline/exported"
 	"github.com/torchmem/torchmem/memtimeline/memsummary"
 	"github.com/torchmem/torchmem/memtimeline/smi"
+	"github.com/torchmem/torchmem/memtimeline/snapshot"
 	"github.com/torchmem/torchmem/memtimeline/steplog"
 	"github.com/torchmem/torchmem/rules/site"
 )
@@ -94,7 +95,7 @@ type Input struct {
 	Trace    *chrometrace.Trace
 	SMI      *smi.Log
 	StepLog  *steplog.Log
-	Snapshot *memtimeline.Snapshot
+	Snapshot *snapshot.Snapshot
 	Timeline *exported.Timeline
 	Summary  *memsummary.Log
 	// Digest is set instead of the fields above for an input read back

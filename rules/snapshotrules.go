@@ -4,14 +4,15 @@ import (
 	"fmt"
 
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/snapshot"
 	"github.com/torchmem/torchmem/rules/frag"
 	"github.com/torchmem/torchmem/rules/internal/fmtutil"
 	"github.com/torchmem/torchmem/rules/site"
 )
 
 // SnapshotReport is the input's allocator snapshot analysis.
-func (in *Input) SnapshotReport() *memtimeline.SnapshotReport {
-	return Memo(in, "snapshot", func() *memtimeline.SnapshotReport { return memtimeline.AnalyzeSnapshot(in.Snapshot, 0) })
+func (in *Input) SnapshotReport() *snapshot.Report {
+	return Memo(in, "snapshot", func() *snapshot.Report { return snapshot.Analyze(in.Snapshot, 0) })
 }
 
 // RuleSnapshotSplit is the snapshot fragmentation rule's id.

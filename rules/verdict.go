@@ -10,6 +10,7 @@ import (
 
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/smi"
+	"github.com/torchmem/torchmem/memtimeline/snapshot"
 	"github.com/torchmem/torchmem/memtimeline/steplog"
 	"github.com/torchmem/torchmem/rules/frag"
 	"github.com/torchmem/torchmem/rules/leak"
@@ -653,8 +654,8 @@ type OOMFacts struct {
 	// first carries what was alive.
 	TraceOOMs []OOMAnswer `json:"trace_ooms,omitempty"`
 	// SnapshotStats are a snapshot's totals; SnapshotOOMs its OOM records.
-	SnapshotStats *memtimeline.SnapshotStats `json:"snapshot_stats,omitempty"`
-	SnapshotOOMs  []SnapshotOOM              `json:"snapshot_ooms,omitempty"`
+	SnapshotStats *snapshot.Stats `json:"snapshot_stats,omitempty"`
+	SnapshotOOMs  []SnapshotOOM   `json:"snapshot_ooms,omitempty"`
 }
 
 // SnapshotOOM is an allocator snapshot's record of one failed request.
@@ -708,7 +709,7 @@ func (in *Input) OOMFacts() OOMFacts {
 func judgeOOMs(ins []*Input) []OOMAnswer {
 	var out []OOMAnswer
 	var capacity int64 = -1
-	var snapStats *memtimeline.SnapshotStats
+	var snapStats *snapshot.Stats
 	facts := make([]OOMFacts, len(ins))
 	for i, in := range ins {
 		facts[i] = in.OOMFacts()
@@ -907,7 +908,7 @@ func judgePeak(ins []*Input) *PeakAnswer {
 		if in.Snapshot == nil {
 			continue
 		}
-		c := Memo(in, "verdict:snapshot-peak", func() *memtimeline.Composition { return memtimeline.SnapshotPeakComposition(in.Snapshot) })
+		c := Memo(in, "verdict:snapshot-peak", func() *memtimeline.Composition { return snapshot.PeakComposition(in.Snapshot) })
 		if c == nil || (ans != nil && ans.AllocatedBytes >= c.AllocatedBytes) {
 			continue
 		}

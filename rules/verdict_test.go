@@ -13,6 +13,7 @@ import (
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/exported"
 	"github.com/torchmem/torchmem/memtimeline/memsummary"
+	"github.com/torchmem/torchmem/memtimeline/snapshot"
 	"github.com/torchmem/torchmem/memtimeline/steplog"
 	"github.com/torchmem/torchmem/rules/frag"
 	"github.com/torchmem/torchmem/rules/internal/testinput"
@@ -35,7 +36,7 @@ func loadInput(t testing.TB, path string) *Input {
 			t.Fatal(err)
 		}
 		defer f.Close()
-		if in.Snapshot, err = memtimeline.ReadSnapshot(f); err != nil {
+		if in.Snapshot, err = snapshot.Read(f); err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
 	case strings.HasSuffix(base, ".jsonl"):

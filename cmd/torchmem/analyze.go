@@ -13,6 +13,7 @@ import (
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/memsummary"
+	"github.com/torchmem/torchmem/memtimeline/snapshot"
 	"github.com/torchmem/torchmem/rules"
 	"github.com/torchmem/torchmem/rules/leak"
 )
@@ -266,7 +267,7 @@ func writeAnalysisText(w io.Writer, a analysisJSON, in *rules.Input, o *analyzeO
 		fmt.Fprintf(w, "Per-step memory log: %d lines\n", in.StepLog.Lines)
 	}
 	if in.Snapshot != nil || in.Digest != nil && in.Digest.SnapshotStats != nil {
-		var st memtimeline.SnapshotStats
+		var st snapshot.Stats
 		if in.Digest != nil {
 			st = *in.Digest.SnapshotStats
 		} else {

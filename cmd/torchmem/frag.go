@@ -14,6 +14,7 @@ import (
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/memsummary"
+	"github.com/torchmem/torchmem/memtimeline/snapshot"
 	"github.com/torchmem/torchmem/rules"
 	"github.com/torchmem/torchmem/rules/frag"
 )
@@ -126,26 +127,26 @@ func runFragTrace(stdout io.Writer, path string, t *chrometrace.Trace, o *fragOp
 // snapshot, which sees what a trace cannot: the blocks inside segments.
 // Free space split inside partly used segments (inactive split) cannot be
 // returned by empty_cache nor serve a larger request.
-func runFragSnapshot(stdout io.Writer, path string, snap *memtimeline.Snapshot, o *fragOptions) error {
-	rep := memtimeline.AnalyzeSnapshot(snap, 0)
+func runFragSnapshot(stdout io.Writer, path string, snap *snapshot.Snapshot, o *fragOptions) error {
+	rep := snapshot.Analyze(snap, 0)
 	st := rep.Stats
 	j := frag.JudgeSnapshot(rep, snapshotSplitLimit())
 	verdict, reason := j.Verdict, j.Reason
 	if o.format == formatJSON {
 		out := struct {
-			File                  string                        `json:"file"`
-			Verdict               string                        `json:"verdict"`
-			Reason                string                        `json:"reason"`
-			ReservedBytes         int64                         `json:"reserved_bytes"`
-			AllocatedBytes        int64                         `json:"allocated_bytes"`
-			ActiveBytes           int64                         `json:"active_bytes"`
-			InactiveSplitBytes    int64                         `json:"inactive_split_bytes"`
-			LargestFreeBlockBytes int64                         `json:"largest_free_block_bytes"`
-			FreeBytes             int64                         `json:"free_bytes"`
-			Segments              []memtimeline.SegmentFill     `json:"segments"`
-			Settings              memtimeline.AllocatorSettings `json:"allocator_settings"`
-			OOMs                  []memtimeline.OOMEvent        `json:"ooms"`
-			Pools                 []frag.SnapshotPool           `json:"pools"`
+			File                  string                     `json:"file"`
+			Verdict               string                     `json:"verdict"`
+			Reason                string                     `json:"reason"`
+			ReservedBytes         int64                      `json:"reserved_bytes"`
+			AllocatedBytes        int64                      `json:"allocated_bytes"`
+			ActiveBytes           int64                      `json:"active_bytes"`
+			InactiveSplitBytes    int64                      `json:"inactive_split_bytes"`
+			LargestFreeBlockBytes int64                      `json:"largest_free_block_bytes"`
+			FreeBytes             int64                      `json:"free_bytes"`
+			Segments              []snapshot.SegmentFill     `json:"segments"`
+			Settings              snapshot.AllocatorSettings `json:"allocator_settings"`
+			OOMs                  []snapshot.OOMEvent        `json:"ooms"`
+			Pools                 []frag.SnapshotPool        `json:"pools"`
 		}{path, verdict, reason, st.ReservedBytes, st.AllocatedBytes, st.ActiveBytes, st.InactiveSplitBytes, st.LargestFreeBlock, st.FreeBytes,
 			rep.SegmentFills, rep.Settings, rep.OOMs, j.Pools}
 		if err := writeJSON(stdout, out); err != nil {

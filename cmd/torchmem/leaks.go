@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/snapshot"
 	"github.com/torchmem/torchmem/rules"
 	"github.com/torchmem/torchmem/rules/leak"
 )
@@ -130,7 +131,7 @@ func runLeaks(stdout, stderr io.Writer, args []string, o *leaksOptions) error {
 			if s := f.Summarized; s != nil {
 				r.Path, r.Report = s.Source, *s.Leaks
 			} else if f.Snapshot != nil {
-				r.Report = leak.AnalyzeSnapshot(memtimeline.AnalyzeSnapshot(f.Snapshot, 0), opts)
+				r.Report = leak.AnalyzeSnapshot(snapshot.Analyze(f.Snapshot, 0), opts)
 			} else {
 				r.Report = leak.Analyze(leak.TraceData(f.Trace, opts.Device), opts)
 			}

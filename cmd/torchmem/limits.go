@@ -9,6 +9,7 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/snapshot"
 )
 
 // defaultMaxValueBytes is the readers' default cap on one value: one JSON
@@ -16,7 +17,7 @@ import (
 const defaultMaxValueBytes = 64 << 20
 
 // valueLimit is the --max-value-bytes flag: it sets the readers' caps on one
-// value (chrometrace.MaxEventBytes, memtimeline.MaxPickleValueBytes), which
+// value (chrometrace.MaxEventBytes, snapshot.MaxValueBytes), which
 // keep a hostile file from costing unbounded memory.
 type valueLimit struct{ n int }
 
@@ -59,7 +60,7 @@ func parseByteCount(s string, max int64) (int, error) {
 func (v *valueLimit) set(n int) {
 	v.n = n
 	chrometrace.MaxEventBytes = n
-	memtimeline.MaxPickleValueBytes = n
+	snapshot.MaxValueBytes = n
 }
 
 // addLimitFlags adds --max-value-bytes to every command, starting from the

@@ -15,6 +15,7 @@ import (
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/chart"
+	"github.com/torchmem/torchmem/memtimeline/snapshot"
 	"github.com/torchmem/torchmem/memtimeline/steplog"
 	"github.com/torchmem/torchmem/rules"
 	"github.com/torchmem/torchmem/rules/diff"
@@ -554,7 +555,7 @@ func traceSummaryKV(t *chrometrace.Trace, s chrometrace.Summary) []reportKV {
 
 // snapshotChartSpecs draws the active memory of the snapshot's recorded
 // history per device: allocations add, completed frees subtract.
-func snapshotChartSpecs(s *memtimeline.Snapshot, idPrefix string) []chart.Spec {
+func snapshotChartSpecs(s *snapshot.Snapshot, idPrefix string) []chart.Spec {
 	var specs []chart.Spec
 	for dev, entries := range s.DeviceTraces {
 		var ser memtimeline.Series
@@ -562,9 +563,9 @@ func snapshotChartSpecs(s *memtimeline.Snapshot, idPrefix string) []chart.Spec {
 		var cur int64
 		for _, e := range entries {
 			switch e.Action {
-			case memtimeline.ActionAlloc:
+			case snapshot.ActionAlloc:
 				cur += e.Size
-			case memtimeline.ActionFreeCompleted:
+			case snapshot.ActionFreeCompleted:
 				cur -= e.Size
 			default:
 				continue

@@ -14,6 +14,7 @@ import (
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/snapshot"
 )
 
 func init() { subcommands = append(subcommands, newSnapshotCmd) }
@@ -71,7 +72,7 @@ func runSnapshot(w, stderr io.Writer, args []string, o snapshotOptions) error {
 		return err
 	}
 	return eachInput(w, o.format, files, func(w io.Writer, f *load.File) error {
-		rep := memtimeline.AnalyzeSnapshot(f.Snapshot, memtimeline.DefaultBarWidth)
+		rep := snapshot.Analyze(f.Snapshot, snapshot.DefaultBarWidth)
 		if o.format == formatMarkdown {
 			to := o
 			to.format = formatText
@@ -84,15 +85,15 @@ func runSnapshot(w, stderr io.Writer, args []string, o snapshotOptions) error {
 // snapshotJSON is the --format json document.
 type snapshotJSON struct {
 	File string `json:"file"`
-	*memtimeline.SnapshotReport
+	*snapshot.Report
 }
 
 // renderSnapshotReport prints rep; other commands (frag on a snapshot) call
 // it too.
-func renderSnapshotReport(w io.Writer, path string, rep *memtimeline.SnapshotReport, o snapshotOptions) error {
+func renderSnapshotReport(w io.Writer, path string, rep *snapshot.Report, o snapshotOptions) error {
 	if o.format == formatJSON {
 		// Every segment and leak group: scripts filter for themselves.
-		return writeJSON(w, snapshotJSON{File: path, SnapshotReport: rep})
+		return writeJSON(w, snapshotJSON{File: path, Report: rep})
 	}
 	st := rep.Stats
 	fmt.Fprintf(w, "Allocator snapshot %s: %d segments on device(s) %s, %d blocks\n",
@@ -119,8 +120,8 @@ func renderSnapshotReport(w io.Writer, path string, rep *memtimeline.SnapshotRep
 	fmt.Fprintf(w, "Segments: %d small (2 MB, blocks <= 1 MB), %d large, %d expandable\n\n",
 		st.SmallSegments, st.LargeSegments, st.ExpandableSegments)
 
-	fmt.Fprintf(w, "Segment fill map (largest first; each cell is 1/%d of a segment: '#' full, '1'-'9' tenths used, '0' under a tenth, '.' free)\n", memtimeline.DefaultBarWidth)
-	fmt.Fprint(w, memtimeline.FormatSegmentMap(rep.SegmentFills, o.top))
+	fmt.Fprintf(w, "Segment fill map (largest first; each cell is 1/%d of a segment: '#' full, '1'-'9' tenths used, '0' under a tenth, '.' free)\n", snapshot.DefaultBarWidth)
+	fmt.Fprint(w, snapshot.FormatSegmentMap(rep.SegmentFills, o.top))
 	fmt.Fprintln(w)
 
 	renderLeakCandidates(w, rep, o.leaks)
@@ -129,14 +130,14 @@ func renderSnapshotReport(w io.Writer, path string, rep *memtimeline.SnapshotRep
 	return nil
 }
 
-func largestFreeNote(st memtimeline.SnapshotStats) string {
+func largestFreeNote(st snapshot.Stats) string {
 	if st.FreeBytes == 0 {
 		return "no free blocks"
 	}
 	return fmt.Sprintf("%.0f%% of free bytes; the rest is scattered", 100*float64(st.LargestFreeBlock)/float64(st.FreeBytes))
 }
 
-func renderLeakCandidates(w io.Writer, rep *memtimeline.SnapshotReport, limit int) {
+func renderLeakCandidates(w io.Writer, rep *snapshot.Report, limit int) {
 	total := 0
 	for _, n := range rep.TraceEntries {
 		total += n
@@ -166,7 +167,7 @@ func renderLeakCandidates(w io.Writer, rep *memtimeline.SnapshotReport, limit in
 		}
 		site := shortSite(l.Site)
 		if l.Site.IsPython() {
-			site = memtimeline.FrameName(l.Site, l.Stack) // named as traces and findings name it
+			site = snapshot.FrameName(l.Site, l.Stack) // named as traces and findings name it
 		}
 		t.AppendRow(table.Row{site, memtimeline.FormatBytes(l.Bytes), l.Bytes, l.Count, steps, memtimeline.FormatBytes(l.ActiveAtDumpBytes)})
 	}
@@ -180,7 +181,7 @@ func renderLeakCandidates(w io.Writer, rep *memtimeline.SnapshotReport, limit in
 
 // shortSite keeps a site readable in a table: C++ names lose their
 // argument lists, paths their directories.
-func shortSite(f memtimeline.Frame) string {
+func shortSite(f snapshot.Frame) string {
 	if !f.IsPython() {
 		return cppShortName(f.Name) + " [C++]"
 	}
@@ -214,7 +215,7 @@ func cppShortName(name string) string {
 	return strings.ReplaceAll(name, "(anonymous namespace)::", "")
 }
 
-func renderSettings(w io.Writer, s memtimeline.AllocatorSettings) {
+func renderSettings(w io.Writer, s snapshot.AllocatorSettings) {
 	conf := s.AllocConf
 	if conf == "" {
 		conf = "(unset)"
@@ -256,7 +257,7 @@ func renderSettings(w io.Writer, s memtimeline.AllocatorSettings) {
 	fmt.Fprintln(w)
 }
 
-func renderOOMs(w io.Writer, ooms []memtimeline.OOMEvent) {
+func renderOOMs(w io.Writer, ooms []snapshot.OOMEvent) {
 	if len(ooms) == 0 {
 		fmt.Fprintln(w, "Out-of-memory events: none recorded")
 		return

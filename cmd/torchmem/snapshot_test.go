@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/snapshot"
 )
 
 var snapshotTestdata = filepath.Join("..", "..", "testdata", "snapshots")
@@ -68,9 +69,9 @@ func TestSnapshotCommandJSON(t *testing.T) {
 			Bar       string `json:"bar"`
 		} `json:"segments"`
 		Leaks []struct {
-			Site  memtimeline.Frame `json:"site"`
-			Bytes int64             `json:"bytes"`
-			Steps int               `json:"steps"`
+			Site  snapshot.Frame `json:"site"`
+			Bytes int64          `json:"bytes"`
+			Steps int            `json:"steps"`
 		} `json:"leak_candidates"`
 		Settings struct {
 			MaxSplit int64 `json:"max_split_size"`

@@ -8,6 +8,7 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/snapshot"
 	"github.com/torchmem/torchmem/memtimeline/steplog"
 )
 
@@ -23,7 +24,7 @@ import (
 type RunFiles struct {
 	Traces    []*chrometrace.Trace
 	TraceName []string
-	Snapshots []*memtimeline.Snapshot
+	Snapshots []*snapshot.Snapshot
 	SnapName  []string
 	StepLogs  []*steplog.Log
 	StepName  []string
@@ -102,11 +103,11 @@ func RunTimeline(f RunFiles, id, title string) (spec Spec, notes []string, ok bo
 			var ooms []Marker
 			for _, e := range entries {
 				switch e.Action {
-				case memtimeline.ActionAlloc:
+				case snapshot.ActionAlloc:
 					cur += memtimeline.BlockSize(e.Size)
-				case memtimeline.ActionFreeCompleted:
+				case snapshot.ActionFreeCompleted:
 					cur -= memtimeline.BlockSize(e.Size)
-				case memtimeline.ActionOOM:
+				case snapshot.ActionOOM:
 					if e.TimeUS > 0 {
 						ooms = append(ooms, Marker{Name: "OOM: " + memtimeline.FormatBytes(e.Size) + " requested", TNs: e.TimeUS * 1000, Bytes: cur})
 					}

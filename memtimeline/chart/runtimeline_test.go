@@ -6,18 +6,19 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/chrometrace"
-	"github.com/torchmem/torchmem/memtimeline"
+
+	"github.com/torchmem/torchmem/memtimeline/snapshot"
 	"github.com/torchmem/torchmem/memtimeline/steplog"
 )
 
-func readSnapshotPath(t testing.TB, path string) *memtimeline.Snapshot {
+func readSnapshotPath(t testing.TB, path string) *snapshot.Snapshot {
 	t.Helper()
 	in, err := chrometrace.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer in.Close()
-	s, err := memtimeline.ReadSnapshot(in)
+	s, err := snapshot.Read(in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +47,7 @@ func TestRunTimelineAlignsTheSnippetsFiles(t *testing.T) {
 	tr := readTracePath(t, filepath.Join(dir, "vm_rank0_step5.pt.trace.json.gz"))
 	f := RunFiles{
 		Traces: []*chrometrace.Trace{tr}, TraceName: []string{"vm_rank0_step5.pt.trace.json.gz"},
-		Snapshots: []*memtimeline.Snapshot{readSnapshotPath(t, filepath.Join(dir, "vm_rank0.snapshot.pickle"))}, SnapName: []string{"vm_rank0.snapshot.pickle"},
+		Snapshots: []*snapshot.Snapshot{readSnapshotPath(t, filepath.Join(dir, "vm_rank0.snapshot.pickle"))}, SnapName: []string{"vm_rank0.snapshot.pickle"},
 		StepLogs: []*steplog.Log{readStepLogPath(t, filepath.Join(dir, "vm_rank0.steps.jsonl"))}, StepName: []string{"vm_rank0.steps.jsonl"},
 	}
 	spec, notes, ok := RunTimeline(f, "run", "run")

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/snapshot"
 	"github.com/torchmem/torchmem/rules/leak"
 	"github.com/torchmem/torchmem/rules/site"
 )
@@ -36,7 +37,7 @@ type Side struct {
 // NewSnapshotSide reduces an allocator snapshot for diffing: its reserved
 // and allocated bytes stand in for the peaks, and its never-freed groups
 // for the sites.
-func NewSnapshotSide(source string, rep *memtimeline.SnapshotReport) *Side {
+func NewSnapshotSide(source string, rep *snapshot.Report) *Side {
 	s := &Side{Source: source, Operators: map[string]int64{}, SiteAlloc: map[string]int64{}, SiteLive: map[string]int64{}}
 	s.PeakAllocatedBytes, s.PeakReservedBytes = rep.Stats.AllocatedBytes, rep.Stats.ReservedBytes
 	leaks := leak.AnalyzeSnapshot(rep, leak.DefaultOptions())

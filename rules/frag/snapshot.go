@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/snapshot"
 )
 
 // snapshotSplitMinBytes: split free space under this is not worth a
@@ -50,7 +51,7 @@ type SnapshotReport struct {
 
 // SnapshotPools sums the snapshot's segments per device, pool and stream,
 // most split first.
-func SnapshotPools(rep *memtimeline.SnapshotReport) []SnapshotPool {
+func SnapshotPools(rep *snapshot.Report) []SnapshotPool {
 	type key struct {
 		dev    int
 		pool   string
@@ -87,7 +88,7 @@ func SnapshotPools(rep *memtimeline.SnapshotReport) []SnapshotPool {
 
 // JudgeSnapshot: fragmented when split free space is over the
 // fraction of reserved and at least 64 MiB.
-func JudgeSnapshot(rep *memtimeline.SnapshotReport, fraction float64) SnapshotReport {
+func JudgeSnapshot(rep *snapshot.Report, fraction float64) SnapshotReport {
 	st := rep.Stats
 	out := SnapshotReport{Verdict: VerdictOK, ReservedBytes: st.ReservedBytes, InactiveSplitBytes: st.InactiveSplitBytes, Pools: SnapshotPools(rep)}
 	if st.ReservedBytes > 0 {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/snapshot"
 	"github.com/torchmem/torchmem/rules/internal/fmtutil"
 	"github.com/torchmem/torchmem/rules/site"
 )
@@ -17,7 +18,7 @@ import (
 // ProfilerSteps, steadily or more each step, is a leak at any size; one
 // made in a single step (parameters, optimizer state) or the last step or
 // two is not.
-func AnalyzeSnapshot(rep *memtimeline.SnapshotReport, opts Options) Report {
+func AnalyzeSnapshot(rep *snapshot.Report, opts Options) Report {
 	out := Report{Steps: []StepSurvivors{}, Suspects: []Suspect{}, Leaks: []Leak{}}
 	minSteps := max(3, opts.MinSteps)
 	if len(rep.TraceEntries) == 0 {
@@ -97,7 +98,7 @@ func AnalyzeSnapshot(rep *memtimeline.SnapshotReport, opts Options) Report {
 		switch {
 		case c.HookFrame != nil:
 			s.Kind = KindHook
-			hooks[memtimeline.FrameName(*c.HookFrame, c.Stack)] = growingFrame{first: s.FirstStep, last: s.LastStep}
+			hooks[snapshot.FrameName(*c.HookFrame, c.Stack)] = growingFrame{first: s.FirstStep, last: s.LastStep}
 		case s.allocPoints >= 2 && !s.copy:
 			// Several tensors from a model's internals each step: outputs
 			// and the activations their graph saved.
@@ -122,15 +123,15 @@ const snapshotStackNote = "from the allocator snapshot: each frame's line is the
 
 // snapshotChain is a leak candidate's user call chain, outermost first,
 // C++ frames dropped and library paths shortened.
-func snapshotChain(c memtimeline.LeakCandidate) []string {
+func snapshotChain(c snapshot.LeakCandidate) []string {
 	names := make([]string, 0, len(c.Stack)+1)
 	for i := len(c.Stack) - 1; i >= 0; i-- {
 		if f := c.Stack[i]; f.IsPython() {
-			names = append(names, memtimeline.FrameName(f, c.Stack))
+			names = append(names, snapshot.FrameName(f, c.Stack))
 		}
 	}
 	if len(names) == 0 && c.Site.Name != "" {
-		names = append(names, memtimeline.FrameName(c.Site, c.Stack))
+		names = append(names, snapshot.FrameName(c.Site, c.Stack))
 	}
 	return fmtutil.NonNil(chrometrace.UserChain(names))
 }

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/snapshot"
 	"github.com/torchmem/torchmem/rules"
 	"github.com/torchmem/torchmem/rules/internal/testinput"
 	"github.com/torchmem/torchmem/rules/leak"
@@ -22,7 +22,7 @@ func TestSnapshotLeaks(t *testing.T) {
 		{"leak_eval_no_grad", leak.VerdictLeak, 0, "gen_traces.py"},
 		{"frag_small_allocs", leak.VerdictClean, 0, ""},
 	} {
-		rep := leak.AnalyzeSnapshot(memtimeline.AnalyzeSnapshot(testinput.NamedSnapshot(t, c.name), 0), leak.DefaultOptions())
+		rep := leak.AnalyzeSnapshot(snapshot.Analyze(testinput.NamedSnapshot(t, c.name), 0), leak.DefaultOptions())
 		if rep.Verdict != c.verdict {
 			t.Errorf("%s: %s (%s)", c.name, rep.Verdict, rep.Reason)
 			continue

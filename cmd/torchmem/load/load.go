@@ -4,7 +4,7 @@
 // bytes, and the kind is decided from the first bytes (a peek, not a
 // reopen), so pipes, FIFOs, /dev/stdin and <(...) work like files. The
 // content tests live next to each parser (chrometrace.LooksLikeTrace,
-// memtimeline.IsPickle, smi.LooksLike, steplog.LooksLike, ...); this package
+// snapshot.LooksLike, smi.LooksLike, steplog.LooksLike, ...); this package
 // only orders them.
 //
 // It sits in cmd/torchmem because it is the command line's front end and
@@ -31,6 +31,7 @@ import (
 	"github.com/torchmem/torchmem/memtimeline/exported"
 	"github.com/torchmem/torchmem/memtimeline/memsummary"
 	"github.com/torchmem/torchmem/memtimeline/smi"
+	"github.com/torchmem/torchmem/memtimeline/snapshot"
 	"github.com/torchmem/torchmem/memtimeline/steplog"
 	"github.com/torchmem/torchmem/rules/summary"
 )
@@ -84,7 +85,7 @@ var sniffers = []struct {
 	looks func([]byte) bool
 }{
 	{Summarized, summary.LooksLike},
-	{Snapshot, memtimeline.IsPickle},
+	{Snapshot, snapshot.LooksLike},
 	{SMI, smi.LooksLike},
 	{Steps, steplog.LooksLike},
 	{Summary, memsummary.LooksLike},
@@ -270,7 +271,7 @@ type File struct {
 	// directory name "rank3"), or -1.
 	Rank     int64
 	Trace    *chrometrace.Trace
-	Snapshot *memtimeline.Snapshot
+	Snapshot *snapshot.Snapshot
 	SMI      *smi.Log
 	Steps    *steplog.Log
 	Timeline *exported.Timeline
@@ -431,7 +432,7 @@ func Parse(r *Reader, kind Kind, topts chrometrace.ReadOptions) (*File, error) {
 			f.Warnings = f.Trace.Warnings
 		}
 	case Snapshot:
-		f.Snapshot, err = memtimeline.ReadSnapshot(in)
+		f.Snapshot, err = snapshot.Read(in)
 	case SMI:
 		if f.SMI, err = smi.Read(in); err == nil {
 			f.Warnings = f.SMI.Warnings

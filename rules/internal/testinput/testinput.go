@@ -10,7 +10,8 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/chrometrace"
-	"github.com/torchmem/torchmem/memtimeline"
+
+	"github.com/torchmem/torchmem/memtimeline/snapshot"
 	"github.com/torchmem/torchmem/memtimeline/steplog"
 )
 
@@ -54,14 +55,14 @@ func NamedTrace(t testing.TB, name string) *chrometrace.Trace {
 }
 
 // Snapshot reads an allocator snapshot pickle (gzipped or not).
-func Snapshot(t testing.TB, path string) *memtimeline.Snapshot {
+func Snapshot(t testing.TB, path string) *snapshot.Snapshot {
 	t.Helper()
 	in, err := chrometrace.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer in.Close()
-	s, err := memtimeline.ReadSnapshot(in)
+	s, err := snapshot.Read(in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +70,7 @@ func Snapshot(t testing.TB, path string) *memtimeline.Snapshot {
 }
 
 // NamedSnapshot reads testdata/snapshots/<name>.pickle.gz.
-func NamedSnapshot(t testing.TB, name string) *memtimeline.Snapshot {
+func NamedSnapshot(t testing.TB, name string) *snapshot.Snapshot {
 	t.Helper()
 	return Snapshot(t, Testdata("snapshots", name+".pickle.gz"))
 }

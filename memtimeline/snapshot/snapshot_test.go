@@ -1,4 +1,4 @@
-package memtimeline
+package snapshot
 
 import (
 	"encoding/json"

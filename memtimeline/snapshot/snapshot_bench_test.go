@@ -1,4 +1,4 @@
-package memtimeline
+package snapshot
 
 import (
 	"bufio"
@@ -18,7 +18,7 @@ func BenchmarkReadSnapshot(b *testing.B) {
 	var s *Snapshot
 	for b.Loop() {
 		var err error
-		if s, err = ReadSnapshot(bytes.NewReader(raw)); err != nil {
+		if s, err = Read(bytes.NewReader(raw)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -31,18 +31,6 @@ func BenchmarkReadSnapshot(b *testing.B) {
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	b.ReportMetric(float64(int64(before.HeapAlloc)-int64(after.HeapAlloc))/(1<<20), "MB-live")
-}
-
-// BenchmarkDecodePickle isolates the pickle machine from the mapping.
-func BenchmarkDecodePickle(b *testing.B) {
-	raw := readTestSnapshot(b, "frag_small_allocs")
-	b.SetBytes(int64(len(raw)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, _, err := decodePickle(bytes.NewReader(raw)); err != nil {
-			b.Fatal(err)
-		}
-	}
 }
 
 // BenchmarkReadSnapshotFile reads a large snapshot named by
@@ -68,7 +56,7 @@ func BenchmarkReadSnapshotFile(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := ReadSnapshot(bufio.NewReaderSize(f, 1<<20)); err != nil {
+		if _, err := Read(bufio.NewReaderSize(f, 1<<20)); err != nil {
 			b.Fatal(err)
 		}
 		f.Close()
@@ -77,17 +65,4 @@ func BenchmarkReadSnapshotFile(b *testing.B) {
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
 	gb := float64(st.Size()) * float64(n) / 1e9
 	b.ReportMetric(float64(ru1.Utime.Nano()-ru0.Utime.Nano())/1e9/gb, "user-s/GB")
-}
-
-// TestPaged: items come back from every page, across page boundaries.
-func TestPaged(t *testing.T) {
-	var p paged[int]
-	const n = 3*pageSize + 17
-	for i := 0; i < n; i++ {
-		p.add(i)
-	}
-	p.set(pageSize, -1)
-	if p.len() != n || p.at(0) != 0 || p.at(pageSize-1) != pageSize-1 || p.at(pageSize) != -1 || p.at(n-1) != n-1 || len(p.pages) != 4 {
-		t.Fatalf("len %d, pages %d, at(pageSize) %d", p.len(), len(p.pages), p.at(pageSize))
-	}
 }

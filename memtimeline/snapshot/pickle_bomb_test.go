@@ -1,4 +1,4 @@
-package memtimeline
+package snapshot
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/chrometrace/bombtest"
+	"github.com/torchmem/torchmem/memtimeline/snapshot/internal/pickle"
 )
 
 // gzipBomb returns head + n bytes of fill (n a multiple of 1 MiB) as a
@@ -47,8 +48,8 @@ func str8(n uint64) []byte {
 // costs nothing unless the reader keeps it).
 func TestPickleBombs(t *testing.T) {
 	const limit = 1 << 20
-	defer func(old int) { MaxPickleValueBytes = old }(MaxPickleValueBytes)
-	MaxPickleValueBytes = limit
+	defer func(old int) { MaxValueBytes = old }(MaxValueBytes)
+	MaxValueBytes = limit
 	const tenGB = 10 << 30
 	cases := []struct {
 		name string
@@ -67,7 +68,7 @@ func TestPickleBombs(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var err error
-			peak := bombtest.PeakHeap(func() { _, err = ReadSnapshot(c.r) })
+			peak := bombtest.PeakHeap(func() { _, err = Read(c.r) })
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("error %v, want %q", err, c.want)
 			}
@@ -92,10 +93,10 @@ func TestPickleGzipBomb(t *testing.T) {
 			return
 		}
 		defer in.Close()
-		_, err = ReadSnapshot(in)
+		_, err = Read(in)
 	})
-	var le *ValueLimitError
-	if !errors.As(err, &le) || le.Limit != MaxPickleValueBytes {
+	var le *pickle.ValueLimitError
+	if !errors.As(err, &le) || le.Limit != MaxValueBytes {
 		t.Fatalf("%d-byte gzip: error %v, want a *ValueLimitError at the default limit", len(gz), err)
 	}
 	if peak > 64<<20 {

@@ -1,4 +1,4 @@
-package memtimeline
+package snapshot
 
 import (
 	"bytes"
@@ -13,14 +13,14 @@ import (
 func FuzzReadSnapshot(f *testing.F) {
 	f.Add([]byte("\x80\x04}\x94(\x8c\x08segments\x94]\x94\x8c\x0edevice_traces\x94]\x94u."))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s, err := ReadSnapshot(bytes.NewReader(data))
+		s, err := Read(bytes.NewReader(data))
 		if err != nil {
 			if s != nil {
 				t.Fatal("snapshot and error both returned")
 			}
 			return
 		}
-		rep := AnalyzeSnapshot(s, 16)
+		rep := Analyze(s, 16)
 		_ = FormatSegmentMap(rep.SegmentFills, 5)
 		if rep.Stats.Segments != len(s.Segments) {
 			t.Fatalf("stats count %d segments of %d", rep.Stats.Segments, len(s.Segments))

@@ -8,7 +8,7 @@ reading. snapshot_pN.pickle is a tiny allocator snapshot with shared frame
 dicts, as torch writes them. Refusals: global_pN.pickle (a class instance),
 overflow_*.pickle (ints beyond 64 bits).
 
-Regenerate: cd memtimeline/testdata/pickle && python3 gen_synthetic.py
+Regenerate: cd memtimeline/snapshot/testdata/pickle && python3 gen_synthetic.py
 """
 import collections
 import json

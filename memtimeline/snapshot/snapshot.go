@@ -1,4 +1,4 @@
-package memtimeline
+package snapshot
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/memtimeline/snapshot/internal/pickle"
 )
 
 // Snapshot is a CUDA caching-allocator snapshot as written by
@@ -117,19 +118,32 @@ type Annotation struct {
 	TimeUS int64
 }
 
-// ReadSnapshot decodes an allocator snapshot pickle from r (uncompressed;
+// MaxValueBytes caps one value in a pickle: a str or bytes payload,
+// and the items of one container gathered on the stack (8 bytes each). The
+// default, 64 MiB, is thousands of times what a snapshot holds in one
+// string (file names, function names, settings); it keeps a hostile
+// length (a 10 GB string behind a few bytes of gzip) from costing memory.
+// The CLI's --max-value-bytes sets it.
+var MaxValueBytes = 64 << 20
+
+// LooksLike is the loader's content test: head starts like a
+// pickle of protocol 2 or later, which is what
+// torch.cuda.memory._dump_snapshot writes.
+func LooksLike(head []byte) bool { return pickle.IsPickle(head) }
+
+// Read decodes an allocator snapshot pickle from r (uncompressed;
 // chrometrace.Open handles gzip). It never executes or resolves classes,
 // and it may read past the pickle's STOP opcode (it buffers). Errors say
 // what is wrong and where (pickle byte offset or field path); wrap them
 // with the file name.
-func ReadSnapshot(r io.Reader) (*Snapshot, error) {
-	a, root, err := decodePickle(r)
+func Read(r io.Reader) (*Snapshot, error) {
+	a, root, err := pickle.Decode(r, MaxValueBytes)
 	if err != nil {
 		return nil, err
 	}
-	m := &snapMapper{a: a, frames: map[int]Frame{}, stacks: map[*pval][]Frame{}, strs: map[string]string{},
+	m := &snapMapper{a: a, frames: map[int]Frame{}, stacks: map[*pickle.Value][]Frame{}, strs: map[string]string{},
 		contexts: map[EntryContext]*EntryContext{},
-		budget:   8*a.inputBytes + 1<<20}
+		budget:   8*a.InputBytes + 1<<20}
 	return m.snapshot(root)
 }
 
@@ -137,9 +151,9 @@ func ReadSnapshot(r io.Reader) (*Snapshot, error) {
 // frames and stacks by their pickle identity. Each dict is walked once with
 // a switch on its keys; error locations are only built on failure.
 type snapMapper struct {
-	a      *arena
-	frames map[int]Frame     // frame dict index -> frame
-	stacks map[*pval][]Frame // first item of a frames list -> stack
+	a      *pickle.Arena
+	frames map[int]Frame             // frame dict index -> frame
+	stacks map[*pickle.Value][]Frame // first item of a frames list -> stack
 	strs   map[string]string
 	// contexts shares TraceEntry.Context between entries.
 	contexts map[EntryContext]*EntryContext
@@ -211,10 +225,10 @@ var (
 	locTraces   = &loc{name: "device_traces", idx: -1}
 )
 
-func (m *snapMapper) snapshot(root pval) (*Snapshot, error) {
+func (m *snapMapper) snapshot(root pickle.Value) (*Snapshot, error) {
 	s := &Snapshot{}
-	switch root.kind() {
-	case kList:
+	switch root.Kind() {
+	case pickle.KindList:
 		// torch < 2.0 memory_snapshot(): a bare list of segments.
 		segs, err := m.segments(root)
 		if err != nil {
@@ -222,22 +236,22 @@ func (m *snapMapper) snapshot(root pval) (*Snapshot, error) {
 		}
 		s.Segments = segs
 		return s, nil
-	case kDict:
+	case pickle.KindDict:
 	default:
-		return nil, m.fail(locTop, "", "a %v, want a dict", root.kind())
+		return nil, m.fail(locTop, "", "a %v, want a dict", root.Kind())
 	}
-	_, hasSeg := m.a.dictGet(root, "segments")
-	_, hasTr := m.a.dictGet(root, "device_traces")
+	_, hasSeg := m.a.DictGet(root, "segments")
+	_, hasTr := m.a.DictGet(root, "device_traces")
 	if !hasSeg && !hasTr {
 		return nil, m.fail(locTop, "", "a dict without segments or device_traces (keys: %s)", m.keys(root))
 	}
 	var err error
-	if v, ok := m.a.dictGet(root, "segments"); ok {
+	if v, ok := m.a.DictGet(root, "segments"); ok {
 		if s.Segments, err = m.segments(v); err != nil {
 			return nil, err
 		}
 	}
-	if v, ok := m.a.dictGet(root, "device_traces"); ok && v.kind() != kNone {
+	if v, ok := m.a.DictGet(root, "device_traces"); ok && v.Kind() != pickle.KindNone {
 		devs, err := m.list(v, nil, "device_traces")
 		if err != nil {
 			return nil, err
@@ -249,12 +263,12 @@ func (m *snapMapper) snapshot(root pval) (*Snapshot, error) {
 			}
 		}
 	}
-	if v, ok := m.a.dictGet(root, "allocator_settings"); ok && v.kind() == kDict {
+	if v, ok := m.a.DictGet(root, "allocator_settings"); ok && v.Kind() == pickle.KindDict {
 		if s.AllocatorSettings, err = m.settings(v); err != nil {
 			return nil, err
 		}
 	}
-	if v, ok := m.a.dictGet(root, "external_annotations"); ok && v.kind() != kNone {
+	if v, ok := m.a.DictGet(root, "external_annotations"); ok && v.Kind() != pickle.KindNone {
 		if s.ExternalAnnotations, err = m.annotations(v); err != nil {
 			return nil, err
 		}
@@ -262,77 +276,77 @@ func (m *snapMapper) snapshot(root pval) (*Snapshot, error) {
 	return s, nil
 }
 
-func (m *snapMapper) keys(d pval) string {
+func (m *snapMapper) keys(d pickle.Value) string {
 	var ks []string
-	keys, _ := m.a.dict(d)
+	keys, _ := m.a.Dict(d)
 	for i := 0; i < len(keys) && len(ks) < 8; i++ {
-		if s, ok := m.a.str(keys[i]); ok {
+		if s, ok := m.a.Str(keys[i]); ok {
 			ks = append(ks, s)
 		}
 	}
 	return strings.Join(ks, ", ")
 }
 
-func (m *snapMapper) list(v pval, l *loc, key string) ([]pval, error) {
-	switch v.kind() {
-	case kList, kTuple:
-		items := m.a.lists.at(v.idx())
+func (m *snapMapper) list(v pickle.Value, l *loc, key string) ([]pickle.Value, error) {
+	switch v.Kind() {
+	case pickle.KindList, pickle.KindTuple:
+		items := m.a.Lists.At(v.Index())
 		return items, m.spend(len(items))
 	}
-	return nil, m.fail(l, key, "a %v, want a list", v.kind())
+	return nil, m.fail(l, key, "a %v, want a list", v.Kind())
 }
 
 // fields calls fn for every str-keyed item of dict v; a missing key thus
 // leaves the zero value (older torch versions lack some), while a present
 // key of the wrong type makes fn fail.
-func (m *snapMapper) fields(v pval, l *loc, fn func(key string, v pval) error) error {
-	if v.kind() != kDict {
-		return m.fail(l, "", "a %v, want a dict", v.kind())
+func (m *snapMapper) fields(v pickle.Value, l *loc, fn func(key string, v pickle.Value) error) error {
+	if v.Kind() != pickle.KindDict {
+		return m.fail(l, "", "a %v, want a dict", v.Kind())
 	}
-	keys, vals := m.a.dict(v)
+	keys, vals := m.a.Dict(v)
 	if err := m.spend(1 + len(keys)); err != nil {
 		return err
 	}
 	for i, k := range keys {
-		if k.kind() != kStr {
+		if k.Kind() != pickle.KindStr {
 			continue
 		}
-		if err := fn(m.a.strs[k.idx()], vals[i]); err != nil {
+		if err := fn(m.a.Strs[k.Index()], vals[i]); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (m *snapMapper) int(v pval, l *loc, key string) (int64, error) {
-	if v.kind() == kNone {
+func (m *snapMapper) int(v pickle.Value, l *loc, key string) (int64, error) {
+	if v.Kind() == pickle.KindNone {
 		return 0, nil
 	}
-	n, ok := m.a.int64Of(v)
+	n, ok := m.a.Int64(v)
 	if !ok {
-		return 0, m.fail(l, key, "a %v, want an int that fits 64 bits", v.kind())
+		return 0, m.fail(l, key, "a %v, want an int that fits 64 bits", v.Kind())
 	}
 	return n, nil
 }
 
-func (m *snapMapper) addr(v pval, l *loc, key string) (uint64, error) {
-	if v.kind() == kNone {
+func (m *snapMapper) addr(v pickle.Value, l *loc, key string) (uint64, error) {
+	if v.Kind() == pickle.KindNone {
 		return 0, nil
 	}
-	n, ok := m.a.uint64Of(v)
+	n, ok := m.a.Uint64(v)
 	if !ok {
-		return 0, m.fail(l, key, "a %v, want a non-negative int that fits 64 bits", v.kind())
+		return 0, m.fail(l, key, "a %v, want a non-negative int that fits 64 bits", v.Kind())
 	}
 	return n, nil
 }
 
-func (m *snapMapper) str(v pval, l *loc, key string) (string, error) {
-	if v.kind() == kNone {
+func (m *snapMapper) str(v pickle.Value, l *loc, key string) (string, error) {
+	if v.Kind() == pickle.KindNone {
 		return "", nil
 	}
-	s, ok := m.a.str(v)
+	s, ok := m.a.Str(v)
 	if !ok {
-		return "", m.fail(l, key, "a %v, want a str", v.kind())
+		return "", m.fail(l, key, "a %v, want a str", v.Kind())
 	}
 	// No interning here: CPython memoizes every str, so repeated actions
 	// and states already share one Go string through the memo.
@@ -350,7 +364,7 @@ func (m *snapMapper) intern(s string) string {
 	return s
 }
 
-func (m *snapMapper) segments(v pval) ([]Segment, error) {
+func (m *snapMapper) segments(v pickle.Value) ([]Segment, error) {
 	items, err := m.list(v, nil, "segments")
 	if err != nil {
 		return nil, err
@@ -359,9 +373,9 @@ func (m *snapMapper) segments(v pval) ([]Segment, error) {
 	for i, sv := range items {
 		l := &loc{parent: locSegments, idx: i}
 		seg := &out[i]
-		var blocks pval
+		var blocks pickle.Value
 		hasBlocks := false
-		err := m.fields(sv, l, func(key string, v pval) error {
+		err := m.fields(sv, l, func(key string, v pickle.Value) error {
 			var err error
 			var n int64
 			switch key {
@@ -386,10 +400,10 @@ func (m *snapMapper) segments(v pval) ([]Segment, error) {
 				n, err = m.int(v, l, key)
 				seg.IsExpandable = n != 0
 			case "segment_pool_id":
-				if v.kind() == kNone {
+				if v.Kind() == pickle.KindNone {
 					break
 				}
-				var ids []pval
+				var ids []pickle.Value
 				if ids, err = m.list(v, l, key); err != nil {
 					break
 				}
@@ -415,7 +429,7 @@ func (m *snapMapper) segments(v pval) ([]Segment, error) {
 	return out, nil
 }
 
-func (m *snapMapper) blocks(v pval, segAddr uint64, segLoc *loc) ([]Block, error) {
+func (m *snapMapper) blocks(v pickle.Value, segAddr uint64, segLoc *loc) ([]Block, error) {
 	items, err := m.list(v, segLoc, "blocks")
 	if err != nil {
 		return nil, err
@@ -426,12 +440,12 @@ func (m *snapMapper) blocks(v pval, segAddr uint64, segLoc *loc) ([]Block, error
 		l := &loc{parent: segLoc, name: "blocks", idx: i}
 		b := &out[i]
 		hasAddr, hasReq := false, false
-		err := m.fields(bv, l, func(key string, v pval) error {
+		err := m.fields(bv, l, func(key string, v pickle.Value) error {
 			var err error
 			switch key {
 			case "address":
 				b.Address, err = m.addr(v, l, key)
-				hasAddr = v.kind() != kNone
+				hasAddr = v.Kind() != pickle.KindNone
 			case "size":
 				b.Size, err = m.int(v, l, key)
 				if err == nil && b.Size < 0 {
@@ -461,7 +475,7 @@ func (m *snapMapper) blocks(v pval, segAddr uint64, segLoc *loc) ([]Block, error
 	return out, nil
 }
 
-func (m *snapMapper) trace(v pval, devLoc *loc) ([]TraceEntry, error) {
+func (m *snapMapper) trace(v pickle.Value, devLoc *loc) ([]TraceEntry, error) {
 	items, err := m.list(v, devLoc, "")
 	if err != nil {
 		return nil, err
@@ -473,7 +487,7 @@ func (m *snapMapper) trace(v pval, devLoc *loc) ([]TraceEntry, error) {
 	for i, ev := range items {
 		l.idx = i
 		e := &out[i]
-		err := m.fields(ev, l, func(key string, v pval) error {
+		err := m.fields(ev, l, func(key string, v pickle.Value) error {
 			var err error
 			switch key {
 			case "action":
@@ -515,8 +529,8 @@ func (m *snapMapper) trace(v pval, devLoc *loc) ([]TraceEntry, error) {
 
 // stack converts a "frames" list, sharing the result with every other
 // holder of the same pickle list (the decoder already merged equal lists).
-func (m *snapMapper) stack(v pval, owner *loc) ([]Frame, error) {
-	if v.kind() == kNone {
+func (m *snapMapper) stack(v pickle.Value, owner *loc) ([]Frame, error) {
+	if v.Kind() == pickle.KindNone {
 		return nil, nil
 	}
 	items, err := m.list(v, owner, "frames")
@@ -533,15 +547,15 @@ func (m *snapMapper) stack(v pval, owner *loc) ([]Frame, error) {
 	}
 	st := make([]Frame, len(items))
 	for i, fv := range items {
-		if fv.kind() == kDict {
-			if f, ok := m.frames[fv.idx()]; ok {
+		if fv.Kind() == pickle.KindDict {
+			if f, ok := m.frames[fv.Index()]; ok {
 				st[i] = f
 				continue
 			}
 		}
 		l := &loc{parent: owner, name: "frames", idx: i}
 		f := &st[i]
-		err := m.fields(fv, l, func(key string, v pval) error {
+		err := m.fields(fv, l, func(key string, v pickle.Value) error {
 			var err error
 			switch key {
 			case "filename":
@@ -560,16 +574,16 @@ func (m *snapMapper) stack(v pval, owner *loc) ([]Frame, error) {
 		if err != nil {
 			return nil, err
 		}
-		m.frames[fv.idx()] = *f
+		m.frames[fv.Index()] = *f
 	}
 	m.stacks[&items[0]] = st
 	return st, nil
 }
 
-func (m *snapMapper) settings(d pval) (AllocatorSettings, error) {
+func (m *snapMapper) settings(d pickle.Value) (AllocatorSettings, error) {
 	l := &loc{name: "allocator_settings", idx: -1}
 	var s AllocatorSettings
-	err := m.fields(d, l, func(key string, v pval) error {
+	err := m.fields(d, l, func(key string, v pickle.Value) error {
 		var err error
 		switch key {
 		case "PYTORCH_CUDA_ALLOC_CONF":
@@ -581,19 +595,19 @@ func (m *snapMapper) settings(d pval) (AllocatorSettings, error) {
 			n, err = m.int(v, l, key)
 			s.ExpandableSegments = n != 0
 		case "garbage_collection_threshold":
-			if v.kind() == kFloat {
-				s.GarbageCollectionThreshold = m.a.floats[v.idx()]
+			if v.Kind() == pickle.KindFloat {
+				s.GarbageCollectionThreshold = m.a.Floats[v.Index()]
 				break
 			}
 			var n int64
 			n, err = m.int(v, l, key)
 			s.GarbageCollectionThreshold = float64(n)
 		case "roundup_power2_divisions":
-			if v.kind() != kDict {
+			if v.Kind() != pickle.KindDict {
 				break
 			}
 			s.RoundupPower2Divisions = map[string]int64{}
-			rkeys, rvals := m.a.dict(v)
+			rkeys, rvals := m.a.Dict(v)
 			for j := 0; j < len(rkeys) && err == nil; j++ {
 				var n int64
 				n, err = m.int(rvals[j], l, key)
@@ -611,40 +625,40 @@ func (m *snapMapper) settings(d pval) (AllocatorSettings, error) {
 }
 
 // pyRepr prints a scalar the way Python's str() would, for display.
-func (m *snapMapper) pyRepr(v pval) string {
-	switch v.kind() {
-	case kNone:
+func (m *snapMapper) pyRepr(v pickle.Value) string {
+	switch v.Kind() {
+	case pickle.KindNone:
 		return "None"
-	case kTrue:
+	case pickle.KindTrue:
 		return "True"
-	case kFalse:
+	case pickle.KindFalse:
 		return "False"
-	case kInt, kWideInt:
-		n, _ := m.a.int64Of(v)
+	case pickle.KindInt, pickle.KindWideInt:
+		n, _ := m.a.Int64(v)
 		return fmt.Sprint(n)
-	case kWideUint:
-		return fmt.Sprint(m.a.wide[v.idx()])
-	case kFloat:
-		return fmt.Sprint(m.a.floats[v.idx()])
-	case kStr, kBytes:
-		return m.a.strs[v.idx()]
+	case pickle.KindWideUint:
+		return fmt.Sprint(m.a.Wide[v.Index()])
+	case pickle.KindFloat:
+		return fmt.Sprint(m.a.Floats[v.Index()])
+	case pickle.KindStr, pickle.KindBytes:
+		return m.a.Strs[v.Index()]
 	}
-	return "<" + v.kind().String() + ">"
+	return "<" + v.Kind().String() + ">"
 }
 
-func (m *snapMapper) annotations(v pval) ([]Annotation, error) {
+func (m *snapMapper) annotations(v pickle.Value) ([]Annotation, error) {
 	items, err := m.list(v, nil, "external_annotations")
 	if err != nil {
 		return nil, err
 	}
 	out := make([]Annotation, 0, len(items))
 	for i, av := range items {
-		if av.kind() != kDict {
+		if av.Kind() != pickle.KindDict {
 			continue // free-form user data: skip what is not a dict
 		}
 		l := &loc{name: "external_annotations", idx: i}
 		var a Annotation
-		err := m.fields(av, l, func(key string, v pval) error {
+		err := m.fields(av, l, func(key string, v pickle.Value) error {
 			var err error
 			switch key {
 			case "stage":

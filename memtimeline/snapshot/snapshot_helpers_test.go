@@ -1,4 +1,4 @@
-package memtimeline
+package snapshot
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 // snapshotDir holds the real snapshots (gzipped copies of
 // /work/shared/traces/*/snapshot.pickle, torch 2.11, H200) and the oracle
 // figures that CPython's own pickle module computed from them.
-var snapshotDir = filepath.Join("..", "testdata", "snapshots")
+var snapshotDir = filepath.Join("..", "..", "testdata", "snapshots")
 
 // readTestSnapshot returns the decompressed pickle bytes of a real snapshot.
 func readTestSnapshot(tb testing.TB, name string) []byte {
@@ -35,7 +35,7 @@ func readTestSnapshot(tb testing.TB, name string) []byte {
 
 func loadTestSnapshot(tb testing.TB, name string) *Snapshot {
 	tb.Helper()
-	s, err := ReadSnapshot(bytes.NewReader(readTestSnapshot(tb, name)))
+	s, err := Read(bytes.NewReader(readTestSnapshot(tb, name)))
 	if err != nil {
 		tb.Fatalf("%s: %v", name, err)
 	}

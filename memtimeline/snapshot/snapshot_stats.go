@@ -1,17 +1,18 @@
-package memtimeline
+package snapshot
 
 import (
 	"fmt"
 	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/memtimeline"
 	"math/bits"
 	"sort"
 	"strings"
 )
 
-// SnapshotStats sums the segments and blocks of a snapshot, the way
+// Stats sums the segments and blocks of a snapshot, the way
 // torch.cuda.memory_stats() and `python -m torch.cuda._memory_viz stats`
 // count them at the moment of the dump.
-type SnapshotStats struct {
+type Stats struct {
 	Segments           int   `json:"segments"`
 	SmallSegments      int   `json:"small_segments"`
 	LargeSegments      int   `json:"large_segments"`
@@ -133,9 +134,9 @@ type OOMEvent struct {
 	Site            Frame `json:"site"`
 }
 
-// SnapshotReport is everything torchmem derives from one snapshot.
-type SnapshotReport struct {
-	Stats    SnapshotStats     `json:"stats"`
+// Report is everything torchmem derives from one snapshot.
+type Report struct {
+	Stats    Stats             `json:"stats"`
 	Settings AllocatorSettings `json:"allocator_settings"`
 	// SegmentFills lists every segment, largest first.
 	SegmentFills []SegmentFill   `json:"segments"`
@@ -155,13 +156,13 @@ type SnapshotReport struct {
 // DefaultBarWidth is the number of cells in a segment fill bar.
 const DefaultBarWidth = 40
 
-// AnalyzeSnapshot computes the report for s; barWidth <= 0 means
+// Analyze computes the report for s; barWidth <= 0 means
 // DefaultBarWidth. This is the entry point for commands.
-func AnalyzeSnapshot(s *Snapshot, barWidth int) *SnapshotReport {
+func Analyze(s *Snapshot, barWidth int) *Report {
 	if barWidth <= 0 {
 		barWidth = DefaultBarWidth
 	}
-	rep := &SnapshotReport{
+	rep := &Report{
 		Stats:        s.Stats(),
 		Settings:     s.AllocatorSettings,
 		SegmentFills: s.SegmentFills(barWidth),
@@ -183,8 +184,8 @@ func AnalyzeSnapshot(s *Snapshot, barWidth int) *SnapshotReport {
 }
 
 // Stats sums segments and blocks.
-func (s *Snapshot) Stats() SnapshotStats {
-	var st SnapshotStats
+func (s *Snapshot) Stats() Stats {
+	var st Stats
 	devs := map[int]bool{}
 	for _, seg := range s.Segments {
 		st.Segments++
@@ -806,8 +807,8 @@ func FormatSegmentMap(fills []SegmentFill, top int) string {
 			exp = " expandable"
 		}
 		fmt.Fprintf(&sb, "[%s] %9s %-5s dev %d %#x: %s allocated, %s free (largest %s)%s%s\n",
-			f.Bar, FormatBytes(f.TotalSize), f.SegmentType, f.Device, f.Address,
-			FormatBytes(f.AllocatedBytes), FormatBytes(f.FreeBytes), FormatBytes(f.LargestFreeBlock), stream, exp)
+			f.Bar, memtimeline.FormatBytes(f.TotalSize), f.SegmentType, f.Device, f.Address,
+			memtimeline.FormatBytes(f.AllocatedBytes), memtimeline.FormatBytes(f.FreeBytes), memtimeline.FormatBytes(f.LargestFreeBlock), stream, exp)
 	}
 	if n < len(fills) {
 		fmt.Fprintf(&sb, "... %d smaller segments not shown\n", len(fills)-n)

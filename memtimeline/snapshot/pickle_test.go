@@ -1,12 +1,9 @@
-package memtimeline
+package snapshot
 
 import (
 	"bytes"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"math/big"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -14,6 +11,8 @@ import (
 	"testing"
 	"testing/iotest"
 	"time"
+
+	"github.com/torchmem/torchmem/memtimeline/snapshot/internal/pickle"
 )
 
 var pickleDir = filepath.Join("testdata", "pickle")
@@ -27,143 +26,12 @@ func readPickleFile(t testing.TB, name string) []byte {
 	return raw
 }
 
-// toAny turns a decoded value into what encoding/json produces for the same
-// data, so that it can be compared with CPython's json.dump of it.
-func toAny(a *arena, v pval) any {
-	switch v.kind() {
-	case kNone:
-		return nil
-	case kTrue:
-		return true
-	case kFalse:
-		return false
-	case kInt, kWideInt:
-		n, _ := a.int64Of(v)
-		return json.Number(fmt.Sprint(n))
-	case kWideUint:
-		return json.Number(fmt.Sprint(a.wide[v.idx()]))
-	case kFloat:
-		return a.floats[v.idx()]
-	case kStr:
-		return a.strs[v.idx()]
-	case kBytes:
-		return "bytes:" + hex.EncodeToString([]byte(a.strs[v.idx()]))
-	case kList, kTuple, kSet:
-		items := a.lists.at(v.idx())
-		out := make([]any, len(items))
-		for i, it := range items {
-			out[i] = toAny(a, it)
-		}
-		return out
-	case kDict:
-		keys, vals := a.dict(v)
-		out := map[string]any{}
-		for i, k := range keys {
-			out[a.strs[k.idx()]] = toAny(a, vals[i])
-		}
-		return out
-	}
-	panic("unknown kind")
-}
-
-// sameJSON compares a decoded value with json.Decoder (UseNumber) output:
-// integers exactly, floats as float64.
-func sameJSON(got, want any, path string) error {
-	switch w := want.(type) {
-	case json.Number:
-		switch g := got.(type) {
-		case json.Number:
-			gi, ok1 := new(big.Int).SetString(string(g), 10)
-			wi, ok2 := new(big.Int).SetString(string(w), 10)
-			if ok1 && ok2 && gi.Cmp(wi) == 0 {
-				return nil
-			}
-		case float64:
-			if wf, err := w.Float64(); err == nil && wf == g {
-				return nil
-			}
-		}
-		return fmt.Errorf("%s: got %v, want %v", path, got, want)
-	case []any:
-		g, ok := got.([]any)
-		if !ok || len(g) != len(w) {
-			return fmt.Errorf("%s: got %T of %d, want list of %d", path, got, lenOf(got), len(w))
-		}
-		for i := range w {
-			if err := sameJSON(g[i], w[i], fmt.Sprintf("%s[%d]", path, i)); err != nil {
-				return err
-			}
-		}
-		return nil
-	case map[string]any:
-		g, ok := got.(map[string]any)
-		if !ok || len(g) != len(w) {
-			return fmt.Errorf("%s: got %T of %d, want dict of %d", path, got, lenOf(got), len(w))
-		}
-		for k := range w {
-			if err := sameJSON(g[k], w[k], path+"."+k); err != nil {
-				return err
-			}
-		}
-		return nil
-	default:
-		if got != want {
-			return fmt.Errorf("%s: got %#v, want %#v", path, got, want)
-		}
-		return nil
-	}
-}
-
-func lenOf(v any) int {
-	switch x := v.(type) {
-	case []any:
-		return len(x)
-	case map[string]any:
-		return len(x)
-	}
-	return -1
-}
-
-// TestDecodeMatchesCPython decodes edge-case values pickled by CPython with
-// protocols 2 to 5 and compares them with CPython's JSON of the same data.
-func TestDecodeMatchesCPython(t *testing.T) {
-	for proto := 2; proto <= 5; proto++ {
-		t.Run(fmt.Sprintf("protocol%d", proto), func(t *testing.T) {
-			raw := readPickleFile(t, fmt.Sprintf("values_p%d.pickle", proto))
-			if raw[1] != byte(proto) {
-				t.Fatalf("file has protocol %d", raw[1])
-			}
-			a, root, err := decodePickle(bytes.NewReader(raw))
-			if err != nil {
-				t.Fatal(err)
-			}
-			dec := json.NewDecoder(bytes.NewReader(readPickleFile(t, fmt.Sprintf("values_p%d.json", proto))))
-			dec.UseNumber()
-			var want any
-			if err := dec.Decode(&want); err != nil {
-				t.Fatal(err)
-			}
-			if err := sameJSON(toAny(a, root), want, "root"); err != nil {
-				t.Error(err)
-			}
-			// The same bytes fed one at a time decode the same.
-			a2, root2, err := decodePickle(iotest.OneByteReader(bytes.NewReader(raw)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := sameJSON(toAny(a2, root2), want, "root"); err != nil {
-				t.Errorf("one byte at a time: %v", err)
-			}
-		})
-	}
-}
-
 // TestSyntheticSnapshot reads a tiny snapshot with every field set, in each
 // protocol, and checks the typed model and the analyses on it.
 func TestSyntheticSnapshot(t *testing.T) {
 	for proto := 2; proto <= 5; proto++ {
 		t.Run(fmt.Sprintf("protocol%d", proto), func(t *testing.T) {
-			s, err := ReadSnapshot(bytes.NewReader(readPickleFile(t, fmt.Sprintf("snapshot_p%d.pickle", proto))))
+			s, err := Read(bytes.NewReader(readPickleFile(t, fmt.Sprintf("snapshot_p%d.pickle", proto))))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -201,7 +69,7 @@ func TestSyntheticSnapshot(t *testing.T) {
 				!strings.Contains(set.AllocConf, "max_split_size_mb:128") || set.RoundupPower2Divisions["1"] != 4 {
 				t.Errorf("settings %+v", set)
 			}
-			rep := AnalyzeSnapshot(s, 8)
+			rep := Analyze(s, 8)
 			if rep.Stats.AllocatedBytes != 1<<20 || rep.Stats.InactiveSplitBytes != 1<<20 || rep.Stats.RequestedBytes != 1000000 {
 				t.Errorf("stats %+v", rep.Stats)
 			}
@@ -238,12 +106,12 @@ func TestRejectsWhatIsNotPlainData(t *testing.T) {
 		{"not_snapshot.pickle", "a dict without segments or device_traces (keys: hello)", false},
 	}
 	for _, c := range cases {
-		_, err := ReadSnapshot(bytes.NewReader(readPickleFile(t, c.file)))
+		_, err := Read(bytes.NewReader(readPickleFile(t, c.file)))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %v, want %q", c.file, err, c.want)
 			continue
 		}
-		if c.plain != errors.Is(err, ErrNotPlainData) {
+		if c.plain != errors.Is(err, pickle.ErrNotPlainData) {
 			t.Errorf("%s: errors.Is(ErrNotPlainData) = %v", c.file, !c.plain)
 		}
 		if c.plain && !strings.Contains(err.Error(), "not a plain-data snapshot") {
@@ -261,14 +129,14 @@ func TestTruncatedPickles(t *testing.T) {
 	}
 	for name, raw := range inputs {
 		for n := 0; n < len(raw); n++ {
-			if _, err := ReadSnapshot(bytes.NewReader(raw[:n])); err == nil {
+			if _, err := Read(bytes.NewReader(raw[:n])); err == nil {
 				t.Fatalf("%s cut at %d of %d bytes: no error", name, n, len(raw))
 			}
 		}
 	}
 	// A real snapshot cut in the middle says so.
 	raw := readTestSnapshot(t, "leak_module_cache")
-	_, err := ReadSnapshot(bytes.NewReader(raw[:len(raw)/2]))
+	_, err := Read(bytes.NewReader(raw[:len(raw)/2]))
 	if err == nil || !strings.Contains(err.Error(), "truncated pickle") {
 		t.Errorf("half a snapshot: %v", err)
 	}
@@ -315,7 +183,7 @@ func TestHostileInputs(t *testing.T) {
 		if c.name == "reader error" {
 			r = iotest.ErrReader(errors.New("boom"))
 		}
-		_, err := ReadSnapshot(r)
+		_, err := Read(r)
 		runtime.ReadMemStats(&after)
 		switch {
 		case c.want == "" && err != nil && !strings.Contains(err.Error(), "a None, want a dict"):
@@ -334,7 +202,7 @@ func TestIsPickle(t *testing.T) {
 		"\x80\x02": true, "\x80\x04\x95": true, "\x80\x05": true,
 		"\x80\x01": false, "\x80\x06": false, "\x80": false, "": false, "\x1f\x8b": false, "{\"": false,
 	} {
-		if got := IsPickle([]byte(in)); got != want {
+		if got := pickle.IsPickle([]byte(in)); got != want {
 			t.Errorf("IsPickle(%q) = %v", in, got)
 		}
 	}
@@ -362,7 +230,7 @@ func TestRepetitionBomb(t *testing.T) {
 	b.WriteString("ea") // the trace gets the refs; device_traces gets the trace
 	b.WriteString("s.") // top["device_traces"] = [...]
 	start := time.Now()
-	_, err := ReadSnapshot(bytes.NewReader(b.Bytes()))
+	_, err := Read(bytes.NewReader(b.Bytes()))
 	if !errors.Is(err, errTooRepetitive) {
 		t.Fatalf("error %v, want errTooRepetitive", err)
 	}

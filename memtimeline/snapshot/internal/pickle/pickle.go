@@ -1,16 +1,4 @@
-package memtimeline
-
-// A purpose-built decoder for the Python pickles that
-// torch.cuda.memory._dump_snapshot writes: protocols 2 to 5 of plain
-// dict/list/tuple/str/int/float/bool/None with a memo. It exists because the
-// available Go decoders were unfit: nlpodyssey/gopickle took 1.1 s, 180 MB of
-// allocation and 53 MB of live heap on a 7 MB snapshot (and is unmaintained);
-// kisielk/og-rek fails on protocol 5.
-//
-// Values live in a compact arena (pval handles of 8 bytes, no interface
-// boxing), so the garbage collector sees a handful of large slices instead of
-// millions of small objects. Class-building opcodes are refused: a snapshot
-// is plain data, and resolving classes is how pickles run code.
+package pickle
 
 import (
 	"encoding/binary"
@@ -110,36 +98,36 @@ var opNames = map[byte]string{
 	'V': "UNICODE", 'F': "FLOAT", 'p': "PUT", 'g': "GET",
 }
 
-// pkind is the type of a decoded pickle value.
-type pkind uint8
+// Kind is the type of a decoded pickle value.
+type Kind uint8
 
 const (
-	kNone pkind = iota
-	kFalse
-	kTrue
-	kInt      // payload: 60-bit two's complement integer, inline
-	kWideInt  // payload: index into arena.wide, value int64(wide[i])
-	kWideUint // payload: index into arena.wide, value wide[i] > MaxInt64
-	kFloat    // payload: index into arena.floats
-	kStr      // payload: index into arena.strs
-	kBytes    // payload: index into arena.strs
-	kList     // payload: index into arena.lists
-	kTuple    // payload: index into arena.lists (immutable)
-	kSet      // payload: index into arena.lists
-	kDict     // payload: index into arena.dictVals and arena.dictShape
+	KindNone Kind = iota
+	KindFalse
+	KindTrue
+	KindInt      // payload: 60-bit two's complement integer, inline
+	KindWideInt  // payload: index into Arena.Wide, value int64(wide[i])
+	KindWideUint // payload: index into Arena.Wide, value wide[i] > MaxInt64
+	KindFloat    // payload: index into Arena.Floats
+	KindStr      // payload: index into Arena.Strs
+	KindBytes    // payload: index into Arena.Strs
+	KindList     // payload: index into Arena.Lists
+	KindTuple    // payload: index into Arena.Lists (immutable)
+	KindSet      // payload: index into Arena.Lists
+	KindDict     // payload: index into Arena.dictVals and Arena.dictShape
 )
 
 var kindNames = [...]string{"None", "bool", "bool", "int", "int", "int", "float", "str", "bytes", "list", "tuple", "set", "dict"}
 
-func (k pkind) String() string {
+func (k Kind) String() string {
 	if int(k) < len(kindNames) {
 		return kindNames[k]
 	}
 	return "?"
 }
 
-// pval is a handle to a decoded value: kind in the top 4 bits, payload below.
-type pval uint64
+// Value is a handle to a decoded value: kind in the top 4 bits, payload below.
+type Value uint64
 
 const (
 	payloadBits = 60
@@ -148,98 +136,98 @@ const (
 	inlineMax   = 1<<(payloadBits-1) - 1
 )
 
-func mkval(k pkind, payload uint64) pval { return pval(uint64(k)<<payloadBits | payload&payloadMask) }
-func (v pval) kind() pkind               { return pkind(v >> payloadBits) }
-func (v pval) idx() int                  { return int(v & payloadMask) }
+func mkval(k Kind, payload uint64) Value { return Value(uint64(k)<<payloadBits | payload&payloadMask) }
+func (v Value) Kind() Kind               { return Kind(v >> payloadBits) }
+func (v Value) Index() int               { return int(v & payloadMask) }
 
 // inlineInt sign-extends the 60-bit payload.
-func (v pval) inlineInt() int64 { return int64(uint64(v)<<(64-payloadBits)) >> (64 - payloadBits) }
+func (v Value) inlineInt() int64 { return int64(uint64(v)<<(64-payloadBits)) >> (64 - payloadBits) }
 
-// arena owns every decoded value. Containers are slices of handles.
-type arena struct {
-	wide   []uint64
-	floats []float64
-	strs   []string
-	lists  paged[[]pval]
+// Arena owns every decoded value. Containers are slices of handles.
+type Arena struct {
+	Wide   []uint64
+	Floats []float64
+	Strs   []string
+	Lists  paged[[]Value]
 	// A dict is its values (dictVals) and the list of its keys, shared by
 	// every dict with the same keys in the same order (dictShape indexes
 	// shapes): a snapshot's millions of trace entries have one key list,
 	// which halves what their dicts take. Keys and values pair by position,
 	// duplicates and order as in the file.
-	dictVals  paged[[]pval]
+	dictVals  paged[[]Value]
 	dictShape paged[uint32]
-	shapes    [][]pval // shapes[0] is the empty key list
-	// inputBytes is the length of the pickle, which bounds how much work
+	shapes    [][]Value // shapes[0] is the empty key list
+	// InputBytes is the length of the pickle, which bounds how much work
 	// its contents may legitimately cause (see snapMapper.spend).
-	inputBytes int64
+	InputBytes int64
 }
 
-func (a *arena) intVal(n int64) pval {
+func (a *Arena) intVal(n int64) Value {
 	if n >= inlineMin && n <= inlineMax {
-		return mkval(kInt, uint64(n))
+		return mkval(KindInt, uint64(n))
 	}
-	a.wide = append(a.wide, uint64(n))
-	return mkval(kWideInt, uint64(len(a.wide)-1))
+	a.Wide = append(a.Wide, uint64(n))
+	return mkval(KindWideInt, uint64(len(a.Wide)-1))
 }
 
-func (a *arena) uintVal(n uint64) pval {
+func (a *Arena) uintVal(n uint64) Value {
 	if n <= math.MaxInt64 {
 		return a.intVal(int64(n))
 	}
-	a.wide = append(a.wide, n)
-	return mkval(kWideUint, uint64(len(a.wide)-1))
+	a.Wide = append(a.Wide, n)
+	return mkval(KindWideUint, uint64(len(a.Wide)-1))
 }
 
-func (a *arena) str(v pval) (string, bool) {
-	if v.kind() != kStr {
+func (a *Arena) Str(v Value) (string, bool) {
+	if v.Kind() != KindStr {
 		return "", false
 	}
-	return a.strs[v.idx()], true
+	return a.Strs[v.Index()], true
 }
 
-// int64Of converts an int (or bool, a Python int subclass) handle.
-func (a *arena) int64Of(v pval) (int64, bool) {
-	switch v.kind() {
-	case kInt:
+// Int64 converts an int (or bool, a Python int subclass) handle.
+func (a *Arena) Int64(v Value) (int64, bool) {
+	switch v.Kind() {
+	case KindInt:
 		return v.inlineInt(), true
-	case kWideInt:
-		return int64(a.wide[v.idx()]), true
-	case kFalse:
+	case KindWideInt:
+		return int64(a.Wide[v.Index()]), true
+	case KindFalse:
 		return 0, true
-	case kTrue:
+	case KindTrue:
 		return 1, true
 	}
 	return 0, false
 }
 
-// uint64Of converts a non-negative int handle (addresses).
-func (a *arena) uint64Of(v pval) (uint64, bool) {
-	if v.kind() == kWideUint {
-		return a.wide[v.idx()], true
+// Uint64 converts a non-negative int handle (addresses).
+func (a *Arena) Uint64(v Value) (uint64, bool) {
+	if v.Kind() == KindWideUint {
+		return a.Wide[v.Index()], true
 	}
-	n, ok := a.int64Of(v)
+	n, ok := a.Int64(v)
 	if !ok || n < 0 {
 		return 0, false
 	}
 	return uint64(n), true
 }
 
-// dictGet finds key in a dict handle; snapshot dicts have a dozen keys at
+// DictGet finds key in a dict handle; snapshot dicts have a dozen keys at
 // most, so a linear scan beats hashing.
-func (a *arena) dictGet(d pval, key string) (pval, bool) {
-	keys, vals := a.dict(d)
+func (a *Arena) DictGet(d Value, key string) (Value, bool) {
+	keys, vals := a.Dict(d)
 	for i, k := range keys {
-		if s, ok := a.str(k); ok && s == key {
+		if s, ok := a.Str(k); ok && s == key {
 			return vals[i], true
 		}
 	}
 	return 0, false
 }
 
-// dict returns a dict handle's keys and values, paired by index.
-func (a *arena) dict(d pval) (keys, vals []pval) {
-	i := d.idx()
-	return a.shapes[a.dictShape.at(i)], a.dictVals.at(i)
+// Dict returns a Dict handle's keys and values, paired by index.
+func (a *Arena) Dict(d Value) (keys, vals []Value) {
+	i := d.Index()
+	return a.shapes[a.dictShape.At(i)], a.dictVals.At(i)
 }
 
 // pickleDecoder is the unpickling machine: a value stack, a mark stack and
@@ -253,35 +241,36 @@ type pickleDecoder struct {
 	base     int64 // input offset of buf[0], for error messages
 	srcErr   error // sticky error from src (io.EOF at the end)
 
-	a      arena
-	stack  []pval
+	a      Arena
+	stack  []Value
 	marks  []int
-	memo   paged[pval]
-	sparse map[uint64]pval // memo slots set out of order (never by CPython)
+	memo   paged[Value]
+	sparse map[uint64]Value // memo slots set out of order (never by CPython)
 	proto  int
 	// listIndex finds a stored list with the same contents, so that the
 	// thousands of identical "frames" lists of a trace share one slice.
-	listIndex map[uint64][][]pval
-	slab      []pval
-	// shapeIndex finds a stored key list (arena.shapes) by its hash;
+	listIndex map[uint64][][]Value
+	slab      []Value
+	// shapeIndex finds a stored key list (Arena.shapes) by its hash;
 	// canonKey maps a key string to the first handle seen for it, so that
 	// key lists of writers that do not memoize keys still share.
 	shapeIndex map[uint64][]uint32
-	canonKey   map[string]pval
-	kscratch   []pval
-	vscratch   []pval
-	// limit is MaxPickleValueBytes when decoding started.
+	canonKey   map[string]Value
+	kscratch   []Value
+	vscratch   []Value
+	// limit is Decode's maxValueBytes.
 	limit int
 }
 
 const pickleBufSize = 256 << 10
 
-// decodePickle reads one pickle from r and returns its arena and root value.
+// Decode reads one pickle from r and returns its arena and root value;
+// no str, bytes or container may be over maxValueBytes (ValueLimitError).
 // It may read past the STOP opcode.
-func decodePickle(r io.Reader) (*arena, pval, error) {
-	d := &pickleDecoder{src: r, buf: make([]byte, 4<<10), listIndex: make(map[uint64][][]pval), limit: max(MaxPickleValueBytes, 1),
-		shapeIndex: map[uint64][]uint32{}, canonKey: map[string]pval{}}
-	d.a.shapes = [][]pval{nil}
+func Decode(r io.Reader, maxValueBytes int) (*Arena, Value, error) {
+	d := &pickleDecoder{src: r, buf: make([]byte, 4<<10), listIndex: make(map[uint64][][]Value), limit: max(maxValueBytes, 1),
+		shapeIndex: map[uint64][]uint32{}, canonKey: map[string]Value{}}
+	d.a.shapes = [][]Value{nil}
 	head, err := d.peekUpTo(2)
 	if len(head) == 0 && err != nil {
 		if err == io.EOF {
@@ -296,7 +285,7 @@ func decodePickle(r io.Reader) (*arena, pval, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	d.a.inputBytes = d.offset()
+	d.a.InputBytes = d.offset()
 	return &d.a, root, nil
 }
 
@@ -366,15 +355,8 @@ func truncated(err error) error {
 
 var errTruncated = errors.New("truncated pickle (input ends before STOP)")
 
-// MaxPickleValueBytes caps one value in a pickle: a str or bytes payload,
-// and the items of one container gathered on the stack (8 bytes each). The
-// default, 64 MiB, is thousands of times what a snapshot holds in one
-// string (file names, function names, settings); it keeps a hostile
-// length (a 10 GB string behind a few bytes of gzip) from costing memory.
-// The CLI's --max-value-bytes sets it.
-var MaxPickleValueBytes = 64 << 20
-
-// ValueLimitError is a pickle value over MaxPickleValueBytes.
+// ValueLimitError is a pickle value over the decoder's limit (the
+// snapshot reader passes snapshot.MaxValueBytes).
 type ValueLimitError struct {
 	Offset int64  // pickle byte offset of the opcode
 	What   string // "a str of 10737418240 bytes", ...
@@ -425,10 +407,10 @@ const (
 	pageMask = pageSize - 1
 )
 
-func (p *paged[T]) len() int       { return p.n }
-func (p *paged[T]) at(i int) T     { return p.pages[i>>pageBits][i&pageMask] }
-func (p *paged[T]) set(i int, v T) { p.pages[i>>pageBits][i&pageMask] = v }
-func (p *paged[T]) add(v T) {
+func (p *paged[T]) Len() int       { return p.n }
+func (p *paged[T]) At(i int) T     { return p.pages[i>>pageBits][i&pageMask] }
+func (p *paged[T]) Set(i int, v T) { p.pages[i>>pageBits][i&pageMask] = v }
+func (p *paged[T]) Add(v T) {
 	last := len(p.pages) - 1
 	switch {
 	case last < 0:
@@ -442,9 +424,9 @@ func (p *paged[T]) add(v T) {
 	p.n++
 }
 
-func (d *pickleDecoder) push(v pval) { d.stack = append(d.stack, v) }
+func (d *pickleDecoder) push(v Value) { d.stack = append(d.stack, v) }
 
-func (d *pickleDecoder) pop() (pval, bool) {
+func (d *pickleDecoder) pop() (Value, bool) {
 	lo := 0
 	if len(d.marks) > 0 {
 		lo = d.marks[len(d.marks)-1]
@@ -458,7 +440,7 @@ func (d *pickleDecoder) pop() (pval, bool) {
 }
 
 // popMark returns the items pushed since the last MARK and removes them.
-func (d *pickleDecoder) popMark() ([]pval, bool) {
+func (d *pickleDecoder) popMark() ([]Value, bool) {
 	if len(d.marks) == 0 {
 		return nil, false
 	}
@@ -469,30 +451,30 @@ func (d *pickleDecoder) popMark() ([]pval, bool) {
 	return items, true
 }
 
-func (d *pickleDecoder) newList(k pkind, items []pval) pval {
-	d.a.lists.add(items)
-	return mkval(k, uint64(d.a.lists.len()-1))
+func (d *pickleDecoder) newList(k Kind, items []Value) Value {
+	d.a.Lists.Add(items)
+	return mkval(k, uint64(d.a.Lists.Len()-1))
 }
 
-func (d *pickleDecoder) memoPut(idx uint64, v pval) {
+func (d *pickleDecoder) memoPut(idx uint64, v Value) {
 	switch {
-	case idx < uint64(d.memo.len()):
-		d.memo.set(int(idx), v)
-	case idx == uint64(d.memo.len()) && d.sparse == nil:
-		d.memo.add(v)
+	case idx < uint64(d.memo.Len()):
+		d.memo.Set(int(idx), v)
+	case idx == uint64(d.memo.Len()) && d.sparse == nil:
+		d.memo.Add(v)
 	default:
 		// Out-of-order slots: a map, so that an index of 2^32 from a hostile
 		// file costs one entry, not a 32 GB slice.
 		if d.sparse == nil {
-			d.sparse = make(map[uint64]pval)
+			d.sparse = make(map[uint64]Value)
 		}
 		d.sparse[idx] = v
 	}
 }
 
-func (d *pickleDecoder) memoGet(idx uint64) (pval, bool) {
-	if idx < uint64(d.memo.len()) {
-		return d.memo.at(int(idx)), true
+func (d *pickleDecoder) memoGet(idx uint64) (Value, bool) {
+	if idx < uint64(d.memo.Len()) {
+		return d.memo.At(int(idx)), true
 	}
 	v, ok := d.sparse[idx]
 	return v, ok
@@ -502,17 +484,17 @@ func (d *pickleDecoder) memoGet(idx uint64) (pval, bool) {
 // cap == len, so that a later append through the memo reallocates rather
 // than overwriting a neighbour. Small containers are carved from slabs: one
 // allocation per 256 KB instead of one per dict.
-func (d *pickleDecoder) store(items []pval) []pval {
+func (d *pickleDecoder) store(items []Value) []Value {
 	n := len(items)
 	if n == 0 {
 		return nil
 	}
-	var out []pval
+	var out []Value
 	if n > slabSize/8 {
-		out = make([]pval, n)
+		out = make([]Value, n)
 	} else {
 		if len(d.slab)+n > cap(d.slab) {
-			d.slab = make([]pval, 0, slabSize)
+			d.slab = make([]Value, 0, slabSize)
 		}
 		k := len(d.slab)
 		d.slab = d.slab[:k+n]
@@ -529,7 +511,7 @@ const slabSize = 32 << 10 // pvals
 // memo but builds a new list per trace entry; sharing equal lists here keeps
 // the arena (and the []Frame slices built from it) proportional to the
 // distinct stacks rather than to the trace length.
-func (d *pickleDecoder) sharedList(items []pval) []pval {
+func (d *pickleDecoder) sharedList(items []Value) []Value {
 	if len(items) < 2 {
 		return d.store(items)
 	}
@@ -549,24 +531,24 @@ func (d *pickleDecoder) sharedList(items []pval) []pval {
 }
 
 // newDict stores a dict with the interleaved key/value items.
-func (d *pickleDecoder) newDict(items []pval) pval {
-	d.a.dictVals.add(nil)
-	d.a.dictShape.add(0)
-	i := d.a.dictVals.len() - 1
+func (d *pickleDecoder) newDict(items []Value) Value {
+	d.a.dictVals.Add(nil)
+	d.a.dictShape.Add(0)
+	i := d.a.dictVals.Len() - 1
 	if len(items) > 0 {
 		d.setItems(i, items)
 	}
-	return mkval(kDict, uint64(i))
+	return mkval(KindDict, uint64(i))
 }
 
 // setItems adds interleaved key/value items to dict i.
-func (d *pickleDecoder) setItems(i int, items []pval) {
-	keys := append(d.kscratch[:0], d.a.shapes[d.a.dictShape.at(i)]...)
+func (d *pickleDecoder) setItems(i int, items []Value) {
+	keys := append(d.kscratch[:0], d.a.shapes[d.a.dictShape.At(i)]...)
 	vals := d.vscratch[:0]
 	for j := 0; j+1 < len(items); j += 2 {
 		k := items[j]
-		if k.kind() == kStr {
-			s := d.a.strs[k.idx()]
+		if k.Kind() == KindStr {
+			s := d.a.Strs[k.Index()]
 			if c, ok := d.canonKey[s]; ok {
 				k = c
 			} else if len(d.canonKey) < 1<<16 {
@@ -576,18 +558,18 @@ func (d *pickleDecoder) setItems(i int, items []pval) {
 		keys = append(keys, k)
 		vals = append(vals, items[j+1])
 	}
-	d.a.dictShape.set(i, d.shape(keys))
-	if old := d.a.dictVals.at(i); len(old) == 0 {
-		d.a.dictVals.set(i, d.store(vals))
+	d.a.dictShape.Set(i, d.shape(keys))
+	if old := d.a.dictVals.At(i); len(old) == 0 {
+		d.a.dictVals.Set(i, d.store(vals))
 	} else {
-		d.a.dictVals.set(i, append(old, vals...)) // old has cap == len: a copy
+		d.a.dictVals.Set(i, append(old, vals...)) // old has cap == len: a copy
 	}
 	d.kscratch, d.vscratch = keys[:0], vals[:0]
 }
 
 // shape returns the id of the stored key list equal to keys, storing a
 // copy the first time.
-func (d *pickleDecoder) shape(keys []pval) uint32 {
+func (d *pickleDecoder) shape(keys []Value) uint32 {
 	if len(keys) == 0 {
 		return 0
 	}
@@ -607,7 +589,7 @@ func (d *pickleDecoder) shape(keys []pval) uint32 {
 	return id
 }
 
-func equalVals(a, b []pval) bool {
+func equalVals(a, b []Value) bool {
 	for i := range a {
 		if a[i] != b[i] {
 			return false
@@ -616,7 +598,7 @@ func equalVals(a, b []pval) bool {
 	return true
 }
 
-func (d *pickleDecoder) run() (pval, error) {
+func (d *pickleDecoder) run() (Value, error) {
 	// Real pickles keep a few thousand values on the stack (CPython
 	// appends in batches of 1000); a stack or mark stack past the one-value
 	// limit is a file that only pushes.
@@ -676,23 +658,23 @@ func (d *pickleDecoder) run() (pval, error) {
 			d.push(v)
 			d.push(v)
 		case opNONE:
-			d.push(mkval(kNone, 0))
+			d.push(mkval(KindNone, 0))
 		case opNEWTRUE:
-			d.push(mkval(kTrue, 0))
+			d.push(mkval(KindTrue, 0))
 		case opNEWFALSE:
-			d.push(mkval(kFalse, 0))
+			d.push(mkval(KindFalse, 0))
 		case opBININT1:
 			b, err := d.next(1)
 			if err != nil {
 				return 0, err
 			}
-			d.push(mkval(kInt, uint64(b[0])))
+			d.push(mkval(KindInt, uint64(b[0])))
 		case opBININT2:
 			b, err := d.next(2)
 			if err != nil {
 				return 0, err
 			}
-			d.push(mkval(kInt, uint64(binary.LittleEndian.Uint16(b))))
+			d.push(mkval(KindInt, uint64(binary.LittleEndian.Uint16(b))))
 		case opBININT:
 			b, err := d.next(4)
 			if err != nil {
@@ -737,8 +719,8 @@ func (d *pickleDecoder) run() (pval, error) {
 			if err != nil {
 				return 0, err
 			}
-			d.a.floats = append(d.a.floats, math.Float64frombits(binary.BigEndian.Uint64(b)))
-			d.push(mkval(kFloat, uint64(len(d.a.floats)-1)))
+			d.a.Floats = append(d.a.Floats, math.Float64frombits(binary.BigEndian.Uint64(b)))
+			d.push(mkval(KindFloat, uint64(len(d.a.Floats)-1)))
 		case opSHORTBINUNICODE, opBINUNICODE, opBINUNICODE8,
 			opSHORTBINBYTES, opBINBYTES, opBINBYTES8, opBYTEARRAY8:
 			var n uint64
@@ -762,9 +744,9 @@ func (d *pickleDecoder) run() (pval, error) {
 				}
 				n = binary.LittleEndian.Uint64(b)
 			}
-			k := kBytes
+			k := KindBytes
 			if op == opSHORTBINUNICODE || op == opBINUNICODE || op == opBINUNICODE8 {
-				k = kStr
+				k = KindStr
 			}
 			if n > uint64(d.limit) {
 				return 0, &ValueLimitError{Offset: opOff, What: fmt.Sprintf("a %v of %d bytes", k, n), Limit: d.limit}
@@ -777,16 +759,16 @@ func (d *pickleDecoder) run() (pval, error) {
 			if !fresh {
 				str = string(b)
 			}
-			d.a.strs = append(d.a.strs, str)
-			d.push(mkval(k, uint64(len(d.a.strs)-1)))
+			d.a.Strs = append(d.a.Strs, str)
+			d.push(mkval(k, uint64(len(d.a.Strs)-1)))
 		case opEMPTYDICT:
 			d.push(d.newDict(nil))
 		case opEMPTYLIST:
-			d.push(d.newList(kList, nil))
+			d.push(d.newList(KindList, nil))
 		case opEMPTYTUPLE:
-			d.push(d.newList(kTuple, nil))
+			d.push(d.newList(KindTuple, nil))
 		case opEMPTYSET:
-			d.push(d.newList(kSet, nil))
+			d.push(d.newList(KindSet, nil))
 		case opTUPLE1, opTUPLE2, opTUPLE3:
 			n := int(op-opTUPLE1) + 1
 			lo := 0
@@ -798,7 +780,7 @@ func (d *pickleDecoder) run() (pval, error) {
 			}
 			items := d.store(d.stack[len(d.stack)-n:])
 			d.stack = d.stack[:len(d.stack)-n]
-			d.push(d.newList(kTuple, items))
+			d.push(d.newList(KindTuple, items))
 		case opTUPLE, opLIST, opFROZENSET, opDICT:
 			items, ok := d.popMark()
 			if !ok {
@@ -806,11 +788,11 @@ func (d *pickleDecoder) run() (pval, error) {
 			}
 			switch op {
 			case opTUPLE:
-				d.push(d.newList(kTuple, d.store(items)))
+				d.push(d.newList(KindTuple, d.store(items)))
 			case opLIST:
-				d.push(d.newList(kList, d.store(items)))
+				d.push(d.newList(KindList, d.store(items)))
 			case opFROZENSET:
-				d.push(d.newList(kSet, d.store(items)))
+				d.push(d.newList(KindSet, d.store(items)))
 			default:
 				if len(items)%2 != 0 {
 					return 0, d.errorf(opOff, op, "malformed pickle: DICT with an odd number of items")
@@ -818,13 +800,13 @@ func (d *pickleDecoder) run() (pval, error) {
 				d.push(d.newDict(items))
 			}
 		case opAPPEND, opAPPENDS, opADDITEMS:
-			var items []pval
+			var items []Value
 			if op == opAPPEND {
 				v, ok := d.pop()
 				if !ok {
 					return 0, d.errorf(opOff, op, "malformed pickle: APPEND on an empty stack")
 				}
-				items = []pval{v}
+				items = []Value{v}
 			} else {
 				var ok bool
 				if items, ok = d.popMark(); !ok {
@@ -835,27 +817,27 @@ func (d *pickleDecoder) run() (pval, error) {
 				return 0, d.errorf(opOff, op, "malformed pickle: nothing to append to")
 			}
 			target := d.stack[len(d.stack)-1]
-			want := kList
+			want := KindList
 			if op == opADDITEMS {
-				want = kSet
+				want = KindSet
 			}
-			if target.kind() != want {
-				return 0, d.errorf(opOff, op, "malformed pickle: appending to a %v", target.kind())
+			if target.Kind() != want {
+				return 0, d.errorf(opOff, op, "malformed pickle: appending to a %v", target.Kind())
 			}
-			if cur := d.a.lists.at(target.idx()); len(cur) == 0 {
-				d.a.lists.set(target.idx(), d.sharedList(items))
+			if cur := d.a.Lists.At(target.Index()); len(cur) == 0 {
+				d.a.Lists.Set(target.Index(), d.sharedList(items))
 			} else {
-				d.a.lists.set(target.idx(), append(cur, items...))
+				d.a.Lists.Set(target.Index(), append(cur, items...))
 			}
 		case opSETITEM, opSETITEMS:
-			var items []pval
+			var items []Value
 			if op == opSETITEM {
 				v, ok1 := d.pop()
 				k, ok2 := d.pop()
 				if !ok1 || !ok2 {
 					return 0, d.errorf(opOff, op, "malformed pickle: SETITEM needs a key and a value")
 				}
-				items = []pval{k, v}
+				items = []Value{k, v}
 			} else {
 				var ok bool
 				if items, ok = d.popMark(); !ok {
@@ -865,16 +847,16 @@ func (d *pickleDecoder) run() (pval, error) {
 					return 0, d.errorf(opOff, op, "malformed pickle: SETITEMS with an odd number of items")
 				}
 			}
-			if len(d.stack) == 0 || d.stack[len(d.stack)-1].kind() != kDict {
+			if len(d.stack) == 0 || d.stack[len(d.stack)-1].Kind() != KindDict {
 				return 0, d.errorf(opOff, op, "malformed pickle: setting items on a non-dict")
 			}
-			di := d.stack[len(d.stack)-1].idx()
+			di := d.stack[len(d.stack)-1].Index()
 			d.setItems(di, items)
 		case opMEMOIZE:
 			if len(d.stack) == 0 {
 				return 0, d.errorf(opOff, op, "malformed pickle: MEMOIZE on an empty stack")
 			}
-			d.memoPut(uint64(d.memo.len()+len(d.sparse)), d.stack[len(d.stack)-1])
+			d.memoPut(uint64(d.memo.Len()+len(d.sparse)), d.stack[len(d.stack)-1])
 		case opBINPUT, opLONGBINPUT:
 			n := 1
 			if op == opLONGBINPUT {
@@ -927,9 +909,9 @@ func btoi(b bool) int {
 }
 
 // long decodes a little-endian two's complement integer of up to 9 bytes.
-func (d *pickleDecoder) long(b []byte) (pval, error) {
+func (d *pickleDecoder) long(b []byte) (Value, error) {
 	if len(b) == 0 {
-		return mkval(kInt, 0), nil
+		return mkval(KindInt, 0), nil
 	}
 	neg := b[len(b)-1]&0x80 != 0
 	if len(b) == 9 {

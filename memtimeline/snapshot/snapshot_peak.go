@@ -1,0 +1,100 @@
+package snapshot
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/torchmem/torchmem/memtimeline"
+)
+
+// cppName shortens a C++ frame to its qualified name, without the
+// parameter list.
+func cppName(name string) string {
+	name = strings.ReplaceAll(name, "(anonymous namespace)", "{anon}")
+	if i := strings.IndexByte(name, '('); i > 0 {
+		name = name[:i]
+	}
+	return name
+}
+
+// PeakComposition is what the allocator snapshot's recorded history
+// held at its highest point on the device with the highest one: bytes alive
+// by line (the user's innermost frame of each allocation). The history
+// starts when recording began; blocks from before it that were still alive
+// at the dump are counted as BeforeProfiling. A snapshot has no operators
+// and no phases, so there is no category split. nil without history.
+func PeakComposition(s *Snapshot) *memtimeline.Composition {
+	var best *memtimeline.Composition
+	var allocatedAtDump = map[int]int64{}
+	for _, seg := range s.Segments {
+		allocatedAtDump[seg.Device] += seg.AllocatedSize
+	}
+	for dev, entries := range s.DeviceTraces {
+		// First pass: the index where active memory peaks, and what the
+		// history ends with (to place the blocks from before it).
+		var cur, peak int64
+		peakAt := -1
+		for i, e := range entries {
+			switch e.Action {
+			case ActionAlloc:
+				cur += memtimeline.BlockSize(e.Size)
+			case ActionFreeCompleted:
+				cur -= memtimeline.BlockSize(e.Size)
+			default:
+				continue
+			}
+			if peakAt < 0 || cur > peak {
+				peak, peakAt = cur, i
+			}
+		}
+		if peakAt < 0 {
+			continue
+		}
+		before := max(0, allocatedAtDump[dev]-cur)
+		if best != nil && peak+before <= best.AllocatedBytes {
+			continue
+		}
+		// Second pass: the blocks alive at the peak, by line.
+		type block struct {
+			size int64
+			line string
+		}
+		alive := map[uint64]block{}
+		for _, e := range entries[:peakAt+1] {
+			switch e.Action {
+			case ActionAlloc:
+				f := UserFrame(e.Frames)
+				line := "C++: " + cppName(f.Name)
+				if f.IsPython() {
+					line = fmt.Sprintf("%s(%d): %s", filepath.Base(f.Filename), f.Line, f.Name)
+				}
+				alive[e.Addr] = block{memtimeline.BlockSize(e.Size), line}
+			case ActionFreeCompleted:
+				delete(alive, e.Addr)
+			}
+		}
+		lines := map[string]*memtimeline.Share{}
+		var seen int64
+		for _, b := range alive {
+			sh := lines[b.line]
+			if sh == nil {
+				sh = &memtimeline.Share{Name: b.line}
+				lines[b.line] = sh
+			}
+			sh.Bytes += b.size
+			sh.Blocks++
+			seen += b.size
+		}
+		if before > 0 {
+			lines[memtimeline.BeforeProfiling] = &memtimeline.Share{Name: memtimeline.BeforeProfiling, Bytes: before}
+		}
+		best = &memtimeline.Composition{
+			TNs: entries[peakAt].TimeUS * 1000, Device: dev, AllocatedBytes: seen + before, SeenBytes: seen,
+			ByLine: memtimeline.SortedShares(lines), ByOperator: []memtimeline.Share{}, ByCategory: []memtimeline.Share{},
+			Note: "from the allocator snapshot's recorded history (no operators or step phases, so no category split); " +
+				"blocks allocated before recording began and alive at the dump are counted as allocated before profiling",
+		}
+	}
+	return best
+}
