@@ -332,7 +332,7 @@ func TestDiffPairsManyRanks(t *testing.T) {
 // window title) and ESC [2J (clear the screen) reaches the terminal as
 // visible escapes, in every format, and JSON keeps the name exactly.
 func TestHostileSnapshotNames(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "memtimeline", "testdata", "pickle", "snapshot_p4.pickle"))
+	data, err := os.ReadFile(filepath.Join("..", "..", "memtimeline", "snapshot", "testdata", "pickle", "snapshot_p4.pickle"))
 	if err != nil {
 		t.Fatal(err)
 	}
