@@ -42,7 +42,7 @@ func prefixed(prefix, text string) string {
 	return b.String()
 }
 
-func TestReadMemorySummariesReal(t *testing.T) {
+func TestReadReal(t *testing.T) {
 	tables := summaryTables(t)
 	const mib = 1 << 20
 	plain := strings.Join(tables, "")
@@ -99,7 +99,7 @@ func TestReadMemorySummariesReal(t *testing.T) {
 
 // Tables of two ranks interleaved line by line (two processes writing one
 // log) come apart by their prefixes.
-func TestReadMemorySummariesInterleavedRanks(t *testing.T) {
+func TestReadInterleavedRanks(t *testing.T) {
 	tables := summaryTables(t)
 	a := strings.SplitAfter(prefixed("INFO rank0: ", tables[1]), "\n")
 	b := strings.SplitAfter(prefixed("INFO rank1: ", tables[7]), "\n")
@@ -125,7 +125,7 @@ func TestReadMemorySummariesInterleavedRanks(t *testing.T) {
 	}
 }
 
-func TestReadMemorySummariesEdges(t *testing.T) {
+func TestReadEdges(t *testing.T) {
 	tables := summaryTables(t)
 	retries := strings.Replace(tables[7], "cudaMalloc retries: 0 ", "cudaMalloc retries: 12", 1)
 	retries = strings.Replace(retries, "| Non-releasable memory |      0 B   |", "| Non-releasable memory |   1024 MiB |", 1)
@@ -204,7 +204,7 @@ func FuzzReadMemorySummaries(f *testing.F) {
 // steps while a dict keeps 8 MiB per step (truth.json), once with the
 // logger's prefix on every line (train.log) and once as one record per
 // table (train_block.log: only the line before the table is prefixed).
-func TestReadMemorySummariesRecordedLog(t *testing.T) {
+func TestReadRecordedLog(t *testing.T) {
 	dir := filepath.Join("..", "..", "testdata", "gpu", "logged_memory_summary")
 	var truth struct {
 		Leak struct {
@@ -253,7 +253,7 @@ func TestReadMemorySummariesRecordedLog(t *testing.T) {
 }
 
 // The reader stops at the caps every reader shares (--max-records).
-func TestReadMemorySummariesLimits(t *testing.T) {
+func TestReadLimits(t *testing.T) {
 	tables := strings.Join(summaryTables(t), "")
 	defer func(n int) { memtimeline.MaxRecords = n }(memtimeline.MaxRecords)
 	memtimeline.MaxRecords = 3
@@ -266,7 +266,7 @@ func TestReadMemorySummariesLimits(t *testing.T) {
 
 // A gzipped log cut off while written is read up to the cut, with a
 // warning.
-func TestReadMemorySummariesCutGzip(t *testing.T) {
+func TestReadCutGzip(t *testing.T) {
 	var gz bytes.Buffer
 	zw := gzip.NewWriter(&gz)
 	zw.Write([]byte(strings.Join(summaryTables(t), "")))

@@ -39,9 +39,9 @@ func readSMIString(t *testing.T, s string) *Log {
 	return log
 }
 
-// TestReadSMILogRealFile checks the parse of the recorded log against the
+// TestReadRealFile checks the parse of the recorded log against the
 // file's own text, read line by line without the parser.
-func TestReadSMILogRealFile(t *testing.T) {
+func TestReadRealFile(t *testing.T) {
 	log := readSMIFile(t, smiLeakCSV)
 	f, err := os.Open(smiLeakCSV)
 	if err != nil {
@@ -76,11 +76,11 @@ func TestReadSMILogRealFile(t *testing.T) {
 	}
 }
 
-// TestAnalyzeSMIRealLeak: the log spans every scenario of the recording
+// TestAnalyzeRealLeak: the log spans every scenario of the recording
 // session; only the last process (truth.json: 64 MiB per 0.25 s for 20 s)
 // leaks. Its own stats_steps.jsonl, written by the leaking process, is the
 // oracle for when and how fast memory grew.
-func TestAnalyzeSMIRealLeak(t *testing.T) {
+func TestAnalyzeRealLeak(t *testing.T) {
 	log := readSMIFile(t, smiLeakCSV)
 	a := Analyze(log, DefaultOptions())
 	leaks := a.Leaks()
@@ -255,7 +255,7 @@ func concat(parts ...[]int64) []int64 {
 	return s
 }
 
-func TestAnalyzeSMISynthetic(t *testing.T) {
+func TestAnalyzeSynthetic(t *testing.T) {
 	opts := DefaultOptions()
 	leakSeries := concat(flat(10, 4), linear(150, 500, 32, 1), flat(20, 500+32*149), flat(5, 0)) // 30 s of +32 MiB/0.2 s
 	cases := []struct {
@@ -309,9 +309,9 @@ func TestAnalyzeSMISynthetic(t *testing.T) {
 	}
 }
 
-// TestAnalyzeSMIMinGrowthDuration: the same 8 s growth is a leak only when
+// TestAnalyzeMinGrowthDuration: the same 8 s growth is a leak only when
 // the user lowers --min-growth-duration under 8 s.
-func TestAnalyzeSMIMinGrowthDuration(t *testing.T) {
+func TestAnalyzeMinGrowthDuration(t *testing.T) {
 	log := readSMIString(t, smiStandard.render([][]int64{concat(flat(5, 0), linear(41, 100, 32, 1), flat(30, 1380))}, nil))
 	for _, c := range []struct {
 		min   time.Duration
@@ -325,7 +325,7 @@ func TestAnalyzeSMIMinGrowthDuration(t *testing.T) {
 	}
 }
 
-func TestReadSMILogTwoGPUsInterleaved(t *testing.T) {
+func TestReadTwoGPUsInterleaved(t *testing.T) {
 	in := smiStandard.render([][]int64{processes(6, 3000, 40), concat(flat(10, 4), linear(200, 700, 16, 1))}, nil)
 	log := readSMIString(t, in)
 	if len(log.GPUs) != 2 || log.GPUs[0].Key != "0" || log.GPUs[1].Key != "1" {
@@ -348,9 +348,9 @@ func smiKeys(l *Log) []string {
 	return k
 }
 
-// TestReadSMILogVariants: the same two-GPU data written every way
+// TestReadVariants: the same two-GPU data written every way
 // nvidia-smi can write it parses to the same samples.
-func TestReadSMILogVariants(t *testing.T) {
+func TestReadVariants(t *testing.T) {
 	series := [][]int64{linear(30, 100, 10, 1), linear(30, 5000, 0, 1)}
 	util := [][]int{make([]int, 30), make([]int, 30)}
 	for i := range util[0] {
@@ -428,7 +428,7 @@ func TestReadSMILogVariants(t *testing.T) {
 	}
 }
 
-func TestReadSMILogMissingValuesAndRepeatedHeaders(t *testing.T) {
+func TestReadMissingValuesAndRepeatedHeaders(t *testing.T) {
 	in := `index, timestamp, memory.used [MiB], memory.total [MiB], utilization.gpu [%], utilization.memory [%]
 0, 2026/11/29 17:26:22.516, 100 MiB, 143771 MiB, [Not Supported], [N/A]
 0, 2026/11/29 17:26:22.716, [N/A], 143771 MiB, [Not Supported], [N/A]
@@ -452,7 +452,7 @@ index, timestamp, memory.used [MiB], memory.total [MiB], utilization.gpu [%], ut
 	}
 }
 
-func TestAnalyzeSMIThresholdAndStarvation(t *testing.T) {
+func TestAnalyzeThresholdAndStarvation(t *testing.T) {
 	// 81559 MiB total; 90% is 73403.1 MiB. 50 samples (10 s) at 75000 MiB
 	// with 0% utilization, then 100 samples at 40000 with 90%.
 	series := concat(flat(50, 75000), flat(100, 40000))
@@ -474,7 +474,7 @@ func TestAnalyzeSMIThresholdAndStarvation(t *testing.T) {
 	}
 }
 
-func TestReadSMILogErrors(t *testing.T) {
+func TestReadErrors(t *testing.T) {
 	hdr := "index, timestamp, memory.used [MiB]\n"
 	cases := []struct {
 		name, in, want string
@@ -512,9 +512,9 @@ func TestReadSMILogErrors(t *testing.T) {
 	}
 }
 
-// TestReadSMILogTruncatedLastLine: a log copied while nvidia-smi was still
+// TestReadTruncatedLastLine: a log copied while nvidia-smi was still
 // writing ends mid-row; that row is dropped with a warning.
-func TestReadSMILogTruncatedLastLine(t *testing.T) {
+func TestReadTruncatedLastLine(t *testing.T) {
 	in := "index, timestamp, memory.used [MiB]\n0, 2026/11/29 17:26:22.516, 5 MiB\n0, 2026/11/29 17:26:22.716, 7 MiB\n0, 2026/11/29 17:2"
 	log := readSMIString(t, in)
 	if log.Rows != 2 || len(log.Warnings) != 1 || !strings.Contains(log.Warnings[0], "line 4") {
@@ -522,7 +522,7 @@ func TestReadSMILogTruncatedLastLine(t *testing.T) {
 	}
 }
 
-func TestReadSMILogOutOfOrderTimes(t *testing.T) {
+func TestReadOutOfOrderTimes(t *testing.T) {
 	in := "index, timestamp, memory.used [MiB]\n0, 2026/11/29 17:26:23.000, 7 MiB\n0, 2026/11/29 17:26:22.000, 5 MiB\n"
 	s := readSMIString(t, in).GPUs[0].Samples
 	if s[0].UsedBytes != 5<<20 || s[1].UsedBytes != 7<<20 {
@@ -530,7 +530,7 @@ func TestReadSMILogOutOfOrderTimes(t *testing.T) {
 	}
 }
 
-func TestLooksLikeSMILog(t *testing.T) {
+func TestLooksLike(t *testing.T) {
 	real, err := os.ReadFile(smiLeakCSV)
 	if err != nil {
 		t.Fatal(err)
@@ -559,7 +559,7 @@ func TestLooksLikeSMILog(t *testing.T) {
 	}
 }
 
-func TestSMIBuckets(t *testing.T) {
+func TestBuckets(t *testing.T) {
 	g := readSMIFile(t, smiLeakCSV).GPUs[0]
 	b := Buckets(g, 60)
 	if len(b) != 60 || !b[0].Start.Equal(g.Samples[0].Time) || !b[59].End.Equal(g.Samples[len(g.Samples)-1].Time) {

@@ -50,7 +50,7 @@ func stepOracle(t *testing.T, name string) (steps []int64, alloc, reserved []int
 	return steps, alloc, reserved
 }
 
-func TestReadStepLogRealFiles(t *testing.T) {
+func TestReadRealFiles(t *testing.T) {
 	for _, name := range []string{"leak_module_cache", "resnet_train_clean", "leak_eval_no_grad", "frag_small_allocs", "nvidia_smi_leak", "big_transformer", "compiled_model"} {
 		log := readStepFile(t, name)
 		steps, alloc, reserved := stepOracle(t, name)
@@ -65,9 +65,9 @@ func TestReadStepLogRealFiles(t *testing.T) {
 	}
 }
 
-// TestAnalyzeStepsRealVerdicts compares with each scenario's truth.json:
+// TestAnalyzeRealVerdicts compares with each scenario's truth.json:
 // planted leaks grow by their planted bytes per step, clean runs are flat.
-func TestAnalyzeStepsRealVerdicts(t *testing.T) {
+func TestAnalyzeRealVerdicts(t *testing.T) {
 	for _, name := range []string{"leak_module_cache", "resnet_train_clean", "leak_eval_no_grad", "frag_small_allocs", "nvidia_smi_leak", "big_transformer", "compiled_model"} {
 		t.Run(name, func(t *testing.T) {
 			var truth struct {
@@ -113,7 +113,7 @@ func TestAnalyzeStepsRealVerdicts(t *testing.T) {
 	}
 }
 
-func TestReadStepLogLenientKeys(t *testing.T) {
+func TestReadLenientKeys(t *testing.T) {
 	cases := map[string]string{
 		"memory_stats names": `{"iteration": 10, "allocated_bytes.all.current": 1048576, "reserved_bytes.all.current": 2097152, "allocated_bytes.all.peak": 3145728}
 {"iteration": 11, "allocated_bytes.all.current": 2097152, "reserved_bytes.all.current": 2097152, "allocated_bytes.all.peak": 3145728}`,
@@ -139,7 +139,7 @@ func TestReadStepLogLenientKeys(t *testing.T) {
 	}
 }
 
-func TestReadStepLogDevicesAndImplicitSteps(t *testing.T) {
+func TestReadDevicesAndImplicitSteps(t *testing.T) {
 	in := `{"rank": 0, "allocated": 100}
 {"rank": 1, "allocated": 200}
 {"rank": 0, "allocated": 110}
@@ -159,7 +159,7 @@ func TestReadStepLogDevicesAndImplicitSteps(t *testing.T) {
 	}
 }
 
-func TestAnalyzeStepsSynthetic(t *testing.T) {
+func TestAnalyzeSynthetic(t *testing.T) {
 	mk := func(vals ...int64) *Log {
 		s := &Series{}
 		for i, v := range vals {
@@ -190,7 +190,7 @@ func TestAnalyzeStepsSynthetic(t *testing.T) {
 	}
 }
 
-func TestReadStepLogErrors(t *testing.T) {
+func TestReadErrors(t *testing.T) {
 	good := `{"step": 0, "allocated": 1}` + "\n"
 	cases := []struct {
 		name, in, want string
@@ -225,7 +225,7 @@ func TestReadStepLogErrors(t *testing.T) {
 	}
 }
 
-func TestReadStepLogTruncatedLastLine(t *testing.T) {
+func TestReadTruncatedLastLine(t *testing.T) {
 	in := `{"step": 0, "allocated": 1}` + "\n" + `{"step": 1, "allocated": 2}` + "\n" + `{"step": 2, "alloc`
 	log, err := Read(strings.NewReader(in))
 	if err != nil {
@@ -236,7 +236,7 @@ func TestReadStepLogTruncatedLastLine(t *testing.T) {
 	}
 }
 
-func TestLooksLikeStepLog(t *testing.T) {
+func TestLooksLike(t *testing.T) {
 	steps, err := os.ReadFile("../../testdata/steps/leak_module_cache.stats_steps.jsonl")
 	if err != nil {
 		t.Fatal(err)
