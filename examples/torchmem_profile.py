@@ -38,12 +38,13 @@ earlier run; <r> is the rank:
                                            torch.cuda.memory_stats() (torch's own key names),
                                            written after prof.step(), outside the step it measures.
 
-What it costs (torch 2.11, H200; README has the figures and examples/record/snippet_overhead.py
-measures them). On a GPU-bound model (an 8-layer LM at 46 ms a step) nothing measurable: between
-profiled windows -0.2% to +0.2%, inside a window +1%. On a host-bound loop (a 4-layer LM at 9 ms
-a step, synchronized every step) the allocator history costs +10-32% between windows: it takes
-the Python stack of every allocation (stacks="python", context="alloc"; TORCHMEM_CPP_STACKS=1
-adds C++ frames: slower steps and dumps); without it (TORCHMEM_HISTORY=0) +4% or less, noise.
+What it costs (torch 2.11, H200; README has the figures; examples/record/snippet_overhead.py and
+history_cost.py measure them). On a GPU-bound model (an 8-layer LM at 46 ms a step) nothing
+measurable: between profiled windows -0.2% to +0.2%, inside a window +1%. On a host-bound loop
+(a 4-layer LM at 8-9 ms a step, synchronized every step) the allocator history costs 8-10%
+between windows (0.7-0.8 ms a step, in alternating blocks of one process): torch takes the
+Python stack of every allocation (stacks="python", context="alloc"; TORCHMEM_CPP_STACKS=1 adds
+C++ frames: slower steps and dumps); without it (TORCHMEM_HISTORY=0) +4% or less, noise.
 Inside a window such a loop runs 2-2.5x as long (Python stacks, shapes, memory events). The
 history is a ring buffer of max_entries events (default 100000: a long run keeps its last steps)
 in host memory; its gzipped dump is a few MB and takes a fraction of a second. After the last
