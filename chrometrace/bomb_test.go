@@ -7,30 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/klauspost/compress/gzip"
-
 	"github.com/torchmem/torchmem/chrometrace/bombtest"
 )
-
-// gzipBomb returns head + n bytes of fill (n a multiple of 1 MiB) + tail
-// as a multi-member gzip: copies of one compressed MiB of fill between a
-// first and a last member, so 10 GB cost ~10 MB and no time to make.
-func gzipBomb(t testing.TB, head []byte, fill byte, n int64, tail []byte) []byte {
-	t.Helper()
-	member := func(b []byte) []byte {
-		var buf bytes.Buffer
-		zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
-		zw.Write(b)
-		zw.Close()
-		return buf.Bytes()
-	}
-	out := member(head)
-	m := member(bytes.Repeat([]byte{fill}, 1<<20))
-	for i := int64(0); i < n>>20; i++ {
-		out = append(out, m...)
-	}
-	return append(out, member(tail)...)
-}
 
 const bombEvent = `{"ph":"X","cat":"cpu_op","name":"a","pid":1,"tid":1,"ts":1,"dur":1}`
 
@@ -95,7 +73,7 @@ func TestReadBombs(t *testing.T) {
 // TestReadGzipBomb is issue 16's bomb: `{"traceEvents":[` + 10 GB of spaces
 // + one event, 10 MB of gzip, read at the default limit.
 func TestReadGzipBomb(t *testing.T) {
-	gz := gzipBomb(t, []byte(`{"traceEvents":[`), ' ', 10<<30, []byte(bombEvent+`]}`))
+	gz := bombtest.GzipBomb([]byte(`{"traceEvents":[`), ' ', 10<<30, []byte(bombEvent+`]}`))
 	var err error
 	peak := bombtest.PeakHeap(func() {
 		in, e := NewInput(bytes.NewReader(gz))

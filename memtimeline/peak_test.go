@@ -9,6 +9,7 @@ import (
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/exported"
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 )
 
 func formatSplit(ours, torch []memtimeline.Share) string {
@@ -17,20 +18,6 @@ func formatSplit(ours, torch []memtimeline.Share) string {
 		fmt.Fprintf(&b, " %s %s/%s", s.Name, memtimeline.FormatBytes(s.Bytes), memtimeline.FormatBytes(torch[i].Bytes))
 	}
 	return b.String()
-}
-
-func readTracePath(t testing.TB, path string) *chrometrace.Trace {
-	t.Helper()
-	in, err := chrometrace.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	tr, err := chrometrace.Read(in, chrometrace.ReadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tr
 }
 
 // peakRuns pair a trace with torch's own export_memory_timeline of the
@@ -52,7 +39,7 @@ var peakRuns = []struct{ name, trace, timeline string }{
 func TestPeakCategoriesAgreeWithTorch(t *testing.T) {
 	for _, run := range peakRuns {
 		t.Run(run.name, func(t *testing.T) {
-			tr := readTracePath(t, run.trace)
+			tr := memtest.Trace(t, run.trace)
 			tl, err := exported.ReadFile(filepath.Clean(run.timeline))
 			if err != nil {
 				t.Fatal(err)

@@ -1,9 +1,10 @@
 package memtimeline
 
 import (
-	"math/rand/v2"
 	"testing"
 	"testing/quick"
+
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 )
 
 // checkDownsampled verifies every promise Downsample makes about out.
@@ -52,33 +53,13 @@ func checkDownsampled(t *testing.T, in, out Series, maxPoints int) {
 	}
 }
 
-func randomSeries(r *rand.Rand, n int) Series {
-	s := Series{Name: "r", T: make([]int64, n), V: make([]int64, n)}
-	var t, v int64
-	for i := 0; i < n; i++ {
-		t += r.Int64N(1000) // equal times allowed, as in real files
-		switch r.IntN(4) {
-		case 0: // a spike
-			v += r.Int64N(1 << 34)
-		case 1:
-			v -= r.Int64N(1 << 33)
-		default:
-			v += r.Int64N(1<<20) - 1<<19
-		}
-		s.T[i], s.V[i] = t, v
-	}
-	return s
-}
-
-// newTestRand is seeded: a failure must be reproducible.
-func newTestRand() *rand.Rand { return rand.New(rand.NewPCG(1, 2)) }
-
 func TestDownsampleKeepsExtremesOnRandomSeries(t *testing.T) {
-	r := newTestRand()
+	r := memtest.NewRand()
 	for trial := 0; trial < 2000; trial++ {
 		n := r.IntN(3000)
 		maxPoints := r.IntN(400) - 10 // includes nonsense limits <= 0
-		in := randomSeries(r, n)
+		in := Series{Name: "r"}
+		in.T, in.V = memtest.RandomWalk(r, n)
 		checkDownsampled(t, in, Downsample(in, maxPoints), maxPoints)
 	}
 }

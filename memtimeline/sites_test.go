@@ -8,21 +8,8 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 )
-
-func readTrace(t testing.TB, name string) *chrometrace.Trace {
-	t.Helper()
-	in, err := chrometrace.Open(filepath.Join("..", "testdata", "traces", name, "trace.json.gz"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	tr, err := chrometrace.Read(in, chrometrace.ReadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tr
-}
 
 type truth struct {
 	LeakBytesPerStep int64 `json:"leak_bytes_per_step"`
@@ -46,7 +33,7 @@ func readTruth(t testing.TB, name string) truth {
 // The planted leak (a module appending a 4 MiB clone to a list every
 // forward) is the site with the most bytes alive at the end.
 func TestSitesFindPlantedLeakLine(t *testing.T) {
-	tr := readTrace(t, "leak_module_cache")
+	tr := memtest.NamedTrace(t, "leak_module_cache")
 	truth := readTruth(t, "leak_module_cache")
 	sites := Sites(tr, chrometrace.Attribute(tr), Lifetimes(tr, -1), SiteOptions{Device: -1, Depth: 5})
 	top := sites[0]
@@ -66,7 +53,7 @@ func TestSitesFindPlantedLeakLine(t *testing.T) {
 // the end equal the unreleased blocks.
 func TestSitesConserveBytes(t *testing.T) {
 	for _, name := range []string{"resnet_train_clean", "leak_eval_no_grad", "compiled_model"} {
-		tr := readTrace(t, name)
+		tr := memtest.NamedTrace(t, name)
 		lts := Lifetimes(tr, -1)
 		var alloc, live int64
 		for _, lt := range lts {
@@ -97,7 +84,7 @@ func TestSitesConserveBytes(t *testing.T) {
 // Backward-pass allocations have no Python frames on their own thread;
 // they must be tied to the forward op and its Python stack.
 func TestBackwardAllocationsReachForwardCode(t *testing.T) {
-	tr := readTrace(t, "resnet_train_clean")
+	tr := memtest.NamedTrace(t, "resnet_train_clean")
 	attr := chrometrace.Attribute(tr)
 	var backward, linked int
 	for i, e := range tr.Memory {
@@ -120,7 +107,7 @@ func TestBackwardAllocationsReachForwardCode(t *testing.T) {
 
 // Without with_stack, sites are operator chains only.
 func TestSitesWithoutStacks(t *testing.T) {
-	tr := readTrace(t, "leak_module_cache")
+	tr := memtest.NamedTrace(t, "leak_module_cache")
 	tr.PyFrames = nil
 	sites := Sites(tr, chrometrace.Attribute(tr), Lifetimes(tr, -1), SiteOptions{Device: -1})
 	found := false
@@ -138,7 +125,7 @@ func TestSitesWithoutStacks(t *testing.T) {
 }
 
 func TestLifetimesClassify(t *testing.T) {
-	tr := readTrace(t, "leak_module_cache")
+	tr := memtest.NamedTrace(t, "leak_module_cache")
 	counts := map[BlockState]int{}
 	for _, lt := range Lifetimes(tr, -1) {
 		counts[lt.State]++

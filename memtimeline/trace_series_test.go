@@ -1,11 +1,15 @@
 package memtimeline
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/torchmem/torchmem/memtimeline/memtest"
+)
 
 // The timeline's maximum is the trace's peak allocated, and the series is
 // in time order (the file order is not).
 func TestTraceTimelines(t *testing.T) {
-	tr := readTrace(t, "resnet_train_clean")
+	tr := memtest.NamedTrace(t, "resnet_train_clean")
 	tls := TraceTimelines(tr)
 	if len(tls) != 1 || tls[0].Label() != "cuda:0" {
 		t.Fatalf("timelines %+v", len(tls))

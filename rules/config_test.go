@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/torchmem/torchmem/rules/internal/testinput"
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 )
 
 func TestConfigOverridesAndDisables(t *testing.T) {
@@ -46,12 +46,12 @@ rules:
 			leakRules = append(leakRules, r)
 		}
 	}
-	fs := Run(leakRules, &Input{Trace: testinput.NamedTrace(t, "leak_module_cache")})
+	fs := Run(leakRules, &Input{Trace: memtest.NamedTrace(t, "leak_module_cache")})
 	if len(fs) != 1 || fs[0].Severity != Warning {
 		t.Errorf("threshold override ignored: %+v", fs)
 	}
 	leakRules[0].Threshold = 4 << 20
-	if fs := Run(leakRules, &Input{Trace: testinput.NamedTrace(t, "leak_module_cache")}); len(fs) != 1 || fs[0].Severity != Error {
+	if fs := Run(leakRules, &Input{Trace: memtest.NamedTrace(t, "leak_module_cache")}); len(fs) != 1 || fs[0].Severity != Error {
 		t.Errorf("at the threshold the leak is an error: %+v", fs)
 	}
 }

@@ -3,9 +3,10 @@ package rules
 import (
 	"testing"
 
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 	"github.com/torchmem/torchmem/memtimeline/smi"
+	"github.com/torchmem/torchmem/memtimeline/snapshot"
 	"github.com/torchmem/torchmem/memtimeline/steplog"
-	"github.com/torchmem/torchmem/rules/internal/testinput"
 )
 
 // Every rule must stay quiet (and not crash) on inputs of kinds it does
@@ -13,7 +14,7 @@ import (
 func TestEveryRuleToleratesEveryInputKind(t *testing.T) {
 	inputs := []*Input{
 		{Source: "empty"},
-		{Source: "snapshot", Snapshot: testinput.NamedSnapshot(t, "leak_module_cache")},
+		{Source: "snapshot", Snapshot: memtest.Decode(t, memtest.NamedSnapshot("leak_module_cache"), snapshot.Read)},
 		{Source: "steps", StepLog: &steplog.Log{}},
 		{Source: "smi", SMI: &smi.Log{}},
 	}

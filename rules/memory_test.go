@@ -10,7 +10,7 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
-	"github.com/torchmem/torchmem/rules/internal/testinput"
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 )
 
 func findingsFor(t *testing.T, id, trace string, threshold float64) []Finding {
@@ -22,7 +22,7 @@ func findingsFor(t *testing.T, id, trace string, threshold float64) []Finding {
 		if threshold != 0 {
 			r.Threshold = threshold
 		}
-		return Run([]Rule{r}, &Input{Source: trace, Trace: testinput.NamedTrace(t, trace)})
+		return Run([]Rule{r}, &Input{Source: trace, Trace: memtest.NamedTrace(t, trace)})
 	}
 	t.Fatalf("no rule %s", id)
 	return nil
@@ -64,7 +64,7 @@ func TestOpSelfLimitMeasuresHolding(t *testing.T) {
 	}
 	// Held at the peak agrees with the per-site table summed by the
 	// innermost operator of each site's chain.
-	tr := testinput.NamedTrace(t, "resnet_train_clean")
+	tr := memtest.NamedTrace(t, "resnet_train_clean")
 	in := &Input{Trace: tr}
 	hs, peak := in.OpHoldings()
 	bySite := map[string]int64{}
@@ -90,7 +90,7 @@ func TestOpSelfLimitMeasuresHolding(t *testing.T) {
 
 // One operator owning most of the peak fires even with small blocks.
 func TestOpSelfLimitDominantOperator(t *testing.T) {
-	var s testinput.Synth
+	var s memtest.Synth
 	s.Step(1, 0, 1000)
 	mem := func(ts float64, addr, bytes, total int64) {
 		s.Events = append(s.Events, fmt.Sprintf(`{"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":%g,"args":{"Total Reserved":%d,"Total Allocated":%d,"Bytes":%d,"Device Id":0,"Device Type":1,"Addr":%d}}`,

@@ -3,7 +3,7 @@ package rules
 import (
 	"testing"
 
-	"github.com/torchmem/torchmem/rules/internal/testinput"
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 )
 
 // The recorded run with loss.item() every step and a DataLoader that
@@ -11,7 +11,7 @@ import (
 func TestGPUTimelineAndOOMFindingsOnRecordedRuns(t *testing.T) {
 	ids := func(rel string) map[string]Finding {
 		out := map[string]Finding{}
-		for _, f := range Run(Builtin(), &Input{Source: rel, Trace: testinput.GPUTrace(t, rel)}) {
+		for _, f := range Run(Builtin(), &Input{Source: rel, Trace: memtest.GPUTrace(t, rel)}) {
 			out[f.Rule] = f
 		}
 		return out

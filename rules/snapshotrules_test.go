@@ -3,11 +3,12 @@ package rules
 import (
 	"testing"
 
-	"github.com/torchmem/torchmem/rules/internal/testinput"
+	"github.com/torchmem/torchmem/memtimeline/memtest"
+	"github.com/torchmem/torchmem/memtimeline/snapshot"
 )
 
 func TestSnapshotRules(t *testing.T) {
-	in := &Input{Source: "frag", Snapshot: testinput.NamedSnapshot(t, "frag_small_allocs")}
+	in := &Input{Source: "frag", Snapshot: memtest.Decode(t, memtest.NamedSnapshot("frag_small_allocs"), snapshot.Read)}
 	var ids []string
 	for _, f := range Run(Builtin(), in) {
 		ids = append(ids, f.Rule)
@@ -16,7 +17,7 @@ func TestSnapshotRules(t *testing.T) {
 	if len(ids) != 1 || ids[0] != "snapshot.inactive-split" {
 		t.Errorf("findings %v", ids)
 	}
-	in = &Input{Source: "leak", Snapshot: testinput.NamedSnapshot(t, "leak_module_cache")}
+	in = &Input{Source: "leak", Snapshot: memtest.Decode(t, memtest.NamedSnapshot("leak_module_cache"), snapshot.Read)}
 	fs := Run(Builtin(), in)
 	if len(fs) == 0 || fs[0].Rule != "snapshot.leak" || fs[0].Location == nil || fs[0].Location.Line != 145 {
 		t.Errorf("findings %+v", fs)

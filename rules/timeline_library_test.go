@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/torchmem/torchmem/rules/internal/testinput"
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 )
 
 // A per-step sync or blocking copy made by a known library loop names that
@@ -32,7 +32,7 @@ func TestCopyRulesNameLibrarySwitch(t *testing.T) {
 			if len(paths) != 1 {
 				t.Fatalf("%d traces match %s", len(paths), c.glob)
 			}
-			fs := findingsOf(t, testinput.Trace(t, paths[0]), c.rule)
+			fs := findingsOf(t, memtest.Trace(t, paths[0]), c.rule)
 			if len(fs) != 1 {
 				t.Fatalf("%d %s findings, want 1", len(fs), c.rule)
 			}

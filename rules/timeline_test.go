@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/chrometrace"
-	"github.com/torchmem/torchmem/rules/internal/testinput"
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 	"github.com/torchmem/torchmem/rules/site"
 )
 
@@ -103,8 +103,8 @@ func TestTimelineRulesOnRealTraces(t *testing.T) {
 			if tc.name == "big_transformer" && testing.Short() {
 				t.Skip("76 MB of JSON for the oracle")
 			}
-			tr := testinput.Trace(t, tc.path)
-			o := testinput.ReadOracle(t, tc.path)
+			tr := memtest.Trace(t, tc.path)
+			o := memtest.ReadOracle(t, tc.path)
 			for _, id := range timelineRuleIDs {
 				fs := findingsOf(t, tr, id)
 				if got := len(fs) > 0; got != tc.fires[id] {
@@ -131,7 +131,7 @@ func TestTimelineRulesOnRealTraces(t *testing.T) {
 	}
 }
 
-func checkIdleAgainstOracle(t *testing.T, tr *chrometrace.Trace, o *testinput.Oracle, fs []Finding, tc timelineCase) {
+func checkIdleAgainstOracle(t *testing.T, tr *chrometrace.Trace, o *memtest.Oracle, fs []Finding, tc timelineCase) {
 	t.Helper()
 	// Whether it fired or not, the oracle's median decides.
 	want := median(o.IdleFractions(0))
@@ -174,7 +174,7 @@ func checkIdleAgainstOracle(t *testing.T, tr *chrometrace.Trace, o *testinput.Or
 	}
 }
 
-func maxStepNs(o *testinput.Oracle) int64 {
+func maxStepNs(o *memtest.Oracle) int64 {
 	var m int64
 	for _, s := range o.Steps {
 		m = max(m, s[1]-s[0])
@@ -182,7 +182,7 @@ func maxStepNs(o *testinput.Oracle) int64 {
 	return m
 }
 
-func checkPageableAgainstOracle(t *testing.T, o *testinput.Oracle, fs []Finding, tc timelineCase) {
+func checkPageableAgainstOracle(t *testing.T, o *memtest.Oracle, fs []Finding, tc timelineCase) {
 	t.Helper()
 	pageable := o.CopiesNamed("Memcpy HtoD (Pageable", 0)
 	if len(fs) == 0 {
@@ -210,7 +210,7 @@ func checkPageableAgainstOracle(t *testing.T, o *testinput.Oracle, fs []Finding,
 	}
 }
 
-func checkSyncAgainstOracle(t *testing.T, o *testinput.Oracle, fs []Finding, tc timelineCase) {
+func checkSyncAgainstOracle(t *testing.T, o *memtest.Oracle, fs []Finding, tc timelineCase) {
 	t.Helper()
 	d2h := o.CopiesNamed("Memcpy DtoH", 0)
 	if len(fs) == 0 {
@@ -235,7 +235,7 @@ func checkSyncAgainstOracle(t *testing.T, o *testinput.Oracle, fs []Finding, tc 
 	}
 }
 
-func checkBandwidthAgainstOracle(t *testing.T, o *testinput.Oracle, fs []Finding) {
+func checkBandwidthAgainstOracle(t *testing.T, o *memtest.Oracle, fs []Finding) {
 	t.Helper()
 	large := append(o.CopiesNamed("Memcpy HtoD", 1<<20), o.CopiesNamed("Memcpy DtoH", 1<<20)...)
 	var best float64
@@ -302,7 +302,7 @@ func TestAmpItemSyncSlowLoaderTruth(t *testing.T) {
 	if err := json.Unmarshal(raw, &truth); err != nil {
 		t.Fatal(err)
 	}
-	tr := testinput.Trace(t, dir+"trace.json.gz")
+	tr := memtest.Trace(t, dir+"trace.json.gz")
 	steps := truth.Window.Active
 	atOrAbove := func(what string, got *site.Location, want truthSite) {
 		t.Helper()
@@ -363,7 +363,7 @@ func TestSyncCopySynthetic(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var s testinput.Synth
+			var s memtest.Synth
 			for i, has := range tc.withCopy {
 				base := float64(1000 + i*1000)
 				if tc.steps > 0 {
@@ -414,7 +414,7 @@ func TestSyncCopySynthetic(t *testing.T) {
 
 func TestIdleGapsSynthetic(t *testing.T) {
 	t.Run("several devices, overlapping streams", func(t *testing.T) {
-		var s testinput.Synth
+		var s memtest.Synth
 		// Two 1000 µs steps. GPU 0: two streams overlap into [0,800)
 		// of each step (20% idle); GPU 1: one 100 µs kernel (90% idle).
 		for i := range 2 {
@@ -458,7 +458,7 @@ func TestIdleGapsSynthetic(t *testing.T) {
 		// Kernels until 600 µs of each step; the host waits in
 		// cudaDeviceSynchronize from 100 to 610 and launches nothing more:
 		// the 400 µs gap opened in the sync.
-		var s testinput.Synth
+		var s memtest.Synth
 		for i := range 3 {
 			base := float64(10000 + 2000*i)
 			s.Step(i+1, base, 1000)
@@ -474,7 +474,7 @@ func TestIdleGapsSynthetic(t *testing.T) {
 		}
 		// The same sync called after the GPU ran dry (host bound) is not
 		// the cause.
-		var h testinput.Synth
+		var h memtest.Synth
 		for i := range 3 {
 			base := float64(10000 + 2000*i)
 			h.Step(i+1, base, 1000)
@@ -489,7 +489,7 @@ func TestIdleGapsSynthetic(t *testing.T) {
 		}
 	})
 	t.Run("no device ops", func(t *testing.T) {
-		var s testinput.Synth
+		var s memtest.Synth
 		s.Step(1, 100, 1000)
 		s.Host("cpu_op", "aten::add", 200, 10, 1)
 		tr := s.Trace(t)
@@ -500,7 +500,7 @@ func TestIdleGapsSynthetic(t *testing.T) {
 		}
 	})
 	t.Run("no steps", func(t *testing.T) {
-		var s testinput.Synth
+		var s memtest.Synth
 		s.Host("cpu_op", "aten::mm", 0, 1000, 1)
 		s.Kernel(0, 7, 100, 100)
 		fs := findingsOf(t, s.Trace(t), ruleLaunchBound)
@@ -512,14 +512,14 @@ func TestIdleGapsSynthetic(t *testing.T) {
 
 func TestCopyRulesSynthetic(t *testing.T) {
 	const mib = 1 << 20
-	upload := func(s *testinput.Synth, ts float64, name string, bytes int64, dur float64, ext int) {
+	upload := func(s *memtest.Synth, ts float64, name string, bytes int64, dur float64, ext int) {
 		s.Host("cpu_op", "aten::to", ts, dur+20, ext-1)
 		s.Host("cpu_op", "aten::copy_", ts+1, dur+18, ext)
 		s.Host("cuda_runtime", "cudaMemcpyAsync", ts+2, dur+10, ext)
 		s.Dev("gpu_memcpy", name, 0, 7, ts+5, dur, bytes, ext)
 	}
 	t.Run("pageable and pinned", func(t *testing.T) {
-		var s testinput.Synth
+		var s memtest.Synth
 		for i := range 3 {
 			base := float64(10000 * (i + 1))
 			s.Step(i+1, base, 9000)
@@ -546,7 +546,7 @@ func TestCopyRulesSynthetic(t *testing.T) {
 		}
 	})
 	t.Run("only pageable: nothing faster to compare with", func(t *testing.T) {
-		var s testinput.Synth
+		var s memtest.Synth
 		s.Step(1, 1000, 90000)
 		upload(&s, 1010, "Memcpy HtoD (Pageable -> Device)", 64*mib, 64*mib/5e3, 2)
 		upload(&s, 30000, "Memcpy HtoD (Pageable -> Device)", 64*mib, 64*mib/6e3, 4)
@@ -555,7 +555,7 @@ func TestCopyRulesSynthetic(t *testing.T) {
 		}
 	})
 	t.Run("non-blocking copy into pinned memory does not block", func(t *testing.T) {
-		var s testinput.Synth
+		var s memtest.Synth
 		for i := range 3 {
 			base := float64(1000 * (i + 1))
 			s.Step(i+1, base, 900)
@@ -576,7 +576,7 @@ func TestCopyRulesSynthetic(t *testing.T) {
 		}
 	})
 	t.Run("copies without host ops", func(t *testing.T) {
-		var s testinput.Synth
+		var s memtest.Synth
 		s.Step(1, 1000, 1000)
 		s.Dev("gpu_memcpy", "Memcpy DtoH (Device -> Pageable)", 0, 7, 1100, 10, 4, 0)
 		fs := findingsOf(t, s.Trace(t), ruleSyncCopy)
@@ -589,7 +589,7 @@ func TestCopyRulesSynthetic(t *testing.T) {
 // All four rules on one input share analyses through Memo; running them
 // together twice must neither deadlock nor change the answer.
 func TestTimelineRulesShareAnalyses(t *testing.T) {
-	tr := testinput.Trace(t, "../testdata/gputimeline/copies_item_sync/trace.json.gz")
+	tr := memtest.Trace(t, "../testdata/gputimeline/copies_item_sync/trace.json.gz")
 	in := &Input{Trace: tr}
 	var rs []Rule
 	for _, id := range timelineRuleIDs {
@@ -610,7 +610,7 @@ func TestTimelineRulesShareAnalyses(t *testing.T) {
 // make every rule build its full evidence.
 func BenchmarkTimelineRules(b *testing.B) {
 	for _, name := range []string{"big_transformer", "frag_small_allocs"} {
-		tr := testinput.Trace(b, "../testdata/traces/"+name+"/trace.json.gz")
+		tr := memtest.Trace(b, "../testdata/traces/"+name+"/trace.json.gz")
 		for _, id := range timelineRuleIDs {
 			r := ruleNamed(b, id)
 			r.Threshold = 0
@@ -629,7 +629,7 @@ func BenchmarkTimelineRules(b *testing.B) {
 // must give findings or none, never a panic. The corpus grown by
 // `go test -fuzz` is kept in testdata/fuzz/FuzzTimelineRules.
 func FuzzTimelineRules(f *testing.F) {
-	var s testinput.Synth
+	var s memtest.Synth
 	s.Step(1, 1000, 900)
 	s.Step(2, 1500, 900) // overlaps step 1
 	s.Py("train.py(40): train_step", 1, -1, 1010, 600)

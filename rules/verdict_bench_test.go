@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/torchmem/torchmem/rules/internal/testinput"
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 )
 
 // BenchmarkVerdict measures the verdict of one large trace (big_transformer,
@@ -16,7 +16,7 @@ func BenchmarkVerdict(b *testing.B) {
 	if err != nil {
 		b.Skip(err)
 	}
-	tr := testinput.Trace(b, path)
+	tr := memtest.Trace(b, path)
 	b.SetBytes(st.Size())
 	b.ResetTimer()
 	for range b.N {
@@ -28,7 +28,7 @@ func BenchmarkVerdict(b *testing.B) {
 // BenchmarkPeakComposition is the composition alone.
 func BenchmarkPeakComposition(b *testing.B) {
 	path := "../testdata/traces/big_transformer/trace.json.gz"
-	tr := testinput.Trace(b, path)
+	tr := memtest.Trace(b, path)
 	b.ResetTimer()
 	for range b.N {
 		b.StopTimer()

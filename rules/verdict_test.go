@@ -13,10 +13,10 @@ import (
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/exported"
 	"github.com/torchmem/torchmem/memtimeline/memsummary"
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 	"github.com/torchmem/torchmem/memtimeline/snapshot"
 	"github.com/torchmem/torchmem/memtimeline/steplog"
 	"github.com/torchmem/torchmem/rules/frag"
-	"github.com/torchmem/torchmem/rules/internal/testinput"
 	"github.com/torchmem/torchmem/rules/leak"
 	"github.com/torchmem/torchmem/rules/site"
 )
@@ -58,7 +58,7 @@ func loadInput(t testing.TB, path string) *Input {
 			t.Fatalf("%s: %v", path, err)
 		}
 	default:
-		in.Trace = testinput.Trace(t, path)
+		in.Trace = memtest.Trace(t, path)
 		if d := in.Trace.Meta.Distributed; d != nil {
 			in.Rank = d.Rank
 		}
@@ -464,7 +464,7 @@ func TestVerdictPeakFromSnapshotAlone(t *testing.T) {
 		{gpuData + "/oom/snapshot.pickle", gpuData + "/oom/trace.json.gz"},
 	} {
 		v := Judge("s", loadInputs(t, c.snapshot))
-		want := chrometrace.Summarize(testinput.Trace(t, c.trace), -1).PeakAllocatedBytes
+		want := chrometrace.Summarize(memtest.Trace(t, c.trace), -1).PeakAllocatedBytes
 		if v.Peak == nil || v.Peak.AllocatedBytes != want || len(v.Peak.Holders) != 3 {
 			t.Errorf("%s: peak %+v, the trace's %d", c.snapshot, v.Peak, want)
 			continue

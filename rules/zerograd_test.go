@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/torchmem/torchmem/rules/internal/testinput"
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 )
 
 // recording is a snippet-v2 recording: its one trace and its truth.
@@ -50,7 +50,7 @@ func (r recording) expects(key string) bool {
 // not on any seed trace.
 func TestMissingZeroGradOnRecordings(t *testing.T) {
 	for _, r := range recordings(t) {
-		fs := Run([]Rule{ruleNamed(t, RuleMissingZeroGrad)}, &Input{Trace: testinput.Trace(t, r.trace)})
+		fs := Run([]Rule{ruleNamed(t, RuleMissingZeroGrad)}, &Input{Trace: memtest.Trace(t, r.trace)})
 		if want := r.expects("missing_zero_grad"); (len(fs) > 0) != want {
 			t.Errorf("%s: fired=%v, want %v: %+v", r.name, len(fs) > 0, want, fs)
 			continue
@@ -73,7 +73,7 @@ func TestMissingZeroGradOnRecordings(t *testing.T) {
 	}
 	// Intended accumulation: 3 optimizer steps, each with its zero_grad,
 	// and fresh gradients after each reset.
-	rep := AnalyzeZeroGrad(testinput.Trace(t, recordingTrace(t, "grad_accum")))
+	rep := AnalyzeZeroGrad(memtest.Trace(t, recordingTrace(t, "grad_accum")))
 	if rep.OptimizerSteps != 3 || rep.ZeroGrads != 3 || len(rep.Intervals) != 2 || rep.Offending != 0 || rep.Intervals[0].FreshGrads == 0 {
 		t.Errorf("grad_accum: %+v", rep)
 	}
@@ -93,7 +93,7 @@ func recordingTrace(t *testing.T, name string) string {
 // by hand (backward installs fresh ones, no annotation).
 func TestMissingZeroGradSynthetic(t *testing.T) {
 	build := func(reset string) *Input {
-		var s testinput.Synth
+		var s memtest.Synth
 		for i := range 3 {
 			base := float64(1000 * i)
 			s.Step(i+1, base, 900)
@@ -125,7 +125,7 @@ func TestMissingZeroGradSynthetic(t *testing.T) {
 // .to("cuda") fires with the planted numbers, its non_blocking twin and
 // the pageable, non_blocking and item-sync recordings do not.
 func TestPinnedBlockingOnRecordings(t *testing.T) {
-	blocking := testinput.Trace(t, recordingTrace(t, "pinned_blocking"))
+	blocking := memtest.Trace(t, recordingTrace(t, "pinned_blocking"))
 	fs := Run([]Rule{ruleNamed(t, rulePinnedBlocking)}, &Input{Trace: blocking})
 	var truth struct {
 		Copies struct {
@@ -161,7 +161,7 @@ func TestPinnedBlockingOnRecordings(t *testing.T) {
 		filepath.Join("..", "testdata", "gputimeline", "slow_loader_pinned", "trace.json.gz"),
 		filepath.Join("..", "testdata", "gputimeline", "copies_item_sync", "trace.json.gz"),
 	} {
-		if fs := Run([]Rule{ruleNamed(t, rulePinnedBlocking)}, &Input{Trace: testinput.Trace(t, p)}); len(fs) != 0 {
+		if fs := Run([]Rule{ruleNamed(t, rulePinnedBlocking)}, &Input{Trace: memtest.Trace(t, p)}); len(fs) != 0 {
 			t.Errorf("%s: %+v", p, fs)
 		}
 	}

@@ -1,7 +1,8 @@
 // Package bombtest holds what the readers' hostile-input tests share: a
 // reader that makes an input of any size as it is read, and a sampler of
 // the live heap, so a test can assert that a reader's memory is bounded
-// whatever the input's size, without a big file in the repository.
+// whatever the input's size, without a big file in the repository;
+// and GzipBomb, a small gzip that inflates to gigabytes.
 package bombtest
 
 import (

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 	"github.com/torchmem/torchmem/rules"
 	"github.com/yuin/goldmark"
 	"github.com/yuin/goldmark/extension"
@@ -25,19 +26,7 @@ import (
 // closes a code span, HTML, a Markdown link and table pipes.
 func attackerTrace(t *testing.T) string {
 	t.Helper()
-	f, err := os.Open(realTrace("leak_module_cache"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := memtest.ReadAll(t, realTrace("leak_module_cache"))
 	const file = "ev`il|<img src=x onerror=alert(1)>[l](https://evil.example)\\u001b]0;PWNED\\u0007\\u001b[2J\\u202e.py"
 	const op = "aten::clone\\u001b[31m` <b>bold</b> | [y](https://evil.example)"
 	data = bytes.ReplaceAll(data, []byte("gen_traces.py("), []byte(file+"("))
@@ -265,14 +254,7 @@ func TestReadOnceInputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	zr, err := gzip.NewReader(bytes.NewReader(gz))
-	if err != nil {
-		t.Fatal(err)
-	}
-	plain, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	plain := memtest.ReadAll(t, realTrace("frag_small_allocs"))
 	feed := func(w io.WriteCloser, data []byte) {
 		w.Write(data) //nolint:errcheck
 		w.Close()

@@ -7,36 +7,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-// userRunDir is what a user's run directory holds: the snippet's output
-// (two trace windows, a snapshot, a per-step log) plus unrelated JSON.
-func userRunDir(t *testing.T) string {
-	t.Helper()
-	src := filepath.Join("..", "..", "testdata", "gpu", "snippet_proof", "gpu")
-	dir := t.TempDir()
-	entries, err := os.ReadDir(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(src, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644)
-	}
-	os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"lr": 0.1, "batch_size": 256}`), 0o644)
-	truth, _ := os.ReadFile(filepath.Join("..", "..", "testdata", "gpu", "leak_retain_graph", "truth.json"))
-	os.WriteFile(filepath.Join(dir, "truth.json"), truth, 0o644)
-	return dir
-}
+	"github.com/torchmem/torchmem/memtimeline/memtest"
+)
 
 // Every command accepts the snippet's directory with unrelated JSON in
 // it: it picks the kinds it reads, warns once per file it skips, and
 // reports each input it read.
 func TestEveryCommandReadsTheSnippetDirectory(t *testing.T) {
-	dir := userRunDir(t)
+	dir := memtest.RunDir(t)
 	cases := []struct {
 		args []string
 		// inputs: what the output must mention

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata")
@@ -22,7 +24,7 @@ func torchmem(t *testing.T, args ...string) (string, string, int) {
 }
 
 func realTrace(name string) string {
-	return filepath.Join("..", "..", "testdata", "traces", name, "trace.json.gz")
+	return memtest.Testdata("traces", name, "trace.json.gz")
 }
 
 // checkGolden compares got with the golden file at path, relative to the

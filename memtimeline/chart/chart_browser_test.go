@@ -2,16 +2,18 @@ package chart
 
 import (
 	"context"
-	"github.com/torchmem/torchmem/chrometrace"
-	"github.com/torchmem/torchmem/memtimeline"
-	"github.com/torchmem/torchmem/memtimeline/chart/browsertest"
-	"github.com/torchmem/torchmem/memtimeline/exported"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/chart/browsertest"
+	"github.com/torchmem/torchmem/memtimeline/exported"
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
@@ -93,7 +95,7 @@ func TestChartRendersInBrowser(t *testing.T) {
 	spec.ID = "demo"
 	// A second device's chart on the same page, from another real run's
 	// coalesced file (categories only): one chart per device.
-	other, err := exported.ReadFile(filepath.Join(timelineDir("leak_eval_no_grad"), "memory_timeline.json.gz"))
+	other, err := exported.ReadFile(memtest.Testdata("timeline", "leak_eval_no_grad", "memory_timeline.json.gz"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +233,7 @@ throw new Error("planted exception");</script>
 // The tooltip lists the lines holding the most memory at the hovered
 // time, from a real trace's lifetimes; a hostile line name is text.
 func TestChartTooltipShowsHolders(t *testing.T) {
-	tr := readTrace(t, "leak_module_cache")
+	tr := memtest.NamedTrace(t, "leak_module_cache")
 	spec := TraceSpecs(tr, "holders")[0]
 	spec.Holders = memtimeline.HolderSamples(tr, chrometrace.Attribute(tr), memtimeline.Lifetimes(tr, -1), 0, 200, 3)
 	if len(spec.Holders) < 100 {

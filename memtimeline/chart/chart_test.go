@@ -15,6 +15,7 @@ import (
 
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/exported"
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 )
 
 // xssName is the payload every untrusted string is tested with.
@@ -35,7 +36,7 @@ type stepsFixture struct {
 // extracted from trace.json.gz by testdata/timeline/extract_trace_fixture.py).
 func demoSpec(t testing.TB) Spec {
 	t.Helper()
-	dir := timelineDir("big_transformer")
+	dir := memtest.Testdata("timeline", "big_transformer")
 	tl, err := exported.ReadFile(filepath.Join(dir, "memory_timeline.raw.json.gz"))
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +50,7 @@ func demoSpec(t testing.TB) Spec {
 		t.Fatal(err)
 	}
 	var events [][3]int64
-	if err := json.Unmarshal(readGz(t, filepath.Join(dir, "memory_events_cuda0.json.gz")), &events); err != nil {
+	if err := json.Unmarshal(memtest.ReadAll(t, filepath.Join(dir, "memory_events_cuda0.json.gz")), &events); err != nil {
 		t.Fatal(err)
 	}
 	alloc := memtimeline.Series{Name: "allocated"}
@@ -330,7 +331,8 @@ func TestEchartsScriptIsInlineSafe(t *testing.T) {
 // eight categories) must give a small page.
 func TestPageSizeFor100kPoints(t *testing.T) {
 	const n = 100_000
-	r := randomSeries(n)
+	var r memtimeline.Series
+	r.T, r.V = memtest.RandomWalk(memtest.NewRand(), n)
 	alloc := memtimeline.Series{Name: "allocated", T: r.T, V: make([]int64, n)}
 	reserved := memtimeline.Series{Name: "reserved", T: r.T, V: make([]int64, n)}
 	var cats []memtimeline.Series

@@ -1,54 +1,26 @@
 package chart
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/torchmem/torchmem/chrometrace"
 
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 	"github.com/torchmem/torchmem/memtimeline/snapshot"
 	"github.com/torchmem/torchmem/memtimeline/steplog"
 )
-
-func readSnapshotPath(t testing.TB, path string) *snapshot.Snapshot {
-	t.Helper()
-	in, err := chrometrace.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	s, err := snapshot.Read(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-func readStepLogPath(t testing.TB, path string) *steplog.Log {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	l, err := steplog.Read(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
-}
 
 // The snippet's files of one rank share Unix time: the profiled windows
 // fall inside the step log's span, between the steps they profiled, and
 // the snapshot's history ends after the last step.
 func TestRunTimelineAlignsTheSnippetsFiles(t *testing.T) {
 	dir := "../../testdata/gpu/snippet_proof/gpu"
-	tr := readTracePath(t, filepath.Join(dir, "vm_rank0_step5.pt.trace.json.gz"))
+	tr := memtest.Trace(t, filepath.Join(dir, "vm_rank0_step5.pt.trace.json.gz"))
 	f := RunFiles{
 		Traces: []*chrometrace.Trace{tr}, TraceName: []string{"vm_rank0_step5.pt.trace.json.gz"},
-		Snapshots: []*snapshot.Snapshot{readSnapshotPath(t, filepath.Join(dir, "vm_rank0.snapshot.pickle"))}, SnapName: []string{"vm_rank0.snapshot.pickle"},
-		StepLogs: []*steplog.Log{readStepLogPath(t, filepath.Join(dir, "vm_rank0.steps.jsonl"))}, StepName: []string{"vm_rank0.steps.jsonl"},
+		Snapshots: []*snapshot.Snapshot{memtest.Decode(t, filepath.Join(dir, "vm_rank0.snapshot.pickle"), snapshot.Read)}, SnapName: []string{"vm_rank0.snapshot.pickle"},
+		StepLogs: []*steplog.Log{memtest.Decode(t, filepath.Join(dir, "vm_rank0.steps.jsonl"), steplog.Read)}, StepName: []string{"vm_rank0.steps.jsonl"},
 	}
 	spec, notes, ok := RunTimeline(f, "run", "run")
 	if !ok || len(notes) > 0 {

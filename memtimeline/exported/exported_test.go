@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
-	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -12,44 +11,25 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 )
 
 // realTimelineRuns are runs copied from /work/shared/traces (torch 2.11,
 // H200): each has both export_memory_timeline files and memory_stats.json.
 var realTimelineRuns = []string{"compiled_model", "leak_eval_no_grad", "resnet_train_clean", "big_transformer"}
 
-func timelineDir(run string) string { return filepath.Join("..", "..", "testdata", "timeline", run) }
-
-func readGz(t testing.TB, path string) []byte {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // TestCoalescedMatchesEncodingJSON checks the streaming scanner against an
 // independent parser (encoding/json on the whole document).
 func TestCoalescedMatchesEncodingJSON(t *testing.T) {
 	for _, run := range realTimelineRuns {
 		t.Run(run, func(t *testing.T) {
-			path := filepath.Join(timelineDir(run), "memory_timeline.json.gz")
+			path := memtest.Testdata("timeline", run, "memory_timeline.json.gz")
 			var doc struct {
 				Times []int64
 				Sizes [][]int64
 			}
 			var raw [2]json.RawMessage
-			if err := json.Unmarshal(readGz(t, path), &raw); err != nil {
+			if err := json.Unmarshal(memtest.ReadAll(t, path), &raw); err != nil {
 				t.Fatal(err)
 			}
 			if err := json.Unmarshal(raw[0], &doc.Times); err != nil {
@@ -88,11 +68,11 @@ func TestCoalescedMatchesEncodingJSON(t *testing.T) {
 func TestRawReplaysToCoalesced(t *testing.T) {
 	for _, run := range realTimelineRuns {
 		t.Run(run, func(t *testing.T) {
-			coalesced, err := ReadFile(filepath.Join(timelineDir(run), "memory_timeline.json.gz"))
+			coalesced, err := ReadFile(memtest.Testdata("timeline", run, "memory_timeline.json.gz"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			raw, err := ReadFile(filepath.Join(timelineDir(run), "memory_timeline.raw.json.gz"))
+			raw, err := ReadFile(memtest.Testdata("timeline", run, "memory_timeline.raw.json.gz"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -137,9 +117,9 @@ func firstDiff(a, b []int64) int {
 // the events' signed bytes per category, decoded with encoding/json.
 func TestRawFinalStateIsSumOfEvents(t *testing.T) {
 	for _, run := range realTimelineRuns {
-		path := filepath.Join(timelineDir(run), "memory_timeline.raw.json.gz")
+		path := memtest.Testdata("timeline", run, "memory_timeline.raw.json.gz")
 		var events [][4]int64
-		if err := json.Unmarshal(readGz(t, path), &events); err != nil {
+		if err := json.Unmarshal(memtest.ReadAll(t, path), &events); err != nil {
 			t.Fatal(err)
 		}
 		var want [8]int64
@@ -167,7 +147,7 @@ func TestRawFinalStateIsSumOfEvents(t *testing.T) {
 func TestTimelinePeakWithinAllocatorPeak(t *testing.T) {
 	for _, run := range realTimelineRuns {
 		var stats map[string]int64
-		b, err := os.ReadFile(filepath.Join(timelineDir(run), "memory_stats.json"))
+		b, err := os.ReadFile(memtest.Testdata("timeline", run, "memory_stats.json"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -179,7 +159,7 @@ func TestTimelinePeakWithinAllocatorPeak(t *testing.T) {
 			t.Fatalf("%s: no allocated_bytes.all.peak", run)
 		}
 		for _, name := range []string{"memory_timeline.json.gz", "memory_timeline.raw.json.gz"} {
-			tl, err := ReadFile(filepath.Join(timelineDir(run), name))
+			tl, err := ReadFile(memtest.Testdata("timeline", run, name))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -202,7 +182,7 @@ func TestTimelinePeakWithinAllocatorPeak(t *testing.T) {
 // TestFormatDetectedByContent swaps the names: the content decides.
 func TestFormatDetectedByContent(t *testing.T) {
 	dir := t.TempDir()
-	src := timelineDir("compiled_model")
+	src := memtest.Testdata("timeline", "compiled_model")
 	cases := []struct {
 		from, to string
 		want     Format
@@ -211,7 +191,7 @@ func TestFormatDetectedByContent(t *testing.T) {
 		{"memory_timeline.json.gz", "looks.raw.json.gz", FormatCoalesced},
 	}
 	for _, c := range cases {
-		plain := readGz(t, filepath.Join(src, c.from)) // also: not gzipped
+		plain := memtest.ReadAll(t, filepath.Join(src, c.from)) // also: not gzipped
 		p := filepath.Join(dir, c.to)
 		if err := os.WriteFile(p, plain, 0o644); err != nil {
 			t.Fatal(err)
@@ -270,8 +250,8 @@ func TestParseSmallAndEdgeDocuments(t *testing.T) {
 
 func TestBadTimelineFilesGiveOneClearError(t *testing.T) {
 	dir := t.TempDir()
-	real := readGz(t, filepath.Join(timelineDir("compiled_model"), "memory_timeline.json.gz"))
-	realRaw := readGz(t, filepath.Join(timelineDir("compiled_model"), "memory_timeline.raw.json.gz"))
+	real := memtest.ReadAll(t, memtest.Testdata("timeline", "compiled_model", "memory_timeline.json.gz"))
+	realRaw := memtest.ReadAll(t, memtest.Testdata("timeline", "compiled_model", "memory_timeline.raw.json.gz"))
 	gz := func(b []byte) []byte {
 		var buf bytes.Buffer
 		zw := gzip.NewWriter(&buf)
@@ -339,9 +319,9 @@ func TestBadTimelineFilesGiveOneClearError(t *testing.T) {
 // as Python computed it, which is t//1000 or t//1000+1. Where only one of
 // the two is a time in the coalesced file, that one is Python's answer.
 func TestPythonMicrosIsCorrectlyRounded(t *testing.T) {
-	dir := timelineDir("resnet_train_clean")
+	dir := memtest.Testdata("timeline", "resnet_train_clean")
 	var doc [2]json.RawMessage
-	if err := json.Unmarshal(readGz(t, filepath.Join(dir, "memory_timeline.json.gz")), &doc); err != nil {
+	if err := json.Unmarshal(memtest.ReadAll(t, filepath.Join(dir, "memory_timeline.json.gz")), &doc); err != nil {
 		t.Fatal(err)
 	}
 	var us []int64
@@ -353,7 +333,7 @@ func TestPythonMicrosIsCorrectlyRounded(t *testing.T) {
 		present[u] = true
 	}
 	var events [][4]int64
-	if err := json.Unmarshal(readGz(t, filepath.Join(dir, "memory_timeline.raw.json.gz")), &events); err != nil {
+	if err := json.Unmarshal(memtest.ReadAll(t, filepath.Join(dir, "memory_timeline.raw.json.gz")), &events); err != nil {
 		t.Fatal(err)
 	}
 	checked, roundedUp, naiveWrong := 0, 0, 0
@@ -387,7 +367,7 @@ func TestPythonMicrosIsCorrectlyRounded(t *testing.T) {
 
 func BenchmarkParseExportedTimeline(b *testing.B) {
 	for _, name := range []string{"memory_timeline.json.gz", "memory_timeline.raw.json.gz"} {
-		doc := readGz(b, filepath.Join(timelineDir("big_transformer"), name))
+		doc := memtest.ReadAll(b, memtest.Testdata("timeline", "big_transformer", name))
 		b.Run(name+"/scanner", func(b *testing.B) {
 			b.SetBytes(int64(len(doc)))
 			for i := 0; i < b.N; i++ {
@@ -458,13 +438,13 @@ func FuzzParseExportedTimeline(f *testing.F) {
 // total by one constant at every event: memory allocated before profiling
 // that the memory profiler never saw as a tensor (84.5 MiB here).
 func TestRawTimelineTracksTraceAllocated(t *testing.T) {
-	dir := timelineDir("big_transformer")
+	dir := memtest.Testdata("timeline", "big_transformer")
 	tl, err := ReadFile(filepath.Join(dir, "memory_timeline.raw.json.gz"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var events [][3]int64 // t_ns, Total Allocated, Total Reserved
-	if err := json.Unmarshal(readGz(t, filepath.Join(dir, "memory_events_cuda0.json.gz")), &events); err != nil {
+	if err := json.Unmarshal(memtest.ReadAll(t, filepath.Join(dir, "memory_events_cuda0.json.gz")), &events); err != nil {
 		t.Fatal(err)
 	}
 	if len(events) < 1000 {

@@ -3,7 +3,6 @@ package smi
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -12,23 +11,10 @@ import (
 	"time"
 
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 )
 
 const smiLeakCSV = "../../testdata/smi/nvidia_smi_leak.csv"
-
-func readSMIFile(t *testing.T, path string) *Log {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	log, err := Read(f)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	return log
-}
 
 func readSMIString(t *testing.T, s string) *Log {
 	t.Helper()
@@ -42,7 +28,7 @@ func readSMIString(t *testing.T, s string) *Log {
 // TestReadRealFile checks the parse of the recorded log against the
 // file's own text, read line by line without the parser.
 func TestReadRealFile(t *testing.T) {
-	log := readSMIFile(t, smiLeakCSV)
+	log := memtest.Decode(t, smiLeakCSV, Read)
 	f, err := os.Open(smiLeakCSV)
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +67,7 @@ func TestReadRealFile(t *testing.T) {
 // leaks. Its own stats_steps.jsonl, written by the leaking process, is the
 // oracle for when and how fast memory grew.
 func TestAnalyzeRealLeak(t *testing.T) {
-	log := readSMIFile(t, smiLeakCSV)
+	log := memtest.Decode(t, smiLeakCSV, Read)
 	a := Analyze(log, DefaultOptions())
 	leaks := a.Leaks()
 	if len(leaks) != 1 {
@@ -497,18 +483,7 @@ func TestReadErrors(t *testing.T) {
 		{"noheader nounits", "0, 2026/11/29 17:26:22.516, 5, 80000, 3\n", "noheader,nounits", true},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			log, err := Read(strings.NewReader(c.in))
-			if err == nil {
-				t.Fatalf("no error; log %+v", log)
-			}
-			if !strings.Contains(err.Error(), c.want) {
-				t.Errorf("error %q does not say %q", err, c.want)
-			}
-			if c.notSMI != errors.Is(err, ErrNotLog) {
-				t.Errorf("error %q: errors.Is(ErrNotLog) = %v, want %v", err, !c.notSMI, c.notSMI)
-			}
-		})
+		memtest.Refuses(t, Read, ErrNotLog, c.name, c.in, c.want, c.notSMI)
 	}
 }
 
@@ -560,7 +535,7 @@ func TestLooksLike(t *testing.T) {
 }
 
 func TestBuckets(t *testing.T) {
-	g := readSMIFile(t, smiLeakCSV).GPUs[0]
+	g := memtest.Decode(t, smiLeakCSV, Read).GPUs[0]
 	b := Buckets(g, 60)
 	if len(b) != 60 || !b[0].Start.Equal(g.Samples[0].Time) || !b[59].End.Equal(g.Samples[len(g.Samples)-1].Time) {
 		t.Fatalf("%d buckets from %v to %v", len(b), b[0].Start, b[len(b)-1].End)

@@ -8,33 +8,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/klauspost/compress/gzip"
-
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/chrometrace/bombtest"
 	"github.com/torchmem/torchmem/memtimeline/snapshot/internal/pickle"
 )
-
-// gzipBomb returns head + n bytes of fill (n a multiple of 1 MiB) as a
-// multi-member gzip: one member for head + 1 MiB of fill, then copies of
-// one compressed MiB of fill, so 10 GB cost ~10 MB and no time to make.
-func gzipBomb(t testing.TB, head []byte, fill byte, n int64) []byte {
-	t.Helper()
-	member := func(b []byte) []byte {
-		var buf bytes.Buffer
-		zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
-		zw.Write(b)
-		zw.Close()
-		return buf.Bytes()
-	}
-	mib := bytes.Repeat([]byte{fill}, 1<<20)
-	out := member(append(append([]byte(nil), head...), mib...))
-	m := member(mib)
-	for i := int64(1); i < n>>20; i++ {
-		out = append(out, m...)
-	}
-	return out
-}
 
 func str8(n uint64) []byte {
 	b := []byte("\x80\x04\x8d\x00\x00\x00\x00\x00\x00\x00\x00")
@@ -84,7 +61,7 @@ func TestPickleBombs(t *testing.T) {
 // (issue 16's bomb) is refused with bounded memory.
 func TestPickleGzipBomb(t *testing.T) {
 	const n = 10 << 30
-	gz := gzipBomb(t, str8(n), 'a', n)
+	gz := bombtest.GzipBomb(str8(n), 'a', n, nil)
 	var err error
 	peak := bombtest.PeakHeap(func() {
 		in, e := chrometrace.NewInput(bytes.NewReader(gz))

@@ -12,6 +12,7 @@ import (
 	"testing/iotest"
 	"time"
 
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 	"github.com/torchmem/torchmem/memtimeline/snapshot/internal/pickle"
 )
 
@@ -135,7 +136,7 @@ func TestTruncatedPickles(t *testing.T) {
 		}
 	}
 	// A real snapshot cut in the middle says so.
-	raw := readTestSnapshot(t, "leak_module_cache")
+	raw := memtest.ReadAll(t, memtest.NamedSnapshot("leak_module_cache"))
 	_, err := Read(bytes.NewReader(raw[:len(raw)/2]))
 	if err == nil || !strings.Contains(err.Error(), "truncated pickle") {
 		t.Errorf("half a snapshot: %v", err)

@@ -7,12 +7,14 @@ import (
 	"runtime"
 	"syscall"
 	"testing"
+
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 )
 
 // BenchmarkReadSnapshot decodes the largest real snapshot in testdata
 // (frag_small_allocs, 7.2 MB) from memory.
 func BenchmarkReadSnapshot(b *testing.B) {
-	raw := readTestSnapshot(b, "frag_small_allocs")
+	raw := memtest.ReadAll(b, memtest.NamedSnapshot("frag_small_allocs"))
 	b.SetBytes(int64(len(raw)))
 	b.ReportAllocs()
 	var s *Snapshot

@@ -4,10 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 )
 
 // snapshotOracle mirrors oracle.json, written by make_oracle.py with
@@ -50,7 +51,7 @@ var realSnapshots = []string{"frag_small_allocs", "leak_module_cache", "leak_eva
 
 func loadOracle(t *testing.T) map[string]snapshotOracle {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(snapshotDir, "oracle.json"))
+	raw, err := os.ReadFile(memtest.Testdata("snapshots", "oracle.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +72,7 @@ func TestSnapshotMatchesCPython(t *testing.T) {
 			if !ok {
 				t.Fatalf("oracle.json lacks %s", name)
 			}
-			s := loadTestSnapshot(t, name)
+			s := memtest.Decode(t, memtest.NamedSnapshot(name), Read)
 			st := s.Stats()
 			check := func(what string, got, want any) {
 				t.Helper()
@@ -173,7 +174,7 @@ func TestSnapshotMatchesCPython(t *testing.T) {
 // states for frag_small_allocs: reserved is the sum of segment total_size,
 // allocated the sum of active_allocated block sizes.
 func TestFragSnapshotIssueFigures(t *testing.T) {
-	st := loadTestSnapshot(t, "frag_small_allocs").Stats()
+	st := memtest.Decode(t, memtest.NamedSnapshot("frag_small_allocs"), Read).Stats()
 	if st.ReservedBytes != 534773760 || st.AllocatedBytes != 272588288 {
 		t.Errorf("reserved %d allocated %d, issue says 534773760 and 272588288", st.ReservedBytes, st.AllocatedBytes)
 	}
@@ -202,7 +203,7 @@ type truthJSON struct {
 func TestLeakCandidatesFindPlantedLeaks(t *testing.T) {
 	t.Run("leak_module_cache", func(t *testing.T) {
 		truth := readSnapshotTruth(t, "leak_module_cache")
-		leaks := loadTestSnapshot(t, "leak_module_cache").LeakCandidates()
+		leaks := memtest.Decode(t, memtest.NamedSnapshot("leak_module_cache"), Read).LeakCandidates()
 		top := leaks[0]
 		// Cached.forward: self.cache.append(h.detach().clone())
 		if top.Site.Name != "forward" || !top.Site.IsPython() || IsLibraryFrame(top.Site) {
@@ -222,7 +223,7 @@ func TestLeakCandidatesFindPlantedLeaks(t *testing.T) {
 	})
 	t.Run("leak_eval_no_grad", func(t *testing.T) {
 		truth := readSnapshotTruth(t, "leak_eval_no_grad")
-		leaks := loadTestSnapshot(t, "leak_eval_no_grad").LeakCandidates()
+		leaks := memtest.Decode(t, memtest.NamedSnapshot("leak_eval_no_grad"), Read).LeakCandidates()
 		top := leaks[0]
 		// "preds.append(out) / out = m(x)": the model call in the user's step.
 		if IsLibraryFrame(top.Site) || !top.Site.IsPython() {
@@ -239,7 +240,7 @@ func TestLeakCandidatesFindPlantedLeaks(t *testing.T) {
 
 func readSnapshotTruth(t *testing.T, name string) truthJSON {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(snapshotDir, name+".truth.json"))
+	raw, err := os.ReadFile(memtest.Testdata("snapshots", name+".truth.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +256,7 @@ func readSnapshotTruth(t *testing.T, name string) truthJSON {
 // a full or empty segment draws a full or empty bar.
 func TestSegmentFillsAgreeWithBlocks(t *testing.T) {
 	for _, name := range realSnapshots {
-		s := loadTestSnapshot(t, name)
+		s := memtest.Decode(t, memtest.NamedSnapshot(name), Read)
 		fills := s.SegmentFills(DefaultBarWidth)
 		if len(fills) != len(s.Segments) {
 			t.Fatalf("%s: %d fills for %d segments", name, len(fills), len(s.Segments))

@@ -3,25 +3,17 @@ package steplog
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"math"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 )
 
 func readStepFile(t *testing.T, name string) *Log {
 	t.Helper()
-	f, err := os.Open("../../testdata/steps/" + name + ".stats_steps.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	log, err := Read(f)
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	return log
+	return memtest.Decode(t, memtest.Testdata("steps", name+".stats_steps.jsonl"), Read)
 }
 
 // stepOracle reads a stats_steps.jsonl with encoding/json into plain
@@ -210,18 +202,7 @@ func TestReadErrors(t *testing.T) {
 		{"binary", "\x00\x01{\n", "binary", true},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			log, err := Read(strings.NewReader(c.in))
-			if err == nil {
-				t.Fatalf("no error; log %+v", log)
-			}
-			if !strings.Contains(err.Error(), c.want) {
-				t.Errorf("error %q does not say %q", err, c.want)
-			}
-			if c.notSteps != errors.Is(err, ErrNotLog) {
-				t.Errorf("error %q: errors.Is(ErrNotLog) = %v, want %v", err, !c.notSteps, c.notSteps)
-			}
-		})
+		memtest.Refuses(t, Read, ErrNotLog, c.name, c.in, c.want, c.notSteps)
 	}
 }
 

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 	"github.com/torchmem/torchmem/rules"
 	"github.com/torchmem/torchmem/rules/diff"
-	"github.com/torchmem/torchmem/rules/internal/testinput"
 	"github.com/torchmem/torchmem/rules/leak"
 	"github.com/torchmem/torchmem/rules/site"
 )
@@ -41,7 +41,7 @@ func TestParseBudget(t *testing.T) {
 }
 
 func TestDiffSelfIsNoChange(t *testing.T) {
-	tr := testinput.NamedTrace(t, "resnet_train_clean")
+	tr := memtest.NamedTrace(t, "resnet_train_clean")
 	a, b := rules.NewTraceSide("a", tr), rules.NewTraceSide("b", tr)
 	d := diff.Compare(a, b, 10)
 	if d.Changed || len(d.Operators) != 0 || len(d.SitesAlloc) != 0 || len(d.NewSuspects) != 0 {
@@ -58,7 +58,7 @@ func TestDiffSelfIsNoChange(t *testing.T) {
 // A leaking run against a clean one: the new suspect is the planted line
 // and the live-at-end mover is its 24 MiB.
 func TestDiffFindsNewLeak(t *testing.T) {
-	d := diff.Compare(rules.NewTraceSide("base", testinput.NamedTrace(t, "compiled_model")), rules.NewTraceSide("head", testinput.NamedTrace(t, "leak_module_cache")), 20)
+	d := diff.Compare(rules.NewTraceSide("base", memtest.NamedTrace(t, "compiled_model")), rules.NewTraceSide("head", memtest.NamedTrace(t, "leak_module_cache")), 20)
 	if len(d.NewSuspects) != 1 || site.Label(d.NewSuspects[0].Stack, d.NewSuspects[0].Operator) != "gen_traces.py(143): forward via aten::clone" {
 		t.Errorf("new suspects %+v", d.NewSuspects)
 	}
@@ -83,9 +83,9 @@ func TestDiffFindsNewLeak(t *testing.T) {
 func TestDiffLeakGate(t *testing.T) {
 	side := func(name string) *diff.Side {
 		if strings.HasPrefix(name, "gpu/") {
-			return rules.NewTraceSide(name, testinput.GPUTrace(t, strings.TrimPrefix(name, "gpu/")))
+			return rules.NewTraceSide(name, memtest.GPUTrace(t, strings.TrimPrefix(name, "gpu/")))
 		}
-		return rules.NewTraceSide(name, testinput.NamedTrace(t, name))
+		return rules.NewTraceSide(name, memtest.NamedTrace(t, name))
 	}
 	cases := []struct {
 		base, head string
@@ -137,13 +137,13 @@ func TestDiffOnRecordedPair(t *testing.T) {
 			LeakBytesPerStep int64 `json:"leak_bytes_per_step"`
 		} `json:"head_leak_vs_base"`
 	}
-	data, _ := os.ReadFile(testinput.Testdata("gpu", "diff_pair", "truth.json"))
+	data, _ := os.ReadFile(memtest.Testdata("gpu", "diff_pair", "truth.json"))
 	if err := json.Unmarshal(data, &truth); err != nil {
 		t.Fatal(err)
 	}
 	want := truth.HeadVsBase.FC1.Head - truth.HeadVsBase.FC1.Base
-	base := rules.NewTraceSide("base", testinput.GPUTrace(t, "diff_pair/base"))
-	d := diff.Compare(base, rules.NewTraceSide("head", testinput.GPUTrace(t, "diff_pair/head")), 0)
+	base := rules.NewTraceSide("base", memtest.GPUTrace(t, "diff_pair/base"))
+	d := diff.Compare(base, rules.NewTraceSide("head", memtest.GPUTrace(t, "diff_pair/head")), 0)
 	found := map[string]int64{}
 	for _, m := range d.Operators {
 		found["op "+m.Name] = m.DeltaPerStep
@@ -159,12 +159,12 @@ func TestDiffOnRecordedPair(t *testing.T) {
 	if len(d.NewSuspects) != 0 || d.HeadVerdict != leak.VerdictClean {
 		t.Errorf("a wider layer is not a leak: %+v", d.NewSuspects)
 	}
-	d = diff.Compare(base, rules.NewTraceSide("head_leak", testinput.GPUTrace(t, "diff_pair/head_leak")), 0)
+	d = diff.Compare(base, rules.NewTraceSide("head_leak", memtest.GPUTrace(t, "diff_pair/head_leak")), 0)
 	if len(d.NewSuspects) != 1 || d.NewSuspects[0].BytesPerStep != truth.HeadLeakVsBase.LeakBytesPerStep ||
 		site.Label(d.NewSuspects[0].Stack, d.NewSuspects[0].Operator) != "diff_train.py(35): forward via aten::clone" {
 		t.Errorf("new suspects %+v", d.NewSuspects)
 	}
-	self := diff.Compare(base, rules.NewTraceSide("base again", testinput.GPUTrace(t, "diff_pair/base")), 0)
+	self := diff.Compare(base, rules.NewTraceSide("base again", memtest.GPUTrace(t, "diff_pair/base")), 0)
 	if self.Changed {
 		t.Error("a run diffed with itself changed")
 	}

@@ -12,9 +12,9 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 	"github.com/torchmem/torchmem/rules"
 	"github.com/torchmem/torchmem/rules/frag"
-	"github.com/torchmem/torchmem/rules/internal/testinput"
 )
 
 func TestFragVerdictsOnRealTraces(t *testing.T) {
@@ -31,7 +31,7 @@ func TestFragVerdictsOnRealTraces(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			rep := frag.Analyze(frag.TraceData(testinput.NamedTrace(t, c.name)), frag.DefaultOptions())
+			rep := frag.Analyze(frag.TraceData(memtest.NamedTrace(t, c.name)), frag.DefaultOptions())
 			if rep.Verdict != c.verdict {
 				t.Fatalf("verdict %s (%s), want %s", rep.Verdict, rep.Reason, c.verdict)
 			}
@@ -72,7 +72,7 @@ func TestFragVerdictsOnRealTraces(t *testing.T) {
 // memoryStats reads torch.cuda.memory_stats() saved at the end of the run.
 func memoryStats(t *testing.T, name string) map[string]int64 {
 	t.Helper()
-	data, err := os.ReadFile(testinput.Testdata("traces", name, "memory_stats.json"))
+	data, err := os.ReadFile(memtest.Testdata("traces", name, "memory_stats.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ type fragTruth struct {
 
 func readFragTruth(t *testing.T, name string) fragTruth {
 	t.Helper()
-	data, err := os.ReadFile(testinput.Testdata("traces", name, "truth.json"))
+	data, err := os.ReadFile(memtest.Testdata("traces", name, "truth.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func readFragTruth(t *testing.T, name string) fragTruth {
 // parser and a different path through the data than chrometrace's.
 func rawSmallCUDAAllocs(t *testing.T, name string, maxBytes float64) int64 {
 	t.Helper()
-	in, err := chrometrace.Open(testinput.Testdata("traces", name, "trace.json.gz"))
+	in, err := chrometrace.Open(memtest.Testdata("traces", name, "trace.json.gz"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func rawSmallCUDAAllocs(t *testing.T, name string, maxBytes float64) int64 {
 //     steps, so 19806*4/6 in the profiled window, and the histogram shows
 //     that every small-pool block here is <= 4 KiB (nothing in 4 KiB..1 MiB).
 func TestFragSmallAllocsCountedIndependently(t *testing.T) {
-	rep := frag.Analyze(frag.TraceData(testinput.NamedTrace(t, "frag_small_allocs")), frag.DefaultOptions())
+	rep := frag.Analyze(frag.TraceData(memtest.NamedTrace(t, "frag_small_allocs")), frag.DefaultOptions())
 	raw := rawSmallCUDAAllocs(t, "frag_small_allocs", 4096)
 	if rep.SmallAllocs.Count != raw {
 		t.Errorf("small allocs %d, raw JSON count %d", rep.SmallAllocs.Count, raw)
@@ -197,7 +197,7 @@ func TestFragSmallAllocsCountedIndependently(t *testing.T) {
 // agree: it freed num_device_free segments, reserved_bytes.all.freed bytes,
 // all of them inside the profiled window.
 func TestFragEmptyCacheChurn(t *testing.T) {
-	rep := frag.Analyze(frag.TraceData(testinput.NamedTrace(t, "frag_small_allocs")), frag.DefaultOptions())
+	rep := frag.Analyze(frag.TraceData(memtest.NamedTrace(t, "frag_small_allocs")), frag.DefaultOptions())
 	stats := memoryStats(t, "frag_small_allocs")
 	truth := readFragTruth(t, "frag_small_allocs")
 	m := regexp.MustCompile(`empty_cache at step (\d+)`).FindStringSubmatch(truth.Planted)
@@ -243,7 +243,7 @@ func TestFragEmptyCacheChurn(t *testing.T) {
 func TestFragSegmentCallsMatchMemoryStats(t *testing.T) {
 	for _, name := range []string{"resnet_train_clean", "big_transformer", "compiled_model", "leak_module_cache", "leak_eval_no_grad"} {
 		t.Run(name, func(t *testing.T) {
-			rep := frag.Analyze(frag.TraceData(testinput.NamedTrace(t, name)), frag.DefaultOptions())
+			rep := frag.Analyze(frag.TraceData(memtest.NamedTrace(t, name)), frag.DefaultOptions())
 			stats := memoryStats(t, name)
 			sc := rep.SegmentCalls
 			if sc.CudaFree != stats["num_device_free"] || sc.CudaMalloc > stats["num_device_alloc"] || len(rep.ReservedDrops) != 0 {
@@ -264,7 +264,7 @@ func TestFragSegmentCallsMatchMemoryStats(t *testing.T) {
 // flood and churn into "ok"; lowering the gap limit makes the gap signal
 // fire on the same trace.
 func TestFragThresholds(t *testing.T) {
-	tr := testinput.NamedTrace(t, "frag_small_allocs")
+	tr := memtest.NamedTrace(t, "frag_small_allocs")
 	opts := frag.DefaultOptions()
 	opts.MinSmallPerStep = 4000
 	opts.MinChurnPerStep = 5
@@ -285,14 +285,14 @@ func TestFragThresholds(t *testing.T) {
 	}
 	// The ResNet run holds 41% of reserved idle at its peak, but never
 	// needed a new segment: an idle cache, not a fragmented one.
-	rn := frag.Analyze(frag.TraceData(testinput.NamedTrace(t, "resnet_train_clean")), frag.DefaultOptions())
+	rn := frag.Analyze(frag.TraceData(memtest.NamedTrace(t, "resnet_train_clean")), frag.DefaultOptions())
 	if g := rn.GapAtPeak; g.Fraction < 0.3 || rn.FragmentedMisses != 0 || rn.Signal(frag.ReservedGap).Fired || !strings.Contains(rn.Signal(frag.ReservedGap).Detail, "no segment was added") {
 		t.Errorf("resnet gap %+v misses %d: %s", g, rn.FragmentedMisses, rn.Signal(frag.ReservedGap).Detail)
 	}
 }
 
 func TestFragWithoutSteps(t *testing.T) {
-	tr := testinput.NamedTrace(t, "frag_small_allocs")
+	tr := memtest.NamedTrace(t, "frag_small_allocs")
 	none := *tr
 	none.Steps = nil
 	rep := frag.Analyze(frag.TraceData(&none), frag.DefaultOptions())
@@ -327,7 +327,7 @@ func TestFragRulesForCheck(t *testing.T) {
 	if len(rs) != 3 {
 		t.Fatalf("%d fragmentation rules registered", len(rs))
 	}
-	fs := rules.Run(rs, &rules.Input{Source: "frag", Trace: testinput.NamedTrace(t, "frag_small_allocs")})
+	fs := rules.Run(rs, &rules.Input{Source: "frag", Trace: memtest.NamedTrace(t, "frag_small_allocs")})
 	got := map[string]rules.Finding{}
 	for _, f := range fs {
 		got[f.Rule] = f
@@ -353,20 +353,20 @@ func TestFragRulesForCheck(t *testing.T) {
 			rs[i].Threshold = 5000
 		}
 	}
-	for _, f := range rules.Run(rs, &rules.Input{Trace: testinput.NamedTrace(t, "frag_small_allocs")}) {
+	for _, f := range rules.Run(rs, &rules.Input{Trace: memtest.NamedTrace(t, "frag_small_allocs")}) {
 		if f.Rule == frag.SmallAllocFlood {
 			t.Errorf("flood fired over a 5000 limit: %s", f.Title)
 		}
 	}
 	for _, name := range []string{"resnet_train_clean", "leak_eval_no_grad", "no_memory"} {
-		if fs := rules.Run(rs, &rules.Input{Trace: testinput.NamedTrace(t, name)}); len(fs) != 0 {
+		if fs := rules.Run(rs, &rules.Input{Trace: memtest.NamedTrace(t, name)}); len(fs) != 0 {
 			t.Errorf("%s: %+v", name, fs)
 		}
 	}
 }
 
 func BenchmarkAnalyze(b *testing.B) {
-	tr := testinput.NamedTrace(b, "big_transformer")
+	tr := memtest.NamedTrace(b, "big_transformer")
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
@@ -379,7 +379,7 @@ func BenchmarkAnalyze(b *testing.B) {
 // Each must agree with what the trace shows of the same steps, and the
 // verdict with what was planted (truth.json expect.fragmented).
 func TestFragCalibratedOnRecordings(t *testing.T) {
-	dirs, _ := filepath.Glob(testinput.Testdata("gpu", "*"))
+	dirs, _ := filepath.Glob(memtest.Testdata("gpu", "*"))
 	n := 0
 	for _, d := range dirs {
 		traces, _ := filepath.Glob(filepath.Join(d, "*.pt.trace.json.gz"))
@@ -389,7 +389,7 @@ func TestFragCalibratedOnRecordings(t *testing.T) {
 		}
 		n++
 		t.Run(filepath.Base(d), func(t *testing.T) {
-			rep := frag.Analyze(frag.TraceData(testinput.Trace(t, traces[0])), frag.DefaultOptions())
+			rep := frag.Analyze(frag.TraceData(memtest.Trace(t, traces[0])), frag.DefaultOptions())
 			stats := readStepStats(t, logs[0])
 			// The log's line N is written after ProfilerStep#N+1 ends.
 			first, last := rep.Steps[0].Number, rep.Steps[len(rep.Steps)-1].Number
@@ -482,7 +482,7 @@ func TestFragOOMRetryIsNotChurn(t *testing.T) {
 		{"oom/trace.json.gz", 6, 3, 1},
 		{"snippet_proof/oom_escape/vm_rank0_step8.pt.trace.json.gz", 5, 0, -1},
 	} {
-		rep := frag.Analyze(frag.TraceData(testinput.Trace(t, testinput.Testdata("gpu", c.rel))), frag.DefaultOptions())
+		rep := frag.Analyze(frag.TraceData(memtest.Trace(t, memtest.Testdata("gpu", c.rel))), frag.DefaultOptions())
 		if rep.Verdict != frag.VerdictOK || rep.OOMRetryCalls != c.retry || rep.RefillMallocs != c.refill || rep.Signal(frag.CudaMallocChurn).Fired {
 			t.Errorf("%s: %s, retry %d refill %d churn %+v", c.rel, rep.Verdict, rep.OOMRetryCalls, rep.RefillMallocs, rep.Signal(frag.CudaMallocChurn))
 		}
@@ -492,7 +492,7 @@ func TestFragOOMRetryIsNotChurn(t *testing.T) {
 		}
 		if c.statsRetries >= 0 {
 			var m map[string]int64
-			data, _ := os.ReadFile(testinput.Testdata("gpu", filepath.Dir(c.rel), "memory_stats.json"))
+			data, _ := os.ReadFile(memtest.Testdata("gpu", filepath.Dir(c.rel), "memory_stats.json"))
 			if json.Unmarshal(data, &m) != nil || m["num_alloc_retries"] != c.statsRetries || m["num_ooms"] != 1 {
 				t.Errorf("%s: memory_stats retries %d ooms %d", c.rel, m["num_alloc_retries"], m["num_ooms"])
 			}
@@ -506,7 +506,7 @@ func TestFragOOMRetryIsNotChurn(t *testing.T) {
 // holes in a small segment adding up to the request do.
 func TestFragPoolAwareMisses(t *testing.T) {
 	const mib = 1 << 20
-	var s testinput.Synth
+	var s memtest.Synth
 	s.Step(1, 0, 1000)
 	ts, alloc, reserved := 1.0, int64(0), int64(0)
 	mem := func(addr uint64, bytes, grow int64) {

@@ -6,16 +6,17 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/torchmem/torchmem/memtimeline/memtest"
+	"github.com/torchmem/torchmem/memtimeline/snapshot"
 	"github.com/torchmem/torchmem/rules"
 	"github.com/torchmem/torchmem/rules/frag"
-	"github.com/torchmem/torchmem/rules/internal/testinput"
 )
 
 // Each recording's snapshot is dumped at the end of the run, beside
 // torch.cuda.memory_stats() of the same moment: split free space and
 // reserved bytes per pool must match torch's own counters.
 func TestSnapshotPoolsMatchMemoryStats(t *testing.T) {
-	dirs, _ := filepath.Glob(testinput.Testdata("gpu", "*"))
+	dirs, _ := filepath.Glob(memtest.Testdata("gpu", "*"))
 	n := 0
 	for _, d := range dirs {
 		snaps, _ := filepath.Glob(filepath.Join(d, "*.snapshot.pickle.gz"))
@@ -29,7 +30,7 @@ func TestSnapshotPoolsMatchMemoryStats(t *testing.T) {
 		}
 		n++
 		t.Run(filepath.Base(d), func(t *testing.T) {
-			in := &rules.Input{Source: snaps[0], Snapshot: testinput.Snapshot(t, snaps[0])}
+			in := &rules.Input{Source: snaps[0], Snapshot: memtest.Decode(t, snaps[0], snapshot.Read)}
 			got := map[string][2]int64{}
 			for _, p := range frag.SnapshotPools(in.SnapshotReport()) {
 				g := got[p.Pool]

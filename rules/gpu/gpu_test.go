@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 	"github.com/torchmem/torchmem/rules/gpu"
-	"github.com/torchmem/torchmem/rules/internal/testinput"
 )
 
 // realTraces are the recorded traces with a device lane; big_transformer
@@ -16,7 +16,7 @@ func realTraces(t *testing.T) []string {
 	t.Helper()
 	var out []string
 	for _, pattern := range [][]string{{"traces", "*", "trace.json.gz"}, {"gputimeline", "*", "trace.json.gz"}, {"gpu", "amp_item_sync_slow_loader", "trace.json.gz"}} {
-		m, err := filepath.Glob(testinput.Testdata(pattern...))
+		m, err := filepath.Glob(memtest.Testdata(pattern...))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -41,7 +41,7 @@ func near(a, b, tol float64) bool { return math.Abs(a-b) <= tol*math.Max(1, math
 func TestIdleInWindowMatchesKineto(t *testing.T) {
 	for _, path := range realTraces(t) {
 		t.Run(filepath.Base(filepath.Dir(path)), func(t *testing.T) {
-			tr, o := testinput.Trace(t, path), testinput.ReadOracle(t, path)
+			tr, o := memtest.Trace(t, path), memtest.ReadOracle(t, path)
 			w := gpu.StepWindows(tr)
 			if w.WholeTrace || len(w.List) != len(o.Steps) {
 				t.Fatalf("%d step windows (whole trace %v), Kineto has %d ProfilerSteps", len(w.List), w.WholeTrace, len(o.Steps))
@@ -74,7 +74,7 @@ func TestIdleInWindowMatchesKineto(t *testing.T) {
 func TestHostCopiesMatchKineto(t *testing.T) {
 	for _, path := range realTraces(t) {
 		t.Run(filepath.Base(filepath.Dir(path)), func(t *testing.T) {
-			tr, o := testinput.Trace(t, path), testinput.ReadOracle(t, path)
+			tr, o := memtest.Trace(t, path), memtest.ReadOracle(t, path)
 			copies := gpu.FindHostCopies(tr)
 			for _, c := range []struct {
 				dir    gpu.Direction

@@ -10,16 +10,16 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 	"github.com/torchmem/torchmem/memtimeline/steplog"
 	"github.com/torchmem/torchmem/rules"
-	"github.com/torchmem/torchmem/rules/internal/testinput"
 	"github.com/torchmem/torchmem/rules/leak"
 )
 
 // stepLogGrowth measures growth per step independently of the trace: from
 // torch.cuda.memory_allocated() logged after every step by the same run.
 func stepLogGrowth(t *testing.T, name string) int64 {
-	log := testinput.StepLog(t, testinput.Testdata("traces", name, "stats_steps.jsonl"))
+	log := memtest.Decode(t, memtest.Testdata("traces", name, "stats_steps.jsonl"), steplog.Read)
 	a := steplog.Analyze(log, steplog.DefaultOptions())
 	return int64(a.Series[0].BytesPerStep)
 }
@@ -38,7 +38,7 @@ func TestLeakVerdictsOnRealTraces(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			rep := leak.Analyze(leak.TraceData(testinput.NamedTrace(t, c.name), -1), leak.DefaultOptions())
+			rep := leak.Analyze(leak.TraceData(memtest.NamedTrace(t, c.name), -1), leak.DefaultOptions())
 			if rep.Verdict != c.verdict {
 				t.Fatalf("verdict %s (%s), want %s", rep.Verdict, rep.Reason, c.verdict)
 			}
@@ -63,19 +63,19 @@ func TestLeakSuspectIsThePlantedLine(t *testing.T) {
 	var truth struct {
 		LeakBytesPerStep int64 `json:"leak_bytes_per_step"`
 	}
-	data, err := os.ReadFile(testinput.Testdata("traces", "leak_module_cache", "truth.json"))
+	data, err := os.ReadFile(memtest.Testdata("traces", "leak_module_cache", "truth.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := json.Unmarshal(data, &truth); err != nil {
 		t.Fatal(err)
 	}
-	rep := leak.Analyze(leak.TraceData(testinput.NamedTrace(t, "leak_module_cache"), -1), leak.DefaultOptions())
+	rep := leak.Analyze(leak.TraceData(memtest.NamedTrace(t, "leak_module_cache"), -1), leak.DefaultOptions())
 	top := rep.Suspects[0]
 	if top.BytesPerStep != truth.LeakBytesPerStep || rep.GrowthBytesPerStep != truth.LeakBytesPerStep {
 		t.Errorf("suspect %d bytes/step, growth %d; planted %d", top.BytesPerStep, rep.GrowthBytesPerStep, truth.LeakBytesPerStep)
 	}
-	if testinput.LastFrame(top.Stack) != "gen_traces.py(143): forward" || !strings.HasPrefix(top.Operator, "aten::clone") {
+	if memtest.LastFrame(top.Stack) != "gen_traces.py(143): forward" || !strings.HasPrefix(top.Operator, "aten::clone") {
 		t.Errorf("suspect %v via %s", top.Stack, top.Operator)
 	}
 	if len(rep.Suspects) != 1 {
@@ -89,7 +89,7 @@ func TestLeakSuspectIsThePlantedLine(t *testing.T) {
 }
 
 func TestLeakNeedsSteps(t *testing.T) {
-	tr := testinput.NamedTrace(t, "leak_module_cache")
+	tr := memtest.NamedTrace(t, "leak_module_cache")
 	two := *tr
 	two.Steps = tr.Steps[:2]
 	if rep := leak.Analyze(leak.TraceData(&two, -1), leak.DefaultOptions()); rep.Verdict != leak.VerdictUnknown || !strings.Contains(rep.Reason, "at least 3") {
@@ -111,7 +111,7 @@ func TestLeakNeedsSteps(t *testing.T) {
 func TestLeakThreshold(t *testing.T) {
 	opts := leak.DefaultOptions()
 	opts.MinBytesPerStep = 8 << 20
-	if rep := leak.Analyze(leak.TraceData(testinput.NamedTrace(t, "leak_module_cache"), -1), opts); rep.Verdict != leak.VerdictLeak {
+	if rep := leak.Analyze(leak.TraceData(memtest.NamedTrace(t, "leak_module_cache"), -1), opts); rep.Verdict != leak.VerdictLeak {
 		t.Errorf("verdict %s with an 8 MiB threshold", rep.Verdict)
 	}
 }
@@ -166,7 +166,7 @@ func keepCopies(tr *chrometrace.Trace, i int32, n int, bytes int64) {
 // stacks, only frees or copies added) for the patterns the recordings
 // lack: each case is judged by regularity, not size.
 func TestLeakRegularityOnEditedTraces(t *testing.T) {
-	base := testinput.NamedTrace(t, "leak_module_cache")
+	base := memtest.NamedTrace(t, "leak_module_cache")
 	steps := slices.Clone(base.Steps)
 	slices.SortFunc(steps, func(a, b chrometrace.Step) int { return int(a.Start - b.Start) })
 	cases := []struct {
@@ -249,16 +249,16 @@ func TestLeakKindsOnRealTraces(t *testing.T) {
 		sites      int // at least
 		evidence   string
 	}{
-		{testinput.Testdata("traces", "leak_module_cache", "trace.json.gz"), leak.KindContainer, 1, "nothing of an autograd graph"},
-		{testinput.Testdata("traces", "leak_eval_no_grad", "trace.json.gz"), leak.KindAutogradGraph, 10, "no backward ran"},
-		{testinput.Testdata("gpu", "leak_retain_graph", "trace.json.gz"), leak.KindRetainGraph, 4, "backward ran"},
-		{testinput.Testdata("gpu", "leak_hook_every_step", "trace.json.gz"), leak.KindHook, 1, "hook ran 3,4,5,6,7,8 times"},
-		{testinput.Testdata("gpu", "ddp_one_rank_leaks", "rank1", "trace.json.gz"), leak.KindContainer, 1, "nothing of an autograd graph"},
-		{testinput.Testdata("gpu", "diff_pair", "head_leak", "trace.json.gz"), leak.KindContainer, 1, "nothing of an autograd graph"},
+		{memtest.Testdata("traces", "leak_module_cache", "trace.json.gz"), leak.KindContainer, 1, "nothing of an autograd graph"},
+		{memtest.Testdata("traces", "leak_eval_no_grad", "trace.json.gz"), leak.KindAutogradGraph, 10, "no backward ran"},
+		{memtest.Testdata("gpu", "leak_retain_graph", "trace.json.gz"), leak.KindRetainGraph, 4, "backward ran"},
+		{memtest.Testdata("gpu", "leak_hook_every_step", "trace.json.gz"), leak.KindHook, 1, "hook ran 3,4,5,6,7,8 times"},
+		{memtest.Testdata("gpu", "ddp_one_rank_leaks", "rank1", "trace.json.gz"), leak.KindContainer, 1, "nothing of an autograd graph"},
+		{memtest.Testdata("gpu", "diff_pair", "head_leak", "trace.json.gz"), leak.KindContainer, 1, "nothing of an autograd graph"},
 	}
 	for _, c := range cases {
 		t.Run(c.path, func(t *testing.T) {
-			in := &rules.Input{Source: c.path, Trace: testinput.Trace(t, c.path)}
+			in := &rules.Input{Source: c.path, Trace: memtest.Trace(t, c.path)}
 			rep := in.Leaks()
 			if len(rep.Leaks) != 1 {
 				t.Fatalf("%d leaks, want 1: %+v", len(rep.Leaks), rep.Leaks)
@@ -299,7 +299,7 @@ func TestLeakKindsOnRealTraces(t *testing.T) {
 // hook trace, edited so that every registered hook keeps its clone each
 // call, is a hook leak that says it accelerates.
 func TestAcceleratingHookLeak(t *testing.T) {
-	base := testinput.Trace(t, testinput.Testdata("gpu", "leak_hook_every_step", "trace.json.gz"))
+	base := memtest.Trace(t, memtest.Testdata("gpu", "leak_hook_every_step", "trace.json.gz"))
 	tr := editedTrace(base)
 	for k, i := range plantedBlocks(t, base) {
 		keepCopies(tr, i, k+2, 0) // step #2 has 3 hooks registered, #3 four, ...

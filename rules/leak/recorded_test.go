@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/torchmem/torchmem/rules/internal/testinput"
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 	"github.com/torchmem/torchmem/rules/leak"
 	"github.com/torchmem/torchmem/rules/site"
 )
@@ -27,7 +27,7 @@ type gpuTruth struct {
 
 func readGPUTruth(t testing.TB, rel string) gpuTruth {
 	var tr gpuTruth
-	data, err := os.ReadFile(testinput.Testdata("gpu", rel, "truth.json"))
+	data, err := os.ReadFile(memtest.Testdata("gpu", rel, "truth.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestLeakVerdictsOnRecordedPatterns(t *testing.T) {
 	} {
 		t.Run(rel, func(t *testing.T) {
 			truth := readGPUTruth(t, rel)
-			rep := leak.Analyze(leak.TraceData(testinput.GPUTrace(t, rel), -1), leak.DefaultOptions())
+			rep := leak.Analyze(leak.TraceData(memtest.GPUTrace(t, rel), -1), leak.DefaultOptions())
 			if truth.LeakBytesPerStep == 0 {
 				if rep.Verdict == leak.VerdictLeak {
 					t.Fatalf("false alarm: %s", rep.Reason)
@@ -65,8 +65,8 @@ func TestLeakVerdictsOnRecordedPatterns(t *testing.T) {
 			if truth.LeakOp != "" && !strings.HasPrefix(top.Operator, truth.LeakOp) {
 				t.Errorf("suspect operator %q, planted %q", top.Operator, truth.LeakOp)
 			}
-			if truth.LeakFrame != "" && testinput.LastFrame(top.Stack) != truth.LeakFrame {
-				t.Errorf("suspect frame %q, planted %q", testinput.LastFrame(top.Stack), truth.LeakFrame)
+			if truth.LeakFrame != "" && memtest.LastFrame(top.Stack) != truth.LeakFrame {
+				t.Errorf("suspect frame %q, planted %q", memtest.LastFrame(top.Stack), truth.LeakFrame)
 			}
 			if loc := site.LocationOf(top.Stack); truth.LeakSite.File != "" && (loc == nil || loc.File != truth.LeakSite.File) {
 				t.Errorf("suspect in %v, planted in %s", loc, truth.LeakSite.File)

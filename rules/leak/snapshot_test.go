@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 	"github.com/torchmem/torchmem/memtimeline/snapshot"
 	"github.com/torchmem/torchmem/rules"
-	"github.com/torchmem/torchmem/rules/internal/testinput"
 	"github.com/torchmem/torchmem/rules/leak"
 	"github.com/torchmem/torchmem/rules/site"
 )
@@ -22,7 +22,7 @@ func TestSnapshotLeaks(t *testing.T) {
 		{"leak_eval_no_grad", leak.VerdictLeak, 0, "gen_traces.py"},
 		{"frag_small_allocs", leak.VerdictClean, 0, ""},
 	} {
-		rep := leak.AnalyzeSnapshot(snapshot.Analyze(testinput.NamedSnapshot(t, c.name), 0), leak.DefaultOptions())
+		rep := leak.AnalyzeSnapshot(snapshot.Analyze(memtest.Decode(t, memtest.NamedSnapshot(c.name), snapshot.Read), 0), leak.DefaultOptions())
 		if rep.Verdict != c.verdict {
 			t.Errorf("%s: %s (%s)", c.name, rep.Verdict, rep.Reason)
 			continue
@@ -51,15 +51,15 @@ func TestSnapshotLeakKindsAndChains(t *testing.T) {
 		caller     string // a frame of the chain: the line that holds
 		alloc      string // the innermost user frame
 	}{
-		{testinput.Testdata("snapshots", "leak_module_cache.pickle.gz"), leak.KindContainer, 4 << 20, "gen_traces.py(155): step", "gen_traces.py(145): forward"},
+		{memtest.Testdata("snapshots", "leak_module_cache.pickle.gz"), leak.KindContainer, 4 << 20, "gen_traces.py(155): step", "gen_traces.py(145): forward"},
 		// 329.26 MiB: the snapshot records requested sizes, the step log
 		// (332.04 MiB) the allocator's rounded blocks.
-		{testinput.Testdata("snapshots", "leak_eval_no_grad.pickle.gz"), leak.KindAutogradGraph, 345250048, "gen_traces.py(94): run", "gen_traces.py(130): step"},
-		{testinput.Testdata("gpu", "leak_retain_graph", "snapshot.pickle"), leak.KindRetainGraph, 6291456, "record_common.py(160): run_profiled", "leak_retain_graph.py(30): step"},
-		{testinput.Testdata("gpu", "leak_hook_every_step", "snapshot.pickle"), leak.KindHook, 2097152, "leak_hook_every_step.py(51): step", "leak_hook_every_step.py(35): hook"},
+		{memtest.Testdata("snapshots", "leak_eval_no_grad.pickle.gz"), leak.KindAutogradGraph, 345250048, "gen_traces.py(94): run", "gen_traces.py(130): step"},
+		{memtest.Testdata("gpu", "leak_retain_graph", "snapshot.pickle"), leak.KindRetainGraph, 6291456, "record_common.py(160): run_profiled", "leak_retain_graph.py(30): step"},
+		{memtest.Testdata("gpu", "leak_hook_every_step", "snapshot.pickle"), leak.KindHook, 2097152, "leak_hook_every_step.py(51): step", "leak_hook_every_step.py(35): hook"},
 	} {
 		t.Run(filepath.Base(filepath.Dir(c.path))+"/"+filepath.Base(c.path), func(t *testing.T) {
-			in := &rules.Input{Source: c.path, Snapshot: testinput.Snapshot(t, c.path)}
+			in := &rules.Input{Source: c.path, Snapshot: memtest.Decode(t, c.path, snapshot.Read)}
 			rep := in.SnapshotLeaks()
 			if rep.Verdict != leak.VerdictLeak || len(rep.Leaks) != 1 {
 				t.Fatalf("%s with %d leaks (%s)", rep.Verdict, len(rep.Leaks), rep.Reason)

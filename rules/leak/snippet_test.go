@@ -8,8 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/memtimeline/memtest"
+	"github.com/torchmem/torchmem/memtimeline/snapshot"
+	"github.com/torchmem/torchmem/memtimeline/steplog"
 	"github.com/torchmem/torchmem/rules"
-	"github.com/torchmem/torchmem/rules/internal/testinput"
 	"github.com/torchmem/torchmem/rules/leak"
 )
 
@@ -42,7 +44,7 @@ type snippetTruth struct {
 // first..last (the run's own steps.jsonl, written after every step).
 func stepLogGrowthOver(t *testing.T, path string, first, last int64) int64 {
 	t.Helper()
-	log := testinput.StepLog(t, path)
+	log := memtest.Decode(t, path, steplog.Read)
 	at := map[int64]int64{}
 	for _, r := range log.Series[0].Records {
 		at[r.Step] = r.AllocatedBytes
@@ -65,7 +67,7 @@ func stepLogGrowthOver(t *testing.T, path string, first, last int64) int64 {
 func TestLeaksOnSnippetV2Recordings(t *testing.T) {
 	for _, name := range []string{"late_start_leak", "small_leak_big_model", "grad_accum", "peak_above_steady",
 		"eval_keeps_logits", "hf_trainer_leak", "hf_trainer_clean", "lightning_leak", "logged_memory_summary", "no_zero_grad"} {
-		dir := filepath.Join(testinput.Testdata("gpu"), name)
+		dir := filepath.Join(memtest.Testdata("gpu"), name)
 		var truth snippetTruth
 		data, err := os.ReadFile(filepath.Join(dir, "truth.json"))
 		if err != nil {
@@ -74,16 +76,16 @@ func TestLeaksOnSnippetV2Recordings(t *testing.T) {
 		if err := json.Unmarshal(data, &truth); err != nil {
 			t.Fatal(err)
 		}
-		steps := testinput.GlobOne(t, dir, "*.steps.jsonl")
+		steps := memtest.GlobOne(t, dir, "*.steps.jsonl")
 		for _, kind := range []string{"trace", "snapshot"} {
 			t.Run(name+"/"+kind, func(t *testing.T) {
 				var in *rules.Input
 				var rep leak.Report
 				if kind == "trace" {
-					in = &rules.Input{Source: name, Trace: testinput.Trace(t, testinput.GlobOne(t, dir, "*.pt.trace.json.gz"))}
+					in = &rules.Input{Source: name, Trace: memtest.Trace(t, memtest.GlobOne(t, dir, "*.pt.trace.json.gz"))}
 					rep = in.Leaks()
 				} else {
-					in = &rules.Input{Source: name, Snapshot: testinput.Snapshot(t, testinput.GlobOne(t, dir, "*.snapshot.pickle.gz"))}
+					in = &rules.Input{Source: name, Snapshot: memtest.Decode(t, memtest.GlobOne(t, dir, "*.snapshot.pickle.gz"), snapshot.Read)}
 					rep = in.SnapshotLeaks()
 				}
 				if !truth.Expect.Leak {

@@ -2,19 +2,15 @@ package load
 
 import (
 	"bytes"
-	"compress/gzip"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
-)
 
-func repo(parts ...string) string {
-	return filepath.Join(append([]string{"..", "..", ".."}, parts...)...)
-}
+	"github.com/torchmem/torchmem/memtimeline/memtest"
+)
 
 // head returns the decompressed start of a file, as Open sniffs it.
 func head(t *testing.T, path string) []byte {
@@ -36,19 +32,19 @@ func TestSniffRealFiles(t *testing.T) {
 		path string
 		want Kind
 	}{
-		{repo("testdata", "traces", "resnet_train_clean", "trace.json.gz"), Trace},
-		{repo("testdata", "gpu", "leak_retain_graph", "trace.json.gz"), Trace},
-		{repo("testdata", "gpu", "leak_retain_graph", "snapshot.pickle"), Snapshot},
-		{repo("testdata", "snapshots", "leak_module_cache.pickle.gz"), Snapshot},
-		{repo("testdata", "gpu", "leak_retain_graph", "memory_timeline.raw.json.gz"), Timeline},
-		{repo("testdata", "gpu", "leak_retain_graph", "stats_steps.jsonl"), Steps},
-		{repo("testdata", "gpu", "snippet_proof", "gpu", "vm_rank0.steps.jsonl"), Steps},
-		{repo("testdata", "smi", "nvidia_smi_leak.csv"), SMI},
-		{repo("testdata", "gpu", "leak_retain_graph", "key_averages.json"), Unknown},
-		{repo("testdata", "gpu", "leak_retain_graph", "memory_stats.json"), Unknown},
-		{repo("testdata", "gpu", "leak_retain_graph", "truth.json"), Unknown},
-		{repo("testdata", "gpu", "leak_retain_graph", "table.txt"), Unknown},
-		{repo("testdata", "gpu", "README.md"), Unknown},
+		{memtest.Testdata("traces", "resnet_train_clean", "trace.json.gz"), Trace},
+		{memtest.Testdata("gpu", "leak_retain_graph", "trace.json.gz"), Trace},
+		{memtest.Testdata("gpu", "leak_retain_graph", "snapshot.pickle"), Snapshot},
+		{memtest.Testdata("snapshots", "leak_module_cache.pickle.gz"), Snapshot},
+		{memtest.Testdata("gpu", "leak_retain_graph", "memory_timeline.raw.json.gz"), Timeline},
+		{memtest.Testdata("gpu", "leak_retain_graph", "stats_steps.jsonl"), Steps},
+		{memtest.Testdata("gpu", "snippet_proof", "gpu", "vm_rank0.steps.jsonl"), Steps},
+		{memtest.Testdata("smi", "nvidia_smi_leak.csv"), SMI},
+		{memtest.Testdata("gpu", "leak_retain_graph", "key_averages.json"), Unknown},
+		{memtest.Testdata("gpu", "leak_retain_graph", "memory_stats.json"), Unknown},
+		{memtest.Testdata("gpu", "leak_retain_graph", "truth.json"), Unknown},
+		{memtest.Testdata("gpu", "leak_retain_graph", "table.txt"), Unknown},
+		{memtest.Testdata("gpu", "README.md"), Unknown},
 	}
 	for _, c := range cases {
 		if got := Sniff(head(t, c.path)); got != c.want {
@@ -85,27 +81,14 @@ func TestSniffSynthetic(t *testing.T) {
 	}
 }
 
-// snippetDir copies the snippet's output directory and adds the files a
-// user's run directory also holds.
+// snippetDir is a user's run directory (memtest.RunDir) with a broken
+// gzip added.
 func snippetDir(t *testing.T) string {
 	t.Helper()
-	src := repo("testdata", "gpu", "snippet_proof", "gpu")
-	dir := t.TempDir()
-	entries, err := os.ReadDir(src)
-	if err != nil {
+	dir := memtest.RunDir(t)
+	if err := os.WriteFile(filepath.Join(dir, "broken.json.gz"), []byte("\x1f\x8b\x08garbage"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(src, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644)
-	}
-	os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"lr": 0.1}`), 0o644)
-	truth, _ := os.ReadFile(repo("testdata", "gpu", "leak_retain_graph", "truth.json"))
-	os.WriteFile(filepath.Join(dir, "truth.json"), truth, 0o644)
-	os.WriteFile(filepath.Join(dir, "broken.json.gz"), []byte("\x1f\x8b\x08garbage"), 0o644)
 	return dir
 }
 
@@ -193,12 +176,11 @@ func TestLoadNamedFiles(t *testing.T) {
 
 // "-" reads stdin, gzipped or not; it is read once, never reopened.
 func TestLoadStdin(t *testing.T) {
-	gz, err := os.ReadFile(repo("testdata", "gpu", "leak_retain_graph", "trace.json.gz"))
+	gz, err := os.ReadFile(memtest.Testdata("gpu", "leak_retain_graph", "trace.json.gz"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	zr, _ := gzip.NewReader(bytes.NewReader(gz))
-	plain, _ := io.ReadAll(zr)
+	plain := memtest.ReadAll(t, memtest.Testdata("gpu", "leak_retain_graph", "trace.json.gz"))
 	for name, data := range map[string][]byte{"gzipped": gz, "plain": plain} {
 		files, err := Load([]string{Stdin}, Options{Stdin: bytes.NewReader(data)})
 		if err != nil || len(files) != 1 || files[0].Trace == nil || len(files[0].Trace.Memory) == 0 {
@@ -216,7 +198,7 @@ func TestLoadStdin(t *testing.T) {
 
 // A FIFO can be read only once: the sniffed bytes must be the ones parsed.
 func TestLoadFIFO(t *testing.T) {
-	gz, err := os.ReadFile(repo("testdata", "gpu", "leak_retain_graph", "trace.json.gz"))
+	gz, err := os.ReadFile(memtest.Testdata("gpu", "leak_retain_graph", "trace.json.gz"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +237,7 @@ func TestRankFromName(t *testing.T) {
 // Directories expand recursively (per-rank subdirectories), a few levels
 // deep, hidden entries left out.
 func TestExpand(t *testing.T) {
-	srcs, err := Expand([]string{repo("testdata", "gpu", "ddp_one_rank_leaks")})
+	srcs, err := Expand([]string{memtest.Testdata("gpu", "ddp_one_rank_leaks")})
 	if err != nil {
 		t.Fatal(err)
 	}

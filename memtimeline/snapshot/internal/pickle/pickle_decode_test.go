@@ -2,16 +2,16 @@ package pickle
 
 import (
 	"bytes"
-	"compress/gzip"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/big"
 	"os"
 	"path/filepath"
 	"testing"
 	"testing/iotest"
+
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 )
 
 // defaultLimit is the snapshot reader's default value limit
@@ -26,26 +26,6 @@ func pickleVector(t testing.TB, name string) []byte {
 	raw, err := os.ReadFile(filepath.Join("..", "..", "testdata", "pickle", name))
 	if err != nil {
 		t.Fatal(err)
-	}
-	return raw
-}
-
-// realSnapshotPickle returns the decompressed bytes of a real snapshot in
-// the repository's testdata/snapshots.
-func realSnapshotPickle(tb testing.TB, name string) []byte {
-	tb.Helper()
-	f, err := os.Open(filepath.Join("..", "..", "..", "..", "testdata", "snapshots", name+".pickle.gz"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	raw, err := io.ReadAll(zr)
-	if err != nil {
-		tb.Fatal(err)
 	}
 	return raw
 }
@@ -183,7 +163,7 @@ func TestDecodeMatchesCPython(t *testing.T) {
 
 // BenchmarkDecodePickle isolates the pickle machine from the mapping.
 func BenchmarkDecodePickle(b *testing.B) {
-	raw := realSnapshotPickle(b, "frag_small_allocs")
+	raw := memtest.ReadAll(b, memtest.NamedSnapshot("frag_small_allocs"))
 	b.SetBytes(int64(len(raw)))
 	b.ReportAllocs()
 	for b.Loop() {

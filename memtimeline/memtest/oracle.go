@@ -1,4 +1,4 @@
-package testinput
+package memtest
 
 import (
 	"cmp"

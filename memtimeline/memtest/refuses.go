@@ -1,0 +1,28 @@
+package memtest
+
+import (
+	"errors"
+	"io"
+	"strings"
+	"testing"
+)
+
+// Refuses checks, as subtest name, that read refuses in with an error that
+// says want, and that errors.Is(err, notKind) is isNotKind (so that the
+// loader skips a file of another kind and reports a broken one of this
+// kind). notKind is the reader's "not this kind" error (ErrNotLog).
+func Refuses[T any](t *testing.T, read func(io.Reader) (T, error), notKind error, name, in, want string, isNotKind bool) {
+	t.Helper()
+	t.Run(name, func(t *testing.T) {
+		got, err := read(strings.NewReader(in))
+		if err == nil {
+			t.Fatalf("no error; read %+v", got)
+		}
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+		if isNotKind != errors.Is(err, notKind) {
+			t.Errorf("error %q: errors.Is(%v) = %v, want %v", err, notKind, !isNotKind, isNotKind)
+		}
+	})
+}
