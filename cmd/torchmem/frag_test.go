@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 )
 
 func fragOutput(t *testing.T, name string, args ...string) (string, int) {
@@ -91,13 +93,7 @@ func TestFragExitCodes(t *testing.T) {
 
 func TestFragBadInputAndSnapshots(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name string, data []byte) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name string, data []byte) string { return memtest.WriteFile(t, dir, name, data) }
 	cases := []struct {
 		name string
 		args []string

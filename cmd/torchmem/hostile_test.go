@@ -215,10 +215,7 @@ func TestOutputNeverOverwritesAnInput(t *testing.T) {
 		{"analyze", trace, "-o", trace},
 		{"diff", trace, trace, "-o", trace},
 	} {
-		_, errOut, code := torchmem(t, args...)
-		if code != exitBadInput || !strings.Contains(errOut, "never overwrites an input") {
-			t.Errorf("%v: exit %d, %q", args, code, errOut)
-		}
+		refused(t, "never overwrites an input", args...)
 		if got, _ := os.ReadFile(trace); !bytes.Equal(got, data) {
 			t.Fatalf("%v overwrote the input", args)
 		}
@@ -239,10 +236,7 @@ func TestDamagedGzipNamesTheFile(t *testing.T) {
 	cut := filepath.Join(t.TempDir(), "cut.pickle.gz")
 	os.WriteFile(cut, data[:len(data)/2], 0o644) //nolint:errcheck
 	for _, c := range []string{"snapshot", "frag", "analyze"} {
-		_, errOut, code := torchmem(t, c, cut)
-		if code != exitBadInput || !strings.Contains(errOut, cut) {
-			t.Errorf("%s on a cut gzip: exit %d, %q", c, code, errOut)
-		}
+		refused(t, cut, c, cut)
 	}
 }
 

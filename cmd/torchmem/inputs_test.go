@@ -50,10 +50,7 @@ func TestEveryCommandReadsTheSnippetDirectory(t *testing.T) {
 		})
 	}
 	// smi: no nvidia-smi log there: bad input, said plainly.
-	_, errOut, code := torchmem(t, "smi", dir)
-	if code != exitBadInput || !strings.Contains(errOut, dir+": no nvidia-smi log in this directory") {
-		t.Errorf("smi: exit %d, %q", code, errOut)
-	}
+	refused(t, dir+": no nvidia-smi log in this directory", "smi", dir)
 	// diff pairs by kind and rank: traces with traces, snapshots with snapshots.
 	out, errOut, code := torchmem(t, "diff", dir, dir, "--format", "json")
 	if code != exitOK || strings.Count(out, `"head_leak_verdict"`) != 2 || !strings.Contains(out, `"inputs"`) {
@@ -98,10 +95,7 @@ func TestStdin(t *testing.T) {
 		}
 	}
 	stdin = bytes.NewReader(nil)
-	_, errOut, code := torchmem(t, "ops", "-")
-	if code != exitBadInput || !strings.Contains(errOut, "stdin: file is empty") {
-		t.Errorf("empty stdin: exit %d, %q", code, errOut)
-	}
+	refused(t, "stdin: file is empty", "ops", "-")
 }
 
 // TestMain lets a test run the command line as a process of its own (the

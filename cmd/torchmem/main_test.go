@@ -23,6 +23,16 @@ func torchmem(t *testing.T, args ...string) (string, string, int) {
 	return out.String(), errb.String(), code
 }
 
+// refused checks that the command line exits 2 (bad input or usage) with
+// an error that says want.
+func refused(t *testing.T, want string, args ...string) {
+	t.Helper()
+	_, stderr, code := torchmem(t, args...)
+	if code != exitBadInput || !strings.Contains(stderr, want) {
+		t.Errorf("%v: exit %d, stderr %q; want exit 2 saying %q", args, code, stderr, want)
+	}
+}
+
 func realTrace(name string) string {
 	return memtest.Testdata("traces", name, "trace.json.gz")
 }
@@ -116,13 +126,7 @@ func TestOpsNoMemoryTraceSaysHowToRecord(t *testing.T) {
 
 func TestBadInputExitCodes(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name string, data []byte) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name string, data []byte) string { return memtest.WriteFile(t, dir, name, data) }
 	gz, err := os.ReadFile(realTrace("leak_module_cache"))
 	if err != nil {
 		t.Fatal(err)

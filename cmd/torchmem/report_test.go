@@ -71,10 +71,7 @@ func TestReportSizeOnLargestTrace(t *testing.T) {
 }
 
 func TestReportNeedsOutput(t *testing.T) {
-	_, errOut, code := torchmem(t, "report", realTrace("leak_module_cache"))
-	if code != exitBadInput || !strings.Contains(errOut, "-o") {
-		t.Errorf("exit %d %q", code, errOut)
-	}
+	refused(t, "-o", "report", realTrace("leak_module_cache"))
 }
 
 func TestAnalyzeWritesReportAndDiffWritesPage(t *testing.T) {

@@ -8,13 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-// runForTest runs the torchmem command line in-process.
-func runForTest(t *testing.T, args ...string) (stdout, stderr string, code int) {
-	t.Helper()
-	return torchmem(t, args...)
-}
+	"github.com/torchmem/torchmem/memtimeline/memtest"
+)
 
 // chdirRepoRoot makes paths in outputs and goldens repository-relative.
 func chdirRepoRoot(t *testing.T) {
@@ -26,7 +22,7 @@ func TestSMICommandGolden(t *testing.T) {
 	chdirRepoRoot(t)
 	const log = "testdata/smi/nvidia_smi_leak.csv"
 	for _, format := range []string{"table", "json"} {
-		out, stderr, code := runForTest(t, "smi", "--format", format, log)
+		out, stderr, code := torchmem(t, "smi", "--format", format, log)
 		// The log holds a leak: exit 1, like leaks and frag.
 		if code != exitFindings || stderr != "" {
 			t.Fatalf("%s: exit %d, stderr %q", format, code, stderr)
@@ -37,7 +33,7 @@ func TestSMICommandGolden(t *testing.T) {
 
 func TestSMICommandJSON(t *testing.T) {
 	chdirRepoRoot(t)
-	out, _, code := runForTest(t, "smi", "--format", "json", "--gpu", "0", "testdata/smi/nvidia_smi_leak.csv")
+	out, _, code := torchmem(t, "smi", "--format", "json", "--gpu", "0", "testdata/smi/nvidia_smi_leak.csv")
 	if code != exitFindings {
 		t.Fatalf("exit %d", code)
 	}
@@ -79,13 +75,7 @@ func TestSMICommandJSON(t *testing.T) {
 
 func TestSMICommandErrors(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, content string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, content string) string { return memtest.WriteFile(t, dir, name, content) }
 	empty := write("empty.csv", "")
 	garbage := write("garbage.csv", "this is, not a log\n")
 	good := write("good.csv", "index, timestamp, memory.used [MiB]\n0, 2026/11/29 17:26:22.516, 5 MiB\n")
@@ -102,12 +92,9 @@ func TestSMICommandErrors(t *testing.T) {
 		{[]string{"smi", "--format", "xml", good}, "--format"},
 	}
 	for _, c := range cases {
-		_, stderr, code := runForTest(t, c.args...)
-		if code != exitBadInput || !strings.Contains(stderr, c.want) {
-			t.Errorf("%v: exit %d, stderr %q; want exit 2 saying %q", c.args, code, stderr, c.want)
-		}
+		refused(t, c.want, c.args...)
 	}
-	if out, stderr, code := runForTest(t, "smi", good); code != exitOK || !strings.Contains(out, "Leak: none") {
+	if out, stderr, code := torchmem(t, "smi", good); code != exitOK || !strings.Contains(out, "Leak: none") {
 		t.Errorf("one-sample log: exit %d, stderr %q, out %q", code, stderr, out)
 	}
 }
@@ -117,7 +104,7 @@ func TestSMICommandErrors(t *testing.T) {
 func TestSMICommandTruncatedWarns(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "cut.csv")
 	os.WriteFile(p, []byte("index, timestamp, memory.used [MiB]\n0, 2026/11/29 17:26:22.516, 5 MiB\n0, 2026/11/29 17:2"), 0o644)
-	_, stderr, code := runForTest(t, "smi", p)
+	_, stderr, code := torchmem(t, "smi", p)
 	if code != exitOK || !strings.Contains(stderr, "warning: "+p+": line 3") {
 		t.Errorf("exit %d, stderr %q", code, stderr)
 	}
@@ -138,7 +125,7 @@ func TestSMICommandGzipped(t *testing.T) {
 	if err := os.WriteFile(p, z.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, stderr, code := runForTest(t, "smi", p)
+	out, stderr, code := torchmem(t, "smi", p)
 	if code != exitFindings || !strings.Contains(out, "Leak: steady growth in 1 stretch") {
 		t.Errorf("exit %d, stderr %q, out:\n%s", code, stderr, out)
 	}

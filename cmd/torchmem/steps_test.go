@@ -3,16 +3,17 @@ package main
 import (
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 )
 
 func TestStepsCommandGolden(t *testing.T) {
 	chdirRepoRoot(t)
 	for _, name := range []string{"leak_module_cache", "resnet_train_clean"} {
 		for _, format := range []string{"table", "json"} {
-			out, stderr, code := runForTest(t, "steps", "--format", format, "testdata/steps/"+name+".stats_steps.jsonl")
+			out, stderr, code := torchmem(t, "steps", "--format", format, "testdata/steps/"+name+".stats_steps.jsonl")
 			want := exitOK
 			if name == "leak_module_cache" {
 				want = exitFindings // growing: exit 1
@@ -39,7 +40,7 @@ func TestStepsCommandJSONMatchesTruth(t *testing.T) {
 	if err := json.Unmarshal(b, &truth); err != nil || truth.LeakBytesPerStep == 0 {
 		t.Fatalf("truth: %v %+v", err, truth)
 	}
-	out, _, code := runForTest(t, "steps", "--format", "json", "testdata/steps/leak_module_cache.stats_steps.jsonl")
+	out, _, code := torchmem(t, "steps", "--format", "json", "testdata/steps/leak_module_cache.stats_steps.jsonl")
 	if code != exitFindings {
 		t.Fatalf("exit %d", code)
 	}
@@ -59,13 +60,7 @@ func TestStepsCommandJSONMatchesTruth(t *testing.T) {
 
 func TestStepsCommandErrors(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, content string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, content string) string { return memtest.WriteFile(t, dir, name, content) }
 	good := write("good.jsonl", `{"step": 0, "allocated": 5}`+"\n")
 	cases := []struct {
 		args []string
@@ -79,12 +74,9 @@ func TestStepsCommandErrors(t *testing.T) {
 		{[]string{"steps", "--format", "csv", good}, "--format"},
 	}
 	for _, c := range cases {
-		_, stderr, code := runForTest(t, c.args...)
-		if code != exitBadInput || !strings.Contains(stderr, c.want) {
-			t.Errorf("%v: exit %d, stderr %q; want exit 2 saying %q", c.args, code, stderr, c.want)
-		}
+		refused(t, c.want, c.args...)
 	}
-	if out, _, code := runForTest(t, "steps", good); code != exitOK || !strings.Contains(out, "unknown") {
+	if out, _, code := torchmem(t, "steps", good); code != exitOK || !strings.Contains(out, "unknown") {
 		t.Errorf("one step: exit %d, out %q", code, out)
 	}
 }

@@ -213,9 +213,7 @@ func TestSummaryLimitsSaid(t *testing.T) {
 		t.Errorf("a newer schema: exit %d, %q", code, errOut)
 	}
 	// summarize never overwrites an input, and a summary is not summarized.
-	if _, errOut, code := torchmem(t, "summarize", path, "-o", sums); code != exitBadInput || !strings.Contains(errOut, "summary") {
-		t.Errorf("summarize of a summary: exit %d, %q", code, errOut)
-	}
+	refused(t, "summary", "summarize", path, "-o", sums)
 }
 
 func TestSummaryNames(t *testing.T) {

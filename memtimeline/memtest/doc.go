@@ -15,6 +15,9 @@
 //   - RandomWalk: a seeded random memory series with spikes.
 //   - Refuses: a reader refuses an input, saying what is wrong and
 //     whether it is "not this kind" (a table's row).
+//   - Accepts: a fuzz target's read, which may refuse its input but must
+//     never return a value with the error.
+//   - WriteFile: a synthetic input written into a test's folder.
 //   - Synth: a synthetic Kineto trace, event by event.
 //   - Oracle: what a Kineto trace records, read with encoding/json.
 //

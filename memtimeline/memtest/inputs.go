@@ -130,3 +130,14 @@ func RunDir(t testing.TB) string {
 	write("truth.json", read(Testdata("gpu", "leak_retain_graph", "truth.json")))
 	return dir
 }
+
+// WriteFile writes data to dir/name, failing the test on error, and
+// returns the file's path: a synthetic input for a test.
+func WriteFile[D string | []byte](t testing.TB, dir, name string, data D) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

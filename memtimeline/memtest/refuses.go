@@ -1,6 +1,7 @@
 package memtest
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"strings"
@@ -25,4 +26,20 @@ func Refuses[T any](t *testing.T, read func(io.Reader) (T, error), notKind error
 			t.Errorf("error %q: errors.Is(%v) = %v, want %v", err, notKind, !isNotKind, isNotKind)
 		}
 	})
+}
+
+// Accepts runs read on data for a fuzz target: it returns what read
+// returned and true when read accepts data; when read refuses it, it
+// checks that nothing came with the error and returns false.
+func Accepts[T comparable](t *testing.T, read func(io.Reader) (T, error), data []byte) (T, bool) {
+	t.Helper()
+	got, err := read(bytes.NewReader(data))
+	if err != nil {
+		var zero T
+		if got != zero {
+			t.Fatalf("both %v and error %v returned", got, err)
+		}
+		return zero, false
+	}
+	return got, true
 }

@@ -82,10 +82,7 @@ func TestAnalyzeRealLeak(t *testing.T) {
 		Planted string  `json:"planted"`
 		Seconds float64 `json:"seconds"`
 	}
-	b, err := os.ReadFile("../../testdata/smi/nvidia_smi_leak.truth.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := memtest.ReadAll(t, memtest.Testdata("smi", "nvidia_smi_leak.truth.json"))
 	if err := json.Unmarshal(b, &truth); err != nil {
 		t.Fatal(err)
 	}
@@ -506,14 +503,8 @@ func TestReadOutOfOrderTimes(t *testing.T) {
 }
 
 func TestLooksLike(t *testing.T) {
-	real, err := os.ReadFile(smiLeakCSV)
-	if err != nil {
-		t.Fatal(err)
-	}
-	steps, err := os.ReadFile("../../testdata/steps/leak_module_cache.stats_steps.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
+	real := memtest.ReadAll(t, smiLeakCSV)
+	steps := memtest.ReadAll(t, memtest.Testdata("steps", "leak_module_cache.stats_steps.jsonl"))
 	cases := []struct {
 		name string
 		head []byte

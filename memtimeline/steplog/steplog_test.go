@@ -218,14 +218,8 @@ func TestReadTruncatedLastLine(t *testing.T) {
 }
 
 func TestLooksLike(t *testing.T) {
-	steps, err := os.ReadFile("../../testdata/steps/leak_module_cache.stats_steps.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	smi, err := os.ReadFile("../../testdata/smi/nvidia_smi_leak.csv")
-	if err != nil {
-		t.Fatal(err)
-	}
+	steps := memtest.ReadAll(t, memtest.Testdata("steps", "leak_module_cache.stats_steps.jsonl"))
+	smi := memtest.ReadAll(t, memtest.Testdata("smi", "nvidia_smi_leak.csv"))
 	cases := []struct {
 		name string
 		head []byte
