@@ -1,8 +1,6 @@
 package memtimeline
 
 import (
-	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,13 +18,7 @@ type truth struct {
 
 func readTruth(t testing.TB, name string) truth {
 	var tr truth
-	data, err := os.ReadFile(filepath.Join("..", "testdata", "traces", name, "truth.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(data, &tr); err != nil {
-		t.Fatal(err)
-	}
+	memtest.ReadJSON(t, filepath.Join("..", "testdata", "traces", name, "truth.json"), &tr)
 	return tr
 }
 

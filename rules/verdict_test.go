@@ -1,7 +1,6 @@
 package rules
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -31,32 +30,11 @@ func loadInput(t testing.TB, path string) *Input {
 	base := strings.TrimSuffix(filepath.Base(path), ".gz")
 	switch {
 	case strings.HasSuffix(base, ".pickle"):
-		f, err := chrometrace.Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		if in.Snapshot, err = snapshot.Read(f); err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
+		in.Snapshot = memtest.Decode(t, path, snapshot.Read)
 	case strings.HasSuffix(base, ".jsonl"):
-		f, err := chrometrace.Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		if in.StepLog, err = steplog.Read(f); err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
+		in.StepLog = memtest.Decode(t, path, steplog.Read)
 	case strings.HasSuffix(base, ".log"):
-		f, err := os.Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		if in.Summary, err = memsummary.Read(f); err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
+		in.Summary = memtest.Decode(t, path, memsummary.Read)
 	default:
 		in.Trace = memtest.Trace(t, path)
 		if d := in.Trace.Meta.Distributed; d != nil {
@@ -81,13 +59,7 @@ type recordedTruth struct {
 func readRecordedTruth(t testing.TB, dir string) recordedTruth {
 	t.Helper()
 	var tr recordedTruth
-	data, err := os.ReadFile(filepath.Join(dir, "truth.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(data, &tr); err != nil {
-		t.Fatal(err)
-	}
+	memtest.ReadJSON(t, filepath.Join(dir, "truth.json"), &tr)
 	return tr
 }
 
@@ -373,13 +345,7 @@ func TestVerdictOnSnippetRecordings(t *testing.T) {
 					} `json:"alloc_site"`
 				} `json:"leak"`
 			}
-			data, err := os.ReadFile(filepath.Join(dir, "truth.json"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := json.Unmarshal(data, &truth); err != nil {
-				t.Fatal(err)
-			}
+			memtest.ReadJSON(t, filepath.Join(dir, "truth.json"), &truth)
 			paths, _ := filepath.Glob(filepath.Join(dir, "vm_*"))
 			if len(paths) < 3 {
 				t.Fatalf("%d files", len(paths))

@@ -139,10 +139,7 @@ func TestPinnedBlockingOnRecordings(t *testing.T) {
 			Active int `json:"active"`
 		} `json:"schedule"`
 	}
-	data, _ := os.ReadFile(filepath.Join("..", "testdata", "gpu", "pinned_blocking", "truth.json"))
-	if err := json.Unmarshal(data, &truth); err != nil {
-		t.Fatal(err)
-	}
+	memtest.ReadJSON(t, memtest.Testdata("gpu", "pinned_blocking", "truth.json"), &truth)
 	var perStep int64
 	for _, b := range truth.Copies.Bytes {
 		perStep += b

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 	"github.com/torchmem/torchmem/memtimeline/snapshot"
 )
 
@@ -39,14 +40,8 @@ func execute(t *testing.T, args ...string) (string, int, error) {
 // oracleFigures reads the CPython-computed figures for a real snapshot.
 func oracleFigures(t *testing.T, name string) map[string]any {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(snapshotTestdata, "oracle.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var o map[string]map[string]any
-	if err := json.Unmarshal(raw, &o); err != nil {
-		t.Fatal(err)
-	}
+	memtest.ReadJSON(t, filepath.Join(snapshotTestdata, "oracle.json"), &o)
 	return o[name]
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 )
 
 // torchmem snippet prints the very file in examples/.
@@ -321,15 +322,7 @@ func TestSnippetTeardownExits(t *testing.T) {
 			}
 			total := 0
 			for _, p := range traces {
-				in, err := chrometrace.Open(p)
-				if err != nil {
-					t.Fatal(err)
-				}
-				tr, err := chrometrace.Read(in, chrometrace.ReadOptions{})
-				in.Close()
-				if err != nil {
-					t.Fatalf("%s: %v", filepath.Base(p), err)
-				}
+				tr := memtest.Trace(t, p)
 				launches, kernels := 0, 0
 				for _, op := range tr.HostOps {
 					if op.Cat == chrometrace.CatCUDARuntime && strings.Contains(tr.Str(op.Name), "LaunchKernel") {

@@ -42,17 +42,9 @@ func demoSpec(t testing.TB) Spec {
 		t.Fatal(err)
 	}
 	var fx stepsFixture
-	b, err := os.ReadFile(filepath.Join(dir, "profiler_steps.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &fx); err != nil {
-		t.Fatal(err)
-	}
+	memtest.ReadJSON(t, filepath.Join(dir, "profiler_steps.json"), &fx)
 	var events [][3]int64
-	if err := json.Unmarshal(memtest.ReadAll(t, filepath.Join(dir, "memory_events_cuda0.json.gz")), &events); err != nil {
-		t.Fatal(err)
-	}
+	memtest.ReadJSON(t, filepath.Join(dir, "memory_events_cuda0.json.gz"), &events)
 	alloc := memtimeline.Series{Name: "allocated"}
 	reserved := memtimeline.Series{Name: "reserved"}
 	for _, e := range events {

@@ -29,9 +29,7 @@ func TestCoalescedMatchesEncodingJSON(t *testing.T) {
 				Sizes [][]int64
 			}
 			var raw [2]json.RawMessage
-			if err := json.Unmarshal(memtest.ReadAll(t, path), &raw); err != nil {
-				t.Fatal(err)
-			}
+			memtest.ReadJSON(t, path, &raw)
 			if err := json.Unmarshal(raw[0], &doc.Times); err != nil {
 				t.Fatal(err)
 			}
@@ -119,9 +117,7 @@ func TestRawFinalStateIsSumOfEvents(t *testing.T) {
 	for _, run := range realTimelineRuns {
 		path := memtest.Testdata("timeline", run, "memory_timeline.raw.json.gz")
 		var events [][4]int64
-		if err := json.Unmarshal(memtest.ReadAll(t, path), &events); err != nil {
-			t.Fatal(err)
-		}
+		memtest.ReadJSON(t, path, &events)
 		var want [8]int64
 		for _, e := range events {
 			want[e[3]] += e[2]
@@ -147,13 +143,7 @@ func TestRawFinalStateIsSumOfEvents(t *testing.T) {
 func TestTimelinePeakWithinAllocatorPeak(t *testing.T) {
 	for _, run := range realTimelineRuns {
 		var stats map[string]int64
-		b, err := os.ReadFile(memtest.Testdata("timeline", run, "memory_stats.json"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := json.Unmarshal(b, &stats); err != nil {
-			t.Fatal(err)
-		}
+		memtest.ReadJSON(t, memtest.Testdata("timeline", run, "memory_stats.json"), &stats)
 		allocPeak, ok := stats["allocated_bytes.all.peak"]
 		if !ok || allocPeak <= 0 {
 			t.Fatalf("%s: no allocated_bytes.all.peak", run)
@@ -321,9 +311,7 @@ func TestBadTimelineFilesGiveOneClearError(t *testing.T) {
 func TestPythonMicrosIsCorrectlyRounded(t *testing.T) {
 	dir := memtest.Testdata("timeline", "resnet_train_clean")
 	var doc [2]json.RawMessage
-	if err := json.Unmarshal(memtest.ReadAll(t, filepath.Join(dir, "memory_timeline.json.gz")), &doc); err != nil {
-		t.Fatal(err)
-	}
+	memtest.ReadJSON(t, filepath.Join(dir, "memory_timeline.json.gz"), &doc)
 	var us []int64
 	if err := json.Unmarshal(doc[0], &us); err != nil {
 		t.Fatal(err)
@@ -333,9 +321,7 @@ func TestPythonMicrosIsCorrectlyRounded(t *testing.T) {
 		present[u] = true
 	}
 	var events [][4]int64
-	if err := json.Unmarshal(memtest.ReadAll(t, filepath.Join(dir, "memory_timeline.raw.json.gz")), &events); err != nil {
-		t.Fatal(err)
-	}
+	memtest.ReadJSON(t, filepath.Join(dir, "memory_timeline.raw.json.gz"), &events)
 	checked, roundedUp, naiveWrong := 0, 0, 0
 	for _, e := range events {
 		ns := e[0]
@@ -444,9 +430,7 @@ func TestRawTimelineTracksTraceAllocated(t *testing.T) {
 		t.Fatal(err)
 	}
 	var events [][3]int64 // t_ns, Total Allocated, Total Reserved
-	if err := json.Unmarshal(memtest.ReadAll(t, filepath.Join(dir, "memory_events_cuda0.json.gz")), &events); err != nil {
-		t.Fatal(err)
-	}
+	memtest.ReadJSON(t, filepath.Join(dir, "memory_events_cuda0.json.gz"), &events)
 	if len(events) < 1000 {
 		t.Fatalf("only %d events", len(events))
 	}

@@ -3,7 +3,6 @@ package memsummary
 import (
 	"bytes"
 	"compress/gzip"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 	"github.com/torchmem/torchmem/memtimeline/steplog"
 )
 
@@ -217,23 +217,9 @@ func TestReadRecordedLog(t *testing.T) {
 			NumAllocRetries int64 `json:"num_alloc_retries"`
 		} `json:"steps_log"`
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "truth.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &truth); err != nil {
-		t.Fatal(err)
-	}
+	memtest.ReadJSON(t, filepath.Join(dir, "truth.json"), &truth)
 	for _, name := range []string{"train.log", "train_block.log"} {
-		f, err := os.Open(filepath.Join(dir, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		log, err := Read(f)
-		f.Close()
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
+		log := memtest.Decode(t, filepath.Join(dir, name), Read)
 		if len(log.Samples) != truth.Expect.Summaries {
 			t.Errorf("%s: %d tables, truth %d", name, len(log.Samples), truth.Expect.Summaries)
 		}

@@ -7,6 +7,7 @@
 //   - Testdata: the path of a file under testdata/, from any package.
 //   - ReadAll: a file's bytes, gunzipped when it is gzip (the content
 //     decides, as the readers do).
+//   - ReadJSON: a truth.json, oracle or memory_stats file, unmarshaled.
 //   - Decode: any reader's result for a file (gzipped or not), e.g.
 //     Decode(t, path, snapshot.Read) or Decode(t, path, steplog.Read);
 //     Trace, NamedTrace and GPUTrace for Chrome traces.

@@ -1,6 +1,7 @@
 package memtest
 
 import (
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
@@ -140,4 +141,14 @@ func WriteFile[D string | []byte](t testing.TB, dir, name string, data D) string
 		t.Fatal(err)
 	}
 	return p
+}
+
+// ReadJSON unmarshals the JSON file at path (gzipped or not) into v with
+// encoding/json, failing the test with the file's name on error: the
+// truth.json and oracle files next to the recordings.
+func ReadJSON(t testing.TB, path string, v any) {
+	t.Helper()
+	if err := json.Unmarshal(ReadAll(t, path), v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
 }

@@ -82,10 +82,7 @@ func TestAnalyzeRealLeak(t *testing.T) {
 		Planted string  `json:"planted"`
 		Seconds float64 `json:"seconds"`
 	}
-	b := memtest.ReadAll(t, memtest.Testdata("smi", "nvidia_smi_leak.truth.json"))
-	if err := json.Unmarshal(b, &truth); err != nil {
-		t.Fatal(err)
-	}
+	memtest.ReadJSON(t, memtest.Testdata("smi", "nvidia_smi_leak.truth.json"), &truth)
 	// The leaking process's own per-step log: Unix times (the smi log
 	// was written on a machine whose local time is UTC) and bytes.
 	f, err := os.Open("../../testdata/steps/nvidia_smi_leak.stats_steps.jsonl")

@@ -1,9 +1,7 @@
 package snapshot
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 	"testing"
@@ -51,14 +49,8 @@ var realSnapshots = []string{"frag_small_allocs", "leak_module_cache", "leak_eva
 
 func loadOracle(t *testing.T) map[string]snapshotOracle {
 	t.Helper()
-	raw, err := os.ReadFile(memtest.Testdata("snapshots", "oracle.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var o map[string]snapshotOracle
-	if err := json.Unmarshal(raw, &o); err != nil {
-		t.Fatal(err)
-	}
+	memtest.ReadJSON(t, memtest.Testdata("snapshots", "oracle.json"), &o)
 	return o
 }
 
@@ -240,14 +232,8 @@ func TestLeakCandidatesFindPlantedLeaks(t *testing.T) {
 
 func readSnapshotTruth(t *testing.T, name string) truthJSON {
 	t.Helper()
-	raw, err := os.ReadFile(memtest.Testdata("snapshots", name+".truth.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var tr truthJSON
-	if err := json.Unmarshal(raw, &tr); err != nil {
-		t.Fatal(err)
-	}
+	memtest.ReadJSON(t, memtest.Testdata("snapshots", name+".truth.json"), &tr)
 	return tr
 }
 

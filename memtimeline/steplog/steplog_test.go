@@ -67,13 +67,7 @@ func TestAnalyzeRealVerdicts(t *testing.T) {
 				LeakBytesPerStep int64  `json:"leak_bytes_per_step"`
 				LeakSite         string `json:"leak_site"`
 			}
-			b, err := os.ReadFile("../../testdata/steps/" + name + ".truth.json")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := json.Unmarshal(b, &truth); err != nil {
-				t.Fatal(err)
-			}
+			memtest.ReadJSON(t, "../../testdata/steps/"+name+".truth.json", &truth)
 			rep := Analyze(readStepFile(t, name), DefaultOptions()).Series[0]
 			// A scenario leaks if truth names a leak site, a per-step
 			// leak, or (nvidia_smi_leak) planted growth.

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline/memtest"
 	"github.com/torchmem/torchmem/rules"
 	"github.com/torchmem/torchmem/rules/frag"
@@ -72,14 +71,8 @@ func TestFragVerdictsOnRealTraces(t *testing.T) {
 // memoryStats reads torch.cuda.memory_stats() saved at the end of the run.
 func memoryStats(t *testing.T, name string) map[string]int64 {
 	t.Helper()
-	data, err := os.ReadFile(memtest.Testdata("traces", name, "memory_stats.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var m map[string]int64
-	if err := json.Unmarshal(data, &m); err != nil {
-		t.Fatal(err)
-	}
+	memtest.ReadJSON(t, memtest.Testdata("traces", name, "memory_stats.json"), &m)
 	return m
 }
 
@@ -92,14 +85,8 @@ type fragTruth struct {
 
 func readFragTruth(t *testing.T, name string) fragTruth {
 	t.Helper()
-	data, err := os.ReadFile(memtest.Testdata("traces", name, "truth.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var tr fragTruth
-	if err := json.Unmarshal(data, &tr); err != nil {
-		t.Fatal(err)
-	}
+	memtest.ReadJSON(t, memtest.Testdata("traces", name, "truth.json"), &tr)
 	return tr
 }
 
@@ -108,20 +95,13 @@ func readFragTruth(t *testing.T, name string) fragTruth {
 // parser and a different path through the data than chrometrace's.
 func rawSmallCUDAAllocs(t *testing.T, name string, maxBytes float64) int64 {
 	t.Helper()
-	in, err := chrometrace.Open(memtest.Testdata("traces", name, "trace.json.gz"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
 	var doc struct {
 		TraceEvents []struct {
 			Name string         `json:"name"`
 			Args map[string]any `json:"args"`
 		} `json:"traceEvents"`
 	}
-	if err := json.NewDecoder(in).Decode(&doc); err != nil {
-		t.Fatal(err)
-	}
+	memtest.ReadJSON(t, memtest.Testdata("traces", name, "trace.json.gz"), &doc)
 	var n int64
 	for _, e := range doc.TraceEvents {
 		if e.Name != "[memory]" || e.Args["Device Type"] != float64(1) {

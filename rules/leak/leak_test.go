@@ -1,9 +1,7 @@
 package leak_test
 
 import (
-	"encoding/json"
 	"math"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -63,13 +61,7 @@ func TestLeakSuspectIsThePlantedLine(t *testing.T) {
 	var truth struct {
 		LeakBytesPerStep int64 `json:"leak_bytes_per_step"`
 	}
-	data, err := os.ReadFile(memtest.Testdata("traces", "leak_module_cache", "truth.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(data, &truth); err != nil {
-		t.Fatal(err)
-	}
+	memtest.ReadJSON(t, memtest.Testdata("traces", "leak_module_cache", "truth.json"), &truth)
 	rep := leak.Analyze(leak.TraceData(memtest.NamedTrace(t, "leak_module_cache"), -1), leak.DefaultOptions())
 	top := rep.Suspects[0]
 	if top.BytesPerStep != truth.LeakBytesPerStep || rep.GrowthBytesPerStep != truth.LeakBytesPerStep {

@@ -1,8 +1,6 @@
 package leak_test
 
 import (
-	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 
@@ -27,13 +25,7 @@ type gpuTruth struct {
 
 func readGPUTruth(t testing.TB, rel string) gpuTruth {
 	var tr gpuTruth
-	data, err := os.ReadFile(memtest.Testdata("gpu", rel, "truth.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(data, &tr); err != nil {
-		t.Fatal(err)
-	}
+	memtest.ReadJSON(t, memtest.Testdata("gpu", rel, "truth.json"), &tr)
 	return tr
 }
 

@@ -1,9 +1,7 @@
 package leak_test
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -69,13 +67,7 @@ func TestLeaksOnSnippetV2Recordings(t *testing.T) {
 		"eval_keeps_logits", "hf_trainer_leak", "hf_trainer_clean", "lightning_leak", "logged_memory_summary", "no_zero_grad"} {
 		dir := filepath.Join(memtest.Testdata("gpu"), name)
 		var truth snippetTruth
-		data, err := os.ReadFile(filepath.Join(dir, "truth.json"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := json.Unmarshal(data, &truth); err != nil {
-			t.Fatal(err)
-		}
+		memtest.ReadJSON(t, filepath.Join(dir, "truth.json"), &truth)
 		steps := memtest.GlobOne(t, dir, "*.steps.jsonl")
 		for _, kind := range []string{"trace", "snapshot"} {
 			t.Run(name+"/"+kind, func(t *testing.T) {
