@@ -10,16 +10,17 @@
 //   - ReadJSON: a truth.json, oracle or memory_stats file, unmarshaled.
 //   - Decode: any reader's result for a file (gzipped or not), e.g.
 //     Decode(t, path, snapshot.Read) or Decode(t, path, steplog.Read);
-//     Trace, NamedTrace and GPUTrace for Chrome traces.
+//     Trace, NamedTrace and GPUTrace for Chrome traces; NamedSnapshot
+//     and GlobOne find files to decode.
 //   - RunDir: a copy of the snippet's output directory with the unrelated
 //     files a user's run directory also holds.
-//   - RandomWalk: a seeded random memory series with spikes.
+//   - RandomWalk: a random memory series with spikes (NewRand: seeded).
 //   - Refuses: a reader refuses an input, saying what is wrong and
 //     whether it is "not this kind" (a table's row).
 //   - Accepts: a fuzz target's read, which may refuse its input but must
 //     never return a value with the error.
 //   - WriteFile: a synthetic input written into a test's folder.
-//   - Synth: a synthetic Kineto trace, event by event.
+//   - Synth: a synthetic Kineto trace, event by event; LastFrame.
 //   - Oracle: what a Kineto trace records, read with encoding/json.
 //
 // It imports nothing of this module but chrometrace, so every test package
