@@ -9,7 +9,12 @@ block: split, it could not be released, and 112 MiB of it sat free in the large 
 the small-pool scratch hit the cap: torch.OutOfMemoryError "348.00 MiB allowed; 112.96 MiB
 reserved but unallocated", a real fragmentation OOM (testdata/gpu/alloc_retry_oom/).
 
-    python3 alloc_retry.py OUT_DIR
+    python3 alloc_retry.py OUT_DIR               # as recorded in testdata/gpu/alloc_retry_oom
+    python3 alloc_retry.py OUT_DIR --keep-grads  # zero_grad(set_to_none=False): the gradients
+                                                 # stay where step 0 put them, so no new
+                                                 # persistent block splits the freed cache:
+                                                 # retries every step, no OOM
+                                                 # (testdata/gpu/alloc_retry)
 """
 
 import sys
@@ -27,7 +32,7 @@ SCRATCH, SMALL, HEADROOM = 128 * MIB, 1 * MIB, 192 * MIB
 STEPS, ACTIVE = 12, 8
 
 
-def main(out_dir):
+def main(out_dir, keep_grads=False):
     started = time.time()
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(WIDTH, HIDDEN), nn.GELU(), nn.Linear(HIDDEN, WIDTH)).cuda()
@@ -39,7 +44,7 @@ def main(out_dir):
         x = torch.randn(BATCH, WIDTH, device="cuda")
         target = torch.randn(BATCH, WIDTH, device="cuda")
         loss = F.mse_loss(model(x), target)
-        optimizer.zero_grad(set_to_none=True)
+        optimizer.zero_grad(set_to_none=not keep_grads)
         loss.backward()
         optimizer.step()
         del x, target, loss
@@ -61,11 +66,12 @@ def main(out_dir):
                for k in range(len(lines))]
     split = [l.get("inactive_split_bytes.all.current", 0) for l in lines]
     stats = torch.cuda.memory_stats()
-    finish(out_dir, "alloc_retry", tm, started,
+    finish(out_dir, "alloc_retry_keep_grads" if keep_grads else "alloc_retry", tm, started,
            planted="memory fraction capped at step 0's reserved + 192 MiB; 128 MiB of scratch per "
            "step, alternating 128 x 1 MiB (small pool) and 1 x 128 MiB (large pool): each step's "
            "requests find the cache full of the other pool's free segments, the cap refuses a new "
-           "segment, the allocator frees its cache and retries; no OOM",
+           "segment, the allocator frees its cache and retries; no OOM"
+           + ("; zero_grad(set_to_none=False)" if keep_grads else ""),
            leak=None,
            expect={"leak": False, "fragmented": False, "alloc_retries": stats.get("num_alloc_retries", 0),
                    "ooms": stats.get("num_ooms", 0),
@@ -80,4 +86,4 @@ def main(out_dir):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], keep_grads="--keep-grads" in sys.argv[2:])

@@ -449,6 +449,7 @@ func Analyze(d Data, opts Options) Report {
 			st.PeakAllocated = max(st.PeakAllocated, e.TotalAllocated)
 			st.PeakReserved = max(st.PeakReserved, e.TotalReserved)
 		}
+		retrySegment := int64(0) // a segment made right after the cache was given back
 		if prev != nil && e.TotalReserved < prev.TotalReserved {
 			dropped := prev.TotalReserved - e.TotalReserved
 			if k >= 0 {
@@ -460,7 +461,25 @@ func Analyze(d Data, opts Options) Report {
 			}
 			rep.ReservedDrops = append(rep.ReservedDrops, ReservedDrop{TS: e.TS, Step: stepName(k), Bytes: dropped, ReservedAfter: e.TotalReserved,
 				CudaFreeCalls: freesBefore.frees, EmptyCache: emptyCache, OOMRetry: retry})
-			pools.release(dropped)
+			released := dropped
+			if e.Bytes > 0 && !pools.inUsedSegment(e.Addr) {
+				// Reserved fell at an allocation: a cudaMalloc failed, the
+				// allocator gave its unused segments back and made a new one
+				// for this block. The drop is net of that segment.
+				retrySegment = segmentSize(e.Bytes)
+				released += retrySegment
+				if idle := pools.idleFor(e.Bytes); idle >= e.Bytes {
+					p := poolOf(e.Bytes)
+					rep.FragmentedMisses++
+					rep.FragmentedMissBytes += retrySegment
+					poolMisses[p].Misses++
+					poolMisses[p].MissBytes += retrySegment
+					if len(rep.Misses) < 20 {
+						rep.Misses = append(rep.Misses, FragmentedMiss{TS: e.TS, Step: stepName(k), Pool: poolNames[p], RequestBytes: e.Bytes, GrownBytes: retrySegment, PoolIdleBytes: idle})
+					}
+				}
+			}
+			pools.release(released)
 		}
 		grown := int64(0)
 		if prev != nil && e.TotalReserved > prev.TotalReserved {
@@ -479,6 +498,9 @@ func Analyze(d Data, opts Options) Report {
 			}
 		}
 		if e.Bytes > 0 {
+			if retrySegment > 0 {
+				pools.grow(e.Addr, e.Bytes, retrySegment)
+			}
 			if grown > 0 {
 				p := poolOf(e.Bytes)
 				if idle := pools.idleFor(e.Bytes); idle >= e.Bytes {

@@ -133,6 +133,33 @@ func (s *poolSim) grow(addr uint64, bytes, grown int64) {
 	s.known[pool] += max(added, 0)
 }
 
+// inUsedSegment reports whether addr lies in a window segment that holds
+// live blocks: a block there was carved from it, not from a new segment.
+func (s *poolSim) inUsedSegment(addr uint64) bool {
+	k := s.find(addr)
+	return k >= 0 && s.segs[k].live > 0
+}
+
+// Segment sizes of the caching allocator (get_allocation_size): a small
+// request gets a 2 MiB segment, a large one under 10 MiB a 20 MiB segment,
+// a larger one its size rounded up to 2 MiB.
+const (
+	smallSegment = 2 << 20
+	minLargeSize = 10 << 20
+	largeSegment = 20 << 20
+	roundLarge   = 2 << 20
+)
+
+func segmentSize(request int64) int64 {
+	switch {
+	case request <= smallPoolMax:
+		return smallSegment
+	case request < minLargeSize:
+		return largeSegment
+	}
+	return (request + roundLarge - 1) / roundLarge * roundLarge
+}
+
 func (s *poolSim) alloc(addr uint64, bytes int64) {
 	pool := poolOf(bytes)
 	b := poolBlock{size: bytes, pool: pool}
@@ -168,8 +195,29 @@ func (s *poolSim) free(addr uint64, bytes int64) {
 
 // release drops bytes of segments given back to the driver: fully free
 // ones made in the window first, the rest from earlier segments (of an
-// unknown pool, so both pools' bounds drop).
+// unknown pool, so both pools' bounds drop). When the bytes cover every
+// fully free segment, all of them went: the allocator's free-and-retry and
+// empty_cache() give back every unused segment of both pools
+// (release_cached_blocks).
 func (s *poolSim) release(bytes int64) {
+	var free int64
+	for _, g := range s.segs {
+		if g.live == 0 {
+			free += int64(g.end - g.base)
+		}
+	}
+	if free > 0 && bytes >= free {
+		kept := s.segs[:0]
+		for _, g := range s.segs {
+			if g.live == 0 {
+				s.known[g.pool] -= int64(g.end - g.base)
+				continue
+			}
+			kept = append(kept, g)
+		}
+		s.segs = kept
+		bytes -= free
+	}
 	for k := len(s.segs) - 1; k >= 0 && bytes > 0; k-- {
 		g := s.segs[k]
 		if g.live > 0 || int64(g.end-g.base) > bytes {
