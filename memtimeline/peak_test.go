@@ -23,17 +23,17 @@ func formatSplit(ours, torch []memtimeline.Share) string {
 // peakRuns pair a trace with torch's own export_memory_timeline of the
 // same profiler run.
 var peakRuns = []struct{ name, trace, timeline string }{
-	{"resnet_train_clean", "../testdata/traces/resnet_train_clean/trace.json.gz", "../testdata/timeline/resnet_train_clean/memory_timeline.raw.json.gz"},
-	{"big_transformer", "../testdata/traces/big_transformer/trace.json.gz", "../testdata/timeline/big_transformer/memory_timeline.raw.json.gz"},
-	{"compiled_model", "../testdata/traces/compiled_model/trace.json.gz", "../testdata/timeline/compiled_model/memory_timeline.raw.json.gz"},
-	{"leak_eval_no_grad", "../testdata/traces/leak_eval_no_grad/trace.json.gz", "../testdata/timeline/leak_eval_no_grad/memory_timeline.raw.json.gz"},
-	{"gpu/leak_hook_every_step", "../testdata/gpu/leak_hook_every_step/trace.json.gz", "../testdata/gpu/leak_hook_every_step/memory_timeline.raw.json.gz"},
-	{"gpu/leak_retain_graph", "../testdata/gpu/leak_retain_graph/trace.json.gz", "../testdata/gpu/leak_retain_graph/memory_timeline.raw.json.gz"},
-	{"gpu/ddp_rank1", "../testdata/gpu/ddp_one_rank_leaks/rank1/trace.json.gz", "../testdata/gpu/ddp_one_rank_leaks/rank1/memory_timeline.raw.json.gz"},
-	{"gpu/amp", "../testdata/gpu/amp_item_sync_slow_loader/trace.json.gz", "../testdata/gpu/amp_item_sync_slow_loader/memory_timeline.raw.json.gz"},
-	{"gpu/oom", "../testdata/gpu/oom/trace.json.gz", "../testdata/gpu/oom/memory_timeline.raw.json.gz"},
-	{"gpu/diff_base", "../testdata/gpu/diff_pair/base/trace.json.gz", "../testdata/gpu/diff_pair/base/memory_timeline.raw.json.gz"},
-	{"gpu/diff_head_leak", "../testdata/gpu/diff_pair/head_leak/trace.json.gz", "../testdata/gpu/diff_pair/head_leak/memory_timeline.raw.json.gz"},
+	{"resnet_train_clean", memtest.Testdata("traces", "resnet_train_clean", "trace.json.gz"), memtest.Testdata("timeline", "resnet_train_clean", "memory_timeline.raw.json.gz")},
+	{"big_transformer", memtest.Testdata("traces", "big_transformer", "trace.json.gz"), memtest.Testdata("timeline", "big_transformer", "memory_timeline.raw.json.gz")},
+	{"compiled_model", memtest.Testdata("traces", "compiled_model", "trace.json.gz"), memtest.Testdata("timeline", "compiled_model", "memory_timeline.raw.json.gz")},
+	{"leak_eval_no_grad", memtest.Testdata("traces", "leak_eval_no_grad", "trace.json.gz"), memtest.Testdata("timeline", "leak_eval_no_grad", "memory_timeline.raw.json.gz")},
+	{"gpu/leak_hook_every_step", memtest.Testdata("gpu", "leak_hook_every_step", "trace.json.gz"), memtest.Testdata("gpu", "leak_hook_every_step", "memory_timeline.raw.json.gz")},
+	{"gpu/leak_retain_graph", memtest.Testdata("gpu", "leak_retain_graph", "trace.json.gz"), memtest.Testdata("gpu", "leak_retain_graph", "memory_timeline.raw.json.gz")},
+	{"gpu/ddp_rank1", memtest.Testdata("gpu", "ddp_one_rank_leaks", "rank1", "trace.json.gz"), memtest.Testdata("gpu", "ddp_one_rank_leaks", "rank1", "memory_timeline.raw.json.gz")},
+	{"gpu/amp", memtest.Testdata("gpu", "amp_item_sync_slow_loader", "trace.json.gz"), memtest.Testdata("gpu", "amp_item_sync_slow_loader", "memory_timeline.raw.json.gz")},
+	{"gpu/oom", memtest.Testdata("gpu", "oom", "trace.json.gz"), memtest.Testdata("gpu", "oom", "memory_timeline.raw.json.gz")},
+	{"gpu/diff_base", memtest.Testdata("gpu", "diff_pair", "base", "trace.json.gz"), memtest.Testdata("gpu", "diff_pair", "base", "memory_timeline.raw.json.gz")},
+	{"gpu/diff_head_leak", memtest.Testdata("gpu", "diff_pair", "head_leak", "trace.json.gz"), memtest.Testdata("gpu", "diff_pair", "head_leak", "memory_timeline.raw.json.gz")},
 }
 
 func TestPeakCategoriesAgreeWithTorch(t *testing.T) {

@@ -1,15 +1,15 @@
 package memtimeline_test
 
 import (
-	"path/filepath"
 	"testing"
 
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/exported"
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 )
 
 func TestDownsampleRealTimeline(t *testing.T) {
-	tl, err := exported.ReadFile(filepath.Join("..", "testdata", "timeline", "big_transformer", "memory_timeline.raw.json.gz"))
+	tl, err := exported.ReadFile(memtest.Testdata("timeline", "big_transformer", "memory_timeline.raw.json.gz"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package memtimeline
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -18,7 +17,7 @@ type truth struct {
 
 func readTruth(t testing.TB, name string) truth {
 	var tr truth
-	memtest.ReadJSON(t, filepath.Join("..", "testdata", "traces", name, "truth.json"), &tr)
+	memtest.ReadJSON(t, memtest.Testdata("traces", name, "truth.json"), &tr)
 	return tr
 }
 

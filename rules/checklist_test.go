@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 )
 
 // The checklist on real recordings: each planted problem fails its item,
@@ -15,7 +17,7 @@ func TestChecklistOnRecordings(t *testing.T) {
 	gpu := func(dir string, globs ...string) []string {
 		var out []string
 		for _, g := range globs {
-			m, _ := filepath.Glob(filepath.Join("..", "testdata", "gpu", dir, g))
+			m, _ := filepath.Glob(memtest.Testdata("gpu", dir, g))
 			out = append(out, m...)
 		}
 		if len(out) == 0 {
@@ -24,7 +26,7 @@ func TestChecklistOnRecordings(t *testing.T) {
 		return out
 	}
 	seed := func(name string) []string {
-		return []string{filepath.Join("..", "testdata", "traces", name, "trace.json.gz")}
+		return []string{memtest.Testdata("traces", name, "trace.json.gz")}
 	}
 	all := []string{"*.pt.trace.json.gz", "*.snapshot.pickle.gz", "*.steps.jsonl"}
 	cases := []struct {
@@ -78,7 +80,7 @@ func TestChecklistOnRecordings(t *testing.T) {
 
 // A failed item names the evidence: the zero_grad finding's line.
 func TestChecklistNamesTheEvidence(t *testing.T) {
-	m, _ := filepath.Glob(filepath.Join("..", "testdata", "gpu", "no_zero_grad", "*.pt.trace.json.gz"))
+	m, _ := filepath.Glob(memtest.Testdata("gpu", "no_zero_grad", "*.pt.trace.json.gz"))
 	ins := loadInputs(t, m...)
 	var fs []Finding
 	for _, in := range ins {
@@ -99,7 +101,7 @@ func TestChecklistNamesTheEvidence(t *testing.T) {
 // false), read with all its files, and the seed traces of clean training.
 func TestHealthyRunsRaiseNoMemoryWarning(t *testing.T) {
 	var runs [][]string
-	dirs, _ := filepath.Glob(filepath.Join("..", "testdata", "gpu", "*"))
+	dirs, _ := filepath.Glob(memtest.Testdata("gpu", "*"))
 	for _, d := range dirs {
 		r := recording{truth: map[string]any{}}
 		data, err := os.ReadFile(filepath.Join(d, "truth.json"))
@@ -139,7 +141,7 @@ func TestHealthyRunsRaiseNoMemoryWarning(t *testing.T) {
 		runs = append(runs, files)
 	}
 	for _, name := range []string{"resnet_train_clean", "compiled_model", "big_transformer"} {
-		runs = append(runs, []string{filepath.Join("..", "testdata", "traces", name, "trace.json.gz"), filepath.Join("..", "testdata", "traces", name, "stats_steps.jsonl")})
+		runs = append(runs, []string{memtest.Testdata("traces", name, "trace.json.gz"), memtest.Testdata("traces", name, "stats_steps.jsonl")})
 	}
 	if len(runs) < 8 {
 		t.Fatalf("only %d healthy runs", len(runs))

@@ -1,7 +1,6 @@
 package rules
 
 import (
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -18,7 +17,7 @@ import (
 // leak and one fragmentation analysis, shared by rules and renderers.
 func TestAnalysesComputedOnce(t *testing.T) {
 	for _, name := range []string{"leak_retain_graph", "amp_item_sync_slow_loader"} {
-		tr := memtest.Trace(t, filepath.Join("..", "testdata", "gpu", name, "trace.json.gz"))
+		tr := memtest.Trace(t, memtest.Testdata("gpu", name, "trace.json.gz"))
 		in := &Input{Source: name, Trace: tr}
 		site := memtimeline.SiteOptions{Device: -1, Depth: 5}
 		RunWith(Builtin(), in, site)
@@ -46,7 +45,7 @@ func TestAnalysesComputedOnce(t *testing.T) {
 
 // The shared analyses are the ones computed on their own.
 func TestSharedAnalysesMatchStandalone(t *testing.T) {
-	tr := memtest.Trace(t, filepath.Join("..", "testdata", "gpu", "leak_retain_graph", "trace.json.gz"))
+	tr := memtest.Trace(t, memtest.Testdata("gpu", "leak_retain_graph", "trace.json.gz"))
 	in := &Input{Trace: tr}
 	RunWith(Builtin(), in, memtimeline.SiteOptions{Device: -1, Depth: 5})
 	if got, want := in.Leaks(), leak.Analyze(leak.TraceData(tr, -1), leak.DefaultOptions()); !reflect.DeepEqual(got, want) {

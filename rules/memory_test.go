@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -119,7 +118,7 @@ func TestOpSelfPerStepNote(t *testing.T) {
 		Key  string `json:"key"`
 		Self int64  `json:"self_device_memory_usage"`
 	}
-	data, err := os.ReadFile(filepath.Join("..", "testdata", "traces", "big_transformer", "key_averages.json"))
+	data, err := os.ReadFile(memtest.Testdata("traces", "big_transformer", "key_averages.json"))
 	if err != nil || json.Unmarshal(data, &rows) != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 // TorchMemCallback: its NaN/Inf loss filter and Accelerate's blocking batch
 // copies); the same patterns in the user's own loop get no library advice.
 func TestCopyRulesNameLibrarySwitch(t *testing.T) {
-	gpu := filepath.Join("..", "testdata", "gpu")
+	gpu := memtest.Testdata("gpu")
 	const nanFilter, nonBlocking = "logging_nan_inf_filter=False", `accelerator_config={"non_blocking": True}`
 	for _, c := range []struct {
 		name, glob, rule, switchText string

@@ -65,32 +65,32 @@ type timelineCase struct {
 var realTimelineCases = []timelineCase{
 	// Small models idle in many short launch gaps, or in one stall of
 	// host work (randn on the CPU) without a named cause: info only.
-	{name: "resnet_train_clean", path: "../testdata/traces/resnet_train_clean/trace.json.gz",
+	{name: "resnet_train_clean", path: memtest.Testdata("traces", "resnet_train_clean", "trace.json.gz"),
 		fires: map[string]bool{ruleLaunchBound: true}},
-	{name: "leak_module_cache", path: "../testdata/traces/leak_module_cache/trace.json.gz",
+	{name: "leak_module_cache", path: memtest.Testdata("traces", "leak_module_cache", "trace.json.gz"),
 		fires: map[string]bool{ruleLaunchBound: true}},
-	{name: "leak_eval_no_grad", path: "../testdata/traces/leak_eval_no_grad/trace.json.gz",
+	{name: "leak_eval_no_grad", path: memtest.Testdata("traces", "leak_eval_no_grad", "trace.json.gz"),
 		fires: map[string]bool{ruleLaunchBound: true}},
-	{name: "compiled_model", path: "../testdata/traces/compiled_model/trace.json.gz",
+	{name: "compiled_model", path: memtest.Testdata("traces", "compiled_model", "trace.json.gz"),
 		fires: map[string]bool{ruleLaunchBound: true}},
-	{name: "no_memory", path: "../testdata/traces/no_memory/trace.json.gz",
+	{name: "no_memory", path: memtest.Testdata("traces", "no_memory", "trace.json.gz"),
 		fires: map[string]bool{ruleLaunchBound: true}},
-	{name: "frag_small_allocs", path: "../testdata/traces/frag_small_allocs/trace.json.gz",
+	{name: "frag_small_allocs", path: memtest.Testdata("traces", "frag_small_allocs", "trace.json.gz"),
 		fires:            map[string]bool{ruleLaunchBound: true, rulePageableH2D: true},
 		pageableOperator: "aten::to"},
-	{name: "copies_item_sync", path: "../testdata/gputimeline/copies_item_sync/trace.json.gz",
+	{name: "copies_item_sync", path: memtest.Testdata("gputimeline", "copies_item_sync", "trace.json.gz"),
 		fires:        map[string]bool{ruleLaunchBound: true, rulePageableH2D: true, ruleSyncCopy: true, ruleLowMemcpyBW: true},
 		syncOperator: "aten::to", pageableOperator: "aten::to", gapOperator: "aten::randn"},
-	{name: "slow_loader_pinned", path: "../testdata/gputimeline/slow_loader_pinned/trace.json.gz",
+	{name: "slow_loader_pinned", path: memtest.Testdata("gputimeline", "slow_loader_pinned", "trace.json.gz"),
 		fires:       map[string]bool{ruleIdleGaps: true},
 		gapOperator: "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"},
 	// Recorded by the GPU helper: bf16 autocast, loss.item() every step,
 	// pageable uploads, a DataLoader sleeping 20 ms per batch.
-	{name: "amp_item_sync_slow_loader", path: "../testdata/gpu/amp_item_sync_slow_loader/trace.json.gz",
+	{name: "amp_item_sync_slow_loader", path: memtest.Testdata("gpu", "amp_item_sync_slow_loader", "trace.json.gz"),
 		fires:        map[string]bool{ruleIdleGaps: true, rulePageableH2D: true, ruleSyncCopy: true},
 		syncOperator: "aten::item", pageableOperator: "aten::to",
 		gapOperator: "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"},
-	{name: "big_transformer", path: "../testdata/traces/big_transformer/trace.json.gz",
+	{name: "big_transformer", path: memtest.Testdata("traces", "big_transformer", "trace.json.gz"),
 		fires: map[string]bool{}},
 }
 
@@ -589,7 +589,7 @@ func TestCopyRulesSynthetic(t *testing.T) {
 // All four rules on one input share analyses through Memo; running them
 // together twice must neither deadlock nor change the answer.
 func TestTimelineRulesShareAnalyses(t *testing.T) {
-	tr := memtest.Trace(t, "../testdata/gputimeline/copies_item_sync/trace.json.gz")
+	tr := memtest.Trace(t, memtest.Testdata("gputimeline", "copies_item_sync", "trace.json.gz"))
 	in := &Input{Trace: tr}
 	var rs []Rule
 	for _, id := range timelineRuleIDs {
@@ -610,7 +610,7 @@ func TestTimelineRulesShareAnalyses(t *testing.T) {
 // make every rule build its full evidence.
 func BenchmarkTimelineRules(b *testing.B) {
 	for _, name := range []string{"big_transformer", "frag_small_allocs"} {
-		tr := memtest.Trace(b, "../testdata/traces/"+name+"/trace.json.gz")
+		tr := memtest.Trace(b, memtest.Testdata("traces", name, "trace.json.gz"))
 		for _, id := range timelineRuleIDs {
 			r := ruleNamed(b, id)
 			r.Threshold = 0

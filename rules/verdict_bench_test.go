@@ -11,7 +11,7 @@ import (
 // 5 MB gzipped): leak evidence, fragmentation, the peak's composition and
 // the OOMs, on a fresh input each time (nothing memoized).
 func BenchmarkVerdict(b *testing.B) {
-	path := "../testdata/traces/big_transformer/trace.json.gz"
+	path := memtest.Testdata("traces", "big_transformer", "trace.json.gz")
 	st, err := os.Stat(path)
 	if err != nil {
 		b.Skip(err)
@@ -27,7 +27,7 @@ func BenchmarkVerdict(b *testing.B) {
 
 // BenchmarkPeakComposition is the composition alone.
 func BenchmarkPeakComposition(b *testing.B) {
-	path := "../testdata/traces/big_transformer/trace.json.gz"
+	path := memtest.Testdata("traces", "big_transformer", "trace.json.gz")
 	tr := memtest.Trace(b, path)
 	b.ResetTimer()
 	for range b.N {

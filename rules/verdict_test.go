@@ -63,7 +63,7 @@ func readRecordedTruth(t testing.TB, dir string) recordedTruth {
 	return tr
 }
 
-const gpuData = "../testdata/gpu"
+var gpuData = memtest.Testdata("gpu")
 
 // One verdict per input on the bundled traces: the leak with its figure
 // (truth.json) and holding line, the clean run clean.
@@ -71,8 +71,8 @@ func TestVerdictOfOneTrace(t *testing.T) {
 	for _, c := range []struct {
 		dir, verdict, line string
 	}{
-		{"../testdata/traces/leak_module_cache", leak.VerdictLeak, "gen_traces.py:143"},
-		{"../testdata/traces/resnet_train_clean", leak.VerdictClean, ""},
+		{memtest.Testdata("traces", "leak_module_cache"), leak.VerdictLeak, "gen_traces.py:143"},
+		{memtest.Testdata("traces", "resnet_train_clean"), leak.VerdictClean, ""},
 		{gpuData + "/diff_pair/head_leak", leak.VerdictLeak, "diff_train.py:35"},
 	} {
 		t.Run(filepath.Base(c.dir), func(t *testing.T) {
@@ -403,7 +403,7 @@ func TestVerdictWithLoggedMemorySummary(t *testing.T) {
 
 // An export_memory_timeline file alone: torch's own peak and categories.
 func TestVerdictPeakFromTimelineAlone(t *testing.T) {
-	tl, err := exported.ReadFile("../testdata/timeline/compiled_model/memory_timeline.json.gz")
+	tl, err := exported.ReadFile(memtest.Testdata("timeline", "compiled_model", "memory_timeline.json.gz"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -426,7 +426,7 @@ func TestVerdictPeakFromTimelineAlone(t *testing.T) {
 // byte (the blocks from before the history counted from the dump).
 func TestVerdictPeakFromSnapshotAlone(t *testing.T) {
 	for _, c := range []struct{ snapshot, trace string }{
-		{"../testdata/snapshots/leak_module_cache.pickle.gz", "../testdata/traces/leak_module_cache/trace.json.gz"},
+		{memtest.Testdata("snapshots", "leak_module_cache.pickle.gz"), memtest.Testdata("traces", "leak_module_cache", "trace.json.gz")},
 		{gpuData + "/oom/snapshot.pickle", gpuData + "/oom/trace.json.gz"},
 	} {
 		v := Judge("s", loadInputs(t, c.snapshot))

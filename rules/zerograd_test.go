@@ -18,7 +18,7 @@ type recording struct {
 
 func recordings(t *testing.T) []recording {
 	t.Helper()
-	dirs, _ := filepath.Glob(filepath.Join("..", "testdata", "gpu", "*"))
+	dirs, _ := filepath.Glob(memtest.Testdata("gpu", "*"))
 	var out []recording
 	for _, d := range dirs {
 		traces, _ := filepath.Glob(filepath.Join(d, "*.pt.trace.json.gz"))
@@ -81,7 +81,7 @@ func TestMissingZeroGradOnRecordings(t *testing.T) {
 
 func recordingTrace(t *testing.T, name string) string {
 	t.Helper()
-	m, _ := filepath.Glob(filepath.Join("..", "testdata", "gpu", name, "*.pt.trace.json.gz"))
+	m, _ := filepath.Glob(memtest.Testdata("gpu", name, "*.pt.trace.json.gz"))
 	if len(m) != 1 {
 		t.Fatalf("%s: %d traces", name, len(m))
 	}
@@ -154,9 +154,9 @@ func TestPinnedBlockingOnRecordings(t *testing.T) {
 	}
 	for _, p := range []string{
 		recordingTrace(t, "pinned_nonblocking"),
-		filepath.Join("..", "testdata", "gpu", "amp_item_sync_slow_loader", "trace.json.gz"),
-		filepath.Join("..", "testdata", "gputimeline", "slow_loader_pinned", "trace.json.gz"),
-		filepath.Join("..", "testdata", "gputimeline", "copies_item_sync", "trace.json.gz"),
+		memtest.Testdata("gpu", "amp_item_sync_slow_loader", "trace.json.gz"),
+		memtest.Testdata("gputimeline", "slow_loader_pinned", "trace.json.gz"),
+		memtest.Testdata("gputimeline", "copies_item_sync", "trace.json.gz"),
 	} {
 		if fs := Run([]Rule{ruleNamed(t, rulePinnedBlocking)}, &Input{Trace: memtest.Trace(t, p)}); len(fs) != 0 {
 			t.Errorf("%s: %+v", p, fs)

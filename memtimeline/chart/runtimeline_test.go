@@ -15,7 +15,7 @@ import (
 // fall inside the step log's span, between the steps they profiled, and
 // the snapshot's history ends after the last step.
 func TestRunTimelineAlignsTheSnippetsFiles(t *testing.T) {
-	dir := "../../testdata/gpu/snippet_proof/gpu"
+	dir := memtest.Testdata("gpu", "snippet_proof", "gpu")
 	tr := memtest.Trace(t, filepath.Join(dir, "vm_rank0_step5.pt.trace.json.gz"))
 	f := RunFiles{
 		Traces: []*chrometrace.Trace{tr}, TraceName: []string{"vm_rank0_step5.pt.trace.json.gz"},

@@ -22,7 +22,7 @@ func summaryTables(t testing.TB) []string {
 	t.Helper()
 	var out []string
 	for step := 0; step <= 70; step += 10 {
-		b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "summary", fmt.Sprintf("nvidia_smi_leak_memory_summary_%03d.txt", step)))
+		b, err := os.ReadFile(memtest.Testdata("summary", fmt.Sprintf("nvidia_smi_leak_memory_summary_%03d.txt", step)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -205,7 +205,7 @@ func FuzzReadMemorySummaries(f *testing.F) {
 // logger's prefix on every line (train.log) and once as one record per
 // table (train_block.log: only the line before the table is prefixed).
 func TestReadRecordedLog(t *testing.T) {
-	dir := filepath.Join("..", "..", "testdata", "gpu", "logged_memory_summary")
+	dir := memtest.Testdata("gpu", "logged_memory_summary")
 	var truth struct {
 		Leak struct {
 			BytesPerStep int64 `json:"bytes_per_step"`

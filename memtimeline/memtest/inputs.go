@@ -15,20 +15,35 @@ import (
 // to the working directory (a test's package folder) when it can be, so
 // that failures name short paths.
 func Testdata(elem ...string) string {
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..")
-	if rel, err := filepath.Rel(mustAbs("."), root); err == nil {
-		root = rel
-	}
-	return filepath.Join(append([]string{root, "testdata"}, elem...)...)
+	return filepath.Join(append([]string{moduleRoot(), "testdata"}, elem...)...)
 }
 
-func mustAbs(p string) string {
-	a, err := filepath.Abs(p)
+// moduleRoot is the repository's root: two folders above this file, or,
+// where the build trimmed file paths (-trimpath), the nearest folder above
+// the working directory that holds go.mod.
+func moduleRoot() string {
+	cwd, err := os.Getwd()
 	if err != nil {
-		return p
+		return "."
 	}
-	return a
+	var root string
+	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+		root = filepath.Join(filepath.Dir(file), "..", "..")
+	} else {
+		for dir := cwd; ; dir = filepath.Dir(dir) {
+			if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+				root = dir
+				break
+			}
+			if filepath.Dir(dir) == dir {
+				return "."
+			}
+		}
+	}
+	if rel, err := filepath.Rel(cwd, root); err == nil {
+		return rel
+	}
+	return root
 }
 
 // ReadAll is the whole content of the file at path, gunzipped when it is

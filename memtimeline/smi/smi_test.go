@@ -14,7 +14,7 @@ import (
 	"github.com/torchmem/torchmem/memtimeline/memtest"
 )
 
-const smiLeakCSV = "../../testdata/smi/nvidia_smi_leak.csv"
+var smiLeakCSV = memtest.Testdata("smi", "nvidia_smi_leak.csv")
 
 func readSMIString(t *testing.T, s string) *Log {
 	t.Helper()
@@ -85,7 +85,7 @@ func TestAnalyzeRealLeak(t *testing.T) {
 	memtest.ReadJSON(t, memtest.Testdata("smi", "nvidia_smi_leak.truth.json"), &truth)
 	// The leaking process's own per-step log: Unix times (the smi log
 	// was written on a machine whose local time is UTC) and bytes.
-	f, err := os.Open("../../testdata/steps/nvidia_smi_leak.stats_steps.jsonl")
+	f, err := os.Open(memtest.Testdata("steps", "nvidia_smi_leak.stats_steps.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}

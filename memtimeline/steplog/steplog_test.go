@@ -20,7 +20,7 @@ func readStepFile(t *testing.T, name string) *Log {
 // structs: an independent parse to compare with.
 func stepOracle(t *testing.T, name string) (steps []int64, alloc, reserved []int64) {
 	t.Helper()
-	f, err := os.Open("../../testdata/steps/" + name + ".stats_steps.jsonl")
+	f, err := os.Open(memtest.Testdata("steps", name+".stats_steps.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestAnalyzeRealVerdicts(t *testing.T) {
 				LeakBytesPerStep int64  `json:"leak_bytes_per_step"`
 				LeakSite         string `json:"leak_site"`
 			}
-			memtest.ReadJSON(t, "../../testdata/steps/"+name+".truth.json", &truth)
+			memtest.ReadJSON(t, memtest.Testdata("steps", name+".truth.json"), &truth)
 			rep := Analyze(readStepFile(t, name), DefaultOptions()).Series[0]
 			// A scenario leaks if truth names a leak site, a per-step
 			// leak, or (nvidia_smi_leak) planted growth.
