@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 )
 
 func TestAnalyzeLeakingTrace(t *testing.T) {
@@ -23,7 +25,7 @@ func TestAnalyzeLeakingTrace(t *testing.T) {
 }
 
 func TestAnalyzeJSONSeveralInputs(t *testing.T) {
-	out, _, code := torchmem(t, "analyze", realTrace("resnet_train_clean"), "../../testdata/snapshots/leak_module_cache.pickle.gz", "--format", "json")
+	out, _, code := torchmem(t, "analyze", realTrace("resnet_train_clean"), memtest.Testdata("snapshots", "leak_module_cache.pickle.gz"), "--format", "json")
 	if code != exitFindings {
 		t.Errorf("exit %d (the snapshot leaks)", code)
 	}

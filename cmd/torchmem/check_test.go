@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 )
 
 func TestCheckGate(t *testing.T) {
@@ -98,11 +100,11 @@ func TestCheckMarkdownAndJSON(t *testing.T) {
 }
 
 func TestCheckReadsLogsByContent(t *testing.T) {
-	out, _, code := torchmem(t, "check", filepath.Join("..", "..", "testdata", "smi", "nvidia_smi_leak.csv"))
+	out, _, code := torchmem(t, "check", memtest.Testdata("smi", "nvidia_smi_leak.csv"))
 	if code != exitFindings || !strings.Contains(out, "smi.leak") {
 		t.Errorf("nvidia-smi log: exit %d\n%s", code, out)
 	}
-	out, _, code = torchmem(t, "check", filepath.Join("..", "..", "testdata", "traces", "leak_module_cache", "stats_steps.jsonl"))
+	out, _, code = torchmem(t, "check", memtest.Testdata("traces", "leak_module_cache", "stats_steps.jsonl"))
 	if code != exitFindings || !strings.Contains(out, "steps.growth") {
 		t.Errorf("step log: exit %d\n%s", code, out)
 	}
@@ -222,7 +224,7 @@ func TestCheckSARIFSourceRoot(t *testing.T) {
 // is an empty folder: the recording machine's path, /work/main/..., is
 // inside a clone that happens to sit at /work/main.)
 func TestCheckSARIFAbsolutePathOutsideRoot(t *testing.T) {
-	snap := filepath.Join("..", "..", "testdata", "gpu", "leak_hook_every_step", "snapshot.pickle")
+	snap := memtest.Testdata("gpu", "leak_hook_every_step", "snapshot.pickle")
 	out, _, code := torchmem(t, "check", snap, "--format", "sarif", "--source-root", t.TempDir())
 	if code != exitFindings {
 		t.Fatalf("exit %d", code)
@@ -257,7 +259,7 @@ func TestCheckSARIFAbsolutePathOutsideRoot(t *testing.T) {
 // analyze and in the report: the recording without zero_grad fails that
 // item and shows what else was verified.
 func TestChecklistRendered(t *testing.T) {
-	dir := filepath.Join("..", "..", "testdata", "gpu", "no_zero_grad")
+	dir := memtest.Testdata("gpu", "no_zero_grad")
 	out, _, _ := torchmem(t, "check", dir)
 	if !strings.Contains(out, "== Checklist ==") || !strings.Contains(out, "[FAIL] Gradients reset between optimizer steps (zero_grad)") ||
 		!strings.Contains(out, "[pass] No memory kept step over step (leak)") {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 )
 
 func TestDiffSelfExitsZero(t *testing.T) {
@@ -51,7 +53,7 @@ func TestDiffBudgetAndJSON(t *testing.T) {
 }
 
 func gpuDiff(side string) string {
-	return filepath.Join("..", "..", "testdata", "gpu", "diff_pair", side, "trace.json.gz")
+	return memtest.Testdata("gpu", "diff_pair", side, "trace.json.gz")
 }
 
 // A change that starts leaking fails the diff without any flag, and its
@@ -110,7 +112,7 @@ func firstLine(s string) string {
 // recorded is the one trace of a snippet-v2 recording in testdata/gpu.
 func recorded(t *testing.T, name string) string {
 	t.Helper()
-	m, _ := filepath.Glob(filepath.Join("..", "..", "testdata", "gpu", name, "*.pt.trace.json.gz"))
+	m, _ := filepath.Glob(memtest.Testdata("gpu", name, "*.pt.trace.json.gz"))
 	if len(m) != 1 {
 		t.Fatalf("%s: %d traces", name, len(m))
 	}

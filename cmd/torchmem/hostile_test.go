@@ -229,7 +229,7 @@ func TestOutputNeverOverwritesAnInput(t *testing.T) {
 
 // A damaged or cut gzip is named in the error, for every command.
 func TestDamagedGzipNamesTheFile(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "snapshots", "leak_module_cache.pickle.gz"))
+	data, err := os.ReadFile(memtest.Testdata("snapshots", "leak_module_cache.pickle.gz"))
 	if err != nil {
 		t.Fatal(err)
 	}

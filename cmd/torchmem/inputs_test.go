@@ -61,7 +61,7 @@ func TestEveryCommandReadsTheSnippetDirectory(t *testing.T) {
 // `diff DIR DIR` on per-rank directories compares rank with rank: the
 // leaking rank is not blurred into the clean one.
 func TestDiffPairsRanks(t *testing.T) {
-	base := filepath.Join("..", "..", "testdata", "gpu", "ddp_one_rank_leaks")
+	base := memtest.Testdata("gpu", "ddp_one_rank_leaks")
 	out, errOut, code := torchmem(t, "diff", base, base, "--format", "json")
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -81,7 +81,7 @@ func TestDiffPairsRanks(t *testing.T) {
 
 // "-" reads stdin, gzipped or not, for every command that reads a trace.
 func TestStdin(t *testing.T) {
-	gz, err := os.ReadFile(filepath.Join("..", "..", "testdata", "gpu", "leak_retain_graph", "trace.json.gz"))
+	gz, err := os.ReadFile(memtest.Testdata("gpu", "leak_retain_graph", "trace.json.gz"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestMain(m *testing.M) {
 // A real pipe on the process's stdin, named "-" or /dev/stdin: read once,
 // gzip recognized, nothing reopened.
 func TestStdinPipeProcess(t *testing.T) {
-	gz, err := os.ReadFile(filepath.Join("..", "..", "testdata", "gpu", "leak_retain_graph", "trace.json.gz"))
+	gz, err := os.ReadFile(memtest.Testdata("gpu", "leak_retain_graph", "trace.json.gz"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,13 +8,14 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/torchmem/torchmem/memtimeline/chart/browsertest"
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 )
 
 // The report, opened in a real headless Chromium: the chart draws on a
 // canvas, nothing is logged as an error, nothing is requested but the page.
 func TestReportRendersInBrowser(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "report.html")
-	if _, errOut, code := torchmem(t, "report", realTrace("leak_module_cache"), "../../testdata/snapshots/leak_module_cache.pickle.gz", "-o", out); code != exitFindings { // the leak fails the report like check
+	if _, errOut, code := torchmem(t, "report", realTrace("leak_module_cache"), memtest.Testdata("snapshots", "leak_module_cache.pickle.gz"), "-o", out); code != exitFindings { // the leak fails the report like check
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	ctx, _ := browsertest.OpenPage(t, out, true) // fails the test on any request, error or dialog

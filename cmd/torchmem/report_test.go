@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 )
 
 // hostileTrace has an operator, a Python frame and a thread named like
@@ -40,7 +42,7 @@ func TestReportEscapesUntrustedNames(t *testing.T) {
 // The report must work offline: nothing in it may point at the network.
 func TestReportLoadsNothingFromTheNetwork(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "r.html")
-	if _, errOut, code := torchmem(t, "report", realTrace("leak_module_cache"), "../../testdata/snapshots/leak_module_cache.pickle.gz", "-o", out); code != exitFindings { // the leak fails the report like check
+	if _, errOut, code := torchmem(t, "report", realTrace("leak_module_cache"), memtest.Testdata("snapshots", "leak_module_cache.pickle.gz"), "-o", out); code != exitFindings { // the leak fails the report like check
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	page, _ := os.ReadFile(out)

@@ -113,7 +113,7 @@ func TestSMICommandTruncatedWarns(t *testing.T) {
 // TestSMICommandGzipped: logs are often compressed when kept; the content,
 // not the name, decides.
 func TestSMICommandGzipped(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("..", "..", "testdata", "smi", "nvidia_smi_leak.csv"))
+	raw, err := os.ReadFile(memtest.Testdata("smi", "nvidia_smi_leak.csv"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/torchmem/torchmem/memtimeline/snapshot"
 )
 
-var snapshotTestdata = filepath.Join("..", "..", "testdata", "snapshots")
+var snapshotTestdata = memtest.Testdata("snapshots")
 
 // execute runs the torchmem command line and returns stdout and the exit
 // code run() would give.

@@ -28,7 +28,7 @@ func TestSnippetPrintsTheExampleFile(t *testing.T) {
 // a training run, a DDP run, an OOM escaping the block, a run without a
 // GPU) is read by torchmem, each recognized by content.
 func TestTorchmemReadsEverythingTheSnippetWrote(t *testing.T) {
-	root := filepath.Join("..", "..", "testdata", "gpu", "snippet_proof")
+	root := memtest.Testdata("gpu", "snippet_proof")
 	for _, c := range []struct {
 		dir   string
 		kinds map[string]int
@@ -96,7 +96,7 @@ func TestTorchmemReadsEverythingTheSnippetWrote(t *testing.T) {
 // snapshot, leaks and frag; the steps log by steps. No verdicts here: those
 // belong to the tests of each analysis.
 func TestTorchmemReadsEverySnippetV2Recording(t *testing.T) {
-	root := filepath.Join("..", "..", "testdata", "gpu")
+	root := memtest.Testdata("gpu")
 	truths, err := filepath.Glob(filepath.Join(root, "*", "truth.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -215,7 +215,7 @@ var snippetV2Name = regexp.MustCompile(`^([A-Za-z0-9.-]+_\d+_\d{8}-\d{6}(?:-\d+)
 // writes its steps log only, a picked rank everything, and every file is
 // named by run and rank and read by torchmem.
 func TestSnippetV2Files(t *testing.T) {
-	root := filepath.Join("..", "..", "testdata", "gpu", "snippet_v2")
+	root := memtest.Testdata("gpu", "snippet_v2")
 	runsIn := func(t *testing.T, dir string) (map[string][]string, map[string]bool) {
 		entries, err := os.ReadDir(filepath.Join(root, dir))
 		if err != nil {
@@ -292,7 +292,7 @@ func TestSnippetV2Files(t *testing.T) {
 // killed (rc 124) with its files unwritten. Every folder is read by analyze
 // with the exit its run calls for, and every cycle's trace has its kernels.
 func TestSnippetTeardownExits(t *testing.T) {
-	root := filepath.Join("..", "..", "testdata", "gpu", "snippet_v3")
+	root := memtest.Testdata("gpu", "snippet_v3")
 	summary, err := os.ReadFile(filepath.Join(root, "summary.txt"))
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace/ranksynth"
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 	"github.com/torchmem/torchmem/rules"
 	"github.com/torchmem/torchmem/rules/leak"
 	"github.com/torchmem/torchmem/rules/summary"
@@ -61,7 +62,7 @@ func TestSummariesGiveTheSameVerdicts(t *testing.T) {
 		"logged_memory_summary",
 	} {
 		t.Run(rec, func(t *testing.T) {
-			dir := filepath.Join("..", "..", "testdata", "gpu", rec)
+			dir := memtest.Testdata("gpu", rec)
 			sums := summarizeDir(t, dir)
 			for _, cmd := range []string{"leaks", "check", "analyze"} {
 				direct, code := verdictsOf(t, cmd, dir)
@@ -101,7 +102,7 @@ func TestSummariesGiveTheSameVerdicts(t *testing.T) {
 // Per-step survivors and leak suspects (with their stacks) are the same
 // from a trace's summary as from the trace.
 func TestSummaryLeakReportMatchesTrace(t *testing.T) {
-	dir := filepath.Join("..", "..", "testdata", "gpu", "ddp_one_rank_leaks")
+	dir := memtest.Testdata("gpu", "ddp_one_rank_leaks")
 	sums := summarizeDir(t, dir)
 	leaksJSON := func(args ...string) []rankLeakJSON {
 		out, errOut, code := torchmem(t, append([]string{"leaks", "--format", "json"}, args...)...)
@@ -195,7 +196,7 @@ func TestSummaryIsSmallAndVersioned(t *testing.T) {
 // What a summary cannot answer is said, and a newer schema is refused
 // with what to do.
 func TestSummaryLimitsSaid(t *testing.T) {
-	sums := summarizeDir(t, filepath.Join("..", "..", "testdata", "gpu", "ddp_one_rank_leaks", "rank0", "trace.json.gz"))
+	sums := summarizeDir(t, memtest.Testdata("gpu", "ddp_one_rank_leaks", "rank0", "trace.json.gz"))
 	path := filepath.Join(sums, "rank0_trace"+summary.Ext) // the folder's rank kept in the name
 	for _, cmd := range []string{"ops", "stacks", "frag"} {
 		_, errOut, code := torchmem(t, cmd, path)
@@ -298,7 +299,7 @@ func TestSixtyFourRanks(t *testing.T) {
 // the traces (same JSON, same exit), the report draws the summaries'
 // charts and the cross-rank table naming the leaking rank.
 func TestSummaryDiffAndReport(t *testing.T) {
-	dir := filepath.Join("..", "..", "testdata", "gpu", "ddp_one_rank_leaks")
+	dir := memtest.Testdata("gpu", "ddp_one_rank_leaks")
 	sums := summarizeDir(t, dir)
 	base, head := filepath.Join(dir, "rank0", "trace.json.gz"), filepath.Join(dir, "rank1", "trace.json.gz")
 	direct, _, code := torchmem(t, "diff", base, head, "--format", "json")

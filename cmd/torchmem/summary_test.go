@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 )
 
 // summaryLog writes a training log with a logger prefix on every line, a
@@ -16,7 +18,7 @@ func summaryLog(t *testing.T, edit func(string) string) string {
 	t.Helper()
 	var b strings.Builder
 	for i := 0; i <= 7; i++ {
-		tab, err := os.ReadFile(filepath.Join("..", "..", "testdata", "summary", fmt.Sprintf("nvidia_smi_leak_memory_summary_%03d.txt", i*10)))
+		tab, err := os.ReadFile(memtest.Testdata("summary", fmt.Sprintf("nvidia_smi_leak_memory_summary_%03d.txt", i*10)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,7 +95,7 @@ func TestMemorySummaryInput(t *testing.T) {
 // training logs with memory_summary() tables. Every source reads the
 // planted 8 MiB per step, the two logs included.
 func TestMemorySummaryRecordedRun(t *testing.T) {
-	dir := filepath.Join("..", "..", "testdata", "gpu", "logged_memory_summary")
+	dir := memtest.Testdata("gpu", "logged_memory_summary")
 	out, errOut, code := torchmem(t, "analyze", dir, "--format", "json")
 	if code != exitFindings {
 		t.Fatalf("exit %d: %s", code, errOut)

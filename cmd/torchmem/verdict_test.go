@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 )
 
 // The verdict block fits $COLUMNS and stays within 8 lines per run, for
@@ -125,7 +127,7 @@ func TestReportLayoutAnswerFirst(t *testing.T) {
 // The snippet's directory: one verdict for the rank, and the report's top
 // shows the run on one timeline with the profiled windows marked.
 func TestSnippetDirectoryOneVerdict(t *testing.T) {
-	dir := "../../testdata/gpu/snippet_proof/gpu"
+	dir := memtest.Testdata("gpu", "snippet_proof", "gpu")
 	for _, cmd := range []string{"analyze", "check", "leaks"} {
 		out, _, code := torchmem(t, cmd, dir)
 		if code != exitOK {
@@ -153,8 +155,8 @@ func TestSnippetDirectoryOneVerdict(t *testing.T) {
 // what was alive when it failed.
 func TestReportPeakAgainstTorchAndOOM(t *testing.T) {
 	for _, c := range []struct{ dir, want string }{
-		{"../../testdata/gpu/leak_hook_every_step", "(torch's export_memory_timeline)"},
-		{"../../testdata/gpu/oom", "What was alive when 300.00 GB failed"},
+		{memtest.Testdata("gpu", "leak_hook_every_step"), "(torch's export_memory_timeline)"},
+		{memtest.Testdata("gpu", "oom"), "What was alive when 300.00 GB failed"},
 	} {
 		page := filepath.Join(t.TempDir(), "r.html")
 		torchmem(t, "report", c.dir, "-o", page)
@@ -163,7 +165,7 @@ func TestReportPeakAgainstTorchAndOOM(t *testing.T) {
 			t.Errorf("%s: report lacks %q", c.dir, c.want)
 		}
 	}
-	out, _, _ := torchmem(t, "analyze", "../../testdata/gpu/leak_hook_every_step")
+	out, _, _ := torchmem(t, "analyze", memtest.Testdata("gpu", "leak_hook_every_step"))
 	if !strings.Contains(out, "by category (torch's export_memory_timeline; the estimate agrees") {
 		t.Errorf("analyze does not give torch's categories:\n%s", out)
 	}
@@ -173,7 +175,7 @@ func TestReportPeakAgainstTorchAndOOM(t *testing.T) {
 // new user runs it: one verdict, one leak finding (not three), and the
 // report's top shows the run on one timeline.
 func TestHFTrainerLeakOneAnswer(t *testing.T) {
-	dir := "../../testdata/gpu/hf_trainer_leak"
+	dir := memtest.Testdata("gpu", "hf_trainer_leak")
 	out, _, code := torchmem(t, "check", dir, "--format", "json")
 	if code != exitFindings {
 		t.Errorf("exit %d", code)
