@@ -129,6 +129,12 @@ type FragAnswer struct {
 	// Wasted says what WastedBytes measures.
 	Wasted string `json:"wasted"`
 	Reason string `json:"reason"`
+	// AllocRetries is how often the allocator gave its cache back and
+	// retried a cudaMalloc during the run (torch's num_alloc_retries, from
+	// a step log or memory_summary() tables, else the trace's window);
+	// Retries says so in a sentence, with what it means. Zero: none seen.
+	AllocRetries int64  `json:"alloc_retries,omitempty"`
+	Retries      string `json:"retries,omitempty"`
 }
 
 // Holder is a line (or operator) holding memory at a moment.
@@ -320,7 +326,7 @@ func summaryEvidence(in *Input) []LeakEvidence {
 			byDev[s.Device] = ser
 			devs = append(devs, s.Device)
 		}
-		r := steplog.Record{Step: s.Step, AllocatedBytes: s.AllocatedBytes, ReservedBytes: s.ReservedBytes, ActiveBytes: s.ActiveBytes, PeakAllocatedBytes: s.AllocatedPeakBytes, PeakReservedBytes: s.ReservedPeakBytes, Line: s.Line}
+		r := steplog.Record{Step: s.Step, AllocatedBytes: s.AllocatedBytes, ReservedBytes: s.ReservedBytes, ActiveBytes: s.ActiveBytes, PeakAllocatedBytes: s.AllocatedPeakBytes, PeakReservedBytes: s.ReservedPeakBytes, AllocRetries: s.Retries, Line: s.Line}
 		if !s.Time.IsZero() {
 			r.Time, r.HasTime = float64(s.Time.UnixNano())/1e9, true
 		}
@@ -851,6 +857,84 @@ func judgeFrag(ins []*Input) *FragAnswer {
 	return ans
 }
 
+// addRetries tells how often the allocator freed its cache and retried: a
+// run at its memory limit, one step from an OOM, whatever the frag verdict.
+// torch's own counter (a step log or memory_summary() tables) covers the
+// run; a trace sees its window only.
+func addRetries(ans *FragAnswer, ins []*Input) *FragAnswer {
+	var n int64
+	var steps, records int
+	from := ""
+	for _, in := range ins {
+		log := in.StepLog
+		if log == nil && in.Summary != nil {
+			log = in.Summary.StepLog()
+		}
+		if log == nil {
+			continue
+		}
+		for _, s := range log.Series {
+			first := int64(-1)
+			prev := int64(-1)
+			var up, seen int
+			for _, r := range s.Records {
+				if r.AllocRetries < 0 {
+					continue
+				}
+				seen++
+				if first < 0 {
+					first = r.AllocRetries
+				}
+				if prev >= 0 && r.AllocRetries > prev {
+					up++
+				}
+				prev = r.AllocRetries
+			}
+			if first >= 0 && prev-first > n {
+				n, steps, records, from = prev-first, up, seen, in.Source
+			}
+		}
+	}
+	if n > 0 {
+		what := "step log"
+		if isSummaryInput(ins, from) {
+			what = "memory_summary()"
+		}
+		sentence := fmt.Sprintf("%d cudaMalloc retries in %d of %d steps (%s): at its limit the allocator flushed its cache; lower the peak or use expandable_segments:True (near an OOM, and slow)", n, steps, records, what)
+		return withRetries(ans, from, n, sentence)
+	}
+	for _, in := range ins {
+		if in.Trace == nil || in.Digest != nil {
+			continue
+		}
+		if f := in.Frag(); f.AllocRetries > n {
+			n, from = f.AllocRetries, in.Source
+		}
+	}
+	if n == 0 {
+		return ans
+	}
+	sentence := fmt.Sprintf("%d cudaMalloc retries in the profiled window (trace): at its limit the allocator flushed its cache; lower the peak or use expandable_segments:True (near an OOM, and slow)", n)
+	return withRetries(ans, from, n, sentence)
+}
+
+func isSummaryInput(ins []*Input, source string) bool {
+	for _, in := range ins {
+		if in.Source == source && in.Summary != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func withRetries(ans *FragAnswer, from string, n int64, sentence string) *FragAnswer {
+	if ans == nil {
+		ans = &FragAnswer{Source: from, Verdict: frag.VerdictUnknown, Reason: "no trace or snapshot to judge the cache by"}
+	}
+	ans.AllocRetries, ans.Retries = n, sentence
+	return ans
+}
+
 // judgePeak takes the highest allocated peak among the group's traces,
 // with what held it; without a trace, a step log's peak.
 func judgePeak(ins []*Input) *PeakAnswer {
@@ -1016,6 +1100,7 @@ func Judge(name string, ins []*Input) Verdict {
 		v.OOMs = []OOMAnswer{}
 	}
 	v.Frag = judgeFrag(ins)
+	v.Frag = addRetries(v.Frag, ins)
 	v.Peak = judgePeak(ins)
 	return v
 }

@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -438,5 +439,73 @@ func TestVerdictPeakFromSnapshotAlone(t *testing.T) {
 		if h := v.Peak.Holders[0]; !strings.Contains(h.Where, ".py(") || h.Bytes <= 0 {
 			t.Errorf("%s: top holder %+v", c.snapshot, h)
 		}
+	}
+}
+
+// The allocator's free-and-retry is told beside the frag verdict: from
+// torch's own counter in the steps log (the run), else from the trace (its
+// window). Every recording with a steps log: the count is the log's own
+// num_alloc_retries rise, read here from the raw lines; and alloc_retry's
+// trace alone finds one retry per profiled step, as truth.json's
+// retries_per_step says for those steps.
+func TestVerdictRetries(t *testing.T) {
+	logs, _ := filepath.Glob(filepath.Join(gpuData, "*", "vm_*.steps.jsonl"))
+	withRetries := 0
+	for _, logPath := range logs {
+		dir := filepath.Dir(logPath)
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			first, last := int64(-1), int64(-1)
+			for _, line := range strings.Split(strings.TrimSpace(string(memtest.ReadAll(t, logPath))), "\n") {
+				var rec struct {
+					Retries *int64 `json:"num_alloc_retries"`
+				}
+				if err := json.Unmarshal([]byte(line), &rec); err != nil || rec.Retries == nil {
+					continue
+				}
+				if first < 0 {
+					first = *rec.Retries
+				}
+				last = *rec.Retries
+			}
+			want := last - first
+			paths, _ := filepath.Glob(filepath.Join(dir, "vm_*"))
+			vs := JudgeAll(loadInputs(t, paths...))
+			var got int64
+			for _, v := range vs {
+				if v.Frag != nil {
+					got = max(got, v.Frag.AllocRetries)
+					if (v.Frag.AllocRetries > 0) != (v.Frag.Retries != "") {
+						t.Errorf("%d retries, sentence %q", v.Frag.AllocRetries, v.Frag.Retries)
+					}
+				}
+			}
+			if got != want {
+				t.Errorf("%d retries told, the steps log rose by %d", got, want)
+			}
+			if want > 0 {
+				withRetries++
+			}
+		})
+	}
+	if withRetries == 0 {
+		t.Errorf("no recording with allocator retries: the test proves nothing")
+	}
+
+	dir := filepath.Join(gpuData, "alloc_retry")
+	var truth struct {
+		RetriesPerStep []int64 `json:"retries_per_step"`
+	}
+	memtest.ReadJSON(t, filepath.Join(dir, "truth.json"), &truth)
+	traces, _ := filepath.Glob(filepath.Join(dir, "*.pt.trace.json.gz"))
+	ins := loadInputs(t, traces...)
+	var want int64
+	for _, s := range ins[0].Frag().Steps {
+		if s.Number >= 0 && s.Number < int64(len(truth.RetriesPerStep)) {
+			want += truth.RetriesPerStep[s.Number]
+		}
+	}
+	v := JudgeAll(ins)[0]
+	if v.Frag == nil || v.Frag.AllocRetries != want || want == 0 {
+		t.Errorf("trace alone: %+v, want %d retries (truth's retries_per_step over the window)", v.Frag, want)
 	}
 }

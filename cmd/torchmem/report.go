@@ -273,6 +273,9 @@ func buildReportAnswer(idPrefix string, v rules.Verdict) (reportAnswer, error) {
 	}
 	if v.Frag != nil {
 		a.Lines = append(a.Lines, reportLine{Label: "FRAG", Text: fragLine(v.Frag)})
+		if v.Frag.Retries != "" {
+			a.Lines = append(a.Lines, reportLine{Label: "RETRY", Text: v.Frag.Retries})
+		}
 	}
 	if p := v.Peak; p != nil {
 		a.Lines = append(a.Lines, reportLine{Label: "PEAK", Text: peakLine(p)})

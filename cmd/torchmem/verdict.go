@@ -297,6 +297,9 @@ func writeVerdictText(w io.Writer, vs []rules.Verdict, width int) {
 		}
 		if v.Frag != nil {
 			lines = append(lines, wrapEntry("FRAG", fragLine(v.Frag), width, 1)...)
+			if v.Frag.Retries != "" {
+				lines = append(lines, wrapEntry("RETRY", v.Frag.Retries, width, 2)...)
+			}
 		}
 		if v.Peak != nil {
 			lines = append(lines, wrapEntry("PEAK", peakLine(v.Peak), width, 1)...)
@@ -328,6 +331,9 @@ func writeVerdictMarkdown(w io.Writer, vs []rules.Verdict) {
 		}
 		if v.Frag != nil {
 			fmt.Fprintf(w, "- **FRAG** %s\n", mdEscape(fragLine(v.Frag)))
+			if v.Frag.Retries != "" {
+				fmt.Fprintf(w, "- **RETRY** %s\n", mdEscape(v.Frag.Retries))
+			}
 		}
 		if v.Peak != nil {
 			fmt.Fprintf(w, "- **PEAK** %s\n", mdEscape(peakLine(v.Peak)))

@@ -43,6 +43,10 @@ type Record struct {
 	// reset_peak_memory_stats), when the line has them.
 	PeakAllocatedBytes int64
 	PeakReservedBytes  int64
+	// AllocRetries is torch's num_alloc_retries so far (cudaMalloc failed,
+	// the allocator gave its cache back and tried again), -1 when the line
+	// has none.
+	AllocRetries int64
 	// Line is the 1-based line number in the file.
 	Line int
 }
@@ -80,6 +84,7 @@ var stepKeys = map[string][]string{
 	"peak_allocated": {"max_allocated", "peak_allocated", "allocated_bytes.all.peak", "max_memory_allocated", "max_allocated_bytes", "max_allocated_mb"},
 	"peak_reserved":  {"max_reserved", "peak_reserved", "reserved_bytes.all.peak", "max_memory_reserved", "max_reserved_bytes", "max_reserved_mb"},
 	"device":         {"device", "rank", "local_rank", "gpu"},
+	"alloc_retries":  {"num_alloc_retries", "alloc_retries", "cuda_malloc_retries"},
 }
 
 // stepNested names objects whose keys count as the line's own.
@@ -240,7 +245,7 @@ func Read(r io.Reader) (*Log, error) {
 // step key (the caller numbers lines then).
 func parseStepRecord(log *Log, text string) (Record, string, error) {
 	rec := Record{Step: -1, AllocatedBytes: -1, ReservedBytes: -1,
-		ActiveBytes: -1, PeakAllocatedBytes: -1, PeakReservedBytes: -1}
+		ActiveBytes: -1, PeakAllocatedBytes: -1, PeakReservedBytes: -1, AllocRetries: -1}
 	if !lines.IsText(text) {
 		return rec, "", errors.New("binary data")
 	}
@@ -262,6 +267,7 @@ func parseStepRecord(log *Log, text string) (Record, string, error) {
 	for q, dst := range map[string]*int64{
 		"reserved": &rec.ReservedBytes, "active": &rec.ActiveBytes,
 		"peak_allocated": &rec.PeakAllocatedBytes, "peak_reserved": &rec.PeakReservedBytes,
+		"alloc_retries": &rec.AllocRetries,
 	} {
 		if key, v, ok := lookupStepKey(obj, q); ok {
 			if *dst, err = stepBytes(key, v); err != nil {

@@ -249,6 +249,10 @@ type Report struct {
 	// (or in the other pool); FragmentedMissBytes is the reserved they added.
 	FragmentedMisses    int64 `json:"fragmented_misses"`
 	FragmentedMissBytes int64 `json:"fragmented_miss_bytes"`
+	// AllocRetries counts the allocator's free-and-retry seen in the
+	// window: a cudaMalloc failed, every unused segment went back to the
+	// driver and the allocation made a new one (reserved fell at it).
+	AllocRetries int64 `json:"alloc_retries,omitempty"`
 	// Misses lists them (first 20); Pools is each pool at the window's end.
 	Misses []FragmentedMiss `json:"misses"`
 	Pools  []PoolUse        `json:"pools"`
@@ -468,6 +472,7 @@ func Analyze(d Data, opts Options) Report {
 				// for this block. The drop is net of that segment.
 				retrySegment = segmentSize(e.Bytes)
 				released += retrySegment
+				rep.AllocRetries++
 				if idle := pools.idleFor(e.Bytes); idle >= e.Bytes {
 					p := poolOf(e.Bytes)
 					rep.FragmentedMisses++
