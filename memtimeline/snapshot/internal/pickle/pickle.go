@@ -342,6 +342,23 @@ func (d *pickleDecoder) next(n int) ([]byte, error) {
 	return b, nil
 }
 
+// memoIndex reads a memo index: one byte (BINPUT, BINGET) or four,
+// little-endian (LONGBINPUT, LONGBINGET).
+func (d *pickleDecoder) memoIndex(long bool) (uint64, error) {
+	n := 1
+	if long {
+		n = 4
+	}
+	b, err := d.next(n)
+	if err != nil {
+		return 0, err
+	}
+	if long {
+		return uint64(binary.LittleEndian.Uint32(b)), nil
+	}
+	return uint64(b[0]), nil
+}
+
 func (d *pickleDecoder) errorf(opOff int64, op byte, format string, args ...any) error {
 	return fmt.Errorf("pickle byte %d (opcode 0x%02x): %s", opOff, op, fmt.Sprintf(format, args...))
 }
@@ -858,34 +875,18 @@ func (d *pickleDecoder) run() (Value, error) {
 			}
 			d.memoPut(uint64(d.memo.Len()+len(d.sparse)), d.stack[len(d.stack)-1])
 		case opBINPUT, opLONGBINPUT:
-			n := 1
-			if op == opLONGBINPUT {
-				n = 4
-			}
-			b, err := d.next(n)
+			idx, err := d.memoIndex(op == opLONGBINPUT)
 			if err != nil {
 				return 0, err
-			}
-			idx := uint64(b[0])
-			if n == 4 {
-				idx = uint64(binary.LittleEndian.Uint32(b))
 			}
 			if len(d.stack) == 0 {
 				return 0, d.errorf(opOff, op, "malformed pickle: PUT on an empty stack")
 			}
 			d.memoPut(idx, d.stack[len(d.stack)-1])
 		case opBINGET, opLONGBINGET:
-			n := 1
-			if op == opLONGBINGET {
-				n = 4
-			}
-			b, err := d.next(n)
+			idx, err := d.memoIndex(op == opLONGBINGET)
 			if err != nil {
 				return 0, err
-			}
-			idx := uint64(b[0])
-			if n == 4 {
-				idx = uint64(binary.LittleEndian.Uint32(b))
 			}
 			v, ok := d.memoGet(idx)
 			if !ok {
