@@ -38,9 +38,7 @@ func TestAnalyzeJSONSeveralInputs(t *testing.T) {
 			Operators []json.RawMessage `json:"operators"`
 		} `json:"inputs"`
 	}
-	if err := json.Unmarshal([]byte(out), &doc); err != nil {
-		t.Fatal(err)
-	}
+	decodeJSON(t, out, &doc)
 	if len(doc.Inputs) != 2 || doc.Inputs[0].Kind != "trace" || doc.Inputs[0].Leaks.Verdict != "clean" || len(doc.Inputs[0].Operators) == 0 ||
 		doc.Inputs[1].Kind != "snapshot" || doc.Inputs[1].Leaks.Verdict != "leak" {
 		t.Errorf("inputs %+v", doc.Inputs)

@@ -65,9 +65,7 @@ func TestCheckSARIFPutsTheLeakOnItsLine(t *testing.T) {
 			} `json:"results"`
 		} `json:"runs"`
 	}
-	if err := json.Unmarshal([]byte(out), &log); err != nil {
-		t.Fatal(err)
-	}
+	decodeJSON(t, out, &log)
 	if log.Version != "2.1.0" || len(log.Runs) != 1 || len(log.Runs[0].Tool.Driver.Rules) == 0 {
 		t.Fatalf("not SARIF 2.1.0: %s", out[:200])
 	}
@@ -179,9 +177,7 @@ func TestCheckSARIFSourceRoot(t *testing.T) {
 				Results []result                        `json:"results"`
 			} `json:"runs"`
 		}
-		if err := json.Unmarshal([]byte(out), &log); err != nil {
-			t.Fatal(err)
-		}
+		decodeJSON(t, out, &log)
 		byRule := map[string]result{}
 		for _, r := range log.Runs[0].Results {
 			byRule[r.RuleID] = r
@@ -238,9 +234,7 @@ func TestCheckSARIFAbsolutePathOutsideRoot(t *testing.T) {
 			} `json:"results"`
 		} `json:"runs"`
 	}
-	if err := json.Unmarshal([]byte(out), &log); err != nil {
-		t.Fatal(err)
-	}
+	decodeJSON(t, out, &log)
 	found := false
 	for _, r := range log.Runs[0].Results {
 		if r.RuleID == "snapshot.leak" {

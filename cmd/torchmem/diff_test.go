@@ -33,9 +33,7 @@ func TestDiffBudgetAndJSON(t *testing.T) {
 		} `json:"metrics"`
 		NewSuspects []json.RawMessage `json:"new_suspects"`
 	}
-	if err := json.Unmarshal([]byte(out), &d); err != nil {
-		t.Fatal(err)
-	}
+	decodeJSON(t, out, &d)
 	if d.WithinBudget || len(d.Violations) != 1 || d.HeadVerdict != "leak" || len(d.NewSuspects) != 1 || d.Metrics[0].Metric != "peak_allocated" || d.Metrics[0].Pct < 5 {
 		t.Errorf("diff %+v", d)
 	}

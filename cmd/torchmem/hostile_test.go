@@ -122,9 +122,7 @@ func TestHostileSARIFURIs(t *testing.T) {
 			} `json:"results"`
 		} `json:"runs"`
 	}
-	if err := json.Unmarshal([]byte(out), &doc); err != nil {
-		t.Fatal(err)
-	}
+	decodeJSON(t, out, &doc)
 	n := 0
 	for _, r := range doc.Runs {
 		for _, res := range r.Results {

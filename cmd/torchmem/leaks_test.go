@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,9 +28,7 @@ func TestLeaksExitCodesAndJSON(t *testing.T) {
 			Stack        []string `json:"stack"`
 		} `json:"suspects"`
 	}
-	if err := json.Unmarshal([]byte(out), &rep); err != nil {
-		t.Fatal(err)
-	}
+	decodeJSON(t, out, &rep)
 	if rep.Verdict != "leak" || rep.GrowthBytesPerStep != 4<<20 || len(rep.Steps) != 6 || len(rep.Suspects) == 0 {
 		t.Errorf("report %+v", rep)
 	}
@@ -71,9 +68,7 @@ func TestLeaksPerRankDirectory(t *testing.T) {
 			Outlier bool   `json:"outlier"`
 		} `json:"ranks"`
 	}
-	if err := json.Unmarshal([]byte(out), &doc); err != nil {
-		t.Fatal(err)
-	}
+	decodeJSON(t, out, &doc)
 	if len(doc.Ranks) != 3 {
 		t.Fatalf("%d ranks", len(doc.Ranks))
 	}

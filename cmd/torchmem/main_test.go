@@ -23,6 +23,15 @@ func torchmem(t *testing.T, args ...string) (string, string, int) {
 	return out.String(), errb.String(), code
 }
 
+// decodeJSON unmarshals a command's JSON output into v, failing the test
+// with the start of the output when it is not JSON.
+func decodeJSON(t *testing.T, out string, v any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		t.Fatalf("not JSON: %v\n%.500s", err, out)
+	}
+}
+
 // refused checks that the command line exits 2 (bad input or usage) with
 // an error that says want.
 func refused(t *testing.T, want string, args ...string) {
@@ -80,9 +89,7 @@ func TestOpsJSONShape(t *testing.T) {
 		Summary   map[string]any   `json:"summary"`
 		Operators []map[string]any `json:"operators"`
 	}
-	if err := json.Unmarshal([]byte(out), &doc); err != nil {
-		t.Fatal(err)
-	}
+	decodeJSON(t, out, &doc)
 	if doc.Summary == nil || len(doc.Operators) == 0 {
 		t.Fatalf("missing summary or operators: %s", out[:200])
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -72,9 +71,7 @@ func TestSnapshotCommandJSON(t *testing.T) {
 			MaxSplit int64 `json:"max_split_size"`
 		} `json:"allocator_settings"`
 	}
-	if err := json.Unmarshal([]byte(out), &doc); err != nil {
-		t.Fatalf("not JSON: %v\n%s", err, out)
-	}
+	decodeJSON(t, out, &doc)
 	want := oracleFigures(t, "leak_module_cache")
 	if doc.File != path || doc.Stats.Reserved != int64(want["reserved_bytes"].(float64)) ||
 		doc.Stats.Allocated != int64(want["allocated_bytes"].(float64)) ||

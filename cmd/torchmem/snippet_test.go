@@ -49,9 +49,7 @@ func TestTorchmemReadsEverythingTheSnippetWrote(t *testing.T) {
 					Kind   string `json:"kind"`
 				} `json:"inputs"`
 			}
-			if err := json.Unmarshal([]byte(out), &doc); err != nil {
-				t.Fatal(err)
-			}
+			decodeJSON(t, out, &doc)
 			got := map[string]int{}
 			for _, in := range doc.Inputs {
 				got[in.Kind]++
@@ -80,7 +78,7 @@ func TestTorchmemReadsEverythingTheSnippetWrote(t *testing.T) {
 			Rule string `json:"rule"`
 		} `json:"findings"`
 	}
-	json.Unmarshal([]byte(out), &doc)
+	decodeJSON(t, out, &doc)
 	rules := map[string]bool{}
 	for _, f := range doc.Findings {
 		rules[f.Rule] = true
@@ -153,9 +151,7 @@ func TestTorchmemReadsEverySnippetV2Recording(t *testing.T) {
 					Kind string `json:"kind"`
 				} `json:"inputs"`
 			}
-			if err := json.Unmarshal([]byte(out), &doc); err != nil {
-				t.Fatalf("analyze JSON: %v", err)
-			}
+			decodeJSON(t, out, &doc)
 			got := map[string]int{}
 			for _, in := range doc.Inputs {
 				got[in.Kind]++
@@ -171,9 +167,7 @@ func TestTorchmemReadsEverySnippetV2Recording(t *testing.T) {
 				t.Fatalf("analyze %s: exit 2: %s", dir, errOut)
 			}
 			doc.Inputs = nil
-			if err := json.Unmarshal([]byte(out), &doc); err != nil {
-				t.Fatalf("analyze JSON: %v", err)
-			}
+			decodeJSON(t, out, &doc)
 			got = map[string]int{}
 			for _, in := range doc.Inputs {
 				got[in.Kind]++

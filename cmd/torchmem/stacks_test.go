@@ -22,9 +22,7 @@ func TestStacksJSONNamesTheLeakingLine(t *testing.T) {
 			Allocs          int64    `json:"allocs"`
 		} `json:"stacks"`
 	}
-	if err := json.Unmarshal([]byte(out), &doc); err != nil {
-		t.Fatal(err)
-	}
+	decodeJSON(t, out, &doc)
 	top := doc.Stacks[0]
 	if top.Frames[len(top.Frames)-1] != "gen_traces.py(143): forward" || !strings.HasPrefix(top.Operator, "aten::clone") || top.LiveBytesAtEnd != 24<<20 {
 		t.Errorf("top live site %+v", top)

@@ -112,9 +112,7 @@ func TestSummaryLeakReportMatchesTrace(t *testing.T) {
 		var doc struct {
 			Ranks []rankLeakJSON `json:"ranks"`
 		}
-		if err := json.Unmarshal([]byte(out), &doc); err != nil {
-			t.Fatal(err)
-		}
+		decodeJSON(t, out, &doc)
 		return doc.Ranks
 	}
 	direct, from := leaksJSON(dir), leaksJSON(sums)
@@ -258,9 +256,7 @@ func TestSixtyFourRanks(t *testing.T) {
 			t.Fatalf("leaks %s: exit %d: %s", arg, code, errOut)
 		}
 		var d leaksDoc
-		if err := json.Unmarshal([]byte(out), &d); err != nil {
-			t.Fatal(err)
-		}
+		decodeJSON(t, out, &d)
 		return d, errOut
 	}
 	direct, errOut := leaksOf(dir)

@@ -191,9 +191,7 @@ func TestHFTrainerLeakOneAnswer(t *testing.T) {
 			Metrics map[string]float64 `json:"metrics"`
 		} `json:"findings"`
 	}
-	if err := json.Unmarshal([]byte(out), &doc); err != nil {
-		t.Fatal(err)
-	}
+	decodeJSON(t, out, &doc)
 	leakFindings := 0
 	for _, f := range doc.Findings {
 		if f.Rule == "memory.leak" || f.Rule == "snapshot.leak" || f.Rule == "steps.growth" {
