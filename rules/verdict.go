@@ -864,18 +864,13 @@ func judgeFrag(ins []*Input) *FragAnswer {
 func addRetries(ans *FragAnswer, ins []*Input) *FragAnswer {
 	var n int64
 	var steps, records int
-	from := ""
+	from, what := "", ""
 	for _, in := range ins {
-		log := in.StepLog
-		if log == nil && in.Summary != nil {
-			log = in.Summary.StepLog()
-		}
-		if log == nil {
+		if in.StepLog == nil { // a memory_summary() log comes with its tables as steps
 			continue
 		}
-		for _, s := range log.Series {
-			first := int64(-1)
-			prev := int64(-1)
+		for _, s := range in.StepLog.Series {
+			first, prev := int64(-1), int64(-1)
 			var up, seen int
 			for _, r := range s.Records {
 				if r.AllocRetries < 0 {
@@ -892,14 +887,14 @@ func addRetries(ans *FragAnswer, ins []*Input) *FragAnswer {
 			}
 			if first >= 0 && prev-first > n {
 				n, steps, records, from = prev-first, up, seen, in.Source
+				what = "step log"
+				if in.Summary != nil {
+					what = "memory_summary()"
+				}
 			}
 		}
 	}
 	if n > 0 {
-		what := "step log"
-		if isSummaryInput(ins, from) {
-			what = "memory_summary()"
-		}
 		sentence := fmt.Sprintf("%d cudaMalloc retries in %d of %d steps (%s): at its limit the allocator flushed its cache; lower the peak or use expandable_segments:True (near an OOM, and slow)", n, steps, records, what)
 		return withRetries(ans, from, n, sentence)
 	}
@@ -916,15 +911,6 @@ func addRetries(ans *FragAnswer, ins []*Input) *FragAnswer {
 	}
 	sentence := fmt.Sprintf("%d cudaMalloc retries in the profiled window (trace): at its limit the allocator flushed its cache; lower the peak or use expandable_segments:True (near an OOM, and slow)", n)
 	return withRetries(ans, from, n, sentence)
-}
-
-func isSummaryInput(ins []*Input, source string) bool {
-	for _, in := range ins {
-		if in.Source == source && in.Summary != nil {
-			return true
-		}
-	}
-	return false
 }
 
 func withRetries(ans *FragAnswer, from string, n int64, sentence string) *FragAnswer {

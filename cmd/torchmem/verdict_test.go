@@ -211,3 +211,48 @@ func TestHFTrainerLeakOneAnswer(t *testing.T) {
 		t.Errorf("%d verdict sections", n)
 	}
 }
+
+// A training log's memory_summary() tables carry torch's cudaMalloc retry
+// counter: the recorded log with its later tables counting 0, 3, 3, 7, 7
+// (edited; the run itself had none) gives a RETRY line of 7 retries in 2 of
+// its 6 steps, named as memory_summary()'s.
+func TestVerdictRetriesFromMemorySummary(t *testing.T) {
+	log := string(memtest.ReadAll(t, memtest.Testdata("gpu", "logged_memory_summary", "train.log")))
+	const zero = "cudaMalloc retries: 0 "
+	if strings.Count(log, zero) != 6 {
+		t.Fatalf("%d tables with 0 retries, want the recording's 6", strings.Count(log, zero))
+	}
+	parts := strings.Split(log, zero)
+	var b strings.Builder
+	for i, p := range parts {
+		b.WriteString(p)
+		if i < len(parts)-1 {
+			b.WriteString("cudaMalloc retries: " + []string{"0", "0", "3", "3", "7", "7"}[i] + " ")
+		}
+	}
+	path := memtest.WriteFile(t, t.TempDir(), "train.log", b.String())
+	out, errOut, code := torchmem(t, "analyze", "--format", "json", path)
+	if code == exitBadInput {
+		t.Fatalf("exit 2: %s", errOut)
+	}
+	var doc struct {
+		Verdicts []struct {
+			Fragmentation *struct {
+				AllocRetries int64  `json:"alloc_retries"`
+				Retries      string `json:"retries"`
+			} `json:"fragmentation"`
+		} `json:"verdicts"`
+	}
+	decodeJSON(t, out, &doc)
+	if len(doc.Verdicts) != 1 || doc.Verdicts[0].Fragmentation == nil {
+		t.Fatalf("verdicts %+v", doc.Verdicts)
+	}
+	f := doc.Verdicts[0].Fragmentation
+	if f.AllocRetries != 7 || !strings.Contains(f.Retries, "in 2 of 6 steps (memory_summary())") {
+		t.Errorf("retries %d: %q", f.AllocRetries, f.Retries)
+	}
+	text, _, _ := torchmem(t, "analyze", path)
+	if !strings.Contains(text, "RETRY  7 cudaMalloc retries") {
+		t.Errorf("no RETRY line:\n%s", text)
+	}
+}

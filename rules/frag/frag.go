@@ -420,6 +420,22 @@ func Analyze(d Data, opts Options) Report {
 	poolMisses := [2]PoolUse{}
 	refillTo := int64(-1) // reserved before an OOM retry's flush, while growing back
 	isRefill := map[int64]bool{}
+	// countMiss counts a new segment of grown bytes for allocation e as a
+	// miss when its pool already held the requested bytes idle.
+	countMiss := func(e *chrometrace.MemoryEvent, k int, grown int64) {
+		idle := pools.idleFor(e.Bytes)
+		if idle < e.Bytes {
+			return
+		}
+		p := poolOf(e.Bytes)
+		rep.FragmentedMisses++
+		rep.FragmentedMissBytes += grown
+		poolMisses[p].Misses++
+		poolMisses[p].MissBytes += grown
+		if len(rep.Misses) < 20 {
+			rep.Misses = append(rep.Misses, FragmentedMiss{TS: e.TS, Step: stepName(k), Pool: poolNames[p], RequestBytes: e.Bytes, GrownBytes: grown, PoolIdleBytes: idle})
+		}
+	}
 	refillGrows := make([]int64, len(rep.Steps))
 	for _, i := range mem {
 		e := &t.Memory[i]
@@ -473,16 +489,7 @@ func Analyze(d Data, opts Options) Report {
 				retrySegment = segmentSize(e.Bytes)
 				released += retrySegment
 				rep.AllocRetries++
-				if idle := pools.idleFor(e.Bytes); idle >= e.Bytes {
-					p := poolOf(e.Bytes)
-					rep.FragmentedMisses++
-					rep.FragmentedMissBytes += retrySegment
-					poolMisses[p].Misses++
-					poolMisses[p].MissBytes += retrySegment
-					if len(rep.Misses) < 20 {
-						rep.Misses = append(rep.Misses, FragmentedMiss{TS: e.TS, Step: stepName(k), Pool: poolNames[p], RequestBytes: e.Bytes, GrownBytes: retrySegment, PoolIdleBytes: idle})
-					}
-				}
+				countMiss(e, k, retrySegment) // against the cache before it was given back
 			}
 			pools.release(released)
 		}
@@ -507,16 +514,7 @@ func Analyze(d Data, opts Options) Report {
 				pools.grow(e.Addr, e.Bytes, retrySegment)
 			}
 			if grown > 0 {
-				p := poolOf(e.Bytes)
-				if idle := pools.idleFor(e.Bytes); idle >= e.Bytes {
-					rep.FragmentedMisses++
-					rep.FragmentedMissBytes += grown
-					poolMisses[p].Misses++
-					poolMisses[p].MissBytes += grown
-					if len(rep.Misses) < 20 {
-						rep.Misses = append(rep.Misses, FragmentedMiss{TS: e.TS, Step: stepName(k), Pool: poolNames[p], RequestBytes: e.Bytes, GrownBytes: grown, PoolIdleBytes: idle})
-					}
-				}
+				countMiss(e, k, grown)
 				pools.grow(e.Addr, e.Bytes, grown)
 			}
 			pools.alloc(e.Addr, e.Bytes)
