@@ -239,7 +239,7 @@ func runDiff(stdout, stderr io.Writer, baseArg, headArg string, o *diffOptions) 
 		conds = append(conds, cfg.Diff.FailIf...)
 	}
 	leakGate, leakThreshold := false, int64(0)
-	for _, r := range rs {
+	for _, r := range rs.Rules {
 		if r.ID == rules.RuleLeak {
 			leakGate, leakThreshold = true, int64(r.Threshold)
 		}
