@@ -245,7 +245,7 @@ func runDiff(stdout, stderr io.Writer, baseArg, headArg string, o *diffOptions) 
 		}
 	}
 	if o.leakThreshold != "" {
-		v, err := diff.ParseBytes(o.leakThreshold)
+		v, err := memtimeline.ParseBytes(o.leakThreshold)
 		if err != nil {
 			return badInput(fmt.Errorf("--leak-threshold: %w", err))
 		}

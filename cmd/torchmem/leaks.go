@@ -58,7 +58,7 @@ parallel and a rank whose verdict differs from the others is named.
 	}
 	f := cmd.Flags()
 	f.IntVar(&o.device, "device", -1, "only this GPU index (-1 = all)")
-	f.Int64Var(&o.minBytes, "min-bytes-per-step", def.MinBytesPerStep, "kept for compatibility: the verdict does not depend on size (check's memory.leak threshold sets error vs warning)")
+	sizeVar(f, &o.minBytes, "min-bytes-per-step", def.MinBytesPerStep, "kept for compatibility: the verdict does not depend on size (check's memory.leak threshold sets error vs warning)")
 	f.IntVar(&o.steady, "steady-steps", def.SteadySteps, "final steps marked as steady state in the step table")
 	f.IntVar(&o.depth, "depth", def.Depth, "innermost user frames kept per suspect chain (0 = the whole chain)")
 	f.IntVar(&o.top, "top", 5, "suspects shown per input (0 = all)")
