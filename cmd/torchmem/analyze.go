@@ -135,8 +135,8 @@ func runAnalyze(stdout, stderr io.Writer, args []string, o *analyzeOptions) erro
 		if err := writeJSON(stdout, struct {
 			Verdicts   []rules.Verdict        `json:"verdicts"`
 			Checklists []rules.NamedChecklist `json:"checklists"`
-			// CrossRank compares the ranks (absent with fewer than two).
-			CrossRank *rules.CrossRank `json:"cross_rank,omitempty"`
+			// CrossRank compares the ranks (null with fewer than two, as in leaks).
+			CrossRank *rules.CrossRank `json:"cross_rank"`
 			Inputs    []analysisJSON   `json:"inputs"`
 		}{ev.Verdicts, ev.Checklists, ev.CrossRank, results}); err != nil {
 			return err
