@@ -15,6 +15,7 @@ import (
 // it: it picks the kinds it reads, warns once per file it skips, and
 // reports each input it read.
 func TestEveryCommandReadsTheSnippetDirectory(t *testing.T) {
+	t.Setenv("COLUMNS", "400") // content, not layout: wide enough that no line wraps
 	dir := memtest.RunDir(t)
 	cases := []struct {
 		args []string
@@ -61,6 +62,7 @@ func TestEveryCommandReadsTheSnippetDirectory(t *testing.T) {
 // `diff DIR DIR` on per-rank directories compares rank with rank: the
 // leaking rank is not blurred into the clean one.
 func TestDiffPairsRanks(t *testing.T) {
+	t.Setenv("COLUMNS", "400") // content, not layout: wide enough that no line wraps
 	base := memtest.Testdata("gpu", "ddp_one_rank_leaks")
 	out, errOut, code := torchmem(t, "diff", base, base, "--format", "json")
 	if code != exitOK {
