@@ -50,6 +50,12 @@ type Options struct {
 	StarveMinBytes    int64
 	StarveUtilPct     float64
 	MinStarveDuration time.Duration
+
+	// A process of a compute-apps log still holding memory, unchanged, at
+	// the end of the logs is a zombie when it did so for at least
+	// ZombieMinDuration after another process on its GPU exited (or for
+	// MinStarveDuration with the GPU idle).
+	ZombieMinDuration time.Duration
 }
 
 // DefaultOptions returns the defaults of `torchmem smi`.
@@ -69,6 +75,7 @@ func DefaultOptions() Options {
 		StarveMinBytes:    1 << 30,
 		StarveUtilPct:     10,
 		MinStarveDuration: 10 * time.Second,
+		ZombieMinDuration: 3 * time.Second,
 	}
 }
 
