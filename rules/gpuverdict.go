@@ -122,7 +122,14 @@ func processesSentence(a smi.AppsAnalysis) string {
 	}
 	for _, p := range a.Processes {
 		if p.Grows != nil {
-			parts = append(parts, fmt.Sprintf("pid %d (%s) grows %s at %.1f MiB/s", p.PID, baseProc(p.Name), memtimeline.FormatBytes(p.Grows.GrowthBytes), p.Grows.SlopeBytesPerSec/(1<<20)))
+			parts = append(parts, fmt.Sprintf("pid %d (%s) grows: %s at %.1f MiB/s", p.PID, baseProc(p.Name), memtimeline.FormatBytes(p.Grows.GrowthBytes), p.Grows.SlopeBytesPerSec/(1<<20)))
+		} else if g := p.StillGrowing; g != nil {
+			when := "when the log ended"
+			if p.Exited {
+				when = "when it exited"
+			}
+			parts = append(parts, fmt.Sprintf("pid %d (%s) was still growing %s (%s in %s, %.1f MiB/s)", p.PID, baseProc(p.Name), when,
+				memtimeline.FormatBytes(g.GrowthBytes), g.Duration.Round(100*time.Millisecond), g.SlopeBytesPerSec/(1<<20)))
 		}
 	}
 	for _, s := range a.Sharing {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/smi"
@@ -321,6 +322,19 @@ func leakEvidence(in *Input) []LeakEvidence {
 				l.Start.Format("15:04:05"), l.End.Format("15:04:05"))
 			break
 		}
+		if e.Verdict == leak.VerdictClean {
+			for _, g := range a.GPUs {
+				if r := g.StillGrowing; r != nil {
+					e.Verdict = leak.VerdictUnknown
+					e.Reason = fmt.Sprintf("memory.used of GPU %s was still rising when the process or the log ended (%s over %s, to %s at %s): too short to tell a leak from a warm-up; log longer, or add the run's steps log",
+						g.Key, memtimeline.FormatBytes(r.GrowthBytes), r.Duration.Round(100*time.Millisecond), memtimeline.FormatBytes(r.EndBytes), r.End.Format("15:04:05"))
+					break
+				}
+			}
+			if e.Verdict == leak.VerdictClean {
+				e.Reason = "memory.used rises at start-up, then holds steady: no growth in steady state"
+			}
+		}
 		out = append(out, e)
 	}
 	return out
@@ -606,8 +620,11 @@ func (k kindCount) figures(es []LeakEvidence) string {
 		f := "clean"
 		if e.Verdict == leak.VerdictLeak {
 			f = memtimeline.FormatBytes(e.BytesPerStep) + "/step"
-			if e.Kind == SourceSMI {
-				f = "growing"
+			if e.BytesPerSecond > 0 {
+				f = fmt.Sprintf("%.1f MiB/s", e.BytesPerSecond/(1<<20))
+				if e.BytesPerStep > 0 {
+					f = memtimeline.FormatBytes(e.BytesPerStep) + "/step (" + f + ")"
+				}
 			}
 		}
 		parts = append(parts, k.name(e)+" "+f)

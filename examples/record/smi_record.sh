@@ -4,9 +4,11 @@
 # a zombie; a trainer; a process that grows). Each scenario has its own GPU log
 # (--query-gpu, 200 ms), compute-apps log (--query-compute-apps, 200 ms), the trainer's steps log
 # (examples/torchmem_profile.py) and torch's own per-step numbers (torch_mem.jsonl).
-#   bash smi_record.sh RESULTS_DIR
+#   bash smi_record.sh RESULTS_DIR [SCENARIO...]   (healthy leak shared; default all)
 set -u
-R=$(realpath -m "${1:?results dir}")
+R=$(realpath -m "${1:?results dir}"); shift
+WANT=" ${*:-healthy leak shared} "
+want() { case "$WANT" in *" $1 "*) return 0;; esac; return 1; }
 HERE=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$R"
 export PYTHONUNBUFFERED=1
@@ -41,19 +43,25 @@ stop_logs() { sleep 2; kill $GPU_LOG $APPS_LOG 2>/dev/null; wait $GPU_LOG $APPS_
 
 t0=$(date +%s)
 # 1. healthy: context, model, data loaded in chunks (2 s of growth), 12 s plateau, exit.
+if want healthy; then
 D="$R/healthy"; mkdir -p "$D"; start_logs "$D"
 timeout 60 python3 "$HERE/smi_trainer.py" "$D" --seconds 12 > "$D/run.log" 2>&1 || echo FAILED healthy
 stop_logs
 echo "healthy done $(( $(date +%s) - t0 )) s"
+fi
 
-# 2. leak: the same, keeping 32 MiB per step for 10 s.
+# 2. leak: the same, keeping 32 MiB per step for 10 s (the allocator reserves it 256 MiB at a
+# time: a rise every 2 s in nvidia-smi).
+if want leak; then
 D="$R/leak"; mkdir -p "$D"; start_logs "$D"
 timeout 60 python3 "$HERE/smi_trainer.py" "$D" --seconds 10 --leak > "$D/run.log" 2>&1 || echo FAILED leak
 stop_logs
 echo "leak done $(( $(date +%s) - t0 )) s"
+fi
 
 # 3. shared: a holder (2 GiB, idle) starts first and outlives everything (a zombie at the end);
 # the trainer runs; a grower takes 16 MiB every 0.25 s for 5 s in the middle of the training.
+if want shared; then
 D="$R/shared"; mkdir -p "$D"; start_logs "$D"
 python3 "$HERE/smi_other.py" "$D/holder.json" hold 2 120 > "$D/holder.log" 2>&1 &
 HOLDER=$!
@@ -69,5 +77,6 @@ sleep 4  # the holder alone: memory held, nothing running
 stop_logs
 kill $HOLDER 2>/dev/null; wait $HOLDER 2>/dev/null
 echo "shared done $(( $(date +%s) - t0 )) s"
+fi
 nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv > "$R/compute_apps_none.csv" 2>&1
 date -u >> "$R/env.txt"

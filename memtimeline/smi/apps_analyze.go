@@ -35,6 +35,9 @@ type ProcessReport struct {
 	// Grows is the process's steady growth, judged as memory.used is
 	// (a leak in that process), or nil.
 	Grows *GrowthRun `json:"grows,omitempty"`
+	// StillGrowing is growth too short to judge that was still going on
+	// when the process exited or the log ended (see GPUReport.StillGrowing).
+	StillGrowing *GrowthRun `json:"still_growing,omitempty"`
 	// Zombie: the process held its memory, unchanged, to the end of the
 	// log after the others on its GPU exited, or with the GPU idle.
 	Zombie       bool      `json:"zombie,omitempty"`
@@ -177,7 +180,7 @@ func AnalyzeApps(apps *AppsLog, gpus *Log, opts Options) AppsAnalysis {
 			}
 		}
 		if apps.HasTime {
-			r.Grows = processGrowth(p, opts)
+			r.Grows, r.StillGrowing = processGrowth(p, opts)
 		}
 		a.Processes = append(a.Processes, r)
 	}
@@ -205,17 +208,18 @@ func roundInterval(apps *AppsLog, gpus *Log) time.Duration {
 	return time.Second
 }
 
-// processGrowth judges one process's memory like a GPU's memory.used.
-func processGrowth(p *Process, opts Options) *GrowthRun {
+// processGrowth judges one process's memory like a GPU's memory.used:
+// a leak, or growth still going on when it exited.
+func processGrowth(p *Process, opts Options) (leak, still *GrowthRun) {
 	s := make([]Sample, 0, len(p.Samples))
 	for _, x := range p.Samples {
 		s = append(s, Sample{Time: x.Time, UsedBytes: x.UsedBytes, TotalBytes: -1, UtilGPUPct: -1, UtilMemoryPct: -1})
 	}
-	_, leaks := findGrowthRuns(s, opts, opts.JitterBytes)
-	if len(leaks) == 0 {
-		return nil
+	runs, leaks := findGrowthRuns(s, opts, opts.JitterBytes)
+	if len(leaks) > 0 {
+		return &leaks[0], nil
 	}
-	return &leaks[0]
+	return nil, stillGrowing(s, runs)
 }
 
 // sharing finds, per GPU, the runs of consecutive rounds in which at least
@@ -292,7 +296,8 @@ func sharing(apps *AppsLog, reports []ProcessReport) []Sharing {
 // is a zombie when its memory stayed the same (within the jitter) to the
 // end for at least ZombieMinDuration after another process on its GPU
 // exited, or for at least MinStarveDuration with the GPU idle (the GPU
-// log's utilization.gpu at most StarveUtilPct throughout).
+// log's utilization.gpu at 0% throughout: a training process, even one
+// starved for input, shows some use within seconds).
 func markZombies(apps *AppsLog, gpus *Log, a *AppsAnalysis, end time.Time, opts Options) {
 	for i := range a.Processes {
 		r := &a.Processes[i]
@@ -331,9 +336,9 @@ func markZombies(apps *AppsLog, gpus *Log, a *AppsAnalysis, end time.Time, opts 
 		}
 		// (b) the GPU idle while it held memory.
 		if g := gpuOf(gpus, r.GPUKey); g != nil {
-			idleFrom, ok := idleSince(g.Samples, flatFrom, opts.StarveUtilPct)
+			idleFrom, ok := idleSince(g.Samples, flatFrom, 0)
 			if ok && end.Sub(idleFrom) >= opts.ZombieMinDuration {
-				idle := fmt.Sprintf("the GPU idle (utilization.gpu <= %.0f%%) for the last %s", opts.StarveUtilPct, roundDuration(end.Sub(idleFrom)))
+				idle := fmt.Sprintf("the GPU idle (0%% utilization) for the last %s", roundDuration(end.Sub(idleFrom)))
 				switch {
 				case r.Zombie:
 					r.ZombieReason += ", with " + idle

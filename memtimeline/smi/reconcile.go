@@ -296,30 +296,41 @@ func (r *Reconciliation) matchProcess(procs []*Process, pts []TorchPoint, off ti
 // Answer is the one sentence for "which number do I believe".
 func (r Reconciliation) Answer() string {
 	at := r.At
-	s := fmt.Sprintf("nvidia-smi's %s at step %d = torch allocated %s + torch cache (reserved, free) %s + outside torch %s",
-		memtimeline.FormatBytes(at.UsedBytes), at.Step, memtimeline.FormatBytes(at.AllocatedBytes),
-		memtimeline.FormatBytes(at.CacheBytes), memtimeline.FormatBytes(at.OutsideBytes))
-	var outside []string
-	if r.TorchPID >= 0 {
-		outside = append(outside, fmt.Sprintf("%s in torch's process %d (CUDA context, cuBLAS/cuDNN workspaces)", memtimeline.FormatBytes(r.ProcessGapBytes), r.TorchPID))
-		if r.OthersBytes > 0 {
-			outside = append(outside, fmt.Sprintf("%s in other processes", memtimeline.FormatBytes(r.OthersBytes)))
-		}
+	fb := memtimeline.FormatBytes
+	s := fmt.Sprintf("nvidia-smi %s at step %d = torch allocated %s + torch cache %s + outside torch %s",
+		fb(at.UsedBytes), at.Step, fb(at.AllocatedBytes), fb(at.CacheBytes), fb(at.OutsideBytes))
+	steady := fmt.Sprintf("%d steady steps", r.Stable)
+	if r.Stable == 0 {
+		steady = fmt.Sprintf("%d steps", r.Steps)
 	}
-	if len(outside) > 0 {
-		s += " (" + joinAnd(outside) + ")"
-	}
+	context := "CUDA context and cuBLAS/cuDNN workspaces"
 	switch {
+	case r.TorchPID >= 0:
+		// The process's own figure pins torch's share of the gap; the rest
+		// is other processes and what no process holds.
+		s += fmt.Sprintf(": %s in torch's process %d, constant over %s (%s)", fb(r.ProcessGapBytes), r.TorchPID, steady, context)
+		if r.OthersBytes > 0 {
+			s += fmt.Sprintf(", %s in other processes", fb(r.OthersBytes))
+		}
+		if rest := at.OutsideBytes - r.ProcessGapBytes - max(r.OthersBytes, 0); rest != 0 {
+			s += fmt.Sprintf(", %s in no process (the driver's)", fb(rest))
+		}
 	case r.Constant:
-		s += fmt.Sprintf("; the gap is %s at every one of %d steady steps: the CUDA context and library workspaces, outside torch's allocator. Believe torch's reserved for what the run holds, and smi - %s for what it may use",
-			memtimeline.FormatBytes(r.GapBytes), r.Stable, memtimeline.FormatBytes(r.GapBytes))
-	case r.GapGrows && r.GapGrowthBytes-r.ReservedGrowthBytes >= 0:
-		s += fmt.Sprintf("; the gap grew %s while torch's reserved grew %s: memory outside torch's allocator (another process, NCCL buffers, a library's own cudaMalloc)",
-			memtimeline.FormatBytes(r.GapGrowthBytes), memtimeline.FormatBytes(r.ReservedGrowthBytes))
+		s += fmt.Sprintf(", constant over %s (%s)", steady, context)
+	case r.GapGrows && r.GapGrowthBytes > r.ReservedGrowthBytes:
+		s += fmt.Sprintf("; outside torch grew %s while torch's reserved grew %s: memory outside torch's allocator (another process, NCCL buffers, a library's own cudaMalloc)",
+			fb(r.GapGrowthBytes), fb(r.ReservedGrowthBytes))
 	case r.Stable == 0:
-		s += "; torch's reserved changed at every step, so no step pins the gap exactly"
+		s += fmt.Sprintf("; torch's reserved changed at every step, so no step pins the gap: between %s and %s over %d steps (smi samples between the steps)", fb(r.GapMin), fb(r.GapMax), r.Steps)
 	default:
-		s += fmt.Sprintf("; the gap moved between %s and %s over %d steady steps", memtimeline.FormatBytes(r.GapMin), memtimeline.FormatBytes(r.GapMax), r.Stable)
+		s += fmt.Sprintf("; outside torch ranged %s to %s over %s (other processes come and go: log --query-compute-apps beside it)", fb(r.GapMin), fb(r.GapMax), steady)
+	}
+	if r.Constant || r.TorchPID >= 0 {
+		gap := r.GapBytes
+		if r.TorchPID >= 0 {
+			gap = r.ProcessGapBytes
+		}
+		s += fmt.Sprintf(". Both numbers are right: memory_reserved() is what torch holds (allocated + cache), smi adds what lives outside torch's allocator (%s of it in torch's own process)", fb(gap))
 	}
 	return s
 }
