@@ -32,22 +32,55 @@ earlier run; <r> is the rank:
                                            short by an exception ends with #n.
   <run>_rank<r>.snapshot.pickle.gz         the CUDA caching allocator's snapshot with its
                                            allocation history (a gzipped pickle), dumped when the
-                                           block ends and when a torch.OutOfMemoryError escapes it
-                                           (the error is then re-raised unchanged).
+                                           profiled window ends (the history stops there, see
+                                           TORCHMEM_HISTORY), when the block ends with the history
+                                           on, and when a torch.OutOfMemoryError escapes it (the
+                                           error is then re-raised unchanged; between windows that
+                                           dump is <run>_rank<r>.oom.snapshot.pickle.gz, without
+                                           history).
   <run>_rank<r>.steps.jsonl                one JSON line per step() with the essentials of
                                            torch.cuda.memory_stats() (torch's own key names),
                                            written after prof.step(), outside the step it measures.
+  <run>_rank<r>.leak.snapshot.pickle.gz    on a leak alarm: the allocator history of the next
+                                           4 steps (2 periods and more for a periodic leak), each
+                                           marked ProfilerStep#n, so the snapshot alone names the
+                                           line that keeps the memory.
+  <run>_rank<r>.near_oom.snapshot.pickle.gz  on a near-OOM alarm: the snapshot at that step.
+
+The watchdog. Every step, LeakWatch reads the line just written to the steps log (the rule is in
+its docstring: allocated memory rising regularly for 6 consecutive steps, or by the same amount
+every p steps, at any size) and, the first time it concludes a leak, says so once in the training
+log (through logging's "torchmem" logger when the program configured logging, and on stderr):
+
+  torchmem: rank 0: LEAK: allocated memory grew 4.00 MB per step for 6 consecutive steps (steps
+  10-15, 155.05 MB now); captured the allocator history of steps 16-19, dumped after step 19 to
+  torchmem_out/<run>_rank0.leak.snapshot.pickle.gz; then run: torchmem analyze torchmem_out
+
+If memory then stays flat for 6 steps it says that too (a bounded buffer that filled up). When
+reserved memory first reaches TORCHMEM_NEAR_OOM (0.9) of what the process may use (the device's
+capacity times its set_per_process_memory_fraction), it says NEAR OOM with the figures and the
+lines holding the most (where the history knows them), dumps the snapshot and keeps the history
+on to the end, so an OOM that follows is dumped with who allocated what. Each alarm comes at most
+once per run and rank; only the ranks that alarm speak. Each also goes to
+TorchMemProfile(on_alarm=callable), called with a dict (kind "leak" or "near_oom", rank, step,
+files, message, and bytes_per_step and since_step, or used and limit), and to TORCHMEM_NOTIFY:
+a command run once per alarm without a shell, the message on its stdin and TORCHMEM_ALARM_KIND,
+_RANK, _STEP, _FILES in its environment (e.g. TORCHMEM_NOTIFY="mail -s torchmem me@example.com"
+or a script that posts to a chat channel); a failure of either is logged, never raised into
+training. Alarms capture on the rank that alarms, whatever TORCHMEM_RANKS says.
 
 What it costs (torch 2.11, H200; README has the figures; examples/record/snippet_overhead.py and
-history_cost.py measure them). On a GPU-bound model (an 8-layer LM at 46 ms a step) nothing
+watch_cost.py measure them). On a GPU-bound model (an 8-layer LM at 46 ms a step) nothing
 measurable: between profiled windows -0.2% to +0.2%, inside a window +1%. On a host-bound loop
-(a 4-layer LM at 8-9 ms a step, synchronized every step) the allocator history costs 8-10%
-between windows (0.7-0.8 ms a step, in alternating blocks of one process): torch takes the
-Python stack of every allocation (stacks="python", context="alloc"; TORCHMEM_CPP_STACKS=1 adds
-C++ frames: slower steps and dumps); without it (TORCHMEM_HISTORY=0) +4% or less, noise.
-Inside a window such a loop runs 2-2.5x as long (Python stacks, shapes, memory events). The
-history is a ring buffer of max_entries events (default 100000: a long run keeps its last steps)
-in host memory; its gzipped dump is a few MB and takes a fraction of a second. After the last
+(a 4-layer LM at 9-10 ms a step, synchronized every step, alternating blocks in one process)
+between windows -2.7% to +2.2% (noise) by default: the steps log, LeakWatch and the near-OOM
+check. The allocator history, which takes the Python stack of every allocation (stacks="python",
+context="alloc"; TORCHMEM_CPP_STACKS=1 adds C++ frames: slower steps and dumps), costs +9% to
++20% there, so by default it records only from the start through the profiled window and on an
+alarm; TORCHMEM_HISTORY=always keeps it on (a snapshot at the end and on an OOM with the whole
+run's history). Inside a window such a loop runs 2-2.5x as long (Python stacks, shapes, memory
+events). The history is a ring buffer of max_entries events (default 100000: a long run keeps
+its last steps) in host memory; its gzipped dump is a few MB and takes a fraction of a second. After the last
 profiled cycle the snippet has Kineto detach CUPTI (TEARDOWN_CUPTI=1 for that one stop, then the
 variable is unset again): left attached, CUPTI slowed every later kernel launch (+35% on the
 host-bound loop). It does not when TEARDOWN_CUPTI is already set, when torch keeps CUPTI for
@@ -70,16 +103,30 @@ can change them without editing code:
   TORCHMEM_TRACE=0                 no profiler (snapshot and steps.jsonl only)
   TORCHMEM_STACK=0, TORCHMEM_SHAPES=0
                                    profile without Python stacks / without input shapes
-  TORCHMEM_HISTORY=0               no allocator history and no snapshot
+  TORCHMEM_HISTORY=window|always|0 allocator history from the start through the profiled window
+                                   and on alarms (window, the default; with TORCHMEM_REPEAT=0 to
+                                   the end), all the time (always, also 1; history=True), or
+                                   never, and then no snapshot (0; history=False)
   TORCHMEM_CPP_STACKS=1            allocator history with C++ frames too (stacks="all"; slow)
   TORCHMEM_MAX_ENTRIES=n           allocator history length (default 100000)
   TORCHMEM_STEPS=0                 no steps.jsonl
   TORCHMEM_TEARDOWN_CUPTI=0        leave CUPTI attached after the last profiled cycle
+  TORCHMEM_WATCH=0                 no leak alarm (LeakWatch off)
+  TORCHMEM_ON_LEAK=snapshot|profile|off
+                                   what a leak alarm captures: the allocator history of the
+                                   next steps (snapshot, the default), that and a profile of the
+                                   next window (profile: a warm-up step, then TORCHMEM_ACTIVE
+                                   steps), or nothing (off)
+  TORCHMEM_NEAR_OOM=f              the near-OOM alarm at reserved >= f x the process's limit
+                                   (default 0.9; 0 turns it off)
+  TORCHMEM_NOTIFY="command args"   run once per alarm, the message on stdin (no shell)
 
 Under DDP each rank writes its own files; the rank comes from torch.distributed when it is
 initialized, else from the RANK / LOCAL_RANK environment variables. Without a usable GPU the
-profiler records the CPU only, no snapshot and no steps.jsonl are written, and a warning says so.
-Needs only torch (1.13 or newer; the allocator history needs 2.1 or newer).
+profiler records the CPU only, no snapshot and no steps.jsonl are written (so no alarms), and a
+warning says so. Needs only torch (1.13 or newer; the allocator history needs 2.1 or newer; the
+memory fraction counts in the near-OOM limit where torch has
+get_per_process_memory_fraction).
 """
 
 import atexit
@@ -433,6 +480,8 @@ class LeakWatch:
             need = self.steps + p - 2  # rises over p steps, one per step
             if len(vals) < need + p:
                 break
+            if vals[-1] - vals[-1 - p] <= 0:
+                continue  # no rise over the last p steps (flat memory ends here, cheaply)
             rises = [vals[i] - vals[i - p] for i in range(len(vals) - need, len(vals))]
             low = min(rises)
             if low > 0 and 10 * max(rises) <= 11 * low:
@@ -986,13 +1035,15 @@ class TorchMemProfile:
             else:
                 self._start_history()
                 if self._history_on:
+                    # A periodic leak keeps memory once a period: capture two of them and more.
+                    steps = max(LEAK_CAPTURE_STEPS, 2 * watch.period + 1)
                     path = self._path(".leak.snapshot.pickle.gz")
-                    self._leak_capture = (".leak.snapshot.pickle.gz", self.step_num + LEAK_CAPTURE_STEPS)
+                    self._leak_capture = (".leak.snapshot.pickle.gz", self.step_num + steps)
                     self._begin_step_range()
                     files.append(path)
                     captured.append(
                         "the allocator history of steps %d-%d, dumped after step %d to %s"
-                        % (self.step_num, self.step_num + LEAK_CAPTURE_STEPS - 1, self.step_num + LEAK_CAPTURE_STEPS - 1, path)
+                        % (self.step_num, self.step_num + steps - 1, self.step_num + steps - 1, path)
                     )
         if self.on_leak == "profile" and self.trace and self._prof is None:
             first = self.step_num + 1  # one warm-up step, then the window
@@ -1045,7 +1096,7 @@ class TorchMemProfile:
         if self._capacity is None:
             self._capacity = int(torch.cuda.get_device_properties(self._device).total_memory)
         fraction = 1.0
-        getter = getattr(torch.cuda.memory, "get_per_process_memory_fraction", None)  # torch >= 2.7
+        getter = getattr(torch.cuda.memory, "get_per_process_memory_fraction", None)  # recent torch only
         if getter is not None:
             try:
                 fraction = float(getter(self._device))

@@ -11,19 +11,23 @@ out="$1"
 mkdir -p "$out/watch/logs"
 export PYTHONUNBUFFERED=1
 cd "$here"
-for case in leak leak_profile healthy near_oom; do
+for case in leak leak_profile healthy near_oom queue9 periodic ddp; do
   dir="$out/watch/$case"
   mkdir -p "$dir"
   extra=()
   [[ $case == leak_profile ]] && extra=(TORCHMEM_ON_LEAK=profile)
+  launcher=python3
+  [[ $case == ddp ]] && launcher="python3 -m torch.distributed.run --nproc-per-node 2"
   env ${extra[@]+"${extra[@]}"} TORCHMEM_NOTIFY="python3 $here/record_stdin.py $dir/notify.jsonl" \
-    timeout 120 python3 watch_proof.py "$case" "$dir" > "$out/watch/logs/$case.log" 2>&1 || echo "FAILED $case rc=$?"
+    timeout 120 $launcher watch_proof.py "$case" "$dir" > "$out/watch/logs/$case.log" 2>&1 || echo "FAILED $case rc=$?"
   tail -n 3 "$out/watch/logs/$case.log"
 done
 for f in "$out"/watch/leak/*.leak.snapshot.pickle.gz; do
   python3 snippet_checks.py snapshot "$f" || echo "FAILED snapshot check"
 done
+[[ "${COST:-1}" == 1 ]] || exit 0
 for rep in 1 2 3; do
   timeout 120 python3 watch_cost.py small "$out/watch/cost.jsonl" || echo "FAILED cost small $rep"
 done
+[[ "${COST_LARGE:-1}" == 1 ]] || exit 0
 timeout 150 python3 watch_cost.py large "$out/watch/cost.jsonl" || echo "FAILED cost large"

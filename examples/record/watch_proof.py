@@ -1,7 +1,8 @@
 """The snippet as a watchdog, on the GPU (issue 34): a leaking and a healthy loop, the near-OOM
 alarm under a memory fraction, TORCHMEM_NOTIFY and on_alarm.
 
-    python3 watch_proof.py leak|leak_profile|healthy|near_oom OUT_DIR
+    python3 watch_proof.py leak|leak_profile|healthy|near_oom|queue9|periodic OUT_DIR
+    torchrun --nproc-per-node 2 watch_proof.py ddp OUT_DIR
 
 Each case trains a small MLP (AdamW, batch 512x1024) for 30 steps inside TorchMemProfile with the
 default schedule (wait 1, warmup 1, active 5: the window's history ends after step 6) and writes
@@ -14,7 +15,13 @@ OUT_DIR/truth.json (what was planted) and OUT_DIR/alarms.json (what on_alarm was
   near_oom      the process capped (set_per_process_memory_fraction) at its reserved memory
                 after step 0 plus 1 GiB; from step 2, 64 MiB kept every step: the leak alarm,
                 then the near-OOM alarm at 90% of the cap, then an OOM escapes the block
-                (caught here, exit 0).
+                (caught here, exit 0);
+  queue9        a bounded deque(maxlen=9) of 4 MiB per step: fills for 8 steps, then holds
+                (not a leak; longer than LeakWatch counts, so it alarms, then says it stopped);
+  periodic      an evaluation every 5th step whose 8 MiB output is kept in a list (a leak at
+                steps 4, 9, 14, ...);
+  ddp           two ranks (gloo, one GPU), DistributedDataParallel; rank 1 keeps 4 MiB every
+                step from step 10, rank 0 nothing: only rank 1 alarms and notifies.
 """
 
 import collections
@@ -25,6 +32,7 @@ import sys
 import time
 
 import torch
+import torch.distributed as dist
 import torch.nn as nn
 
 from snippet_common import TorchMemProfile
@@ -35,18 +43,27 @@ STEPS, MiB = 30, 1 << 20
 
 def main():
     os.makedirs(OUT, exist_ok=True)
+    rank = 0
+    if CASE == "ddp":
+        dist.init_process_group("gloo")
+        rank = dist.get_rank()
     torch.manual_seed(0)
     random.seed(0)
     model = nn.Sequential(nn.Linear(1024, 2048), nn.ReLU(), nn.Linear(2048, 1024)).cuda()
+    if CASE == "ddp":
+        model = nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     x = torch.randn(512, 1024, device="cuda")
-    kept, queue, cache = [], collections.deque(maxlen=4), {}
+    kept, queue, cache = [], collections.deque(maxlen=9 if CASE == "queue9" else 4), {}
     alarms = []
     planted = {
         "leak": {"bytes_per_step": 4 * MiB, "first_leaking_step": 10},
         "leak_profile": {"bytes_per_step": 4 * MiB, "first_leaking_step": 10},
         "near_oom": {"bytes_per_step": 64 * MiB, "first_leaking_step": 2},
         "healthy": None,
+        "queue9": None,
+        "periodic": {"bytes_per_5_steps": 8 * MiB, "first_leaking_step": 4, "period": 5},
+        "ddp": {"bytes_per_step": {"0": 0, "1": 4 * MiB}, "first_leaking_step": 10},
     }[CASE]
     started = time.time()
     cap = None
@@ -58,6 +75,12 @@ def main():
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()
+                if CASE == "queue9":
+                    queue.append(torch.empty(MiB, device="cuda"))  # BOUNDED QUEUE: 9 x 4 MiB
+                if CASE == "periodic" and i % 5 == 4:
+                    kept.append(model(torch.randn(2048, 1024, device="cuda")).detach())  # EVAL KEPT: 8 MiB
+                if CASE == "ddp" and rank == 1 and i >= 10:
+                    kept.append(torch.empty(MiB, device="cuda"))  # LEAK SITE: rank 1 only
                 if CASE in ("leak", "leak_profile") and i >= 10:
                     kept.append(torch.empty(MiB, device="cuda"))  # LEAK SITE: 4 MiB per step
                 if CASE == "near_oom":
@@ -79,8 +102,13 @@ def main():
                 tm.step()
     except torch.OutOfMemoryError as err:
         oom = str(err).split("\n")[0][:300]
-    with open(os.path.join(OUT, "alarms.json"), "w") as f:
+    with open(os.path.join(OUT, "alarms_rank%d.json" % rank if CASE == "ddp" else "alarms.json"), "w") as f:
         json.dump(alarms, f, indent=1)
+    if CASE == "ddp":
+        dist.barrier()
+        dist.destroy_process_group()
+        if rank != 0:
+            return
     with open(os.path.join(OUT, "truth.json"), "w") as f:
         json.dump({"scenario": "watch_" + CASE, "recorded_with": "examples/record/watch_proof.py through examples/torchmem_profile.py (snippet v4: LeakWatch, history window)",
                    "torch": torch.__version__, "gpu": torch.cuda.get_device_name(), "steps": tm.step_num,

@@ -9,6 +9,7 @@ import io
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -199,6 +200,15 @@ class WatchdogTest(unittest.TestCase):
         leak_files = [p for p in tm.written if p.endswith(".leak.snapshot.pickle.gz")]
         self.assertEqual(alarm["files"], leak_files)
         self.assertTrue(os.path.exists(leak_files[0]))
+
+    def test_a_periodic_leak_captures_two_periods_and_more(self):
+        alloc = [300 * MiB + 8 * MiB * ((i + 1) // 5) for i in range(40)]  # 8 MiB at steps 4, 9, ...
+        tm, err = run_fake(alloc, 40)
+        alarm = tm.alarms[0]
+        self.assertIn("(8.00 MB every 5 steps)", alarm["message"])
+        m = re.search(r"allocator history of steps (\d+)-(\d+)", alarm["message"])
+        self.assertEqual(int(m.group(2)) - int(m.group(1)) + 1, 11, alarm["message"])
+        self.assertEqual(tm.fake.history, [True, None, True, None])  # window, then the capture
 
     def test_healthy_runs_stay_quiet(self):
         base = 300 * MiB
