@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"slices"
 
-	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules/leak"
 )
 
@@ -222,7 +221,7 @@ func MergeLeakFindings(vs []Verdict, fs []Finding) []Finding {
 			if l.Kind != "" {
 				kind = " (" + l.Kind + ")"
 			}
-			f.Title = fmt.Sprintf("Leak%s: %s per step%s", kind, memtimeline.FormatBytes(l.BytesPerStep), where)
+			f.Title = fmt.Sprintf("Leak%s: %s%s", kind, l.Figure(), where)
 			files := map[string]bool{}
 			for _, i := range idx {
 				files[fs[i].Source] = true

@@ -225,6 +225,9 @@ func writeAnalysisText(w io.Writer, a analysisJSON, in *rules.Input, o *analyzeO
 	if in.SMI != nil {
 		fmt.Fprintf(w, "nvidia-smi log: %d GPUs, %d rows\n", len(in.SMI.GPUs), in.SMI.Rows)
 	}
+	if a := in.SMIApps; a != nil {
+		fmt.Fprintf(w, "nvidia-smi per-process log: %d processes, %d sampling rounds, %d rows\n", len(a.Processes), a.Rounds, a.Rows)
+	}
 	if in.Summary != nil || in.Digest != nil && in.Kind == rules.SourceSummary {
 		if in.Summary != nil {
 			fmt.Fprintf(w, "memory_summary() log: %d tables in %d lines\n", len(in.Summary.Samples), in.Summary.Lines)

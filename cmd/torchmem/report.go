@@ -262,6 +262,10 @@ func buildReportAnswer(idPrefix string, v rules.Verdict) (reportAnswer, error) {
 			a.Lines = append(a.Lines, reportLine{Label: "RETRY", Text: v.Frag.Retries})
 		}
 	}
+	labels, texts := gpuEntries(v.GPU)
+	for i := range labels {
+		a.Lines = append(a.Lines, reportLine{Label: labels[i], Text: texts[i]})
+	}
 	if p := v.Peak; p != nil {
 		a.Lines = append(a.Lines, reportLine{Label: "PEAK", Text: peakLine(p)})
 		if c := p.Composition; c != nil && c.AllocatedBytes > 0 {
