@@ -300,4 +300,3 @@ func (d *Diff) LeakGate(threshold int64) []string {
 	}
 	return out
 }
-

@@ -359,7 +359,7 @@ func checkInstall(t *testing.T, py, whl, version string) {
 		t.Helper()
 		cmd := exec.CommandContext(t.Context(), filepath.Join(bin, name), args...)
 		cmd.Env = append(env, "COLUMNS=400") // content, not layout: no line wraps
-		cmd.Dir = dir // not the repository: imports must come from the venv
+		cmd.Dir = dir                        // not the repository: imports must come from the venv
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		err := cmd.Run()
