@@ -49,6 +49,7 @@ var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap
 	},
 	"base":    filepath.Base,
 	"shortOp": shortOp,
+	"charts":  func(group string, c []reportChart) reportChartGroup { return reportChartGroup{group, c} },
 }).Parse(reportTemplateText))
 
 func newReportCmd() *cobra.Command {
@@ -130,6 +131,9 @@ type reportInput struct {
 	Sites     []stackJSON
 	Tables    []reportTable
 	Findings  []rules.Finding
+
+	// ChartsAbove names the verdict whose block shows this input's charts.
+	ChartsAbove string
 }
 
 type reportPage struct {
@@ -176,6 +180,9 @@ type reportAnswer struct {
 	// OOMs show what was alive at each out-of-memory a trace recorded.
 	OOMs     []reportOOM
 	Evidence []rules.LeakEvidence
+	// Memory is the memory over time of MemoryOf, shown below the lines.
+	Memory   []reportChart
+	MemoryOf string
 	Charts   []reportChart
 	// TimelineNotes say what the combined timeline could not place.
 	TimelineNotes []string
@@ -241,6 +248,7 @@ func writeReportPage(path string, inputs []*rules.Input, rs []rules.Rule) (strin
 		}
 		page.CrossHidden = hidden
 	}
+	liftMemoryCharts(&page, verdicts, inputs)
 	page.Verdict = verdictLine(all, len(inputs))
 	errs, _, _ := countBySeverity(all)
 	page.Failed = errs > 0
@@ -430,7 +438,7 @@ func buildReportInput(idPrefix string, in *rules.Input, rs []rules.Rule) (report
 		for _, f := range rep.SegmentFills[:topN(reportTop, len(rep.SegmentFills))] {
 			rows = append(rows, []string{fmt.Sprintf("%#x", f.Address), f.SegmentType, memtimeline.FormatBytes(f.TotalSize), memtimeline.FormatBytes(f.AllocatedBytes), f.Bar})
 		}
-		ri.Tables = append(ri.Tables, reportTable{Title: "Largest segments ('#' full, '.' free)", Header: []string{"Address", "Pool", "Size", "Allocated", "Fill"}, Rows: rows})
+		ri.Tables = append(ri.Tables, reportTable{Title: fmt.Sprintf("Largest segments, with a fill map: each cell is 1/%d of the segment; '#' full, '1'-'9' tenths in use, '0' under a tenth, '.' free", snapshot.DefaultBarWidth), Header: []string{"Address", "Pool", "Size", "Allocated", "Fill"}, Rows: rows})
 	case in.Digest != nil && in.Kind == rules.SourceSnapshot && in.Digest.SnapshotStats != nil:
 		ri.Kind = string(kindSnapshot)
 		st := in.Digest.SnapshotStats
