@@ -66,7 +66,9 @@ each recognized by its content.
 
 Per input: a summary, memory over time (allocated and reserved per GPU, with
 ProfilerStep bands, zoom and out-of-memory markers; per-category stacked areas
-for memory timelines; used memory per GPU for nvidia-smi), the top operators
+for memory timelines; used memory per GPU for nvidia-smi; under a trace's
+chart an explorer: drag across the chart to list the allocations alive or
+allocated in that range, sortable, and click one for its stack), the top operators
 and allocation sites, the leak verdict with its suspects, and every finding of
 the rules with what to do.`,
 		Example: `  torchmem report trace.json.gz -o report.html
@@ -384,6 +386,7 @@ func buildReportInput(idPrefix string, in *rules.Input, rs []rules.Rule) (report
 			for i, spec := range chart.TraceSpecs(t, idPrefix) {
 				if i < len(tls) {
 					spec.Holders = memtimeline.HolderSamples(t, in.Attribution(), in.Lifetimes(-1), tls[i].Device, 200, 3)
+					spec.Explorer = chart.TraceExplorer(t, in.Attribution(), in.Lifetimes(-1), tls[i].Device, 0)
 				}
 				specs = append(specs, spec)
 			}

@@ -78,6 +78,9 @@ type Spec struct {
 	// Holders are what held the most memory at moments of the chart; the
 	// tooltip lists the last sample at or before the hovered time.
 	Holders []memtimeline.HolderSample
+	// Explorer, when set, lists the allocations of a brushed time range
+	// under the chart (explorer.go).
+	Explorer *Explorer
 }
 
 // StepSpan is a named interval on the time axis.
@@ -133,6 +136,15 @@ const chartRuntimeJS = `(function () {
   // [[x_ms, [[name, bytes], ...]], ...], sorted by x: not an echarts option.
   var holders = opt.torchmemHolders || [];
   delete opt.torchmemHolders;
+  // The allocations the explorer lists (explorer.go), and brushing a time
+  // range to pick them.
+  var explorer = opt.torchmemExplorer || null;
+  delete opt.torchmemExplorer;
+  if (explorer) {
+    opt.brush = {xAxisIndex: 0, brushType: "lineX", brushMode: "single", transformable: false, throttleType: "debounce", throttleDelay: 120,
+      brushStyle: {color: "rgba(30,100,220,0.12)", borderColor: "rgba(30,100,220,0.7)"}, outOfBrush: {colorAlpha: 1, opacity: 1}};
+    opt.toolbox = {right: 30, top: 0, feature: {brush: {type: ["lineX", "clear"], title: {lineX: "select a time range", clear: "clear the selection"}}}};
+  }
   function esc(s) {
     return String(s).replace(/[&<>"']/g, function (c) {
       return {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c];
@@ -211,6 +223,7 @@ const chartRuntimeJS = `(function () {
   }
   fitLegend();
   window.addEventListener("resize", function () { chart.resize(); fitLegend(); });
+  if (explorer) window.torchmemExplorer(chart, document.getElementById(id + "-explorer"), explorer, fmtBytes);
 })();`
 
 // Snippet renders c as HTML to embed in a page that has included
@@ -241,6 +254,9 @@ func Snippet(c Spec) (template.HTML, error) {
 		}
 		option["torchmemHolders"] = hs
 	}
+	if c.Explorer != nil {
+		option["torchmemExplorer"] = c.Explorer.toJSON(c.StartNs)
+	}
 	// json.Marshal escapes <, >, &, U+2028 and U+2029, so the JSON cannot
 	// close the <script> element that carries it.
 	optJSON, err := json.Marshal(option)
@@ -255,6 +271,11 @@ func Snippet(c Spec) (template.HTML, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<div class="torchmem-chart" id="%s" style="width:100%%;height:%dpx"></div>`+"\n", id, height)
 	fmt.Fprintf(&b, `<script type="application/json" id="%s-option">%s</script>`+"\n", id, optJSON)
+	if c.Explorer != nil {
+		fmt.Fprintf(&b, `<div class="torchmem-explorer" id="%s-explorer"></div>`+"\n", id)
+		b.WriteString(explorerCSS)
+		b.WriteString("<script>" + strings.Replace(explorerRuntimeJS, "__MAX__", strconv.Itoa(explorerMaxRows), 1) + "</script>\n")
+	}
 	fmt.Fprintf(&b, "<script>"+chartRuntimeJS+"</script>\n", idJS)
 	return template.HTML(b.String()), nil
 }
