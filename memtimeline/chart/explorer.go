@@ -316,6 +316,9 @@ const explorerRuntimeJS = `window.torchmemExplorer = window.torchmemExplorer || 
   }
   function show(a, b) {
     if (b < a) { var t = a; a = b; b = t; }
+    // echarts repeats brushSelected on a resize: the same range keeps the
+    // table as the user left it (sort, chosen row, stack).
+    if (a === lo && b === hi) return;
     lo = a; hi = b; chosen = -1;
     stack.style.display = "none";
     current = rows.filter(function (r) {
