@@ -85,6 +85,9 @@ func runAnnotate(stdout, stderr io.Writer, trace, output, rulesFile string) erro
 	if err != nil {
 		return err
 	}
+	if a.Counters == 0 {
+		fmt.Fprintf(stderr, "torchmem: warning: %s has no GPU memory events, so no memory tracks were added: record with profile_memory=True\n", trace)
+	}
 	fmt.Fprintf(stdout, "wrote %s: the %d events of %s (%d bytes, unchanged) and %d added: %d counter values of allocated and reserved memory, %d of leaks, %d markers\n",
 		output, in.Trace.Events, trace, st.Bytes, st.Added, a.Counters, a.Leak, a.Markers)
 	return nil
