@@ -3,32 +3,15 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline/memtest"
 	"github.com/torchmem/torchmem/rules"
 )
-
-// readDecompressed returns a file's bytes, gunzipped if gzipped.
-func readDecompressed(t *testing.T, path string) []byte {
-	t.Helper()
-	in, err := chrometrace.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	b, err := io.ReadAll(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
 
 type annotatedEvent struct {
 	Name string         `json:"name"`
@@ -62,7 +45,7 @@ func TestAnnotateRealTraces(t *testing.T) {
 			if gz := bytes.HasPrefix(raw, []byte{0x1f, 0x8b}); gz != strings.HasSuffix(out, ".gz") {
 				t.Errorf("%s: gzipped %v", out, gz)
 			}
-			in, got := readDecompressed(t, tc.trace), readDecompressed(t, out)
+			in, got := memtest.ReadAll(t, tc.trace), memtest.ReadAll(t, out)
 			if !json.Valid(got) {
 				t.Fatal("the output is not valid JSON")
 			}
@@ -151,7 +134,7 @@ func TestAnnotateRealTraces(t *testing.T) {
 // Bad input: one clear error and exit 2, and no output file left behind.
 func TestAnnotateBadInput(t *testing.T) {
 	dir := t.TempDir()
-	whole := readDecompressed(t, memtest.Testdata("gpu", "leak_hook_every_step", "trace.json.gz"))
+	whole := memtest.ReadAll(t, memtest.Testdata("gpu", "leak_hook_every_step", "trace.json.gz"))
 	cut := filepath.Join(dir, "cut.json")
 	os.WriteFile(cut, whole[:len(whole)/2], 0o644)
 	notTrace := filepath.Join(dir, "notes.json")

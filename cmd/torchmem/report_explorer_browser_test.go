@@ -19,15 +19,6 @@ import (
 	"github.com/torchmem/torchmem/rules"
 )
 
-func evalJS[T any](t *testing.T, ctx context.Context, expr string) T {
-	t.Helper()
-	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
-	if err != nil {
-		t.Fatalf("evaluating %.80q: %v", expr, err)
-	}
-	return v
-}
-
 // drag presses the mouse at (x0, y), moves it to (x1, y) and releases it,
 // as a user brushing a range does.
 func drag(ctx context.Context, x0, x1, y float64) error {
@@ -57,7 +48,7 @@ func TestReportExplorerInBrowser(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	ctx, _ := browsertest.OpenPage(t, out, true)
-	box := evalJS[[]float64](t, ctx, `(function () {
+	box := browsertest.Eval[[]float64](t, ctx, `(function () {
   var el = document.querySelector(".torchmem-chart");
   el.scrollIntoView();
   var c = echarts.getInstanceByDom(el), g = c.getModel().getComponent("grid").coordinateSystem.getRect(), r = el.getBoundingClientRect();
@@ -67,12 +58,12 @@ func TestReportExplorerInBrowser(t *testing.T) {
 	if err := drag(ctx, x0, x1, y); err != nil {
 		t.Fatal(err)
 	}
-	note := evalJS[string](t, ctx, `document.querySelector(".torchmem-explorer .tx-count").textContent`)
+	note := browsertest.Eval[string](t, ctx, `document.querySelector(".torchmem-explorer .tx-count").textContent`)
 	m := rangeNote.FindStringSubmatch(note)
 	if m == nil {
 		t.Fatalf("after brushing, the explorer says %q", note)
 	}
-	rows := evalJS[int](t, ctx, `document.querySelectorAll(".torchmem-explorer tr.tx-row").length`)
+	rows := browsertest.Eval[int](t, ctx, `document.querySelectorAll(".torchmem-explorer tr.tx-row").length`)
 	n, _ := strconv.Atoi(m[1])
 	lo, _ := strconv.ParseFloat(m[2], 64)
 	hi, _ := strconv.ParseFloat(m[3], 64)
@@ -94,7 +85,7 @@ func TestReportExplorerInBrowser(t *testing.T) {
 	}
 	// Largest first; a click on Size sorts smallest first.
 	sizes := func() []string {
-		return evalJS[[]string](t, ctx, `Array.prototype.map.call(document.querySelectorAll(".torchmem-explorer tr.tx-row"), function (r) { return r.getAttribute("data-alloc"); })`)
+		return browsertest.Eval[[]string](t, ctx, `Array.prototype.map.call(document.querySelectorAll(".torchmem-explorer tr.tx-row"), function (r) { return r.getAttribute("data-alloc"); })`)
 	}
 	first := sizes()
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`.torchmem-explorer th[data-col="0"]`)), chromedp.Sleep(100*time.Millisecond)); err != nil {
@@ -112,7 +103,7 @@ func TestReportExplorerInBrowser(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`.torchmem-explorer tr.tx-row`)), chromedp.Sleep(100*time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
-	stack := evalJS[string](t, ctx, `document.querySelector(".torchmem-explorer .tx-stack").textContent`)
+	stack := browsertest.Eval[string](t, ctx, `document.querySelector(".torchmem-explorer .tx-stack").textContent`)
 	k, _ := strconv.Atoi(second[0])
 	a := ex.Allocs[k]
 	if !strings.Contains(stack, "Python stack (outermost first):") || len(a.Stack) > 0 && !strings.Contains(stack, a.Stack[len(a.Stack)-1]) || !strings.Contains(stack, memtimeline.FormatBytes(a.Bytes)) {
