@@ -153,6 +153,11 @@ func TestActionYAML(t *testing.T) {
 	if diffStep == nil || diffStep.ID != "diff" || !strings.Contains(diffStep.Run, "$GITHUB_ACTION_PATH/torchmem-diff.sh") {
 		t.Errorf("no step runs the script from the action's directory: %+v", diffStep)
 	}
+	for _, s := range a.Runs.Steps {
+		if strings.HasPrefix(s.Uses, "actions/download-artifact@") && !strings.Contains(s.With["github-token"], "inputs.base-run-id != ''") {
+			t.Errorf("download-artifact gets a token without a run id (it then looks for run NaN): %v", s.With)
+		}
+	}
 	if upload == nil || !strings.HasPrefix(upload.If, "always()") || !strings.Contains(upload.With["path"], "steps.diff.outputs.report") {
 		t.Errorf("the report is not uploaded whatever happened: %+v", upload)
 	}
