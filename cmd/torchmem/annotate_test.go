@@ -30,10 +30,11 @@ type annotatedEvent struct {
 func TestAnnotateRealTraces(t *testing.T) {
 	for _, tc := range []struct {
 		name, trace, out string
-		oom, leak        bool
+		oom, leak, retry bool
 	}{
-		{"oom, gzipped", memtest.Testdata("gpu", "hf_trainer_oom", "vm_1270_20261201-082809_rank0_step5.pt.trace.json.gz"), "a.json.gz", true, false},
-		{"leak", memtest.Testdata("gpu", "leak_hook_every_step", "trace.json.gz"), "a.json", false, true},
+		{"oom, gzipped", memtest.Testdata("gpu", "hf_trainer_oom", "vm_1270_20261201-082809_rank0_step5.pt.trace.json.gz"), "a.json.gz", true, false, false},
+		{"leak", memtest.Testdata("gpu", "leak_hook_every_step", "trace.json.gz"), "a.json", false, true, false},
+		{"allocator retries", memtest.GlobOne(t, memtest.Testdata("gpu", "alloc_retry"), "*.pt.trace.json.gz"), "a.json", false, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), tc.out)
@@ -78,7 +79,7 @@ func TestAnnotateRealTraces(t *testing.T) {
 			}
 			tr := memtest.Trace(t, tc.trace)
 			lastAlloc := map[string]float64{}
-			var ooms, leakMarks int
+			var ooms, leakMarks, retries int
 			var leakKept float64
 			for _, r := range added {
 				var e annotatedEvent
@@ -100,6 +101,8 @@ func TestAnnotateRealTraces(t *testing.T) {
 					}
 				case e.Ph == "i" && strings.HasPrefix(e.Name, "leak 1: "):
 					leakMarks++
+				case e.Ph == "i" && strings.Contains(e.Name, ": cudaMalloc retry"):
+					retries++
 				}
 			}
 			var lastEvent int64 = -1
@@ -111,6 +114,9 @@ func TestAnnotateRealTraces(t *testing.T) {
 			}
 			if got := lastAlloc["cuda:0 allocated (torchmem)"]; len(lastAlloc) != 1 || got != want {
 				t.Errorf("allocated tracks %v, want cuda:0 ending at the trace's last total_allocated %.0f", lastAlloc, want)
+			}
+			if want := (&rules.Input{Source: tc.trace, Rank: -1, Trace: tr}).Frag().AllocRetries; tc.retry && (retries == 0 || int64(retries) != want) {
+				t.Errorf("%d retry markers, the allocator retried %d times in the trace", retries, want)
 			}
 			if tc.oom && ooms != len(tr.OOMs) {
 				t.Errorf("%d OOM markers, the trace has %d", ooms, len(tr.OOMs))

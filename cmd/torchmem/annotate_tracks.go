@@ -192,10 +192,12 @@ func annotateTrace(in *rules.Input, findings []rules.Finding) (annotation, error
 	// Reserved memory that fell: the allocator gave cached segments back,
 	// to retry a cudaMalloc that failed or under empty_cache().
 	for _, d := range in.Frag().ReservedDrops {
-		why := "cache released (a cudaMalloc failed and was retried, or the allocator's garbage collection)"
+		why := "cached segments given back"
 		switch {
 		case d.OOMRetry:
-			why = "cache released to retry a request that then failed (OOM)"
+			why = "cache freed to retry a request that then failed (OOM)"
+		case d.AllocRetry:
+			why = "cudaMalloc retry: a cudaMalloc failed, the allocator freed its cache and retried"
 		case d.EmptyCache:
 			why = "torch.cuda.empty_cache()"
 		}
