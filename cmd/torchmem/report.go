@@ -66,9 +66,10 @@ each recognized by its content.
 
 Per input: a summary, memory over time (allocated and reserved per GPU, with
 ProfilerStep bands, zoom and out-of-memory markers; per-category stacked areas
-for memory timelines; used memory per GPU for nvidia-smi; under a trace's
-chart an explorer: drag across the chart to list the allocations alive or
-allocated in that range, sortable, and click one for its stack), the top operators
+for memory timelines; used memory per GPU for nvidia-smi; under a trace's or
+a snapshot history's chart an explorer: drag across the chart to list the
+allocations alive or allocated in that range, sortable, and click one for
+its stack), the top operators
 and allocation sites, the leak verdict with its suspects, and every finding of
 the rules with what to do.`,
 		Example: `  torchmem report trace.json.gz -o report.html
@@ -590,7 +591,8 @@ func snapshotChartSpecs(s *snapshot.Snapshot, idPrefix string) []chart.Spec {
 		if ser.Len() == 0 {
 			continue
 		}
-		specs = append(specs, chart.Spec{ID: fmt.Sprintf("%s%d", idPrefix, dev), Title: fmt.Sprintf("cuda:%d (relative to the start of the history)", dev), StartNs: ser.T[0], Allocated: ser})
+		specs = append(specs, chart.Spec{ID: fmt.Sprintf("%s%d", idPrefix, dev), Title: fmt.Sprintf("cuda:%d (relative to the start of the history)", dev), StartNs: ser.T[0], Allocated: ser,
+			Explorer: chart.SnapshotExplorer(entries, 0)})
 	}
 	return specs
 }

@@ -114,3 +114,38 @@ func TestReportExplorerInBrowser(t *testing.T) {
 		os.WriteFile(filepath.Join(dir, "explorer.png"), png, 0o644)
 	}
 }
+
+// An allocator snapshot's history has the explorer too: a click on a
+// moment lists the blocks alive then, and a row's click shows the stack
+// torch recorded for it.
+func TestReportSnapshotExplorerInBrowser(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "report.html")
+	torchmem(t, "report", memtest.Testdata("snapshots", "leak_module_cache.pickle.gz"), "-o", out)
+	ctx, _ := browsertest.OpenPage(t, out, true)
+	box := browsertest.Eval[[]float64](t, ctx, `(function () {
+  var el = document.querySelector(".torchmem-chart");
+  el.scrollIntoView();
+  var c = echarts.getInstanceByDom(el), g = c.getModel().getComponent("grid").coordinateSystem.getRect(), r = el.getBoundingClientRect();
+  return [r.left + g.x, r.top + g.y, g.width, g.height];
+})()`)
+	x, y := box[0]+0.6*box[2], box[1]+0.5*box[3]
+	if err := chromedp.Do(ctx,
+		chromedp.MouseEvent(input.DispatchMouseEventTypeMousePressed, x, y, chromedp.ButtonLeft, chromedp.ClickCount(1)),
+		chromedp.MouseEvent(input.DispatchMouseEventTypeMouseReleased, x, y, chromedp.ButtonLeft, chromedp.ClickCount(1)),
+		chromedp.Sleep(500*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	note := browsertest.Eval[string](t, ctx, `document.querySelector(".torchmem-explorer .tx-count").textContent`)
+	headers := browsertest.Eval[string](t, ctx, `document.querySelector(".torchmem-explorer tr").textContent`)
+	if !regexp.MustCompile(`^[1-9]\d* allocations? alive or allocated at [\d.]+ ms`).MatchString(note) || strings.Contains(headers, "Operator") {
+		t.Fatalf("after a click on the snapshot's chart the explorer says %q, headers %q", note, headers)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`.torchmem-explorer tr.tx-row`)), chromedp.Sleep(100*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	stack := browsertest.Eval[string](t, ctx, `document.querySelector(".torchmem-explorer .tx-stack").textContent`)
+	if !strings.Contains(stack, ".py(") {
+		t.Errorf("no Python frame in the stack shown:\n%s", stack)
+	}
+	t.Logf("%s\n%s", note, stack)
+}

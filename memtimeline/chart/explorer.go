@@ -8,6 +8,7 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/snapshot"
 )
 
 // The explorer under a trace's memory chart: brush a time range (or click
@@ -251,6 +252,8 @@ const explorerRuntimeJS = `window.torchmemExplorer = window.torchmemExplorer || 
     {name: "Freed at", key: function (r) { return r.end === null ? Infinity : r.end; }, text: function (r) { return r.end === null ? "alive at the end" : ms(r.end); }, num: true},
     {name: "Lifetime", key: life, text: function (r) { var l = life(r); return l === Infinity ? "" : ms(l); }, num: true}
   ];
+  // A snapshot records no operators: no column of blanks then.
+  if (!ex.chains.length) cols.splice(1, 1);
   var sortCol = 0, sortDir = -1, current = [], lo = null, hi = null, chosen = -1;
   box.textContent = "";
   var help = el("div", "tx-note", "Drag across the chart to list the allocations alive or allocated in a time range, or click one moment; click a row for its stack. Mouse wheel zooms, the slider below pans.");
@@ -346,3 +349,59 @@ const explorerRuntimeJS = `window.torchmemExplorer = window.torchmemExplorer || 
   chart.dispatchAction({type: "takeGlobalCursor", key: "brush", brushOption: {brushType: "lineX", brushMode: "single"}});
   return {show: show};
 };`
+
+// SnapshotExplorer builds the explorer of one device's recorded history in
+// an allocator snapshot: each alloc paired with its completed free by
+// address, a free without its alloc being a block from before the history,
+// with the stack torch recorded at the allocation (snapshots carry no
+// operator). Times are the entries' (µs, as ns).
+func SnapshotExplorer(entries []snapshot.TraceEntry, n int) *Explorer {
+	if n <= 0 {
+		n = DefaultExplorerAllocs
+	}
+	type block struct {
+		lt    memtimeline.Lifetime
+		entry int
+	}
+	var blocks []block
+	open := map[uint64]int{}
+	for i, e := range entries {
+		switch e.Action {
+		case snapshot.ActionAlloc:
+			open[e.Addr] = len(blocks)
+			blocks = append(blocks, block{memtimeline.Lifetime{Bytes: e.Size, Start: e.TimeUS * 1000, End: -1}, i})
+		case snapshot.ActionFreeCompleted:
+			if k, ok := open[e.Addr]; ok {
+				delete(open, e.Addr)
+				blocks[k].lt.End = e.TimeUS * 1000
+			} else {
+				blocks = append(blocks, block{memtimeline.Lifetime{Bytes: e.Size, Start: -1, End: e.TimeUS * 1000}, -1})
+			}
+		}
+	}
+	if len(blocks) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(blocks, func(a, b block) int {
+		return cmp.Or(cmp.Compare(b.lt.Bytes, a.lt.Bytes), cmp.Compare(a.lt.Start, b.lt.Start), cmp.Compare(a.lt.End, b.lt.End))
+	})
+	ex := &Explorer{Total: len(blocks)}
+	keep := min(n, len(blocks))
+	for _, b := range blocks[:keep] {
+		a := Allocation{Bytes: b.lt.Bytes, StartNs: b.lt.Start, EndNs: b.lt.End}
+		if b.entry >= 0 {
+			frames := entries[b.entry].Frames
+			if len(frames) > 0 {
+				a.Line = snapshot.UserFrame(frames).String()
+			}
+			for k := len(frames) - 1; k >= 0; k-- { // torch records innermost first
+				a.Stack = append(a.Stack, frames[k].String())
+			}
+		}
+		ex.Allocs = append(ex.Allocs, a)
+	}
+	for _, b := range blocks[keep:] {
+		ex.Rest = append(ex.Rest, b.lt)
+	}
+	return ex
+}
