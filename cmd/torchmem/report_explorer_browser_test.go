@@ -109,6 +109,14 @@ func TestReportExplorerInBrowser(t *testing.T) {
 	if !strings.Contains(stack, "Python stack (outermost first):") || len(a.Stack) > 0 && !strings.Contains(stack, a.Stack[len(a.Stack)-1]) || !strings.Contains(stack, memtimeline.FormatBytes(a.Bytes)) {
 		t.Errorf("the stack shown for allocation %d (%v) is:\n%s", k, a.Stack, stack)
 	}
+	// ... and shades its lifetime on the chart.
+	band := browsertest.Eval[[]float64](t, ctx, `(function () {
+  var s = echarts.getInstanceByDom(document.querySelector(".torchmem-chart")).getOption().series.filter(function (s) { return s.id === "torchmem-selected"; })[0];
+  return s ? [s.markArea.data[0][0].xAxis, s.markArea.data[0][1].xAxis] : [];
+})()`)
+	if len(band) != 2 || a.StartNs >= 0 && absDiff(band[0]-ms(a.StartNs)) > 0.001 || a.EndNs >= 0 && absDiff(band[1]-ms(a.EndNs)) > 0.001 {
+		t.Errorf("the chart shades %v for a block alive %.3f..%.3f ms", band, ms(a.StartNs), ms(a.EndNs))
+	}
 	if dir := os.Getenv("TORCHMEM_SCREENSHOT_DIR"); dir != "" {
 		png, _ := chromedp.Run(ctx, chromedp.CaptureScreenshot())
 		os.WriteFile(filepath.Join(dir, "explorer.png"), png, 0o644)
@@ -148,4 +156,11 @@ func TestReportSnapshotExplorerInBrowser(t *testing.T) {
 		t.Errorf("no Python frame in the stack shown:\n%s", stack)
 	}
 	t.Logf("%s\n%s", note, stack)
+}
+
+func absDiff(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
 }

@@ -316,6 +316,13 @@ const explorerRuntimeJS = `window.torchmemExplorer = window.torchmemExplorer || 
     }
     stack.textContent = lines.join("\n");
     stack.style.display = "";
+    // The block's lifetime, shaded on the chart (to the axis' ends when it
+    // began before the window or outlived it).
+    var ext = chart.getModel().getComponent("xAxis", 0).axis.scale.getExtent();
+    chart.setOption({series: [{id: "torchmem-selected", name: "selected allocation", type: "line", data: [], silent: true,
+      markArea: {silent: true, itemStyle: {color: "rgba(255,152,0,0.28)"},
+        label: {show: true, position: "insideBottom", color: "#8a4b00", formatter: function () { return fmtBytes(r.bytes); }},
+        data: [[{xAxis: r.start === null ? ext[0] : +r.start}, {xAxis: r.end === null ? ext[1] : +r.end}]]}}]});
   }
   function show(a, b) {
     if (b < a) { var t = a; a = b; b = t; }
