@@ -94,7 +94,7 @@ func runLeaks(stdout, stderr io.Writer, args []string, o *leaksOptions) error {
 	// With the default options, many inputs are read into summaries to
 	// bound memory (their leak reports are made with those options).
 	bounded := o.device == def.Device && o.depth == def.Depth && o.minBytes == def.MinBytesPerStep && o.steady == def.SteadySteps
-	all, err := loadFilesBounded(stderr, args, "leaks", bounded, load.Trace, load.Trace, load.Snapshot, load.Steps, load.SMI, load.Summarized)
+	all, err := loadFilesBounded(stderr, args, "leaks", bounded, load.Trace, load.Trace, load.Snapshot, load.Steps, load.SMI, load.SMIApps, load.Summarized)
 	if err != nil {
 		return err
 	}
