@@ -114,7 +114,7 @@ func Checklist(v Verdict, fs []Finding) []CheckItem {
 	switch v.Leak.Verdict {
 	case leak.VerdictLeak:
 		leakItem.Status = CheckFail
-		leakItem.Detail = fmt.Sprintf("%s per step", memtimeline.FormatBytes(v.Leak.BytesPerStep))
+		leakItem.Detail = v.Leak.Figure()
 		if v.Leak.Kind != "" {
 			leakItem.Detail += " (" + v.Leak.Kind + ")"
 		}
