@@ -317,7 +317,7 @@ func writeVerdictText(w io.Writer, vs []rules.Verdict, width int) {
 		// question (nvidia-smi's), asked only when an smi log is given.
 		labels, texts := gpuEntries(v.GPU)
 		for i := range labels {
-			lines = append(lines, wrapEntry(labels[i], texts[i], width, 3)...)
+			lines = append(lines, wrapEntry(labels[i], texts[i], width, 4)...)
 		}
 		for _, l := range lines {
 			fmt.Fprintln(w, l)
