@@ -77,7 +77,8 @@ func runAnnotate(stdout, stderr io.Writer, trace, output, rulesFile string) erro
 	if in.Trace.Truncated != nil {
 		return badInput(fmt.Errorf("%s: the trace is truncated at byte %d; annotate copies a complete trace only (the other commands read what is there)", trace, in.Trace.Truncated.Offset))
 	}
-	a, err := annotateTrace(in, rules.Run(rs, in))
+	ev := rules.Evaluate(rs, []*rules.Input{in}, rules.EvalOptions{})
+	a, err := annotateTrace(in, ev.Findings)
 	if err != nil {
 		return fmt.Errorf("%s: %w", trace, err)
 	}
