@@ -135,7 +135,7 @@ func processesSentence(a smi.AppsAnalysis) string {
 	for _, s := range a.Sharing {
 		var pids []string
 		for _, pid := range s.PIDs {
-			pids = append(pids, procLabel(a, pid))
+			pids = append(pids, fmt.Sprint(pid))
 		}
 		gpu := ""
 		if s.GPUKey != "" {
@@ -145,7 +145,7 @@ func processesSentence(a smi.AppsAnalysis) string {
 		if !s.Start.IsZero() {
 			d = " for " + s.End.Sub(s.Start).Round(100*time.Millisecond).String()
 		}
-		parts = append(parts, fmt.Sprintf("%d processes shared%s%s (%s; %s together at most)", s.MaxProcesses, gpu, d, strings.Join(pids, ", "), memtimeline.FormatBytes(s.PeakBytes)))
+		parts = append(parts, fmt.Sprintf("%d processes shared%s%s (pids %s; %s together at most)", s.MaxProcesses, gpu, d, strings.Join(pids, ", "), memtimeline.FormatBytes(s.PeakBytes)))
 	}
 	if len(parts) == 0 {
 		var procs []string

@@ -282,13 +282,35 @@ func (t *escapingTable) Render() string {
 		}
 		used += w
 	}
-	capWidth = max(capWidth, 6) // narrower, a number would break mid-figure
+	// A column is not made narrower than its longest word (an operator
+	// name, a figure), up to 24 cells and a fifth of the width: a name
+	// broken mid-word is harder to read (and to search) than a table a
+	// little wider than the screen; on a narrow screen, fitting wins.
+	words := t.longestWords()
 	for i, w := range ws {
 		if w > capWidth {
-			t.limitColumn(i+1, capWidth)
+			t.limitColumn(i+1, max(capWidth, min(words[i], 24, width/5), 6))
 		}
 	}
 	return t.Writer.Render()
+}
+
+// longestWords is the longest space-free run of each column's cells.
+func (t *escapingTable) longestWords() []int {
+	var ws []int
+	for _, rs := range [][]tableRow{t.header, t.rows, t.footer} {
+		for _, r := range rs {
+			for i, c := range r.row {
+				for len(ws) <= i {
+					ws = append(ws, 0)
+				}
+				for _, word := range strings.Fields(fmt.Sprint(c)) {
+					ws[i] = max(ws[i], text.StringWidthWithoutEscSequences(word))
+				}
+			}
+		}
+	}
+	return ws
 }
 
 // columnWidths are the widest cell (its widest line) of each column.

@@ -3,6 +3,7 @@ package smi
 import (
 	"math"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -283,5 +284,55 @@ func TestStillGrowingLeakRecording(t *testing.T) {
 	per, n := PerStep(r.gpu.GPUs[0], *s, times)
 	if n < 20 || math.Abs(float64(per-r.truth.Leak.BytesPerStep)) > 0.2*float64(r.truth.Leak.BytesPerStep) {
 		t.Errorf("per step %d B over %d steps, planted %d", per, n, r.truth.Leak.BytesPerStep)
+	}
+}
+
+// TestReconcileGapGrows: memory.used rising while torch's reserved holds
+// still is memory outside torch's allocator, and the answer says so. The
+// healthy recording with 4 MiB added to memory.used every 200 ms sample of
+// its plateau (what NCCL buffers or a library's own cudaMalloc look like).
+func TestReconcileGapGrows(t *testing.T) {
+	r := loadPerProcess(t, "healthy")
+	pts := r.torchPoints()
+	g := *r.gpu.GPUs[0]
+	g.Samples = append([]Sample(nil), g.Samples...)
+	from := pts[2].Time
+	var k int64
+	for i := range g.Samples {
+		if !g.Samples[i].Time.Before(from) && g.Samples[i].UsedBytes > 1<<30 {
+			k++
+			g.Samples[i].UsedBytes += k * 4 << 20
+		}
+	}
+	rec, ok := Reconcile(&g, pts, nil, DefaultOptions())
+	if !ok || rec.Constant || !rec.GapGrows || rec.ReservedGrowthBytes != 0 || rec.GapGrowthBytes < 100<<20 {
+		t.Fatalf("ok %v constant %v grows %v (%d MiB, reserved %d MiB)", ok, rec.Constant, rec.GapGrows, rec.GapGrowthBytes>>20, rec.ReservedGrowthBytes>>20)
+	}
+	if a := rec.Answer(); !strings.Contains(a, "outside torch's allocator") {
+		t.Errorf("answer %q", a)
+	}
+}
+
+// TestAppsGPUMapping: processes map to the GPU log's GPUs by UUID or by
+// bus id (nvidia-smi pads the domain to 8 digits in one query and may
+// not in another); a process on a GPU the log lacks stays unmapped.
+func TestAppsGPUMapping(t *testing.T) {
+	gpus := readSMIString(t, "timestamp, index, pci.bus_id, uuid, memory.used [MiB]\n"+
+		"2026/12/01 21:00:00.000, 0, 00000000:19:00.0, GPU-aaaa, 100 MiB\n"+
+		"2026/12/01 21:00:00.000, 1, 00000000:3B:00.0, GPU-bbbb, 200 MiB\n")
+	apps := readAppsString(t, "timestamp, pid, process_name, used_gpu_memory [MiB], gpu_bus_id, gpu_uuid\n"+
+		"2026/12/01 21:00:00.000, 1, a, 90 MiB, 0000:19:00.0, [N/A]\n"+
+		"2026/12/01 21:00:00.000, 2, b, 150 MiB, 00000000:3b:00.0, GPU-bbbb\n"+
+		"2026/12/01 21:00:00.000, 3, c, 40 MiB, 00000000:5E:00.0, GPU-cccc\n")
+	a := AnalyzeApps(apps, gpus, DefaultOptions())
+	got := map[int64]string{}
+	for _, p := range a.Processes {
+		got[p.PID] = p.GPUKey
+	}
+	if got[1] != "0" || got[2] != "1" || got[3] != "" {
+		t.Errorf("GPU keys %v, want 1->0, 2->1, 3 unmapped", got)
+	}
+	if len(a.Sharing) != 0 {
+		t.Errorf("processes on different GPUs called sharing: %+v", a.Sharing)
 	}
 }

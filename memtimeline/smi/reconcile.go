@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/torchmem/torchmem/memtimeline"
@@ -297,42 +298,35 @@ func (r *Reconciliation) matchProcess(procs []*Process, pts []TorchPoint, off ti
 func (r Reconciliation) Answer() string {
 	at := r.At
 	fb := memtimeline.FormatBytes
-	s := fmt.Sprintf("nvidia-smi %s at step %d = torch allocated %s + torch cache %s + outside torch %s",
+	s := fmt.Sprintf("nvidia-smi %s at step %d = torch allocated %s + cache %s + outside torch %s",
 		fb(at.UsedBytes), at.Step, fb(at.AllocatedBytes), fb(at.CacheBytes), fb(at.OutsideBytes))
 	steady := fmt.Sprintf("%d steady steps", r.Stable)
 	if r.Stable == 0 {
 		steady = fmt.Sprintf("%d steps", r.Steps)
 	}
-	context := "CUDA context and cuBLAS/cuDNN workspaces"
+	const context = "CUDA context, cuBLAS/cuDNN workspaces"
+	both := ". Both are right: memory_reserved() is torch's share, the rest lives outside its allocator"
 	switch {
 	case r.TorchPID >= 0:
 		// The process's own figure pins torch's share of the gap; the rest
 		// is other processes and what no process holds.
-		s += fmt.Sprintf(": %s in torch's process %d, constant over %s (%s)", fb(r.ProcessGapBytes), r.TorchPID, steady, context)
+		parts := []string{fmt.Sprintf("%s in torch's process %d, constant over %s: %s", fb(r.ProcessGapBytes), r.TorchPID, steady, context)}
 		if r.OthersBytes > 0 {
-			s += fmt.Sprintf(", %s in other processes", fb(r.OthersBytes))
+			parts = append(parts, fb(r.OthersBytes)+" other processes")
 		}
 		if rest := at.OutsideBytes - r.ProcessGapBytes - max(r.OthersBytes, 0); rest != 0 {
-			s += fmt.Sprintf(", %s in no process (the driver's)", fb(rest))
+			parts = append(parts, fb(rest)+" in no process (the driver's)")
 		}
+		return s + " (" + strings.Join(parts, "; ") + ")" + both
 	case r.Constant:
-		s += fmt.Sprintf(", constant over %s (%s)", steady, context)
+		return s + fmt.Sprintf(" (constant over %s: %s)", steady, context) + both
 	case r.GapGrows && r.GapGrowthBytes > r.ReservedGrowthBytes:
-		s += fmt.Sprintf("; outside torch grew %s while torch's reserved grew %s: memory outside torch's allocator (another process, NCCL buffers, a library's own cudaMalloc)",
+		return s + fmt.Sprintf("; outside torch grew %s while torch's reserved grew %s: memory outside torch's allocator (another process, NCCL buffers, a library's own cudaMalloc)",
 			fb(r.GapGrowthBytes), fb(r.ReservedGrowthBytes))
 	case r.Stable == 0:
-		s += fmt.Sprintf("; torch's reserved changed at every step, so no step pins the gap: between %s and %s over %d steps (smi samples between the steps)", fb(r.GapMin), fb(r.GapMax), r.Steps)
-	default:
-		s += fmt.Sprintf("; outside torch ranged %s to %s over %s (other processes come and go: log --query-compute-apps beside it)", fb(r.GapMin), fb(r.GapMax), steady)
+		return s + fmt.Sprintf("; torch's reserved changed at every step, so no step pins the gap: %s to %s over %d steps", fb(r.GapMin), fb(r.GapMax), r.Steps)
 	}
-	if r.Constant || r.TorchPID >= 0 {
-		gap := r.GapBytes
-		if r.TorchPID >= 0 {
-			gap = r.ProcessGapBytes
-		}
-		s += fmt.Sprintf(". Both numbers are right: memory_reserved() is what torch holds (allocated + cache), smi adds what lives outside torch's allocator (%s of it in torch's own process)", fb(gap))
-	}
-	return s
+	return s + fmt.Sprintf("; outside torch ranged %s to %s over %s (other processes come and go: log --query-compute-apps beside it)", fb(r.GapMin), fb(r.GapMax), steady)
 }
 
 func joinAnd(s []string) string {

@@ -585,7 +585,12 @@ func Load(args []string, o Options) ([]*File, error) {
 	}
 	want := "nothing torchmem reads"
 	if len(o.Kinds) > 0 {
-		want = "no " + strings.TrimPrefix(strings.TrimPrefix(kindList(o.Kinds), "a "), "an ")
+		var names []string
+		for _, k := range o.Kinds {
+			d := k.Describe()
+			names = append(names, strings.TrimPrefix(strings.TrimPrefix(d, "a "), "an "))
+		}
+		want = "no " + strings.Join(slices.Compact(names), " or ")
 	}
 	for _, a := range args {
 		if st, err := os.Stat(a); err == nil && st.IsDir() && perDir[a] == 0 {
