@@ -141,11 +141,15 @@ func GroupInputs(ins []*Input) []Group {
 	return out
 }
 
-// JudgeAll groups the inputs and judges each group.
-func JudgeAll(ins []*Input) []Verdict {
+// JudgeAll groups the inputs and judges each group with the built-in
+// rules' thresholds.
+func JudgeAll(ins []*Input) []Verdict { return JudgeAllWith(ins, DefaultJudgeOptions()) }
+
+// JudgeAllWith groups the inputs and judges each group with o.
+func JudgeAllWith(ins []*Input, o JudgeOptions) []Verdict {
 	var out []Verdict
 	for _, g := range GroupInputs(ins) {
-		v := Judge(g.Name, g.Inputs)
+		v := JudgeWith(g.Name, g.Inputs, o)
 		v.Run = g.Run
 		if g.Rank >= 0 {
 			v.Rank = g.Rank

@@ -821,7 +821,7 @@ func oomCause(a OOMAnswer) (string, string) {
 }
 
 // judgeFrag prefers a snapshot (it sees inside segments) to a trace.
-func judgeFrag(ins []*Input) *FragAnswer {
+func judgeFrag(ins []*Input, o JudgeOptions) *FragAnswer {
 	var ans *FragAnswer
 	for _, in := range ins {
 		if in.Digest != nil && in.Kind == SourceSnapshot && in.Digest.Verdict.Frag != nil {
@@ -836,8 +836,9 @@ func judgeFrag(ins []*Input) *FragAnswer {
 			continue
 		}
 		// One judgment with the snapshot.inactive-split rule and frag
-		// (frag/snapshot.go): per pool and stream, over 20% and 64 MiB.
-		j := frag.JudgeSnapshot(rep, 0.2)
+		// (frag/snapshot.go): per pool and stream, over the rule's
+		// threshold (20% by default) and 64 MiB.
+		j := frag.JudgeSnapshot(rep, o.SnapshotSplit)
 		return &FragAnswer{Source: in.Source, Verdict: j.Verdict, WastedBytes: j.InactiveSplitBytes, Wasted: "free but split inside used segments (snapshot)", Reason: j.Reason}
 	}
 	for _, in := range ins {
@@ -856,6 +857,9 @@ func judgeFrag(ins []*Input) *FragAnswer {
 			continue
 		}
 		f := in.Frag()
+		if f.Verdict != frag.VerdictUnknown {
+			f.Rejudge(o.Frag) // the rules' thresholds in force (a copy: the memo keeps the measurements)
+		}
 		if f.Verdict == frag.VerdictUnknown && ans != nil {
 			continue
 		}
@@ -1101,8 +1105,12 @@ func (in *Input) OOMComposition() *memtimeline.Composition {
 	})
 }
 
-// Judge is the verdict of one run and rank from all of its inputs.
-func Judge(name string, ins []*Input) Verdict {
+// Judge is the verdict of one run and rank from all of its inputs, with
+// the built-in rules' thresholds.
+func Judge(name string, ins []*Input) Verdict { return JudgeWith(name, ins, DefaultJudgeOptions()) }
+
+// JudgeWith is Judge with the thresholds in force.
+func JudgeWith(name string, ins []*Input, o JudgeOptions) Verdict {
 	v := Verdict{Name: name, Rank: -1, Inputs: ins, Sources: []string{}}
 	var ev []LeakEvidence
 	for _, in := range ins {
@@ -1119,7 +1127,7 @@ func Judge(name string, ins []*Input) Verdict {
 	if v.OOMs == nil {
 		v.OOMs = []OOMAnswer{}
 	}
-	v.Frag = judgeFrag(ins)
+	v.Frag = judgeFrag(ins, o)
 	v.Frag = addRetries(v.Frag, ins)
 	v.Peak = judgePeak(ins)
 	return v
