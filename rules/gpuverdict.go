@@ -81,7 +81,7 @@ func judgeGPU(ins []*Input) *GPUAnswer {
 					}
 				}
 				r, ok := smi.Reconcile(g, pts, procs, smi.DefaultOptions())
-				if !ok || (ans.Reconciled != nil && r.Steps <= ans.Reconciled.Steps) {
+				if !ok || (ans.Reconciled != nil && !betterSplit(r, *ans.Reconciled, ser.Device)) {
 					continue
 				}
 				ans.Reconciled, ans.TorchSource = &r, stepsIn.Source
@@ -112,6 +112,25 @@ func torchPoints(recs []steplog.Record) []smi.TorchPoint {
 			AllocatedBytes: r.AllocatedBytes, ReservedBytes: r.ReservedBytes})
 	}
 	return out
+}
+
+// betterSplit reports whether a is the better match of a steps series
+// (on device dev) to a GPU of a multi-GPU log than b: torch's process found
+// on it or a constant gap (the GPU whose memory follows torch's reserved),
+// then the GPU the series names (CUDA_VISIBLE_DEVICES may renumber it),
+// then the narrower gap, then more steps.
+func betterSplit(a, b smi.Reconciliation, dev string) bool {
+	follows := func(r smi.Reconciliation) bool { return r.TorchPID >= 0 || r.Constant }
+	if follows(a) != follows(b) {
+		return follows(a)
+	}
+	if (a.GPUKey == dev) != (b.GPUKey == dev) {
+		return a.GPUKey == dev
+	}
+	if wa, wb := a.GapMax-a.GapMin, b.GapMax-b.GapMin; wa != wb {
+		return wa < wb
+	}
+	return a.Steps > b.Steps
 }
 
 // processesSentence says who holds the memory, zombies first.
