@@ -36,6 +36,10 @@ type GPUAnswer struct {
 	Apps      *smi.AppsAnalysis `json:"apps,omitempty"`
 }
 
+// maxSplitGPUs bounds the GPUs of one log tried for the split; a log with
+// more is tried on the GPU the steps log names only.
+const maxSplitGPUs = 16
+
 // judgeGPU builds the GPU entry from a run's nvidia-smi logs and its steps
 // log; nil when the run has no nvidia-smi log.
 func judgeGPU(ins []*Input) *GPUAnswer {
@@ -66,18 +70,27 @@ func judgeGPU(ins []*Input) *GPUAnswer {
 		ans.Processes = processesSentence(a)
 	}
 	if log != nil && stepsIn != nil {
+		procsOn := map[string][]*smi.Process{} // GPU key -> its processes
+		if apps != nil {
+			for i, p := range apps.Processes {
+				k := ans.Apps.Processes[i].GPUKey
+				procsOn[k] = append(procsOn[k], p)
+			}
+		}
 		for _, ser := range stepsIn.StepLog.Series {
 			pts := torchPoints(ser.Records)
 			if len(pts) == 0 {
 				continue
 			}
 			for _, g := range log.GPUs {
+				if len(log.GPUs) > maxSplitGPUs && g.Key != ser.Device {
+					continue // a node has a few GPUs; past that, the series' own
+				}
 				var procs []*smi.Process
 				if apps != nil {
-					for i, p := range apps.Processes {
-						if ans.Apps.Processes[i].GPUKey == g.Key {
-							procs = append(procs, p)
-						}
+					procs = procsOn[g.Key]
+					if procs == nil {
+						procs = []*smi.Process{} // an apps log with none on this GPU
 					}
 				}
 				r, ok := smi.Reconcile(g, pts, procs, smi.DefaultOptions())
