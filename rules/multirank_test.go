@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -13,9 +14,9 @@ import (
 
 // multirankTruth is what ddp_gloo_ranks.py planted (testdata/gpu/multirank).
 type multirankTruth struct {
-	WorldSize        int    `json:"world_size"`
-	LeakyRank        *int64 `json:"leaky_rank"`
-	LeakBytesPerStep int64  `json:"leak_bytes_per_step"`
+	WorldSize        int              `json:"world_size"`
+	LeakyRank        *int64           `json:"leaky_rank"`
+	LeakBytesPerStep map[string]int64 `json:"leak_bytes_per_step"` // by rank
 	LeakSite         *struct {
 		File string `json:"file"`
 		Line int    `json:"line"`
@@ -61,9 +62,10 @@ func TestRealMultiRankRecordings(t *testing.T) {
 			}
 			for _, v := range vs {
 				leaky := truth.LeakyRank != nil && v.Rank == *truth.LeakyRank
+				perStep := truth.LeakBytesPerStep[strconv.FormatInt(v.Rank, 10)]
 				switch {
-				case leaky && (v.Leak.Verdict != leak.VerdictLeak || v.Leak.BytesPerStep != truth.LeakBytesPerStep):
-					t.Errorf("rank %d: %s %d B/step, want a leak of %d", v.Rank, v.Leak.Verdict, v.Leak.BytesPerStep, truth.LeakBytesPerStep)
+				case leaky && (v.Leak.Verdict != leak.VerdictLeak || v.Leak.BytesPerStep != perStep):
+					t.Errorf("rank %d: %s %d B/step, want a leak of %d", v.Rank, v.Leak.Verdict, v.Leak.BytesPerStep, perStep)
 				case leaky && (v.Leak.Location == nil || v.Leak.Location.File != truth.LeakSite.File || v.Leak.Location.Line != truth.LeakSite.Line):
 					t.Errorf("rank %d: leak at %v, want %s:%d", v.Rank, v.Leak.Location, truth.LeakSite.File, truth.LeakSite.Line)
 				case !leaky && v.Leak.Verdict != leak.VerdictClean:

@@ -167,6 +167,10 @@ type PeakAnswer struct {
 	// TorchSource is the export_memory_timeline file whose categories
 	// Composition.Torch holds.
 	TorchSource string `json:"torch_categories_from,omitempty"`
+	// RelativeToWindowStart: the trace records no allocator totals (torch
+	// < 1.10), so AllocatedBytes is the running sum of the window's events,
+	// not counting what was allocated before it.
+	RelativeToWindowStart bool `json:"relative_to_window_start,omitempty"`
 }
 
 // Verdict is the answer for one run and rank.
@@ -979,7 +983,8 @@ func judgePeak(ins []*Input) *PeakAnswer {
 		if ans != nil && ans.AllocatedBytes >= c.AllocatedBytes {
 			continue
 		}
-		ans = &PeakAnswer{Source: in.Source, AllocatedBytes: c.AllocatedBytes, Step: c.Step, TNs: c.TNs, Composition: c, Holders: []Holder{}}
+		ans = &PeakAnswer{Source: in.Source, AllocatedBytes: c.AllocatedBytes, Step: c.Step, TNs: c.TNs, Composition: c, Holders: []Holder{},
+			RelativeToWindowStart: in.Trace.MemorySchema.DerivedAllocated}
 		ans.Holders = topHolders(c)
 	}
 	if ans != nil {

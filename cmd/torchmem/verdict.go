@@ -217,6 +217,9 @@ func fragLine(f *rules.FragAnswer) string {
 
 func peakLine(p *rules.PeakAnswer) string {
 	s := memtimeline.FormatBytes(p.AllocatedBytes) + " allocated"
+	if p.RelativeToWindowStart {
+		s += " above the profiled window's start (the trace records no allocator totals)"
+	}
 	if p.Step != "" {
 		s += " at " + p.Step
 	}

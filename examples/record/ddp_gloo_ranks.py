@@ -106,7 +106,8 @@ def main():
                 "world_size": world,
                 "all_ranks_on": "cuda:0 (one GPU, one process per rank)",
                 "leaky_rank": args.leaky_rank if args.leaky_rank >= 0 else None,
-                "leak_bytes_per_step": BATCH * HIDDEN * 4 if args.leaky_rank >= 0 else 0,
+                "leak_bytes_per_step": {str(r): BATCH * HIDDEN * 4 if r == args.leaky_rank else 0
+                                        for r in range(world)},
                 "leak_site": site("# LEAK SITE") if args.leaky_rank >= 0 else None,
                 "schedule": {"wait": WAIT, "warmup": WARMUP, "active": ACTIVE, "steps": STEPS},
                 "ranks": gathered,

@@ -190,6 +190,9 @@ type ReservedDrop struct {
 	CudaFreeCalls int64 `json:"cuda_free_calls"`
 	EmptyCache    bool  `json:"empty_cache"`
 	OOMRetry      bool  `json:"oom_retry"`
+	// AllocRetry: reserved fell at an allocation that made a new segment,
+	// a cudaMalloc that failed, freed the cache and was retried.
+	AllocRetry bool `json:"alloc_retry,omitempty"`
 }
 
 // SegmentCalls sums the caching allocator's calls into the CUDA runtime.
@@ -458,10 +461,11 @@ func Analyze(d Data, opts Options) Report {
 		point := func() *GapPoint {
 			return &GapPoint{TS: e.TS, Step: stepName(k), Allocated: e.TotalAllocated, Reserved: e.TotalReserved, Gap: gap, Fraction: fmtutil.Ratio(gap, e.TotalReserved)}
 		}
-		if rep.GapAtPeak == nil || e.TotalAllocated > rep.GapAtPeak.Allocated {
+		// Without Total Reserved (torch < 1.10) there is no gap to measure.
+		if !t.MemorySchema.NoReserved && (rep.GapAtPeak == nil || e.TotalAllocated > rep.GapAtPeak.Allocated) {
 			rep.GapAtPeak = point()
 		}
-		if rep.LargestGap == nil || gap > rep.LargestGap.Gap {
+		if !t.MemorySchema.NoReserved && (rep.LargestGap == nil || gap > rep.LargestGap.Gap) {
 			rep.LargestGap = point()
 		}
 		if k >= 0 {
@@ -489,6 +493,7 @@ func Analyze(d Data, opts Options) Report {
 				retrySegment = segmentSize(e.Bytes)
 				released += retrySegment
 				rep.AllocRetries++
+				rep.ReservedDrops[len(rep.ReservedDrops)-1].AllocRetry = true
 				countMiss(e, k, retrySegment) // against the cache before it was given back
 			}
 			pools.release(released)
@@ -644,6 +649,18 @@ func Analyze(d Data, opts Options) Report {
 	sc.TopSites = callSites.top(opts.TopSites, sc.ChurnCalls, max(1, steadySteps))
 
 	rep.judge(opts, steadySteps)
+	if t.MemorySchema.NoReserved {
+		// torch < 1.10: no Total Reserved, so no segment, gap or pool
+		// figure; only the allocation sizes were judged.
+		note := "reserved memory is not recorded in this trace (torch before 1.10): the reserved-allocated gap, new segments and pool misses are not measured, only allocation sizes"
+		rep.Reasons = append(rep.Reasons, note)
+		if rep.Verdict == VerdictOK {
+			rep.Verdict = VerdictUnknown
+			rep.Reason = note + "; " + strings.Join(rep.Reasons[:len(rep.Reasons)-1], "; ")
+		} else {
+			rep.Reason += "; " + note
+		}
+	}
 	return rep
 }
 
