@@ -62,3 +62,22 @@ func TestLifetimesNeedAddr(t *testing.T) {
 		t.Errorf("%d lifetimes of %d allocations", made, allocs)
 	}
 }
+
+// A torch 1.8 trace records neither Total Allocated nor Total Reserved:
+// its timeline has no reserved points (not a line at 0 B, which every
+// chart and annotated trace would show as a figure) and its allocated
+// series says it counts from the window's start.
+func TestTraceTimelinesWithoutTotals(t *testing.T) {
+	old := memtest.Trace(t, memtest.Testdata("public", "kineto_tb_plugin", "worker0.1623143089861.pt.trace.json.gz"))
+	if !old.MemorySchema.NoReserved || !old.MemorySchema.DerivedAllocated {
+		t.Fatalf("schema %+v: the torch 1.8 trace should record no totals", old.MemorySchema)
+	}
+	tls := memtimeline.TraceTimelines(old)
+	if len(tls) != 1 || tls[0].Reserved.Len() != 0 || tls[0].Allocated.Len() == 0 || tls[0].Allocated.Name != memtimeline.AllocatedFromWindowStart {
+		t.Errorf("timelines %d: reserved %d points, allocated %d points named %q", len(tls), tls[0].Reserved.Len(), tls[0].Allocated.Len(), tls[0].Allocated.Name)
+	}
+	recorded := memtimeline.TraceTimelines(memtest.Trace(t, memtest.Testdata("public", "kineto_tb_plugin", "memory_curve.json.gz")))
+	if r := recorded[0]; r.Reserved.Len() != r.Allocated.Len() || r.Allocated.Name != "allocated" {
+		t.Errorf("a trace with totals: reserved %d points, allocated %d named %q", r.Reserved.Len(), r.Allocated.Len(), r.Allocated.Name)
+	}
+}

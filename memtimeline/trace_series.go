@@ -17,11 +17,20 @@ type DeviceTimeline struct {
 	Reserved   Series
 }
 
+// AllocatedFromWindowStart names the allocated series of a trace that
+// records no Total Allocated: the sum of its events' Bytes from the
+// profiled window's start, which leaves out what was allocated before.
+const AllocatedFromWindowStart = "allocated since the window's start"
+
 // Label is "cuda:0".
 func (d *DeviceTimeline) Label() string { return fmt.Sprintf("%s:%d", d.DeviceType, d.Device) }
 
 // TraceTimelines returns one timeline per GPU in the trace, in device
 // order. Events are put in time order first: the file order is not.
+// What the trace does not record is not drawn as a figure: where no event
+// carries Total Reserved (torch before 1.10) Reserved has no points, not a
+// line at 0 B; where none carries Total Allocated, Allocated is the running
+// sum from the window's start and its name says so.
 func TraceTimelines(t *chrometrace.Trace) []DeviceTimeline {
 	type key struct {
 		dt  chrometrace.DeviceType
@@ -51,6 +60,12 @@ func TraceTimelines(t *chrometrace.Trace) []DeviceTimeline {
 			e := &t.Memory[i]
 			d.Allocated.T[j], d.Allocated.V[j] = e.TS, e.TotalAllocated
 			d.Reserved.T[j], d.Reserved.V[j] = e.TS, e.TotalReserved
+		}
+		if t.MemorySchema.NoReserved {
+			d.Reserved = Series{Name: d.Reserved.Name}
+		}
+		if t.MemorySchema.DerivedAllocated {
+			d.Allocated.Name = AllocatedFromWindowStart
 		}
 		out = append(out, d)
 	}

@@ -327,6 +327,9 @@ func traceCharts(in *Input) []chart.Spec {
 		if ia := memtimeline.DownsampleIndices(a.V, TimelinePoints/2); ia != nil && len(r.V) == len(a.V) {
 			idx := mergeSorted(ia, memtimeline.DownsampleIndices(r.V, TimelinePoints/2))
 			spec.Allocated, spec.Reserved = a.Pick(idx), r.Pick(idx)
+		} else if ia := memtimeline.DownsampleIndices(a.V, TimelinePoints); ia != nil && len(r.V) == 0 {
+			// Reserved not recorded: allocated alone, in as many points.
+			spec.Allocated = a.Pick(ia)
 		}
 		spec.ID = ""
 		if slices.Equal(spec.Reserved.T, spec.Allocated.T) {

@@ -1,8 +1,10 @@
 package rules
 
 import (
+	"slices"
 	"testing"
 
+	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/memtest"
 	"github.com/torchmem/torchmem/rules/frag"
 	"github.com/torchmem/torchmem/rules/leak"
@@ -33,5 +35,23 @@ func TestVerdictOnTorch18Trace(t *testing.T) {
 	if p := v.Peak; p == nil || p.AllocatedBytes != truth.Peak["0"] || !p.RelativeToWindowStart ||
 		p.Composition == nil || len(p.Composition.ByCategory) != 0 || len(p.Holders) != 0 {
 		t.Errorf("peak %+v, want the running sum's %d with no split by category or line", p, truth.Peak["0"])
+	}
+}
+
+// The digest's chart of that trace (what a summary keeps): no reserved
+// line, since the trace records none, and allocated still downsampled to
+// the digest's points with its peak kept.
+func TestDigestChartOfTorch18Trace(t *testing.T) {
+	in := loadInput(t, memtest.Testdata("public", "kineto_tb_plugin", "worker0.1623143089861.pt.trace.json.gz"))
+	d := MakeDigest(in)
+	if len(d.Charts) != 1 {
+		t.Fatalf("%d charts", len(d.Charts))
+	}
+	c := d.Charts[0]
+	if c.Reserved.Len() != 0 || c.Allocated.Len() == 0 || c.Allocated.Len() > TimelinePoints {
+		t.Errorf("reserved %d points, allocated %d (at most %d)", c.Reserved.Len(), c.Allocated.Len(), TimelinePoints)
+	}
+	if got, want := slices.Max(c.Allocated.V), slices.Max(memtimeline.TraceTimelines(in.Trace)[0].Allocated.V); got != want {
+		t.Errorf("the downsampled peak is %d, the trace's %d", got, want)
 	}
 }

@@ -185,3 +185,42 @@ func TestAnnotateHostileNames(t *testing.T) {
 		t.Errorf("output not valid JSON or the input changed:\n%s", b)
 	}
 }
+
+// A torch 1.8 trace records no Total Reserved and no Total Allocated: the
+// annotated trace has no reserved track (a track at 0 B would read as a
+// measurement in Perfetto) and its allocated track says it counts from
+// the window's start; the original events are still all there.
+func TestAnnotateTraceWithoutTotals(t *testing.T) {
+	trace := memtest.Testdata("public", "kineto_tb_plugin", "worker0.1623143089861.pt.trace.json.gz")
+	out := filepath.Join(t.TempDir(), "a.json")
+	if _, stderr, code := torchmem(t, "annotate", trace, "-o", out); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var doc, orig struct {
+		TraceEvents []json.RawMessage `json:"traceEvents"`
+	}
+	if err := json.Unmarshal(memtest.ReadAll(t, out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(memtest.ReadAll(t, trace), &orig); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.TraceEvents) <= len(orig.TraceEvents) {
+		t.Fatalf("%d events, the input has %d", len(doc.TraceEvents), len(orig.TraceEvents))
+	}
+	for i, e := range orig.TraceEvents {
+		if !bytes.Equal(e, doc.TraceEvents[i]) {
+			t.Fatalf("event %d changed", i)
+		}
+	}
+	names := map[string]int{}
+	for _, r := range doc.TraceEvents[len(orig.TraceEvents):] {
+		var e annotatedEvent
+		if json.Unmarshal(r, &e) == nil && e.Cat == "torchmem" && e.Ph == "C" {
+			names[e.Name]++
+		}
+	}
+	if len(names) != 1 || names["cuda:0 allocated since the window's start (torchmem)"] == 0 {
+		t.Errorf("counter tracks %v, want the allocated one alone, named as counted from the window's start", names)
+	}
+}

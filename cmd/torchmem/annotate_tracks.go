@@ -106,13 +106,15 @@ func annotateTrace(in *rules.Input, findings []rules.Finding) (annotation, error
 		firstPid = devPid[slices.Min(devs)]
 	}
 
-	// Allocated and reserved, one counter track each per GPU; a value is
-	// written when it changes.
+	// Allocated and reserved, one counter track each per GPU, named as
+	// the timeline names them (a trace without Total Allocated has the sum
+	// from the window's start; one without Total Reserved has no reserved
+	// track, not one at 0 B); a value is written when it changes.
 	for _, d := range memtimeline.TraceTimelines(t) {
 		for _, s := range []struct {
 			what string
 			ser  memtimeline.Series
-		}{{"allocated", d.Allocated}, {"reserved", d.Reserved}} {
+		}{{d.Allocated.Name, d.Allocated}, {d.Reserved.Name, d.Reserved}} {
 			name := fmt.Sprintf("%s %s (torchmem)", d.Label(), s.what)
 			for i, ts := range s.ser.T {
 				if i > 0 && s.ser.V[i] == s.ser.V[i-1] {
