@@ -847,7 +847,10 @@ class TorchMemProfile:
                 stopped = watch.stopped()
                 text = watch.observe(record)
                 if text is not None:
-                    self._leak_alarm(text, record)
+                    try:
+                        self._leak_alarm(text, record)
+                    except Exception as err:  # the watchdog never raises into training
+                        _say("torchmem: %s (capturing failed: %r)" % (text, err))
                 elif stopped is None and watch.stopped() is not None:
                     _say(
                         "torchmem: rank %d: allocated memory stopped growing at step %d and stayed "
@@ -863,7 +866,11 @@ class TorchMemProfile:
                         )
                     )
             if not self._near_oom_done:
-                self._check_near_oom(record)
+                try:
+                    self._check_near_oom(record)
+                except Exception as err:  # the watchdog never raises into training
+                    self._near_oom_done = True
+                    warnings.warn("torchmem_profile: the near-OOM check failed: %r" % (err,))
 
     # ----- profiler -----------------------------------------------------------------------
 
@@ -953,9 +960,10 @@ class TorchMemProfile:
             os.environ.pop("TEARDOWN_CUPTI", None)
 
     def _export_trace(self, prof):
-        path = self._path("_step%d.pt.trace.json.gz" % prof.step_num)
-        plain = path[: -len(".gz")]
+        path = "_step%d.pt.trace.json.gz" % prof.step_num
         try:
+            path = self._path(path)  # an output directory that cannot be made raises here
+            plain = path[: -len(".gz")]
             # Torch's own export, then one ordinary gzip member: every torch version writes
             # plain JSON, and gzip shrinks a trace about tenfold.
             prof.export_chrome_trace(plain)
@@ -1017,9 +1025,10 @@ class TorchMemProfile:
         return self._write_snapshot(snapshot, suffix)
 
     def _write_snapshot(self, snapshot, suffix):
-        path = self._path(suffix)
-        partial = path + ".partial"
+        path, partial = suffix, None
         try:
+            path = self._path(suffix)  # an output directory that cannot be made raises here
+            partial = path + ".partial"
             opener = gzip.open if path.endswith(".gz") else open
             with opener(partial, "wb") as f:
                 pickle.dump(snapshot, f)
@@ -1029,7 +1038,8 @@ class TorchMemProfile:
         except Exception as err:
             warnings.warn("torchmem_profile: dumping the snapshot %s failed: %r" % (path, err))
             try:
-                os.remove(partial)
+                if partial is not None:
+                    os.remove(partial)
             except OSError:
                 pass
             return None
@@ -1077,11 +1087,16 @@ class TorchMemProfile:
                     files.append(path)
                     captured.append("the allocator snapshot with its history: %s" % path)
             else:
-                self._start_history()
-                if self._history_on:
+                try:
+                    path = self._path(".leak.snapshot.pickle.gz")
+                except Exception as err:  # an output directory that cannot be made
+                    warnings.warn("torchmem_profile: no leak capture: %r" % (err,))
+                    path = None
+                if path is not None:
+                    self._start_history()
+                if path is not None and self._history_on:
                     # A periodic leak keeps memory once a period: capture two of them and more.
                     steps = max(LEAK_CAPTURE_STEPS, 2 * watch.period + 1)
-                    path = self._path(".leak.snapshot.pickle.gz")
                     self._leak_capture = (".leak.snapshot.pickle.gz", self.step_num + steps)
                     self._begin_step_range()
                     files.append(path)
@@ -1097,7 +1112,10 @@ class TorchMemProfile:
         if self.on_leak == "profile" and self.trace and self._prof is None:
             first = self.step_num + 1  # one warm-up step, then the window
             if self._start_profiler(at_step=self.step_num):
-                path = self._path("_step%d.pt.trace.json.gz" % (first + self.active))
+                path = os.path.join(
+                    self.out_dir,
+                    "%s_rank%d_step%d.pt.trace.json.gz" % (self.run_id, _rank(), first + self.active),
+                )
                 files.append(path)
                 captured.append(
                     "a profile of steps %d-%d: %s" % (first, first + self.active - 1, path)

@@ -283,6 +283,19 @@ class WatchdogTest(unittest.TestCase):
         tm, err = run_fake(leaking(30, 0, 2 * MiB), 30, on_alarm=boom)
         self.assertIn("mail server down", err)
 
+    def test_an_output_dir_that_cannot_be_written_never_raises_into_training(self):
+        # TORCHMEM_DIR on a read-only mount, a full disk, a path that is a file: the window's
+        # snapshot, the leak capture and the exit dump fail with a warning; the alarm is said.
+        blocker = tempfile.NamedTemporaryFile(prefix="torchmem_not_a_dir_", delete=False)
+        blocker.close()
+        self.addCleanup(os.remove, blocker.name)
+        tm, err = run_fake(leaking(30, 12, 4 * MiB), 30, env={"TORCHMEM_DIR": blocker.name})
+        self.assertEqual([a["kind"] for a in tm.alarms], ["leak"])
+        self.assertEqual(tm.alarms[0]["files"], [])
+        self.assertEqual(err.count("LEAK"), 1, err)
+        self.assertEqual(tm.written, [])
+        self.assertFalse(tm._history_on)  # no capture left the history running
+
     def test_rank_in_the_message(self):
         tm, err = run_fake(leaking(30, 0, 2 * MiB), 30, env={"RANK": "3"})
         self.assertEqual(tm.alarms[0]["rank"], 3)
