@@ -1114,7 +1114,8 @@ class TorchMemProfile:
             if self._start_profiler(at_step=self.step_num):
                 path = os.path.join(
                     self.out_dir,
-                    "%s_rank%d_step%d.pt.trace.json.gz" % (self.run_id, _rank(), first + self.active),
+                    "%s_rank%d_step%d.pt.trace.json.gz"
+                    % (self.run_id, _rank(), first + self.active),
                 )
                 files.append(path)
                 captured.append(
