@@ -77,11 +77,13 @@ func judgeGPU(ins []*Input) *GPUAnswer {
 				procsOn[k] = append(procsOn[k], p)
 			}
 		}
+		timed := false
 		for _, ser := range stepsIn.StepLog.Series {
 			pts := torchPoints(ser.Records)
 			if len(pts) == 0 {
 				continue
 			}
+			timed = true
 			for _, g := range log.GPUs {
 				if len(log.GPUs) > maxSplitGPUs && g.Key != ser.Device {
 					continue // a node has a few GPUs; past that, the series' own
@@ -100,11 +102,21 @@ func judgeGPU(ins []*Input) *GPUAnswer {
 				ans.Reconciled, ans.TorchSource = &r, stepsIn.Source
 			}
 		}
-		if ans.Reconciled != nil {
+		switch {
+		case ans.Reconciled != nil:
 			ans.Split = ans.Reconciled.Answer()
 			if len(log.GPUs) > 1 {
 				ans.Split = "GPU " + ans.Reconciled.GPUKey + ": " + ans.Split
 			}
+		case !timed:
+			// Said, not dropped: the user gave both logs to get this answer.
+			ans.Split = "memory.used not split by torch's numbers: the steps log has no time " +
+				"(seconds since the epoch, as time.time()) or no reserved bytes per step, so its " +
+				"steps cannot be put on nvidia-smi's timeline; the snippet's steps.jsonl has both"
+		default:
+			ans.Split = "memory.used not split by torch's numbers: no step of the steps log falls " +
+				"inside the nvidia-smi log's span at any time-zone offset (not the same run, or its " +
+				"times are not seconds since the epoch as time.time() writes them)"
 		}
 	}
 	if ans.Split == "" && ans.Processes == "" {

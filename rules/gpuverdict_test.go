@@ -5,6 +5,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -180,5 +182,54 @@ func TestVerdictSMIPicksTheRunsGPU(t *testing.T) {
 	}
 	if r := vs[0].GPU.Reconciled; r.GPUKey != "1" || !r.Constant || r.GapBytes != 751<<20 || !strings.HasPrefix(vs[0].GPU.Split, "GPU 1: ") {
 		t.Errorf("split on GPU %s (constant %v, gap %d MiB): %s", r.GPUKey, r.Constant, r.GapBytes>>20, vs[0].GPU.Split)
+	}
+}
+
+// TestVerdictSMISaysWhyNoSplit: given an smi log and a steps log that
+// cannot be put on one timeline (a steps log without times, or with times
+// not in seconds since the epoch), the GPU entry says so instead of
+// dropping the split without a word. The healthy recording, its steps log
+// rewritten both ways.
+func TestVerdictSMISaysWhyNoSplit(t *testing.T) {
+	dir := memtest.Testdata("smi", "per_process", "healthy")
+	raw, err := os.ReadFile(memtest.GlobOne(t, dir, "*.steps.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	timeField := regexp.MustCompile(`"time": ([0-9.]+), `)
+	for _, tc := range []struct{ name, want string }{
+		{"no time", "the steps log has no time"},
+		{"milliseconds", "no step of the steps log falls inside"},
+	} {
+		tmp := t.TempDir()
+		for _, name := range []string{"nvidia_smi.csv", "compute_apps.csv"} {
+			b, err := os.ReadFile(filepath.Join(dir, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(tmp, name), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		steps := timeField.ReplaceAllStringFunc(string(raw), func(m string) string {
+			if tc.name == "no time" {
+				return ""
+			}
+			sec, _ := strconv.ParseFloat(timeField.FindStringSubmatch(m)[1], 64)
+			return fmt.Sprintf(`"time": %d, `, int64(sec*1000))
+		})
+		if steps == string(raw) {
+			t.Fatal("the steps log has no time field to rewrite")
+		}
+		if err := os.WriteFile(filepath.Join(tmp, "run_rank0.steps.jsonl"), []byte(steps), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		vs := JudgeAll(loadSMIDir(t, tmp, "nvidia_smi.csv", "compute_apps.csv", "run_rank0.steps.jsonl"))
+		if len(vs) != 1 || vs[0].GPU == nil {
+			t.Fatalf("%s: verdicts %+v", tc.name, vs)
+		}
+		if g := vs[0].GPU; g.Reconciled != nil || !strings.Contains(g.Split, tc.want) {
+			t.Errorf("%s: split %q, want it to say %q", tc.name, g.Split, tc.want)
+		}
 	}
 }
