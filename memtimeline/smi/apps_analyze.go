@@ -283,8 +283,19 @@ func sharing(apps *AppsLog, reports []ProcessReport) []Sharing {
 	for _, gpu := range gpus {
 		rounds := byGPU[gpu]
 		var shared []int
+		// Processes, not rows: a process listed twice in one round (two
+		// contexts, a log concatenated with itself) does not share a GPU
+		// with itself.
+		seen := map[int]bool{}
+		distinct := func(es []entry) int {
+			clear(seen)
+			for _, e := range es {
+				seen[e.proc] = true
+			}
+			return len(seen)
+		}
 		for r, es := range rounds {
-			if len(es) >= 2 {
+			if len(es) >= 2 && distinct(es) >= 2 {
 				shared = append(shared, r)
 			}
 		}
@@ -315,7 +326,7 @@ func sharing(apps *AppsLog, reports []ProcessReport) []Sharing {
 			}
 			cur.End = times[round]
 			cur.Rounds++
-			cur.MaxProcesses = max(cur.MaxProcesses, len(es))
+			cur.MaxProcesses = max(cur.MaxProcesses, distinct(es))
 			var sum int64
 			for _, e := range es {
 				pids[apps.Processes[e.proc].PID] = true
