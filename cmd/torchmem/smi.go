@@ -43,8 +43,10 @@ gzipped or not) and reports per GPU:
   - leaks: stretches where memory.used keeps reaching new highs steadily
     (at least --min-growth-duration, many new highs, no single jump
     dominating, a straight line fits with R^2 >= 0.9), with their rate.
-    A drop ends a run, so processes that load, sit on a plateau and exit
-    are not leaks; dips of a few MiB are tolerated;
+    A drop ends a run, and growth that then holds flat at least as long
+    as it grew is a load or a cache filled once, so processes that load
+    (however smoothly), sit on a plateau and exit are not leaks; dips of
+    a few MiB are tolerated;
   - memory high but GPU idle: half the GPU's peak memory held while
     utilization.gpu stays at 10% or less for 10 s or more, the usual sign
     of a job starved by its input pipeline;
