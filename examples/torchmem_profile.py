@@ -697,6 +697,13 @@ class TorchMemProfile:
         self.near_oom = _env_float(
             "TORCHMEM_NEAR_OOM", DEFAULT_NEAR_OOM if near_oom is None else near_oom
         )
+        if self.near_oom > 1:
+            # "90" meant 90%: as given it could never fire, and the user would never know.
+            warnings.warn(
+                "torchmem_profile: TORCHMEM_NEAR_OOM=%r is a fraction of the memory the process "
+                "may use (0.9), not a percentage; using %r" % (self.near_oom, DEFAULT_NEAR_OOM)
+            )
+            self.near_oom = DEFAULT_NEAR_OOM
         self.notify = os.environ.get("TORCHMEM_NOTIFY", notify or "").strip() or None
         self.on_alarm = on_alarm
         self._teardown_env = os.environ.get("TEARDOWN_CUPTI")  # set by the user: left alone

@@ -259,6 +259,16 @@ class WatchdogTest(unittest.TestCase):
         tm, _ = run_fake([500 * MiB] * 12, 12, reserved=reserved, fraction=1 / 64, env={"TORCHMEM_NEAR_OOM": "0.5"})
         self.assertEqual([(a["kind"], a["step"]) for a in tm.alarms], [("near_oom", 0)])
 
+    def test_near_oom_given_as_a_percentage_warns_and_still_fires(self):
+        reserved = [600 * MiB + i * 100 * MiB for i in range(12)]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            tm = tp.TorchMemProfile(near_oom=90)
+        self.assertEqual(tm.near_oom, tp.DEFAULT_NEAR_OOM)
+        self.assertTrue(any("not a percentage" in str(w.message) for w in caught))
+        tm, _ = run_fake([500 * MiB] * 12, 12, reserved=reserved, fraction=1 / 64, env={"TORCHMEM_NEAR_OOM": "90"})
+        self.assertEqual([(a["kind"], a["step"]) for a in tm.alarms], [("near_oom", 4)])
+
     def test_notify_command_gets_the_message_on_stdin(self):
         out = tempfile.mkdtemp(prefix="torchmem_notify_")
         record = os.path.join(out, "got.jsonl")
