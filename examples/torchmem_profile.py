@@ -1179,7 +1179,7 @@ class TorchMemProfile:
         """What this process may use: the device's capacity times its memory fraction."""
         if self._capacity is None:
             self._capacity = int(torch.cuda.get_device_properties(self._device).total_memory)
-        fraction = 1.0
+        fraction = None  # unknown: this torch cannot say (it has no getter before 2.6)
         getter = getattr(
             torch.cuda.memory, "get_per_process_memory_fraction", None
         )  # recent torch only
@@ -1188,6 +1188,8 @@ class TorchMemProfile:
                 fraction = float(getter(self._device))
             except Exception:
                 pass
+        if fraction is None:
+            return self._capacity, None
         return int(self._capacity * min(max(fraction, 0.0), 1.0)), fraction
 
     def _check_near_oom(self, record):
@@ -1218,7 +1220,10 @@ class TorchMemProfile:
                 self._start_history()
             self._keep_history = True  # an OOM that follows is dumped with who allocated what
         what = (
-            "the device's capacity"
+            "the device's capacity; this torch cannot report a limit set by "
+            "set_per_process_memory_fraction"
+            if fraction is None
+            else "the device's capacity"
             if fraction >= 1.0
             else "%.3g of the device's %s (set_per_process_memory_fraction)"
             % (fraction, format_bytes(self._capacity))

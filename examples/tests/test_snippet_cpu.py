@@ -70,15 +70,16 @@ class FakeGPU:
             mock.patch.object(torch.cuda, "get_device_properties", return_value=props),
             mock.patch.object(torch.cuda.memory, "_snapshot", return_value=snapshot, create=True),
             mock.patch.object(torch.cuda.memory, "_record_memory_history", side_effect=self.record, create=True),
-            mock.patch.object(torch.cuda.memory, "get_per_process_memory_fraction",
-                              return_value=self.fraction, create=True),
+            # fraction None: a torch without the getter (before 2.6)
+            mock.patch.object(torch.cuda.memory, "get_per_process_memory_fraction", create=True,
+                              **({"new": None} if self.fraction is None else {"return_value": self.fraction})),
             mock.patch.object(tp, "_read_memory_stats", side_effect=self.stats),
         ]
 
 
-def run_fake(allocated, steps, env=None, reserved=None, fraction=1.0, **kwargs):
+def run_fake(allocated, steps, env=None, reserved=None, fraction=1.0, capacity=64 << 30, **kwargs):
     """TorchMemProfile(trace=False) over `steps` steps on a FakeGPU; returns (tm, stderr)."""
-    gpu = FakeGPU(allocated, reserved, fraction=fraction)
+    gpu = FakeGPU(allocated, reserved, capacity=capacity, fraction=fraction)
     out = tempfile.mkdtemp(prefix="torchmem_test_")
     env = dict(env or {})
     err = io.StringIO()
@@ -253,6 +254,15 @@ class WatchdogTest(unittest.TestCase):
         self.assertIn("set_per_process_memory_fraction", alarm["message"])
         self.assertTrue(alarm["files"][0].endswith(".near_oom.snapshot.pickle.gz"))
         self.assertEqual(err.count("NEAR OOM"), 1)
+
+    def test_near_oom_on_a_torch_that_cannot_report_its_fraction_says_so(self):
+        # Before torch 2.6 there is no get_per_process_memory_fraction: the limit is the
+        # device's capacity, and the message must not claim that no fraction was set.
+        reserved = [600 * MiB + i * 100 * MiB for i in range(12)]
+        for fraction, said in ((None, True), (1.0, False)):
+            tm, _ = run_fake([500 * MiB] * 12, 12, reserved=reserved, fraction=fraction, capacity=1 << 30)
+            self.assertEqual([(a["kind"], a["step"], a["limit"]) for a in tm.alarms], [("near_oom", 4, 1 << 30)])
+            self.assertEqual("cannot report" in tm.alarms[0]["message"], said, tm.alarms[0]["message"])
 
     def test_near_oom_threshold_from_the_environment(self):
         reserved = [600 * MiB + i * 100 * MiB for i in range(12)]
