@@ -162,17 +162,17 @@ func betterSplit(a, b smi.Reconciliation, dev string) bool {
 func processesSentence(a smi.AppsAnalysis) string {
 	var parts []string
 	for _, p := range a.Zombies() {
-		parts = append(parts, fmt.Sprintf("zombie: pid %d (%s) %s", p.PID, baseProc(p.Name), p.ZombieReason))
+		parts = append(parts, fmt.Sprintf("zombie: %s %s", smi.ProcessRef(p.PID, p.Name), p.ZombieReason))
 	}
 	for _, p := range a.Processes {
 		if p.Grows != nil {
-			parts = append(parts, fmt.Sprintf("pid %d (%s) grows: %s at %.1f MiB/s", p.PID, baseProc(p.Name), memtimeline.FormatBytes(p.Grows.GrowthBytes), p.Grows.SlopeBytesPerSec/(1<<20)))
+			parts = append(parts, fmt.Sprintf("%s grows: %s at %.1f MiB/s", smi.ProcessRef(p.PID, p.Name), memtimeline.FormatBytes(p.Grows.GrowthBytes), p.Grows.SlopeBytesPerSec/(1<<20)))
 		} else if g := p.StillGrowing; g != nil {
 			when := "when the log ended"
 			if p.Exited {
 				when = "when it exited"
 			}
-			parts = append(parts, fmt.Sprintf("pid %d (%s) was still growing %s (%s in %s, %.1f MiB/s)", p.PID, baseProc(p.Name), when,
+			parts = append(parts, fmt.Sprintf("%s was still growing %s (%s in %s, %.1f MiB/s)", smi.ProcessRef(p.PID, p.Name), when,
 				memtimeline.FormatBytes(g.GrowthBytes), g.Duration.Round(100*time.Millisecond), g.SlopeBytesPerSec/(1<<20)))
 		}
 	}
@@ -211,18 +211,11 @@ func procLabel(a smi.AppsAnalysis, pid int64) string {
 	if p == nil {
 		return fmt.Sprintf("pid %d", pid)
 	}
-	s := fmt.Sprintf("pid %d %s peak %s", pid, baseProc(p.Name), memtimeline.FormatBytes(p.PeakBytes))
-	if p.PeakBytes < 0 {
-		s = fmt.Sprintf("pid %d %s", pid, baseProc(p.Name))
+	s := strings.TrimSpace(fmt.Sprintf("pid %d %s", pid, smi.ProcessName(p.Name)))
+	if p.PeakBytes >= 0 {
+		s += " peak " + memtimeline.FormatBytes(p.PeakBytes)
 	}
 	return s
-}
-
-func baseProc(name string) string {
-	if name == "" {
-		return "?"
-	}
-	return filepath.Base(strings.ReplaceAll(name, `\`, "/"))
 }
 
 // smiLeakRates gives nvidia-smi leak evidence a figure per step where a

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -231,5 +232,51 @@ func TestVerdictSMISaysWhyNoSplit(t *testing.T) {
 		if g := vs[0].GPU; g.Reconciled != nil || !strings.Contains(g.Split, tc.want) {
 			t.Errorf("%s: split %q, want it to say %q", tc.name, g.Split, tc.want)
 		}
+	}
+}
+
+// TestVerdictSMIProcessesWithoutNames: a compute-apps log without a
+// process_name column (--query-compute-apps=timestamp,pid,used_memory)
+// names processes by pid alone, never "pid 583 ()" or "pid 560 (?)". The
+// shared recording with that column dropped.
+func TestVerdictSMIProcessesWithoutNames(t *testing.T) {
+	dir := memtest.Testdata("smi", "per_process", "shared")
+	raw, err := os.ReadFile(filepath.Join(dir, "compute_apps.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, l := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		f := strings.Split(l, ", ")
+		b.WriteString(strings.Join(slices.Delete(f, 2, 3), ", ") + "\n") // timestamp, pid, [process_name], used, uuid, bus
+	}
+	if !strings.HasPrefix(b.String(), "timestamp, pid, used_gpu_memory") {
+		t.Fatalf("header %q", strings.SplitN(b.String(), "\n", 2)[0])
+	}
+	tmp := t.TempDir()
+	if err := os.WriteFile(filepath.Join(tmp, "compute_apps.csv"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gpu, err := os.ReadFile(filepath.Join(dir, "nvidia_smi.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "nvidia_smi.csv"), gpu, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	in := loadSMIDir(t, tmp, "compute_apps.csv", "nvidia_smi.csv")
+	vs := JudgeAll(in)
+	if len(vs) != 1 || vs[0].GPU == nil {
+		t.Fatalf("verdicts %+v", vs)
+	}
+	text := vs[0].GPU.Processes
+	for _, f := range Run(Builtin(), in[0]) {
+		text += "\n" + f.Title + "\n" + f.Detail
+	}
+	if !strings.Contains(text, "holds ") {
+		t.Errorf("no zombie finding:\n%s", text)
+	}
+	if !strings.Contains(vs[0].GPU.Processes, "zombie: pid ") || strings.Contains(text, "()") || strings.Contains(text, "(?)") {
+		t.Errorf("processes without names:\n%s", text)
 	}
 }

@@ -26,7 +26,7 @@ func init() {
 					continue
 				}
 				out = append(out, Finding{
-					Title:   fmt.Sprintf("pid %d (%s) holds %s after the others exited", p.PID, baseProc(p.Name), memtimeline.FormatBytes(p.FinalBytes)),
+					Title:   fmt.Sprintf("%s holds %s after the others exited", smi.ProcessRef(p.PID, p.Name), memtimeline.FormatBytes(p.FinalBytes)),
 					Detail:  fmt.Sprintf("It %s.", p.ZombieReason),
 					Advice:  fmt.Sprintf("If pid %d is a leftover of an earlier run (a DataLoader worker, a notebook kernel, a crashed job's child), end it (kill %d): its memory is not free for the next run.", p.PID, p.PID),
 					Metrics: map[string]float64{"bytes": float64(p.FinalBytes), "pid": float64(p.PID)},
