@@ -63,8 +63,8 @@ grows. 'torchmem analyze' on the run's folder also puts nvidia-smi beside
 torch's own numbers (the steps log): memory.used = torch allocated + torch's
 cache + what lives outside torch (CUDA context, workspaces, other processes).
 
-Exit status: 0 when no leak is found, 1 when one is, 2 when the file cannot
-be read.`,
+Exit status: 0 when no leak is found, 1 when one is (in a per-process log:
+a zombie or a process that grows), 2 when the file cannot be read.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(format, formatTable, formatJSON, formatMarkdown); err != nil {
