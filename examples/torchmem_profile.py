@@ -134,6 +134,7 @@ import atexit
 import gzip
 import json
 import logging
+import math
 import os
 import pickle
 import re
@@ -446,8 +447,10 @@ class LeakWatch:
     def observe(self, record):
         step, value = record.get("step"), None
         for key in _ALLOCATED_KEYS:
-            if isinstance(record.get(key), (int, float)) and not isinstance(record.get(key), bool):
-                value = int(record[key])
+            v = record.get(key)
+            # NaN and inf parse from JSON too (json.loads("NaN")): int() of them raises.
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+                value = int(v)
                 break
         if value is None or not isinstance(step, int) or isinstance(step, bool):
             return None

@@ -284,6 +284,9 @@ class RuleTest(unittest.TestCase):
         self.assertIsNone(w.observe({"step": 0}))
         self.assertIsNone(w.observe({"allocated": 5}))
         self.assertIsNone(w.observe({"step": True, "allocated": 5}))
+        # A user's log written by json.dumps may hold NaN or Infinity: skipped, never raised.
+        for bad in json.loads('[NaN, Infinity, -Infinity]'):
+            self.assertIsNone(w.observe({"step": 1, "allocated": bad}))
 
 
 if __name__ == "__main__":
