@@ -100,6 +100,9 @@ func TestTorch18KinetoTrace(t *testing.T) {
 		}
 	}
 	s := Summarize(tr, 0)
+	if !s.WithStack {
+		t.Error("with_stack off: the ops carry torch 1.8's \"Call stack\"")
+	}
 	if s.PeakAllocatedBytes != want.RunningSumPeak["0"] || !s.AllocatedFromWindowStart || !s.ReservedNotRecorded || s.PeakReservedBytes != 0 {
 		t.Errorf("summary peak %d (from window start %v, reserved not recorded %v), want the running sum's %d",
 			s.PeakAllocatedBytes, s.AllocatedFromWindowStart, s.ReservedNotRecorded, want.RunningSumPeak["0"])
