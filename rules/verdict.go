@@ -812,7 +812,7 @@ func oomCause(a OOMAnswer) (string, string) {
 		// block as large as the request may be of the other pool).
 		return OOMFragmentation, fmt.Sprintf("the device had %s free, so the process's own limit (torch.cuda.set_per_process_memory_fraction) refused a new segment, while the cache held %s free that could not serve the request (another pool or stream, or split pieces)", memtimeline.FormatBytes(a.DeviceFreeBytes), memtimeline.FormatBytes(a.FreeInCacheBytes))
 	case a.FreeInCacheBytes >= req && (a.LargestFreeBlock < 0 || a.LargestFreeBlock < req):
-		return OOMFragmentation, fmt.Sprintf("the cache held %s free, enough for the request but not in one block: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", memtimeline.FormatBytes(a.FreeInCacheBytes))
+		return OOMFragmentation, fmt.Sprintf("the cache held %s free, enough for the request but not in one block: "+frag.AllocConfExpandable, memtimeline.FormatBytes(a.FreeInCacheBytes))
 	case a.AllocatedBytes >= 0 && a.CapacityBytes > 0:
 		return OOMCapacity, fmt.Sprintf("%s allocated of %s: the memory was in use; lower the peak (batch size, activation checkpointing, mixed precision)", memtimeline.FormatBytes(a.AllocatedBytes), memtimeline.FormatBytes(a.CapacityBytes))
 	case a.DeviceFreeBytes >= 0 && a.FreeInCacheBytes >= 0:
@@ -935,7 +935,7 @@ func addRetries(ans *FragAnswer, ins []*Input) *FragAnswer {
 		}
 	}
 	if n > 0 {
-		sentence := fmt.Sprintf("%d cudaMalloc retries in %d of %d steps (%s): at its limit the allocator flushed its cache; lower the peak or use expandable_segments:True (near an OOM, and slow)", n, steps, records, what)
+		sentence := fmt.Sprintf("%d cudaMalloc retries in %d of %d steps (%s)", n, steps, records, what) + retryMeaning
 		return withRetries(ans, from, n, sentence)
 	}
 	for _, in := range ins {
@@ -949,9 +949,12 @@ func addRetries(ans *FragAnswer, ins []*Input) *FragAnswer {
 	if n == 0 {
 		return ans
 	}
-	sentence := fmt.Sprintf("%d cudaMalloc retries in the profiled window (trace): at its limit the allocator flushed its cache; lower the peak or use expandable_segments:True (near an OOM, and slow)", n)
+	sentence := fmt.Sprintf("%d cudaMalloc retries in the profiled window (trace)", n) + retryMeaning
 	return withRetries(ans, from, n, sentence)
 }
+
+// retryMeaning says what allocator retries mean, after their count.
+const retryMeaning = ": at its limit the allocator flushed its cache; lower the peak or use expandable_segments:True (near an OOM, and slow)"
 
 func withRetries(ans *FragAnswer, from string, n int64, sentence string) *FragAnswer {
 	if ans == nil {
