@@ -59,6 +59,15 @@ type LeakEvidence struct {
 	Operator     string         `json:"operator,omitempty"`
 	// Leaks counts the distinct leaks (causes) the input found.
 	Leaks int `json:"leaks,omitempty"`
+	// GrowthFirst..GrowthLast are the steps the growth spans (the leak's
+	// own steps, not the source's coverage); Period the steps between its
+	// rises (1 every step; 0 unknown). Sustained: the source saw the end
+	// of the run flat after its last growth, or no growth at all over
+	// steps it covers in full (weigh.go).
+	GrowthFirst int64 `json:"growth_first_step,omitempty"`
+	GrowthLast  int64 `json:"growth_last_step,omitempty"`
+	Period      int64 `json:"period_steps,omitempty"`
+	Sustained   bool  `json:"sustained,omitempty"`
 }
 
 // LeakAnswer is the leak verdict of a run and rank, from all its evidence.
@@ -236,8 +245,9 @@ func leakEvidence(in *Input) []LeakEvidence {
 		}
 		if rep.Verdict != leak.VerdictLeak {
 			e.BytesPerStep = 0
-		}
-		if rep.Verdict != leak.VerdictLeak {
+			// A window or history with no growth in it saw no growth over
+			// every step it covers.
+			e.Sustained = rep.Verdict == leak.VerdictClean
 			return e
 		}
 		var s *leak.Suspect
@@ -245,6 +255,7 @@ func leakEvidence(in *Input) []LeakEvidence {
 			// One leak per cause; its largest site holds the line.
 			l := rep.Leaks[0]
 			e.LeakKind, e.KindEvidence, e.Fix, e.Leaks = l.Kind, l.Evidence, l.Fix, len(rep.Leaks)
+			e.GrowthFirst, e.GrowthLast, e.Period = l.FirstStep, l.LastStep, max(l.Period, 1)
 			if len(l.Sites) > 0 {
 				s = &l.Sites[0]
 			}
@@ -268,30 +279,13 @@ func leakEvidence(in *Input) []LeakEvidence {
 	case in.Trace != nil:
 		out = append(out, fromReport(SourceTrace, in.Leaks()))
 	case in.Snapshot != nil:
-		rep := in.SnapshotLeaks()
-		e := fromReport(SourceSnapshot, rep)
-		// The snapshot's history covers every step it saw; its suspects
-		// say how many.
-		e.Steps = 0
-		for _, s := range rep.Suspects {
-			e.Steps = max(e.Steps, s.StepsWithSurvivors)
-		}
-		out = append(out, e)
+		// The snapshot's history covers the steps it annotates (fromReport
+		// counts them): coverage, like a trace's window, not the leak's length.
+		out = append(out, fromReport(SourceSnapshot, in.SnapshotLeaks()))
 	case in.StepLog != nil:
-		series := in.StepLog.Series
-		for i, s := range steplog.Analyze(in.StepLog, steplog.DefaultOptions()).Series {
-			e := LeakEvidence{Source: in.Source, Kind: SourceSteps, Steps: s.Records, FirstStep: s.FirstStep, LastStep: s.LastStep, R2: s.Allocated.R2, Reason: s.Reason}
-			switch s.Verdict {
-			case steplog.VerdictGrowing:
-				e.Verdict, e.BytesPerStep = leak.VerdictLeak, s.BytesPerStep
-			case steplog.VerdictFlat:
-				e.Verdict = leak.VerdictClean
-			default:
-				e.Verdict = leak.VerdictUnknown
-			}
-			if i < len(series) {
-				growingTail(&e, series[i].Records)
-			}
+		for _, s := range steplog.Analyze(in.StepLog, steplog.DefaultOptions()).Series {
+			e := LeakEvidence{Source: in.Source, Kind: SourceSteps, Steps: s.Records, FirstStep: s.FirstStep, LastStep: s.LastStep, Reason: s.Reason}
+			logVerdict(&e, s)
 			out = append(out, e)
 		}
 	case in.Summary != nil:
@@ -346,59 +340,12 @@ func summaryEvidence(in *Input) []LeakEvidence {
 		log.Series = append(log.Series, byDev[d])
 	}
 	var out []LeakEvidence
-	for i, s := range steplog.Analyze(log, steplog.DefaultOptions()).Series {
-		e := LeakEvidence{Source: in.Source, Kind: SourceSummary, Steps: s.Records, FirstStep: s.FirstStep, LastStep: s.LastStep, R2: s.Allocated.R2, Reason: "memory_summary() tables: " + s.Reason}
-		switch s.Verdict {
-		case steplog.VerdictGrowing:
-			e.Verdict, e.BytesPerStep = leak.VerdictLeak, s.BytesPerStep
-		case steplog.VerdictFlat:
-			e.Verdict = leak.VerdictClean
-		default:
-			e.Verdict = leak.VerdictUnknown
-		}
-		growingTail(&e, log.Series[i].Records)
+	for _, s := range steplog.Analyze(log, steplog.DefaultOptions()).Series {
+		e := LeakEvidence{Source: in.Source, Kind: SourceSummary, Steps: s.Records, FirstStep: s.FirstStep, LastStep: s.LastStep, Reason: "memory_summary() tables: " + s.Reason}
+		logVerdict(&e, s)
 		out = append(out, e)
 	}
 	return out
-}
-
-// growingTail finds a leak that starts mid-run: the log's last steps
-// each add memory (at least minTailSteps of them, the same amount within
-// a quarter), where a straight line through the whole log would average
-// the flat start in. Regularity, not size: every step of the tail grows.
-// It replaces the whole-log figure when it differs from it.
-func growingTail(e *LeakEvidence, recs []steplog.Record) {
-	const minTailSteps = 3
-	var vals []steplog.Record
-	for _, r := range recs {
-		if r.AllocatedBytes >= 0 {
-			vals = append(vals, r)
-		}
-	}
-	k := len(vals) - 1
-	for k > 0 && vals[k].AllocatedBytes > vals[k-1].AllocatedBytes && vals[k].Step > vals[k-1].Step {
-		k--
-	}
-	tail := vals[k:]
-	if len(tail)-1 < minTailSteps || len(tail) == len(vals) && e.Verdict == leak.VerdictLeak {
-		return
-	}
-	deltas := make([]int64, 0, len(tail)-1)
-	for j := 1; j < len(tail); j++ {
-		deltas = append(deltas, (tail[j].AllocatedBytes-tail[j-1].AllocatedBytes)/(tail[j].Step-tail[j-1].Step))
-	}
-	slices.Sort(deltas)
-	med := deltas[len(deltas)/2]
-	if deltas[0] < med*3/4 || deltas[len(deltas)-1] > med*5/4 {
-		return // not steady: a ramp, a warm-up, noise
-	}
-	if e.Verdict == leak.VerdictLeak && math.Abs(float64(med-e.BytesPerStep)) <= 0.25*float64(med) {
-		return // the whole-log line says the same
-	}
-	e.Verdict, e.BytesPerStep, e.R2 = leak.VerdictLeak, med, 1
-	e.Steps, e.FirstStep, e.LastStep = len(deltas), tail[1].Step, tail[len(tail)-1].Step
-	e.Reason = fmt.Sprintf("allocated grows %s every step from step %d to %d (before step %d it does not: the leak starts mid-run)",
-		memtimeline.FormatBytes(med), tail[1].Step, tail[len(tail)-1].Step, tail[1].Step)
 }
 
 // Input.SnapshotLeaks, Attribution and Lifetimes are in input.go.
@@ -427,10 +374,7 @@ func better(a, b LeakEvidence) bool {
 		return b.Kind == SourceSMI
 	}
 	if a.Steps != b.Steps {
-		return a.Steps > b.Steps
-	}
-	if a.R2 != b.R2 {
-		return a.R2 > b.R2
+		return a.Steps > b.Steps // coverage (weigh.go)
 	}
 	return sourceRank(a.Kind) < sourceRank(b.Kind)
 }
@@ -439,12 +383,16 @@ func describeEvidence(e LeakEvidence) string {
 	var s string
 	if e.Steps > 0 {
 		s = fmt.Sprintf("%d steps", e.Steps)
-		if e.FirstStep >= 0 && e.Kind != SourceSnapshot {
+		if e.FirstStep >= 0 {
 			s += fmt.Sprintf(": %d..%d", e.FirstStep, e.LastStep)
 		}
 	}
-	if (e.Kind == SourceSteps || e.Kind == SourceSummary) && e.R2 > 0 {
-		s += fmt.Sprintf(", R² %.2f", e.R2)
+	if e.Verdict == leak.VerdictLeak && (e.GrowthFirst > 0 || e.GrowthLast > 0) && (e.GrowthFirst != e.FirstStep || e.GrowthLast != e.LastStep || e.Period > 1) {
+		every := "every step"
+		if e.Period > 1 {
+			every = fmt.Sprintf("every %d steps", e.Period)
+		}
+		s += fmt.Sprintf("; grows %s over steps %d..%d", every, e.GrowthFirst, e.GrowthLast)
 	}
 	return s
 }
@@ -484,13 +432,19 @@ func judgeLeak(ev []LeakEvidence) LeakAnswer {
 		}
 		return b
 	}
+	var over *LeakEvidence
+	if len(leaks) > 0 {
+		over = overrules(best(leaks), cleans)
+	}
 	switch {
+	case over != nil:
+		overruled(&ans, kinds, *over, leaks)
 	case len(leaks) > 0:
 		b := best(leaks)
 		ans.Verdict, ans.BytesPerStep, ans.Reason = leak.VerdictLeak, b.BytesPerStep, b.Reason
 		ans.From, ans.FromFile = kinds.from(b), b.Source
 		if len(leaks)+len(cleans) > 1 {
-			ans.From += ": the source with the most steps"
+			ans.From += ": the source covering the most steps"
 		}
 		// The holding line: the snapshot has the exact allocating line and
 		// its callers, a trace the operator chain under the def lines.

@@ -129,6 +129,9 @@ type Leak struct {
 	FirstStep    int64  `json:"first_step"`
 	LastStep     int64  `json:"last_step"`
 	Accelerating bool   `json:"accelerating,omitempty"`
+	// Period is the steps between the steps that keep memory: 1 (or 0)
+	// every step, 5 for an evaluation every 5th step that keeps its outputs.
+	Period int64 `json:"period_steps,omitempty"`
 	// AccelerationBytes is how much more is kept each step than the step
 	// before, for an accelerating leak.
 	AccelerationBytes int64     `json:"acceleration_bytes_per_step,omitempty"`
