@@ -234,54 +234,13 @@ func leakEvidence(in *Input) []LeakEvidence {
 		return slices.Clone(in.Digest.Verdict.Leak.Evidence)
 	}
 	var out []LeakEvidence
-	fromReport := func(kind string, rep leak.Report) LeakEvidence {
-		e := LeakEvidence{Source: in.Source, Kind: kind, Verdict: rep.Verdict, BytesPerStep: rep.GrowthBytesPerStep, Reason: rep.Reason, R2: 1, FirstStep: -1, LastStep: -1}
-		for _, s := range rep.Steps {
-			if e.Steps == 0 {
-				e.FirstStep = s.Number
-			}
-			e.Steps++
-			e.LastStep = s.Number
-		}
-		if rep.Verdict != leak.VerdictLeak {
-			e.BytesPerStep = 0
-			// A window or history with no growth in it saw no growth over
-			// every step it covers.
-			e.Sustained = rep.Verdict == leak.VerdictClean
-			return e
-		}
-		var s *leak.Suspect
-		if len(rep.Leaks) > 0 {
-			// One leak per cause; its largest site holds the line.
-			l := rep.Leaks[0]
-			e.LeakKind, e.KindEvidence, e.Fix, e.Leaks = l.Kind, l.Evidence, l.Fix, len(rep.Leaks)
-			e.GrowthFirst, e.GrowthLast, e.Period = l.FirstStep, l.LastStep, max(l.Period, 1)
-			if len(l.Sites) > 0 {
-				s = &l.Sites[0]
-			}
-		} else if len(rep.Suspects) > 0 {
-			s = &rep.Suspects[0]
-			e.LeakKind, e.KindEvidence, e.Fix, e.Leaks = s.Kind, s.Evidence, s.Fix, 1
-		}
-		if s != nil {
-			e.Holding, e.StackNote = s.Stack, s.StackNote
-			e.Location = site.LocationOf(s.Stack)
-			if l := site.LocationOf([]string{s.HoldingLine}); l != nil {
-				e.Location = l // the line that holds it (leak detector's word)
-			}
-			if s.Operator != "" {
-				e.Operator = site.FirstOp(s.Operator)
-			}
-		}
-		return e
-	}
 	switch {
 	case in.Trace != nil:
-		out = append(out, fromReport(SourceTrace, in.Leaks()))
+		out = append(out, reportEvidence(in, SourceTrace, in.Leaks()))
 	case in.Snapshot != nil:
 		// The snapshot's history covers the steps it annotates (fromReport
 		// counts them): coverage, like a trace's window, not the leak's length.
-		out = append(out, fromReport(SourceSnapshot, in.SnapshotLeaks()))
+		out = append(out, reportEvidence(in, SourceSnapshot, in.SnapshotLeaks()))
 	case in.StepLog != nil:
 		for _, s := range steplog.Analyze(in.StepLog, steplog.DefaultOptions()).Series {
 			e := LeakEvidence{Source: in.Source, Kind: SourceSteps, Steps: s.Records, FirstStep: s.FirstStep, LastStep: s.LastStep, Reason: s.Reason}
@@ -303,6 +262,49 @@ func leakEvidence(in *Input) []LeakEvidence {
 		out = append(out, e)
 	}
 	return out
+}
+
+// reportEvidence is the evidence of a trace or snapshot leak report.
+func reportEvidence(in *Input, kind string, rep leak.Report) LeakEvidence {
+	e := LeakEvidence{Source: in.Source, Kind: kind, Verdict: rep.Verdict, BytesPerStep: rep.GrowthBytesPerStep, Reason: rep.Reason, R2: 1, FirstStep: -1, LastStep: -1}
+	for _, s := range rep.Steps {
+		if e.Steps == 0 {
+			e.FirstStep = s.Number
+		}
+		e.Steps++
+		e.LastStep = s.Number
+	}
+	if rep.Verdict != leak.VerdictLeak {
+		e.BytesPerStep = 0
+		// A window or history with no growth in it saw no growth over
+		// every step it covers.
+		e.Sustained = rep.Verdict == leak.VerdictClean
+		return e
+	}
+	var s *leak.Suspect
+	if len(rep.Leaks) > 0 {
+		// One leak per cause; its largest site holds the line.
+		l := rep.Leaks[0]
+		e.LeakKind, e.KindEvidence, e.Fix, e.Leaks = l.Kind, l.Evidence, l.Fix, len(rep.Leaks)
+		e.GrowthFirst, e.GrowthLast, e.Period = l.FirstStep, l.LastStep, max(l.Period, 1)
+		if len(l.Sites) > 0 {
+			s = &l.Sites[0]
+		}
+	} else if len(rep.Suspects) > 0 {
+		s = &rep.Suspects[0]
+		e.LeakKind, e.KindEvidence, e.Fix, e.Leaks = s.Kind, s.Evidence, s.Fix, 1
+	}
+	if s != nil {
+		e.Holding, e.StackNote = s.Stack, s.StackNote
+		e.Location = site.LocationOf(s.Stack)
+		if l := site.LocationOf([]string{s.HoldingLine}); l != nil {
+			e.Location = l // the line that holds it (leak detector's word)
+		}
+		if s.Operator != "" {
+			e.Operator = site.FirstOp(s.Operator)
+		}
+	}
+	return e
 }
 
 // summaryEvidence fits the allocated bytes of logged memory_summary()
@@ -1029,7 +1031,7 @@ func Judge(name string, ins []*Input) Verdict {
 	var ev []LeakEvidence
 	for _, in := range ins {
 		v.Sources = append(v.Sources, in.Source)
-		ev = append(ev, in.LeakEvidence()...)
+		ev = append(ev, groupLeakEvidence(in, ins)...)
 		if r := in.rankOrContents(); r >= 0 && v.Rank < 0 {
 			v.Rank = r
 		}

@@ -45,13 +45,13 @@ def compiled_keeps_logits(out_dir):
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
-            kept.append(logits.detach())  # LEAK SITE: 256 x 4096 fp32 = 4 MiB per step
+            kept.append(logits.detach())  # LOGITS LEAK SITE: 256 x 4096 fp32 = 4 MiB per step
             tm.step()
     finish(out_dir, "compiled_keeps_logits", tm, started,
            planted="torch.compile(model) (default mode); the loop keeps each step's logits "
            "(detached) in a list",
            leak={"kind": "container", "bytes_per_step": BATCH * HIDDEN * 4, "first_leaking_step": 0,
-                 "site": site("# LEAK SITE"), "allocating_user_line": site("# FORWARD SITE"),
+                 "site": site("# LOGITS LEAK SITE"), "allocating_user_line": site("# FORWARD SITE"),
                  "note": "the logits are allocated inside the compiled region (inductor's "
                  "generated code); the first user frame is the forward call"},
            expect={"leak": True})
@@ -67,7 +67,7 @@ class KVLayer(nn.Module):
     def forward(self, x, cache):
         k = self.k(x)  # K SITE
         v = self.v(x)  # V SITE
-        cache.append((k, v))  # KEEP SITE: the request's KV cache is never dropped
+        cache.append((k, v))  # KV KEEP SITE: the request's KV cache is never dropped
         att = torch.softmax(x @ k.t() / 32.0, dim=-1)
         return self.o(att @ v)
 
@@ -92,7 +92,7 @@ def inference_kv_cache(out_dir):
            planted="inference service under torch.inference_mode(): every request's KV cache "
            "(2 layers x k,v of 256x1024 fp32) is kept in a list; no autograd graph exists",
            leak={"kind": "container", "bytes_per_step": 4 * BATCH * WIDTH * 4, "first_leaking_step": 0,
-                 "sites": [site("# K SITE"), site("# V SITE")], "keeper": site("# KEEP SITE"),
+                 "sites": [site("# K SITE"), site("# V SITE")], "keeper": site("# KV KEEP SITE"),
                  "not_kind": "autograd_graph (inference_mode: no graph)"},
            expect={"leak": True, "autograd": False})
 
@@ -170,13 +170,13 @@ def trace_off_leak(out_dir):
             loss.backward()
             optimizer.step()
             del churn
-            kept.append(x[:64].clone())  # LEAK SITE: 64 x 1024 fp32 = 256 KiB per step
+            kept.append(x[:64].clone())  # TRACE-OFF LEAK SITE: 64 x 1024 fp32 = 256 KiB per step
             tm.step()
     finish(out_dir, "trace_off_leak", tm, started,
            planted="TORCHMEM_TRACE=0 (history and steps log only); 256 KiB kept per step for 40 "
            "steps under ~1.3 GB/step of churn",
            leak={"kind": "container", "bytes_per_step": 64 * WIDTH * 4, "first_leaking_step": 0,
-                 "site": site("# LEAK SITE")},
+                 "site": site("# TRACE-OFF LEAK SITE")},
            expect={"leak": True}, trace_env=os.environ.get("TORCHMEM_TRACE"))
 
 
@@ -227,9 +227,9 @@ def hook_once(out_dir):
     seen = []
 
     def keep_output(mod, inputs, output):
-        seen.append(output.detach())  # HOOK KEEP SITE: every call keeps fc1's 1 MiB output
+        seen.append(output.detach())  # HOOK-ONCE KEEP SITE: every call keeps fc1's 1 MiB output
 
-    model.fc1.register_forward_hook(keep_output)  # REGISTRATION SITE: once
+    model.fc1.register_forward_hook(keep_output)  # ONCE REGISTRATION SITE
     steps = 10
     with TorchMemProfile(out_dir=out_dir, wait=1, warmup=1, active=6, repeat=1) as tm:
         for i in range(steps):
@@ -244,7 +244,7 @@ def hook_once(out_dir):
            "call: a container kept by the hook",
            leak={"kind": "container", "keeper_function": "keep_output",
                  "bytes_per_step": BATCH * WIDTH * 4, "first_leaking_step": 0,
-                 "keeper": site("# HOOK KEEP SITE"), "registration": site("# REGISTRATION SITE")},
+                 "keeper": site("# HOOK-ONCE KEEP SITE"), "registration": site("# ONCE REGISTRATION SITE")},
            expect={"leak": True})
 
 

@@ -96,10 +96,14 @@ type Suspect struct {
 	// BytesByStep is what the site kept from each step FirstStep..LastStep.
 	BytesByStep []int64 `json:"bytes_by_step,omitempty"`
 	// Accelerating: the site keeps more every step (hooks piling up).
-	Accelerating bool   `json:"accelerating,omitempty"`
-	Kind         string `json:"kind"`
-	Evidence     string `json:"evidence"`
-	Fix          string `json:"fix"`
+	Accelerating bool `json:"accelerating,omitempty"`
+	// Period > 1: the site keeps memory only every Period-th step
+	// (FirstStep, FirstStep+Period, ..., LastStep), RiseBytes each time.
+	Period    int64  `json:"period_steps,omitempty"`
+	RiseBytes int64  `json:"rise_bytes,omitempty"`
+	Kind      string `json:"kind"`
+	Evidence  string `json:"evidence"`
+	Fix       string `json:"fix"`
 	// StackNote says how to read the stack's lines.
 	StackNote string `json:"stack_note,omitempty"`
 	// copy: the site's blocks are copies of other tensors (clone, to).
@@ -186,6 +190,11 @@ type run struct {
 	bytesPerStep int64
 	accelerating bool
 	accel        int64
+	// period > 1: the site keeps memory every period-th step only (lo, lo
+	// + period, ..., hi), nothing between; bytesPerStep is each step's
+	// share (rise / period) and rise the bytes kept each time.
+	period int
+	rise   int64
 }
 
 // regularRun finds the longest stretch of at least minSteps consecutive
@@ -210,6 +219,16 @@ func regularRun(bytes, blocks []int64, minSteps int) (run, bool) {
 		i = j + 1
 	}
 	if best.lo < 0 || best.hi-best.lo+1 < minSteps {
+		if p, ok := periodicRun(bytes, blocks); ok {
+			return p, true
+		}
+		return best, false
+	}
+	// A site that stopped keeping memory, minSteps steps or more before
+	// the end (the last step aside), filled up: a cache of one entry per
+	// shape, a queue that reached its bound. Not growth (the step-log
+	// rule's "bounded").
+	if len(bytes)-2-best.hi >= minSteps {
 		return best, false
 	}
 	hi := best.hi
@@ -243,7 +262,64 @@ func regularRun(bytes, blocks []int64, minSteps int) (run, bool) {
 		best.accel = (all[len(all)-1] - all[0]) / int64(len(all)-1)
 		return best, true
 	}
-	return best, steady(vb) || steady(vn)
+	if steady(vb) || steady(vn) {
+		return best, true
+	}
+	// A site's one-time holdings in the run's first step (buffers made
+	// once at the same line) must not hide its steady later steps: judge
+	// the run without its first step when enough steps remain.
+	if hi-best.lo >= minSteps {
+		if r, ok := regularRun(append(make([]int64, best.lo+1), bytes[best.lo+1:]...), append(make([]int64, best.lo+1), blocks[best.lo+1:]...), minSteps); ok && r.lo == best.lo+1 {
+			return r, true
+		}
+	}
+	return best, false
+}
+
+// MinPeriodicSteps is how many steps a periodic site must keep memory in:
+// two jumps the same distance apart, nothing kept between (the step-log
+// rule, memtimeline/steplog's Regularity, read per site).
+const MinPeriodicSteps = 2
+
+// periodicRun finds a site that keeps memory every P >= 2 steps and
+// nothing between: the last steps that kept memory, P apart, the same
+// amount within a factor of 2, at least MinPeriodicSteps of them, and the
+// window ends before the next one is due (a missed jump is no period).
+func periodicRun(bytes, blocks []int64) (run, bool) {
+	// The window's last step is left out: it also holds its own outputs
+	// and gradients, whatever the site does in other steps.
+	bytes = bytes[:max(len(bytes)-1, 0)]
+	var at []int
+	for i, b := range bytes {
+		if b > 0 {
+			at = append(at, i)
+		}
+	}
+	if len(at) < MinPeriodicSteps {
+		return run{}, false
+	}
+	last := at[len(at)-1]
+	p := last - at[len(at)-2]
+	if p < 2 || len(bytes)-1-last >= p {
+		return run{}, false
+	}
+	k := len(at) - 1
+	for k > 0 && at[k]-at[k-1] == p {
+		k--
+	}
+	jumps := at[k:]
+	if len(jumps) < MinPeriodicSteps {
+		return run{}, false
+	}
+	v := make([]int64, len(jumps))
+	for i, j := range jumps {
+		v[i] = bytes[j]
+	}
+	if slices.Max(v) > 2*slices.Min(v) {
+		return run{}, false
+	}
+	med := slices.Sorted(slices.Values(v))[len(v)/2]
+	return run{lo: jumps[0], hi: last, bytesPerStep: med / int64(p), period: p, rise: med}, true
 }
 
 // increasing: every step keeps more than the one before and the last at
@@ -436,6 +512,7 @@ func Analyze(d Data, opts Options) Report {
 			Stack: fmtutil.NonNil(a.site.Frames), Site: site.Label(a.site.Frames, a.site.Operator),
 			FirstStep: steps[r.lo].Number, LastStep: steps[r.hi].Number, StepsWithSurvivors: r.hi - r.lo + 1,
 			BytesByStep: slices.Clone(a.bytes[r.lo : r.hi+1]), Accelerating: r.accelerating,
+			Period: int64(r.period), RiseBytes: r.rise,
 		}
 		for k := r.lo; k <= r.hi; k++ {
 			s.Blocks += a.blocks[k]
@@ -491,8 +568,12 @@ func (rep *Report) group(hooks map[string]growingFrame, kept string) bool {
 	}
 	rep.Verdict = VerdictLeak
 	l := rep.Leaks[0]
-	rep.Reason = fmt.Sprintf("%s per step %s: %s keeps memory from each of steps #%d..#%d",
-		memtimeline.FormatBytes(rep.GrowthBytesPerStep), kept, l.Sites[0].Site, l.FirstStep, l.LastStep)
+	rep.Reason = fmt.Sprintf("%s per step %s: %s keeps memory from each of %s",
+		memtimeline.FormatBytes(rep.GrowthBytesPerStep), kept, l.Sites[0].Site, l.stepsPhrase())
+	if l.Period > 1 {
+		rep.Reason = fmt.Sprintf("%s every %d steps (%s per step) %s: %s keeps memory from each of %s",
+			memtimeline.FormatBytes(l.Sites[0].RiseBytes), l.Period, memtimeline.FormatBytes(rep.GrowthBytesPerStep), kept, l.Sites[0].Site, l.stepsPhrase())
+	}
 	if l.Accelerating {
 		rep.Reason += fmt.Sprintf(", more every step (accelerating, +%s per step each step)", memtimeline.FormatBytes(l.AccelerationBytes))
 	}
@@ -584,6 +665,7 @@ func groupLeaks(suspects []Suspect, hooks map[string]growingFrame) []Leak {
 		l.Sites = append(l.Sites, s)
 		l.BytesPerStep += s.BytesPerStep
 		l.FirstStep, l.LastStep = min(l.FirstStep, s.FirstStep), max(l.LastStep, s.LastStep)
+		l.Period = max(l.Period, s.Period)
 		if s.Accelerating {
 			l.Accelerating = true
 			n := len(s.BytesByStep)
@@ -604,7 +686,7 @@ func groupLeaks(suspects []Suspect, hooks map[string]growingFrame) []Leak {
 // explainLeak gives the one-line evidence and the specific fix.
 func explainLeak(l *Leak, hooks map[string]growingFrame) (evidence, fix string) {
 	top := l.Sites[0]
-	steps := fmt.Sprintf("steps #%d..#%d", l.FirstStep, l.LastStep)
+	steps := l.stepsPhrase()
 	where := top.Site
 	switch l.Kind {
 	case KindContainer:
@@ -612,8 +694,12 @@ func explainLeak(l *Leak, hooks map[string]growingFrame) (evidence, fix string) 
 		if top.Operator == "" {
 			by = "at " + where
 		}
+		kept := top.BytesPerStep
+		if top.Period > 1 {
+			kept = top.RiseBytes
+		}
 		return fmt.Sprintf("%s made %s in each of %s is never freed, and nothing of an autograd graph survives with it: a list, dict or cache keeps it",
-				memtimeline.FormatBytes(top.BytesPerStep), by, steps),
+				memtimeline.FormatBytes(kept), by, steps),
 			fmt.Sprintf("Stop keeping a tensor per step (called from %s): store .item() or .cpu() values, bound it (collections.deque(maxlen=N)), or clear it each step", where)
 	case KindAutogradGraph:
 		return fmt.Sprintf("tensors made in the forward pass that recorded an autograd graph (%d site(s)) survive %s and no backward ran over them: outputs that require grad are kept, and the activations their graph saved stay with them", len(l.Sites), steps),
@@ -637,6 +723,19 @@ func explainLeak(l *Leak, hooks map[string]growingFrame) (evidence, fix string) 
 	}
 	return fmt.Sprintf("%s keeps memory from each of %s; the trace does not say what holds it", where, steps),
 		"Find what keeps a reference to these tensors at that line (a list or cache that grows, outputs kept with their graph)"
+}
+
+// stepsPhrase names the steps a leak kept memory in: "steps #2..#7", or
+// for a periodic one "steps #4, #9 (every 5th step; nothing kept between)".
+func (l *Leak) stepsPhrase() string {
+	if l.Period <= 1 {
+		return fmt.Sprintf("steps #%d..#%d", l.FirstStep, l.LastStep)
+	}
+	var at []string
+	for st := l.FirstStep; st <= l.LastStep; st += l.Period {
+		at = append(at, fmt.Sprintf("#%d", st))
+	}
+	return fmt.Sprintf("steps %s (every %d steps; nothing kept between)", strings.Join(at, ", "), l.Period)
 }
 
 func joinCounts(c []int) string {

@@ -74,6 +74,7 @@ func AnalyzeSnapshot(rep *snapshot.Report, opts Options) Report {
 			BytesPerStep: r.bytesPerStep, Stack: stack, Site: site.Label(stack, ""),
 			FirstStep: int64(rep.Steps[r.lo]), LastStep: int64(rep.Steps[r.hi]), StepsWithSurvivors: r.hi - r.lo + 1,
 			BytesByStep: slices.Clone(bytes[r.lo : r.hi+1]), Accelerating: r.accelerating, StackNote: snapshotStackNote,
+			Period: int64(r.period), RiseBytes: r.rise,
 			copy: 2*c.CopyAllocs > c.Count,
 		}
 		if c.Site.IsPython() {

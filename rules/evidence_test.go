@@ -1,0 +1,84 @@
+package rules
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/torchmem/torchmem/memtimeline/memtest"
+	"github.com/torchmem/torchmem/rules/leak"
+)
+
+// evidenceTruth is what a recording's truth.json says was planted.
+type evidenceTruth struct {
+	Leak *struct {
+		Kind         string `json:"kind"`
+		BytesPerStep int64  `json:"bytes_per_step"`
+		BytesPerJump int64  `json:"bytes_per_jump"`
+		PeriodSteps  int64  `json:"period_steps"`
+		Site         *struct {
+			File string `json:"file"`
+			Line int    `json:"line"`
+		} `json:"site"`
+	} `json:"leak"`
+}
+
+// judgeDir is the one verdict over every input of a recording folder.
+func judgeDir(t *testing.T, dir string) Verdict {
+	t.Helper()
+	var paths []string
+	for _, pat := range []string{"*.pt.trace.json.gz", "*.snapshot.pickle.gz", "*.steps.jsonl"} {
+		m, _ := filepath.Glob(filepath.Join(dir, pat))
+		paths = append(paths, m...)
+	}
+	vs := JudgeAll(loadInputs(t, paths...))
+	if len(vs) != 1 {
+		t.Fatalf("%s: %d verdicts, want 1", dir, len(vs))
+	}
+	return vs[0]
+}
+
+// The sources of one run are weighed on the steps each covers: a window
+// that sees a queue or cache filling up is outweighed by the run's log
+// that levels off, and the disagreement is said; a leak's figure names
+// its own steps and period; a snapshot without ProfilerStep annotations
+// is cut into steps by the step log's clock and gives the line.
+func TestEvidenceWeighing(t *testing.T) {
+	for _, c := range []struct {
+		dir     string
+		verdict string
+		from    string // in LeakAnswer.From
+		agree   string // in LeakAnswer.Agreement
+	}{
+		{"evidence/bounded_queue_cap", leak.VerdictClean, "outweighs", "the trace keeps"},
+		{"evidence/seqlen_cache", leak.VerdictClean, "outweighs", "shows no sustained growth"},
+		{"late_start_leak", leak.VerdictLeak, "grows every step over steps 6..11", "agree"},
+		{"evidence/periodic_eval", leak.VerdictLeak, "grows every 5 steps over steps 4..29", "the snapshot 1.60 MB/step"},
+		{"evidence/trace_off_leak", leak.VerdictLeak, "the step log", "the snapshot 256.00 KB/step"},
+		{"grad_accum", leak.VerdictClean, "the step log", "all agree"},
+	} {
+		t.Run(c.dir, func(t *testing.T) {
+			dir := filepath.Join(gpuData, c.dir)
+			v := judgeDir(t, dir)
+			a := v.Leak
+			if a.Verdict != c.verdict || !strings.Contains(a.From, c.from) || !strings.Contains(a.Agreement, c.agree) {
+				t.Fatalf("verdict %s from %q, agreement %q; want %s from %q, agreement with %q", a.Verdict, a.From, a.Agreement, c.verdict, c.from, c.agree)
+			}
+			var truth evidenceTruth
+			memtest.ReadJSON(t, filepath.Join(dir, "truth.json"), &truth)
+			if c.verdict != leak.VerdictLeak || truth.Leak == nil {
+				return
+			}
+			want := truth.Leak.BytesPerStep
+			if truth.Leak.PeriodSteps > 1 {
+				want = truth.Leak.BytesPerJump / truth.Leak.PeriodSteps
+			}
+			if a.BytesPerStep != want {
+				t.Errorf("%d B/step, planted %d", a.BytesPerStep, want)
+			}
+			if s := truth.Leak.Site; s != nil && (a.Location == nil || a.Location.Line != s.Line || filepath.Base(a.Location.File) != s.File) {
+				t.Errorf("location %v, planted %s:%d", a.Location, s.File, s.Line)
+			}
+		})
+	}
+}
