@@ -300,6 +300,9 @@ func reportEvidence(in *Input, kind string, rep leak.Report) LeakEvidence {
 		if l := site.LocationOf([]string{s.HoldingLine}); l != nil {
 			e.Location = l // the line that holds it (leak detector's word)
 		}
+		if kind == SourceTrace && e.Location != nil {
+			traceLine(&e, s.LineNotRecorded) // weigh.go
+		}
 		if s.Operator != "" {
 			e.Operator = site.FirstOp(s.Operator)
 		}

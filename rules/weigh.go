@@ -80,3 +80,23 @@ func growthLast(e LeakEvidence) int64 {
 	}
 	return e.LastStep
 }
+
+// traceLine keeps only the function of a trace's holding frame: a trace
+// names a Python frame by its function's def line, or, for a frame that
+// was already running when profiling began (preProfiled), by the line it
+// was on at that moment (the loop's tm.step()); never by the line that
+// allocated. Line 0 means "not recorded"; DefLine keeps the def line when
+// that is what the number is; the note says what gives the line.
+func traceLine(e *LeakEvidence, preProfiled bool) {
+	l := *e.Location
+	if !preProfiled {
+		l.DefLine = l.Line
+	}
+	l.Line = 0
+	e.Location = &l
+	why := fmt.Sprintf("a trace names %s by its def line", l.Function)
+	if preProfiled {
+		why = fmt.Sprintf("%s was already running when profiling began, and a trace names it by the line it was on at that moment", l.Function)
+	}
+	e.StackNote = fmt.Sprintf("the trace does not record the allocating line: %s; the run's allocator snapshot (the snippet records it by default) gives the exact line", why)
+}

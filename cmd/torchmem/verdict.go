@@ -13,6 +13,7 @@ import (
 	"github.com/jedib0t/go-pretty/v6/text"
 	"golang.org/x/term"
 
+	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules"
 	"github.com/torchmem/torchmem/rules/frag"
@@ -132,10 +133,22 @@ func leakText(l rules.LeakAnswer, chain bool) string {
 			s += ", " + l.Kind
 		}
 		if l.Location != nil {
-			s += fmt.Sprintf(" held at %s:%d", displayPath(l.Location.File), l.Location.Line)
-			if l.Location.Function != "" {
+			if l.Location.Line > 0 {
+				s += fmt.Sprintf(" allocated at %s:%d", displayPath(l.Location.File), l.Location.Line)
+			} else {
+				s += " allocated in " + displayPath(l.Location.File)
+			}
+			switch {
+			case l.Location.Line <= 0 && l.Location.DefLine > 0:
+				s += fmt.Sprintf(" (%s, def at line %d; the trace does not record the allocating line)", l.Location.Function, l.Location.DefLine)
+			case l.Location.Line <= 0:
+				s += fmt.Sprintf(" (%s; the trace does not record the line)", l.Location.Function)
+			case l.Location.Function != "":
 				s += " (" + l.Location.Function + ")"
 			}
+		}
+		if slices.ContainsFunc(l.Holding, chrometrace.IsGeneratedFrame) {
+			s += " inside a compiled region (torch.compile's generated code; the line is the user's call into it)"
 		}
 		if l.Operator != "" {
 			s += " via " + shortOp(l.Operator)

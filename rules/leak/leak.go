@@ -87,6 +87,11 @@ type Suspect struct {
 	// graph kept alive, the user's line that called the model (the loop
 	// line, "logits = model(vx)"); otherwise the user's allocating line.
 	HoldingLine string `json:"holding_line,omitempty"`
+	// LineNotRecorded: the holding frame was already running when the
+	// profiler started, so the trace names the line it was on then (often
+	// the loop's tm.step()), not the call: its function is known, its line
+	// is not (an allocator snapshot of the run has it).
+	LineNotRecorded bool `json:"line_not_recorded,omitempty"`
 	// FirstStep..LastStep are the ProfilerStep numbers of the steps the
 	// site kept memory in; -1 when the input has no steps.
 	FirstStep int64 `json:"first_step"`
@@ -114,6 +119,12 @@ type Suspect struct {
 	// allocPoints is how many code lines made what the site keeps each
 	// step (a snapshot site groups a whole model call); 0 counts as 1.
 	allocPoints int
+	// preProfiled counts the outermost user frames of the chain that were
+	// already running when profiling began (traces).
+	preProfiled int
+	// keptLines: a snapshot site keeping tensors from several lines each
+	// step, whose kind (a container or a graph) the snapshot cannot tell.
+	keptLines bool
 }
 
 // Location is the suspect's allocating line for a finding: as the
@@ -520,6 +531,7 @@ func Analyze(d Data, opts Options) Report {
 		}
 		s.Kind = siteKind(a, hooks, graph.known)
 		if n := graph.enteredBeforeProfiling(a.first, steps[0].Start); n > 0 {
+			s.preProfiled = n
 			s.StackNote = fmt.Sprintf("the outermost %d frame(s) began before profiling started: their line is where profiling began, not the call; Python frames in traces carry their function's def line", n)
 		} else {
 			s.StackNote = "Python frames in traces carry their function's def line; the allocator snapshot has the allocating line"
@@ -595,6 +607,11 @@ func siteKind(a *siteSeries, hooks map[string]growingFrame, known bool) string {
 			return KindHook
 		}
 	}
+	// The memory is made by a module (its output) on which a hook piles
+	// up: the hook, called one more time each step, is what keeps it.
+	if hookOnModule(a.site.Frames, hooks) != "" {
+		return KindHook
+	}
 	if !known {
 		return KindUnknown
 	}
@@ -642,11 +659,20 @@ func groupLeaks(suspects []Suspect, hooks map[string]growingFrame) []Leak {
 			graphKind = k
 		}
 	}
+	// A snapshot site keeping several lines' tensors (a container or a
+	// graph: unknown) takes in the single tensors kept beside it, as a
+	// graph would (the inputs it saved); it claims no more than that.
+	keptGroup := false
+	for _, s := range suspects {
+		keptGroup = keptGroup || s.keptLines
+	}
 	byKind := map[string]*Leak{}
 	var out []*Leak
 	for _, s := range suspects {
 		k := s.Kind
 		switch {
+		case k == KindContainer && graphKind == "" && keptGroup && !isCopySite(s.Operator) && !s.copy:
+			k = KindUnknown
 		case (k == KindAutogradGraph || k == KindRetainGraph) && graphSites[k] < 2:
 			// A graph kept alive keeps what its ops saved, made elsewhere;
 			// one tensor kept on its own (detached or not) is a container.
@@ -656,6 +682,9 @@ func groupLeaks(suspects []Suspect, hooks map[string]growingFrame) []Leak {
 		}
 		s.Kind = k
 		s.HoldingLine = holdingLine(s.Stack, k)
+		if i := userFrameIndex(s.Stack, s.HoldingLine); i >= 0 && i < s.preProfiled {
+			s.LineNotRecorded = true
+		}
 		l := byKind[k]
 		if l == nil {
 			l = &Leak{Kind: k, FirstStep: s.FirstStep, LastStep: s.LastStep}
@@ -700,7 +729,7 @@ func explainLeak(l *Leak, hooks map[string]growingFrame) (evidence, fix string) 
 		}
 		return fmt.Sprintf("%s made %s in each of %s is never freed, and nothing of an autograd graph survives with it: a list, dict or cache keeps it",
 				memtimeline.FormatBytes(kept), by, steps),
-			fmt.Sprintf("Stop keeping a tensor per step (called from %s): store .item() or .cpu() values, bound it (collections.deque(maxlen=N)), or clear it each step", where)
+			"Stop keeping a tensor per step: store .item() or .cpu() values, bound it (collections.deque(maxlen=N)), or clear it each step"
 	case KindAutogradGraph:
 		return fmt.Sprintf("tensors made in the forward pass that recorded an autograd graph (%d site(s)) survive %s and no backward ran over them: outputs that require grad are kept, and the activations their graph saved stay with them", len(l.Sites), steps),
 			"Run evaluation under torch.no_grad() (or torch.inference_mode()); keep out.detach() or out.cpu() if the outputs are needed"
@@ -720,6 +749,16 @@ func explainLeak(l *Leak, hooks map[string]growingFrame) (evidence, fix string) 
 					fmt.Sprintf("Register the hook (%s) once, outside the loop, or keep its handle and call handle.remove()", f)
 			}
 		}
+		if h := hookOnModule(top.Stack, hooks); h != "" {
+			g := hooks[h]
+			return fmt.Sprintf("%s, a hook on the module that makes this memory, ran %s times in steps #%d..#%d, one more call each step: a hook registered every step and never removed keeps the module's output",
+					h, joinCounts(g.counts), g.first, g.last),
+				fmt.Sprintf("Register the hook (%s) once, outside the loop, or keep its handle and call handle.remove()", h)
+		}
+	}
+	if top.keptLines {
+		return fmt.Sprintf("%s keeps tensors made by %d or more lines from each of %s: a container (a list, a KV cache) or an autograd graph kept with its outputs; an allocator snapshot records no autograd graph, so it cannot tell which (a trace with profile_memory and with_stack can)", where, max(top.allocPoints, 2), steps),
+			"Find what keeps these tensors from one step to the next: a list or cache that grows (store .cpu() copies or bound it), or outputs kept with their graph (evaluate under torch.no_grad(), keep out.detach())"
 	}
 	return fmt.Sprintf("%s keeps memory from each of %s; the trace does not say what holds it", where, steps),
 		"Find what keeps a reference to these tensors at that line (a list or cache that grows, outputs kept with their graph)"
@@ -750,6 +789,32 @@ func joinCounts(c []int) string {
 type growingFrame struct {
 	counts      []int
 	first, last int64
+	// modules are the nn.Module frames it ran under when torch.nn's hook
+	// dispatch (torch/nn/modules/module.py) called it: the modules it is
+	// registered on as a hook.
+	modules map[string]bool
+}
+
+// hookOnModule returns the growing hook registered on the innermost module
+// of a site's frames, "" when none is.
+func hookOnModule(frames []string, hooks map[string]growingFrame) string {
+	for i := len(frames) - 1; i >= 0; i-- {
+		if !strings.HasPrefix(frames[i], "nn.Module:") {
+			continue
+		}
+		names := make([]string, 0, len(hooks))
+		for name := range hooks {
+			names = append(names, name)
+		}
+		slices.Sort(names) // deterministic
+		for _, name := range names {
+			if hooks[name].modules[frames[i]] {
+				return name
+			}
+		}
+		return ""
+	}
+	return ""
 }
 
 // growingFrames finds Python functions whose calls per step increase in
@@ -770,6 +835,30 @@ func growingFrames(t *chrometrace.Trace, steps []chrometrace.Step, stepOf func(i
 		}
 		c[k]++
 	}
+	// The modules each function ran under as a hook: its caller is torch's
+	// module dispatch, and the nearest nn.Module frame above is the module.
+	byID := map[[2]int64]int{}
+	for i := range t.PyFrames {
+		f := &t.PyFrames[i]
+		byID[[2]int64{int64(f.Thread), int64(f.ID)}] = i
+	}
+	hookOf := map[chrometrace.StrID]map[string]bool{}
+	for i := range t.PyFrames {
+		f := &t.PyFrames[i]
+		p, ok := byID[[2]int64{int64(f.Thread), int64(f.ParentID)}]
+		if !ok || !strings.Contains(t.Str(t.PyFrames[p].Name), "torch/nn/modules/module.py") {
+			continue
+		}
+		for q, ok := p, true; ok; q, ok = byID[[2]int64{int64(f.Thread), int64(t.PyFrames[q].ParentID)}] {
+			if n := t.Str(t.PyFrames[q].Name); strings.HasPrefix(n, "nn.Module:") {
+				if hookOf[f.Name] == nil {
+					hookOf[f.Name] = map[string]bool{}
+				}
+				hookOf[f.Name][n] = true
+				break
+			}
+		}
+	}
 	out := map[string]growingFrame{}
 	for name, c := range counts {
 		lo := 0
@@ -789,7 +878,7 @@ func growingFrames(t *chrometrace.Trace, steps []chrometrace.Step, stepOf func(i
 		}
 		n := t.Str(name)
 		if ok && !chrometrace.IsLibraryFrame(n) {
-			out[chrometrace.NormalizeFrame(n)] = growingFrame{counts: slices.Clone(c[lo : hi+1]), first: steps[lo].Number, last: steps[hi].Number}
+			out[chrometrace.NormalizeFrame(n)] = growingFrame{counts: slices.Clone(c[lo : hi+1]), first: steps[lo].Number, last: steps[hi].Number, modules: hookOf[name]}
 		}
 	}
 	return out
@@ -899,6 +988,22 @@ func sortSuspects(s []Suspect) {
 	slices.SortFunc(s, func(a, b Suspect) int {
 		return cmp.Or(cmp.Compare(b.BytesPerStep, a.BytesPerStep), cmp.Compare(b.Bytes, a.Bytes), strings.Compare(a.Operator, b.Operator), slices.Compare(a.Stack, b.Stack))
 	})
+}
+
+// userFrameIndex is the position of frame among the chain's user frames
+// (library and module frames skipped), -1 when it is not one.
+func userFrameIndex(stack []string, frame string) int {
+	n := 0
+	for _, f := range stack {
+		if _, ok := chrometrace.ParseFrame(f); !ok || chrometrace.IsLibraryFrame(f) {
+			continue
+		}
+		if f == frame {
+			return n
+		}
+		n++
+	}
+	return -1
 }
 
 // holdingLine picks the frame of a chain (outermost first) that holds the

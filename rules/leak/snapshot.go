@@ -102,11 +102,12 @@ func AnalyzeSnapshot(rep *snapshot.Report, opts Options) Report {
 			hooks[snapshot.FrameName(*c.HookFrame, c.Stack)] = growingFrame{first: s.FirstStep, last: s.LastStep}
 		case s.allocPoints >= 2 && !s.copy:
 			// Several tensors from a model's internals each step: outputs
-			// and the activations their graph saved.
-			s.Kind = KindAutogradGraph
-			if 2*backwardSteps > r.hi-r.lo+1 {
-				s.Kind = KindRetainGraph
-			}
+			// kept in a list (a KV cache) or the activations a kept graph
+			// saved. An allocator snapshot records no autograd graph, so
+			// it cannot tell which: the kind stays unknown, said so.
+			s.Kind = KindUnknown
+			s.keptLines = true
+			_ = backwardSteps
 		default:
 			s.Kind = KindContainer
 		}
