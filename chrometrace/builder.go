@@ -2,9 +2,12 @@ package chrometrace
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -40,6 +43,8 @@ type builder struct {
 	// Scratch for merge: local string and thread ids to global ones.
 	globalStr    []StrID
 	globalThread []ThreadID
+	// unread counts X events of categories not read, by interned name.
+	unread map[StrID]int64
 }
 
 type threadKey struct{ pid, tid string }
@@ -75,6 +80,7 @@ func (b *builder) reset() {
 	t.OOMs = t.OOMs[:0]
 	t.Events = 0
 	t.skippedPyFrames = 0
+	clear(b.unread)
 	b.badTimes = 0
 	b.haveLast = false
 	b.hostOps.reset()
@@ -153,6 +159,12 @@ func (b *builder) merge(l *builder) {
 	for _, st := range lt.Steps {
 		st.Thread = gt[st.Thread]
 		b.t.Steps = append(b.t.Steps, st)
+	}
+	for cat, n := range l.unread {
+		if b.unread == nil {
+			b.unread = map[StrID]int64{}
+		}
+		b.unread[gs[cat]] += n
 	}
 	b.t.Events += lt.Events
 	b.t.skippedPyFrames += lt.skippedPyFrames
@@ -297,6 +309,20 @@ func (b *builder) times(ev *rawEvent) (start, dur int64, ok bool) {
 
 const profilerStepPrefix = "ProfilerStep#"
 
+// legacyCategory places an event without "cat": the legacy (pre-Kineto)
+// profiler's export_chrome_trace, which torch builds without Kineto still
+// write (Debian's torch 1.13), puts host ops in pid "CPU functions" and
+// kernels in "CUDA functions", with no category.
+func legacyCategory(pid rawJSON) Category {
+	switch string(pid) {
+	case `"CPU functions"`:
+		return CatCPUOp
+	case `"CUDA functions"`:
+		return CatKernel
+	}
+	return CatOther
+}
+
 // add converts one decoded event into the model.
 func (b *builder) add(ev *rawEvent) error {
 	t := b.t
@@ -308,6 +334,9 @@ func (b *builder) add(ev *rawEvent) error {
 			return nil
 		}
 		cat := parseCategory(ev.Cat)
+		if ev.Cat == "" {
+			cat = legacyCategory(ev.Pid)
+		}
 		switch {
 		case cat.IsHostOperator():
 			op := HostOp{
@@ -325,7 +354,8 @@ func (b *builder) add(ev *rawEvent) error {
 				op.CallStack = b.intern(ev.Args.CallStack)
 			}
 			b.hostOps.add(op)
-			if cat == CatUserAnnotation && strings.HasPrefix(ev.Name, profilerStepPrefix) {
+			// torch 1.8/1.9 wrote ProfilerStep#N as an Operator (cpu_op).
+			if (cat == CatUserAnnotation || cat == CatCPUOp) && strings.HasPrefix(ev.Name, profilerStepPrefix) {
 				if n, err := strconv.ParseInt(ev.Name[len(profilerStepPrefix):], 10, 64); err == nil {
 					t.Steps = append(t.Steps, Step{Number: n, Start: start, Dur: dur, Thread: op.Thread})
 				}
@@ -354,11 +384,18 @@ func (b *builder) add(ev *rawEvent) error {
 				Thread:     b.thread(ev.Pid, ev.Tid),
 				Cat:        cat,
 				Device:     int16(ev.Args.Device),
-				Stream:     int32(ev.Args.Stream),
-				ExternalID: ev.Args.ExternalID,
+				ExternalID: cmp.Or(ev.Args.ExternalID, ev.Args.ExternalIDOld),
 				Bytes:      ev.Args.MemBytes,
 			}
+			if stream, ok := rawInt(ev.Args.Stream); ok {
+				d.Stream = int32(stream)
+			}
 			b.deviceOps.add(d)
+		case cat == CatOther && ev.Cat != "":
+			if b.unread == nil {
+				b.unread = map[StrID]int64{}
+			}
+			b.unread[b.intern(ev.Cat)]++
 		}
 	case "i", "I":
 		switch ev.Name {
@@ -367,26 +404,36 @@ func (b *builder) add(ev *rawEvent) error {
 			if !ok {
 				return nil
 			}
-			b.memory.add(MemoryEvent{
-				TS:             ts,
-				Bytes:          ev.Args.Bytes,
-				Addr:           ev.Args.Addr,
-				TotalAllocated: ev.Args.TotalAllocated,
-				TotalReserved:  ev.Args.TotalReserved,
-				Thread:         b.thread(ev.Pid, ev.Tid),
-				DeviceType:     DeviceType(ev.Args.DeviceType),
-				DeviceID:       int8(ev.Args.DeviceID),
-			})
+			m := MemoryEvent{
+				TS:         ts,
+				Bytes:      ev.Args.Bytes,
+				Thread:     b.thread(ev.Pid, ev.Tid),
+				DeviceType: DeviceType(ev.Args.DeviceType),
+				DeviceID:   int8(ev.Args.DeviceID),
+			}
+			var ok1, ok2, ok3 bool
+			if m.Addr, ok1 = rawUint(ev.Args.Addr); ok1 {
+				m.Fields |= MemAddr
+			}
+			if m.TotalAllocated, ok2 = rawInt(ev.Args.TotalAllocated); ok2 {
+				m.Fields |= MemTotalAllocated
+			}
+			if m.TotalReserved, ok3 = rawInt(ev.Args.TotalReserved); ok3 {
+				m.Fields |= MemTotalReserved
+			}
+			b.memory.add(m)
 		case "[OutOfMemory]":
 			ts, _, ok := b.times(ev)
 			if !ok {
 				return nil
 			}
+			allocated, _ := rawInt(ev.Args.TotalAllocated)
+			reserved, _ := rawInt(ev.Args.TotalReserved)
 			t.OOMs = append(t.OOMs, OOMEvent{
 				TS:             ts,
 				Bytes:          ev.Args.Bytes,
-				TotalAllocated: ev.Args.TotalAllocated,
-				TotalReserved:  ev.Args.TotalReserved,
+				TotalAllocated: allocated,
+				TotalReserved:  reserved,
 				Thread:         b.thread(ev.Pid, ev.Tid),
 				DeviceType:     DeviceType(ev.Args.DeviceType),
 				DeviceID:       int8(ev.Args.DeviceID),
@@ -444,7 +491,83 @@ func (b *builder) finish() {
 	if b.badTimes > 0 {
 		b.t.Warnings = append(b.t.Warnings, fmt.Sprintf("%d events with a missing or malformed ts/dur were skipped", b.badTimes))
 	}
+	b.memorySchema()
+	if b.t.Meta.Legacy && len(b.t.Memory) == 0 && len(b.t.HostOps) > 0 {
+		b.t.Warnings = append(b.t.Warnings, "a legacy profiler export (a bare JSON array: torch built without Kineto, or use_kineto=False): it holds no [memory] events even when memory was profiled, so no memory figure can be read from it; torch's own prof.key_averages() of that run has them")
+	}
+	for cat, n := range b.unread {
+		if b.t.Unread == nil {
+			b.t.Unread = map[string]int64{}
+		}
+		b.t.Unread[b.t.Strings[cat]] = n
+	}
+	if len(b.t.Unread) > 0 {
+		cats := slices.Sorted(maps.Keys(b.t.Unread))
+		parts := make([]string, len(cats))
+		for i, c := range cats {
+			parts[i] = fmt.Sprintf("%d %q", b.t.Unread[c], c)
+		}
+		b.t.Warnings = append(b.t.Warnings, fmt.Sprintf("events of categories torchmem does not read were left out: %s (their time and memory are in no figure)", strings.Join(parts, ", ")))
+	}
 	b.t.InputBytes = 0
+}
+
+// memorySchema records which optional fields the device [memory] events
+// carried and, where none carried Total Allocated (torch < 1.10), derives
+// it as the running sum of Bytes per device in time order: the curve
+// relative to the window's start that the TensorBoard plugin drew for
+// those traces. Each figure that cannot be derived is named in a warning.
+func (b *builder) memorySchema() {
+	t := b.t
+	var device, withAlloc, withReserved int64
+	for i := range t.Memory {
+		e := &t.Memory[i]
+		if !e.DeviceType.IsGPU() {
+			continue
+		}
+		device++
+		if e.Fields&MemAddr == 0 {
+			t.MemorySchema.WithoutAddr++
+		}
+		if e.Fields&MemTotalAllocated != 0 {
+			withAlloc++
+		}
+		if e.Fields&MemTotalReserved != 0 {
+			withReserved++
+		}
+	}
+	if device == 0 {
+		return
+	}
+	if withAlloc == 0 {
+		t.MemorySchema.DerivedAllocated = true
+		type key struct {
+			dt  DeviceType
+			dev int8
+		}
+		idx := make([]int32, 0, device)
+		for i := range t.Memory {
+			if t.Memory[i].DeviceType.IsGPU() {
+				idx = append(idx, int32(i))
+			}
+		}
+		slices.SortStableFunc(idx, func(a, c int32) int { return cmp.Compare(t.Memory[a].TS, t.Memory[c].TS) })
+		sum := map[key]int64{}
+		for _, i := range idx {
+			e := &t.Memory[i]
+			k := key{e.DeviceType, e.DeviceID}
+			sum[k] = AddSat(sum[k], e.Bytes)
+			e.TotalAllocated = sum[k]
+		}
+		t.Warnings = append(t.Warnings, "[memory] events record no Total Allocated (torch before 1.10): allocated memory is the running sum of their Bytes from the start of the profiled window, relative to what was allocated before it")
+	}
+	if withReserved == 0 {
+		t.MemorySchema.NoReserved = true
+		t.Warnings = append(t.Warnings, "[memory] events record no Total Reserved: reserved memory is not recorded in this trace")
+	}
+	if n := t.MemorySchema.WithoutAddr; n > 0 {
+		t.Warnings = append(t.Warnings, fmt.Sprintf("%d of %d device [memory] events record no Addr (torch before 1.10): allocations cannot be paired with their frees, so block lifetimes, the stacks of live blocks and leak sites from blocks are not recorded", n, device))
+	}
 }
 
 // setMeta decodes the top-level fields kept aside while streaming.

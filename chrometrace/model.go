@@ -52,19 +52,24 @@ func (c Category) String() string {
 
 func parseCategory(s string) Category {
 	switch s {
-	case "cpu_op":
+	// torch 1.8/1.9 (Kineto's first schema) wrote Operator, Runtime and
+	// Kernel for cpu_op, cuda_runtime and kernel; ProfilerStep#N was an
+	// Operator then. Other back ends name their runtime after the device
+	// (xpu_runtime, mtia_runtime, privateuse1_runtime): torch nests and
+	// counts them like cuda_runtime.
+	case "cpu_op", "Operator":
 		return CatCPUOp
 	case "user_annotation":
 		return CatUserAnnotation
-	case "cuda_runtime":
+	case "cuda_runtime", "Runtime", "xpu_runtime", "mtia_runtime", "privateuse1_runtime":
 		return CatCUDARuntime
-	case "cuda_driver":
+	case "cuda_driver", "xpu_driver", "privateuse1_driver":
 		return CatCUDADriver
 	case "overhead":
 		return CatOverhead
 	case "python_function":
 		return CatPythonFunction
-	case "kernel":
+	case "kernel", "Kernel":
 		return CatKernel
 	case "gpu_memcpy", "Memcpy":
 		return CatGPUMemcpy
@@ -171,15 +176,51 @@ func (o *HostOp) End() int64 { return o.Start + o.Dur }
 // MemoryEvent is one [memory] instant: an allocation (Bytes > 0) or free
 // (Bytes < 0) of the caching allocator, with the allocator totals after it.
 type MemoryEvent struct {
-	TS             int64 // nanoseconds
-	Bytes          int64
-	Addr           uint64
+	TS    int64 // nanoseconds
+	Bytes int64
+	Addr  uint64
+	// TotalAllocated is the allocator's total after the event, or, where
+	// the trace records no totals (torch < 1.10, Fields without
+	// MemTotalAllocated), the running sum of Bytes on the event's device
+	// from the start of the profiled window (Trace.Memory.DerivedAllocated).
 	TotalAllocated int64
 	TotalReserved  int64
 	Thread         ThreadID
 	DeviceType     DeviceType
 	DeviceID       int8
+	Fields         MemFields // which of Addr and the totals the event recorded
 }
+
+// MemFields says which optional fields a [memory] event carried. Torch
+// before 1.10 wrote only Bytes, Device Type and Device Id.
+type MemFields uint8
+
+const (
+	MemAddr MemFields = 1 << iota
+	MemTotalAllocated
+	MemTotalReserved
+)
+
+// MemorySchema says what the trace's [memory] events record, for the
+// figures that need a field not every torch wrote.
+type MemorySchema struct {
+	// WithoutAddr counts device events without Addr: their blocks cannot be
+	// paired into lifetimes, so lifetimes, per-block stacks and leak
+	// candidates from blocks are not recorded for them.
+	WithoutAddr int64
+	// DerivedAllocated is true when no device event recorded Total
+	// Allocated: TotalAllocated then holds the running sum of Bytes from
+	// the window's start (relative: memory allocated before the window is
+	// not in it), as the TensorBoard plugin drew torch 1.8 traces.
+	DerivedAllocated bool
+	// NoReserved is true when no device event recorded Total Reserved:
+	// reserved memory is not recorded (TotalReserved stays 0, not a figure).
+	NoReserved bool
+}
+
+// Lifetimes reports whether blocks can be paired: every device event
+// carries Addr.
+func (m MemorySchema) Lifetimes() bool { return m.WithoutAddr == 0 }
 
 // OOMEvent is an [OutOfMemory] instant: Bytes is the request that failed.
 type OOMEvent struct {
@@ -304,6 +345,12 @@ type Trace struct {
 	InputBytes int64
 	Truncated  *Truncation
 	Warnings   []string
+	// MemorySchema says which [memory] fields the trace recorded.
+	MemorySchema MemorySchema
+	// Unread counts X events of categories the model does not read
+	// (MTIA's mtia_ccp_events, ...), by category, for the warning that
+	// names them.
+	Unread map[string]int64
 
 	// speculativeBatches counts batches read the fast way (tests check
 	// that the fast path ran).

@@ -75,13 +75,18 @@ func (r *rawJSON) UnmarshalJSON(b []byte) error {
 }
 
 type rawArgs struct {
-	Bytes          int64       `json:"Bytes"`
-	Addr           uint64      `json:"Addr"`
-	TotalAllocated int64       `json:"Total Allocated"`
-	TotalReserved  int64       `json:"Total Reserved"`
-	DeviceType     int64       `json:"Device Type"`
-	DeviceID       int64       `json:"Device Id"`
-	ExternalID     int64       `json:"External id"`
+	Bytes int64 `json:"Bytes"`
+	// Addr and the totals are kept as text: torch before 1.10 wrote
+	// [memory] events without them, and an absent figure must stay
+	// absent, not read as 0 (see rawInt).
+	Addr           rawJSON `json:"Addr"`
+	TotalAllocated rawJSON `json:"Total Allocated"`
+	TotalReserved  rawJSON `json:"Total Reserved"`
+	DeviceType     int64   `json:"Device Type"`
+	DeviceID       int64   `json:"Device Id"`
+	ExternalID     int64   `json:"External id"`
+	// externalIDOld is torch 1.8/1.9's spelling on GPU events.
+	ExternalIDOld  int64       `json:"external id"`
 	SeqNr          json.Number `json:"Sequence number"`
 	FwdThread      json.Number `json:"Fwd thread id"`
 	InputDims      rawJSON     `json:"Input Dims"`
@@ -90,8 +95,10 @@ type rawArgs struct {
 	PythonParentID json.Number `json:"Python parent id"`
 	MemBytes       int64       `json:"bytes"`
 	Device         int64       `json:"device"`
-	Stream         int64       `json:"stream"`
-	MetaName       string      `json:"name"`
+	// Stream is a number in CUDA traces but a string ("0x0") on ROCm's
+	// HIP runtime events: kept as text, read when it holds a number.
+	Stream   rawJSON `json:"stream"`
+	MetaName string  `json:"name"`
 }
 
 // sonicAPI decodes without copying strings: the merger copies the few
@@ -561,6 +568,40 @@ func firstLine(s string) string {
 }
 
 // numberOr parses an optional integer argument.
+// rawInt reads the text of a JSON value as an integer: a number, or a
+// string holding a decimal or 0x-hex integer (ROCm writes "stream": "0x0").
+// ok is false when the value is absent, null or holds no integer.
+func rawInt(r rawJSON) (v int64, ok bool) {
+	if len(r) == 0 {
+		return 0, false
+	}
+	s := unsafeString(r)
+	if s[0] == '"' {
+		if len(s) < 2 || s[len(s)-1] != '"' {
+			return 0, false
+		}
+		s = s[1 : len(s)-1]
+		if len(s) > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') {
+			u, err := strconv.ParseUint(s[2:], 16, 64)
+			return int64(u), err == nil
+		}
+	}
+	if v, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return v, true
+	}
+	return 0, false
+}
+
+// rawUint is rawInt for addresses, which use all 64 bits.
+func rawUint(r rawJSON) (v uint64, ok bool) {
+	if len(r) == 0 || r[0] == '"' {
+		i, ok := rawInt(r)
+		return uint64(i), ok
+	}
+	v, err := strconv.ParseUint(unsafeString(r), 10, 64)
+	return v, err == nil
+}
+
 func numberOr(n json.Number, def int64) int64 {
 	if n == "" {
 		return def

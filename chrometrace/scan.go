@@ -182,17 +182,19 @@ func scanArgs(b []byte, i int, a *rawArgs) (int, bool) {
 		case "Bytes":
 			i, ok = intField(b, i, &a.Bytes)
 		case "Addr":
-			i, ok = uintField(b, i, &a.Addr)
+			a.Addr, i, ok = scanRaw(b, i)
 		case "Total Allocated":
-			i, ok = intField(b, i, &a.TotalAllocated)
+			a.TotalAllocated, i, ok = scanRaw(b, i)
 		case "Total Reserved":
-			i, ok = intField(b, i, &a.TotalReserved)
+			a.TotalReserved, i, ok = scanRaw(b, i)
 		case "Device Type":
 			i, ok = intField(b, i, &a.DeviceType)
 		case "Device Id":
 			i, ok = intField(b, i, &a.DeviceID)
 		case "External id":
 			i, ok = intField(b, i, &a.ExternalID)
+		case "external id":
+			i, ok = intField(b, i, &a.ExternalIDOld)
 		case "Sequence number":
 			i, ok = numField(b, i, &a.SeqNr)
 		case "Fwd thread id":
@@ -210,7 +212,7 @@ func scanArgs(b []byte, i int, a *rawArgs) (int, bool) {
 		case "device":
 			i, ok = intField(b, i, &a.Device)
 		case "stream":
-			i, ok = intField(b, i, &a.Stream)
+			a.Stream, i, ok = scanRaw(b, i)
 		case "name":
 			i, ok = strField(b, i, &a.MetaName)
 		default:
@@ -297,15 +299,6 @@ func intField(b []byte, i int, dst *int64) (int, bool) {
 		return j, true
 	}
 	v, j, ok := scanInt(b, i)
-	*dst = v
-	return j, ok
-}
-
-func uintField(b []byte, i int, dst *uint64) (int, bool) {
-	if j, null := nullAt(b, i); null {
-		return j, true
-	}
-	v, j, ok := scanUint(b, i)
 	*dst = v
 	return j, ok
 }
@@ -506,22 +499,6 @@ func scanInt(b []byte, i int) (int64, int, bool) {
 	}
 	if neg {
 		v = -v
-	}
-	return v, end, true
-}
-
-// scanUint reads a non-negative integer that fits uint64.
-func scanUint(b []byte, i int) (uint64, int, bool) {
-	if i < len(b) && b[i] == '-' {
-		return 0, 0, false
-	}
-	end, integer, ok := scanNumber(b, i)
-	if !ok || !integer || end-i > 19 {
-		return 0, 0, false
-	}
-	var v uint64
-	for _, c := range b[i:end] {
-		v = v*10 + uint64(c-'0')
 	}
 	return v, end, true
 }

@@ -107,7 +107,11 @@ func TestFastDecodeCorners(t *testing.T) {
 		{`[{"ts":"1.5"}]`, false},           // quoted number
 		{`[{"args":{"Bytes":1.5}}]`, false}, // fraction for an int
 		{`[{"args":{"Bytes":12345678901234567890}}]`, false},
-		{`[{"args":{"Addr":-1}}]`, false},
+		// Addr, the totals and stream are kept as text (absent must stay
+		// absent; ROCm writes "stream":"0x0"): any value is accepted
+		// and read where it holds an integer.
+		{`[{"args":{"Addr":-1}}]`, true},
+		{`[{"args":{"Addr":"0x10","stream":"0x0","Total Allocated":null}}]`, true},
 		{`[{"x":01}]`, false},
 		{`[{"x":[1,]}]`, false},
 		{`[{"x":1,}]`, false},

@@ -23,7 +23,14 @@ type Summary struct {
 	OOMEvents          int    `json:"oom_events"`
 	PeakAllocatedBytes int64  `json:"peak_allocated_bytes"`
 	PeakReservedBytes  int64  `json:"peak_reserved_bytes"`
-	Truncated          bool   `json:"truncated"`
+	// ReservedNotRecorded: the trace's [memory] events carry no Total
+	// Reserved (torch < 1.10), so PeakReservedBytes is no figure.
+	ReservedNotRecorded bool `json:"reserved_not_recorded,omitempty"`
+	// AllocatedFromWindowStart: no Total Allocated either, so
+	// PeakAllocatedBytes is the running sum of Bytes from the window's
+	// start, relative to what was allocated before it.
+	AllocatedFromWindowStart bool `json:"allocated_from_window_start,omitempty"`
+	Truncated                bool `json:"truncated"`
 }
 
 // Summarize computes the summary for one device (-1: the first GPU seen).
@@ -67,6 +74,10 @@ func Summarize(t *Trace, device int) Summary {
 		s.MemoryEvents++
 		s.PeakAllocatedBytes = max(s.PeakAllocatedBytes, e.TotalAllocated)
 		s.PeakReservedBytes = max(s.PeakReservedBytes, e.TotalReserved)
+	}
+	if s.MemoryEvents > 0 {
+		s.ReservedNotRecorded = t.MemorySchema.NoReserved
+		s.AllocatedFromWindowStart = t.MemorySchema.DerivedAllocated
 	}
 	s.ProfileMemory = t.Meta.ProfileMemory == 1 || len(t.Memory) > 0
 	s.OOMEvents = len(t.OOMs)

@@ -32,22 +32,55 @@ earlier run; <r> is the rank:
                                            short by an exception ends with #n.
   <run>_rank<r>.snapshot.pickle.gz         the CUDA caching allocator's snapshot with its
                                            allocation history (a gzipped pickle), dumped when the
-                                           block ends and when a torch.OutOfMemoryError escapes it
-                                           (the error is then re-raised unchanged).
+                                           profiled window ends (the history stops there, see
+                                           TORCHMEM_HISTORY), when the block ends with the history
+                                           on, and when a torch.OutOfMemoryError escapes it (the
+                                           error is then re-raised unchanged; between windows that
+                                           dump is <run>_rank<r>.oom.snapshot.pickle.gz, without
+                                           history).
   <run>_rank<r>.steps.jsonl                one JSON line per step() with the essentials of
                                            torch.cuda.memory_stats() (torch's own key names),
                                            written after prof.step(), outside the step it measures.
+  <run>_rank<r>.leak.snapshot.pickle.gz    on a leak alarm: the allocator history of the next
+                                           4 steps (2 periods and more for a periodic leak), each
+                                           marked ProfilerStep#n, so the snapshot alone names the
+                                           line that keeps the memory.
+  <run>_rank<r>.near_oom.snapshot.pickle.gz  on a near-OOM alarm: the snapshot at that step.
+
+The watchdog. Every step, LeakWatch reads the line just written to the steps log (the rule is in
+its docstring: allocated memory rising regularly for 6 consecutive steps, or by the same amount
+every p steps, at any size) and, the first time it concludes a leak, says so once in the training
+log (through logging's "torchmem" logger when the program configured logging, and on stderr):
+
+  torchmem: rank 0: LEAK: allocated memory grew 4.00 MB per step for 6 consecutive steps (steps
+  10-15, 155.05 MB now); captured the allocator history of steps 16-19, dumped after step 19 to
+  torchmem_out/<run>_rank0.leak.snapshot.pickle.gz; then run: torchmem analyze torchmem_out
+
+If memory then stays flat for 6 steps it says that too (a bounded buffer that filled up). When
+reserved memory first reaches TORCHMEM_NEAR_OOM (0.9) of what the process may use (the device's
+capacity times its set_per_process_memory_fraction), it says NEAR OOM with the figures and the
+lines holding the most (where the history knows them), dumps the snapshot and keeps the history
+on to the end, so an OOM that follows is dumped with who allocated what. Each alarm comes at most
+once per run and rank; only the ranks that alarm speak. Each also goes to
+TorchMemProfile(on_alarm=callable), called with a dict (kind "leak" or "near_oom", rank, step,
+files, message, and bytes_per_step and since_step, or used and limit), and to TORCHMEM_NOTIFY:
+a command run once per alarm without a shell, the message on its stdin and TORCHMEM_ALARM_KIND,
+_RANK, _STEP, _FILES in its environment (e.g. TORCHMEM_NOTIFY="mail -s torchmem me@example.com"
+or a script that posts to a chat channel); a failure of either is logged, never raised into
+training. Alarms capture on the rank that alarms, whatever TORCHMEM_RANKS says.
 
 What it costs (torch 2.11, H200; README has the figures; examples/record/snippet_overhead.py and
-history_cost.py measure them). On a GPU-bound model (an 8-layer LM at 46 ms a step) nothing
+watch_cost.py measure them). On a GPU-bound model (an 8-layer LM at 46 ms a step) nothing
 measurable: between profiled windows -0.2% to +0.2%, inside a window +1%. On a host-bound loop
-(a 4-layer LM at 8-9 ms a step, synchronized every step) the allocator history costs 8-10%
-between windows (0.7-0.8 ms a step, in alternating blocks of one process): torch takes the
-Python stack of every allocation (stacks="python", context="alloc"; TORCHMEM_CPP_STACKS=1 adds
-C++ frames: slower steps and dumps); without it (TORCHMEM_HISTORY=0) +4% or less, noise.
-Inside a window such a loop runs 2-2.5x as long (Python stacks, shapes, memory events). The
-history is a ring buffer of max_entries events (default 100000: a long run keeps its last steps)
-in host memory; its gzipped dump is a few MB and takes a fraction of a second. After the last
+(a 4-layer LM at 9-10 ms a step, synchronized every step, alternating blocks in one process)
+between windows -2.7% to +2.2% (noise) by default: the steps log, LeakWatch and the near-OOM
+check. The allocator history, which takes the Python stack of every allocation (stacks="python",
+context="alloc"; TORCHMEM_CPP_STACKS=1 adds C++ frames: slower steps and dumps), costs +9% to
++20% there, so by default it records only from the start through the profiled window and on an
+alarm; TORCHMEM_HISTORY=always keeps it on (a snapshot at the end and on an OOM with the whole
+run's history). Inside a window such a loop runs 2-2.5x as long (Python stacks, shapes, memory
+events). The history is a ring buffer of max_entries events (default 100000: a long run keeps
+its last steps) in host memory; its gzipped dump is a few MB and takes a fraction of a second. After the last
 profiled cycle the snippet has Kineto detach CUPTI (TEARDOWN_CUPTI=1 for that one stop, then the
 variable is unset again): left attached, CUPTI slowed every later kernel launch (+35% on the
 host-bound loop). It does not when TEARDOWN_CUPTI is already set, when torch keeps CUPTI for
@@ -70,33 +103,67 @@ can change them without editing code:
   TORCHMEM_TRACE=0                 no profiler (snapshot and steps.jsonl only)
   TORCHMEM_STACK=0, TORCHMEM_SHAPES=0
                                    profile without Python stacks / without input shapes
-  TORCHMEM_HISTORY=0               no allocator history and no snapshot
+  TORCHMEM_HISTORY=window|always|0 allocator history from the start through the profiled window
+                                   and on alarms (window, the default; with TORCHMEM_REPEAT=0 to
+                                   the end), all the time (always, also 1; history=True), or
+                                   never, and then no snapshot (0; history=False)
   TORCHMEM_CPP_STACKS=1            allocator history with C++ frames too (stacks="all"; slow)
   TORCHMEM_MAX_ENTRIES=n           allocator history length (default 100000)
   TORCHMEM_STEPS=0                 no steps.jsonl
   TORCHMEM_TEARDOWN_CUPTI=0        leave CUPTI attached after the last profiled cycle
+  TORCHMEM_WATCH=0                 no leak alarm (LeakWatch off)
+  TORCHMEM_ON_LEAK=snapshot|profile|off
+                                   what a leak alarm captures: the allocator history of the
+                                   next steps (snapshot, the default), that and a profile of the
+                                   next window (profile: a warm-up step, then TORCHMEM_ACTIVE
+                                   steps), or nothing (off)
+  TORCHMEM_NEAR_OOM=f              the near-OOM alarm at reserved >= f x the process's limit
+                                   (default 0.9; 0 turns it off)
+  TORCHMEM_NOTIFY="command args"   run once per alarm, the message on stdin (no shell)
 
 Under DDP each rank writes its own files; the rank comes from torch.distributed when it is
 initialized, else from the RANK / LOCAL_RANK environment variables. Without a usable GPU the
-profiler records the CPU only, no snapshot and no steps.jsonl are written, and a warning says so.
-Needs only torch (1.13 or newer; the allocator history needs 2.1 or newer).
+profiler records the CPU only, no snapshot and no steps.jsonl are written (so no alarms), and a
+warning says so. Needs only torch (1.13 or newer; the allocator history needs 2.1 or newer; the
+memory fraction counts in the near-OOM limit where torch has
+get_per_process_memory_fraction).
 """
 
 import atexit
 import gzip
 import json
+import logging
 import os
 import pickle
 import re
+import shlex
 import shutil
 import socket
+import subprocess
 import sys
+import threading
 import time
 import warnings
 
-import torch
+try:
+    import torch
+except ModuleNotFoundError as _err:  # pip users: the wheel installs without torch
+    if _err.name != "torch":
+        raise
+    raise ModuleNotFoundError(
+        "torchmem_profile records what torch does, so it needs torch, which is not installed "
+        "here: install it (https://pytorch.org/get-started/locally/); the torchmem command "
+        "itself needs no torch",
+        name="torch",
+    ) from _err
 
-__all__ = ["TorchMemProfile", "torchmem_profile", "TorchMemCallback", "TorchMemLightningCallback"]
+__all__ = [
+    "TorchMemProfile",
+    "torchmem_profile",
+    "LeakWatch",
+    "TorchMemCallback",
+    "TorchMemLightningCallback",
+]
 
 # The memory_stats() keys written per step: current and peak figures of the allocator, the
 # counters that say the allocator struggled (retries flush the cache; ooms are failures), and
@@ -142,6 +209,46 @@ def _env_int(name, default):
     except ValueError:
         warnings.warn("torchmem_profile: %s=%r is not an integer; using %r" % (name, value, default))
         return default
+
+
+def _env_float(name, default):
+    value = os.environ.get(name)
+    if value is None or value.strip() == "":
+        return float(default)
+    try:
+        return float(value)
+    except ValueError:
+        warnings.warn("torchmem_profile: %s=%r is not a number; using %r" % (name, value, default))
+        return float(default)
+
+
+def _choice(name, argument, choices, default):
+    value = os.environ.get(name)
+    value = (value if value is not None else argument if argument is not None else default)
+    value = str(value).strip().lower()
+    if value in _FALSE_WORDS:
+        value = "off"
+    if value not in choices:
+        warnings.warn("torchmem_profile: %s=%r is not one of %s; using %s" % (name, value, ", ".join(choices), default))
+        return default
+    return value
+
+
+def _history_mode(value):
+    """TORCHMEM_HISTORY / history=: "window" (default), "always" (also True, 1) or "off" (False, 0)."""
+    if value is None:
+        return "window"
+    if isinstance(value, bool):
+        return "always" if value else "off"
+    text = str(value).strip().lower()
+    if text in _FALSE_WORDS:
+        return "off"
+    if text in ("window", "windows"):
+        return "window"
+    if text in ("1", "true", "yes", "on", "always", "all"):
+        return "always"
+    warnings.warn("torchmem_profile: TORCHMEM_HISTORY=%r is not window, always or 0; using window" % (value,))
+    return "window"
 
 
 def parse_ranks(text):
@@ -240,6 +347,255 @@ def _read_memory_stats(device):
     return out
 
 
+# ----- the watchdog: leak and near-OOM alarms (pure Python, no torch calls) -------------------
+
+# LeakWatch's rule (the step-log form of torchmem's regularity rule; see LeakWatch).
+LEAK_WATCH_STEPS = 6
+# Longest period LeakWatch looks for (gradient accumulation, an evaluation every few steps).
+LEAK_WATCH_MAX_PERIOD = 8
+# Steps of allocator history recorded after a leak alarm before the snapshot is dumped: enough
+# for torchmem's per-site rule (3 consecutive steps) to name the line that keeps the memory.
+LEAK_CAPTURE_STEPS = 4
+DEFAULT_NEAR_OOM = 0.9
+
+# Keys a steps log may spell allocated bytes with: the snippet's own (memory_stats()) first.
+_ALLOCATED_KEYS = ("allocated_bytes.all.current", "allocated", "memory_allocated", "allocated_bytes")
+
+
+def format_bytes(n):
+    """Bytes as torch prints them (1024-based, "MB" meaning MiB), like torchmem's tables."""
+    a = abs(n)
+    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if a >= size:
+            return "%.2f %s" % (n / size, unit)
+    return "%d B" % n
+
+
+def _steady(rises):
+    # The same test as torchmem's per-site rule (rules/leak): no rise more than twice another.
+    return max(rises) <= 2 * min(rises)
+
+
+def _accelerating(rises):
+    # Each step keeps more than the one before and the last at least 1.5 times the first
+    # (k tensors kept at step k): rules/leak's "increasing".
+    if len(rises) < 3:
+        return False
+    return all(b > a for a, b in zip(rises, rises[1:])) and 2 * rises[-1] >= 3 * rises[0]
+
+
+class LeakWatch:
+    """Says "leak" from the steps log as it is written, one record at a time.
+
+    observe(record) takes one steps.jsonl record (the dict TorchMemProfile writes: "step" and
+    "allocated_bytes.all.current"; "allocated" and "memory_allocated" are read too) and returns
+    the alarm text the first time it concludes a leak, else None. No torch calls: it runs on any
+    log, anywhere.
+
+    The rule, torchmem's regularity rule on a steps log (evidence of regularity, not of size):
+    allocated memory at the step boundary rose in each of the last `steps` (6) consecutive
+    steps, and those rises are regular: no rise more than twice another (steady), or each
+    larger than the one before (accelerating). Any size counts; a fall or a step without a
+    rise starts the count again. So a leak alarms at its 6th rise: step 6 or 7 of the leak
+    (the rise into step 0 is not seen).
+
+    Periodic: on a background that repeats every p steps (2 to 8: gradient accumulation, an
+    evaluation every p steps), or a leak that keeps memory once every p steps, the rise over
+    p steps is what repeats: it alarms when the rise over the last p steps was positive and
+    the same (within 10%) at each of 6+p-2 consecutive steps. A regular leak on a flat
+    background meets the first form first.
+
+    Not leaks: warm-up and one-time allocations (optimizer state, a compile, a cache that
+    fills once) rise once or irregularly; evaluation spikes fall back; a cache or a bounded
+    queue that fills for 5 steps or fewer stops before the count. A buffer that fills
+    regularly for 6 steps or more cannot be told from a leak while it fills; stopped() says
+    when the growth stopped after an alarm (TorchMemProfile then says so in the log). The
+    per-site rule of a trace or snapshot needs 3 steps because it sees which line keeps the
+    memory; a steps log sees only the total, hence twice as many.
+    """
+
+    def __init__(self, steps=LEAK_WATCH_STEPS):
+        self.steps = max(int(steps), 3)
+        self.alarmed = False
+        # Set when the alarm fires: the leak's figures.
+        self.bytes_per_step = None
+        self.bytes_per_period = None  # bytes kept per period (= per step when period is 1)
+        self.since_step = None  # the first step whose rise is part of the leak
+        self.alarm_step = None
+        self.allocated = None
+        self.stopped_step = None  # after an alarm: the step from which memory stopped rising
+        self._last = None  # (step, allocated) of the previous record
+        self._rises = []  # (step, rise) of the current run of regular rises
+        self._flat = 0  # after an alarm: consecutive steps without a rise
+        self._values = []  # allocated bytes of the last consecutive steps (for periods)
+        self.period = 1  # the period the alarm was found at
+
+    def observe(self, record):
+        step, value = record.get("step"), None
+        for key in _ALLOCATED_KEYS:
+            if isinstance(record.get(key), (int, float)) and not isinstance(record.get(key), bool):
+                value = int(record[key])
+                break
+        if value is None or not isinstance(step, int) or isinstance(step, bool):
+            return None
+        last, self._last = self._last, (step, value)
+        if last is None or step != last[0] + 1:
+            self._rises = []  # the first record, a gap or a restart: nothing to compare
+            self._values = [value]
+            return None
+        self._values.append(value)
+        del self._values[: max(0, len(self._values) - (self.steps + 2 * LEAK_WATCH_MAX_PERIOD))]
+        rise = value - last[1]
+        if self.alarmed:
+            self._flat = self._flat + 1 if rise <= 0 else 0
+            if self.stopped_step is None and self._flat >= self.steps:
+                self.stopped_step = step - self.steps + 1
+            return None
+        if rise <= 0:
+            self._rises = []
+            return self._periodic(step, value)
+        self._rises.append((step, rise))
+        # Keep the longest regular run that ends here (bounded: only its length matters).
+        del self._rises[: max(0, len(self._rises) - 4 * self.steps)]
+        while len(self._rises) > 1:
+            values = [r for _, r in self._rises]
+            if _steady(values) or _accelerating(values):
+                break
+            del self._rises[0]
+        if len(self._rises) < self.steps:
+            return self._periodic(step, value)
+        values = sorted(r for _, r in self._rises)
+        median = values[len(values) // 2]
+        near = [r for r in values if 9 * median <= 10 * r <= 11 * median]
+        self.alarmed = True
+        self.bytes_per_step = self.bytes_per_period = sum(near) // len(near) if near else median
+        self.since_step = self._rises[0][0]
+        self.alarm_step = step
+        self.allocated = value
+        return self.message()
+
+    def _periodic(self, step, value):
+        vals = self._values
+        for p in range(2, LEAK_WATCH_MAX_PERIOD + 1):
+            need = self.steps + p - 2  # rises over p steps, one per step
+            if len(vals) < need + p:
+                break
+            if vals[-1] - vals[-1 - p] <= 0:
+                continue  # no rise over the last p steps (flat memory ends here, cheaply)
+            rises = [vals[i] - vals[i - p] for i in range(len(vals) - need, len(vals))]
+            low = min(rises)
+            if low > 0 and 10 * max(rises) <= 11 * low:
+                self.alarmed = True
+                self.period = p
+                self.bytes_per_period = sum(rises) // len(rises)
+                self.bytes_per_step = (self.bytes_per_period + p // 2) // p
+                self.since_step = step - need + 1
+                self.alarm_step = step
+                self.allocated = value
+                return self.message()
+        return None
+
+    def message(self):
+        """The alarm's text (None before the alarm)."""
+        if not self.alarmed:
+            return None
+        n = self.alarm_step - self.since_step + 1
+        every = ""
+        if self.period > 1:
+            every = " (%s every %d steps)" % (format_bytes(self.bytes_per_period), self.period)
+        return (
+            "LEAK: allocated memory grew %s per step%s for %d consecutive steps (steps %d-%d, "
+            "%s now)"
+            % (format_bytes(self.bytes_per_step), every, n, self.since_step, self.alarm_step, format_bytes(self.allocated))
+        )
+
+    def stopped(self):
+        """After an alarm: the step from which memory stopped rising for `steps` steps, or None."""
+        return self.stopped_step
+
+
+NOTIFY_TIMEOUT_S = 60
+_log = logging.getLogger("torchmem")
+
+
+def _say(message):
+    """One line in the training log: through logging when the program configured it, and on
+    stderr unless a handler already writes there."""
+    on_stderr = False
+    if _log.hasHandlers() and _log.isEnabledFor(logging.WARNING):
+        _log.warning(message)
+        logger = _log
+        while logger is not None:
+            for handler in logger.handlers:
+                if getattr(handler, "stream", None) in (sys.stderr, sys.__stderr__):
+                    on_stderr = True
+            logger = logger.parent if logger.propagate else None
+    if not on_stderr:
+        try:
+            sys.stderr.write(message + "\n")
+            sys.stderr.flush()
+        except Exception:
+            pass
+
+
+def _notify(command, alarm):
+    """Runs TORCHMEM_NOTIFY's command once for an alarm, without a shell, in a thread of its
+    own: the message on stdin, the figures in TORCHMEM_ALARM_* variables. A failure is logged,
+    never raised into training."""
+
+    def run():
+        try:
+            args = shlex.split(command)
+            env = dict(os.environ)
+            env.update(
+                TORCHMEM_ALARM_KIND=str(alarm["kind"]),
+                TORCHMEM_ALARM_RANK=str(alarm["rank"]),
+                TORCHMEM_ALARM_STEP=str(alarm["step"]),
+                TORCHMEM_ALARM_FILES=os.pathsep.join(alarm["files"]),
+            )
+            done = subprocess.run(
+                args,
+                input=(alarm["message"] + "\n").encode("utf-8", "replace"),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                env=env,
+                timeout=NOTIFY_TIMEOUT_S,
+            )
+            if done.returncode != 0:
+                tail = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
+                _say("torchmem: TORCHMEM_NOTIFY command %r exited %d %s" % (command, done.returncode, tail[0][:200]))
+        except Exception as err:
+            _say("torchmem: TORCHMEM_NOTIFY command %r failed: %r" % (command, err))
+
+    thread = threading.Thread(target=run, name="torchmem-notify")
+    thread.start()
+    return thread
+
+
+def _top_holders(snapshot, n=3):
+    """The n lines holding the most live memory in an allocator snapshot, from the stacks the
+    allocator history gave its blocks, and the live bytes allocated with no stack recorded."""
+    held = {}
+    for segment in snapshot.get("segments", []):
+        for block in segment.get("blocks", []):
+            if block.get("state") != "active_allocated":
+                continue
+            frames = block.get("frames") or []
+            where = None
+            for frame in frames:  # the innermost frame outside torch itself
+                name = str(frame.get("filename", ""))
+                if name and "/torch/" not in name and not name.startswith("<"):
+                    where = "%s:%s" % (os.path.basename(name), frame.get("line"))
+                    break
+            if where is None and frames:
+                where = "%s:%s" % (os.path.basename(str(frames[0].get("filename", "?"))), frames[0].get("line"))
+            if where is None:
+                where = ""  # allocated while the history was off: no stack
+            held[where] = held.get(where, 0) + int(block.get("size", 0))
+    unknown = held.pop("", 0)
+    return sorted(held.items(), key=lambda kv: -kv[1])[:n], unknown
+
+
 def _teardown_safe():
     """Whether detaching CUPTI after profiling is safe here, by torch's own rules.
 
@@ -283,6 +639,11 @@ class TorchMemProfile:
         cpp_stacks=None,
         ranks=None,
         teardown_cupti=None,
+        watch=None,
+        on_leak=None,
+        near_oom=None,
+        notify=None,
+        on_alarm=None,
     ):
         def pick(env_name, argument, default, parse):
             fallback = default if argument is None else argument
@@ -298,11 +659,16 @@ class TorchMemProfile:
         self.trace = pick("TORCHMEM_TRACE", trace, True, _env_bool)
         self.with_stack = pick("TORCHMEM_STACK", with_stack, True, _env_bool)
         self.record_shapes = pick("TORCHMEM_SHAPES", record_shapes, True, _env_bool)
-        self.history = pick("TORCHMEM_HISTORY", history, True, _env_bool)
+        self.history = _history_mode(os.environ.get("TORCHMEM_HISTORY", history))
         self.cpp_stacks = pick("TORCHMEM_CPP_STACKS", cpp_stacks, False, _env_bool)
         self.max_entries = pick("TORCHMEM_MAX_ENTRIES", max_entries, 100000, _env_int)
         self.steps_log = pick("TORCHMEM_STEPS", steps_log, True, _env_bool)
         self.teardown_cupti = pick("TORCHMEM_TEARDOWN_CUPTI", teardown_cupti, True, _env_bool)
+        self.watch = pick("TORCHMEM_WATCH", watch, True, _env_bool)
+        self.on_leak = _choice("TORCHMEM_ON_LEAK", on_leak, ("snapshot", "profile", "off"), "snapshot")
+        self.near_oom = _env_float("TORCHMEM_NEAR_OOM", DEFAULT_NEAR_OOM if near_oom is None else near_oom)
+        self.notify = os.environ.get("TORCHMEM_NOTIFY", notify or "").strip() or None
+        self.on_alarm = on_alarm
         self._teardown_env = os.environ.get("TEARDOWN_CUPTI")  # set by the user: left alone
         ranks_text = os.environ.get("TORCHMEM_RANKS") or (DEFAULT_RANKS if ranks is None else ranks)
         if not isinstance(ranks_text, str):  # a list or set of ints
@@ -323,6 +689,14 @@ class TorchMemProfile:
         self._history_on = False
         self._steps_file = None
         self._device = None
+        self._leak_watch = LeakWatch() if self.watch else None
+        self._leak_capture = None  # (path, dump at step) while the on-leak history records
+        self._keep_history = False  # after a near-OOM alarm: history on until the end
+        self._step_range = None  # the ProfilerStep#n range open during an on-leak capture
+        self._near_oom_done = not (self.near_oom and 0 < self.near_oom)
+        self._capacity = None
+        self._notifiers = []
+        self.alarms = []  # the alarm dicts given to on_alarm, in order
 
     # ----- naming -------------------------------------------------------------------------
 
@@ -353,27 +727,39 @@ class TorchMemProfile:
                 "no allocator snapshot and no steps.jsonl"
             )
         self.profiled_rank = self.ranks is None or _rank() in self.ranks
-        if self.profiled_rank and self.cuda and self.history:
+        if self.profiled_rank and self.cuda and self.history != "off":
             self._start_history()
         if self.profiled_rank and self.trace:
             self._start_profiler()
         return self
 
+    def _schedule_end(self):
+        """The step count at which the last profiled cycle ends; None when cycles never end."""
+        if self.repeat <= 0:
+            return None
+        return self.skip_first + self.repeat * (self.wait + self.warmup + self.active)
+
     def __exit__(self, exc_type, exc, tb):
         if not self.enabled:
             return False
         oom = _is_oom(exc)
-        if oom and self._history_on:
+        if oom and self.cuda and self.history != "off" and self.profiled_rank:
             sys.stderr.write("torchmem_profile: out of memory; dumping the allocator snapshot\n")
         # Snapshot first: the oom entry is then the last thing in its history, and stopping the
         # profiler (which exports the partial cycle) cannot evict it.
+        if self._leak_capture is not None:
+            self._finish_leak_capture()
         if self._history_on:
             self.dump_snapshot()
             self._stop_history()
+        elif oom and self.cuda and self.history != "off" and self.profiled_rank:
+            # Between windows the history is off: the segments still show what was reserved.
+            self.dump_snapshot(".oom.snapshot.pickle.gz")
         self._stop_profiler(exc_type, exc, tb)
         if self._steps_file is not None:
             self._steps_file.close()
             self._steps_file = None
+        self._join_notifiers()
         if self.written:
             sys.stderr.write(
                 "torchmem_profile: wrote %d file(s) to %s\n" % (len(self.written), self.out_dir)
@@ -399,39 +785,86 @@ class TorchMemProfile:
                 # after it run as if it never was.
                 self._stop_profiler(None, None, None)
                 self._settle_teardown()
+        if self._leak_capture is not None:
+            self._end_step_range()
+            if self.step_num >= self._leak_capture[1]:
+                self._finish_leak_capture()
+            else:
+                self._begin_step_range()
+        if (
+            self._history_on
+            and self.history == "window"
+            and not self._keep_history
+            and self._leak_capture is None
+            and self._schedule_end() is not None
+            and self.step_num >= self._schedule_end()
+        ):
+            # The profiled window is over: its history goes to the snapshot, and the steps
+            # after it run without taking a stack per allocation (the costly part).
+            self.dump_snapshot()
+            self._stop_history()
         # After prof.step(): the profiled step has ended, so its trace never shows this write.
-        if self.cuda and self.steps_log:
-            self._write_step_stats(finished)
+        if self.cuda and (self.steps_log or self._leak_watch is not None or not self._near_oom_done):
+            record = self._step_record(finished)
+            if record is None:
+                return
+            if self.steps_log:
+                self._write_step_stats(record)
+            watch = self._leak_watch
+            if watch is not None:
+                stopped = watch.stopped()
+                text = watch.observe(record)
+                if text is not None:
+                    self._leak_alarm(text, record)
+                elif stopped is None and watch.stopped() is not None:
+                    _say(
+                        "torchmem: rank %d: allocated memory stopped growing at step %d and stayed "
+                        "flat for %d steps (%s now): the LEAK alarm of step %d looks like a buffer "
+                        "that filled up; torchmem analyze %s tells"
+                        % (record.get("rank", 0), watch.stopped(), watch.steps, format_bytes(watch._last[1]),
+                           watch.alarm_step, self.out_dir)
+                    )
+            if not self._near_oom_done:
+                self._check_near_oom(record)
 
     # ----- profiler -----------------------------------------------------------------------
 
-    def _start_profiler(self):
+    def _start_profiler(self, at_step=None):
+        """Starts the profiler: the configured schedule, or (at_step, a trigger) one cycle of a
+        warm-up step and `active` steps from step at_step, numbered as the run's steps."""
         from torch.profiler import ProfilerActivity, profile, schedule
 
         activities = [ProfilerActivity.CPU]
         if self.cuda:
             activities.append(ProfilerActivity.CUDA)
-        self._cycles_end = None
-        if self.repeat > 0:
-            self._cycles_end = self.skip_first + self.repeat * (self.wait + self.warmup + self.active)
+        if at_step is None:
+            wait, warmup, repeat, skip_first = self.wait, self.warmup, self.repeat, self.skip_first
+            self._cycles_end = self._schedule_end()
+        else:
+            wait, warmup, repeat, skip_first = 0, 1, 1, at_step
+            self._cycles_end = at_step + 1 + self.active
         # "Profiler clears events at the end of each cycle": each cycle is exported on its own,
         # so torch's warning (given at a cycle's end) says nothing to the user.
         warnings.filterwarnings("ignore", message=".*clears events at the end of each cycle")
-        self._prof = profile(
-            activities=activities,
-            schedule=schedule(
-                wait=self.wait,
-                warmup=self.warmup,
-                active=self.active,
-                repeat=self.repeat,
-                skip_first=self.skip_first,
-            ),
-            on_trace_ready=self._export_trace,
-            profile_memory=True,
-            with_stack=self.with_stack,
-            record_shapes=self.record_shapes,
-        )
-        self._prof.__enter__()
+        try:
+            prof = profile(
+                activities=activities,
+                schedule=schedule(wait=wait, warmup=warmup, active=self.active, repeat=repeat, skip_first=skip_first),
+                on_trace_ready=self._export_trace,
+                profile_memory=True,
+                with_stack=self.with_stack,
+                record_shapes=self.record_shapes,
+            )
+            if at_step is not None:
+                # ProfilerStep#n and the file name count the run's steps, not this profiler's.
+                prof.step_num = at_step
+                prof.current_action = prof.schedule(at_step)
+            prof.__enter__()
+        except Exception as err:
+            warnings.warn("torchmem_profile: starting the profiler failed: %r" % (err,))
+            return False
+        self._prof = prof
+        return True
 
     def _set_teardown(self, on):
         # A TEARDOWN_CUPTI the user set wins.
@@ -532,10 +965,17 @@ class TorchMemProfile:
         """Dump the allocator snapshot now, gzipped (also done at the end and on OOM)."""
         if not self.cuda:
             return None
+        try:
+            snapshot = torch.cuda.memory._snapshot()
+        except Exception as err:
+            warnings.warn("torchmem_profile: taking the snapshot failed: %r" % (err,))
+            return None
+        return self._write_snapshot(snapshot, suffix)
+
+    def _write_snapshot(self, snapshot, suffix):
         path = self._path(suffix)
         partial = path + ".partial"
         try:
-            snapshot = torch.cuda.memory._snapshot()
             opener = gzip.open if path.endswith(".gz") else open
             with opener(partial, "wb") as f:
                 pickle.dump(snapshot, f)
@@ -552,7 +992,22 @@ class TorchMemProfile:
 
     # ----- steps.jsonl --------------------------------------------------------------------
 
-    def _write_step_stats(self, step):
+    def _step_record(self, step):
+        """The steps log's record of a finished step: memory_stats() essentials."""
+        try:
+            if self._device is None:
+                self._device = torch.cuda.current_device()
+            line = {"step": step, "time": time.time(), "rank": _rank(), "device": self._device}
+            line.update(_read_memory_stats(self._device))
+            return line
+        except Exception as err:
+            warnings.warn("torchmem_profile: reading memory stats failed: %r" % (err,))
+            self.steps_log = False
+            self._leak_watch = None
+            self._near_oom_done = True
+            return None
+
+    def _write_step_stats(self, record):
         try:
             if self._steps_file is None:
                 path = self._path(".steps.jsonl")
@@ -560,13 +1015,155 @@ class TorchMemProfile:
                 # every finished step on disk.
                 self._steps_file = open(path, "a", buffering=1)
                 self._note(path)
-                self._device = torch.cuda.current_device()
-            line = {"step": step, "time": time.time(), "rank": _rank(), "device": self._device}
-            line.update(_read_memory_stats(self._device))
-            self._steps_file.write(json.dumps(line) + "\n")
+            self._steps_file.write(json.dumps(record) + "\n")
         except Exception as err:
             warnings.warn("torchmem_profile: writing step stats failed: %r" % (err,))
             self.steps_log = False
+
+    # ----- alarms: leak, near-OOM ---------------------------------------------------------
+
+    def _leak_alarm(self, text, record):
+        watch = self._leak_watch
+        files, captured = [], []
+        if self.on_leak != "off" and self.history != "off":
+            if self._history_on:
+                # The history already runs (a window, always, a near-OOM): dump it now.
+                path = self.dump_snapshot(".leak.snapshot.pickle.gz")
+                if path:
+                    files.append(path)
+                    captured.append("the allocator snapshot with its history: %s" % path)
+            else:
+                self._start_history()
+                if self._history_on:
+                    # A periodic leak keeps memory once a period: capture two of them and more.
+                    steps = max(LEAK_CAPTURE_STEPS, 2 * watch.period + 1)
+                    path = self._path(".leak.snapshot.pickle.gz")
+                    self._leak_capture = (".leak.snapshot.pickle.gz", self.step_num + steps)
+                    self._begin_step_range()
+                    files.append(path)
+                    captured.append(
+                        "the allocator history of steps %d-%d, dumped after step %d to %s"
+                        % (self.step_num, self.step_num + steps - 1, self.step_num + steps - 1, path)
+                    )
+        if self.on_leak == "profile" and self.trace and self._prof is None:
+            first = self.step_num + 1  # one warm-up step, then the window
+            if self._start_profiler(at_step=self.step_num):
+                path = self._path("_step%d.pt.trace.json.gz" % (first + self.active))
+                files.append(path)
+                captured.append("a profile of steps %d-%d: %s" % (first, first + self.active - 1, path))
+        what = "; captured " + " and ".join(captured) if captured else ""
+        message = "torchmem: rank %d: %s%s; then run: torchmem analyze %s" % (
+            record.get("rank", 0), text, what, self.out_dir)
+        self._alarm(
+            "leak",
+            record,
+            message,
+            files,
+            bytes_per_step=watch.bytes_per_step,
+            since_step=watch.since_step,
+            allocated=watch.allocated,
+        )
+
+    def _begin_step_range(self):
+        """Marks the coming step as ProfilerStep#n in the allocator history (torch records
+        record_function ranges there while the history runs), so the on-leak snapshot cuts
+        into steps by itself, as one taken in a profiled window does."""
+        try:
+            self._step_range = torch.autograd.profiler.record_function("ProfilerStep#%d" % self.step_num)
+            self._step_range.__enter__()
+        except Exception:
+            self._step_range = None
+
+    def _end_step_range(self):
+        step_range, self._step_range = self._step_range, None
+        if step_range is not None:
+            try:
+                step_range.__exit__(None, None, None)
+            except Exception:
+                pass
+
+    def _finish_leak_capture(self):
+        suffix, _ = self._leak_capture
+        self._leak_capture = None
+        self._end_step_range()
+        if self._history_on:
+            self.dump_snapshot(suffix)
+            if self.history == "window" and not self._keep_history:
+                self._stop_history()
+
+    def _memory_limit(self):
+        """What this process may use: the device's capacity times its memory fraction."""
+        if self._capacity is None:
+            self._capacity = int(torch.cuda.get_device_properties(self._device).total_memory)
+        fraction = 1.0
+        getter = getattr(torch.cuda.memory, "get_per_process_memory_fraction", None)  # recent torch only
+        if getter is not None:
+            try:
+                fraction = float(getter(self._device))
+            except Exception:
+                pass
+        return int(self._capacity * min(max(fraction, 0.0), 1.0)), fraction
+
+    def _check_near_oom(self, record):
+        try:
+            limit, fraction = self._memory_limit()
+        except Exception:
+            self._near_oom_done = True
+            return
+        reserved = max(record.get("reserved_bytes.all.current", 0), record.get("reserved_bytes.all.peak", 0))
+        if limit <= 0 or reserved < self.near_oom * limit:
+            return
+        self._near_oom_done = True
+        files, holders, unknown, snap_note = [], None, 0, ""
+        if self.history != "off":
+            path = None
+            try:
+                snapshot = torch.cuda.memory._snapshot()
+                holders, unknown = _top_holders(snapshot)
+                path = self._write_snapshot(snapshot, ".near_oom.snapshot.pickle.gz")
+            except Exception as err:
+                warnings.warn("torchmem_profile: near-OOM snapshot failed: %r" % (err,))
+            if path:
+                files.append(path)
+                snap_note = "; snapshot: %s" % path
+            if not self._history_on:
+                self._start_history()
+            self._keep_history = True  # an OOM that follows is dumped with who allocated what
+        what = "the device's capacity" if fraction >= 1.0 else "%.3g of the device's %s (set_per_process_memory_fraction)" % (fraction, format_bytes(self._capacity))
+        held = ""
+        if holders:
+            held = "; top holders: " + ", ".join("%s %s" % (where, format_bytes(n)) for where, n in holders)
+        if unknown:
+            held += "; %s allocated while the allocator history was off (no line; it records from now on)" % format_bytes(unknown)
+        message = (
+            "torchmem: rank %d: NEAR OOM at step %d: reserved %s of %s this process may use (%.0f%%, %s; "
+            "allocated %s, peak %s)%s%s; then run: torchmem analyze %s"
+            % (
+                record.get("rank", 0), record["step"], format_bytes(reserved), format_bytes(limit), 100.0 * reserved / limit, what,
+                format_bytes(record.get("allocated_bytes.all.current", 0)), format_bytes(record.get("allocated_bytes.all.peak", 0)),
+                held, snap_note, self.out_dir,
+            )
+        )
+        self._alarm("near_oom", record, message, files, used=reserved, limit=limit)
+
+    def _alarm(self, kind, record, message, files, **figures):
+        alarm = {"kind": kind, "rank": record.get("rank", 0), "step": record.get("step"), "files": list(files), "message": message}
+        alarm.update(figures)
+        self.alarms.append(alarm)
+        _say(message)
+        if self.on_alarm is not None:
+            try:
+                self.on_alarm(dict(alarm))
+            except Exception as err:  # a broken hook must not stop training
+                _say("torchmem: on_alarm raised %r" % (err,))
+        if self.notify:
+            self._notifiers.append(_notify(self.notify, alarm))
+
+    def _join_notifiers(self, timeout=NOTIFY_TIMEOUT_S):
+        deadline = time.time() + timeout
+        for thread in self._notifiers:
+            thread.join(max(0.0, deadline - time.time()))
+        self._notifiers = [t for t in self._notifiers if t.is_alive()]
 
 
 def torchmem_profile(**kwargs):

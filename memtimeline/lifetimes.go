@@ -38,12 +38,15 @@ type Lifetime struct {
 }
 
 // Lifetimes pairs every GPU allocation with its free. device selects one
-// GPU index, -1 all. Lifetimes come out in allocation (or free) time order.
+// GPU index, -1 all. Events without Addr (torch < 1.10) have no lifetime
+// (Trace.MemorySchema.WithoutAddr counts them). Lifetimes come out in allocation (or free) time order.
 func Lifetimes(t *chrometrace.Trace, device int) []Lifetime {
 	idx := make([]int32, 0, len(t.Memory))
 	for i := range t.Memory {
 		e := &t.Memory[i]
-		if e.DeviceType.IsGPU() && (device < 0 || int(e.DeviceID) == device) && e.Bytes != 0 {
+		// An event without Addr (torch < 1.10) pairs with nothing: it is
+		// left out rather than paired at address 0.
+		if e.DeviceType.IsGPU() && (device < 0 || int(e.DeviceID) == device) && e.Bytes != 0 && e.Fields&chrometrace.MemAddr != 0 {
 			idx = append(idx, int32(i))
 		}
 	}

@@ -250,6 +250,16 @@ func CompositionAt(t *chrometrace.Trace, attr *chrometrace.Attribution, lts []Li
 	}
 	spans := phaseSpans(t)
 	c.Phase = phaseAt(t, spans, ts)
+	if n := t.MemorySchema.WithoutAddr; n > 0 {
+		// Without Addr (torch < 1.10) no block is followed to its free:
+		// what is alive, by line, operator or category, is not recorded.
+		c.ByLine, c.ByOperator, c.ByCategory, c.Estimated = []Share{}, []Share{}, []Share{}, false
+		c.Note = fmt.Sprintf("%d memory events record no Addr (torch before 1.10): what is alive at this moment, by line, operator or category, is not recorded", n)
+		if t.MemorySchema.DerivedAllocated {
+			c.Note += "; the allocated figure is the running sum of the window's events, relative to its start"
+		}
+		return c
+	}
 
 	lines := map[string]*Share{}
 	ops := map[string]*Share{}

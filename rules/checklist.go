@@ -114,7 +114,7 @@ func Checklist(v Verdict, fs []Finding) []CheckItem {
 	switch v.Leak.Verdict {
 	case leak.VerdictLeak:
 		leakItem.Status = CheckFail
-		leakItem.Detail = fmt.Sprintf("%s per step", memtimeline.FormatBytes(v.Leak.BytesPerStep))
+		leakItem.Detail = v.Leak.Figure()
 		if v.Leak.Kind != "" {
 			leakItem.Detail += " (" + v.Leak.Kind + ")"
 		}
@@ -197,6 +197,9 @@ func Checklist(v Verdict, fs []Finding) []CheckItem {
 	top := CheckItem{ID: "top-five-ops", Item: "Top five operators' share of memory held at the peak (80% or more: start with them)", Rules: []string{RuleOpSelfLimit, "memory.top-ops-share"}}
 	if len(withMemory) == 0 {
 		top.Status, top.Detail, top.Record = CheckNotMeasurable, "no trace with GPU memory events", recordTrace
+	} else if n := withoutAddr(withMemory[0]); n > 0 {
+		// What each operator holds at the peak pairs blocks by address.
+		top.Status, top.Detail, top.Record = CheckNotMeasurable, fmt.Sprintf("%d memory events record no Addr (torch before 1.10): what each operator holds at the peak is not recorded", n), recordTrace
 	} else {
 		hs, peak := withMemory[0].OpHoldings()
 		hs = slices.Clone(hs)
@@ -252,4 +255,13 @@ func Checklist(v Verdict, fs []Finding) []CheckItem {
 	}
 	add(logs)
 	return out
+}
+
+// withoutAddr counts the input's GPU memory events that record no Addr
+// (torch < 1.10); 0 for an input read as a summary.
+func withoutAddr(in *Input) int64 {
+	if in.Trace == nil {
+		return 0
+	}
+	return in.Trace.MemorySchema.WithoutAddr
 }

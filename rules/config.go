@@ -12,6 +12,8 @@ import (
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/lexer"
 	"github.com/goccy/go-yaml/token"
+
+	"github.com/torchmem/torchmem/memtimeline"
 )
 
 // Config is the torchmem.yaml a project keeps beside its CI job:
@@ -32,9 +34,37 @@ type Config struct {
 
 // RuleConfig overrides one rule's defaults.
 type RuleConfig struct {
-	Threshold *float64 `yaml:"threshold"`
+	Threshold *Threshold `yaml:"threshold"`
 	Severity  string   `yaml:"severity"`
 	Disabled  bool     `yaml:"disabled"`
+}
+
+// Threshold is a rule's threshold as a config writes it: a number in the
+// rule's unit, or for a rule in bytes a size in the one size syntax
+// ("2MiB", "512KiB", "1.5GB": memtimeline.ParseBytes).
+type Threshold struct {
+	Value float64
+	// Size is the text when it was written as a size with a unit.
+	Size string
+}
+
+// UnmarshalYAML reads a number, or a size string.
+func (t *Threshold) UnmarshalYAML(unmarshal func(any) error) error {
+	var v float64
+	if err := unmarshal(&v); err == nil {
+		t.Value, t.Size = v, ""
+		return nil
+	}
+	var s string
+	if err := unmarshal(&s); err != nil {
+		return errors.New("threshold: want a number, or a size such as 2MiB")
+	}
+	n, err := memtimeline.ParseBytes(s)
+	if err != nil {
+		return fmt.Errorf("threshold: %w", err)
+	}
+	t.Value, t.Size = float64(n), s
+	return nil
 }
 
 // Bounds on a config file. A real torchmem.yaml is a few hundred bytes and
@@ -79,8 +109,8 @@ func ParseConfig(r io.Reader) (*Config, error) {
 		return nil, fmt.Errorf("diff.fail_if has %d conditions (at most %d)", len(c.Diff.FailIf), maxConfigFailIfs)
 	}
 	for id, rc := range c.Rules {
-		if rc.Threshold != nil && (math.IsNaN(*rc.Threshold) || math.IsInf(*rc.Threshold, 0)) {
-			return nil, fmt.Errorf("rule %s: threshold %v is not a finite number", id, *rc.Threshold)
+		if rc.Threshold != nil && (math.IsNaN(rc.Threshold.Value) || math.IsInf(rc.Threshold.Value, 0)) {
+			return nil, fmt.Errorf("rule %s: threshold %v is not a finite number", id, rc.Threshold.Value)
 		}
 	}
 	return &c, nil
@@ -155,10 +185,13 @@ func (c *Config) Apply(rs []Rule) ([]Rule, error) {
 				continue
 			}
 			if rc.Threshold != nil {
-				if err := checkThreshold(r, *rc.Threshold); err != nil {
+				if rc.Threshold.Size != "" && !strings.HasPrefix(r.Unit, "bytes") {
+					return nil, fmt.Errorf("rule %s: threshold %q is a size, but the rule counts %s", r.ID, rc.Threshold.Size, r.Unit)
+				}
+				if err := checkThreshold(r, rc.Threshold.Value); err != nil {
 					return nil, err
 				}
-				r.Threshold = *rc.Threshold
+				r.Threshold = rc.Threshold.Value
 			}
 			if rc.Severity != "" {
 				s, err := ParseSeverity(rc.Severity)

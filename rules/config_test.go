@@ -190,3 +190,30 @@ func FuzzParseConfig(f *testing.F) {
 		}
 	})
 }
+
+// Sizes in a rules file read like sizes everywhere else: "2MiB" for a
+// rule in bytes; a size for a rule that counts something else is refused.
+func TestConfigThresholdSizes(t *testing.T) {
+	for text, want := range map[string]float64{"2MiB": 2 << 20, "512KiB": 512 << 10, "1.5GB": 3 << 29, "2097152": 2 << 20, "\"2097152\"": 2 << 20} {
+		c, err := ParseConfig(strings.NewReader("rules:\n  memory.leak:\n    threshold: " + text + "\n  memory.op-self-limit:\n    threshold: " + text + "\n"))
+		if err != nil {
+			t.Fatalf("%s: %v", text, err)
+		}
+		rs, err := NewRuleSet(c)
+		if err != nil {
+			t.Fatalf("%s: %v", text, err)
+		}
+		if r := rs.Rule("memory.leak"); r.Threshold != want {
+			t.Errorf("%s: threshold %v, want %v", text, r.Threshold, want)
+		}
+	}
+	for _, bad := range []string{"rules:\n  memory.leak:\n    threshold: 2 parsecs\n", "rules:\n  snapshot.inactive-split:\n    threshold: 2MiB\n"} {
+		c, err := ParseConfig(strings.NewReader(bad))
+		if err == nil {
+			_, err = NewRuleSet(c)
+		}
+		if err == nil {
+			t.Errorf("accepted %q", bad)
+		}
+	}
+}

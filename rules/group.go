@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"slices"
 
-	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules/leak"
 )
 
@@ -142,11 +141,15 @@ func GroupInputs(ins []*Input) []Group {
 	return out
 }
 
-// JudgeAll groups the inputs and judges each group.
-func JudgeAll(ins []*Input) []Verdict {
+// JudgeAll groups the inputs and judges each group with the built-in
+// rules' thresholds.
+func JudgeAll(ins []*Input) []Verdict { return JudgeAllWith(ins, DefaultJudgeOptions()) }
+
+// JudgeAllWith groups the inputs and judges each group with o.
+func JudgeAllWith(ins []*Input, o JudgeOptions) []Verdict {
 	var out []Verdict
 	for _, g := range GroupInputs(ins) {
-		v := Judge(g.Name, g.Inputs)
+		v := JudgeWith(g.Name, g.Inputs, o)
 		v.Run = g.Run
 		if g.Rank >= 0 {
 			v.Rank = g.Rank
@@ -218,7 +221,7 @@ func MergeLeakFindings(vs []Verdict, fs []Finding) []Finding {
 			if l.Kind != "" {
 				kind = " (" + l.Kind + ")"
 			}
-			f.Title = fmt.Sprintf("Leak%s: %s per step%s", kind, memtimeline.FormatBytes(l.BytesPerStep), where)
+			f.Title = fmt.Sprintf("Leak%s: %s%s", kind, l.Figure(), where)
 			files := map[string]bool{}
 			for _, i := range idx {
 				files[fs[i].Source] = true

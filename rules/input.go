@@ -137,12 +137,15 @@ func (in *Input) Prepare(site memtimeline.SiteOptions) {
 }
 
 // SnapshotLeaks is the leak report of an allocator snapshot input.
-func (in *Input) SnapshotLeaks() leak.Report {
+func (in *Input) SnapshotLeaks() leak.Report { return in.SnapshotLeaksWith(leak.DefaultOptions()) }
+
+// SnapshotLeaksWith is the snapshot's leak report with opts.
+func (in *Input) SnapshotLeaksWith(o leak.Options) leak.Report {
 	if in.Digest != nil {
 		return in.digestLeaks()
 	}
-	return Get(in, NewKey[leak.Report]("snapshot-leaks"), func() leak.Report {
-		return leak.AnalyzeSnapshot(in.SnapshotReport(), leak.DefaultOptions())
+	return Get(in, NewKey[leak.Report](fmt.Sprintf("snapshot-leaks:%+v", o)), func() leak.Report {
+		return leak.AnalyzeSnapshot(in.SnapshotReport(), o)
 	})
 }
 

@@ -106,14 +106,17 @@ func init() {
 			}
 			var out []Finding
 			for _, s := range steplog.Analyze(in.StepLog, steplog.DefaultOptions()).Series {
-				if s.Verdict != "growing" || float64(s.BytesPerStep) < r.Threshold {
+				if s.Verdict != "growing" {
 					continue
 				}
 				out = append(out, Finding{
 					Title:   fmt.Sprintf("Allocated memory grows %s per step (device %s)", memtimeline.FormatBytes(s.BytesPerStep), s.Device),
 					Detail:  s.Reason,
-					Advice:  "Profile a few steps with the torchmem snippet and run torchmem leaks on the trace to find the line.",
+					Advice:  AdviceFindTheLine,
 					Metrics: map[string]float64{"bytes_per_step": float64(s.BytesPerStep)},
+					// Growth every step is a leak at any size; the
+					// threshold sets error or warning, as for memory.leak.
+					belowThreshold: float64(s.BytesPerStep) < r.Threshold,
 				})
 			}
 			return out

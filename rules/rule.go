@@ -94,6 +94,7 @@ type Input struct {
 	Rank     int64
 	Trace    *chrometrace.Trace
 	SMI      *smi.Log
+	SMIApps  *smi.AppsLog
 	StepLog  *steplog.Log
 	Snapshot *snapshot.Snapshot
 	Timeline *exported.Timeline

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/smi"
@@ -68,12 +69,20 @@ type LeakEvidence struct {
 	GrowthLast  int64 `json:"growth_last_step,omitempty"`
 	Period      int64 `json:"period_steps,omitempty"`
 	Sustained   bool  `json:"sustained,omitempty"`
+	// BytesPerSecond is the growth rate of a log with times but no steps
+	// (nvidia-smi); smiRun and smiGPU locate that growth for smiLeakRates.
+	BytesPerSecond float64 `json:"bytes_per_second,omitempty"`
+	smiRun         *smi.GrowthRun
+	smiGPU         string
 }
 
 // LeakAnswer is the leak verdict of a run and rank, from all its evidence.
 type LeakAnswer struct {
 	Verdict      string `json:"verdict"`
 	BytesPerStep int64  `json:"bytes_per_step"`
+	// BytesPerSecond is the rate of growth when the evidence is timed
+	// rather than stepped (nvidia-smi); 0 otherwise.
+	BytesPerSecond float64 `json:"bytes_per_second,omitempty"`
 	// From names the evidence the figure is taken from and why; FromFile
 	// is its file.
 	From     string `json:"from,omitempty"`
@@ -167,6 +176,10 @@ type PeakAnswer struct {
 	// TorchSource is the export_memory_timeline file whose categories
 	// Composition.Torch holds.
 	TorchSource string `json:"torch_categories_from,omitempty"`
+	// RelativeToWindowStart: the trace records no allocator totals (torch
+	// < 1.10), so AllocatedBytes is the running sum of the window's events,
+	// not counting what was allocated before it.
+	RelativeToWindowStart bool `json:"relative_to_window_start,omitempty"`
 }
 
 // Verdict is the answer for one run and rank.
@@ -180,7 +193,9 @@ type Verdict struct {
 	OOMs    []OOMAnswer `json:"ooms"`
 	Frag    *FragAnswer `json:"fragmentation,omitempty"`
 	Peak    *PeakAnswer `json:"peak,omitempty"`
-	Inputs  []*Input    `json:"-"`
+	// GPU is nvidia-smi against torch's numbers, and per process.
+	GPU    *GPUAnswer `json:"gpu,omitempty"`
+	Inputs []*Input   `json:"-"`
 }
 
 // rankOrContents is the loader's rank, else one a memory_summary log
@@ -254,10 +269,28 @@ func leakEvidence(in *Input) []LeakEvidence {
 	case in.SMI != nil:
 		a := smi.Analyze(in.SMI, smi.DefaultOptions())
 		e := LeakEvidence{Source: in.Source, Kind: SourceSMI, Verdict: leak.VerdictClean, FirstStep: -1, LastStep: -1, Reason: "memory.used does not grow steadily"}
-		if ls := a.Leaks(); len(ls) > 0 {
-			l := ls[0]
-			e.Verdict, e.R2 = leak.VerdictLeak, l.R2
-			e.Reason = fmt.Sprintf("memory.used grew %s at %.1f MiB/s (no steps in an nvidia-smi log)", memtimeline.FormatBytes(l.GrowthBytes), l.SlopeBytesPerSec/(1<<20))
+		for _, g := range a.GPUs {
+			if len(g.Leaks) == 0 {
+				continue
+			}
+			l := g.Leaks[0]
+			e.Verdict, e.R2, e.BytesPerSecond, e.smiRun, e.smiGPU = leak.VerdictLeak, l.R2, l.SlopeBytesPerSec, &l, g.Key
+			e.Reason = fmt.Sprintf("memory.used of GPU %s grew %s at %.1f MiB/s from %s to %s (nvidia-smi has no steps)", g.Key, memtimeline.FormatBytes(l.GrowthBytes), l.SlopeBytesPerSec/(1<<20),
+				l.Start.Format("15:04:05"), l.End.Format("15:04:05"))
+			break
+		}
+		if e.Verdict == leak.VerdictClean {
+			for _, g := range a.GPUs {
+				if r := g.StillGrowing; r != nil {
+					e.Verdict = leak.VerdictUnknown
+					e.Reason = fmt.Sprintf("memory.used of GPU %s was still rising when the process or the log ended (%s over %s, to %s at %s): too short to tell a leak from a warm-up; log longer, or add the run's steps log",
+						g.Key, memtimeline.FormatBytes(r.GrowthBytes), r.Duration.Round(100*time.Millisecond), memtimeline.FormatBytes(r.EndBytes), r.End.Format("15:04:05"))
+					break
+				}
+			}
+			if e.Verdict == leak.VerdictClean {
+				e.Reason = "memory.used rises at start-up, then holds steady: no growth in steady state"
+			}
 		}
 		out = append(out, e)
 	}
@@ -446,7 +479,7 @@ func judgeLeak(ev []LeakEvidence) LeakAnswer {
 		overruled(&ans, kinds, *over, leaks)
 	case len(leaks) > 0:
 		b := best(leaks)
-		ans.Verdict, ans.BytesPerStep, ans.Reason = leak.VerdictLeak, b.BytesPerStep, b.Reason
+		ans.Verdict, ans.BytesPerStep, ans.BytesPerSecond, ans.Reason = leak.VerdictLeak, b.BytesPerStep, b.BytesPerSecond, b.Reason
 		ans.From, ans.FromFile = kinds.from(b), b.Source
 		if len(leaks)+len(cleans) > 1 {
 			ans.From += ": the source covering the most steps"
@@ -550,8 +583,11 @@ func (k kindCount) figures(es []LeakEvidence) string {
 		f := "clean"
 		if e.Verdict == leak.VerdictLeak {
 			f = memtimeline.FormatBytes(e.BytesPerStep) + "/step"
-			if e.Kind == SourceSMI {
-				f = "growing"
+			if e.BytesPerSecond > 0 {
+				f = fmt.Sprintf("%.1f MiB/s", e.BytesPerSecond/(1<<20))
+				if e.BytesPerStep > 0 {
+					f = memtimeline.FormatBytes(e.BytesPerStep) + "/step (" + f + ")"
+				}
 			}
 		}
 		parts = append(parts, k.name(e)+" "+f)
@@ -748,7 +784,7 @@ func oomCause(a OOMAnswer) (string, string) {
 }
 
 // judgeFrag prefers a snapshot (it sees inside segments) to a trace.
-func judgeFrag(ins []*Input) *FragAnswer {
+func judgeFrag(ins []*Input, o JudgeOptions) *FragAnswer {
 	var ans *FragAnswer
 	for _, in := range ins {
 		if in.Digest != nil && in.Kind == SourceSnapshot && in.Digest.Verdict.Frag != nil {
@@ -763,8 +799,9 @@ func judgeFrag(ins []*Input) *FragAnswer {
 			continue
 		}
 		// One judgment with the snapshot.inactive-split rule and frag
-		// (frag/snapshot.go): per pool and stream, over 20% and 64 MiB.
-		j := frag.JudgeSnapshot(rep, 0.2)
+		// (frag/snapshot.go): per pool and stream, over the rule's
+		// threshold (20% by default) and 64 MiB.
+		j := frag.JudgeSnapshot(rep, o.SnapshotSplit)
 		return &FragAnswer{Source: in.Source, Verdict: j.Verdict, WastedBytes: j.InactiveSplitBytes, Wasted: "free but split inside used segments (snapshot)", Reason: j.Reason}
 	}
 	for _, in := range ins {
@@ -783,6 +820,9 @@ func judgeFrag(ins []*Input) *FragAnswer {
 			continue
 		}
 		f := in.Frag()
+		if f.Verdict != frag.VerdictUnknown {
+			f.Rejudge(o.Frag) // the rules' thresholds in force (a copy: the memo keeps the measurements)
+		}
 		if f.Verdict == frag.VerdictUnknown && ans != nil {
 			continue
 		}
@@ -902,7 +942,8 @@ func judgePeak(ins []*Input) *PeakAnswer {
 		if ans != nil && ans.AllocatedBytes >= c.AllocatedBytes {
 			continue
 		}
-		ans = &PeakAnswer{Source: in.Source, AllocatedBytes: c.AllocatedBytes, Step: c.Step, TNs: c.TNs, Composition: c, Holders: []Holder{}}
+		ans = &PeakAnswer{Source: in.Source, AllocatedBytes: c.AllocatedBytes, Step: c.Step, TNs: c.TNs, Composition: c, Holders: []Holder{},
+			RelativeToWindowStart: in.Trace.MemorySchema.DerivedAllocated}
 		ans.Holders = topHolders(c)
 	}
 	if ans != nil {
@@ -1028,8 +1069,12 @@ func (in *Input) OOMComposition() *memtimeline.Composition {
 	})
 }
 
-// Judge is the verdict of one run and rank from all of its inputs.
-func Judge(name string, ins []*Input) Verdict {
+// Judge is the verdict of one run and rank from all of its inputs, with
+// the built-in rules' thresholds.
+func Judge(name string, ins []*Input) Verdict { return JudgeWith(name, ins, DefaultJudgeOptions()) }
+
+// JudgeWith is Judge with the thresholds in force.
+func JudgeWith(name string, ins []*Input, o JudgeOptions) Verdict {
 	v := Verdict{Name: name, Rank: -1, Inputs: ins, Sources: []string{}}
 	var ev []LeakEvidence
 	for _, in := range ins {
@@ -1039,12 +1084,14 @@ func Judge(name string, ins []*Input) Verdict {
 			v.Rank = r
 		}
 	}
+	smiLeakRates(ev, ins)
 	v.Leak = judgeLeak(ev)
+	v.GPU = judgeGPU(ins)
 	v.OOMs = judgeOOMs(ins)
 	if v.OOMs == nil {
 		v.OOMs = []OOMAnswer{}
 	}
-	v.Frag = judgeFrag(ins)
+	v.Frag = judgeFrag(ins, o)
 	v.Frag = addRetries(v.Frag, ins)
 	v.Peak = judgePeak(ins)
 	return v

@@ -73,7 +73,7 @@ var gpuData = memtest.Testdata("gpu")
 func TestVerdictOfOneTrace(t *testing.T) {
 	for _, c := range []struct {
 		dir, verdict, line string
-		defLine           int
+		defLine            int
 	}{
 		{memtest.Testdata("traces", "leak_module_cache"), leak.VerdictLeak, "gen_traces.py (line not recorded)", 143},
 		{memtest.Testdata("traces", "resnet_train_clean"), leak.VerdictClean, "", 0},

@@ -39,8 +39,7 @@ allocate the most, the leak verdict, the fragmentation signs, GPU-timeline
 problems (a sync every step, pageable copies, idle gaps), and every finding of
 the rules with what to do next.
 
-Exit status: 0 when no finding has error severity, 1 when one does, 2 for bad
-input; so the same command can gate CI (see also 'torchmem check').`,
+` + exitPolicy,
 		Example: `  torchmem analyze trace.json.gz
   torchmem analyze traces/ snapshot.pickle --format markdown
   torchmem analyze trace.json.gz --format json | jq '.inputs[0].leaks.verdict'`,
@@ -82,19 +81,14 @@ func runAnalyze(stdout, stderr io.Writer, args []string, o *analyzeOptions) erro
 	if err != nil {
 		return err
 	}
-	inputs, err := loadRuleInputs(stderr, args, "analyze", o.rulesFile == "")
+	ev, err := evaluate(stderr, args, "analyze", rs, o.rulesFile == "", &analyzeSites)
 	if err != nil {
 		return err
 	}
-	paths := sources(inputs)
+	inputs := ev.Inputs
 	var results []analysisJSON
-	var all []rules.Finding
 	for _, in := range inputs {
-		a := analysisJSON{Source: in.Source, Kind: in.Kind, Findings: rules.RunWith(rs, in, analyzeSites)}
-		if a.Findings == nil {
-			a.Findings = []rules.Finding{}
-		}
-		all = append(all, a.Findings...)
+		a := analysisJSON{Source: in.Source, Kind: in.Kind, Findings: ev.FindingsFor(in.Source)}
 		if in.Trace != nil || in.Digest != nil && in.Digest.TraceSummary != nil {
 			s := in.TraceSummary(-1)
 			a.Summary = &s
@@ -132,53 +126,37 @@ func runAnalyze(stdout, stderr io.Writer, args []string, o *analyzeOptions) erro
 		results = append(results, a)
 	}
 	if o.output != "" {
-		if err := writeReportFile(o.output, paths, inputs, rs, stderr); err != nil {
+		if err := writeReportFile(o.output, ev); err != nil {
 			return err
-		}
-	}
-	// One verdict per run and rank, and one finding per leak across the
-	// files that see it.
-	verdicts := rules.JudgeAll(inputs)
-	all = rules.MergeLeakFindings(verdicts, all)
-	slices.SortStableFunc(all, func(a, b rules.Finding) int { return int(b.Severity) - int(a.Severity) })
-	for i := range results {
-		results[i].Findings = []rules.Finding{}
-		for _, f := range all {
-			if f.Source == results[i].Source {
-				results[i].Findings = append(results[i].Findings, f)
-			}
 		}
 	}
 	switch o.format {
 	case formatJSON:
 		if err := writeJSON(stdout, struct {
-			Verdicts   []rules.Verdict `json:"verdicts"`
-			Checklists []checklistJSON `json:"checklists"`
-			// CrossRank compares the ranks (absent with fewer than two).
-			CrossRank *rules.CrossRank `json:"cross_rank,omitempty"`
+			Verdicts   []rules.Verdict        `json:"verdicts"`
+			Checklists []rules.NamedChecklist `json:"checklists"`
+			// CrossRank compares the ranks (null with fewer than two, as in leaks).
+			CrossRank *rules.CrossRank `json:"cross_rank"`
 			Inputs    []analysisJSON   `json:"inputs"`
-		}{verdicts, checklistsJSON(verdicts, all), rules.CompareRanks(verdicts), results}); err != nil {
+		}{ev.Verdicts, ev.Checklists, ev.CrossRank, results}); err != nil {
 			return err
 		}
 	case formatMarkdown:
-		writeFindingsMarkdown(stdout, all, len(results), verdicts)
-		writeCrossRank(stdout, rules.CompareRanks(verdicts), formatMarkdown)
+		writeFindingsMarkdown(stdout, ev)
+		writeCrossRank(stdout, ev.CrossRank, formatMarkdown)
 	default:
 		width := termWidth()
-		writeVerdictText(stdout, verdicts, width)
-		writeCrossRank(stdout, rules.CompareRanks(verdicts), formatText)
-		writeChecklistText(stdout, verdicts, all)
+		writeVerdictText(stdout, ev.Verdicts, width)
+		writeCrossRank(stdout, ev.CrossRank, formatText)
+		writeChecklistText(stdout, ev)
 		for i, a := range results {
 			writeAnalysisText(stdout, a, inputs[i], o, width)
 		}
 		fmt.Fprintln(stdout, "== Findings ==")
-		fmt.Fprintln(stdout, verdictLine(all, len(results)))
-		writeFindingsText(stdout, all)
+		fmt.Fprintln(stdout, verdictLine(ev))
+		writeFindingsText(stdout, ev.Findings)
 	}
-	if errs, _, _ := countBySeverity(all); errs > 0 {
-		return findings()
-	}
-	return nil
+	return exitOf(ev)
 }
 
 // analyzeSites are the allocation sites analyze and report show.
@@ -252,6 +230,9 @@ func writeAnalysisText(w io.Writer, a analysisJSON, in *rules.Input, o *analyzeO
 	}
 	if in.SMI != nil {
 		fmt.Fprintf(w, "nvidia-smi log: %d GPUs, %d rows\n", len(in.SMI.GPUs), in.SMI.Rows)
+	}
+	if a := in.SMIApps; a != nil {
+		fmt.Fprintf(w, "nvidia-smi per-process log: %d processes, %d sampling rounds, %d rows\n", len(a.Processes), a.Rounds, a.Rows)
 	}
 	if in.Summary != nil || in.Digest != nil && in.Kind == rules.SourceSummary {
 		if in.Summary != nil {

@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 
 	"github.com/spf13/cobra"
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
+	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules"
 )
 
@@ -37,11 +37,12 @@ A YAML file (--rules) sets thresholds and severities and disables rules:
     memory.top-ops-share:
       disabled: true
 
-Exit status: 0 when no finding has error severity, 1 when one does, 2 for bad
-input. --format markdown fits $GITHUB_STEP_SUMMARY and PR comments; --format
+--format markdown fits $GITHUB_STEP_SUMMARY and PR comments; --format
 sarif feeds GitHub code scanning, which then annotates the leaking line: file
 URIs are relative to --source-root (default: the git work tree of the current
-directory), and a file outside it is named in the message only.`,
+directory), and a file outside it is named in the message only.
+
+` + exitPolicy,
 		Example: `  torchmem check trace.json.gz
   torchmem check traces/ --rules torchmem.yaml --format markdown >> "$GITHUB_STEP_SUMMARY"
   torchmem check trace.json.gz --format sarif > torchmem.sarif`,
@@ -56,45 +57,50 @@ directory), and a file outside it is named in the message only.`,
 	return cmd
 }
 
-// loadRules returns the built-in rules with a config file's overrides.
-func loadRules(path string) ([]rules.Rule, *rules.Config, error) {
-	rs := rules.Builtin()
+// loadRules returns the rules in force: the built-in rules with a config
+// file's overrides, and the ids it disabled.
+func loadRules(path string) (rules.RuleSet, *rules.Config, error) {
 	if path == "" {
-		return rs, nil, nil
+		return rules.DefaultRuleSet(), nil, nil
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, nil, badInput(load.FileError(path, err))
+		return rules.RuleSet{}, nil, badInput(load.FileError(path, err))
 	}
 	defer f.Close()
 	cfg, err := rules.ParseConfig(f)
 	if err != nil {
-		return nil, nil, badInput(fmt.Errorf("%s: %w", path, err))
+		return rules.RuleSet{}, nil, badInput(fmt.Errorf("%s: %w", path, err))
 	}
-	rs, err = cfg.Apply(rs)
+	rs, err := rules.NewRuleSet(cfg)
 	if err != nil {
-		return nil, nil, badInput(fmt.Errorf("%s: %w", path, err))
+		return rules.RuleSet{}, nil, badInput(fmt.Errorf("%s: %w", path, err))
 	}
 	return rs, cfg, nil
 }
 
-// evaluate loads every input and runs the rules on each.
-// With the built-in thresholds (bounded), many inputs are read into
-// summaries to bound memory.
-func evaluate(args []string, rs []rules.Rule, stderr io.Writer, bounded bool) ([]rules.Finding, []*rules.Input, []rules.Verdict, error) {
-	inputs, err := loadRuleInputs(stderr, args, "check", bounded)
+// evaluate loads every input and evaluates them: the one answer each
+// command renders its view of. With the built-in thresholds (bounded),
+// many inputs are read into summaries to bound memory. sites: also
+// compute the tables' analyses beside the rules.
+func evaluate(stderr io.Writer, args []string, command string, rs rules.RuleSet, bounded bool, sites *memtimeline.SiteOptions) (*rules.Evaluation, error) {
+	inputs, err := loadRuleInputs(stderr, args, command, bounded)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
-	var all []rules.Finding
-	for _, in := range inputs {
-		all = append(all, rules.Run(rs, in)...)
+	ev := rules.Evaluate(rs, inputs, rules.EvalOptions{Sites: sites})
+	if ev.Unmeasured != nil {
+		return nil, badInput(ev.Unmeasured) // a gate never passes what it could not measure
 	}
-	// One verdict per run and rank; one finding per leak across its files.
-	verdicts := rules.JudgeAll(inputs)
-	all = rules.MergeLeakFindings(verdicts, all)
-	slices.SortStableFunc(all, func(a, b rules.Finding) int { return int(b.Severity) - int(a.Severity) })
-	return all, inputs, verdicts, nil
+	return ev, nil
+}
+
+// exitOf turns the evaluation's exit code into the command's error.
+func exitOf(ev *rules.Evaluation) error {
+	if ev.ExitCode() == rules.ExitFindings {
+		return findings()
+	}
+	return nil
 }
 
 func runCheck(stdout, stderr io.Writer, args []string, o *checkOptions) error {
@@ -105,30 +111,26 @@ func runCheck(stdout, stderr io.Writer, args []string, o *checkOptions) error {
 	if err != nil {
 		return err
 	}
-	fs, inputs, verdicts, err := evaluate(args, rs, stderr, o.rulesFile == "")
+	ev, err := evaluate(stderr, args, "check", rs, o.rulesFile == "", nil)
 	if err != nil {
 		return err
 	}
 	switch o.format {
 	case formatJSON:
-		errs, warns, infos := countBySeverity(fs)
 		out := struct {
-			Passed     bool            `json:"passed"`
-			Errors     int             `json:"errors"`
-			Warnings   int             `json:"warnings"`
-			Notes      int             `json:"notes"`
-			Verdicts   []rules.Verdict `json:"verdicts"`
-			Checklists []checklistJSON `json:"checklists"`
-			Findings   []rules.Finding `json:"findings"`
-		}{errs == 0, errs, warns, infos, verdicts, checklistsJSON(verdicts, fs), fs}
-		if out.Findings == nil {
-			out.Findings = []rules.Finding{}
-		}
+			Passed     bool                   `json:"passed"`
+			Errors     int                    `json:"errors"`
+			Warnings   int                    `json:"warnings"`
+			Notes      int                    `json:"notes"`
+			Verdicts   []rules.Verdict        `json:"verdicts"`
+			Checklists []rules.NamedChecklist `json:"checklists"`
+			Findings   []rules.Finding        `json:"findings"`
+		}{ev.Passed(), ev.Errors, ev.Warnings, ev.Notes, ev.Verdicts, ev.Checklists, ev.Findings}
 		if err := writeJSON(stdout, out); err != nil {
 			return err
 		}
 	case formatMarkdown:
-		writeFindingsMarkdown(stdout, fs, len(inputs), verdicts)
+		writeFindingsMarkdown(stdout, ev)
 	case formatSARIF:
 		root := o.sourceRoot
 		if root == "" {
@@ -136,18 +138,15 @@ func runCheck(stdout, stderr io.Writer, args []string, o *checkOptions) error {
 		} else if st, err := os.Stat(root); err != nil || !st.IsDir() {
 			return badInput(fmt.Errorf("--source-root %s: not a directory", root))
 		}
-		if err := writeSARIF(stdout, fs, rs, root); err != nil {
+		if err := writeSARIF(stdout, ev.Findings, ev.RuleSet.Rules, root); err != nil {
 			return err
 		}
 	default:
-		fmt.Fprintln(stdout, verdictLine(fs, len(inputs)))
+		fmt.Fprintln(stdout, verdictLine(ev))
 		fmt.Fprintln(stdout)
-		writeVerdictText(stdout, verdicts, termWidth())
-		writeChecklistText(stdout, verdicts, fs)
-		writeFindingsText(stdout, fs)
+		writeVerdictText(stdout, ev.Verdicts, termWidth())
+		writeChecklistText(stdout, ev)
+		writeFindingsText(stdout, ev.Findings)
 	}
-	if errs, _, _ := countBySeverity(fs); errs > 0 {
-		return findings()
-	}
-	return nil
+	return exitOf(ev)
 }

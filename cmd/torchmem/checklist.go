@@ -12,45 +12,25 @@ import (
 	"github.com/torchmem/torchmem/rules"
 )
 
-// checklists computes the checklist of every verdict (run and rank).
-func checklists(vs []rules.Verdict, fs []rules.Finding) [][]rules.CheckItem {
-	out := make([][]rules.CheckItem, len(vs))
-	for i, v := range vs {
-		out[i] = rules.Checklist(v, fs)
-	}
-	return out
-}
-
-// checklistJSON is one run and rank's checklist in --format json.
-type checklistJSON struct {
-	Name  string            `json:"name"`
-	Items []rules.CheckItem `json:"items"`
-}
-
-func checklistsJSON(vs []rules.Verdict, fs []rules.Finding) []checklistJSON {
-	out := []checklistJSON{}
-	for i, items := range checklists(vs, fs) {
-		out = append(out, checklistJSON{Name: vs[i].Name, Items: items})
-	}
-	return out
-}
-
 func checkMark(status string) string {
 	switch status {
 	case rules.CheckPass:
 		return "pass"
 	case rules.CheckFail:
 		return "FAIL"
+	case rules.CheckNotChecked:
+		return "off"
 	}
 	return "n/a"
 }
 
 // writeChecklistText prints the checklist of each run and rank.
-func writeChecklistText(w io.Writer, vs []rules.Verdict, fs []rules.Finding) {
-	for i, items := range checklists(vs, fs) {
+func writeChecklistText(w io.Writer, ev *rules.Evaluation) {
+	for _, cl := range ev.Checklists {
+		items := cl.Items
 		title := "== Checklist =="
-		if len(vs) > 1 {
-			title = fmt.Sprintf("== Checklist: %s ==", vs[i].Name)
+		if len(ev.Checklists) > 1 {
+			title = fmt.Sprintf("== Checklist: %s ==", cl.Name)
 		}
 		fmt.Fprintln(w, title)
 		for _, it := range items {
@@ -64,12 +44,13 @@ func writeChecklistText(w io.Writer, vs []rules.Verdict, fs []rules.Finding) {
 }
 
 // writeChecklistMarkdown writes the checklist as a table per run and rank.
-func writeChecklistMarkdown(w io.Writer, vs []rules.Verdict, fs []rules.Finding) {
-	icons := map[string]string{rules.CheckPass: "✅ pass", rules.CheckFail: "❌ fail", rules.CheckNotMeasurable: "➖ not measurable"}
-	for i, items := range checklists(vs, fs) {
+func writeChecklistMarkdown(w io.Writer, ev *rules.Evaluation) {
+	icons := map[string]string{rules.CheckPass: "✅ pass", rules.CheckFail: "❌ fail", rules.CheckNotMeasurable: "➖ not measurable", rules.CheckNotChecked: "⏸ not checked"}
+	for _, cl := range ev.Checklists {
+		items := cl.Items
 		title := "**Checklist**"
-		if len(vs) > 1 {
-			title = "**Checklist: " + mdEscape(vs[i].Name) + "**"
+		if len(ev.Checklists) > 1 {
+			title = "**Checklist: " + mdEscape(cl.Name) + "**"
 		}
 		fmt.Fprintf(w, "%s\n\n", title)
 		tw := newTableWriter()

@@ -239,13 +239,13 @@ func runDiff(stdout, stderr io.Writer, baseArg, headArg string, o *diffOptions) 
 		conds = append(conds, cfg.Diff.FailIf...)
 	}
 	leakGate, leakThreshold := false, int64(0)
-	for _, r := range rs {
+	for _, r := range rs.Rules {
 		if r.ID == rules.RuleLeak {
 			leakGate, leakThreshold = true, int64(r.Threshold)
 		}
 	}
 	if o.leakThreshold != "" {
-		v, err := diff.ParseBytes(o.leakThreshold)
+		v, err := memtimeline.ParseBytes(o.leakThreshold)
 		if err != nil {
 			return badInput(fmt.Errorf("--leak-threshold: %w", err))
 		}

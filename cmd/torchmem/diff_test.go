@@ -33,7 +33,7 @@ func TestDiffBudgetAndJSON(t *testing.T) {
 		} `json:"metrics"`
 		NewSuspects []json.RawMessage `json:"new_suspects"`
 	}
-	decodeJSON(t, out, &d)
+	decodeJSON(t, onlyInput(t, out), &d)
 	if d.WithinBudget || len(d.Violations) != 1 || d.HeadVerdict != "leak" || len(d.NewSuspects) != 1 || d.Metrics[0].Metric != "peak_allocated" || d.Metrics[0].Pct < 5 {
 		t.Errorf("diff %+v", d)
 	}
@@ -90,7 +90,7 @@ func TestDiffFailsOnNewLeak(t *testing.T) {
 		NewLeak      []string `json:"new_leak"`
 		WithinBudget bool     `json:"within_budget"`
 	}
-	if err := json.Unmarshal([]byte(out), &d); err != nil || code != exitFindings || d.Passed || len(d.NewLeak) != 1 || !d.WithinBudget {
+	if err := json.Unmarshal([]byte(onlyInput(t, out)), &d); err != nil || code != exitFindings || d.Passed || len(d.NewLeak) != 1 || !d.WithinBudget {
 		t.Errorf("json: exit %d %v %+v", code, err, d)
 	}
 	out, _, _ = torchmem(t, "diff", gpuDiff("base"), gpuDiff("head_leak"))

@@ -13,29 +13,13 @@ import (
 	"github.com/torchmem/torchmem/rules"
 )
 
-// countBySeverity returns how many findings have each severity.
-func countBySeverity(fs []rules.Finding) (errs, warns, infos int) {
-	for _, f := range fs {
-		switch f.Severity {
-		case rules.Error:
-			errs++
-		case rules.Warning:
-			warns++
-		default:
-			infos++
-		}
-	}
-	return
-}
-
 // verdictLine is the one line a PR comment or CI log starts with.
-func verdictLine(fs []rules.Finding, inputs int) string {
-	errs, warns, infos := countBySeverity(fs)
+func verdictLine(ev *rules.Evaluation) string {
 	status := "PASS"
-	if errs > 0 {
+	if !ev.Passed() {
 		status = "FAIL"
 	}
-	return fmt.Sprintf("torchmem: %s: %d errors, %d warnings, %d notes in %d inputs", status, errs, warns, infos, inputs)
+	return fmt.Sprintf("torchmem: %s: %d errors, %d warnings, %d notes in %d inputs", status, ev.Errors, ev.Warnings, ev.Notes, len(ev.Inputs))
 }
 
 func writeFindingsText(w io.Writer, fs []rules.Finding) {
@@ -66,15 +50,15 @@ func writeFindingsText(w io.Writer, fs []rules.Finding) {
 
 // writeFindingsMarkdown fits $GITHUB_STEP_SUMMARY and PR comments: a
 // verdict line, then a table.
-func writeFindingsMarkdown(w io.Writer, fs []rules.Finding, inputs int, verdicts []rules.Verdict) {
-	errs, _, _ := countBySeverity(fs)
+func writeFindingsMarkdown(w io.Writer, ev *rules.Evaluation) {
+	fs := ev.Findings
 	icon := "✅"
-	if errs > 0 {
+	if !ev.Passed() {
 		icon = "❌"
 	}
-	fmt.Fprintf(w, "%s **%s**\n\n", icon, verdictLine(fs, inputs))
-	writeVerdictMarkdown(w, verdicts) // the answer before the table
-	writeChecklistMarkdown(w, verdicts, fs)
+	fmt.Fprintf(w, "%s **%s**\n\n", icon, verdictLine(ev))
+	writeVerdictMarkdown(w, ev.Verdicts) // the answer before the table
+	writeChecklistMarkdown(w, ev)
 	if len(fs) == 0 {
 		return
 	}

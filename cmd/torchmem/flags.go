@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"github.com/torchmem/torchmem/memtimeline"
 )
 
 // One vocabulary for every command's flags, applied to the command tree
@@ -125,3 +126,29 @@ func topN(top, n int) int {
 
 // formatsOf lists a command's formats (for tests and docs).
 func formatsOf(name string) []string { return slices.Clone(commandFormats[name]) }
+
+// sizeFlag is a flag holding a size in bytes, written in the one size
+// syntax (memtimeline.ParseBytes: 1048576, 512KiB, 64MiB, 1.5GB).
+type sizeFlag struct{ p *int64 }
+
+func (f sizeFlag) String() string {
+	if f.p == nil {
+		return "0"
+	}
+	return fmt.Sprint(*f.p)
+}
+func (f sizeFlag) Type() string { return "size" }
+func (f sizeFlag) Set(s string) error {
+	n, err := memtimeline.ParseBytes(s)
+	if err != nil {
+		return err
+	}
+	*f.p = n
+	return nil
+}
+
+// sizeVar defines a size flag with a default in bytes.
+func sizeVar(fs *pflag.FlagSet, p *int64, name string, def int64, usage string) {
+	*p = def
+	fs.Var(sizeFlag{p}, name, usage+" (bytes, or 512KiB, 64MiB, 1.5GB)")
+}

@@ -68,11 +68,11 @@ Exit status: 0 ok or unknown, 1 fragmented, 2 bad input.`,
 	}
 	f := cmd.Flags()
 	f.IntVar(&o.Device, "device", -1, "only this GPU index (-1 = all; the reserved timeline follows the GPU with the highest allocated memory)")
-	f.Int64Var(&o.SmallMaxBytes, "small-max-bytes", def.SmallMaxBytes, "largest block size counted as a small allocation")
+	sizeVar(f, &o.SmallMaxBytes, "small-max-bytes", def.SmallMaxBytes, "largest block size counted as a small allocation")
 	f.Float64Var(&o.MinSmallPerStep, "min-small-per-step", def.MinSmallPerStep, "small allocations per step that make a flood (with --min-small-fraction)")
 	f.Float64Var(&o.MinSmallFraction, "min-small-fraction", def.MinSmallFraction, "share of all allocations that small ones must reach for a flood")
 	f.Float64Var(&o.MinGapFraction, "min-gap-fraction", def.MinGapFraction, "reserved-minus-allocated (its largest in the window), as a fraction of reserved, that counts as a gap")
-	f.Int64Var(&o.MinGapBytes, "min-gap-bytes", def.MinGapBytes, "bytes of segments added while their pool held the request's bytes idle that count as waste")
+	sizeVar(f, &o.MinGapBytes, "min-gap-bytes", def.MinGapBytes, "bytes of segments added while their pool held the request's bytes idle that count as waste")
 	f.Float64Var(&o.MinChurnPerStep, "min-churn-per-step", def.MinChurnPerStep, "cudaMalloc/cudaFree calls per step after the first that count as churn")
 	f.IntVar(&o.Depth, "depth", def.Depth, "Python frames kept per site stack (innermost)")
 	f.IntVar(&o.TopSites, "top", 5, "sites shown (0 = all)")

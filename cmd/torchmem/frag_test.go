@@ -55,7 +55,7 @@ func TestFragJSONShape(t *testing.T) {
 			CudaFree   int64 `json:"cuda_free_calls"`
 		} `json:"segment_calls"`
 	}
-	decodeJSON(t, out, &doc)
+	decodeJSON(t, onlyInput(t, out), &doc)
 	sa := doc.SmallAllocs
 	if doc.Verdict != "fragmented" || sa.MaxBytes != 4096 || sa.Count != 13204 || sa.PerStep != 3301 || sa.Fraction < 0.98 || len(sa.TopSites) != 2 {
 		t.Errorf("small_allocs %+v", sa)
@@ -129,7 +129,7 @@ func TestFragSnapshot(t *testing.T) {
 		Largest            int64             `json:"largest_free_block_bytes"`
 		Segments           []json.RawMessage `json:"segments"`
 	}
-	decodeJSON(t, out, &d)
+	decodeJSON(t, onlyInput(t, out), &d)
 	if d.Verdict != "fragmented" || d.Reserved != 534773760 || d.Allocated != 272588288 || d.InactiveSplitBytes == 0 || d.Largest == 0 || len(d.Segments) != 34 {
 		t.Errorf("snapshot frag %+v", d)
 	}

@@ -50,7 +50,7 @@ func TestEveryCommandReadsTheSnippetDirectory(t *testing.T) {
 		})
 	}
 	// smi: no nvidia-smi log there: bad input, said plainly.
-	refused(t, dir+": no nvidia-smi log in this directory", "smi", dir)
+	refused(t, dir+": no nvidia-smi log or nvidia-smi per-process log (--query-compute-apps) in this directory", "smi", dir)
 	// diff pairs by kind and rank: traces with traces, snapshots with snapshots.
 	out, errOut, code := torchmem(t, "diff", dir, dir, "--format", "json")
 	if code != exitOK || strings.Count(out, `"head_leak_verdict"`) != 2 || !strings.Contains(out, `"inputs"`) {

@@ -3,17 +3,13 @@ package main
 import (
 	"fmt"
 	"io"
-	"runtime"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/jedib0t/go-pretty/v6/table"
 	"github.com/jedib0t/go-pretty/v6/text"
 	"github.com/spf13/cobra"
-	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/memtimeline"
-	"github.com/torchmem/torchmem/memtimeline/snapshot"
 	"github.com/torchmem/torchmem/rules"
 	"github.com/torchmem/torchmem/rules/leak"
 )
@@ -51,7 +47,7 @@ INPUT is a trace, several traces, or a directory of per-rank traces (rank read
 from distributedInfo or from "rank<N>" in the file name); ranks are analysed in
 parallel and a rank whose verdict differs from the others is named.
 
-Exit status: 0 clean or unknown, 1 a leak was found, 2 bad input.`,
+` + exitPolicy,
 		Example: `  torchmem leaks trace.json.gz
   torchmem leaks traces/ --format json
   torchmem leaks trace.json.gz --min-bytes-per-step 65536`,
@@ -62,7 +58,7 @@ Exit status: 0 clean or unknown, 1 a leak was found, 2 bad input.`,
 	}
 	f := cmd.Flags()
 	f.IntVar(&o.device, "device", -1, "only this GPU index (-1 = all)")
-	f.Int64Var(&o.minBytes, "min-bytes-per-step", def.MinBytesPerStep, "kept for compatibility: the verdict does not depend on size (check's memory.leak threshold sets error vs warning)")
+	sizeVar(f, &o.minBytes, "min-bytes-per-step", def.MinBytesPerStep, "kept for compatibility: the verdict does not depend on size (check's memory.leak threshold sets error vs warning)")
 	f.IntVar(&o.steady, "steady-steps", def.SteadySteps, "final steps marked as steady state in the step table")
 	f.IntVar(&o.depth, "depth", def.Depth, "innermost user frames kept per suspect chain (0 = the whole chain)")
 	f.IntVar(&o.top, "top", 5, "suspects shown per input (0 = all)")
@@ -77,12 +73,12 @@ type leakResult struct {
 	Report leak.Report
 }
 
-// rankLeakJSON is one rank in the multi-input JSON shape.
+// rankLeakJSON is one file's leak report in --format json.
 type rankLeakJSON struct {
 	Rank  int64  `json:"rank"`
 	Trace string `json:"trace"`
 	leak.Report
-	// Outlier is true for the rank whose verdict differs from the others.
+	// Outlier is true for a file of a rank the cross-rank view names.
 	Outlier bool `json:"outlier"`
 }
 
@@ -94,131 +90,87 @@ func runLeaks(stdout, stderr io.Writer, args []string, o *leaksOptions) error {
 	// With the default options, many inputs are read into summaries to
 	// bound memory (their leak reports are made with those options).
 	bounded := o.device == def.Device && o.depth == def.Depth && o.minBytes == def.MinBytesPerStep && o.steady == def.SteadySteps
-	all, err := loadFilesBounded(stderr, args, "leaks", bounded, load.Trace, load.Trace, load.Snapshot, load.Steps, load.SMI, load.Summarized)
+	// The same inputs as every answering command reads, so that the
+	// verdict is the same.
+	ins, err := loadRuleInputs(stderr, args, "leaks", bounded)
 	if err != nil {
 		return err
 	}
-	all = summariesOf(all, load.Trace, load.Snapshot, load.Steps, load.SMI)
-	// Every file feeds the verdict of its run and rank; traces and
-	// snapshots (or their summaries) also get their own report below it.
-	var files []*load.File
-	var ins []*rules.Input
-	summaries := 0
-	for _, f := range all {
-		ins = append(ins, ruleInput(f))
-		if f.Trace != nil || f.Snapshot != nil || f.Summarized != nil && f.Summarized.Leaks != nil {
-			files = append(files, f)
-		}
-		if f.Summarized != nil {
-			summaries++
-		}
-	}
-	if summaries > 0 && !bounded {
+	if !bounded && slices.ContainsFunc(ins, func(in *rules.Input) bool { return in.Digest != nil }) {
 		fmt.Fprintf(stderr, "torchmem: warning: summaries hold the leak analysis made with the default options (--device, --depth and --min-bytes-per-step apply to traces)\n")
 	}
-	verdicts := rules.JudgeAll(ins)
-	opts := leak.Options{Device: o.device, MinBytesPerStep: o.minBytes, SteadySteps: o.steady, Depth: o.depth, MinSteps: leak.DefaultOptions().MinSteps}
-	results := make([]leakResult, len(files))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
-	for i, f := range files {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			r := leakResult{Path: f.Path, Rank: f.Rank}
-			if s := f.Summarized; s != nil {
-				r.Path, r.Report = s.Source, *s.Leaks
-			} else if f.Snapshot != nil {
-				r.Report = leak.AnalyzeSnapshot(snapshot.Analyze(f.Snapshot, 0), opts)
-			} else {
-				r.Report = leak.Analyze(leak.TraceData(f.Trace, opts.Device), opts)
-			}
-			results[i] = r
-		}()
+	// The answer (verdicts, findings, exit code) is the one every command
+	// gives; the per-file reports below are made with this command's
+	// options, through the same memo (the defaults are computed once).
+	ev := rules.Evaluate(rules.DefaultRuleSet(), ins, rules.EvalOptions{})
+	if ev.Unmeasured != nil {
+		return badInput(ev.Unmeasured)
 	}
-	wg.Wait()
-	for i := range results {
-		if o.top > 0 && len(results[i].Report.Suspects) > o.top {
-			results[i].Report.Suspects = results[i].Report.Suspects[:o.top]
+	opts := leak.Options{Device: o.device, MinBytesPerStep: o.minBytes, SteadySteps: o.steady, Depth: o.depth, MinSteps: def.MinSteps}
+	var results []leakResult
+	for _, in := range ins {
+		r := leakResult{Path: in.Source, Rank: in.Rank}
+		switch {
+		case in.Digest != nil && in.Digest.Leaks != nil:
+			r.Report = *in.Digest.Leaks
+		case in.Snapshot != nil:
+			r.Report = in.SnapshotLeaksWith(opts)
+		case in.Trace != nil:
+			r.Report = in.LeaksWith(opts)
+		default:
+			continue // a log: its evidence is in the verdict
 		}
+		if o.top > 0 && len(r.Report.Suspects) > o.top {
+			r.Report.Suspects = r.Report.Suspects[:o.top]
+		}
+		results = append(results, r)
 	}
-	verdictsOf := make([]string, len(results))
-	for i, r := range results {
-		verdictsOf[i] = r.Report.Verdict
-	}
-	outliers := rules.MinorityOutliers(verdictsOf)
-	cross := rules.CompareRanks(verdicts)
-	leaking := false
-	for _, r := range results {
-		leaking = leaking || r.Report.Verdict == leak.VerdictLeak
-	}
-	for _, v := range verdicts {
-		leaking = leaking || v.Leak.Verdict == leak.VerdictLeak
-	}
+	outlier := outlierFiles(ev)
 
-	switch {
-	case o.format == formatJSON && len(results) == 1 && len(all) == 1:
-		if err := writeJSON(stdout, results[0].Report); err != nil {
-			return err
-		}
-	case o.format == formatJSON:
+	switch o.format {
+	case formatJSON:
 		out := struct {
 			Verdicts []rules.Verdict `json:"verdicts"`
 			// CrossRank compares the ranks (null with fewer than two).
 			CrossRank *rules.CrossRank `json:"cross_rank"`
 			Ranks     []rankLeakJSON   `json:"ranks"`
-		}{Verdicts: verdicts, CrossRank: cross}
-		for i, r := range results {
-			out.Ranks = append(out.Ranks, rankLeakJSON{Rank: r.Rank, Trace: r.Path, Report: r.Report, Outlier: outliers[i]})
+		}{Verdicts: ev.Verdicts, CrossRank: ev.CrossRank, Ranks: []rankLeakJSON{}}
+		for _, r := range results {
+			out.Ranks = append(out.Ranks, rankLeakJSON{Rank: r.Rank, Trace: r.Path, Report: r.Report, Outlier: outlier[r.Path]})
 		}
 		if err := writeJSON(stdout, out); err != nil {
 			return err
 		}
 	default:
-		if len(all) > 1 {
-			// One verdict per run and rank, from all of its files.
-			if o.format == formatMarkdown {
-				writeVerdictMarkdown(stdout, verdicts)
-			} else {
-				writeVerdictText(stdout, verdicts, termWidth())
-			}
+		// One verdict per run and rank, from all of its files.
+		if o.format == formatMarkdown {
+			writeVerdictMarkdown(stdout, ev.Verdicts)
+		} else {
+			writeVerdictText(stdout, ev.Verdicts, termWidth())
 		}
-		switch {
-		case cross != nil:
-			writeCrossRank(stdout, cross, o.format)
-		case len(results) > 1:
-			writeRankSummary(stdout, results, outliers, o.format)
-		}
+		writeCrossRank(stdout, ev.CrossRank, o.format)
 		for _, r := range results {
 			writeLeakReport(stdout, r, o.format)
 		}
 	}
-	if leaking {
-		return findings()
-	}
-	return nil
+	return exitOf(ev)
 }
 
-func writeRankSummary(w io.Writer, results []leakResult, outliers []bool, format string) {
-	tw := newTableWriter()
-	tw.AppendHeader(table.Row{"Rank", "Trace", "Verdict", "Growth per step", ""})
-	for i, r := range results {
-		mark := ""
-		if outliers[i] {
-			mark = "differs from the other ranks"
-		}
-		rank := "-"
-		if r.Rank >= 0 {
-			rank = fmt.Sprint(r.Rank)
-		}
-		tw.AppendRow(table.Row{rank, r.Path, r.Report.Verdict, memtimeline.FormatBytes(r.Report.GrowthBytesPerStep), mark})
+// outlierFiles are the files of the ranks the cross-rank view names.
+func outlierFiles(ev *rules.Evaluation) map[string]bool {
+	out := map[string]bool{}
+	if ev.CrossRank == nil {
+		return out
 	}
-	renderTable(w, tw, format)
-	fmt.Fprintln(w)
+	for _, v := range ev.Verdicts {
+		if v.Rank >= 0 && slices.Contains(ev.CrossRank.Outliers, v.Rank) {
+			for _, s := range v.Sources {
+				out[s] = true
+			}
+		}
+	}
+	return out
 }
-
 func writeLeakReport(w io.Writer, r leakResult, format string) {
 	rep := r.Report
 	title := r.Path

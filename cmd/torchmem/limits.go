@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -34,27 +33,14 @@ func (v *valueLimit) Set(s string) error {
 	return nil
 }
 
-// parseByteCount reads a positive count with an optional binary suffix
-// (256MiB, 1GiB, 1G, 4k), at most max.
+// parseByteCount reads a positive size in the one size syntax
+// (memtimeline.ParseBytes: 268435456, 256MiB, 1G), at most max.
 func parseByteCount(s string, max int64) (int, error) {
-	t := strings.TrimSuffix(strings.TrimSuffix(strings.ToUpper(strings.TrimSpace(s)), "B"), "I")
-	mult := 1
-	switch {
-	case strings.HasSuffix(t, "K"):
-		mult = 1 << 10
-	case strings.HasSuffix(t, "M"):
-		mult = 1 << 20
-	case strings.HasSuffix(t, "G"):
-		mult = 1 << 30
-	}
-	if mult > 1 {
-		t = t[:len(t)-1]
-	}
-	n, err := strconv.Atoi(t)
-	if err != nil || n <= 0 || int64(n) > max/int64(mult) {
+	n, err := memtimeline.ParseBytes(s)
+	if err != nil || n <= 0 || n > max {
 		return 0, fmt.Errorf("want a positive byte count up to %d such as 268435456 or 256MiB, got %q", max, s)
 	}
-	return n * mult, nil
+	return int(n), nil
 }
 
 func (v *valueLimit) set(n int) {

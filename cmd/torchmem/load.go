@@ -159,7 +159,7 @@ func ruleInput(f *load.File) *rules.Input {
 	if f.Summary != nil {
 		steps = f.Summary.StepLog()
 	}
-	return &rules.Input{Source: f.Path, Kind: string(f.Kind), Rank: f.Rank, Trace: f.Trace, SMI: f.SMI, StepLog: steps,
+	return &rules.Input{Source: f.Path, Kind: string(f.Kind), Rank: f.Rank, Trace: f.Trace, SMI: f.SMI, SMIApps: f.SMIApps, StepLog: steps,
 		Snapshot: f.Snapshot, Timeline: f.Timeline, Summary: f.Summary}
 }
 

@@ -32,6 +32,20 @@ func decodeJSON(t *testing.T, out string, v any) {
 	}
 }
 
+// onlyInput is the one document of a per-input command's JSON output
+// ({"inputs": [DOC]}: one shape whatever the number of inputs).
+func onlyInput(t *testing.T, out string) string {
+	t.Helper()
+	var doc struct {
+		Inputs []json.RawMessage `json:"inputs"`
+	}
+	decodeJSON(t, out, &doc)
+	if len(doc.Inputs) != 1 {
+		t.Fatalf("%d documents in inputs, want 1:\n%.500s", len(doc.Inputs), out)
+	}
+	return string(doc.Inputs[0])
+}
+
 // refused checks that the command line exits 2 (bad input or usage) with
 // an error that says want.
 func refused(t *testing.T, want string, args ...string) {
@@ -89,7 +103,7 @@ func TestOpsJSONShape(t *testing.T) {
 		Summary   map[string]any   `json:"summary"`
 		Operators []map[string]any `json:"operators"`
 	}
-	decodeJSON(t, out, &doc)
+	decodeJSON(t, onlyInput(t, out), &doc)
 	if doc.Summary == nil || len(doc.Operators) == 0 {
 		t.Fatalf("missing summary or operators: %s", out[:200])
 	}

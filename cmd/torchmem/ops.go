@@ -187,7 +187,10 @@ func writeSummary(w io.Writer, path string, t *chrometrace.Trace, s chrometrace.
 	}
 	fmt.Fprintln(w, ")")
 	if s.GPU != "" {
-		fmt.Fprintf(w, "GPU:      %s, %s", s.GPU, memtimeline.FormatBytes(s.GPUMemoryBytes))
+		fmt.Fprintf(w, "GPU:      %s", s.GPU)
+		if s.GPUMemoryBytes > 0 { // MTIA traces give no totalGlobalMem
+			fmt.Fprintf(w, ", %s", memtimeline.FormatBytes(s.GPUMemoryBytes))
+		}
 		if s.CUDARuntime != "" {
 			fmt.Fprintf(w, ", CUDA runtime %s, driver %s", s.CUDARuntime, s.CUDADriver)
 		}
@@ -202,8 +205,14 @@ func writeSummary(w io.Writer, path string, t *chrometrace.Trace, s chrometrace.
 		fmt.Fprintln(w, "Steps:    none annotated (profile with a schedule to get ProfilerStep#N)")
 	}
 	if s.MemoryEvents > 0 {
-		fmt.Fprintf(w, "Memory:   peak allocated %s, peak reserved %s (%d allocator events)\n",
-			memtimeline.FormatBytes(s.PeakAllocatedBytes), memtimeline.FormatBytes(s.PeakReservedBytes), s.MemoryEvents)
+		allocated, reserved := memtimeline.FormatBytes(s.PeakAllocatedBytes), memtimeline.FormatBytes(s.PeakReservedBytes)
+		if s.AllocatedFromWindowStart {
+			allocated += " above the window's start"
+		}
+		if s.ReservedNotRecorded {
+			reserved = "not recorded"
+		}
+		fmt.Fprintf(w, "Memory:   peak allocated %s, peak reserved %s (%d allocator events)\n", allocated, reserved, s.MemoryEvents)
 	}
 	var rec []string
 	for _, f := range []struct {

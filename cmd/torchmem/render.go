@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"strings"
 
 	"github.com/jedib0t/go-pretty/v6/table"
@@ -55,6 +56,7 @@ type ownSchema interface{ ownSchema() }
 // is an object. encoding/json is used for output: its field order is the
 // struct order, stable for scripts and goldens.
 func writeJSON(w io.Writer, v any) error {
+	v = withEmptyLists(v)
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetIndent("", "  ")
@@ -68,6 +70,70 @@ func writeJSON(w io.Writer, v any) error {
 	}
 	_, err := w.Write(out)
 	return err
+}
+
+// withEmptyLists makes every nil list in v an empty one, so that a list
+// is [] in every document, never null (JSON.md's promise, kept here once
+// rather than by each type). v is copied first when it is not a pointer;
+// what it points to is set in place (the analyses are done by the time
+// JSON is written). Types with their own MarshalJSON and byte slices are
+// left as they are.
+func withEmptyLists(v any) any {
+	rv := reflect.ValueOf(v)
+	if !rv.IsValid() {
+		return v
+	}
+	if rv.Kind() != reflect.Pointer {
+		c := reflect.New(rv.Type())
+		c.Elem().Set(rv)
+		rv = c
+	}
+	fillLists(rv, map[uintptr]bool{})
+	return rv.Interface()
+}
+
+var jsonMarshaler = reflect.TypeFor[json.Marshaler]()
+
+func fillLists(v reflect.Value, seen map[uintptr]bool) {
+	if v.Type().Implements(jsonMarshaler) || (v.CanAddr() && v.Addr().Type().Implements(jsonMarshaler) && v.Kind() != reflect.Struct) {
+		return
+	}
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() || seen[v.Pointer()] {
+			return
+		}
+		seen[v.Pointer()] = true
+		fillLists(v.Elem(), seen)
+	case reflect.Interface:
+		if !v.IsNil() && v.Elem().Kind() == reflect.Pointer {
+			fillLists(v.Elem(), seen)
+		}
+	case reflect.Struct:
+		t := v.Type()
+		for i := range t.NumField() {
+			if f := t.Field(i); f.IsExported() && f.Tag.Get("json") != "-" {
+				fillLists(v.Field(i), seen)
+			}
+		}
+	case reflect.Slice:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			return // bytes: a string in JSON
+		}
+		if v.IsNil() {
+			if v.CanSet() {
+				v.Set(reflect.MakeSlice(v.Type(), 0, 0))
+			}
+			return
+		}
+		for i := range v.Len() {
+			fillLists(v.Index(i), seen)
+		}
+	case reflect.Array:
+		for i := range v.Len() {
+			fillLists(v.Index(i), seen)
+		}
+	}
 }
 
 // withSchemaVersion puts "schema_version" first in an indented JSON
@@ -208,8 +274,9 @@ func renderTable(w io.Writer, t table.Writer, format string) {
 }
 
 // eachInput renders one result per input, the same way for every command:
-// text formats one after another (a blank line between), JSON as the one
-// input's document or, for several, {"inputs": [document, ...]}. render
+// text formats one after another (a blank line between), JSON as
+// {"inputs": [document, ...]} whatever their number (a script that reads
+// one file's output reads a directory's). render
 // may return findings() (exit 1 once all are written); other errors stop.
 func eachInput[T any](stdout io.Writer, format string, items []T, render func(w io.Writer, item T) error) error {
 	var found error
@@ -221,7 +288,7 @@ func eachInput[T any](stdout io.Writer, format string, items []T, render func(w 
 		}
 		return err
 	}
-	if format != formatJSON || len(items) == 1 {
+	if format != formatJSON {
 		for i, it := range items {
 			if i > 0 && (format == formatTable || format == formatText || format == formatMarkdown) {
 				fmt.Fprintln(stdout)

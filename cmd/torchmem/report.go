@@ -5,7 +5,6 @@ import (
 	_ "embed"
 	"fmt"
 	"html/template"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -67,7 +66,9 @@ Per input: a summary, memory over time (allocated and reserved per GPU, with
 ProfilerStep bands, zoom and out-of-memory markers; per-category stacked areas
 for memory timelines; used memory per GPU for nvidia-smi), the top operators
 and allocation sites, the leak verdict with its suspects, and every finding of
-the rules with what to do.`,
+the rules with what to do.
+
+` + exitPolicy,
 		Example: `  torchmem report trace.json.gz -o report.html
   torchmem report traces/ snapshot.pickle memory_timeline.json.gz -o report.html`,
 		Args: cobra.MinimumNArgs(1),
@@ -82,20 +83,16 @@ the rules with what to do.`,
 			if err != nil {
 				return err
 			}
-			inputs, err := loadRuleInputs(cmd.ErrOrStderr(), args, "report", rulesFile == "")
+			ev, err := evaluate(cmd.ErrOrStderr(), args, "report", rs, rulesFile == "", &analyzeSites)
 			if err != nil {
 				return err
 			}
 			reportTop = top
-			verdict, failed, err := writeReportPage(output, inputs, rs)
-			if err != nil {
+			if err := writeReport(output, ev); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s\n%s\n", output, verdict)
-			if failed {
-				return findings() // exits like check: 1 when a rule at error severity fired
-			}
-			return nil
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s\n%s\n", output, verdictLine(ev))
+			return exitOf(ev)
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "the HTML file to write")
@@ -202,37 +199,26 @@ type reportBarSegment struct {
 	Percent string // CSS width, e.g. "41.2"
 }
 
-func writeReport(path string, sources []string, inputs []*rules.Input, rs []rules.Rule, stderr io.Writer) error {
-	_, _, err := writeReportPage(path, inputs, rs)
-	return err
-}
-
-// writeReportPage writes the report and returns its verdict line and
-// whether an error-severity finding fails it (the report exits like check).
-func writeReportPage(path string, inputs []*rules.Input, rs []rules.Rule) (string, bool, error) {
+// writeReport writes the evaluation as the HTML page.
+func writeReport(path string, ev *rules.Evaluation) error {
 	page := reportPage{Title: "torchmem memory report", Version: version, Echarts: chart.EchartsScript()}
-	var all []rules.Finding
-	for i, in := range inputs {
-		ri, err := buildReportInput(fmt.Sprintf("in%d_", i), in, rs)
+	for i, in := range ev.Inputs {
+		ri, err := buildReportInput(fmt.Sprintf("in%d_", i), in, ev.FindingsFor(in.Source))
 		if err != nil {
-			return "", false, badInput(fmt.Errorf("%s: %w", in.Source, err))
+			return badInput(fmt.Errorf("%s: %w", in.Source, err))
 		}
-		all = append(all, ri.Findings...)
 		page.Inputs = append(page.Inputs, ri)
 	}
-	verdicts := rules.JudgeAll(inputs)
-	all = rules.MergeLeakFindings(verdicts, all)
-	slices.SortStableFunc(all, func(a, b rules.Finding) int { return int(b.Severity) - int(a.Severity) })
-	page.Findings = all
-	for i, v := range verdicts {
+	page.Findings = ev.Findings
+	for i, v := range ev.Verdicts {
 		a, err := buildReportAnswer(fmt.Sprintf("v%d_", i), v)
 		if err != nil {
-			return "", false, badInput(fmt.Errorf("%s: %w", v.Name, err))
+			return badInput(fmt.Errorf("%s: %w", v.Name, err))
 		}
-		a.Checklist = rules.Checklist(v, all)
+		a.Checklist = ev.Checklists[i].Items
 		page.Answers = append(page.Answers, a)
 	}
-	if cr := rules.CompareRanks(verdicts); cr != nil {
+	if cr := ev.CrossRank; cr != nil {
 		page.CrossRank = cr
 		rows, hidden := crossRankRows(cr)
 		for _, r := range rows {
@@ -241,10 +227,9 @@ func writeReportPage(path string, inputs []*rules.Input, rs []rules.Rule) (strin
 		}
 		page.CrossHidden = hidden
 	}
-	page.Verdict = verdictLine(all, len(inputs))
-	errs, _, _ := countBySeverity(all)
-	page.Failed = errs > 0
-	return page.Verdict, page.Failed, writePage(path, page)
+	page.Verdict = verdictLine(ev)
+	page.Failed = !ev.Passed()
+	return writePage(path, page)
 }
 
 // buildReportAnswer renders one verdict for the page's top.
@@ -276,6 +261,10 @@ func buildReportAnswer(idPrefix string, v rules.Verdict) (reportAnswer, error) {
 		if v.Frag.Retries != "" {
 			a.Lines = append(a.Lines, reportLine{Label: "RETRY", Text: v.Frag.Retries})
 		}
+	}
+	labels, texts := gpuEntries(v.GPU)
+	for i := range labels {
+		a.Lines = append(a.Lines, reportLine{Label: labels[i], Text: texts[i]})
 	}
 	if p := v.Peak; p != nil {
 		a.Lines = append(a.Lines, reportLine{Label: "PEAK", Text: peakLine(p)})
@@ -360,8 +349,8 @@ func writePage(path string, page reportPage) error {
 	return f.Close()
 }
 
-func buildReportInput(idPrefix string, in *rules.Input, rs []rules.Rule) (reportInput, error) {
-	ri := reportInput{Source: in.Source, Findings: rules.Run(rs, in)}
+func buildReportInput(idPrefix string, in *rules.Input, fs []rules.Finding) (reportInput, error) {
+	ri := reportInput{Source: in.Source, Findings: fs}
 	switch {
 	case in.Trace != nil || in.Digest != nil && in.Kind == rules.SourceTrace:
 		ri.Kind = string(kindTrace)

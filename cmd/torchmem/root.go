@@ -4,6 +4,14 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// exitPolicy is the one exit policy of the commands that answer (analyze,
+// check, leaks, report): they render one evaluation, so they exit alike.
+const exitPolicy = `Exit status: 0 when no finding is at error severity, 1 when one is (a leak
+verdict always comes with its finding: an error at or over memory.leak's
+threshold, a warning under it), 2 for bad input or usage, and when no input
+records memory at all (a trace without profile_memory=True): a gate never
+passes what it could not measure.`
+
 // subcommands lists the constructors of every subcommand; each command's file
 // adds itself in init so that commands stay independent of one another.
 var subcommands []func() *cobra.Command
@@ -24,7 +32,8 @@ name. A directory stands for the files under it: each command picks the kinds
 it reads (ops and stacks the traces, snapshot the snapshots, ...), and a file
 of no kind torchmem reads (a config.json) is skipped with a warning naming it.
 
-Exit codes: 0 ok, 1 findings at error severity, 2 bad input or usage.`,
+Exit codes: 0 ok, 1 findings at error severity, 2 bad input or usage; analyze,
+check, leaks and report render one evaluation and exit alike (see their help).`,
 		Version:       version,
 		SilenceUsage:  true,
 		SilenceErrors: true,

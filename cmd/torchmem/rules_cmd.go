@@ -31,7 +31,7 @@ the values after that file's overrides.`,
 			if err != nil {
 				return err
 			}
-			return writeRules(cmd.OutOrStdout(), rs, format)
+			return writeRules(cmd.OutOrStdout(), rs.Rules, format)
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", formatTable, "output format: table, json, markdown")

@@ -27,8 +27,10 @@ func newSMICmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "smi FILE...",
-		Short: "Find leaks, idle-but-full GPUs and near-OOM time in an nvidia-smi CSV log",
+		Short: "Find leaks, idle-but-full GPUs, near-OOM time and zombie processes in nvidia-smi CSV logs",
 		Example: `  torchmem smi smi.csv
+  torchmem smi smi.csv compute_apps.csv
+  torchmem smi run_dir/
   torchmem smi smi.csv --gpu 3 --threshold 0.95
   torchmem smi smi.csv --format json`,
 		Long: `smi reads a log written by
@@ -48,6 +50,17 @@ gzipped or not) and reports per GPU:
     of a job starved by its input pipeline;
   - time above --threshold of memory.total (the out-of-memory alarm).
 
+It also reads the per-process log written beside it by
+
+    nvidia-smi --query-compute-apps=timestamp,pid,process_name,used_memory,gpu_uuid --format=csv -lms 200 > compute_apps.csv
+
+(one query or logged; the header is needed) and reports memory per process:
+zombies (a process keeping its memory, unchanged, after the others on its
+GPU exited, or with the GPU idle), processes sharing a GPU, the process that
+grows. 'torchmem analyze' on the run's folder also puts nvidia-smi beside
+torch's own numbers (the steps log): memory.used = torch allocated + torch's
+cache + what lives outside torch (CUDA context, workspaces, other processes).
+
 Exit status: 0 when no leak is found, 1 when one is, 2 when the file cannot
 be read.`,
 		Args: cobra.MinimumNArgs(1),
@@ -62,11 +75,14 @@ be read.`,
 				return badInput(fmt.Errorf("--min-growth-duration %v: want a positive duration", minGrowD))
 			}
 			opts.MinGrowthDuration = minGrowD
-			files, err := loadFiles(cmd.ErrOrStderr(), args, "smi", load.SMI, load.SMI)
+			files, err := loadFiles(cmd.ErrOrStderr(), args, "smi", load.SMI, load.SMI, load.SMIApps)
 			if err != nil {
 				return err
 			}
 			return eachInput(cmd.OutOrStdout(), format, files, func(out io.Writer, f *load.File) error {
+				if f.SMIApps != nil {
+					return renderSMIApps(out, format, f, gpuLogBeside(f, files), opts)
+				}
 				path, log := f.Path, f.SMI
 				if gpu != "" {
 					g := log.GPU(gpu)
@@ -157,6 +173,10 @@ func renderSMITable(w io.Writer, path string, log *smi.Log, a smi.Analysis) {
 		fmt.Fprintln(w)
 		if len(g.Leaks) == 0 {
 			fmt.Fprintf(w, "Leak: none (no steady growth of %s or more lasting %s)\n", memtimeline.FormatBytes(o.MinGrowthBytes), o.MinGrowthDuration)
+			if r := g.StillGrowing; r != nil {
+				fmt.Fprintf(w, "  but memory.used was still rising at the end: %s from %s to %s, %.1f MiB/s (%s); too short to call, log longer\n",
+					memtimeline.FormatBytes(r.GrowthBytes), clock(r.Start), clock(r.End), r.SlopeBytesPerSec/(1<<20), r.Reason)
+			}
 		} else {
 			fmt.Fprintf(w, "Leak: steady growth in %d stretch(es)\n", len(g.Leaks))
 			t := newTableWriter()
@@ -337,6 +357,9 @@ type smiGPUJSON struct {
 	MaxUtilGPUPct  *float64        `json:"max_utilization_gpu_pct"`
 	Leaks          []smiGrowthJSON `json:"leaks"`
 	GrowthRuns     []smiGrowthJSON `json:"growth_runs"`
+	// StillGrowing: growth too short to judge, still going on when the
+	// process or the log ended.
+	StillGrowing   *smiGrowthJSON  `json:"still_growing,omitempty"`
 	Starvation     []smiPeriodJSON `json:"memory_held_gpu_idle"`
 	AboveThreshold smiAlarmJSON    `json:"above_threshold"`
 	Timeline       []smiBucketJSON `json:"timeline"`
@@ -461,6 +484,10 @@ func smiJSONReport(path string, log *smi.Log, a smi.Analysis) smiReportJSON {
 		}
 		for _, r := range g.Runs {
 			j.GrowthRuns = append(j.GrowthRuns, smiGrowth(r))
+		}
+		if r := g.StillGrowing; r != nil {
+			sg := smiGrowth(*r)
+			j.StillGrowing = &sg
 		}
 		rep.GPUs = append(rep.GPUs, j)
 	}

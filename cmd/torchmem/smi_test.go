@@ -37,7 +37,7 @@ func TestSMICommandJSON(t *testing.T) {
 	if code != exitFindings {
 		t.Fatalf("exit %d", code)
 	}
-	dec := json.NewDecoder(strings.NewReader(out))
+	dec := json.NewDecoder(strings.NewReader(onlyInput(t, out)))
 	dec.UseNumber()
 	var rep struct {
 		GPUs []struct {

@@ -108,8 +108,13 @@ func renderSnapshotReport(w io.Writer, path string, rep *snapshot.Report, o snap
 	}
 	row("Reserved", st.ReservedBytes, "segments cudaMalloc'd by the caching allocator")
 	row("Allocated", st.AllocatedBytes, fmt.Sprintf("%d live blocks (rounded sizes)", st.AllocatedBlocks))
-	row("Requested", st.RequestedBytes, "what the live tensors asked for")
-	row("Rounding waste", chrometrace.SubSat(st.AllocatedBytes, st.RequestedBytes), "allocated - requested")
+	if st.RequestedNotRecorded {
+		t.AppendRow(table.Row{"Requested", "not recorded", "-", "this snapshot records no requested_size (older torch)"})
+		t.AppendRow(table.Row{"Rounding waste", "not recorded", "-", "allocated - requested"})
+	} else {
+		row("Requested", st.RequestedBytes, "what the live tensors asked for")
+		row("Rounding waste", chrometrace.SubSat(st.AllocatedBytes, st.RequestedBytes), "allocated - requested")
+	}
 	if st.PendingFreeBlocks > 0 {
 		row("Pending free", chrometrace.SubSat(st.ActiveBytes, st.AllocatedBytes), fmt.Sprintf("%d blocks freed but still used by a stream", st.PendingFreeBlocks))
 	}
@@ -126,7 +131,7 @@ func renderSnapshotReport(w io.Writer, path string, rep *snapshot.Report, o snap
 
 	renderLeakCandidates(w, rep, o.leaks)
 	renderSettings(w, rep.Settings)
-	renderOOMs(w, rep.OOMs)
+	renderOOMs(w, rep.OOMs, len(rep.TraceEntries) > 0)
 	return nil
 }
 
@@ -216,17 +221,37 @@ func cppShortName(name string) string {
 }
 
 func renderSettings(w io.Writer, s snapshot.AllocatorSettings) {
+	if len(s.Recorded) == 0 {
+		// Snapshots of older torch hold no allocator_settings: say so
+		// rather than print unset values as if they were read.
+		fmt.Fprintln(w, "Allocator settings: not recorded in this snapshot (older torch saves no allocator_settings)")
+		fmt.Fprintln(w)
+		return
+	}
+	const notRecorded = "not recorded"
 	conf := s.AllocConf
-	if conf == "" {
+	switch {
+	case !s.Has("PYTORCH_CUDA_ALLOC_CONF"):
+		conf = notRecorded
+	case conf == "":
 		conf = "(unset)"
 	}
 	fmt.Fprintf(w, "Allocator settings: PYTORCH_CUDA_ALLOC_CONF=%s\n", conf)
-	maxSplit := "unlimited"
-	if s.MaxSplitSize >= 0 {
-		maxSplit = memtimeline.FormatBytes(s.MaxSplitSize)
+	maxSplit, expandable, gcThreshold := notRecorded, notRecorded, notRecorded
+	if s.Has("max_split_size") {
+		maxSplit = "unlimited"
+		if s.MaxSplitSize >= 0 {
+			maxSplit = memtimeline.FormatBytes(s.MaxSplitSize)
+		}
 	}
-	fmt.Fprintf(w, "  max_split_size: %s, expandable_segments: %t, garbage_collection_threshold: %g\n",
-		maxSplit, s.ExpandableSegments, s.GarbageCollectionThreshold)
+	if s.Has("expandable_segments") {
+		expandable = strconv.FormatBool(s.ExpandableSegments)
+	}
+	if s.Has("garbage_collection_threshold") {
+		gcThreshold = strconv.FormatFloat(s.GarbageCollectionThreshold, 'g', -1, 64)
+	}
+	fmt.Fprintf(w, "  max_split_size: %s, expandable_segments: %s, garbage_collection_threshold: %s\n",
+		maxSplit, expandable, gcThreshold)
 	var div []string
 	keys := make([]string, 0, len(s.RoundupPower2Divisions))
 	for k := range s.RoundupPower2Divisions {
@@ -244,6 +269,9 @@ func renderSettings(w io.Writer, s snapshot.AllocatorSettings) {
 	}
 	if len(div) == 0 {
 		div = []string{"off"}
+		if !s.Has("roundup_power2_divisions") {
+			div = []string{"not recorded"}
+		}
 	}
 	fmt.Fprintf(w, "  roundup_power2_divisions: %s\n", strings.Join(div, ", "))
 	if len(s.Other) > 0 {
@@ -257,7 +285,12 @@ func renderSettings(w io.Writer, s snapshot.AllocatorSettings) {
 	fmt.Fprintln(w)
 }
 
-func renderOOMs(w io.Writer, ooms []snapshot.OOMEvent) {
+func renderOOMs(w io.Writer, ooms []snapshot.OOMEvent, history bool) {
+	if len(ooms) == 0 && !history {
+		// OOMs are entries of the allocation history.
+		fmt.Fprintln(w, "Out-of-memory events: not recorded (no allocation history in this snapshot)")
+		return
+	}
 	if len(ooms) == 0 {
 		fmt.Fprintln(w, "Out-of-memory events: none recorded")
 		return

@@ -71,7 +71,7 @@ func TestSnapshotCommandJSON(t *testing.T) {
 			MaxSplit int64 `json:"max_split_size"`
 		} `json:"allocator_settings"`
 	}
-	decodeJSON(t, out, &doc)
+	decodeJSON(t, onlyInput(t, out), &doc)
 	want := oracleFigures(t, "leak_module_cache")
 	if doc.File != path || doc.Stats.Reserved != int64(want["reserved_bytes"].(float64)) ||
 		doc.Stats.Allocated != int64(want["allocated_bytes"].(float64)) ||

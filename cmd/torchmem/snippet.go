@@ -24,9 +24,12 @@ your training script. Wrap the loop in it and call step() each iteration:
 
 It profiles with a schedule (profile_memory, with_stack, record_shapes), exports
 each cycle as <host>_rank<r>_step<n>.pt.trace.json.gz, records the allocator
-history and dumps a snapshot at the end and on OutOfMemoryError, and writes one
-line of memory_stats() per step. TORCHMEM=0 turns it off; the file's docstring
-lists every switch. Then: torchmem analyze torchmem_out/`,
+history through the profiled window and dumps a snapshot (also on
+OutOfMemoryError), and writes one line of memory_stats() per step. While the
+job runs it watches that line: a regular leak or reserved memory near the
+process's limit is said once in the training log, with a snapshot taken then
+(on_alarm= and TORCHMEM_NOTIFY pass it on). TORCHMEM=0 turns it off; the file's
+docstring lists every switch. Then: torchmem analyze torchmem_out/`,
 		Example: `  torchmem snippet > torchmem_profile.py`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -171,7 +171,14 @@ func writeStacks(stdout, stderr io.Writer, path, label string, t *chrometrace.Tr
 	if exact {
 		unit = " (bytes)"
 	}
-	header := table.Row{"Python stack (outermost first)", "Operator", "Allocated" + unit, "# Allocs", "Live at end" + unit, "Live at peak" + unit}
+	// The table stacks frames outermost first, one per line; CSV and
+	// Markdown put them on one line innermost first, each "← called from"
+	// the next: the header says the order each one shows.
+	stackHeader := "Python stack (outermost first)"
+	if o.format != formatTable {
+		stackHeader = "Python stack (innermost first, ← called from)"
+	}
+	header := table.Row{stackHeader, "Operator", "Allocated" + unit, "# Allocs", "Live at end" + unit, "Live at peak" + unit}
 	csvLabel := label != "" && o.format == formatCSV
 	if csvLabel {
 		header = append(table.Row{"Trace"}, header...)

@@ -22,7 +22,7 @@ func TestStacksJSONNamesTheLeakingLine(t *testing.T) {
 			Allocs          int64    `json:"allocs"`
 		} `json:"stacks"`
 	}
-	decodeJSON(t, out, &doc)
+	decodeJSON(t, onlyInput(t, out), &doc)
 	top := doc.Stacks[0]
 	if top.Frames[len(top.Frames)-1] != "gen_traces.py(143): forward" || !strings.HasPrefix(top.Operator, "aten::clone") || top.LiveBytesAtEnd != 24<<20 {
 		t.Errorf("top live site %+v", top)
@@ -51,7 +51,7 @@ func TestStacksFolded(t *testing.T) {
 			AllocBytes int64 `json:"alloc_bytes"`
 		} `json:"stacks"`
 	}
-	if err := json.Unmarshal([]byte(js), &doc); err != nil {
+	if err := json.Unmarshal([]byte(onlyInput(t, js)), &doc); err != nil {
 		t.Fatal(err)
 	}
 	var want int64

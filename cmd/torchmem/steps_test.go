@@ -50,7 +50,7 @@ func TestStepsCommandJSONMatchesTruth(t *testing.T) {
 			BytesPerStep int64  `json:"bytes_per_step"`
 		} `json:"series"`
 	}
-	decodeJSON(t, out, &rep)
+	decodeJSON(t, onlyInput(t, out), &rep)
 	if len(rep.Series) != 1 || rep.Series[0].Verdict != "growing" || rep.Series[0].BytesPerStep != truth.LeakBytesPerStep {
 		t.Errorf("report %+v, want growing by %d bytes per step", rep, truth.LeakBytesPerStep)
 	}

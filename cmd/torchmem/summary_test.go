@@ -56,7 +56,7 @@ func TestMemorySummaryInput(t *testing.T) {
 			BytesPerStep int64  `json:"bytes_per_step"`
 		} `json:"series"`
 	}
-	if err := json.Unmarshal([]byte(out), &steps); err != nil || len(steps.Series) != 1 || steps.Series[0].Verdict != "growing" || steps.Series[0].BytesPerStep != 64<<20 {
+	if err := json.Unmarshal([]byte(onlyInput(t, out)), &steps); err != nil || len(steps.Series) != 1 || steps.Series[0].Verdict != "growing" || steps.Series[0].BytesPerStep != 64<<20 {
 		t.Errorf("steps: %v %s", err, out)
 	}
 	out, _, code = torchmem(t, "check", log)

@@ -128,7 +128,7 @@ func leakLine(l rules.LeakAnswer) string { return leakText(l, true) }
 func leakText(l rules.LeakAnswer, chain bool) string {
 	switch l.Verdict {
 	case leak.VerdictLeak:
-		s := memtimeline.FormatBytes(l.BytesPerStep) + " per step"
+		s := l.Figure()
 		if l.Kind != "" {
 			s += ", " + l.Kind
 		}
@@ -230,6 +230,9 @@ func fragLine(f *rules.FragAnswer) string {
 
 func peakLine(p *rules.PeakAnswer) string {
 	s := memtimeline.FormatBytes(p.AllocatedBytes) + " allocated"
+	if p.RelativeToWindowStart {
+		s += " above the profiled window's start (the trace records no allocator totals)"
+	}
 	if p.Step != "" {
 		s += " at " + p.Step
 	}
@@ -323,6 +326,12 @@ func writeVerdictText(w io.Writer, vs []rules.Verdict, width int) {
 		if len(lines) > verdictMaxLines {
 			lines = lines[:verdictMaxLines]
 		}
+		// The GPU entries come on top of the cap: they answer another
+		// question (nvidia-smi's), asked only when an smi log is given.
+		labels, texts := gpuEntries(v.GPU)
+		for i := range labels {
+			lines = append(lines, wrapEntry(labels[i], texts[i], width, 4)...)
+		}
 		for _, l := range lines {
 			fmt.Fprintln(w, l)
 		}
@@ -353,6 +362,10 @@ func writeVerdictMarkdown(w io.Writer, vs []rules.Verdict) {
 			if c := categoryLine(v.Peak.Composition); c != "" {
 				fmt.Fprintf(w, "  - %s\n", mdEscape(c))
 			}
+		}
+		labels, texts := gpuEntries(v.GPU)
+		for i := range labels {
+			fmt.Fprintf(w, "- **%s** %s\n", labels[i], mdEscape(texts[i]))
 		}
 		fmt.Fprintln(w)
 	}

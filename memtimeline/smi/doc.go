@@ -10,6 +10,19 @@
 // GPUReport with its growth runs (GrowthRun), periods (Period) and the
 // time above the alarm threshold (ThresholdAlarm); Buckets summarises a
 // GPU's samples for a table or chart.
+// A GPU still rising when its process or the log ends, too briefly to
+// judge, is StillGrowing: neither a leak nor a plateau.
+//
+// LooksLikeApps and ReadApps read the per-process log of
+// `nvidia-smi --query-compute-apps=...` (AppsLog, one Process per pid and
+// GPU); AnalyzeApps names zombies, processes sharing a GPU and the process
+// that grows (AppsAnalysis). Reconcile puts torch's own figures of the same
+// run (TorchPoint: memory_allocated() and memory_reserved() per step, on the
+// Unix clock; ClockOffset finds the smi log's time zone) beside memory.used
+// and splits it into torch allocated, torch's cache and outside torch
+// (Reconciliation, with the one-sentence Answer). PerStep turns a growth
+// rate into bytes per step by the steps that ran while it grew.
+//
 // nvidia-smi sees the device, not the allocator: it is the input for runs
 // that were not profiled.
 package smi

@@ -50,6 +50,12 @@ type Options struct {
 	StarveMinBytes    int64
 	StarveUtilPct     float64
 	MinStarveDuration time.Duration
+
+	// A process of a compute-apps log still holding memory, unchanged, at
+	// the end of the logs is a zombie when it did so for at least
+	// ZombieMinDuration after another process on its GPU exited (or for
+	// MinStarveDuration with the GPU idle).
+	ZombieMinDuration time.Duration
 }
 
 // DefaultOptions returns the defaults of `torchmem smi`.
@@ -69,6 +75,7 @@ func DefaultOptions() Options {
 		StarveMinBytes:    1 << 30,
 		StarveUtilPct:     10,
 		MinStarveDuration: 10 * time.Second,
+		ZombieMinDuration: 3 * time.Second,
 	}
 }
 
@@ -116,6 +123,13 @@ type GPUReport struct {
 	// Leaks are the stretches of steady growth, longest first. One may be
 	// a part of a run (the slow growth after a fast start-up ramp).
 	Leaks []GrowthRun
+	// StillGrowing is a growth run that is not a leak but was still
+	// rising when the process ended or the log did (its last rise came
+	// within StillGrowingFactor of its recent rises' spacing before the
+	// end): too short to call a leak, too recent to call a plateau. Nil
+	// when every run ended in a plateau (a process loading its model and
+	// data, then training in steady state) or was judged a leak.
+	StillGrowing *GrowthRun
 	// Starvation are periods of high memory and low utilization.
 	Starvation []Period
 	// AboveThreshold is the time memory.used spent above Threshold of
@@ -230,6 +244,7 @@ func analyzeSMIGPU(g *GPU, opts Options) GPUReport {
 	}
 	nearZero := max(opts.JitterBytes, int64(opts.NearZeroFraction*float64(nearZeroRef)))
 	r.Runs, r.Leaks = findGrowthRuns(s, opts, nearZero)
+	r.StillGrowing = stillGrowing(s, r.Runs)
 	r.Starvation = starvationPeriods(s, r, opts)
 	r.AboveThreshold = thresholdAlarm(s, r, opts)
 	return r
@@ -419,6 +434,103 @@ func findGrowthRuns(all []Sample, opts Options, nearZero int64) (runs, leaks []G
 	}
 	sort.SliceStable(leaks, func(a, b int) bool { return leaks[a].Duration > leaks[b].Duration })
 	return runs, leaks
+}
+
+// StillGrowingFactor: a run whose last rise is followed, before the
+// process ends or the log does, by at most this many times the spacing of
+// its last rises (plus ExitAllowance) was still growing at the end.
+const StillGrowingFactor = 2
+
+// A run still growing at the end is reported only when its recent rises
+// are at least this many over at least this long: fewer are a start-up
+// ramp that the end cut short, which tells nothing.
+const (
+	StillGrowingMinRises    = 4
+	StillGrowingMinDuration = 2 * time.Second
+)
+
+// ExitAllowance is the time a process takes from its last step to giving
+// its memory back (the Python interpreter's teardown, files written at
+// exit), allowed on top of StillGrowingFactor.
+const ExitAllowance = time.Second
+
+// stillGrowing returns the last run that is not a leak and was still
+// rising at its end, or nil. The run returned covers its recent rises
+// only (those of about the size and spacing of the last three), so that
+// its rate is the growth's, not the start-up's.
+func stillGrowing(s []Sample, runs []GrowthRun) *GrowthRun {
+	for i := len(runs) - 1; i >= 0; i-- {
+		r := runs[i]
+		if r.Leak || r.Released {
+			continue
+		}
+		// The run's new highs: sample index and size of the rise.
+		var at []int
+		var size []int64
+		high := s[r.StartSample].UsedBytes
+		for k := r.StartSample + 1; k <= r.EndSample && k < len(s); k++ {
+			if v := s[k].UsedBytes; v > high {
+				at, size = append(at, k), append(size, v-high)
+				high = v
+			}
+		}
+		n := len(at)
+		if n < 4 {
+			continue
+		}
+		// The spacing and size of its recent rises: medians of the last
+		// three, so that one long stall (a first step compiling kernels)
+		// or one big jump (the optimizer's state) does not stretch them.
+		var gaps, sizes []int64
+		for k := n - 3; k < n; k++ {
+			gaps = append(gaps, int64(s[at[k]].Time.Sub(s[at[k-1]].Time)))
+			sizes = append(sizes, size[k])
+		}
+		spacing, typical := time.Duration(median64(gaps)), median64(sizes)
+		// The end of its plateau: the first sample that falls below its
+		// high, else the log's end.
+		end := s[len(s)-1].Time
+		for k := r.EndSample + 1; k < len(s); k++ {
+			if s[k].UsedBytes >= 0 && s[k].UsedBytes < r.EndBytes {
+				end = s[k].Time
+				break
+			}
+		}
+		if end.Sub(s[at[n-1]].Time) > StillGrowingFactor*spacing+ExitAllowance {
+			return nil // the last run settled: earlier ones did too
+		}
+		first := n - 1
+		for first > 0 && size[first-1] < 2*typical && s[at[first]].Time.Sub(s[at[first-1]].Time) <= 3*spacing {
+			first--
+		}
+		// From the sample before the first recent rise to the last high.
+		from := at[first] - 1
+		for from > r.StartSample && s[from].UsedBytes < 0 {
+			from--
+		}
+		w := GrowthRun{Start: s[from].Time, End: s[at[n-1]].Time, StartSample: from, EndSample: at[n-1], Rises: n - first,
+			StartBytes: s[from].UsedBytes, EndBytes: s[at[n-1]].UsedBytes, DroppedTo: r.DroppedTo, DropTime: r.DropTime}
+		w.Duration, w.GrowthBytes = w.End.Sub(w.Start), w.EndBytes-w.StartBytes
+		var pos []int
+		for k := from; k <= at[n-1]; k++ {
+			if s[k].UsedBytes >= 0 {
+				pos = append(pos, k)
+			}
+		}
+		w.Samples = len(pos)
+		slope, r2 := newRunFit(s, pos, 0, len(pos)-1).fit(0, len(pos)-1)
+		w.SlopeBytesPerSec, w.R2 = slope*(1<<20), r2
+		for k := first; k < n; k++ {
+			w.LargestRiseBytes = max(w.LargestRiseBytes, size[k])
+		}
+		if w.Rises < StillGrowingMinRises || w.Duration < StillGrowingMinDuration || w.GrowthBytes <= 0 {
+			return nil // a start-up ramp cut short by the end: nothing to go on
+		}
+		w.Reason = fmt.Sprintf("still rising when the process or the log ended: %d rises of about %s every %s, the last %s before the end",
+			w.Rises, memtimeline.FormatBytes(typical), roundDuration(spacing), roundDuration(end.Sub(w.End)))
+		return &w
+	}
+	return nil
 }
 
 // runFit holds prefix sums over a run for O(1) least-squares fits of any

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/torchmem/torchmem/chrometrace"
@@ -49,8 +50,11 @@ type Block struct {
 	Address       uint64
 	Size          int64
 	RequestedSize int64
-	State         string // BlockActiveAllocated, BlockActivePendingFree or BlockInactive
-	Frames        []Frame
+	// NoRequested: the snapshot records no requested_size for the block
+	// (older torch); RequestedSize is then Size, not a measurement.
+	NoRequested bool
+	State       string // BlockActiveAllocated, BlockActivePendingFree or BlockInactive
+	Frames      []Frame
 }
 
 // Trace actions as torch names them.
@@ -108,6 +112,16 @@ type AllocatorSettings struct {
 	RoundupPower2Divisions map[string]int64 `json:"roundup_power2_divisions,omitempty"`
 	// Other holds every remaining scalar setting, printed as Python would.
 	Other map[string]string `json:"other,omitempty"`
+	// Recorded lists the settings the snapshot holds, sorted: older torch
+	// wrote no allocator_settings at all, and a setting it does not
+	// record is unknown, not its zero value.
+	Recorded []string `json:"recorded"`
+}
+
+// Has reports whether the snapshot recorded the setting key.
+func (s *AllocatorSettings) Has(key string) bool {
+	_, ok := slices.BinarySearch(s.Recorded, key)
+	return ok
 }
 
 // Annotation is a record_function range boundary (e.g. ProfilerStep#3).
@@ -468,7 +482,7 @@ func (m *snapMapper) blocks(v pickle.Value, segAddr uint64, segLoc *loc) ([]Bloc
 			b.Address = next
 		}
 		if !hasReq {
-			b.RequestedSize = b.Size
+			b.RequestedSize, b.NoRequested = b.Size, true
 		}
 		next = b.Address + uint64(b.Size)
 	}
@@ -585,6 +599,7 @@ func (m *snapMapper) settings(d pickle.Value) (AllocatorSettings, error) {
 	var s AllocatorSettings
 	err := m.fields(d, l, func(key string, v pickle.Value) error {
 		var err error
+		s.Recorded = append(s.Recorded, key)
 		switch key {
 		case "PYTORCH_CUDA_ALLOC_CONF":
 			s.AllocConf, err = m.str(v, l, key)
@@ -621,6 +636,8 @@ func (m *snapMapper) settings(d pickle.Value) (AllocatorSettings, error) {
 		}
 		return err
 	})
+	slices.Sort(s.Recorded)
+	s.Recorded = slices.Compact(s.Recorded)
 	return s, err
 }
 

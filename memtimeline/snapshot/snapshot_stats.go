@@ -36,6 +36,9 @@ type Stats struct {
 	// RequestedBytes: what callers asked for, before the allocator rounded
 	// up (requested_bytes.all.current).
 	RequestedBytes int64 `json:"requested_bytes"`
+	// RequestedNotRecorded: some live block records no requested_size
+	// (older torch), so RequestedBytes and the rounding waste are unknown.
+	RequestedNotRecorded bool `json:"requested_not_recorded,omitempty"`
 	// FreeBytes: inactive blocks, reserved but not in use (ReservedBytes -
 	// ActiveBytes).
 	FreeBytes int64 `json:"free_bytes"`
@@ -170,6 +173,9 @@ func Analyze(s *Snapshot, barWidth int) *Report {
 		OOMs:         s.OOMs(),
 		TraceEntries: map[string]int{},
 	}
+	if rep.Settings.Recorded == nil {
+		rep.Settings.Recorded = []string{} // none recorded: [] in JSON, not null
+	}
 	rep.Steps, rep.BackwardSteps = s.stepsWithBackward()
 	for _, tr := range s.DeviceTraces {
 		for _, e := range tr {
@@ -211,6 +217,7 @@ func (s *Snapshot) Stats() Stats {
 				st.AllocatedBytes = chrometrace.AddSat(st.AllocatedBytes, b.Size)
 				st.ActiveBytes = chrometrace.AddSat(st.ActiveBytes, b.Size)
 				st.RequestedBytes = chrometrace.AddSat(st.RequestedBytes, b.RequestedSize)
+				st.RequestedNotRecorded = st.RequestedNotRecorded || b.NoRequested
 				active = true
 			case BlockActivePendingFree:
 				st.PendingFreeBlocks++

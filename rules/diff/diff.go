@@ -208,9 +208,7 @@ type Budget struct {
 	Value    float64
 }
 
-var budgetRe = regexp.MustCompile(`^\s*([a-z_]+)\s*>\s*(\+)?\s*([0-9]+(?:\.[0-9]+)?)\s*(%|[KMGT]i?B|B)?\s*$`)
-
-var budgetUnits = map[string]float64{"": 1, "B": 1, "KB": 1 << 10, "KiB": 1 << 10, "MB": 1 << 20, "MiB": 1 << 20, "GB": 1 << 30, "GiB": 1 << 30, "TB": 1 << 40, "TiB": 1 << 40}
+var budgetRe = regexp.MustCompile(`^\s*([a-z_]+)\s*>\s*(\+)?\s*(.*?)\s*$`)
 
 // Metrics are the names --fail-if accepts.
 var Metrics = []string{"peak_allocated", "peak_reserved", "growth_per_step", "new_suspects"}
@@ -225,18 +223,23 @@ func ParseBudget(s string) (Budget, error) {
 	if !slices.Contains(Metrics, b.Metric) {
 		return Budget{}, fmt.Errorf("bad condition %q: unknown metric %q (want one of %s)", s, b.Metric, strings.Join(Metrics, ", "))
 	}
-	v, _ := strconv.ParseFloat(m[3], 64)
-	switch unit := m[4]; {
-	case unit == "%":
+	if pct, ok := strings.CutSuffix(m[3], "%"); ok {
 		if m[2] != "+" {
-			return Budget{}, fmt.Errorf("bad condition %q: a percentage is a change, write >+%s%%", s, m[3])
+			return Budget{}, fmt.Errorf("bad condition %q: a percentage is a change, write >+%s", s, m[3])
 		}
-		b.Relative = true
-		b.Value = v
-	default:
-		b.Increase = m[2] == "+"
-		b.Value = v * budgetUnits[unit]
+		v, err := strconv.ParseFloat(strings.TrimSpace(pct), 64)
+		if err != nil || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+			return Budget{}, fmt.Errorf("bad condition %q: bad percentage %q", s, m[3])
+		}
+		b.Relative, b.Value = true, v
+		return b, nil
 	}
+	// The one size syntax of every flag and rules file (memtimeline.ParseBytes).
+	v, err := memtimeline.ParseBytes(m[3])
+	if err != nil {
+		return Budget{}, fmt.Errorf("bad condition %q: %w", s, err)
+	}
+	b.Increase, b.Value = m[2] == "+", float64(v)
 	return b, nil
 }
 
@@ -298,19 +301,3 @@ func (d *Diff) LeakGate(threshold int64) []string {
 	return out
 }
 
-var bytesRe = regexp.MustCompile(`^\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]i?B|B)?\s*$`)
-
-// ParseBytes reads a size like "1048576", "512KiB" or "1.5 MiB" (KB, MB... are
-// powers of 1024, as torch prints them).
-func ParseBytes(s string) (int64, error) {
-	m := bytesRe.FindStringSubmatch(s)
-	if m == nil {
-		return 0, fmt.Errorf("bad size %q: want a number of bytes with an optional unit (B, KiB, MiB, GiB)", s)
-	}
-	v, _ := strconv.ParseFloat(m[1], 64)
-	v *= budgetUnits[m[2]]
-	if v > math.MaxInt64/2 {
-		return 0, fmt.Errorf("bad size %q: too large", s)
-	}
-	return int64(v), nil
-}

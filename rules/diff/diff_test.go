@@ -112,18 +112,6 @@ func TestDiffLeakGate(t *testing.T) {
 	}
 }
 
-func TestParseBytes(t *testing.T) {
-	for s, want := range map[string]int64{"1048576": 1 << 20, "512KiB": 512 << 10, "1.5 MiB": 3 << 19, "2GB": 2 << 30} {
-		if got, err := diff.ParseBytes(s); err != nil || got != want {
-			t.Errorf("%q: %d %v, want %d", s, got, err, want)
-		}
-	}
-	for _, s := range []string{"", "-1", "1 parsec", "1e400", "99999999999999999999TiB"} {
-		if _, err := diff.ParseBytes(s); err == nil {
-			t.Errorf("accepted %q", s)
-		}
-	}
-}
 
 // The recorded before/after pair: HEAD doubles fc1's width. The diff
 // names the operators and the line whose bytes moved, by the right amount

@@ -458,10 +458,11 @@ func Analyze(d Data, opts Options) Report {
 		point := func() *GapPoint {
 			return &GapPoint{TS: e.TS, Step: stepName(k), Allocated: e.TotalAllocated, Reserved: e.TotalReserved, Gap: gap, Fraction: fmtutil.Ratio(gap, e.TotalReserved)}
 		}
-		if rep.GapAtPeak == nil || e.TotalAllocated > rep.GapAtPeak.Allocated {
+		// Without Total Reserved (torch < 1.10) there is no gap to measure.
+		if !t.MemorySchema.NoReserved && (rep.GapAtPeak == nil || e.TotalAllocated > rep.GapAtPeak.Allocated) {
 			rep.GapAtPeak = point()
 		}
-		if rep.LargestGap == nil || gap > rep.LargestGap.Gap {
+		if !t.MemorySchema.NoReserved && (rep.LargestGap == nil || gap > rep.LargestGap.Gap) {
 			rep.LargestGap = point()
 		}
 		if k >= 0 {
@@ -644,6 +645,18 @@ func Analyze(d Data, opts Options) Report {
 	sc.TopSites = callSites.top(opts.TopSites, sc.ChurnCalls, max(1, steadySteps))
 
 	rep.judge(opts, steadySteps)
+	if t.MemorySchema.NoReserved {
+		// torch < 1.10: no Total Reserved, so no segment, gap or pool
+		// figure; only the allocation sizes were judged.
+		note := "reserved memory is not recorded in this trace (torch before 1.10): the reserved-allocated gap, new segments and pool misses are not measured, only allocation sizes"
+		rep.Reasons = append(rep.Reasons, note)
+		if rep.Verdict == VerdictOK {
+			rep.Verdict = VerdictUnknown
+			rep.Reason = note + "; " + strings.Join(rep.Reasons[:len(rep.Reasons)-1], "; ")
+		} else {
+			rep.Reason += "; " + note
+		}
+	}
 	return rep
 }
 

@@ -388,6 +388,13 @@ func Analyze(d Data, opts Options) Report {
 		rep.Reason = "the trace has no GPU memory events: profile with profile_memory=True"
 		return rep
 	}
+	if t.MemorySchema.WithoutAddr > 0 {
+		// Survivors are blocks paired by address: without Addr (torch
+		// before 1.10) no block can be followed from one step to the next.
+		rep.Verdict = VerdictUnknown
+		rep.Reason = fmt.Sprintf("%d GPU memory events record no Addr (torch before 1.10): which step's blocks stay alive is not recorded; profile with torch 1.10 or later, or log torch.cuda.memory_stats() after every step (the snippet's steps.jsonl)", t.MemorySchema.WithoutAddr)
+		return rep
+	}
 	lts := d.Lifetimes()
 	steps := slices.Clone(t.Steps)
 	slices.SortFunc(steps, func(a, b chrometrace.Step) int { return cmp.Compare(a.Start, b.Start) })

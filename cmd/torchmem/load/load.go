@@ -43,6 +43,8 @@ const (
 	Trace    Kind = "trace"
 	Snapshot Kind = "snapshot"
 	SMI      Kind = "nvidia-smi"
+	// SMIApps is nvidia-smi --query-compute-apps: memory per process.
+	SMIApps  Kind = "nvidia-smi-apps"
 	Steps    Kind = "steps"
 	Timeline Kind = "memory-timeline"
 	Summary  Kind = "memory-summary"
@@ -53,7 +55,7 @@ const (
 )
 
 // AllKinds are the kinds torchmem reads, in the order they are tested.
-var AllKinds = []Kind{Summarized, Snapshot, SMI, Steps, Summary, Timeline, Trace}
+var AllKinds = []Kind{Summarized, Snapshot, SMI, SMIApps, Steps, Summary, Timeline, Trace}
 
 // Describe names a kind for messages ("a Kineto trace").
 func (k Kind) Describe() string {
@@ -64,6 +66,8 @@ func (k Kind) Describe() string {
 		return "an allocator snapshot"
 	case SMI:
 		return "an nvidia-smi log"
+	case SMIApps:
+		return "an nvidia-smi per-process log (--query-compute-apps)"
 	case Steps:
 		return "a per-step memory log"
 	case Timeline:
@@ -87,6 +91,7 @@ var sniffers = []struct {
 	{Summarized, summary.LooksLike},
 	{Snapshot, snapshot.LooksLike},
 	{SMI, smi.LooksLike},
+	{SMIApps, smi.LooksLikeApps},
 	{Steps, steplog.LooksLike},
 	{Summary, memsummary.LooksLike},
 	{Timeline, exported.LooksLike},
@@ -273,6 +278,7 @@ type File struct {
 	Trace    *chrometrace.Trace
 	Snapshot *snapshot.Snapshot
 	SMI      *smi.Log
+	SMIApps  *smi.AppsLog
 	Steps    *steplog.Log
 	Timeline *exported.Timeline
 	Summary  *memsummary.Log
@@ -389,7 +395,7 @@ func Read(src Source, o *Options) (f *File, skip bool, err error) {
 	case kind == Unknown:
 		what := "not a file torchmem reads"
 		if src.Named() {
-			what += " (a Kineto trace, allocator snapshot, nvidia-smi CSV, per-step JSONL, memory_summary() log, memory timeline or torchmem summary)"
+			what += " (a Kineto trace, allocator snapshot, nvidia-smi CSV (--query-gpu or --query-compute-apps), per-step JSONL, memory_summary() log, memory timeline or torchmem summary)"
 		}
 		return nil, false, &Error{Path: src.Path, Err: errors.New(what)}
 	case !o.wants(kind):
@@ -436,6 +442,10 @@ func Parse(r *Reader, kind Kind, topts chrometrace.ReadOptions) (*File, error) {
 	case SMI:
 		if f.SMI, err = smi.Read(in); err == nil {
 			f.Warnings = f.SMI.Warnings
+		}
+	case SMIApps:
+		if f.SMIApps, err = smi.ReadApps(in); err == nil {
+			f.Warnings = f.SMIApps.Warnings
 		}
 	case Steps:
 		if f.Steps, err = steplog.Read(in); err == nil {
@@ -566,7 +576,12 @@ func Load(args []string, o Options) ([]*File, error) {
 	}
 	want := "nothing torchmem reads"
 	if len(o.Kinds) > 0 {
-		want = "no " + strings.TrimPrefix(strings.TrimPrefix(kindList(o.Kinds), "a "), "an ")
+		var names []string
+		for _, k := range o.Kinds {
+			d := k.Describe()
+			names = append(names, strings.TrimPrefix(strings.TrimPrefix(d, "a "), "an "))
+		}
+		want = "no " + strings.Join(slices.Compact(names), " or ")
 	}
 	for _, a := range args {
 		if st, err := os.Stat(a); err == nil && st.IsDir() && perDir[a] == 0 {

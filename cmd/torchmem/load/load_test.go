@@ -69,6 +69,10 @@ func TestSniffSynthetic(t *testing.T) {
 		{`[[1, 2], [[3]]]`, Timeline},
 		{"\x80\x04K\x01.", Snapshot},
 		{"index, timestamp, memory.used [MiB]\n0, 2026/11/29 17:26:22.516, 5 MiB\n", SMI},
+		{"pid, process_name, used_gpu_memory [MiB]\n4242, python3, 812 MiB\n", SMIApps},
+		{"used_memory, gpu_uuid, pid\n", SMIApps},             // any order, no process yet
+		{"timestamp, pid, process_name, gpu_uuid\n", Unknown}, // no memory column
+		{"4242, python3, 812 MiB\n", Unknown},                 // no header: cannot be told from a GPU log
 		{`{"step": 0, "allocated": 5}` + "\n", Steps},
 		{"2026-11-30 12:00:01 INFO rank0: |                  PyTorch CUDA memory summary, device ID 0                 |\n", Summary},
 		{"PK\x03\x04 zip", Unknown},

@@ -84,6 +84,9 @@ build_one() {
   cp -R "$here/torchmem" "$stage/torchmem"
   rm -rf "$stage/torchmem/__pycache__"
   cp "$root/examples/torchmem_profile.py" "$stage/torchmem_profile.py"
+  # One small real trace, so that a pip user can run the README's example without a clone.
+  mkdir -p "$stage/torchmem/examples"
+  cp "$root/examples/traces/leak_module_cache.trace.json.gz" "$stage/torchmem/examples/"
   printf '%s\n' "$version" > "$stage/VERSION"
   printf '%s\n' "$tag" > "$stage/PLATFORM"
   printf '__version__ = "%s"\n' "$version" > "$stage/torchmem/_version.py"

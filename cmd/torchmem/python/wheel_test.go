@@ -236,7 +236,7 @@ func checkWheel(t *testing.T, path, version string) wheelInfo {
 	if !bytes.Equal(read("torchmem_profile.py"), snippet) {
 		t.Errorf("%s: torchmem_profile.py differs from examples/torchmem_profile.py", base)
 	}
-	for _, name := range []string{"__init__.py", "__main__.py"} {
+	for _, name := range []string{"__init__.py", "__main__.py", "example.py"} {
 		src, err := os.ReadFile(filepath.Join("torchmem", name))
 		if err != nil {
 			t.Fatal(err)
@@ -244,6 +244,14 @@ func checkWheel(t *testing.T, path, version string) wheelInfo {
 		if !bytes.Equal(read("torchmem/"+name), src) {
 			t.Errorf("%s: torchmem/%s differs from cmd/torchmem/python/torchmem/%s", base, name, name)
 		}
+	}
+	// The example trace, from its one source.
+	trace, err := os.ReadFile(filepath.Join(repoRoot, "examples", "traces", "leak_module_cache.trace.json.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(read("torchmem/examples/leak_module_cache.trace.json.gz"), trace) {
+		t.Errorf("%s: torchmem/examples/leak_module_cache.trace.json.gz differs from examples/traces/", base)
 	}
 	if got, want := string(read("torchmem/_version.py")), fmt.Sprintf("__version__ = %q\n", version); got != want {
 		t.Errorf("%s: torchmem/_version.py is %q, want %q", base, got, want)
@@ -373,12 +381,14 @@ func checkInstall(t *testing.T, py, whl, version string) {
 		}
 	}
 
-	// The bundled example leaks: analyze says so and exits 1.
-	trace, err := filepath.Abs(filepath.Join(repoRoot, "examples", "traces", "leak_module_cache.trace.json.gz"))
-	if err != nil {
-		t.Fatal(err)
+	// The example trace the wheel carries (README: torchmem analyze
+	// "$(python -m torchmem.example)") leaks: analyze says so and exits 1.
+	out, errOut, code := runIn("python", "-m", "torchmem.example")
+	trace := strings.TrimSpace(out)
+	if code != 0 || !strings.HasPrefix(trace, dir) || !strings.HasSuffix(trace, "leak_module_cache.trace.json.gz") {
+		t.Fatalf("python -m torchmem.example: exit %d, %q %q; want the bundled trace inside the venv", code, out, errOut)
 	}
-	out, errOut, code := runIn("torchmem", "analyze", trace)
+	out, errOut, code = runIn("torchmem", "analyze", trace)
 	if code != 1 || !strings.Contains(out, "leak_module_cache.trace.json.gz") || !strings.Contains(strings.ToLower(out), "leak") {
 		t.Errorf("torchmem analyze %s from the venv: exit %d (want 1: it leaks)\nstdout:\n%s\nstderr:\n%s", trace, code, out, errOut)
 	}
@@ -412,7 +422,10 @@ assert os.path.basename(torchmem.find_torchmem_bin()) == "torchmem"
 try:
     import torchmem_profile
 except ModuleNotFoundError as e:
-    assert e.name == "torch" or e.name.startswith("torch."), repr(e)
+    assert e.name == "torch", repr(e)
+    assert "needs torch" in str(e), str(e)  # says what to install, not a bare "No module named"
+else:
+    raise AssertionError("torchmem_profile imported without torch")
 
 class Stub:
     def __init__(self, *args, **kwargs): pass

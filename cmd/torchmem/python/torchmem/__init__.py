@@ -15,7 +15,9 @@ both names:
             tm.step()
 
 then `torchmem analyze torchmem_out/`. Importing this package does not import
-torch; the snippet's names load it when first used.
+torch; the snippet's names load it when first used (without torch installed,
+that raises ModuleNotFoundError saying torch is needed). The wheel carries one
+real example trace: `torchmem analyze "$(python -m torchmem.example)"`.
 """
 
 import os
@@ -24,6 +26,7 @@ import sys
 import sysconfig
 
 from torchmem._version import __version__
+from torchmem.example import example_trace
 
 
 def find_torchmem_bin():

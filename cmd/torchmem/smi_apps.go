@@ -1,0 +1,158 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/jedib0t/go-pretty/v6/table"
+	"github.com/torchmem/torchmem/cmd/torchmem/load"
+	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/smi"
+)
+
+// torchmem smi on an nvidia-smi --query-compute-apps log: memory per
+// process, zombies, processes sharing a GPU, the process that grows. The
+// GPU log of the same folder (when one was given) lends its utilization and
+// its end of log.
+
+// gpuLogBeside is the one nvidia-smi GPU log among files in f's folder,
+// or nil.
+func gpuLogBeside(f *load.File, files []*load.File) *smi.Log {
+	var found *smi.Log
+	for _, o := range files {
+		if o.SMI != nil && filepath.Dir(o.Path) == filepath.Dir(f.Path) {
+			if found != nil {
+				return nil // several: which one is unknown
+			}
+			found = o.SMI
+		}
+	}
+	return found
+}
+
+// smiAppsJSON is --format json for a compute-apps log.
+type smiAppsJSON struct {
+	File     string           `json:"file"`
+	Kind     string           `json:"kind"`
+	GPULog   bool             `json:"with_gpu_log"`
+	Columns  []string         `json:"columns"`
+	Rows     int              `json:"rows"`
+	Rounds   int              `json:"rounds"`
+	Warnings []string         `json:"warnings"`
+	Analysis smi.AppsAnalysis `json:"analysis"`
+}
+
+func renderSMIApps(out io.Writer, format string, f *load.File, gpus *smi.Log, opts smi.Options) error {
+	a := smi.AnalyzeApps(f.SMIApps, gpus, opts)
+	switch format {
+	case formatJSON:
+		w := f.SMIApps.Warnings
+		if w == nil {
+			w = []string{}
+		}
+		if a.Processes == nil {
+			a.Processes = []smi.ProcessReport{}
+		}
+		if err := writeJSON(out, smiAppsJSON{File: f.Path, Kind: string(load.SMIApps), GPULog: gpus != nil, Columns: f.SMIApps.Columns,
+			Rows: f.SMIApps.Rows, Rounds: f.SMIApps.Rounds, Warnings: w, Analysis: a}); err != nil {
+			return err
+		}
+		return appsFound(a)
+	case formatMarkdown:
+		if err := writeMarkdownFenced(out, f.Path, func(w io.Writer) error { renderSMIAppsTable(w, f.Path, f.SMIApps, gpus != nil, a); return nil }); err != nil {
+			return err
+		}
+		return appsFound(a)
+	}
+	renderSMIAppsTable(out, f.Path, f.SMIApps, gpus != nil, a)
+	return appsFound(a)
+}
+
+// appsFound: a zombie or a growing process is a finding (exit status 1).
+func appsFound(a smi.AppsAnalysis) error {
+	for _, p := range a.Processes {
+		if p.Zombie || p.Grows != nil {
+			return findings()
+		}
+	}
+	return nil
+}
+
+func renderSMIAppsTable(w io.Writer, path string, log *smi.AppsLog, withGPU bool, a smi.AppsAnalysis) {
+	when := "one query"
+	if log.Rounds > 1 {
+		when = fmt.Sprintf("%d sampling rounds", log.Rounds)
+		if a.Interval > 0 && log.HasTime {
+			when += " every " + fmtSMIDuration(a.Interval)
+		}
+	}
+	fmt.Fprintf(w, "%s: nvidia-smi per-process log, %d processes, %s\n", path, len(a.Processes), when)
+	if !withGPU {
+		fmt.Fprintln(w, "  (no GPU log beside it: give the --query-gpu log of the same run for utilization and the end of the run)")
+	}
+	if len(a.Processes) == 0 {
+		fmt.Fprintln(w, "No process held GPU memory.")
+		return
+	}
+	clock := func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return t.Format("15:04:05.000")
+	}
+	t := newTableWriter()
+	t.AppendHeader(table.Row{"pid", "process", "GPU", "first", "last", "peak", "last value", "state"})
+	for _, p := range a.Processes {
+		gpu := p.GPUKey
+		if gpu == "" {
+			gpu = p.GPU
+		}
+		var state []string
+		switch {
+		case p.Zombie:
+			state = append(state, "ZOMBIE: "+p.ZombieReason)
+		case p.Exited:
+			state = append(state, "exited")
+		default:
+			state = append(state, "running at the end")
+		}
+		if g := p.Grows; g != nil {
+			state = append(state, fmt.Sprintf("GROWS %.1f MiB/s for %s (%s)", g.SlopeBytesPerSec/(1<<20), fmtSMIDuration(g.Duration), g.Reason))
+		} else if g := p.StillGrowing; g != nil {
+			state = append(state, fmt.Sprintf("still growing at its end: %s in %s, %.1f MiB/s", memtimeline.FormatBytes(g.GrowthBytes), fmtSMIDuration(g.Duration), g.SlopeBytesPerSec/(1<<20)))
+		}
+		t.AppendRow(table.Row{p.PID, p.Name, gpu, clock(p.First), clock(p.Last), smiBytesOrNA(p.PeakBytes), smiBytesOrNA(p.FinalBytes), strings.Join(state, "; ")})
+	}
+	fmt.Fprintln(w, t.Render())
+	for _, s := range a.Sharing {
+		var pids []string
+		for _, pid := range s.PIDs {
+			pids = append(pids, fmt.Sprint(pid))
+		}
+		span := ""
+		if !s.Start.IsZero() {
+			span = fmt.Sprintf(" from %s to %s", clock(s.Start), clock(s.End))
+		}
+		gpu := s.GPUKey
+		if gpu == "" {
+			gpu = s.GPU
+		}
+		if gpu != "" {
+			gpu = " GPU " + gpu
+		}
+		fmt.Fprintf(w, "Shared%s%s: %d processes at once at most (pids %s), %s together at most\n", gpu, span, s.MaxProcesses, strings.Join(pids, ", "), memtimeline.FormatBytes(s.PeakBytes))
+	}
+	for _, u := range a.Unaccounted {
+		fmt.Fprintf(w, "GPU %s: memory.used is %s above the processes' sum (median of %d rounds): memory no process holds (the driver's)\n", u.GPUKey, memtimeline.FormatBytes(u.Bytes), u.Samples)
+	}
+}
+
+func smiBytesOrNA(b int64) string {
+	if b < 0 {
+		return "N/A"
+	}
+	return memtimeline.FormatBytes(b)
+}

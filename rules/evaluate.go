@@ -1,0 +1,368 @@
+package rules
+
+// Evaluate is the one answer every command renders: each rule run once per
+// input, each run and rank judged once with the thresholds in force, one
+// finding per leak, the checklist, the cross-rank view, the counts and the
+// exit code. Commands differ in which parts they show, never in what they
+// conclude (pprof's shape: one profile, one report, many formats).
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/rules/frag"
+	"github.com/torchmem/torchmem/rules/leak"
+)
+
+// RuleSet is the rules in force (the built-in ones with a config's
+// overrides) and the ids the config disabled, so that what was not
+// checked can be said so.
+type RuleSet struct {
+	Rules    []Rule
+	Disabled []string
+}
+
+// NewRuleSet applies cfg (nil: the defaults) to the built-in rules.
+func NewRuleSet(cfg *Config) (RuleSet, error) {
+	rs, err := cfg.Apply(Builtin())
+	if err != nil {
+		return RuleSet{}, err
+	}
+	set := RuleSet{Rules: rs, Disabled: []string{}}
+	if cfg != nil {
+		for id, rc := range cfg.Rules {
+			if rc.Disabled {
+				set.Disabled = append(set.Disabled, id)
+			}
+		}
+		slices.Sort(set.Disabled)
+	}
+	return set, nil
+}
+
+// DefaultRuleSet is every built-in rule with its defaults.
+func DefaultRuleSet() RuleSet { return RuleSet{Rules: Builtin(), Disabled: []string{}} }
+
+// Rule returns the rule in force with this id (nil when disabled or
+// unknown).
+func (s RuleSet) Rule(id string) *Rule {
+	for i := range s.Rules {
+		if s.Rules[i].ID == id {
+			return &s.Rules[i]
+		}
+	}
+	return nil
+}
+
+// IsDisabled reports whether the config disabled the rule.
+func (s RuleSet) IsDisabled(id string) bool { return slices.Contains(s.Disabled, id) }
+
+// threshold is the rule's threshold in force, or its default when the
+// rule is disabled (a verdict is still judged, on the default).
+func (s RuleSet) threshold(id string) float64 {
+	if r := s.Rule(id); r != nil {
+		return r.Threshold
+	}
+	for _, r := range Builtin() {
+		if r.ID == id {
+			return r.Threshold
+		}
+	}
+	return 0
+}
+
+// JudgeOptions are the thresholds a verdict is judged with: the rules'
+// thresholds in force, so that the verdict and the findings agree.
+type JudgeOptions struct {
+	// SnapshotSplit is snapshot.inactive-split's fraction of reserved.
+	SnapshotSplit float64
+	// Frag are the trace fragmentation signals' thresholds.
+	Frag frag.Options
+}
+
+// DefaultJudgeOptions are the built-in rules' thresholds.
+func DefaultJudgeOptions() JudgeOptions { return DefaultRuleSet().JudgeOptions() }
+
+// JudgeOptions are the verdict's thresholds from the rules in force.
+func (s RuleSet) JudgeOptions() JudgeOptions {
+	o := JudgeOptions{SnapshotSplit: s.threshold(RuleSnapshotSplit), Frag: frag.DefaultOptions()}
+	o.Frag.MinSmallPerStep = s.threshold(frag.SmallAllocFlood)
+	o.Frag.MinGapFraction = s.threshold(frag.ReservedGap)
+	o.Frag.MinChurnPerStep = s.threshold(frag.CudaMallocChurn)
+	return o
+}
+
+// EvalOptions say what else to compute beside the rules.
+type EvalOptions struct {
+	// Sites, when set, computes the analyses the tables show (operators,
+	// allocation sites, summaries) beside the rules, in parallel.
+	Sites *memtimeline.SiteOptions
+}
+
+// Checklist statuses beyond pass, fail and not measurable.
+const CheckNotChecked = "not checked"
+
+// NamedChecklist is one run and rank's checklist.
+type NamedChecklist struct {
+	Name  string      `json:"name"`
+	Items []CheckItem `json:"items"`
+}
+
+// Evaluation is the answer for a set of inputs.
+type Evaluation struct {
+	RuleSet RuleSet
+	Inputs  []*Input
+	// Verdicts are one per run and rank; Checklists[i] is Verdicts[i]'s.
+	Verdicts   []Verdict
+	Checklists []NamedChecklist
+	// CrossRank compares the ranks (nil with fewer than two).
+	CrossRank *CrossRank
+	// Findings are every rule's, one per leak, most severe first.
+	Findings []Finding
+	// Errors, Warnings and Notes count the findings by severity.
+	Errors, Warnings, Notes int
+	// Unmeasured is set when no input carries memory evidence (a trace
+	// recorded without profile_memory=True and nothing else): the answer
+	// could only be "unknown", and a gate must not pass on it.
+	Unmeasured error
+}
+
+// Evaluate runs the rules on every input once, judges each run and rank
+// once and derives everything else from those.
+func Evaluate(rs RuleSet, ins []*Input, o EvalOptions) *Evaluation {
+	ev := &Evaluation{RuleSet: rs, Inputs: ins, Unmeasured: unmeasured(ins)}
+	perInput := make([][]Finding, len(ins))
+	for i, in := range ins {
+		if o.Sites != nil {
+			perInput[i] = RunWith(rs.Rules, in, *o.Sites)
+		} else {
+			perInput[i] = Run(rs.Rules, in)
+		}
+	}
+	var all []Finding
+	for _, fs := range perInput {
+		all = append(all, fs...)
+	}
+	ev.Verdicts = JudgeAllWith(ins, rs.JudgeOptions())
+	all = MergeLeakFindings(ev.Verdicts, all)
+	all = append(all, verdictLeakFindings(rs, ev.Verdicts, all)...)
+	slices.SortStableFunc(all, func(a, b Finding) int { return int(b.Severity) - int(a.Severity) })
+	if all == nil {
+		all = []Finding{}
+	}
+	ev.Findings = all
+	for _, f := range all {
+		switch f.Severity {
+		case Error:
+			ev.Errors++
+		case Warning:
+			ev.Warnings++
+		default:
+			ev.Notes++
+		}
+	}
+	ev.Checklists = make([]NamedChecklist, len(ev.Verdicts))
+	var wg sync.WaitGroup
+	for i, v := range ev.Verdicts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ev.Checklists[i] = NamedChecklist{Name: v.Name, Items: rs.markDisabled(v, Checklist(v, all))}
+		}()
+	}
+	wg.Wait()
+	ev.CrossRank = CompareRanks(ev.Verdicts)
+	return ev
+}
+
+// HasMemoryEvidence reports whether the input records GPU memory at all:
+// a trace's [memory] events, or any other kind torchmem reads (each of
+// them is memory by what it is).
+func (in *Input) HasMemoryEvidence() bool {
+	switch {
+	case in.Trace != nil:
+		return len(in.Trace.Memory) > 0 || len(in.Trace.OOMs) > 0
+	case in.Digest != nil && in.Kind == SourceTrace:
+		return in.Digest.TraceSummary == nil || in.Digest.TraceSummary.MemoryEvents > 0 || in.Digest.TraceSummary.OOMEvents > 0
+	}
+	return true
+}
+
+// RecordMemory says how to record a trace torchmem can read memory from.
+const RecordMemory = "record it with torch.profiler.profile(profile_memory=True, with_stack=True, record_shapes=True) over at least 3 steps (torchmem snippet: TorchMemProfile does it), or add an allocator snapshot or a per-step memory_stats() log"
+
+// unmeasured is the error of inputs none of which records memory.
+func unmeasured(ins []*Input) error {
+	if len(ins) == 0 {
+		return nil
+	}
+	var names []string
+	for _, in := range ins {
+		if in.HasMemoryEvidence() {
+			return nil
+		}
+		names = append(names, in.Source)
+	}
+	what := names[0] + " has"
+	if len(names) > 1 {
+		what = fmt.Sprintf("none of the %d inputs (%s) has", len(names), strings.Join(names[:min(3, len(names))], ", "))
+		if len(names) > 3 {
+			what = strings.Replace(what, ") has", ", ...) has", 1)
+		}
+	}
+	return fmt.Errorf("%s no GPU memory events (the profiler ran without profile_memory=True): nothing to measure memory by; %s", what, RecordMemory)
+}
+
+// The exit policy, the same for every command: 1 when a finding is at
+// error severity (a leak verdict always comes with its finding), 2 for bad
+// input (the commands' own), 0 otherwise.
+const (
+	ExitOK       = 0
+	ExitFindings = 1
+)
+
+// ExitCode is the exit status the evaluation calls for.
+func (ev *Evaluation) ExitCode() int {
+	if ev.Errors > 0 {
+		return ExitFindings
+	}
+	return ExitOK
+}
+
+// Passed reports whether no finding is at error severity.
+func (ev *Evaluation) Passed() bool { return ev.Errors == 0 }
+
+// FindingsFor are the findings about one input file, most severe first.
+func (ev *Evaluation) FindingsFor(source string) []Finding {
+	out := []Finding{}
+	for _, f := range ev.Findings {
+		if f.Source == source {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// Leaking reports whether any run or rank leaks.
+func (ev *Evaluation) Leaking() bool {
+	for _, v := range ev.Verdicts {
+		if v.Leak.Verdict == leak.VerdictLeak {
+			return true
+		}
+	}
+	return false
+}
+
+// leakRuleOf is the leak rule that judges evidence of a source kind.
+func leakRuleOf(kind string) string {
+	switch kind {
+	case SourceSnapshot:
+		return "snapshot.leak"
+	case SourceSteps, SourceSummary:
+		return "steps.growth"
+	case SourceSMI:
+		return "smi.leak"
+	}
+	return RuleLeak
+}
+
+// verdictLeakFindings gives every leaking run a finding when none of its
+// files' rules made one (a leak that starts mid-log, seen by the verdict's
+// tail fit), so that the verdict and the exit code never disagree: its
+// severity is the leak rule's, a warning under the rule's threshold. A
+// disabled rule makes none.
+func verdictLeakFindings(rs RuleSet, vs []Verdict, fs []Finding) []Finding {
+	var out []Finding
+	for _, v := range vs {
+		l := v.Leak
+		if l.Verdict != leak.VerdictLeak {
+			continue
+		}
+		mine := map[string]bool{}
+		for _, s := range v.Sources {
+			mine[s] = true
+		}
+		if slices.ContainsFunc(fs, func(f Finding) bool { return IsLeakRule(f.Rule) && mine[f.Source] }) {
+			continue
+		}
+		kind := SourceTrace
+		for _, e := range l.Evidence {
+			if e.Verdict == leak.VerdictLeak {
+				kind = e.Kind
+				break
+			}
+		}
+		r := rs.Rule(leakRuleOf(kind))
+		if r == nil {
+			continue // disabled: the checklist says it was not checked
+		}
+		f := Finding{Rule: r.ID, Severity: r.Severity, Source: l.FromFile, Location: l.Location, Operator: l.Operator,
+			Metrics: map[string]float64{"bytes_per_step": float64(l.BytesPerStep)}}
+		if r.Unit == "bytes_per_step" && float64(l.BytesPerStep) < r.Threshold {
+			f.Severity = min(f.Severity, Warning)
+		}
+		kindText := ""
+		if l.Kind != "" {
+			kindText = " (" + l.Kind + ")"
+		}
+		f.Title = fmt.Sprintf("Leak%s: %s per step", kindText, memtimeline.FormatBytes(l.BytesPerStep))
+		if l.Location != nil {
+			f.Title += " held at " + l.Location.String()
+		}
+		f.Detail = strings.TrimSuffix(l.Reason, ".") + "; from " + l.From + "."
+		f.Advice = l.Fix
+		if f.Advice == "" {
+			f.Advice = AdviceFindTheLine
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// AdviceFindTheLine is what to do when a log shows growth but no line.
+const AdviceFindTheLine = "Profile a few steps with the torchmem snippet and run torchmem leaks on the trace to find the line."
+
+// markDisabled turns the items whose rules are all disabled into "not
+// checked": a disabled rule neither passes nor fails anything.
+func (s RuleSet) markDisabled(v Verdict, items []CheckItem) []CheckItem {
+	if len(s.Disabled) == 0 {
+		return items
+	}
+	for i := range items {
+		it := &items[i]
+		rules := it.Rules
+		switch it.ID {
+		case "leak", "eval-no-grad", "kept-in-lists":
+			// The rules of the evidence at hand: a trace's leak is
+			// memory.leak's to judge, a snapshot's snapshot.leak's.
+			var judged []string
+			for _, e := range v.Leak.Evidence {
+				if id := leakRuleOf(e.Kind); slices.Contains(it.Rules, id) && !slices.Contains(judged, id) {
+					judged = append(judged, id)
+				}
+			}
+			if len(judged) > 0 {
+				rules = judged
+			}
+		}
+		if len(rules) == 0 || !allDisabled(s, rules) {
+			continue
+		}
+		it.Status = CheckNotChecked
+		it.Detail = "rule disabled: " + strings.Join(rules, ", ")
+		it.Record = ""
+	}
+	return items
+}
+
+func allDisabled(s RuleSet, ids []string) bool {
+	for _, id := range ids {
+		if !s.IsDisabled(id) {
+			return false
+		}
+	}
+	return true
+}

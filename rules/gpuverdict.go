@@ -1,0 +1,222 @@
+package rules
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/smi"
+	"github.com/torchmem/torchmem/memtimeline/steplog"
+	"github.com/torchmem/torchmem/rules/leak"
+)
+
+// The verdict's GPU entry: what nvidia-smi sees against torch's own
+// numbers, and who holds the GPU's memory. It answers the two questions
+// people bring from nvidia-smi: "which number do I believe" (memory.used
+// split into torch allocated, torch's cache, and what is outside torch)
+// and "which process holds this memory" (zombies, processes sharing a GPU,
+// the process that grows).
+
+// GPUAnswer is the verdict's GPU entry for one run and rank.
+type GPUAnswer struct {
+	// SMISource is the nvidia-smi --query-gpu log, AppsSource the
+	// --query-compute-apps log, TorchSource the steps log the split uses.
+	SMISource   string `json:"smi_source,omitempty"`
+	AppsSource  string `json:"apps_source,omitempty"`
+	TorchSource string `json:"torch_source,omitempty"`
+	// Split answers "which number do I believe"; Reconciled holds its
+	// figures. Empty when no steps log of the same time is given.
+	Split      string              `json:"split,omitempty"`
+	Reconciled *smi.Reconciliation `json:"reconciled,omitempty"`
+	// Processes says who holds the memory: zombies, sharing, growth.
+	Processes string            `json:"processes,omitempty"`
+	Apps      *smi.AppsAnalysis `json:"apps,omitempty"`
+}
+
+// judgeGPU builds the GPU entry from a run's nvidia-smi logs and its steps
+// log; nil when the run has no nvidia-smi log.
+func judgeGPU(ins []*Input) *GPUAnswer {
+	var gpuIn, appsIn, stepsIn *Input
+	for _, in := range ins {
+		switch {
+		case in.SMI != nil && gpuIn == nil:
+			gpuIn = in
+		case in.SMIApps != nil && appsIn == nil:
+			appsIn = in
+		case in.StepLog != nil && stepsIn == nil:
+			stepsIn = in
+		}
+	}
+	if gpuIn == nil && appsIn == nil {
+		return nil
+	}
+	ans := &GPUAnswer{}
+	var log *smi.Log
+	if gpuIn != nil {
+		ans.SMISource, log = gpuIn.Source, gpuIn.SMI
+	}
+	var apps *smi.AppsLog
+	if appsIn != nil {
+		ans.AppsSource, apps = appsIn.Source, appsIn.SMIApps
+		a := smi.AnalyzeApps(apps, log, smi.DefaultOptions())
+		ans.Apps = &a
+		ans.Processes = processesSentence(a)
+	}
+	if log != nil && stepsIn != nil {
+		for _, ser := range stepsIn.StepLog.Series {
+			pts := torchPoints(ser.Records)
+			if len(pts) == 0 {
+				continue
+			}
+			for _, g := range log.GPUs {
+				var procs []*smi.Process
+				if apps != nil {
+					for i, p := range apps.Processes {
+						if ans.Apps.Processes[i].GPUKey == g.Key {
+							procs = append(procs, p)
+						}
+					}
+				}
+				r, ok := smi.Reconcile(g, pts, procs, smi.DefaultOptions())
+				if !ok || (ans.Reconciled != nil && r.Steps <= ans.Reconciled.Steps) {
+					continue
+				}
+				ans.Reconciled, ans.TorchSource = &r, stepsIn.Source
+			}
+		}
+		if ans.Reconciled != nil {
+			ans.Split = ans.Reconciled.Answer()
+			if len(log.GPUs) > 1 {
+				ans.Split = "GPU " + ans.Reconciled.GPUKey + ": " + ans.Split
+			}
+		}
+	}
+	if ans.Split == "" && ans.Processes == "" {
+		return nil
+	}
+	return ans
+}
+
+// torchPoints are a steps series' records with a time and reserved bytes.
+func torchPoints(recs []steplog.Record) []smi.TorchPoint {
+	var out []smi.TorchPoint
+	for _, r := range recs {
+		if !r.HasTime || r.ReservedBytes < 0 {
+			continue
+		}
+		sec, frac := math.Modf(r.Time)
+		out = append(out, smi.TorchPoint{Step: r.Step, Time: time.Unix(int64(sec), int64(math.Round(frac*1e9))).UTC(),
+			AllocatedBytes: r.AllocatedBytes, ReservedBytes: r.ReservedBytes})
+	}
+	return out
+}
+
+// processesSentence says who holds the memory, zombies first.
+func processesSentence(a smi.AppsAnalysis) string {
+	var parts []string
+	for _, p := range a.Zombies() {
+		parts = append(parts, fmt.Sprintf("zombie: pid %d (%s) %s", p.PID, baseProc(p.Name), p.ZombieReason))
+	}
+	for _, p := range a.Processes {
+		if p.Grows != nil {
+			parts = append(parts, fmt.Sprintf("pid %d (%s) grows: %s at %.1f MiB/s", p.PID, baseProc(p.Name), memtimeline.FormatBytes(p.Grows.GrowthBytes), p.Grows.SlopeBytesPerSec/(1<<20)))
+		} else if g := p.StillGrowing; g != nil {
+			when := "when the log ended"
+			if p.Exited {
+				when = "when it exited"
+			}
+			parts = append(parts, fmt.Sprintf("pid %d (%s) was still growing %s (%s in %s, %.1f MiB/s)", p.PID, baseProc(p.Name), when,
+				memtimeline.FormatBytes(g.GrowthBytes), g.Duration.Round(100*time.Millisecond), g.SlopeBytesPerSec/(1<<20)))
+		}
+	}
+	for _, s := range a.Sharing {
+		var pids []string
+		for _, pid := range s.PIDs {
+			pids = append(pids, fmt.Sprint(pid))
+		}
+		gpu := ""
+		if s.GPUKey != "" {
+			gpu = " GPU " + s.GPUKey
+		}
+		d := ""
+		if !s.Start.IsZero() {
+			d = " for " + s.End.Sub(s.Start).Round(100*time.Millisecond).String()
+		}
+		parts = append(parts, fmt.Sprintf("%d processes shared%s%s (pids %s; %s together at most)", s.MaxProcesses, gpu, d, strings.Join(pids, ", "), memtimeline.FormatBytes(s.PeakBytes)))
+	}
+	if len(parts) == 0 {
+		var procs []string
+		for _, p := range a.Processes {
+			procs = append(procs, procLabel(a, p.PID))
+		}
+		switch len(procs) {
+		case 0:
+			return "no process held GPU memory in the compute-apps log"
+		default:
+			return "one process at a time, none left holding memory: " + strings.Join(procs, ", ")
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+func procLabel(a smi.AppsAnalysis, pid int64) string {
+	p := a.Process(pid)
+	if p == nil {
+		return fmt.Sprintf("pid %d", pid)
+	}
+	s := fmt.Sprintf("pid %d %s peak %s", pid, baseProc(p.Name), memtimeline.FormatBytes(p.PeakBytes))
+	if p.PeakBytes < 0 {
+		s = fmt.Sprintf("pid %d %s", pid, baseProc(p.Name))
+	}
+	return s
+}
+
+func baseProc(name string) string {
+	if name == "" {
+		return "?"
+	}
+	return filepath.Base(strings.ReplaceAll(name, `\`, "/"))
+}
+
+// smiLeakRates gives nvidia-smi leak evidence a figure per step where a
+// steps log of the same run has times inside the growth: the growth over
+// the steps that ran while it grew.
+func smiLeakRates(ev []LeakEvidence, ins []*Input) {
+	for i := range ev {
+		e := &ev[i]
+		if e.Kind != SourceSMI || e.Verdict != leak.VerdictLeak || e.smiRun == nil {
+			continue
+		}
+		var g *smi.GPU
+		for _, in := range ins {
+			if in.Source == e.Source && in.SMI != nil {
+				g = in.SMI.GPU(e.smiGPU)
+			}
+		}
+		if g == nil {
+			continue
+		}
+		for _, in := range ins {
+			if in.StepLog == nil {
+				continue
+			}
+			for _, ser := range in.StepLog.Series {
+				var times []time.Time
+				for _, p := range torchPoints(ser.Records) {
+					times = append(times, p.Time)
+				}
+				if per, n := smi.PerStep(g, *e.smiRun, times); n >= 2 {
+					e.BytesPerStep, e.Steps = per, n
+					e.Reason += fmt.Sprintf("; %s per step over the %d steps of %s that ran while it grew", memtimeline.FormatBytes(per), n, filepath.Base(in.Source))
+					break
+				}
+			}
+			if e.Steps > 0 {
+				break
+			}
+		}
+	}
+}

@@ -1,0 +1,138 @@
+package rules
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/torchmem/torchmem/memtimeline/memtest"
+	"github.com/torchmem/torchmem/memtimeline/smi"
+	"github.com/torchmem/torchmem/rules/leak"
+)
+
+// loadSMIDir reads every nvidia-smi log (GPU or per process, told apart by
+// content as the loader does) and steps log of a folder.
+func loadSMIDir(t *testing.T, dir string, names ...string) []*Input {
+	t.Helper()
+	var out []*Input
+	for _, name := range names {
+		path := filepath.Join(dir, name)
+		if strings.Contains(name, "*") {
+			path = memtest.GlobOne(t, dir, name)
+		}
+		if strings.HasSuffix(path, ".jsonl") {
+			in := loadInput(t, path)
+			in.Kind = SourceSteps
+			out = append(out, in)
+			continue
+		}
+		head, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := &Input{Source: path, Rank: -1}
+		if smi.LooksLikeApps(head) {
+			in.Kind, in.SMIApps = "nvidia-smi-apps", memtest.Decode(t, path, smi.ReadApps)
+		} else {
+			in.Kind, in.SMI = SourceSMI, memtest.Decode(t, path, smi.Read)
+		}
+		out = append(out, in)
+	}
+	return out
+}
+
+// TestVerdictSMILeakRate: nvidia-smi alone gives its leak as a rate, never
+// "0 B per step"; with the run's steps log beside it, the smi figure is
+// also per step (64 MiB planted per step, 0.25 s a step).
+func TestVerdictSMILeakRate(t *testing.T) {
+	dir := memtest.Testdata("smi")
+	alone := JudgeAll(loadSMIDir(t, dir, "nvidia_smi_leak.csv"))
+	if len(alone) != 1 {
+		t.Fatalf("%d verdicts", len(alone))
+	}
+	l := alone[0].Leak
+	if l.Verdict != leak.VerdictLeak || l.BytesPerStep != 0 || math.Abs(l.BytesPerSecond/(1<<20)-256) > 8 {
+		t.Errorf("smi alone: %s %d B/step %.1f MiB/s, want a leak of about 256 MiB/s", l.Verdict, l.BytesPerStep, l.BytesPerSecond/(1<<20))
+	}
+	if f := l.Figure(); !strings.Contains(f, "MiB/s") || strings.Contains(f, "0 B") {
+		t.Errorf("figure %q", f)
+	}
+	both := JudgeAll(loadSMIDir(t, dir, "nvidia_smi_leak.csv", "nvidia_smi_leak.steps.jsonl"))
+	if len(both) != 1 {
+		t.Fatalf("%d verdicts: the smi log and its steps log are one run", len(both))
+	}
+	var smiEv *LeakEvidence
+	for i, e := range both[0].Leak.Evidence {
+		if e.Kind == SourceSMI {
+			smiEv = &both[0].Leak.Evidence[i]
+		}
+	}
+	const planted = 64 << 20
+	if smiEv == nil || smiEv.Verdict != leak.VerdictLeak || smiEv.Steps < 70 || math.Abs(float64(smiEv.BytesPerStep-planted)) > 0.05*planted {
+		t.Fatalf("smi evidence beside the steps log: %+v", smiEv)
+	}
+	if both[0].Leak.BytesPerStep != planted || !strings.Contains(both[0].Leak.Agreement, "MiB/s") {
+		t.Errorf("verdict %d B/step, agreement %q", both[0].Leak.BytesPerStep, both[0].Leak.Agreement)
+	}
+}
+
+// TestVerdictSMIRecordings: the verdict's GPU and PROC entries on the
+// recordings of issue 33, and no leak claimed from a healthy run's smi log.
+func TestVerdictSMIRecordings(t *testing.T) {
+	files := []string{"nvidia_smi.csv", "compute_apps.csv", "*.steps.jsonl"}
+	for _, sc := range []string{"healthy", "leak", "shared"} {
+		dir := memtest.Testdata("smi", "per_process", sc)
+		var truth struct {
+			TrainerPID int64 `json:"trainer_pid"`
+			Holder     *struct {
+				PID int64 `json:"pid"`
+			} `json:"holder"`
+		}
+		memtest.ReadJSON(t, filepath.Join(dir, "truth.json"), &truth)
+		vs := JudgeAll(loadSMIDir(t, dir, files...))
+		if len(vs) != 1 {
+			t.Fatalf("%s: %d verdicts, want one run", sc, len(vs))
+		}
+		v := vs[0]
+		g := v.GPU
+		if g == nil || g.Reconciled == nil || g.Apps == nil {
+			t.Fatalf("%s: GPU entry %+v", sc, g)
+		}
+		if g.Reconciled.TorchPID != truth.TrainerPID || !strings.Contains(g.Split, "742.00 MB in torch's process") {
+			t.Errorf("%s: split %q", sc, g.Split)
+		}
+		var smiEv LeakEvidence
+		for _, e := range v.Leak.Evidence {
+			if e.Kind == SourceSMI {
+				smiEv = e
+			}
+		}
+		switch sc {
+		case "healthy":
+			if v.Leak.Verdict != leak.VerdictClean || smiEv.Verdict != leak.VerdictClean {
+				t.Errorf("healthy: %s, smi says %s (%s)", v.Leak.Verdict, smiEv.Verdict, smiEv.Reason)
+			}
+			if !strings.Contains(g.Split, "outside torch 751.00 MB") || !strings.Contains(g.Split, "constant") {
+				t.Errorf("healthy split %q", g.Split)
+			}
+		case "leak":
+			// The steps log has the leak; nvidia-smi saw 8.5 s of growth up
+			// to the exit: it must not be counted as clean.
+			if v.Leak.Verdict != leak.VerdictLeak || v.Leak.BytesPerStep != 32<<20 || smiEv.Verdict != leak.VerdictUnknown {
+				t.Errorf("leak: %s %d B/step, smi %s (%s)", v.Leak.Verdict, v.Leak.BytesPerStep, smiEv.Verdict, smiEv.Reason)
+			}
+			if strings.Contains(v.Leak.Agreement, "nvidia-smi clean") {
+				t.Errorf("leak: agreement %q", v.Leak.Agreement)
+			}
+		case "shared":
+			if v.Leak.Verdict != leak.VerdictClean {
+				t.Errorf("shared: %s", v.Leak.Verdict)
+			}
+			if z := g.Apps.Zombies(); len(z) != 1 || z[0].PID != truth.Holder.PID || !strings.Contains(g.Processes, "zombie: pid ") || !strings.Contains(g.Processes, "3 processes shared GPU 0") {
+				t.Errorf("shared: processes %q", g.Processes)
+			}
+		}
+	}
+}

@@ -1,0 +1,37 @@
+package rules
+
+import (
+	"testing"
+
+	"github.com/torchmem/torchmem/memtimeline/memtest"
+	"github.com/torchmem/torchmem/rules/frag"
+	"github.com/torchmem/torchmem/rules/leak"
+)
+
+// A torch 1.8 trace (the TensorBoard plugin's resnet50 sample) records
+// [memory] events with Bytes alone: the verdict says what that cannot
+// tell (which step keeps memory, the cache's reserved memory) instead of
+// a leak from blocks all paired at address 0 or a negative idle cache,
+// and gives the peak as the running sum from the window's start.
+func TestVerdictOnTorch18Trace(t *testing.T) {
+	dir := memtest.Testdata("public", "kineto_tb_plugin")
+	var truth struct {
+		Peak map[string]int64 `json:"running_sum_peak"`
+	}
+	memtest.ReadJSON(t, dir+"/worker0.1623143089861.truth.json", &truth)
+	vs := JudgeAll(loadInputs(t, dir+"/worker0.1623143089861.pt.trace.json.gz"))
+	if len(vs) != 1 {
+		t.Fatalf("%d verdicts", len(vs))
+	}
+	v := vs[0]
+	if v.Leak.Verdict != leak.VerdictUnknown || v.Leak.BytesPerStep != 0 {
+		t.Errorf("leak %s %d B/step: %s", v.Leak.Verdict, v.Leak.BytesPerStep, v.Leak.Reason)
+	}
+	if v.Frag == nil || v.Frag.Verdict != frag.VerdictUnknown || v.Frag.WastedBytes < 0 {
+		t.Errorf("fragmentation %+v", v.Frag)
+	}
+	if p := v.Peak; p == nil || p.AllocatedBytes != truth.Peak["0"] || !p.RelativeToWindowStart ||
+		p.Composition == nil || len(p.Composition.ByCategory) != 0 || len(p.Holders) != 0 {
+		t.Errorf("peak %+v, want the running sum's %d with no split by category or line", p, truth.Peak["0"])
+	}
+}
