@@ -1001,7 +1001,7 @@ func judgePeak(ins []*Input) *PeakAnswer {
 		split := tl.SplitAt(tl.Times[i])
 		ans = &PeakAnswer{Source: in.Source, AllocatedBytes: peak, Holders: []Holder{}, TorchSource: in.Source,
 			Composition: &memtimeline.Composition{TNs: tl.Times[i], Device: -1, AllocatedBytes: peak, SeenBytes: peak, Torch: split, Agreement: 0,
-				ByLine: []memtimeline.Share{}, ByOperator: []memtimeline.Share{}, ByCategory: split,
+				ByLine: []memtimeline.Share{}, ByOperator: []memtimeline.Share{}, ByCategory: memtimeline.TorchAsComposition(split),
 				Note: "torch's export_memory_timeline categories at its peak (tensors only: allocator blocks that are no tensor are not in it); no trace to name lines"}}
 		return ans
 	}

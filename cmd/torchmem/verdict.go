@@ -273,7 +273,11 @@ func joinShares(in []memtimeline.Share) string {
 	var cs []string
 	for _, k := range shares {
 		if k.Bytes > 0 {
-			cs = append(cs, fmt.Sprintf("%s %s", strings.ReplaceAll(k.Name, "_", " "), memtimeline.FormatBytes(k.Bytes)))
+			name := k.Name
+			if name == strings.ToLower(name) { // ours; torch's (AUTOGRAD_DETAIL) keep torch's spelling
+				name = strings.ReplaceAll(name, "_", " ")
+			}
+			cs = append(cs, fmt.Sprintf("%s %s", name, memtimeline.FormatBytes(k.Bytes)))
 		}
 	}
 	return strings.Join(cs, ", ")
