@@ -137,6 +137,9 @@ type OOMAnswer struct {
 const (
 	OOMCapacity      = "capacity"
 	OOMFragmentation = "fragmentation"
+	// OOMProcessLimit: the device had the bytes, the process's own cap
+	// (torch.cuda.set_per_process_memory_fraction) refused them.
+	OOMProcessLimit = "process_limit"
 )
 
 // FragAnswer is the fragmentation verdict with the bytes it wastes.
@@ -772,6 +775,16 @@ func oomCause(a OOMAnswer) (string, string) {
 		return OOMFragmentation, fmt.Sprintf("the device had %s free, so the process's own limit (torch.cuda.set_per_process_memory_fraction) refused a new segment, while the cache held %s free that could not serve the request (another pool or stream, or split pieces)", memtimeline.FormatBytes(a.DeviceFreeBytes), memtimeline.FormatBytes(a.FreeInCacheBytes))
 	case a.FreeInCacheBytes >= req && (a.LargestFreeBlock < 0 || a.LargestFreeBlock < req):
 		return OOMFragmentation, fmt.Sprintf("the cache held %s free, enough for the request but not in one block: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", memtimeline.FormatBytes(a.FreeInCacheBytes))
+	case a.DeviceFreeBytes >= req && a.ReservedBytes >= 0:
+		// The driver had the bytes and the cache had not: the process's
+		// own cap refused a new segment. torch fails when reserved plus
+		// the request passes the cap, so the cap lies in [reserved,
+		// reserved + request); the files do not record it exactly.
+		lim := fmt.Sprintf("between %s and %s", memtimeline.FormatBytes(a.ReservedBytes), memtimeline.FormatBytes(a.ReservedBytes+req))
+		if a.CapacityBytes > 0 {
+			lim += fmt.Sprintf(" (%.1f%%-%.1f%% of the GPU's %s)", 100*float64(a.ReservedBytes)/float64(a.CapacityBytes), 100*float64(a.ReservedBytes+req)/float64(a.CapacityBytes), memtimeline.FormatBytes(a.CapacityBytes))
+		}
+		return OOMProcessLimit, fmt.Sprintf("the device had %s free, but the process is capped: torch.cuda.set_per_process_memory_fraction (or a framework setting it) limits this process to %s, and %s reserved plus the %s requested passed it; the OOM message says the cap (\"... allowed\"); raise the fraction, or lower the peak under it", memtimeline.FormatBytes(a.DeviceFreeBytes), lim, memtimeline.FormatBytes(a.ReservedBytes), memtimeline.FormatBytes(req))
 	case a.AllocatedBytes >= 0 && a.CapacityBytes > 0:
 		return OOMCapacity, fmt.Sprintf("%s allocated of %s: the memory was in use; lower the peak (batch size, activation checkpointing, mixed precision)", memtimeline.FormatBytes(a.AllocatedBytes), memtimeline.FormatBytes(a.CapacityBytes))
 	case a.DeviceFreeBytes >= 0 && a.FreeInCacheBytes >= 0:

@@ -177,8 +177,11 @@ func TestOOMCause(t *testing.T) {
 		// A memory-fraction cap: the device had the bytes, the cache held
 		// enough free, even in one block (of the other pool).
 		{OOMAnswer{RequestBytes: 100, AllocatedBytes: 800, ReservedBytes: 1000, FreeInCacheBytes: 200, LargestFreeBlock: 150, DeviceFreeBytes: 5000, CapacityBytes: 6000}, OOMFragmentation},
-		// The cap with nothing free in the cache: the memory was in use.
-		{OOMAnswer{RequestBytes: 300, AllocatedBytes: 1000, ReservedBytes: 1000, FreeInCacheBytes: 0, LargestFreeBlock: 0, DeviceFreeBytes: 5000, CapacityBytes: 6000}, OOMCapacity},
+		// The cap with nothing free in the cache while the device had the
+		// bytes: the process's own limit, not the GPU's capacity.
+		{OOMAnswer{RequestBytes: 300, AllocatedBytes: 1000, ReservedBytes: 1000, FreeInCacheBytes: 0, LargestFreeBlock: 0, DeviceFreeBytes: 5000, CapacityBytes: 6000}, OOMProcessLimit},
+		// The device full: capacity.
+		{OOMAnswer{RequestBytes: 300, AllocatedBytes: 5900, ReservedBytes: 5900, FreeInCacheBytes: 0, LargestFreeBlock: 0, DeviceFreeBytes: 100, CapacityBytes: 6000}, OOMCapacity},
 	} {
 		if got, why := oomCause(c.a); got != c.want {
 			t.Errorf("%+v: %s (%s), want %s", c.a, got, why, c.want)
