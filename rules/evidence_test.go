@@ -82,3 +82,21 @@ func TestEvidenceWeighing(t *testing.T) {
 		})
 	}
 }
+
+// Fragmentation over the whole run: a memory-fraction run whose split free
+// space peaked mid-run (436 MB, 57% of reserved, steps 5..14) and was 3 MB
+// at the end is fragmented by its step log, which the final snapshot alone
+// calls OK; the same with expandable segments has no split at all.
+func TestFragOverTheRun(t *testing.T) {
+	for _, c := range []struct {
+		dir, verdict, reason string
+	}{
+		{"evidence/frag_fraction", "fragmented", "between steps 5 and 14"},
+		{"evidence/frag_fraction_expandable", "ok", ""},
+	} {
+		v := judgeDir(t, filepath.Join(gpuData, c.dir))
+		if v.Frag == nil || v.Frag.Verdict != c.verdict || !strings.Contains(v.Frag.Reason, c.reason) {
+			t.Errorf("%s: frag %+v, want %s (%q)", c.dir, v.Frag, c.verdict, c.reason)
+		}
+	}
+}

@@ -361,7 +361,7 @@ func summaryEvidence(in *Input) []LeakEvidence {
 			byDev[s.Device] = ser
 			devs = append(devs, s.Device)
 		}
-		r := steplog.Record{Step: s.Step, AllocatedBytes: s.AllocatedBytes, ReservedBytes: s.ReservedBytes, ActiveBytes: s.ActiveBytes, PeakAllocatedBytes: s.AllocatedPeakBytes, PeakReservedBytes: s.ReservedPeakBytes, AllocRetries: s.Retries, Line: s.Line}
+		r := steplog.Record{Step: s.Step, AllocatedBytes: s.AllocatedBytes, ReservedBytes: s.ReservedBytes, ActiveBytes: s.ActiveBytes, PeakAllocatedBytes: s.AllocatedPeakBytes, PeakReservedBytes: s.ReservedPeakBytes, AllocRetries: s.Retries, InactiveSplitBytes: s.NonReleasableBytes, Line: s.Line}
 		if !s.Time.IsZero() {
 			r.Time, r.HasTime = float64(s.Time.UnixNano())/1e9, true
 		}
@@ -1105,6 +1105,7 @@ func JudgeWith(name string, ins []*Input, o JudgeOptions) Verdict {
 		v.OOMs = []OOMAnswer{}
 	}
 	v.Frag = judgeFrag(ins, o)
+	v.Frag = fragOverRun(v.Frag, ins, o.SnapshotSplit) // fragrun.go
 	v.Frag = addRetries(v.Frag, ins)
 	v.Peak = judgePeak(ins)
 	return v
