@@ -100,3 +100,46 @@ func TestFragOverTheRun(t *testing.T) {
 		}
 	}
 }
+
+// The line, the kind and the OOM cause as far as each run's data tells:
+// generated code is context (the user's call, said to be inside a compiled
+// region); a kept KV cache under inference_mode is no autograd graph; a
+// hook registered every step on the module that makes the memory is kind
+// hook, registered once a container; an OOM under a memory fraction is the
+// process's limit.
+func TestEvidenceLinesAndKinds(t *testing.T) {
+	for _, c := range []struct {
+		dir      string
+		kind     string // "" any
+		notKind  string
+		line     int // the allocating line (truth.json), 0 unchecked
+		holding  string
+		oomCause string
+	}{
+		{dir: "evidence/compiled_keeps_logits", kind: leak.KindContainer, line: 43, holding: "torchinductor_"},
+		{dir: "evidence/inference_kv_cache", notKind: leak.KindAutogradGraph, line: 68},
+		{dir: "evidence/hook_every_step", kind: leak.KindHook},
+		{dir: "evidence/hook_once", kind: leak.KindContainer},
+		{dir: "evidence/oom_fraction", oomCause: OOMProcessLimit},
+	} {
+		t.Run(c.dir, func(t *testing.T) {
+			v := judgeDir(t, filepath.Join(gpuData, c.dir))
+			a := v.Leak
+			if a.Verdict != leak.VerdictLeak {
+				t.Fatalf("verdict %s (%s)", a.Verdict, a.Reason)
+			}
+			if (c.kind != "" && a.Kind != c.kind) || (c.notKind != "" && a.Kind == c.notKind) {
+				t.Errorf("kind %s (%s), want %q, not %q", a.Kind, a.KindEvidence, c.kind, c.notKind)
+			}
+			if c.line > 0 && (a.Location == nil || a.Location.Line != c.line || a.Location.File != "evidence_cases.py" && !strings.HasSuffix(a.Location.File, "/evidence_cases.py")) {
+				t.Errorf("location %+v, want evidence_cases.py:%d", a.Location, c.line)
+			}
+			if c.holding != "" && !strings.Contains(strings.Join(a.Holding, " > "), c.holding) {
+				t.Errorf("holding chain %v lacks %q", a.Holding, c.holding)
+			}
+			if c.oomCause != "" && (len(v.OOMs) == 0 || v.OOMs[0].Cause != c.oomCause) {
+				t.Errorf("ooms %+v, want cause %s", v.OOMs, c.oomCause)
+			}
+		})
+	}
+}
