@@ -63,11 +63,12 @@ lines holding the most (where the history knows them), dumps the snapshot and ke
 on to the end, so an OOM that follows is dumped with who allocated what. Each alarm comes at most
 once per run and rank; only the ranks that alarm speak. Each also goes to
 TorchMemProfile(on_alarm=callable), called with a dict (kind "leak" or "near_oom", rank, step,
-files, message, and bytes_per_step and since_step, or used and limit), and to TORCHMEM_NOTIFY:
-a command run once per alarm without a shell, the message on its stdin and TORCHMEM_ALARM_KIND,
-_RANK, _STEP, _FILES in its environment (e.g. TORCHMEM_NOTIFY="mail -s torchmem me@example.com"
-or a script that posts to a chat channel); a failure of either is logged, never raised into
-training. Alarms capture on the rank that alarms, whatever TORCHMEM_RANKS says.
+files, message, and bytes_per_step, since_step and period, or used and limit), and to
+TORCHMEM_NOTIFY: a command run once per alarm without a shell, the message on its stdin and
+TORCHMEM_ALARM_KIND, _RANK, _STEP, _FILES in its environment (e.g.
+TORCHMEM_NOTIFY="mail -s torchmem me@example.com", or a script that posts to a chat channel); a
+failure of either is logged, never raised into training. Alarms capture on the rank that alarms,
+whatever TORCHMEM_RANKS says.
 
 What it costs (torch 2.11, H200; README has the figures; examples/record/snippet_overhead.py and
 watch_cost.py measure them). On a GPU-bound model (an 8-layer LM at 46 ms a step) nothing
@@ -80,12 +81,12 @@ context="alloc"; TORCHMEM_CPP_STACKS=1 adds C++ frames: slower steps and dumps),
 alarm; TORCHMEM_HISTORY=always keeps it on (a snapshot at the end and on an OOM with the whole
 run's history). Inside a window such a loop runs 2-2.5x as long (Python stacks, shapes, memory
 events). The history is a ring buffer of max_entries events (default 100000: a long run keeps
-its last steps) in host memory; its gzipped dump is a few MB and takes a fraction of a second. After the last
-profiled cycle the snippet has Kineto detach CUPTI (TEARDOWN_CUPTI=1 for that one stop, then the
-variable is unset again): left attached, CUPTI slowed every later kernel launch (+35% on the
-host-bound loop). It does not when TEARDOWN_CUPTI is already set, when torch keeps CUPTI for
-torch.compile's CUDA graphs, before CUDA 12.6, or when the block ends by an exception; every way
-a run ends was run on the H200 without a hang (examples/record/teardown_exits.sh).
+its last steps) in host memory; its gzipped dump is a few MB and takes a fraction of a second.
+After the last profiled cycle the snippet has Kineto detach CUPTI (TEARDOWN_CUPTI=1 for that one
+stop, then the variable is unset again): left attached, CUPTI slowed every later kernel launch
+(+35% on the host-bound loop). It does not when TEARDOWN_CUPTI is already set, when torch keeps
+CUPTI for torch.compile's CUDA graphs, before CUDA 12.6, or when the block ends by an exception;
+every way a run ends was run on the H200 without a hang (examples/record/teardown_exits.sh).
 
 Which ranks: TORCHMEM_RANKS picks the ranks that profile and snapshot ("0,7", "0-3,8", "all";
 default "0-7", every rank of one 8-GPU node and the first 8 of a larger job). Every rank writes
@@ -207,7 +208,9 @@ def _env_int(name, default):
     try:
         return int(value)
     except ValueError:
-        warnings.warn("torchmem_profile: %s=%r is not an integer; using %r" % (name, value, default))
+        warnings.warn(
+            "torchmem_profile: %s=%r is not an integer; using %r" % (name, value, default)
+        )
         return default
 
 
@@ -224,18 +227,21 @@ def _env_float(name, default):
 
 def _choice(name, argument, choices, default):
     value = os.environ.get(name)
-    value = (value if value is not None else argument if argument is not None else default)
+    value = value if value is not None else argument if argument is not None else default
     value = str(value).strip().lower()
     if value in _FALSE_WORDS:
         value = "off"
     if value not in choices:
-        warnings.warn("torchmem_profile: %s=%r is not one of %s; using %s" % (name, value, ", ".join(choices), default))
+        warnings.warn(
+            "torchmem_profile: %s=%r is not one of %s; using %s"
+            % (name, value, ", ".join(choices), default)
+        )
         return default
     return value
 
 
 def _history_mode(value):
-    """TORCHMEM_HISTORY / history=: "window" (default), "always" (also True, 1) or "off" (False, 0)."""
+    """TORCHMEM_HISTORY / history=: "window" (default), "always" (True, 1) or "off" (False, 0)."""
     if value is None:
         return "window"
     if isinstance(value, bool):
@@ -247,7 +253,9 @@ def _history_mode(value):
         return "window"
     if text in ("1", "true", "yes", "on", "always", "all"):
         return "always"
-    warnings.warn("torchmem_profile: TORCHMEM_HISTORY=%r is not window, always or 0; using window" % (value,))
+    warnings.warn(
+        "torchmem_profile: TORCHMEM_HISTORY=%r is not window, always or 0; using window" % (value,)
+    )
     return "window"
 
 
@@ -359,7 +367,12 @@ LEAK_CAPTURE_STEPS = 4
 DEFAULT_NEAR_OOM = 0.9
 
 # Keys a steps log may spell allocated bytes with: the snippet's own (memory_stats()) first.
-_ALLOCATED_KEYS = ("allocated_bytes.all.current", "allocated", "memory_allocated", "allocated_bytes")
+_ALLOCATED_KEYS = (
+    "allocated_bytes.all.current",
+    "allocated",
+    "memory_allocated",
+    "allocated_bytes",
+)
 
 
 def format_bytes(n):
@@ -506,7 +519,14 @@ class LeakWatch:
         return (
             "LEAK: allocated memory grew %s per step%s for %d consecutive steps (steps %d-%d, "
             "%s now)"
-            % (format_bytes(self.bytes_per_step), every, n, self.since_step, self.alarm_step, format_bytes(self.allocated))
+            % (
+                format_bytes(self.bytes_per_step),
+                every,
+                n,
+                self.since_step,
+                self.alarm_step,
+                format_bytes(self.allocated),
+            )
         )
 
     def stopped(self):
@@ -563,7 +583,10 @@ def _notify(command, alarm):
             )
             if done.returncode != 0:
                 tail = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
-                _say("torchmem: TORCHMEM_NOTIFY command %r exited %d %s" % (command, done.returncode, tail[0][:200]))
+                _say(
+                    "torchmem: TORCHMEM_NOTIFY command %r exited %d %s"
+                    % (command, done.returncode, tail[0][:200])
+                )
         except Exception as err:
             _say("torchmem: TORCHMEM_NOTIFY command %r failed: %r" % (command, err))
 
@@ -588,7 +611,10 @@ def _top_holders(snapshot, n=3):
                     where = "%s:%s" % (os.path.basename(name), frame.get("line"))
                     break
             if where is None and frames:
-                where = "%s:%s" % (os.path.basename(str(frames[0].get("filename", "?"))), frames[0].get("line"))
+                where = "%s:%s" % (
+                    os.path.basename(str(frames[0].get("filename", "?"))),
+                    frames[0].get("line"),
+                )
             if where is None:
                 where = ""  # allocated while the history was off: no stack
             held[where] = held.get(where, 0) + int(block.get("size", 0))
@@ -665,8 +691,12 @@ class TorchMemProfile:
         self.steps_log = pick("TORCHMEM_STEPS", steps_log, True, _env_bool)
         self.teardown_cupti = pick("TORCHMEM_TEARDOWN_CUPTI", teardown_cupti, True, _env_bool)
         self.watch = pick("TORCHMEM_WATCH", watch, True, _env_bool)
-        self.on_leak = _choice("TORCHMEM_ON_LEAK", on_leak, ("snapshot", "profile", "off"), "snapshot")
-        self.near_oom = _env_float("TORCHMEM_NEAR_OOM", DEFAULT_NEAR_OOM if near_oom is None else near_oom)
+        self.on_leak = _choice(
+            "TORCHMEM_ON_LEAK", on_leak, ("snapshot", "profile", "off"), "snapshot"
+        )
+        self.near_oom = _env_float(
+            "TORCHMEM_NEAR_OOM", DEFAULT_NEAR_OOM if near_oom is None else near_oom
+        )
         self.notify = os.environ.get("TORCHMEM_NOTIFY", notify or "").strip() or None
         self.on_alarm = on_alarm
         self._teardown_env = os.environ.get("TEARDOWN_CUPTI")  # set by the user: left alone
@@ -804,7 +834,9 @@ class TorchMemProfile:
             self.dump_snapshot()
             self._stop_history()
         # After prof.step(): the profiled step has ended, so its trace never shows this write.
-        if self.cuda and (self.steps_log or self._leak_watch is not None or not self._near_oom_done):
+        if self.cuda and (
+            self.steps_log or self._leak_watch is not None or not self._near_oom_done
+        ):
             record = self._step_record(finished)
             if record is None:
                 return
@@ -821,8 +853,14 @@ class TorchMemProfile:
                         "torchmem: rank %d: allocated memory stopped growing at step %d and stayed "
                         "flat for %d steps (%s now): the LEAK alarm of step %d looks like a buffer "
                         "that filled up; torchmem analyze %s tells"
-                        % (record.get("rank", 0), watch.stopped(), watch.steps, format_bytes(watch._last[1]),
-                           watch.alarm_step, self.out_dir)
+                        % (
+                            record.get("rank", 0),
+                            watch.stopped(),
+                            watch.steps,
+                            format_bytes(watch._last[1]),
+                            watch.alarm_step,
+                            self.out_dir,
+                        )
                     )
             if not self._near_oom_done:
                 self._check_near_oom(record)
@@ -849,7 +887,13 @@ class TorchMemProfile:
         try:
             prof = profile(
                 activities=activities,
-                schedule=schedule(wait=wait, warmup=warmup, active=self.active, repeat=repeat, skip_first=skip_first),
+                schedule=schedule(
+                    wait=wait,
+                    warmup=warmup,
+                    active=self.active,
+                    repeat=repeat,
+                    skip_first=skip_first,
+                ),
                 on_trace_ready=self._export_trace,
                 profile_memory=True,
                 with_stack=self.with_stack,
@@ -1043,17 +1087,28 @@ class TorchMemProfile:
                     files.append(path)
                     captured.append(
                         "the allocator history of steps %d-%d, dumped after step %d to %s"
-                        % (self.step_num, self.step_num + steps - 1, self.step_num + steps - 1, path)
+                        % (
+                            self.step_num,
+                            self.step_num + steps - 1,
+                            self.step_num + steps - 1,
+                            path,
+                        )
                     )
         if self.on_leak == "profile" and self.trace and self._prof is None:
             first = self.step_num + 1  # one warm-up step, then the window
             if self._start_profiler(at_step=self.step_num):
                 path = self._path("_step%d.pt.trace.json.gz" % (first + self.active))
                 files.append(path)
-                captured.append("a profile of steps %d-%d: %s" % (first, first + self.active - 1, path))
+                captured.append(
+                    "a profile of steps %d-%d: %s" % (first, first + self.active - 1, path)
+                )
         what = "; captured " + " and ".join(captured) if captured else ""
         message = "torchmem: rank %d: %s%s; then run: torchmem analyze %s" % (
-            record.get("rank", 0), text, what, self.out_dir)
+            record.get("rank", 0),
+            text,
+            what,
+            self.out_dir,
+        )
         self._alarm(
             "leak",
             record,
@@ -1061,6 +1116,7 @@ class TorchMemProfile:
             files,
             bytes_per_step=watch.bytes_per_step,
             since_step=watch.since_step,
+            period=watch.period,
             allocated=watch.allocated,
         )
 
@@ -1069,7 +1125,9 @@ class TorchMemProfile:
         record_function ranges there while the history runs), so the on-leak snapshot cuts
         into steps by itself, as one taken in a profiled window does."""
         try:
-            self._step_range = torch.autograd.profiler.record_function("ProfilerStep#%d" % self.step_num)
+            self._step_range = torch.autograd.profiler.record_function(
+                "ProfilerStep#%d" % self.step_num
+            )
             self._step_range.__enter__()
         except Exception:
             self._step_range = None
@@ -1096,7 +1154,9 @@ class TorchMemProfile:
         if self._capacity is None:
             self._capacity = int(torch.cuda.get_device_properties(self._device).total_memory)
         fraction = 1.0
-        getter = getattr(torch.cuda.memory, "get_per_process_memory_fraction", None)  # recent torch only
+        getter = getattr(
+            torch.cuda.memory, "get_per_process_memory_fraction", None
+        )  # recent torch only
         if getter is not None:
             try:
                 fraction = float(getter(self._device))
@@ -1110,7 +1170,9 @@ class TorchMemProfile:
         except Exception:
             self._near_oom_done = True
             return
-        reserved = max(record.get("reserved_bytes.all.current", 0), record.get("reserved_bytes.all.peak", 0))
+        reserved = max(
+            record.get("reserved_bytes.all.current", 0), record.get("reserved_bytes.all.peak", 0)
+        )
         if limit <= 0 or reserved < self.near_oom * limit:
             return
         self._near_oom_done = True
@@ -1129,25 +1191,51 @@ class TorchMemProfile:
             if not self._history_on:
                 self._start_history()
             self._keep_history = True  # an OOM that follows is dumped with who allocated what
-        what = "the device's capacity" if fraction >= 1.0 else "%.3g of the device's %s (set_per_process_memory_fraction)" % (fraction, format_bytes(self._capacity))
+        what = (
+            "the device's capacity"
+            if fraction >= 1.0
+            else "%.3g of the device's %s (set_per_process_memory_fraction)"
+            % (fraction, format_bytes(self._capacity))
+        )
         held = ""
         if holders:
-            held = "; top holders: " + ", ".join("%s %s" % (where, format_bytes(n)) for where, n in holders)
+            held = "; top holders: " + ", ".join(
+                "%s %s" % (where, format_bytes(n)) for where, n in holders
+            )
         if unknown:
-            held += "; %s allocated while the allocator history was off (no line; it records from now on)" % format_bytes(unknown)
+            held += (
+                "; %s allocated while the allocator history was off "
+                "(no line; it records from now on)"
+                % format_bytes(unknown)
+            )
         message = (
-            "torchmem: rank %d: NEAR OOM at step %d: reserved %s of %s this process may use (%.0f%%, %s; "
+            "torchmem: rank %d: NEAR OOM at step %d: reserved %s of %s this process may use "
+            "(%.0f%%, %s; "
             "allocated %s, peak %s)%s%s; then run: torchmem analyze %s"
             % (
-                record.get("rank", 0), record["step"], format_bytes(reserved), format_bytes(limit), 100.0 * reserved / limit, what,
-                format_bytes(record.get("allocated_bytes.all.current", 0)), format_bytes(record.get("allocated_bytes.all.peak", 0)),
-                held, snap_note, self.out_dir,
+                record.get("rank", 0),
+                record["step"],
+                format_bytes(reserved),
+                format_bytes(limit),
+                100.0 * reserved / limit,
+                what,
+                format_bytes(record.get("allocated_bytes.all.current", 0)),
+                format_bytes(record.get("allocated_bytes.all.peak", 0)),
+                held,
+                snap_note,
+                self.out_dir,
             )
         )
         self._alarm("near_oom", record, message, files, used=reserved, limit=limit)
 
     def _alarm(self, kind, record, message, files, **figures):
-        alarm = {"kind": kind, "rank": record.get("rank", 0), "step": record.get("step"), "files": list(files), "message": message}
+        alarm = {
+            "kind": kind,
+            "rank": record.get("rank", 0),
+            "step": record.get("step"),
+            "files": list(files),
+            "message": message,
+        }
         alarm.update(figures)
         self.alarms.append(alarm)
         _say(message)
@@ -1256,7 +1344,10 @@ def _make_lightning_callback():
     return TorchMemLightningCallback
 
 
-_LAZY = {"TorchMemCallback": _make_trainer_callback, "TorchMemLightningCallback": _make_lightning_callback}
+_LAZY = {
+    "TorchMemCallback": _make_trainer_callback,
+    "TorchMemLightningCallback": _make_lightning_callback,
+}
 
 
 def __getattr__(name):

@@ -36,6 +36,10 @@ type GPUAnswer struct {
 	Apps      *smi.AppsAnalysis `json:"apps,omitempty"`
 }
 
+// maxSplitGPUs bounds the GPUs of one log tried for the split; a log with
+// more is tried on the GPU the steps log names only.
+const maxSplitGPUs = 16
+
 // judgeGPU builds the GPU entry from a run's nvidia-smi logs and its steps
 // log; nil when the run has no nvidia-smi log.
 func judgeGPU(ins []*Input) *GPUAnswer {
@@ -66,22 +70,31 @@ func judgeGPU(ins []*Input) *GPUAnswer {
 		ans.Processes = processesSentence(a)
 	}
 	if log != nil && stepsIn != nil {
+		procsOn := map[string][]*smi.Process{} // GPU key -> its processes
+		if apps != nil {
+			for i, p := range apps.Processes {
+				k := ans.Apps.Processes[i].GPUKey
+				procsOn[k] = append(procsOn[k], p)
+			}
+		}
 		for _, ser := range stepsIn.StepLog.Series {
 			pts := torchPoints(ser.Records)
 			if len(pts) == 0 {
 				continue
 			}
 			for _, g := range log.GPUs {
+				if len(log.GPUs) > maxSplitGPUs && g.Key != ser.Device {
+					continue // a node has a few GPUs; past that, the series' own
+				}
 				var procs []*smi.Process
 				if apps != nil {
-					for i, p := range apps.Processes {
-						if ans.Apps.Processes[i].GPUKey == g.Key {
-							procs = append(procs, p)
-						}
+					procs = procsOn[g.Key]
+					if procs == nil {
+						procs = []*smi.Process{} // an apps log with none on this GPU
 					}
 				}
 				r, ok := smi.Reconcile(g, pts, procs, smi.DefaultOptions())
-				if !ok || (ans.Reconciled != nil && r.Steps <= ans.Reconciled.Steps) {
+				if !ok || (ans.Reconciled != nil && !betterSplit(r, *ans.Reconciled, ser.Device)) {
 					continue
 				}
 				ans.Reconciled, ans.TorchSource = &r, stepsIn.Source
@@ -112,6 +125,25 @@ func torchPoints(recs []steplog.Record) []smi.TorchPoint {
 			AllocatedBytes: r.AllocatedBytes, ReservedBytes: r.ReservedBytes})
 	}
 	return out
+}
+
+// betterSplit reports whether a is the better match of a steps series
+// (on device dev) to a GPU of a multi-GPU log than b: torch's process found
+// on it or a constant gap (the GPU whose memory follows torch's reserved),
+// then the GPU the series names (CUDA_VISIBLE_DEVICES may renumber it),
+// then the narrower gap, then more steps.
+func betterSplit(a, b smi.Reconciliation, dev string) bool {
+	follows := func(r smi.Reconciliation) bool { return r.TorchPID >= 0 || r.Constant }
+	if follows(a) != follows(b) {
+		return follows(a)
+	}
+	if (a.GPUKey == dev) != (b.GPUKey == dev) {
+		return a.GPUKey == dev
+	}
+	if wa, wb := a.GapMax-a.GapMin, b.GapMax-b.GapMin; wa != wb {
+		return wa < wb
+	}
+	return a.Steps > b.Steps
 }
 
 // processesSentence says who holds the memory, zombies first.

@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -134,5 +135,50 @@ func TestVerdictSMIRecordings(t *testing.T) {
 				t.Errorf("shared: processes %q", g.Processes)
 			}
 		}
+	}
+}
+
+// TestVerdictSMIPicksTheRunsGPU: in a two-GPU log the split is made on the
+// GPU whose memory follows the steps log's reserved, even when the steps
+// log names another device (CUDA_VISIBLE_DEVICES=1 makes smi's GPU 1 torch's
+// cuda:0). The healthy recording's GPU as GPU 1, and a GPU 0 added whose
+// memory is GPU 1's shifted, scaled and rising 2 MiB a sample (another
+// job's, busy).
+func TestVerdictSMIPicksTheRunsGPU(t *testing.T) {
+	dir := memtest.Testdata("smi", "per_process", "healthy")
+	raw, err := os.ReadFile(filepath.Join(dir, "nvidia_smi.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
+	var b strings.Builder
+	b.WriteString(lines[0] + "\n")
+	for i, l := range lines[1:] {
+		f := strings.Split(l, ", ")
+		// timestamp, index, uuid, bus, used, total, free, util
+		other := append([]string(nil), f...)
+		other[1], other[2], other[3] = "0", "GPU-other", "00000000:07:00.0"
+		f[1] = "1"
+		var mib int64
+		if _, err := fmt.Sscanf(f[4], "%d MiB", &mib); err != nil {
+			t.Fatal(err)
+		}
+		other[4] = fmt.Sprintf("%d MiB", 3000+mib*3/2+int64(i)*2)
+		b.WriteString(strings.Join(other, ", ") + "\n" + strings.Join(f, ", ") + "\n")
+	}
+	tmp := t.TempDir()
+	path := filepath.Join(tmp, "nvidia_smi.csv")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ins := loadSMIDir(t, tmp, "nvidia_smi.csv")
+	ins = append(ins, loadSMIDir(t, dir, "*.steps.jsonl")...)
+	ins[1].Source = filepath.Join(tmp, filepath.Base(ins[1].Source)) // one folder: one run
+	vs := JudgeAll(ins)
+	if len(vs) != 1 || vs[0].GPU == nil || vs[0].GPU.Reconciled == nil {
+		t.Fatalf("verdicts %+v", vs)
+	}
+	if r := vs[0].GPU.Reconciled; r.GPUKey != "1" || !r.Constant || r.GapBytes != 751<<20 || !strings.HasPrefix(vs[0].GPU.Split, "GPU 1: ") {
+		t.Errorf("split on GPU %s (constant %v, gap %d MiB): %s", r.GPUKey, r.Constant, r.GapBytes>>20, vs[0].GPU.Split)
 	}
 }

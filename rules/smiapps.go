@@ -21,7 +21,7 @@ func init() {
 				return nil
 			}
 			var out []Finding
-			for _, p := range smi.AnalyzeApps(in.SMIApps, nil, smi.DefaultOptions()).Zombies() {
+			for _, p := range in.AppsAnalysis().Zombies() {
 				if float64(p.FinalBytes) < r.Threshold {
 					continue
 				}
@@ -35,4 +35,12 @@ func init() {
 			return out
 		},
 	})
+}
+
+var keyApps = NewKey[smi.AppsAnalysis]("smi:apps")
+
+// AppsAnalysis is a compute-apps log's analysis on its own, without the GPU
+// log (memoized; the verdict's GPU entry joins the two).
+func (in *Input) AppsAnalysis() smi.AppsAnalysis {
+	return Get(in, keyApps, func() smi.AppsAnalysis { return smi.AnalyzeApps(in.SMIApps, nil, smi.DefaultOptions()) })
 }

@@ -221,6 +221,8 @@ type diffJSON struct {
 	SitesLive     []diff.Mover       `json:"sites_live_at_end"`
 	NewSuspects   []leak.Suspect     `json:"new_suspects"`
 	StepSurvivors [][2]int64         `json:"step_survivors"`
+	// StepPeakAllocated is [base, head] peak allocated per step.
+	StepPeakAllocated *[2][]int64 `json:"step_peak_allocated,omitempty"`
 }
 
 func runDiff(stdout, stderr io.Writer, baseArg, headArg string, o *diffOptions) error {
@@ -313,7 +315,7 @@ func writeDiff(stdout io.Writer, base, head *diff.Side, baseInputs, headInputs [
 		out := diffJSON{Base: d.Base, Head: d.Head, Passed: len(leaks)+len(violations) == 0, NewLeak: nonNilStrings(leaks),
 			Changed: d.Changed, WithinBudget: len(violations) == 0, Violations: nonNilStrings(violations),
 			Metrics: d.Metrics, BaseVerdict: d.BaseVerdict, HeadVerdict: d.HeadVerdict, Operators: nonNilMovers(d.Operators),
-			SitesAlloc: nonNilMovers(d.SitesAlloc), SitesLive: nonNilMovers(d.SitesLive), NewSuspects: d.NewSuspects, StepSurvivors: d.StepSurvivors}
+			SitesAlloc: nonNilMovers(d.SitesAlloc), SitesLive: nonNilMovers(d.SitesLive), NewSuspects: d.NewSuspects, StepSurvivors: d.StepSurvivors, StepPeakAllocated: d.StepPeakAllocated}
 		if out.NewSuspects == nil {
 			out.NewSuspects = []leak.Suspect{}
 		}
@@ -399,6 +401,9 @@ func writeDiffText(w io.Writer, d *diff.Diff, leaks, violations []string, budget
 	tw.AppendRow(table.Row{"leak verdict", d.BaseVerdict, d.HeadVerdict, "", ""})
 	tw.SetColumnConfigs([]table.ColumnConfig{{Number: 2, Align: text.AlignRight}, {Number: 3, Align: text.AlignRight}, {Number: 4, Align: text.AlignRight}, {Number: 5, Align: text.AlignRight}})
 	renderTable(w, tw, format)
+	if format == formatMarkdown {
+		writeStepChartMermaid(w, d)
+	}
 	movers := func(title string, ms []diff.Mover) {
 		if len(ms) == 0 {
 			return

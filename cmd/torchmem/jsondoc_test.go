@@ -101,9 +101,11 @@ func TestJSONDocumented(t *testing.T) {
 	root := filepath.Join("..", "..")
 	goldens, _ := filepath.Glob(filepath.Join(root, "testdata", "cmd", "golden", "*.json"))
 	extra := map[string][]string{
-		"frag":  {filepath.Join(root, "testdata", "cmd", "frag_frag_small_allocs.json")},
-		"smi":   mustGlob(t, filepath.Join(root, "testdata", "smi", "*.smi.json.golden")),
-		"steps": mustGlob(t, filepath.Join(root, "testdata", "steps", "*.steps.json.golden")),
+		"frag": {filepath.Join(root, "testdata", "cmd", "frag_frag_small_allocs.json")},
+		"smi":  mustGlob(t, filepath.Join(root, "testdata", "smi", "*.smi.json.golden")),
+		// nvidia-smi beside torch's numbers: the verdict's gpu entry.
+		"analyze": mustGlob(t, filepath.Join(root, "testdata", "smi", "*.analyze.json.golden")),
+		"steps":   mustGlob(t, filepath.Join(root, "testdata", "steps", "*.steps.json.golden")),
 	}
 	var seen []string
 	for _, g := range goldens {

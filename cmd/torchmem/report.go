@@ -48,6 +48,7 @@ var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap
 	},
 	"base":    filepath.Base,
 	"shortOp": shortOp,
+	"charts":  func(group string, c []reportChart) reportChartGroup { return reportChartGroup{group, c} },
 }).Parse(reportTemplateText))
 
 func newReportCmd() *cobra.Command {
@@ -64,7 +65,10 @@ each recognized by its content.
 
 Per input: a summary, memory over time (allocated and reserved per GPU, with
 ProfilerStep bands, zoom and out-of-memory markers; per-category stacked areas
-for memory timelines; used memory per GPU for nvidia-smi), the top operators
+for memory timelines; used memory per GPU for nvidia-smi; under a trace's or
+a snapshot history's chart an explorer: drag across the chart to list the
+allocations alive or allocated in that range, sortable, and click one for
+its stack), the top operators
 and allocation sites, the leak verdict with its suspects, and every finding of
 the rules with what to do.
 
@@ -127,6 +131,9 @@ type reportInput struct {
 	Sites     []stackJSON
 	Tables    []reportTable
 	Findings  []rules.Finding
+
+	// ChartsAbove names the verdict whose block shows this input's charts.
+	ChartsAbove string
 }
 
 type reportPage struct {
@@ -173,6 +180,9 @@ type reportAnswer struct {
 	// OOMs show what was alive at each out-of-memory a trace recorded.
 	OOMs     []reportOOM
 	Evidence []rules.LeakEvidence
+	// Memory is the memory over time of MemoryOf, shown below the lines.
+	Memory   []reportChart
+	MemoryOf string
 	Charts   []reportChart
 	// TimelineNotes say what the combined timeline could not place.
 	TimelineNotes []string
@@ -227,6 +237,7 @@ func writeReport(path string, ev *rules.Evaluation) error {
 		}
 		page.CrossHidden = hidden
 	}
+	liftMemoryCharts(&page, ev.Verdicts, ev.Inputs)
 	page.Verdict = verdictLine(ev)
 	page.Failed = !ev.Passed()
 	return writePage(path, page)
@@ -365,6 +376,7 @@ func buildReportInput(idPrefix string, in *rules.Input, fs []rules.Finding) (rep
 			for i, spec := range chart.TraceSpecs(t, idPrefix) {
 				if i < len(tls) {
 					spec.Holders = memtimeline.HolderSamples(t, in.Attribution(), in.Lifetimes(-1), tls[i].Device, 200, 3)
+					spec.Explorer = chart.TraceExplorer(t, in.Attribution(), in.Lifetimes(-1), tls[i].Device, 0)
 				}
 				specs = append(specs, spec)
 			}
@@ -419,7 +431,7 @@ func buildReportInput(idPrefix string, in *rules.Input, fs []rules.Finding) (rep
 		for _, f := range rep.SegmentFills[:topN(reportTop, len(rep.SegmentFills))] {
 			rows = append(rows, []string{fmt.Sprintf("%#x", f.Address), f.SegmentType, memtimeline.FormatBytes(f.TotalSize), memtimeline.FormatBytes(f.AllocatedBytes), f.Bar})
 		}
-		ri.Tables = append(ri.Tables, reportTable{Title: "Largest segments ('#' full, '.' free)", Header: []string{"Address", "Pool", "Size", "Allocated", "Fill"}, Rows: rows})
+		ri.Tables = append(ri.Tables, reportTable{Title: fmt.Sprintf("Largest segments, with a fill map: each cell is 1/%d of the segment; '#' full, '1'-'9' tenths in use, '0' under a tenth, '.' free", snapshot.DefaultBarWidth), Header: []string{"Address", "Pool", "Size", "Allocated", "Fill"}, Rows: rows})
 	case in.Digest != nil && in.Kind == rules.SourceSnapshot && in.Digest.SnapshotStats != nil:
 		ri.Kind = string(kindSnapshot)
 		st := in.Digest.SnapshotStats
@@ -568,7 +580,8 @@ func snapshotChartSpecs(s *snapshot.Snapshot, idPrefix string) []chart.Spec {
 		if ser.Len() == 0 {
 			continue
 		}
-		specs = append(specs, chart.Spec{ID: fmt.Sprintf("%s%d", idPrefix, dev), Title: fmt.Sprintf("cuda:%d (relative to the start of the history)", dev), StartNs: ser.T[0], Allocated: ser})
+		specs = append(specs, chart.Spec{ID: fmt.Sprintf("%s%d", idPrefix, dev), Title: fmt.Sprintf("cuda:%d (relative to the start of the history)", dev), StartNs: ser.T[0], Allocated: ser,
+			Explorer: chart.SnapshotExplorer(entries, 0)})
 	}
 	return specs
 }

@@ -100,3 +100,18 @@ func TestAnalyzeSMIAgainstTorch(t *testing.T) {
 		t.Errorf("smi leak alone:\n%s", head)
 	}
 }
+
+// TestSMIPerProcessGoldens: the JSON of smi on the shared run's folder
+// (the per-process document beside the GPU log's) and of analyze on it
+// (the verdict's gpu entry); TestJSONDocumented checks their fields
+// against JSON.md.
+func TestSMIPerProcessGoldens(t *testing.T) {
+	chdirRepoRoot(t)
+	out, _, code := torchmem(t, "smi", "--format", "json", "testdata/smi/per_process/shared/compute_apps.csv", "testdata/smi/per_process/shared/nvidia_smi.csv")
+	if code != exitFindings {
+		t.Errorf("smi: exit %d, want 1 (a zombie)", code)
+	}
+	checkGolden(t, "testdata/smi/per_process_shared.smi.json.golden", out)
+	out, _, _ = torchmem(t, "analyze", "--format", "json", "testdata/smi/per_process/shared")
+	checkGolden(t, "testdata/smi/per_process_shared.analyze.json.golden", out)
+}

@@ -24,6 +24,7 @@ func init() { subcommands = append(subcommands, newSummarizeCmd) }
 type summarizeOptions struct {
 	output string
 	jobs   int
+	shard  string
 }
 
 func newSummarizeCmd() *cobra.Command {
@@ -61,6 +62,7 @@ Exit status: 0 all summaries written, 2 bad input (a named file that cannot be
 read; a bad file found in a directory is skipped with a warning).`,
 		Example: `  torchmem summarize traces/ -o summaries/
   torchmem summarize rank*.pt.trace.json.gz --jobs 4 -o /shared/job42/summaries
+  torchmem summarize /shared/job42/traces --shard 3/16 -o /shared/job42/summaries   # task 3 of 16
   torchmem leaks summaries/            # the cross-rank verdict from the summaries
   torchmem report summaries/ -o report.html`,
 		Args: cobra.MinimumNArgs(1),
@@ -71,6 +73,7 @@ read; a bad file found in a directory is skipped with a warning).`,
 	f := cmd.Flags()
 	f.StringVarP(&o.output, "output", "o", "", "directory to write the summaries into (created if missing)")
 	f.IntVarP(&o.jobs, "jobs", "j", 0, "inputs read at once (0 = one per CPU); memory grows with it")
+	f.StringVar(&o.shard, "shard", "", "I/N: summarize only the inputs whose rank (from the path: rank3_..., rank3/...) is I modulo N, for task I of an N-task array job; no rank counts as 0")
 	cmd.MarkFlagRequired("output")
 	cmd.MarkFlagDirname("output")
 	return cmd
@@ -110,6 +113,16 @@ func runSummarize(stdout, stderr io.Writer, args []string, o *summarizeOptions) 
 		paths[i] = s.Path
 	}
 	names := summary.Names(paths)
+	if o.shard != "" {
+		sh, err := parseShard(o.shard)
+		if err != nil {
+			return badInput(err)
+		}
+		if srcs, names = sh.pick(srcs, names); len(srcs) == 0 {
+			fmt.Fprintf(stdout, "shard %d/%d: no inputs in this shard\n", sh.Index, sh.Count)
+			return nil
+		}
+	}
 	jobs := o.jobs
 	if jobs == 0 {
 		jobs = runtime.GOMAXPROCS(0)

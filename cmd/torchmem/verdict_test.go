@@ -97,8 +97,8 @@ func TestVerdictJSON(t *testing.T) {
 	}
 }
 
-// The report leads with the answer: verdict, then findings, then charts,
-// then tables; stacks are collapsed.
+// The report leads with the answer: verdict with its memory chart, then
+// findings, then tables; stacks are collapsed.
 func TestReportLayoutAnswerFirst(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "r.html")
 	torchmem(t, "report", realTrace("leak_module_cache"), "-o", out)
@@ -107,7 +107,7 @@ func TestReportLayoutAnswerFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := string(b)
-	order := []string{`<section class="answer">`, `class="peakbar"`, `<h2>Findings</h2>`, `class="torchmem-chart"`, `<h3>Operators`, `<h3>Allocation sites`}
+	order := []string{`<section class="answer">`, `class="torchmem-chart"`, `class="peakbar"`, `<h2>Findings</h2>`, `<h3>Operators`, `<h3>Allocation sites`}
 	last := -1
 	for _, s := range order {
 		i := strings.Index(page, s)

@@ -46,6 +46,17 @@ func TestSlurmArrayThenReduce(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(traces, "notes.txt"), []byte("not a profile"), 0o644)
+	// What a rank's folder holds beside its trace (the snippet's and
+	// torch's JSON files that are no profile): a task named them one by
+	// one and failed with exit 2 under set -e, so the reduce never ran.
+	os.MkdirAll(filepath.Join(traces, "rank4"), 0o755)
+	for _, name := range []string{"memory_stats.json", "key_averages.json"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "gpu", "leak_hook_every_step", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(traces, "rank4", name), b, 0o644)
+	}
 	run := func(script string, env []string, args ...string) (string, int) {
 		cmd := exec.Command("bash", append([]string{script}, args...)...)
 		cmd.Env = append(os.Environ(), append(env, "TORCHMEM="+bin)...)
@@ -82,7 +93,7 @@ func TestSlurmArrayThenReduce(t *testing.T) {
 		}
 	}
 	// A task past the ranks has nothing to do and succeeds.
-	if out, code := run("summarize.sbatch", []string{"SLURM_ARRAY_TASK_ID=7", "SLURM_ARRAY_TASK_COUNT=8"}, traces, sums); code != 0 || !strings.Contains(out, "no files") {
+	if out, code := run("summarize.sbatch", []string{"SLURM_ARRAY_TASK_ID=7", "SLURM_ARRAY_TASK_COUNT=8"}, traces, sums); code != 0 || !strings.Contains(out, "no inputs in this shard") {
 		t.Errorf("an empty shard: exit %d\n%s", code, out)
 	}
 

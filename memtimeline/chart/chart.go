@@ -78,6 +78,9 @@ type Spec struct {
 	// Holders are what held the most memory at moments of the chart; the
 	// tooltip lists the last sample at or before the hovered time.
 	Holders []memtimeline.HolderSample
+	// Explorer, when set, lists the allocations of a brushed time range
+	// under the chart (explorer.go).
+	Explorer *Explorer
 }
 
 // StepSpan is a named interval on the time axis.
@@ -133,6 +136,15 @@ const chartRuntimeJS = `(function () {
   // [[x_ms, [[name, bytes], ...]], ...], sorted by x: not an echarts option.
   var holders = opt.torchmemHolders || [];
   delete opt.torchmemHolders;
+  // The allocations the explorer lists (explorer.go), and brushing a time
+  // range to pick them.
+  var explorer = opt.torchmemExplorer || null;
+  delete opt.torchmemExplorer;
+  if (explorer) {
+    opt.brush = {xAxisIndex: 0, brushType: "lineX", brushMode: "single", transformable: false, throttleType: "debounce", throttleDelay: 120,
+      brushStyle: {color: "rgba(30,100,220,0.12)", borderColor: "rgba(30,100,220,0.7)"}, outOfBrush: {colorAlpha: 1, opacity: 1}};
+    opt.toolbox = {right: 30, top: 0, feature: {brush: {type: ["lineX", "clear"], title: {lineX: "select a time range", clear: "clear the selection"}}}};
+  }
   function esc(s) {
     return String(s).replace(/[&<>"']/g, function (c) {
       return {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c];
@@ -199,7 +211,19 @@ const chartRuntimeJS = `(function () {
   };
   chart = echarts.init(el, null, {renderer: "canvas"});
   chart.setOption(opt);
-  window.addEventListener("resize", function () { chart.resize(); });
+  // The legend wraps onto as many rows as its names need (a scrolling
+  // legend pages and cuts long file names): the plot starts below it.
+  function fitLegend() {
+    var lm = chart.getModel().getComponent("legend");
+    var view = lm && chart.getViewOfComponentModel(lm);
+    if (!view) return;
+    var r = view.group.getBoundingRect();
+    var top = Math.max(70, Math.ceil(view.group.y + r.y + r.height + 24));
+    if (chart.getOption().grid[0].top !== top) chart.setOption({grid: [{top: top}]});
+  }
+  fitLegend();
+  window.addEventListener("resize", function () { chart.resize(); fitLegend(); });
+  if (explorer) window.torchmemExplorer(chart, document.getElementById(id + "-explorer"), explorer, fmtBytes);
 })();`
 
 // Snippet renders c as HTML to embed in a page that has included
@@ -230,6 +254,9 @@ func Snippet(c Spec) (template.HTML, error) {
 		}
 		option["torchmemHolders"] = hs
 	}
+	if c.Explorer != nil {
+		option["torchmemExplorer"] = c.Explorer.toJSON(c.StartNs)
+	}
 	// json.Marshal escapes <, >, &, U+2028 and U+2029, so the JSON cannot
 	// close the <script> element that carries it.
 	optJSON, err := json.Marshal(option)
@@ -244,6 +271,11 @@ func Snippet(c Spec) (template.HTML, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<div class="torchmem-chart" id="%s" style="width:100%%;height:%dpx"></div>`+"\n", id, height)
 	fmt.Fprintf(&b, `<script type="application/json" id="%s-option">%s</script>`+"\n", id, optJSON)
+	if c.Explorer != nil {
+		fmt.Fprintf(&b, `<div class="torchmem-explorer" id="%s-explorer"></div>`+"\n", id)
+		b.WriteString(explorerCSS)
+		b.WriteString("<script>" + strings.Replace(explorerRuntimeJS, "__MAX__", strconv.Itoa(explorerMaxRows), 1) + "</script>\n")
+	}
 	fmt.Fprintf(&b, "<script>"+chartRuntimeJS+"</script>\n", idJS)
 	return template.HTML(b.String()), nil
 }
@@ -278,17 +310,26 @@ func chartOption(c Spec) (map[string]any, error) {
 	}
 
 	yTick := float64(binaryTickInterval(chartMaxBytes(c)))
+	// The axes span the markers as well as the data: echarts' "dataMin" and
+	// "dataMax" see the series only, and an out-of-memory marker after the
+	// last sample fell outside the chart.
+	lo, hi := timeExtent(c)
+	xMin, xMax := msNumber(lo, c.StartNs), msNumber(hi, c.StartNs)
+	var yMax any
+	if top, data := chartMaxBytes(c), seriesMaxBytes(c); top > data {
+		yMax = json.Number(strconv.FormatInt((top+int64(yTick)-1)/int64(yTick)*int64(yTick), 10))
+	}
 	line := charts.NewLine()
 	line.SetGlobalOptions(
 		charts.WithAnimation(false),
 		charts.WithTitleOpts(opts.Title{Title: c.Title}),
-		charts.WithLegendOpts(opts.Legend{Show: opts.Bool(true), Top: "28", Type: "scroll"}),
+		charts.WithLegendOpts(opts.Legend{Show: opts.Bool(true), Top: "28", Left: "80", Right: "30", Type: "plain"}),
 		charts.WithTooltipOpts(opts.Tooltip{Show: opts.Bool(true), Trigger: "axis"}),
 		charts.WithGridOpts(opts.Grid{Left: "80", Right: "30", Top: "70", Bottom: "70"}),
-		charts.WithXAxisOpts(opts.XAxis{Type: "value", Name: "time (ms)", NameLocation: "middle", NameGap: 25, Min: "dataMin", Max: "dataMax"}),
+		charts.WithXAxisOpts(opts.XAxis{Type: "value", Name: "time (ms)", NameLocation: "middle", NameGap: 25, Min: xMin, Max: xMax}),
 		// Ticks at a power of two bytes read as round MiB/GiB values
 		// (1 GiB, 512 MiB), where echarts' decimal steps would give 953.7 MiB.
-		charts.WithYAxisOpts(opts.YAxis{Type: "value", Name: "memory", MinInterval: yTick, MaxInterval: yTick}),
+		charts.WithYAxisOpts(opts.YAxis{Type: "value", Name: "memory", MinInterval: yTick, MaxInterval: yTick, Max: yMax}),
 		charts.WithDataZoomOpts(
 			opts.DataZoom{Type: "inside", XAxisIndex: 0, FilterMode: "none"},
 			opts.DataZoom{Type: "slider", XAxisIndex: 0, FilterMode: "none"},
@@ -456,9 +497,54 @@ func (v *chartVisitor) VisitSeriesOpt(series charts.MultiSeries) any {
 	return out
 }
 
-// chartMaxBytes is the highest value any drawn series reaches, stacked
-// categories summed.
+// timeExtent is the first and last time the chart shows: every series'
+// samples, step band and marker.
+func timeExtent(c Spec) (lo, hi int64) {
+	first := true
+	see := func(t int64) {
+		if first || t < lo {
+			lo = t
+		}
+		if first || t > hi {
+			hi = t
+		}
+		first = false
+	}
+	for _, s := range append([]memtimeline.Series{c.Allocated, c.Reserved}, append(c.Lines, c.Categories...)...) {
+		if n := s.Len(); n > 0 {
+			see(s.T[0])
+			see(s.T[n-1])
+		}
+	}
+	dataLo, dataHi := lo, hi
+	for _, m := range c.Markers {
+		see(m.TNs)
+	}
+	// A marker beyond the data gets a margin, so that its line and pin are
+	// not drawn on the axis' edge.
+	pad := (hi - lo) / 40
+	if lo < dataLo {
+		lo -= pad
+	}
+	if hi > dataHi {
+		hi += pad
+	}
+	return lo, hi
+}
+
+// chartMaxBytes is the highest value any drawn series or marker reaches,
+// stacked categories summed.
 func chartMaxBytes(c Spec) int64 {
+	top := seriesMaxBytes(c)
+	for _, m := range c.Markers {
+		top = max(top, m.Bytes)
+	}
+	return top
+}
+
+// seriesMaxBytes is the highest value any drawn series reaches, stacked
+// categories summed.
+func seriesMaxBytes(c Spec) int64 {
 	var top int64
 	for _, s := range append([]memtimeline.Series{c.Allocated, c.Reserved}, c.Lines...) {
 		if _, v, ok := s.Max(); ok {
@@ -473,9 +559,6 @@ func chartMaxBytes(c Spec) int64 {
 			}
 			top = max(top, sum)
 		}
-	}
-	for _, m := range c.Markers {
-		top = max(top, m.Bytes)
 	}
 	return top
 }

@@ -83,11 +83,7 @@ func hover(ctx context.Context, x, y float64) error {
 // eval runs a JS expression and decodes its value, failing the test on error.
 func eval[T any](t *testing.T, ctx context.Context, expr string) T {
 	t.Helper()
-	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
-	if err != nil {
-		t.Fatalf("evaluating %.60q: %v", expr, err)
-	}
-	return v
+	return browsertest.Eval[T](t, ctx, expr)
 }
 
 func TestChartRendersInBrowser(t *testing.T) {

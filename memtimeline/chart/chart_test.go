@@ -374,3 +374,33 @@ func TestBinaryTickInterval(t *testing.T) {
 		}
 	}
 }
+
+// The x axis spans a marker after the last sample (an OOM is the last
+// thing a run records) with a margin, and the y axis a pin above the data.
+func TestAxesSpanMarkers(t *testing.T) {
+	s := memtimeline.Series{Name: "allocated", T: []int64{0, 50e6, 100e6}, V: []int64{1 << 20, 3 << 20, 2 << 20}}
+	opt, err := chartOption(Spec{Allocated: s, Markers: []Marker{{Name: "OOM", TNs: 120e6, Bytes: 40 << 20}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(opt)
+	var o struct {
+		XAxis []struct{ Min, Max float64 } `json:"xAxis"`
+		YAxis []struct{ Max float64 }      `json:"yAxis"`
+	}
+	if err := json.Unmarshal(b, &o); err != nil {
+		t.Fatal(err)
+	}
+	if o.XAxis[0].Min != 0 || o.XAxis[0].Max <= 120 {
+		t.Errorf("x axis [%v, %v] ms, want [0, past the marker at 120]", o.XAxis[0].Min, o.XAxis[0].Max)
+	}
+	if o.YAxis[0].Max < 40<<20 {
+		t.Errorf("y axis ends at %v, below the marker's 40 MiB", o.YAxis[0].Max)
+	}
+	opt, _ = chartOption(Spec{Allocated: s})
+	b, _ = json.Marshal(opt)
+	json.Unmarshal(b, &o)
+	if o.XAxis[0].Max != 100 {
+		t.Errorf("without markers the x axis ends at %v ms, want the last sample's 100", o.XAxis[0].Max)
+	}
+}

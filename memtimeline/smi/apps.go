@@ -1,7 +1,6 @@
 package smi
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -86,23 +85,13 @@ func parseAppsHeader(fields []string) ([]smiColumn, bool) {
 	cols := make([]smiColumn, len(fields))
 	var pid, used bool
 	for i, f := range fields {
-		name, unit := f, ""
-		if j := strings.IndexByte(f, '['); j >= 0 {
-			if !strings.HasSuffix(f, "]") {
-				return nil, false
-			}
-			name, unit = strings.TrimSpace(f[:j]), strings.TrimSpace(f[j+1:len(f)-1])
-		}
-		name = strings.ToLower(name)
-		if !smiFieldName.MatchString(name) {
+		c, ok := parseHeaderField(f, appAliases)
+		if !ok {
 			return nil, false
 		}
-		if a, ok := appAliases[name]; ok {
-			name = a
-		}
-		pid = pid || name == AppColPID
-		used = used || name == AppColUsed
-		cols[i] = smiColumn{name: name, unit: unit}
+		pid = pid || c.name == AppColPID
+		used = used || c.name == AppColUsed
+		cols[i] = c
 	}
 	return cols, pid && used
 }
@@ -110,19 +99,12 @@ func parseAppsHeader(fields []string) ([]smiColumn, bool) {
 // LooksLikeApps reports whether head is a --query-compute-apps CSV: its
 // first non-blank line is a header naming pid and the used memory.
 func LooksLikeApps(head []byte) bool {
-	head = bytes.TrimPrefix(head, []byte("\ufeff"))
-	for _, l := range bytes.Split(head, []byte("\n")) {
-		line := strings.TrimSpace(string(l))
-		if line == "" {
-			continue
-		}
-		if !lines.IsText(line) {
-			return false
-		}
-		_, ok := parseAppsHeader(splitSMIFields(line))
-		return ok
+	fields, ok := firstRow(head)
+	if !ok {
+		return false
 	}
-	return false
+	_, ok = parseAppsHeader(fields)
+	return ok
 }
 
 type appsLayout struct {
@@ -167,28 +149,13 @@ func ReadApps(r io.Reader) (*AppsLog, error) {
 		}
 	}
 	for {
-		text, terminated, err := lr.Next()
+		fields, no, terminated, err := nextCSVRow(lr, ErrNotAppsLog)
 		if err == io.EOF {
 			break
 		}
-		no := lr.LineNo
 		if err != nil {
-			return nil, fmt.Errorf("line %d: %w", no, err)
+			return nil, err
 		}
-		if no == 1 {
-			text = strings.TrimPrefix(text, "\ufeff")
-		}
-		if strings.TrimSpace(text) == "" {
-			if err := lr.Blank(); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		lr.NotBlank()
-		if !lines.IsText(text) {
-			return nil, fmt.Errorf("line %d: %w: binary data", no, ErrNotAppsLog)
-		}
-		fields := splitSMIFields(text)
 		if cols, ok := parseAppsHeader(fields); ok {
 			nl := newAppsLayout(cols)
 			if layout == nil {
@@ -205,7 +172,7 @@ func ReadApps(r io.Reader) (*AppsLog, error) {
 		if layout == nil {
 			return nil, fmt.Errorf("line %d: %w: no header line (pid, process_name, used_gpu_memory [MiB], ...): keep the header", no, ErrNotAppsLog)
 		}
-		if strings.HasPrefix(strings.ToLower(strings.TrimSpace(text)), "no running") {
+		if len(fields) == 1 && strings.HasPrefix(strings.ToLower(fields[0]), "no running") {
 			continue // "No running processes found" from a plain-text query
 		}
 		bad := func(err error) error {

@@ -116,16 +116,49 @@ func normBusID(s string) string {
 // GPUKeyOf maps a compute-apps GPU (UUID or bus id) to the key of a GPU
 // in log: by UUID, by bus id, or, when each log names one GPU, that one.
 func GPUKeyOf(log *Log, uuid, bus string, appsGPUs int) string {
+	return newGPUKeys(log).of(uuid, bus, appsGPUs)
+}
+
+// gpuKeys indexes a GPU log's GPUs by UUID and bus id, built once for all
+// the processes of an apps log.
+type gpuKeys struct {
+	log    *Log
+	byUUID map[string]string
+	byBus  map[string]string
+}
+
+func newGPUKeys(log *Log) gpuKeys {
+	k := gpuKeys{log: log, byUUID: map[string]string{}, byBus: map[string]string{}}
 	if log == nil {
-		return ""
+		return k
 	}
 	for _, g := range log.GPUs {
-		if uuid != "" && strings.EqualFold(g.UUID, uuid) || bus != "" && g.BusID != "" && normBusID(g.BusID) == normBusID(bus) {
-			return g.Key
+		if u := strings.ToLower(g.UUID); u != "" {
+			if _, dup := k.byUUID[u]; !dup {
+				k.byUUID[u] = g.Key
+			}
+		}
+		if b := normBusID(g.BusID); b != "" {
+			if _, dup := k.byBus[b]; !dup {
+				k.byBus[b] = g.Key
+			}
 		}
 	}
-	if len(log.GPUs) == 1 && appsGPUs <= 1 {
-		return log.GPUs[0].Key
+	return k
+}
+
+func (k gpuKeys) of(uuid, bus string, appsGPUs int) string {
+	if k.log == nil {
+		return ""
+	}
+	if key, ok := k.byUUID[strings.ToLower(uuid)]; ok && uuid != "" {
+		return key
+	}
+	if key, ok := k.byBus[normBusID(bus)]; ok && bus != "" {
+		return key
+	}
+	if len(k.log.GPUs) == 1 && appsGPUs <= 1 {
+		return k.log.GPUs[0].Key
 	}
 	return ""
 }
@@ -162,9 +195,10 @@ func AnalyzeApps(apps *AppsLog, gpus *Log, opts Options) AppsAnalysis {
 		}
 	}
 	lastRound := apps.Rounds - 1
+	keys := newGPUKeys(gpus)
 	for _, p := range apps.Processes {
 		r := ProcessReport{PID: p.PID, Name: p.Name, GPU: p.GPU, Samples: len(p.Samples), PeakBytes: -1, FinalBytes: -1}
-		r.GPUKey = GPUKeyOf(gpus, p.GPUUUID, p.GPUBusID, len(distinct))
+		r.GPUKey = keys.of(p.GPUUUID, p.GPUBusID, len(distinct))
 		if len(p.Samples) > 0 {
 			r.First, r.Last = p.Samples[0].Time, p.Samples[len(p.Samples)-1].Time
 			if apps.HasTime {
@@ -223,29 +257,38 @@ func processGrowth(p *Process, opts Options) (leak, still *GrowthRun) {
 }
 
 // sharing finds, per GPU, the runs of consecutive rounds in which at least
-// two processes held memory on it.
+// two processes held memory on it. It visits each row once (plus a sort of
+// each GPU's rounds): a log may hold many GPUs and millions of rounds.
 func sharing(apps *AppsLog, reports []ProcessReport) []Sharing {
-	type roundGPU struct {
-		round int
-		gpu   string
+	type entry struct {
+		proc  int
+		bytes int64
 	}
-	held := map[roundGPU][]int{} // process indices
+	byGPU := map[string]map[int][]entry{}
 	times := map[int]time.Time{}
 	var gpus []string
-	seenGPU := map[string]bool{}
 	for i, p := range apps.Processes {
-		if !seenGPU[p.GPU] {
-			seenGPU[p.GPU] = true
+		rounds := byGPU[p.GPU]
+		if rounds == nil {
+			rounds = map[int][]entry{}
+			byGPU[p.GPU] = rounds
 			gpus = append(gpus, p.GPU)
 		}
 		for _, s := range p.Samples {
-			k := roundGPU{s.Round, p.GPU}
-			held[k] = append(held[k], i)
+			rounds[s.Round] = append(rounds[s.Round], entry{i, max(s.UsedBytes, 0)})
 			times[s.Round] = s.Time
 		}
 	}
 	var out []Sharing
 	for _, gpu := range gpus {
+		rounds := byGPU[gpu]
+		var shared []int
+		for r, es := range rounds {
+			if len(es) >= 2 {
+				shared = append(shared, r)
+			}
+		}
+		sort.Ints(shared)
 		var cur *Sharing
 		pids := map[int64]bool{}
 		closeIt := func() {
@@ -260,30 +303,23 @@ func sharing(apps *AppsLog, reports []ProcessReport) []Sharing {
 			cur = nil
 			clear(pids)
 		}
-		for round := 0; round < apps.Rounds; round++ {
-			idx := held[roundGPU{round, gpu}]
-			if len(idx) < 2 {
+		prev := -2
+		for _, round := range shared {
+			if round != prev+1 {
 				closeIt()
-				continue
 			}
+			prev = round
+			es := rounds[round]
 			if cur == nil {
-				key := ""
-				if len(idx) > 0 {
-					key = reports[idx[0]].GPUKey
-				}
-				cur = &Sharing{GPU: gpu, GPUKey: key, Start: times[round]}
+				cur = &Sharing{GPU: gpu, GPUKey: reports[es[0].proc].GPUKey, Start: times[round]}
 			}
 			cur.End = times[round]
 			cur.Rounds++
-			cur.MaxProcesses = max(cur.MaxProcesses, len(idx))
+			cur.MaxProcesses = max(cur.MaxProcesses, len(es))
 			var sum int64
-			for _, i := range idx {
-				pids[apps.Processes[i].PID] = true
-				for _, s := range apps.Processes[i].Samples {
-					if s.Round == round && s.UsedBytes > 0 {
-						sum += s.UsedBytes
-					}
-				}
+			for _, e := range es {
+				pids[apps.Processes[e.proc].PID] = true
+				sum += e.bytes
 			}
 			cur.PeakBytes = max(cur.PeakBytes, sum)
 		}
@@ -299,6 +335,12 @@ func sharing(apps *AppsLog, reports []ProcessReport) []Sharing {
 // log's utilization.gpu at 0% throughout: a training process, even one
 // starved for input, shows some use within seconds).
 func markZombies(apps *AppsLog, gpus *Log, a *AppsAnalysis, end time.Time, opts Options) {
+	lastExit := map[string]int{} // GPU -> the process that exited last on it
+	for k, o := range a.Processes {
+		if j, ok := lastExit[o.GPU]; o.Exited && (!ok || o.Last.After(a.Processes[j].Last)) {
+			lastExit[o.GPU] = k
+		}
+	}
 	for i := range a.Processes {
 		r := &a.Processes[i]
 		p := apps.Processes[i]
@@ -318,16 +360,10 @@ func markZombies(apps *AppsLog, gpus *Log, a *AppsAnalysis, end time.Time, opts 
 		}
 		flatFrom := p.Samples[k].Time
 		// (a) it outlived another process on its GPU that exited while it
-		// sat still.
+		// sat still (the last to exit: lastExit, computed once per GPU).
 		var left *ProcessReport
-		for j := range a.Processes {
-			o := &a.Processes[j]
-			if j == i || !o.Exited || o.GPU != r.GPU || o.Last.Before(flatFrom) {
-				continue
-			}
-			if left == nil || o.Last.After(left.Last) {
-				left = o
-			}
+		if k, ok := lastExit[r.GPU]; ok && !a.Processes[k].Last.Before(flatFrom) {
+			left = &a.Processes[k]
 		}
 		if left != nil && end.Sub(left.Last) >= opts.ZombieMinDuration {
 			r.Zombie, r.ZombieSince = true, left.Last
@@ -376,19 +412,25 @@ func unaccounted(apps *AppsLog, gpus *Log, reports []ProcessReport, interval tim
 	if gpus == nil {
 		return nil
 	}
-	var out []Unaccounted
-	for _, g := range gpus.GPUs {
-		sums := map[int]int64{}
-		for i, p := range apps.Processes {
-			if reports[i].GPUKey != g.Key {
-				continue
-			}
-			for _, s := range p.Samples {
-				if s.UsedBytes >= 0 {
-					sums[s.Round] += s.UsedBytes
-				}
+	// The processes' sum per GPU and round, in one pass over the rows.
+	sumsOf := map[string]map[int]int64{}
+	for i, p := range apps.Processes {
+		key := reports[i].GPUKey
+		if key == "" {
+			continue
+		}
+		if sumsOf[key] == nil {
+			sumsOf[key] = map[int]int64{}
+		}
+		for _, s := range p.Samples {
+			if s.UsedBytes >= 0 {
+				sumsOf[key][s.Round] += s.UsedBytes
 			}
 		}
+	}
+	var out []Unaccounted
+	for _, g := range gpus.GPUs {
+		sums := sumsOf[g.Key]
 		var diffs []int64
 		for round, sum := range sums {
 			t := apps.RoundTimes[round]

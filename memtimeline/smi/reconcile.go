@@ -3,6 +3,7 @@ package smi
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -100,6 +101,11 @@ func ClockOffset(s []Sample, pts []TorchPoint) (time.Duration, int, bool) {
 		return 0, 0, false
 	}
 	start, end := s[0].Time, s[len(s)-1].Time
+	times := make([]time.Time, len(pts))
+	for i, p := range pts {
+		times[i] = p.Time
+	}
+	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
 	best, bestN := time.Duration(0), 0
 	for k := 0; k <= 2*14*4; k++ {
 		// 0, +15m, -15m, +30m, ...: the smallest offset first.
@@ -107,14 +113,10 @@ func ClockOffset(s []Sample, pts []TorchPoint) (time.Duration, int, bool) {
 		if k%2 == 0 {
 			off = -off
 		}
-		n := 0
-		for _, p := range pts {
-			t := p.Time.Add(-off) // on the smi clock
-			if !t.Before(start) && !t.After(end) {
-				n++
-			}
-		}
-		if n > bestN {
+		// Points whose time - off lies in [start, end].
+		lo := sort.Search(len(times), func(i int) bool { return !times[i].Add(-off).Before(start) })
+		hi := sort.Search(len(times), func(i int) bool { return times[i].Add(-off).After(end) })
+		if n := hi - lo; n > bestN {
 			best, bestN = off, n
 		}
 	}
@@ -209,6 +211,9 @@ func Reconcile(g *GPU, pts []TorchPoint, procs []*Process, opts Options) (Reconc
 	return r, true
 }
 
+// maxTorchCandidates bounds the processes tried as torch's.
+const maxTorchCandidates = 64
+
 // matchProcess finds torch's process among procs: the one whose memory
 // minus reserved stays constant over the stable steps, the smallest such
 // gap when several do; it fills the points' ProcessBytes and OthersBytes.
@@ -224,6 +229,13 @@ func (r *Reconciliation) matchProcess(procs []*Process, pts []TorchPoint, off ti
 		coverage int
 	}
 	var best *cand
+	if len(procs) > maxTorchCandidates {
+		// A GPU holds a few processes; more is a hostile or broken log:
+		// the ones with the most samples are tried.
+		procs = slices.Clone(procs)
+		slices.SortStableFunc(procs, func(a, b *Process) int { return len(b.Samples) - len(a.Samples) })
+		procs = procs[:maxTorchCandidates]
+	}
 	for _, p := range procs {
 		c := &cand{p: p, bytesAt: map[int]int64{}}
 		var ps []Sample

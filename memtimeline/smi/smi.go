@@ -145,29 +145,40 @@ func parseSMIHeader(fields []string) ([]smiColumn, bool) {
 	cols := make([]smiColumn, len(fields))
 	known := false
 	for i, f := range fields {
-		name, unit := f, ""
-		if j := strings.IndexByte(f, '['); j >= 0 {
-			if !strings.HasSuffix(f, "]") {
-				return nil, false
-			}
-			name = strings.TrimSpace(f[:j])
-			unit = strings.TrimSpace(f[j+1 : len(f)-1])
-		}
-		name = strings.ToLower(name)
-		if !smiFieldName.MatchString(name) {
+		c, ok := parseHeaderField(f, smiAliases)
+		if !ok {
 			return nil, false
 		}
-		if a, ok := smiAliases[name]; ok {
-			name = a
-		}
+		name := c.name
 		switch name {
 		case ColIndex, ColTimestamp, ColBusID, ColUUID, ColMemUsed,
 			ColMemTotal, ColMemFree, ColUtilGPU, ColUtilMem, ColName:
 			known = true
 		}
-		cols[i] = smiColumn{name: name, unit: unit}
+		cols[i] = c
 	}
 	return cols, known
+}
+
+// parseHeaderField reads one header field, "name" or "name [unit]", with
+// the query's alternative spellings mapped to the name nvidia-smi prints;
+// ok is false when it is no query name.
+func parseHeaderField(f string, aliases map[string]string) (smiColumn, bool) {
+	name, unit := f, ""
+	if j := strings.IndexByte(f, '['); j >= 0 {
+		if !strings.HasSuffix(f, "]") {
+			return smiColumn{}, false
+		}
+		name, unit = strings.TrimSpace(f[:j]), strings.TrimSpace(f[j+1:len(f)-1])
+	}
+	name = strings.ToLower(name)
+	if !smiFieldName.MatchString(name) {
+		return smiColumn{}, false
+	}
+	if a, ok := aliases[name]; ok {
+		name = a
+	}
+	return smiColumn{name: name, unit: unit}, true
 }
 
 // splitSMIFields splits a CSV row. nvidia-smi never quotes and separates
@@ -596,28 +607,13 @@ func Read(r io.Reader) (*Log, error) {
 	}
 
 	for {
-		text, terminated, err := lr.Next()
+		fields, lineNo, terminated, err := nextCSVRow(lr, ErrNotLog)
 		if err == io.EOF {
 			break
 		}
-		lineNo := lr.LineNo
 		if err != nil {
-			return nil, fmt.Errorf("line %d: %w", lineNo, err)
+			return nil, err
 		}
-		if lineNo == 1 {
-			text = strings.TrimPrefix(text, "\ufeff")
-		}
-		if strings.TrimSpace(text) == "" {
-			if err := lr.Blank(); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		lr.NotBlank()
-		if !lines.IsText(text) {
-			return nil, fmt.Errorf("line %d: %w: binary data", lineNo, ErrNotLog)
-		}
-		fields := splitSMIFields(text)
 		if cols, ok := parseSMIHeader(fields); ok {
 			// A header: the first one, or one repeated when logs were
 			// concatenated or nvidia-smi restarted (maybe with another
@@ -679,10 +675,66 @@ func Read(r io.Reader) (*Log, error) {
 	return log, nil
 }
 
+// nextCSVRow returns the fields of the next non-blank line of an
+// nvidia-smi CSV (a byte-order mark dropped, blank runs bounded), its
+// number and whether it ended with a newline; io.EOF at the end. Binary
+// data is an error wrapping notKind.
+func nextCSVRow(lr *lines.Reader, notKind error) (fields []string, no int, terminated bool, err error) {
+	for {
+		text, term, err := lr.Next()
+		if err == io.EOF {
+			return nil, 0, false, io.EOF
+		}
+		no := lr.LineNo
+		if err != nil {
+			return nil, no, false, fmt.Errorf("line %d: %w", no, err)
+		}
+		if no == 1 {
+			text = strings.TrimPrefix(text, "\ufeff")
+		}
+		if strings.TrimSpace(text) == "" {
+			if err := lr.Blank(); err != nil {
+				return nil, no, false, err
+			}
+			continue
+		}
+		lr.NotBlank()
+		if !lines.IsText(text) {
+			return nil, no, false, fmt.Errorf("line %d: %w: binary data", no, notKind)
+		}
+		return splitSMIFields(text), no, term, nil
+	}
+}
+
 // LooksLike reports whether head (the first bytes of a file) is an
 // nvidia-smi --query-gpu CSV: its first line is a header naming
 // memory.used, or (noheader) a row with a timestamp and a MiB value.
 func LooksLike(head []byte) bool {
+	fields, ok := firstRow(head)
+	if !ok {
+		return false
+	}
+	if cols, ok := parseSMIHeader(fields); ok {
+		for _, c := range cols {
+			if c.name == ColMemUsed {
+				return true
+			}
+		}
+		return false
+	}
+	var hasTime, hasMiB bool
+	for _, f := range fields {
+		if _, err := parseSMITime(f); err == nil {
+			hasTime = true
+		}
+		hasMiB = hasMiB || strings.HasSuffix(f, " MiB")
+	}
+	return hasTime && hasMiB
+}
+
+// firstRow is the fields of the first non-blank line of head (a sniffed
+// input's first bytes); ok is false when there is none or it is not text.
+func firstRow(head []byte) ([]string, bool) {
 	head = bytes.TrimPrefix(head, []byte("\ufeff"))
 	for _, l := range bytes.Split(head, []byte("\n")) {
 		line := strings.TrimSpace(string(l))
@@ -690,25 +742,9 @@ func LooksLike(head []byte) bool {
 			continue
 		}
 		if !lines.IsText(line) {
-			return false
+			return nil, false
 		}
-		fields := splitSMIFields(line)
-		if cols, ok := parseSMIHeader(fields); ok {
-			for _, c := range cols {
-				if c.name == ColMemUsed {
-					return true
-				}
-			}
-			return false
-		}
-		var hasTime, hasMiB bool
-		for _, f := range fields {
-			if _, err := parseSMITime(f); err == nil {
-				hasTime = true
-			}
-			hasMiB = hasMiB || strings.HasSuffix(f, " MiB")
-		}
-		return hasTime && hasMiB
+		return splitSMIFields(line), true
 	}
-	return false
+	return nil, false
 }

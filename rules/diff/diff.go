@@ -32,6 +32,10 @@ type Side struct {
 	Suspects  []leak.Suspect
 	// StepSurvivors lists survivor bytes per step, in step order.
 	StepSurvivors []int64
+
+	// StepPeakAllocated is the peak allocated of each step, in step order
+	// (empty when not measured: a snapshot, an older summary).
+	StepPeakAllocated []int64 `json:",omitempty"`
 }
 
 // NewSnapshotSide reduces an allocator snapshot for diffing: its reserved
@@ -74,6 +78,12 @@ func Merge(source string, sides []*Side) *Side {
 			out.SiteLive[k] += v
 		}
 		out.Suspects = append(out.Suspects, s.Suspects...)
+		for i, b := range s.StepPeakAllocated { // the largest rank's, step by step
+			if i == len(out.StepPeakAllocated) {
+				out.StepPeakAllocated = append(out.StepPeakAllocated, 0)
+			}
+			out.StepPeakAllocated[i] = max(out.StepPeakAllocated[i], b)
+		}
 	}
 	return out
 }
@@ -112,6 +122,10 @@ type Diff struct {
 	StepSurvivors  [][2]int64 // matched by position in the profiled window
 	Changed        bool
 	ChangedSummary string
+
+	// StepPeakAllocated holds base's and head's peak allocated per step,
+	// matched by position in the profiled window; nil unless both have it.
+	StepPeakAllocated *[2][]int64
 }
 
 func delta(metric string, base, head int64) MetricDelta {
@@ -188,6 +202,9 @@ func Compare(base, head *Side, top int) *Diff {
 			p[1] = head.StepSurvivors[i]
 		}
 		d.StepSurvivors = append(d.StepSurvivors, p)
+	}
+	if len(base.StepPeakAllocated) > 0 && len(head.StepPeakAllocated) > 0 {
+		d.StepPeakAllocated = &[2][]int64{base.StepPeakAllocated, head.StepPeakAllocated}
 	}
 	d.Changed = len(d.Operators) > 0 || len(d.SitesAlloc) > 0 || len(d.NewSuspects) > 0 || d.BaseVerdict != d.HeadVerdict
 	for _, m := range d.Metrics {

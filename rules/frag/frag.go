@@ -190,6 +190,9 @@ type ReservedDrop struct {
 	CudaFreeCalls int64 `json:"cuda_free_calls"`
 	EmptyCache    bool  `json:"empty_cache"`
 	OOMRetry      bool  `json:"oom_retry"`
+	// AllocRetry: reserved fell at an allocation that made a new segment,
+	// a cudaMalloc that failed, freed the cache and was retried.
+	AllocRetry bool `json:"alloc_retry,omitempty"`
 }
 
 // SegmentCalls sums the caching allocator's calls into the CUDA runtime.
@@ -490,6 +493,7 @@ func Analyze(d Data, opts Options) Report {
 				retrySegment = segmentSize(e.Bytes)
 				released += retrySegment
 				rep.AllocRetries++
+				rep.ReservedDrops[len(rep.ReservedDrops)-1].AllocRetry = true
 				countMiss(e, k, retrySegment) // against the cache before it was given back
 			}
 			pools.release(released)

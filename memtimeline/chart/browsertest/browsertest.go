@@ -153,3 +153,14 @@ func OpenPage(t testing.TB, path string, checkClean bool) (context.Context, *Rep
 	}
 	return ctx, rep
 }
+
+// Eval runs a JavaScript expression in the page and decodes its value,
+// failing the test on error.
+func Eval[T any](t testing.TB, ctx context.Context, expr string) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		t.Fatalf("evaluating %.80q: %v", expr, err)
+	}
+	return v
+}

@@ -1,0 +1,236 @@
+package main
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/rules"
+	"github.com/torchmem/torchmem/rules/leak"
+)
+
+// The events annotate adds to a trace, in the Trace Event Format that
+// Perfetto and chrome://tracing read: counter events ("ph": "C") make a
+// track per name and process, drawn as a step line; instant events
+// ("ph": "i") with global scope ("s": "g") are drawn across the timeline.
+// Every name comes from the trace or the analysis and is written through
+// encoding/json, so a hostile operator or file name stays a string.
+
+// traceEvent is one added event. Pid is the process the track sits in:
+// the GPU's own process (the lane of its kernels) where the trace has one.
+type traceEvent struct {
+	Name  string         `json:"name"`
+	Cat   string         `json:"cat"`
+	Ph    string         `json:"ph"`
+	TS    json.Number    `json:"ts"`
+	Pid   any            `json:"pid"`
+	Tid   any            `json:"tid"`
+	Scope string         `json:"s,omitempty"`
+	Args  map[string]any `json:"args"`
+}
+
+// annotateCat is the category of every added event, so that a viewer can
+// filter them (and a reader can tell them from the profiler's).
+const annotateCat = "torchmem"
+
+// annotation is what annotate adds, counted by kind for the summary line.
+type annotation struct {
+	Events                  [][]byte
+	Counters, Markers, Leak int
+}
+
+// microsTS writes nanoseconds as the trace's microseconds with three
+// decimals: the exact inverse of how the reader parsed them.
+func microsTS(ns int64) json.Number {
+	sign := ""
+	if ns < 0 {
+		sign, ns = "-", -ns
+	}
+	return json.Number(fmt.Sprintf("%s%d.%03d", sign, ns/1000, ns%1000))
+}
+
+// lane is a pid or tid as the trace wrote it: a number, or a string.
+func lane(t *chrometrace.Trace, id chrometrace.StrID, num int64) any {
+	if num >= 0 {
+		return num
+	}
+	return t.Str(id)
+}
+
+// annotateTrace builds the added events for one trace: allocated and
+// reserved per GPU, the bytes each leak kept so far, and markers for the
+// out-of-memory errors, the leak's steps, the allocator's cache releases
+// and the idle gaps the rules found.
+func annotateTrace(in *rules.Input, findings []rules.Finding) (annotation, error) {
+	t := in.Trace
+	var a annotation
+	add := func(e traceEvent) error {
+		b, err := json.Marshal(e)
+		if err != nil {
+			return err
+		}
+		a.Events = append(a.Events, b)
+		return nil
+	}
+	// The process of each GPU's kernels, else of its memory events.
+	devPid := map[int]any{}
+	for i := range t.DeviceOps {
+		d := &t.DeviceOps[i]
+		if _, ok := devPid[int(d.Device)]; !ok {
+			th := t.Threads[d.Thread]
+			devPid[int(d.Device)] = lane(t, th.Pid, th.PidNum)
+		}
+	}
+	for i := range t.Memory {
+		e := &t.Memory[i]
+		if _, ok := devPid[int(e.DeviceID)]; !ok && e.DeviceType.IsGPU() {
+			th := t.Threads[e.Thread]
+			devPid[int(e.DeviceID)] = lane(t, th.Pid, th.PidNum)
+		}
+	}
+	pidOf := func(dev int) any {
+		if p, ok := devPid[dev]; ok {
+			return p
+		}
+		return 0
+	}
+	firstPid := any(0)
+	if len(devPid) > 0 {
+		devs := make([]int, 0, len(devPid))
+		for d := range devPid {
+			devs = append(devs, d)
+		}
+		firstPid = devPid[slices.Min(devs)]
+	}
+
+	// Allocated and reserved, one counter track each per GPU; a value is
+	// written when it changes.
+	for _, d := range memtimeline.TraceTimelines(t) {
+		for _, s := range []struct {
+			what string
+			ser  memtimeline.Series
+		}{{"allocated", d.Allocated}, {"reserved", d.Reserved}} {
+			name := fmt.Sprintf("%s %s (torchmem)", d.Label(), s.what)
+			for i, ts := range s.ser.T {
+				if i > 0 && s.ser.V[i] == s.ser.V[i-1] {
+					continue
+				}
+				if err := add(traceEvent{Name: name, Cat: annotateCat, Ph: "C", TS: microsTS(ts), Pid: pidOf(d.Device), Tid: 0,
+					Args: map[string]any{"bytes": s.ser.V[i]}}); err != nil {
+					return a, err
+				}
+				a.Counters++
+			}
+		}
+	}
+
+	// The steps' ends, by ProfilerStep number: where a leak's kept bytes
+	// are counted.
+	steps := slices.Clone(t.Steps)
+	slices.SortFunc(steps, func(x, y chrometrace.Step) int { return cmp.Compare(x.Start, y.Start) })
+	stepEnd := map[int64]int64{}
+	stepStart := map[int64]int64{}
+	for _, s := range steps {
+		stepEnd[s.Number], stepStart[s.Number] = s.End(), s.Start
+	}
+
+	// Each leak: what it kept so far, at the end of each step, from 0 at
+	// the first step's start; a marker at each step that kept memory.
+	if l := in.Leaks(); l.Verdict == leak.VerdictLeak && len(steps) > 0 {
+		for li, lk := range l.Leaks {
+			byStep := map[int64]int64{}
+			for _, s := range lk.Sites {
+				for k, b := range s.BytesByStep {
+					byStep[s.FirstStep+int64(k)] += b
+				}
+			}
+			where := ""
+			if len(lk.Sites) > 0 {
+				where = lk.Sites[0].Site
+				if lk.Sites[0].HoldingLine != "" {
+					where = lk.Sites[0].HoldingLine
+				}
+			}
+			name := fmt.Sprintf("leak %d kept (%s, torchmem)", li+1, lk.Kind)
+			if err := add(traceEvent{Name: name, Cat: annotateCat, Ph: "C", TS: microsTS(steps[0].Start), Pid: firstPid, Tid: 0,
+				Args: map[string]any{"bytes": 0}}); err != nil {
+				return a, err
+			}
+			var kept int64
+			for _, s := range steps {
+				b := byStep[s.Number]
+				if b == 0 {
+					continue
+				}
+				kept += b
+				if err := add(traceEvent{Name: name, Cat: annotateCat, Ph: "C", TS: microsTS(s.End()), Pid: firstPid, Tid: 0,
+					Args: map[string]any{"bytes": kept}}); err != nil {
+					return a, err
+				}
+				a.Leak++
+				if err := add(traceEvent{Name: fmt.Sprintf("leak %d: ProfilerStep#%d kept %s", li+1, s.Number, memtimeline.FormatBytes(b)), Cat: annotateCat, Ph: "i", Scope: "g",
+					TS: microsTS(s.End()), Pid: firstPid, Tid: 0, Args: map[string]any{"bytes": b, "kept_so_far_bytes": kept, "kind": lk.Kind, "site": where, "fix": lk.Fix}}); err != nil {
+					return a, err
+				}
+				a.Markers++
+			}
+		}
+	}
+
+	for _, o := range t.OOMs {
+		if err := add(traceEvent{Name: fmt.Sprintf("OOM: %s requested on %s:%d", memtimeline.FormatBytes(o.Bytes), o.DeviceType, o.DeviceID), Cat: annotateCat, Ph: "i", Scope: "g",
+			TS: microsTS(o.TS), Pid: pidOf(int(o.DeviceID)), Tid: 0,
+			Args: map[string]any{"requested_bytes": o.Bytes, "allocated_bytes": o.TotalAllocated, "reserved_bytes": o.TotalReserved}}); err != nil {
+			return a, err
+		}
+		a.Markers++
+	}
+
+	// Reserved memory that fell: the allocator gave cached segments back,
+	// to retry a cudaMalloc that failed or under empty_cache().
+	for _, d := range in.Frag().ReservedDrops {
+		why := "cached segments given back"
+		switch {
+		case d.OOMRetry:
+			why = "cache freed to retry a request that then failed (OOM)"
+		case d.AllocRetry:
+			why = "cudaMalloc retry: a cudaMalloc failed, the allocator freed its cache and retried"
+		case d.EmptyCache:
+			why = "torch.cuda.empty_cache()"
+		}
+		if err := add(traceEvent{Name: fmt.Sprintf("reserved -%s: %s", memtimeline.FormatBytes(d.Bytes), why), Cat: annotateCat, Ph: "i", Scope: "g",
+			TS: microsTS(d.TS), Pid: firstPid, Tid: 0,
+			Args: map[string]any{"released_bytes": d.Bytes, "reserved_after_bytes": d.ReservedAfter, "cuda_free_calls": d.CudaFreeCalls}}); err != nil {
+			return a, err
+		}
+		a.Markers++
+	}
+
+	// Findings that say where in time they are (the largest idle gap of a
+	// step): a marker at that moment with the finding's words.
+	for _, f := range findings {
+		step, ok1 := f.Metrics["largest_gap_step"]
+		off, ok2 := f.Metrics["largest_gap_offset_us"]
+		start, ok3 := stepStart[int64(step)]
+		if !ok1 || !ok2 || !ok3 {
+			continue
+		}
+		pid := firstPid
+		if dev, ok := f.Metrics["device"]; ok {
+			pid = pidOf(int(dev))
+		}
+		args := map[string]any{"rule": f.Rule, "severity": f.Severity.String(), "detail": f.Detail, "advice": f.Advice}
+		if g, ok := f.Metrics["largest_gap_us"]; ok {
+			args["gap_us"] = g
+		}
+		if err := add(traceEvent{Name: f.Title, Cat: annotateCat, Ph: "i", Scope: "g",
+			TS: microsTS(start + int64(off*1e3)), Pid: pid, Tid: 0, Args: args}); err != nil {
+			return a, err
+		}
+		a.Markers++
+	}
+	return a, nil
+}
