@@ -94,6 +94,11 @@ type LeakCandidate struct {
 	ActiveAtDumpBytes int64 `json:"active_at_dump_bytes"`
 	FirstTimeUS       int64 `json:"first_time_us"`
 	LastTimeUS        int64 `json:"last_time_us"`
+	// TimesUS are the group's live allocations' times, in order: with no
+	// step annotations, their recurrence tells a per-iteration leak.
+	TimesUS []int64 `json:"-"`
+	// Sizes are the same allocations' sizes.
+	Sizes []int64 `json:"-"`
 	// StepBytes is what the group kept from each ProfilerStep#N, in step
 	// order (steps it kept nothing from are left out).
 	StepBytes []StepBytes `json:"step_bytes"`
@@ -512,6 +517,8 @@ func (s *Snapshot) LeakCandidates() []LeakCandidate {
 			lc.Bytes += e.Size
 			lc.Count++
 			lc.LastTimeUS = e.TimeUS
+			lc.TimesUS = append(lc.TimesUS, e.TimeUS)
+			lc.Sizes = append(lc.Sizes, e.Size)
 			if activeAtDump[e.Addr] {
 				lc.ActiveAtDumpBytes += e.Size
 			}

@@ -94,3 +94,19 @@ func TestSnapshotLeakKindsAndChains(t *testing.T) {
 		})
 	}
 }
+
+// A history without ProfilerStep annotations (TORCHMEM_TRACE=0) and no
+// step log beside it: a site whose never-freed blocks recur at regular
+// intervals is a leak per recurrence, with the line; one-time allocations
+// (weights, a warm-up) do not recur.
+func TestSnapshotLeakByRecurrence(t *testing.T) {
+	path := memtest.Testdata("gpu", "evidence", "trace_off_leak", "run_rank0.snapshot.pickle.gz")
+	in := &rules.Input{Source: path, Snapshot: memtest.Decode(t, path, snapshot.Read)}
+	rep := in.SnapshotLeaks()
+	if rep.Verdict != leak.VerdictLeak || rep.GrowthBytesPerStep != 256<<10 || !strings.Contains(rep.Reason, "recurrence") {
+		t.Fatalf("%s %d B (%s), want a 256 KiB leak per recurrence", rep.Verdict, rep.GrowthBytesPerStep, rep.Reason)
+	}
+	if loc := rep.Suspects[0].Location(); loc == nil || loc.Line != 173 || filepath.Base(loc.File) != "evidence_cases.py" {
+		t.Errorf("location %v, want evidence_cases.py:173 (truth.json)", loc)
+	}
+}
