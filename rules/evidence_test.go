@@ -115,11 +115,12 @@ func TestEvidenceLinesAndKinds(t *testing.T) {
 		line     int // the allocating line (truth.json), 0 unchecked
 		holding  string
 		oomCause string
+		evidence string // in the kind's evidence
 	}{
 		{dir: "evidence/compiled_keeps_logits", kind: leak.KindContainer, line: 43, holding: "torchinductor_"},
 		{dir: "evidence/inference_kv_cache", notKind: leak.KindAutogradGraph, line: 68},
 		{dir: "evidence/hook_every_step", kind: leak.KindHook},
-		{dir: "evidence/hook_once", kind: leak.KindContainer},
+		{dir: "evidence/hook_once", kind: leak.KindContainer, evidence: "keep_output, called with it every step"},
 		{dir: "evidence/oom_fraction", oomCause: OOMProcessLimit},
 	} {
 		t.Run(c.dir, func(t *testing.T) {
@@ -133,6 +134,9 @@ func TestEvidenceLinesAndKinds(t *testing.T) {
 			}
 			if c.line > 0 && (a.Location == nil || a.Location.Line != c.line || a.Location.File != "evidence_cases.py" && !strings.HasSuffix(a.Location.File, "/evidence_cases.py")) {
 				t.Errorf("location %+v, want evidence_cases.py:%d", a.Location, c.line)
+			}
+			if !strings.Contains(a.KindEvidence, c.evidence) {
+				t.Errorf("kind evidence %q lacks %q", a.KindEvidence, c.evidence)
 			}
 			if c.holding != "" && !strings.Contains(strings.Join(a.Holding, " > "), c.holding) {
 				t.Errorf("holding chain %v lacks %q", a.Holding, c.holding)

@@ -3,6 +3,7 @@ package leak
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -734,6 +735,13 @@ func explainLeak(l *Leak, hooks map[string]growingFrame) (evidence, fix string) 
 		if top.Period > 1 {
 			kept = top.RiseBytes
 		}
+		if h := moduleHooks(top.Stack, hooks); h != "" {
+			// The module's output goes to its hooks: one registered once
+			// (its calls do not grow) is where a list keeps it.
+			return fmt.Sprintf("%s made %s in each of %s is never freed, and nothing of an autograd graph survives with it; the module that makes it has a hook, %s, called with it every step (registered once: its calls do not grow): the hook keeping its output in a list or dict is the likely keeper",
+					memtimeline.FormatBytes(kept), by, steps, h),
+				fmt.Sprintf("In the hook (%s), keep .detach().cpu() copies or a bounded deque, or clear what it collects each step", h)
+		}
 		return fmt.Sprintf("%s made %s in each of %s is never freed, and nothing of an autograd graph survives with it: a list, dict or cache keeps it",
 				memtimeline.FormatBytes(kept), by, steps),
 			"Stop keeping a tensor per step: store .item() or .cpu() values, bound it (collections.deque(maxlen=N)), or clear it each step"
@@ -802,6 +810,24 @@ type growingFrame struct {
 	modules map[string]bool
 }
 
+// keeperKey is where growingFrames files the hooks that run on a module
+// (a key no frame name can be).
+func keeperKey(module string) string { return "\x00hooks on " + module }
+
+// moduleHooks names the user hooks that run on the innermost module of a
+// site's frames (torch's hook dispatch calls them with its output), "" when
+// none does.
+func moduleHooks(frames []string, hooks map[string]growingFrame) string {
+	for i := len(frames) - 1; i >= 0; i-- {
+		if !strings.HasPrefix(frames[i], "nn.Module:") {
+			continue
+		}
+		names := slices.Sorted(maps.Keys(hooks[keeperKey(frames[i])].modules))
+		return strings.Join(names, ", ")
+	}
+	return ""
+}
+
 // hookOnModule returns the growing hook registered on the innermost module
 // of a site's frames, "" when none is.
 func hookOnModule(frames []string, hooks map[string]growingFrame) string {
@@ -815,7 +841,7 @@ func hookOnModule(frames []string, hooks map[string]growingFrame) string {
 		}
 		slices.Sort(names) // deterministic
 		for _, name := range names {
-			if hooks[name].modules[frames[i]] {
+			if !strings.HasPrefix(name, "\x00") && hooks[name].modules[frames[i]] {
 				return name
 			}
 		}
@@ -856,6 +882,10 @@ func growingFrames(t *chrometrace.Trace, steps []chrometrace.Step, stepOf func(i
 		if !ok || !strings.Contains(t.Str(t.PyFrames[p].Name), "torch/nn/modules/module.py") {
 			continue
 		}
+		// torch's dispatch calls the module's forward too: not a hook.
+		if pf, ok := chrometrace.ParseFrame(t.Str(f.Name)); !ok || pf.Name == "forward" || pf.Name == "_forward_unimplemented" {
+			continue
+		}
 		for q, ok := p, true; ok; q, ok = byID[[2]int64{int64(f.Thread), int64(t.PyFrames[q].ParentID)}] {
 			if n := t.Str(t.PyFrames[q].Name); strings.HasPrefix(n, "nn.Module:") {
 				if hookOf[f.Name] == nil {
@@ -867,6 +897,24 @@ func growingFrames(t *chrometrace.Trace, steps []chrometrace.Step, stepOf func(i
 		}
 	}
 	out := map[string]growingFrame{}
+	// Every user hook, growing or not, by the module it runs on: a hook
+	// registered once that keeps the module's output is the keeper a
+	// container leak names (keeperKey).
+	for name, mods := range hookOf {
+		n := t.Str(name)
+		if chrometrace.IsLibraryFrame(n) {
+			continue
+		}
+		for m := range mods {
+			k := keeperKey(m)
+			g := out[k]
+			if g.modules == nil {
+				g.modules = map[string]bool{}
+			}
+			g.modules[chrometrace.NormalizeFrame(n)] = true
+			out[k] = g
+		}
+	}
 	for name, c := range counts {
 		lo := 0
 		for lo < len(c) && c[lo] == 0 {
