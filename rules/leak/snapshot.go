@@ -3,8 +3,8 @@ package leak
 import (
 	"fmt"
 	"math"
-	"time"
 	"slices"
+	"time"
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
