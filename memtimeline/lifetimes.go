@@ -28,13 +28,15 @@ func (s BlockState) String() string {
 type Lifetime struct {
 	Alloc int32 // index into Trace.Memory, -1 for Preexisting
 	Free  int32 // index into Trace.Memory, -1 for Unreleased
-	State BlockState
 	Bytes int64
 	Addr  uint64
 	// Start and End are nanoseconds; Start is -1 for Preexisting blocks,
 	// End is -1 for Unreleased ones.
 	Start, End int64
-	Device     int8
+	// State and Device last: the two bytes share one word (48 bytes a
+	// lifetime, not 56; a 1 GB trace has millions of them).
+	State  BlockState
+	Device int8
 }
 
 // Lifetimes pairs every GPU allocation with its free. device selects one

@@ -35,8 +35,8 @@ type Config struct {
 // RuleConfig overrides one rule's defaults.
 type RuleConfig struct {
 	Threshold *Threshold `yaml:"threshold"`
-	Severity  string   `yaml:"severity"`
-	Disabled  bool     `yaml:"disabled"`
+	Severity  string     `yaml:"severity"`
+	Disabled  bool       `yaml:"disabled"`
 }
 
 // Threshold is a rule's threshold as a config writes it: a number in the

@@ -34,14 +34,13 @@ type groupKey struct {
 }
 
 // GroupInputs groups inputs by run and rank, in the order they came. Files
-// named by the snippet group by folder, host and rank; other files group
-// by folder and rank (from a trace's distributedInfo or a "rank<N>" in the
-// name or folder) when each kind appears once there, else stay alone: two
-// traces of unknown origin in one folder are not taken for one run.
+// named by the snippet group by folder, host and rank; other files (saved
+// by hand: trace.json.gz, memory_timeline.json.gz, stats_steps.jsonl) are
+// one run per folder, grouped by rank (from a trace's distributedInfo or a
+// "rank<N>" in the name or folder); one of unknown rank joins the folder's
+// only rank.
 func GroupInputs(ins []*Input) []Group {
 	keyOf := make([]groupKey, len(ins))
-	alone := make([]bool, len(ins))
-	kindsIn := map[groupKey]map[string]int{}
 	for i, in := range ins {
 		dir := filepath.Dir(in.Source)
 		base := filepath.Base(in.Source)
@@ -52,11 +51,7 @@ func GroupInputs(ins []*Input) []Group {
 				fmt.Sscan(m[2], &k.rank)
 			}
 		} else {
-			k.run = "\x00" // not the snippet's: only one of each kind
-			if kindsIn[k] == nil {
-				kindsIn[k] = map[string]int{}
-			}
-			kindsIn[k][in.InputKind()]++
+			k.run = "\x00" // not the snippet's: one run per folder
 		}
 		keyOf[i] = k
 	}
@@ -92,21 +87,34 @@ func GroupInputs(ins []*Input) []Group {
 			keyOf[i] = fits[0]
 			continue
 		}
-		if kindsIn[k][in.InputKind()] > 1 {
-			alone[i] = true
+	}
+	// A file of unknown rank in a folder whose other files are of one rank
+	// is that rank's (a memory timeline beside rank 0's trace).
+	ranksIn := map[string]map[int64]bool{}
+	for i := range ins {
+		if k := keyOf[i]; k.run == "\x00" && k.rank >= 0 {
+			if ranksIn[k.dir] == nil {
+				ranksIn[k.dir] = map[int64]bool{}
+			}
+			ranksIn[k.dir][k.rank] = true
+		}
+	}
+	for i := range ins {
+		if k := keyOf[i]; k.run == "\x00" && k.rank < 0 && len(ranksIn[k.dir]) == 1 {
+			for r := range ranksIn[k.dir] {
+				keyOf[i].rank = r
+			}
 		}
 	}
 	var out []Group
 	index := map[groupKey]int{}
 	for i, in := range ins {
 		k := keyOf[i]
-		if !alone[i] {
-			if j, ok := index[k]; ok {
-				out[j].Inputs = append(out[j].Inputs, in)
-				continue
-			}
-			index[k] = len(out)
+		if j, ok := index[k]; ok {
+			out[j].Inputs = append(out[j].Inputs, in)
+			continue
 		}
+		index[k] = len(out)
 		g := Group{Rank: k.rank, Inputs: []*Input{in}}
 		if k.run != "\x00" {
 			g.Run = k.run

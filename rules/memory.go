@@ -3,6 +3,7 @@ package rules
 import (
 	"cmp"
 	"fmt"
+	"github.com/torchmem/torchmem/rules/frag"
 	"slices"
 	"strings"
 
@@ -59,7 +60,7 @@ func init() {
 				Title: fmt.Sprintf("Out of memory: a request for %s failed on %s:%d", memtimeline.FormatBytes(o.Bytes), o.DeviceType, o.DeviceID),
 				Detail: fmt.Sprintf("%d out-of-memory events; at the first, %s was allocated and %s reserved.",
 					len(in.Trace.OOMs), memtimeline.FormatBytes(o.TotalAllocated), memtimeline.FormatBytes(o.TotalReserved)),
-				Advice:  "Lower the batch size or sequence length, use activation checkpointing or mixed precision, and check for leaks (torchmem leaks). If reserved is far above allocated, try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.",
+				Advice:  "Lower the batch size or sequence length, use activation checkpointing or mixed precision, and check for leaks (torchmem leaks). If reserved is far above allocated, try " + frag.AllocConfExpandable + ".",
 				Metrics: map[string]float64{"oom_events": float64(len(in.Trace.OOMs)), "request_bytes": float64(o.Bytes), "allocated_bytes": float64(o.TotalAllocated), "reserved_bytes": float64(o.TotalReserved)},
 			}}
 		},

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -55,15 +57,80 @@ const (
 	rankTimeMinNs = 1_000_000
 )
 
-// CompareRanks puts the ranks of the verdicts side by side and names those
-// that differ; nil when fewer than two ranks are known.
+// CompareRanks puts the ranks of each run side by side and names those
+// that differ from the other ranks of their run; nil when no run has two
+// ranks. Runs are compared apart (a directory of several recordings is
+// several runs, each with its ranks): a run's rank 0 is not an outlier of
+// another run's ranks.
 func CompareRanks(vs []Verdict) *CrossRank {
-	var rows []RankRow
-	ranks := map[int64]bool{}
+	var order []string
+	byRun := map[string][]Verdict{}
 	for _, v := range vs {
 		if v.Rank < 0 {
 			continue
 		}
+		k := runKey(v)
+		if _, ok := byRun[k]; !ok {
+			order = append(order, k)
+		}
+		byRun[k] = append(byRun[k], v)
+	}
+	var out *CrossRank
+	var headlines []string
+	for _, k := range order {
+		cr := compareRun(byRun[k])
+		if cr == nil {
+			continue
+		}
+		if out == nil {
+			out = &CrossRank{Rows: []RankRow{}, Outliers: []int64{}}
+		}
+		out.Rows = append(out.Rows, cr.Rows...)
+		for _, o := range cr.Outliers {
+			if !slices.Contains(out.Outliers, o) {
+				out.Outliers = append(out.Outliers, o)
+			}
+		}
+		h := cr.Headline
+		if len(byRun) > 1 {
+			h = runName(byRun[k][0]) + ": " + h
+		}
+		headlines = append(headlines, h)
+	}
+	if out != nil {
+		out.Headline = strings.Join(headlines, "; ")
+	}
+	return out
+}
+
+// rankFolder is a per-rank folder's name (job/rank3/trace.json.gz).
+var rankFolder = regexp.MustCompile(`(?i)^rank[_-]?\d+$`)
+
+// runKey is the run a verdict belongs to: its folder (a per-rank folder's
+// parent: job/rank0 and job/rank1 are one job) and the snippet's run id
+// (host and start time), if any.
+func runKey(v Verdict) string {
+	dir := ""
+	if len(v.Sources) > 0 {
+		dir = filepath.Dir(v.Sources[0])
+		if rankFolder.MatchString(filepath.Base(dir)) {
+			dir = filepath.Dir(dir)
+		}
+	}
+	return dir + "\x00" + v.Run
+}
+
+// runName names a run in a headline: its folder (and run id).
+func runName(v Verdict) string {
+	k := strings.Replace(runKey(v), "\x00", string(filepath.Separator), 1)
+	return strings.TrimSuffix(k, string(filepath.Separator))
+}
+
+// compareRun compares the ranks of one run (nil with fewer than two).
+func compareRun(vs []Verdict) *CrossRank {
+	var rows []RankRow
+	ranks := map[int64]bool{}
+	for _, v := range vs {
 		ranks[v.Rank] = true
 		r := RankRow{Name: v.Name, Run: v.Run, Rank: v.Rank, Leak: v.Leak.Verdict, BytesPerStep: v.Leak.BytesPerStep}
 		if v.Peak != nil {
@@ -92,16 +159,19 @@ func CompareRanks(vs []Verdict) *CrossRank {
 	for i, r := range rows {
 		verdicts[i] = r.Leak
 	}
+	majority := majorityOf(verdicts)
 	for i, odd := range MinorityOutliers(verdicts) {
 		if !odd {
 			continue
 		}
 		r := &rows[i]
-		switch r.Leak {
-		case leak.VerdictLeak:
+		switch {
+		case r.Leak == leak.VerdictLeak:
 			r.Differs = append(r.Differs, fmt.Sprintf("leaks %s per step where the others do not", memtimeline.FormatBytes(r.BytesPerStep)))
-		default:
+		case majority == leak.VerdictLeak:
 			r.Differs = append(r.Differs, fmt.Sprintf("%s where the others leak", r.Leak))
+		default:
+			r.Differs = append(r.Differs, fmt.Sprintf("leak verdict %s where the others are %s", r.Leak, majority))
 		}
 	}
 	figure := func(name string, get func(RankRow) int64, frac float64, floor int64, show func(int64) string) {
@@ -167,6 +237,21 @@ func CompareRanks(vs []Verdict) *CrossRank {
 		cr.Headline = fmt.Sprintf("%d of %d ranks differ from the others: %s", len(named), len(ranks), strings.Join(named, ", "))
 	}
 	return cr
+}
+
+// majorityOf is the value most of vals hold (ties: the smaller).
+func majorityOf(vals []string) string {
+	count := map[string]int{}
+	for _, v := range vals {
+		count[v]++
+	}
+	majority, best := "", 0
+	for v, n := range count {
+		if n > best || (n == best && v < majority) {
+			majority, best = v, n
+		}
+	}
+	return majority
 }
 
 // MinorityOutliers marks the values in the minority when the others

@@ -54,7 +54,7 @@ func init() {
 			return []Finding{{
 				Title:    fmt.Sprintf("Out of memory on device %d: %s requested, %s free on the device", o.Device, memtimeline.FormatBytes(o.RequestedBytes), memtimeline.FormatBytes(o.DeviceFreeBytes)),
 				Detail:   fmt.Sprintf("%d OOM entries in the recorded history.", len(ooms)),
-				Advice:   "Lower the batch size or activation memory; if reserved is far above allocated, try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.",
+				Advice:   "Lower the batch size or activation memory; if reserved is far above allocated, try " + frag.AllocConfExpandable + ".",
 				Location: loc,
 				Metrics:  map[string]float64{"oom_events": float64(len(ooms)), "request_bytes": float64(o.RequestedBytes)},
 			}}
@@ -83,7 +83,7 @@ func init() {
 			return []Finding{{
 				Title:   fmt.Sprintf("Fragmentation: %s (%.0f%% of reserved) is free but split inside used segments", memtimeline.FormatBytes(st.InactiveSplitBytes), 100*j.Fraction),
 				Detail:  fmtutil.UpperFirst(j.Reason) + fmt.Sprintf(". Reserved %s, allocated %s; the largest free block is %s.", memtimeline.FormatBytes(st.ReservedBytes), memtimeline.FormatBytes(st.AllocatedBytes), memtimeline.FormatBytes(st.LargestFreeBlock)),
-				Advice:  "Try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or max_split_size_mb to stop large blocks being split; pre-allocate buffers of fixed sizes.",
+				Advice:  frag.AdviceSplitFree,
 				Metrics: map[string]float64{"fraction": j.Fraction, "inactive_split_bytes": float64(st.InactiveSplitBytes), "reserved_bytes": float64(st.ReservedBytes)},
 			}}
 		},

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"github.com/torchmem/torchmem/rules/frag"
 
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/memsummary"
@@ -38,7 +39,7 @@ func init() {
 				out = append(out, Finding{
 					Title:   fmt.Sprintf("cudaMalloc retried %d times on %s between the first and last memory summary", d.RetriesDuringLog, summaryName(d)),
 					Detail:  fmt.Sprintf("%d tables; at the last, %s reserved, %s non-releasable, %d retries in all, %d OOMs. Each retry frees every cached block and synchronizes: slow, and a step away from OOM.", d.Samples, memtimeline.FormatBytes(d.ReservedBytes), memtimeline.FormatBytes(d.NonReleasableBytes), d.Retries, d.OOMs),
-					Advice:  "Lower the peak (batch size, activation checkpointing) or reduce fragmentation: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; torchmem frag on a trace or snapshot shows which allocations split the cache.",
+					Advice:  "Lower the peak (batch size, activation checkpointing) or reduce fragmentation: " + frag.AllocConfExpandable + "; torchmem frag on a trace or snapshot shows which allocations split the cache.",
 					Metrics: map[string]float64{"retries": float64(d.RetriesDuringLog), "reserved_bytes": float64(d.ReservedBytes), "non_releasable_bytes": float64(d.NonReleasableBytes)},
 				})
 			}
@@ -63,7 +64,7 @@ func init() {
 				out = append(out, Finding{
 					Title:   fmt.Sprintf("Non-releasable memory reached %.0f%% of reserved on %s", 100*d.NonReleasableFraction, summaryName(d)),
 					Detail:  fmt.Sprintf("At the table on line %d; at the last table %s of %s reserved is non-releasable (peak %s).", d.MaxNonReleasableLine, memtimeline.FormatBytes(d.NonReleasableBytes), memtimeline.FormatBytes(d.ReservedBytes), memtimeline.FormatBytes(d.NonReleasablePeakBytes)),
-					Advice:  "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets segments grow instead of splitting; max_split_size_mb keeps large blocks whole. An allocator snapshot (torchmem snapshot) shows which segments hold the split blocks.",
+					Advice:  frag.AllocConfExpandable + " lets segments grow instead of splitting; max_split_size_mb keeps large blocks whole. An allocator snapshot (torchmem snapshot) shows which segments hold the split blocks.",
 					Metrics: map[string]float64{"fraction": d.NonReleasableFraction, "non_releasable_bytes": float64(d.NonReleasableBytes), "reserved_bytes": float64(d.ReservedBytes)},
 				})
 			}

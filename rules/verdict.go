@@ -774,7 +774,7 @@ func oomCause(a OOMAnswer) (string, string) {
 		// block as large as the request may be of the other pool).
 		return OOMFragmentation, fmt.Sprintf("the device had %s free, so the process's own limit (torch.cuda.set_per_process_memory_fraction) refused a new segment, while the cache held %s free that could not serve the request (another pool or stream, or split pieces)", memtimeline.FormatBytes(a.DeviceFreeBytes), memtimeline.FormatBytes(a.FreeInCacheBytes))
 	case a.FreeInCacheBytes >= req && (a.LargestFreeBlock < 0 || a.LargestFreeBlock < req):
-		return OOMFragmentation, fmt.Sprintf("the cache held %s free, enough for the request but not in one block: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", memtimeline.FormatBytes(a.FreeInCacheBytes))
+		return OOMFragmentation, fmt.Sprintf("the cache held %s free, enough for the request but not in one block: "+frag.AllocConfExpandable, memtimeline.FormatBytes(a.FreeInCacheBytes))
 	case a.DeviceFreeBytes >= req && a.ReservedBytes >= 0:
 		// The driver had the bytes and the cache had not: the process's
 		// own cap refused a new segment. torch fails when reserved plus
@@ -907,7 +907,7 @@ func addRetries(ans *FragAnswer, ins []*Input) *FragAnswer {
 		}
 	}
 	if n > 0 {
-		sentence := fmt.Sprintf("%d cudaMalloc retries in %d of %d steps (%s): at its limit the allocator flushed its cache; lower the peak or use expandable_segments:True (near an OOM, and slow)", n, steps, records, what)
+		sentence := fmt.Sprintf("%d cudaMalloc retries in %d of %d steps (%s)", n, steps, records, what) + retryMeaning
 		return withRetries(ans, from, n, sentence)
 	}
 	for _, in := range ins {
@@ -921,9 +921,12 @@ func addRetries(ans *FragAnswer, ins []*Input) *FragAnswer {
 	if n == 0 {
 		return ans
 	}
-	sentence := fmt.Sprintf("%d cudaMalloc retries in the profiled window (trace): at its limit the allocator flushed its cache; lower the peak or use expandable_segments:True (near an OOM, and slow)", n)
+	sentence := fmt.Sprintf("%d cudaMalloc retries in the profiled window (trace)", n) + retryMeaning
 	return withRetries(ans, from, n, sentence)
 }
+
+// retryMeaning says what allocator retries mean, after their count.
+const retryMeaning = ": at its limit the allocator flushed its cache; lower the peak or use expandable_segments:True (near an OOM, and slow)"
 
 func withRetries(ans *FragAnswer, from string, n int64, sentence string) *FragAnswer {
 	if ans == nil {

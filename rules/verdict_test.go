@@ -297,12 +297,25 @@ func TestVerdictPerRank(t *testing.T) {
 	}
 }
 
-// Two traces of unknown origin in one folder are not one run.
-func TestGroupInputsKeepsUnrelatedTracesApart(t *testing.T) {
-	a := &Input{Source: "runs/base.json.gz", Trace: &chrometrace.Trace{}, Rank: -1}
-	b := &Input{Source: "runs/head.json.gz", Trace: &chrometrace.Trace{}, Rank: -1}
-	if gs := GroupInputs([]*Input{a, b}); len(gs) != 2 || gs[0].Name != a.Source {
+// Files saved by hand in one folder, without the snippet's run ids, are one
+// run (per rank where ranks are known): two windows of one run are judged
+// together; a file of unknown rank joins the folder's only rank.
+func TestGroupInputsOneRunPerFolder(t *testing.T) {
+	a := &Input{Source: "runs/trace_step5.json.gz", Trace: &chrometrace.Trace{}, Rank: -1}
+	b := &Input{Source: "runs/trace_step10.json.gz", Trace: &chrometrace.Trace{}, Rank: -1}
+	if gs := GroupInputs([]*Input{a, b}); len(gs) != 1 || len(gs[0].Inputs) != 2 {
 		t.Errorf("groups %+v", gs)
+	}
+	r0 := &Input{Source: "job/trace_rank0.json.gz", Trace: &chrometrace.Trace{}, Rank: 0}
+	r1 := &Input{Source: "job/trace_rank1.json.gz", Trace: &chrometrace.Trace{}, Rank: 1}
+	tl := &Input{Source: "job/memory_timeline.json.gz", Timeline: &exported.Timeline{}, Rank: -1}
+	if gs := GroupInputs([]*Input{r0, r1, tl}); len(gs) != 3 {
+		t.Errorf("two ranks and a timeline of unknown rank: %d groups, want 3 (the timeline cannot be placed)", len(gs))
+	}
+	one := &Input{Source: "one/trace.json.gz", Trace: &chrometrace.Trace{}, Rank: 0}
+	tl1 := &Input{Source: "one/memory_timeline.json.gz", Timeline: &exported.Timeline{}, Rank: -1}
+	if gs := GroupInputs([]*Input{one, tl1}); len(gs) != 1 || gs[0].Rank != 0 {
+		t.Errorf("a timeline beside one rank's trace: %+v", gs)
 	}
 }
 

@@ -185,10 +185,8 @@ func writeAnalysisText(w io.Writer, a analysisJSON, in *rules.Input, o *analyzeO
 			fmt.Fprintln(w, "Operators that keep the most GPU memory (Self CUDA Mem, as torch's key_averages):")
 			tw := newTableWriter()
 			tw.AppendHeader(table.Row{"Name", "Self CUDA Mem", "CUDA Mem", "# of Calls", "# Allocs"})
-			// Four number columns take about 55 cells with the borders.
-			nameMax := max(16, width-55)
 			for _, r := range a.Operators {
-				tw.AppendRow(table.Row{shorten(shortOp(r.Name), nameMax), memtimeline.FormatBytes(r.SelfDeviceMemoryBytes), memtimeline.FormatBytes(r.DeviceMemoryBytes), r.Calls, r.Allocs})
+				tw.AppendRow(table.Row{shortOp(r.Name), memtimeline.FormatBytes(r.SelfDeviceMemoryBytes), memtimeline.FormatBytes(r.DeviceMemoryBytes), r.Calls, r.Allocs})
 			}
 			tw.SetColumnConfigs([]table.ColumnConfig{{Number: 2, Align: text.AlignRight}, {Number: 3, Align: text.AlignRight}})
 			fmt.Fprintln(w, tw.Render())
@@ -197,10 +195,6 @@ func writeAnalysisText(w io.Writer, a analysisJSON, in *rules.Input, o *analyzeO
 			fmt.Fprintln(w, "\nLines that allocate the most (innermost frame of your code):")
 			tw := newTableWriter()
 			tw.AppendHeader(table.Row{"Where", "Operator", "Allocated", "Live at end"})
-			// Two byte columns and borders take about 36 cells; the rest
-			// is shared by the line and the operator.
-			room := max(32, width-36)
-			whereMax, opMax := room*11/20, room-room*11/20
 			for _, s := range a.Sites {
 				where := "(no Python stack)"
 				if len(s.Frames) > 0 {
@@ -214,7 +208,7 @@ func writeAnalysisText(w io.Writer, a analysisJSON, in *rules.Input, o *analyzeO
 				if s.ForwardOperator != "" && !strings.HasPrefix(op, "autograd: ") {
 					op += " (backward)"
 				}
-				tw.AppendRow(table.Row{shorten(where, whereMax), shorten(op, opMax), memtimeline.FormatBytes(s.AllocBytes), memtimeline.FormatBytes(s.LiveBytesAtEnd)})
+				tw.AppendRow(table.Row{where, op, memtimeline.FormatBytes(s.AllocBytes), memtimeline.FormatBytes(s.LiveBytesAtEnd)})
 			}
 			tw.SetColumnConfigs([]table.ColumnConfig{{Number: 3, Align: text.AlignRight}, {Number: 4, Align: text.AlignRight}})
 			fmt.Fprintln(w, tw.Render())

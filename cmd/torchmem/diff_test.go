@@ -94,8 +94,10 @@ func TestDiffFailsOnNewLeak(t *testing.T) {
 		t.Errorf("json: exit %d %v %+v", code, err, d)
 	}
 	out, _, _ = torchmem(t, "diff", gpuDiff("base"), gpuDiff("head_leak"))
-	if !strings.Contains(firstLine(out), ": NEW LEAK: HEAD leaks 4.00 MB per step") {
-		t.Errorf("text headline: %s", firstLine(out))
+	// The headline, wrapped at the width: its first paragraph.
+	headline := strings.Join(strings.Fields(strings.SplitN(out, "\n\n", 2)[0]), " ")
+	if !strings.Contains(headline, ": NEW LEAK: HEAD leaks 4.00 MB per step") {
+		t.Errorf("text headline: %s", headline)
 	}
 	refused(t, "--leak-threshold", "diff", gpuDiff("base"), gpuDiff("head"), "--leak-threshold", "lots")
 }

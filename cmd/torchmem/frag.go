@@ -155,7 +155,7 @@ func runFragSnapshot(stdout io.Writer, path string, snap *snapshot.Snapshot, o *
 	} else {
 		fmt.Fprintf(stdout, "Verdict: %s: %s\n", strings.ToUpper(verdict), reason)
 		if verdict == frag.VerdictFragmented {
-			fmt.Fprintln(stdout, "What to try: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; max_split_size_mb to keep large blocks whole; pre-allocate fixed-size buffers.")
+			fmt.Fprintln(stdout, "What to try: "+frag.AdviceSplitFree)
 		}
 		fmt.Fprintln(stdout)
 		if err := renderSnapshotReport(stdout, path, rep, snapshotOptions{format: formatTable, top: 20, leaks: 0}); err != nil {
@@ -454,7 +454,7 @@ func runFragSummary(stdout io.Writer, path string, log *memsummary.Log, o *fragO
 		}
 		renderTable(stdout, tw, o.format)
 		if doc.Verdict == frag.VerdictFragmented && !md {
-			fmt.Fprintln(stdout, "What to try: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; max_split_size_mb to keep large blocks whole; an allocator snapshot (torchmem snapshot) shows which segments hold the split blocks.")
+			fmt.Fprintln(stdout, "What to try: "+frag.AdviceSplitFree+" An allocator snapshot (torchmem snapshot) shows which segments hold the split blocks.")
 		}
 	}
 	if doc.Verdict == frag.VerdictFragmented {

@@ -56,6 +56,7 @@ func renderMarkdown(t *testing.T, src string) string {
 }
 
 func TestHostileNamesEscapedEverywhere(t *testing.T) {
+	t.Setenv("COLUMNS", "400") // content, not layout: wide enough that no line wraps
 	hostile := attackerTrace(t)
 	for _, tc := range []struct {
 		args     []string

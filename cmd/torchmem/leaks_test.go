@@ -59,6 +59,7 @@ type leakReportJSON struct {
 // A directory of per-rank traces: one verdict per rank, and the rank that
 // differs is named.
 func TestLeaksPerRankDirectory(t *testing.T) {
+	t.Setenv("COLUMNS", "400") // content, not layout: wide enough that no line wraps
 	dir := t.TempDir()
 	link := func(src, name string) {
 		data, err := os.ReadFile(realTrace(src))

@@ -138,11 +138,12 @@ func progressBar(path string, size int64, r io.Reader) (io.Reader, func()) {
 // analysisGCPercent is the garbage collector's target while analyses run
 // over loaded inputs. The inputs are most of the live heap and stay until
 // the end; the default (100) would let garbage grow to their size again,
-// doubling the peak memory of analyze on a large trace. 25 keeps the peak
+// doubling the peak memory of analyze on a large trace. 10 keeps the peak
 // near the inputs plus their analyses (measured on a 1 GB trace: 458 MB
-// peak RSS at 100, 280 MB at 25) for a few more, cheap, collections:
+// peak RSS at 100, 280-297 MB at 25, 267-280 MB at 10 with the same user
+// CPU within the noise of a shared machine) for a few more, cheap, collections:
 // the records are pointer-free and take no marking.
-const analysisGCPercent = 25
+const analysisGCPercent = 10
 
 // analysisPhase starts the analysis of loaded inputs.
 func analysisPhase() { debug.SetGCPercent(analysisGCPercent) }

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/spf13/cobra"
 	"io"
 	"os"
 
@@ -53,6 +54,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer errw.Flush() //nolint:errcheck
 	stdout, stderr = out, errw
 	root := newRootCmd()
+	// Text output (--format text) wraps at the width (termWidth) with a
+	// hanging indent; JSON, CSV, SARIF, Markdown, folded stacks and what
+	// commands without --format print (the snippet's Python) pass as they
+	// are.
+	var wrapped *wrapWriter
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		f, folded := cmd.Flags().Lookup("format"), cmd.Flags().Lookup("folded")
+		if f != nil && (f.Value.String() == formatText || f.Value.String() == formatTable) && (folded == nil || folded.Value.String() != "true") {
+			wrapped = newWrapWriter(cmd.OutOrStdout(), termWidth())
+			cmd.SetOut(wrapped)
+		}
+		return nil
+	}
+	defer func() {
+		if wrapped != nil {
+			wrapped.Flush() //nolint:errcheck // the terminal writer's flush reports
+		}
+	}()
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)

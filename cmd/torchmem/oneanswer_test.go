@@ -79,7 +79,7 @@ func TestOneAnswerEveryCommand(t *testing.T) {
 			if first := strings.SplitN(text, "\n", 2)[0]; !strings.Contains(out, first) {
 				t.Errorf("report says %q, check %q", out, first)
 			}
-			if c.rules == "" { // leaks has no --rules: the defaults
+			{
 				leaks, leaksCode := get("leaks")
 				if string(leaks.Verdicts) != string(check.Verdicts) {
 					t.Errorf("leaks and check differ:\n%s\n%s", leaks.Verdicts, check.Verdicts)
@@ -158,5 +158,72 @@ func TestNoMemoryEvidenceIsBadInput(t *testing.T) {
 	// With a memory source beside it, the trace's timeline still counts.
 	if _, stderr, code := torchmem(t, "check", realTrace("no_memory"), realTrace("resnet_train_clean")); code == exitBadInput {
 		t.Errorf("exit 2 with a memory trace beside it: %s", stderr)
+	}
+}
+
+// A directory of several recordings (testdata/gpu/snippet_proof: a 2-rank
+// DDP run, a one-GPU run, a run without memory events, an OOM) is several
+// runs: ranks compare within their run, so the DDP run's two clean ranks
+// are alike and no other run's rank 0 is called an outlier; the files
+// torchmem does not read are named in one line.
+func TestRunsGroupAndRanksCompareWithinTheirRun(t *testing.T) {
+	out, stderr, code := torchmem(t, "leaks", memtest.Testdata("gpu", "snippet_proof"), "--format", "json")
+	if code == exitBadInput {
+		t.Fatalf("exit 2: %s", stderr)
+	}
+	var doc struct {
+		Verdicts  []struct{ Name string }
+		CrossRank *struct {
+			Rows []struct {
+				Rank    int64
+				Outlier bool
+			} `json:"ranks"`
+			Outliers []int64
+			Headline string
+		} `json:"cross_rank"`
+	}
+	decodeJSON(t, out, &doc)
+	if len(doc.Verdicts) != 5 {
+		t.Errorf("%d verdicts, want 5 (ddp rank 0 and 1, gpu, no_gpu, oom_escape)", len(doc.Verdicts))
+	}
+	if cr := doc.CrossRank; cr == nil || len(cr.Rows) != 2 || len(cr.Outliers) != 0 || !strings.Contains(cr.Headline, "2 ranks alike") {
+		t.Errorf("cross-rank view %+v, want the DDP run's two ranks, alike", cr)
+	}
+	if n := strings.Count(stderr, "does not read:"); n != 1 || strings.Count(stderr, "skipping") != 1 {
+		t.Errorf("skipped files in %d lines:\n%s", n, stderr)
+	}
+}
+
+// One run's files saved by hand with generic names (trace.json.gz,
+// memory_timeline.json.gz, memory_timeline.raw.json.gz, stats_steps.jsonl,
+// snapshot.pickle) are one run: one verdict, no UNKNOWN beside it.
+func TestHandSavedRunIsOneVerdict(t *testing.T) {
+	src := memtest.Testdata("gpu", "leak_hook_every_step")
+	dir := t.TempDir()
+	for name, from := range map[string]string{
+		"trace.json.gz": "trace.json.gz", "memory_timeline.raw.json.gz": "memory_timeline.raw.json.gz",
+		"memory_timeline.json.gz": "memory_timeline.raw.json.gz", "stats_steps.jsonl": "stats_steps.jsonl", "snapshot.pickle": "snapshot.pickle",
+	} {
+		data, err := os.ReadFile(filepath.Join(src, from))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, stderr, code := torchmem(t, "check", dir, "--format", "json")
+	if code != exitFindings {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var doc struct {
+		Verdicts []struct {
+			Sources []string
+			Leak    struct{ Verdict string }
+		}
+	}
+	decodeJSON(t, out, &doc)
+	if len(doc.Verdicts) != 1 || len(doc.Verdicts[0].Sources) != 5 || doc.Verdicts[0].Leak.Verdict != "leak" {
+		t.Errorf("verdicts %+v, want one leaking run of 5 files", doc.Verdicts)
 	}
 }

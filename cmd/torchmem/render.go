@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/jedib0t/go-pretty/v6/table"
@@ -174,6 +175,14 @@ type escapingTable struct {
 	table.Writer
 	header, footer []tableRow
 	rows           []tableRow
+	columns        []table.ColumnConfig
+}
+
+// SetColumnConfigs keeps the caller's column settings, so that fitting
+// the table to the width adds to them rather than replacing them.
+func (t *escapingTable) SetColumnConfigs(c []table.ColumnConfig) {
+	t.columns = slices.Clone(c)
+	t.Writer.SetColumnConfigs(c)
 }
 
 type tableRow struct {
@@ -243,9 +252,101 @@ func (t *escapingTable) fill(esc func(string) string) {
 	}
 }
 
+// Render fits the table to the output width (termWidth): when it is
+// wider, the widest columns wrap (at spaces where they can) at one common
+// width, the largest that fits, so that no cell is cut and no line runs
+// past the width; narrow columns (numbers) keep their room.
 func (t *escapingTable) Render() string {
 	t.fill(escape.TerminalLines)
+	out := t.Writer.Render()
+	width := termWidth()
+	over := textWidth(out) - width
+	if over <= 0 {
+		return out
+	}
+	ws := t.columnWidths()
+	total := 0
+	for _, w := range ws {
+		total += w
+	}
+	room := total - over // what the cells may take in all
+	// The common cap: the largest c with sum(min(w, c)) <= room.
+	sorted := slices.Clone(ws)
+	slices.Sort(sorted)
+	capWidth, used := 0, 0
+	for i, w := range sorted {
+		rest := len(sorted) - i
+		if c := (room - used) / rest; c < w {
+			capWidth = c
+			break
+		}
+		used += w
+	}
+	// A column is not made narrower than its longest word (an operator
+	// name, a figure), up to 24 cells and a fifth of the width: a name
+	// broken mid-word is harder to read (and to search) than a table a
+	// little wider than the screen; on a narrow screen, fitting wins.
+	words := t.longestWords()
+	for i, w := range ws {
+		if w > capWidth {
+			t.limitColumn(i+1, max(capWidth, min(words[i], 24, width/5), 6))
+		}
+	}
 	return t.Writer.Render()
+}
+
+// longestWords is the longest space-free run of each column's cells.
+func (t *escapingTable) longestWords() []int {
+	var ws []int
+	for _, rs := range [][]tableRow{t.header, t.rows, t.footer} {
+		for _, r := range rs {
+			for i, c := range r.row {
+				for len(ws) <= i {
+					ws = append(ws, 0)
+				}
+				for _, word := range strings.Fields(fmt.Sprint(c)) {
+					ws[i] = max(ws[i], text.StringWidthWithoutEscSequences(word))
+				}
+			}
+		}
+	}
+	return ws
+}
+
+// columnWidths are the widest cell (its widest line) of each column.
+func (t *escapingTable) columnWidths() []int {
+	var ws []int
+	for _, rs := range [][]tableRow{t.header, t.rows, t.footer} {
+		for _, r := range rs {
+			for i, c := range r.row {
+				for len(ws) <= i {
+					ws = append(ws, 0)
+				}
+				ws[i] = max(ws[i], textWidth(fmt.Sprint(c)))
+			}
+		}
+	}
+	return ws
+}
+
+// limitColumn wraps column number n (1-based) at width w.
+func (t *escapingTable) limitColumn(n, w int) {
+	i := slices.IndexFunc(t.columns, func(c table.ColumnConfig) bool { return c.Number == n })
+	if i < 0 {
+		t.columns = append(t.columns, table.ColumnConfig{Number: n})
+		i = len(t.columns) - 1
+	}
+	t.columns[i].WidthMax, t.columns[i].WidthMaxEnforcer = w, text.WrapSoft
+	t.Writer.SetColumnConfigs(t.columns)
+}
+
+// textWidth is the display width of the widest line of s.
+func textWidth(s string) int {
+	w := 0
+	for _, l := range strings.Split(s, "\n") {
+		w = max(w, text.StringWidthWithoutEscSequences(l))
+	}
+	return w
 }
 
 func (t *escapingTable) RenderMarkdown() string {

@@ -24,9 +24,6 @@ import (
 // rules.Verdict (computed once per run and rank) rendered for the
 // terminal, Markdown and HTML; JSON carries the structure itself.
 
-// verdictMaxLines bounds one run's (or rank's) block in text.
-const verdictMaxLines = 8
-
 // termWidth is the width text output fits: $COLUMNS, else the terminal's
 // width when stdout is one, else 100.
 func termWidth() int {
@@ -69,20 +66,14 @@ func shorten(s string, n int) string {
 	return string(r) + "…"
 }
 
-// wrapEntry wraps "LABEL  text" to width with a hanging indent, at most
-// maxLines lines (the last shortened).
-func wrapEntry(label, body string, width, maxLines int) []string {
+// wrapEntry wraps "LABEL  text" to width with a hanging indent under
+// the text; nothing is cut (a fix or a location past the width would be
+// lost in a CI log).
+func wrapEntry(label, body string, width int) []string {
 	const indent = 9
 	pad := strings.Repeat(" ", indent)
 	avail := max(20, width-indent)
 	wrapped := strings.Split(text.WrapSoft(body, avail), "\n")
-	for i := range wrapped {
-		wrapped[i] = strings.TrimRight(wrapped[i], " ")
-	}
-	if len(wrapped) > maxLines {
-		rest := strings.Join(wrapped[maxLines-1:], " ")
-		wrapped = append(wrapped[:maxLines-1], shorten(rest, avail))
-	}
 	out := make([]string, len(wrapped))
 	for i, l := range wrapped {
 		l = strings.TrimRight(l, " ")
@@ -295,46 +286,38 @@ func verdictHeader(v rules.Verdict) string {
 	return fmt.Sprintf("%s: %s: %s", v.Status(), v.Name, strings.Join(files, ", "))
 }
 
-// writeVerdictText prints each run's block, at most verdictMaxLines lines
-// each, fitted to width.
+// writeVerdictText prints each run's block, wrapped at width.
 func writeVerdictText(w io.Writer, vs []rules.Verdict, width int) {
 	for _, v := range vs {
-		lines := []string{shorten(verdictHeader(v), width)}
-		leakLines := 2
-		if v.Leak.Verdict == leak.VerdictClean || v.Leak.Verdict == leak.VerdictUnknown {
-			leakLines = 1
-		}
-		lines = append(lines, wrapEntry(strings.ToUpper(v.Leak.Verdict), leakLine(v.Leak), width, leakLines)...)
+		lines := []string{verdictHeader(v)} // the wrap writer folds it
+		lines = append(lines, wrapEntry(strings.ToUpper(v.Leak.Verdict), leakLine(v.Leak), width)...)
 		if v.Leak.Agreement != "" || v.Leak.Settle != "" || (v.Leak.From != "" && v.Leak.Verdict == leak.VerdictLeak) {
-			lines = append(lines, wrapEntry("", evidenceLine(v.Leak), width, 2)...)
+			lines = append(lines, wrapEntry("", evidenceLine(v.Leak), width)...)
 		}
 		for i, o := range v.OOMs {
 			if i == 1 {
-				lines = append(lines, wrapEntry("", fmt.Sprintf("and %d more out-of-memory errors", len(v.OOMs)-1), width, 1)...)
+				lines = append(lines, wrapEntry("", fmt.Sprintf("and %d more out-of-memory errors", len(v.OOMs)-1), width)...)
 				break
 			}
-			lines = append(lines, wrapEntry("OOM", oomLine(o), width, 2)...)
+			lines = append(lines, wrapEntry("OOM", oomLine(o), width)...)
 		}
 		if v.Frag != nil {
-			lines = append(lines, wrapEntry("FRAG", fragLine(v.Frag), width, 1)...)
+			lines = append(lines, wrapEntry("FRAG", fragLine(v.Frag), width)...)
 			if v.Frag.Retries != "" {
-				lines = append(lines, wrapEntry("RETRY", v.Frag.Retries, width, 2)...)
+				lines = append(lines, wrapEntry("RETRY", v.Frag.Retries, width)...)
 			}
 		}
 		if v.Peak != nil {
-			lines = append(lines, wrapEntry("PEAK", peakLine(v.Peak), width, 1)...)
+			lines = append(lines, wrapEntry("PEAK", peakLine(v.Peak), width)...)
 			if c := categoryLine(v.Peak.Composition); c != "" {
-				lines = append(lines, wrapEntry("", c, width, 1)...)
+				lines = append(lines, wrapEntry("", c, width)...)
 			}
 		}
-		if len(lines) > verdictMaxLines {
-			lines = lines[:verdictMaxLines]
-		}
-		// The GPU entries come on top of the cap: they answer another
-		// question (nvidia-smi's), asked only when an smi log is given.
+		// The GPU entries answer another question (nvidia-smi's), asked
+		// only when an smi log is given.
 		labels, texts := gpuEntries(v.GPU)
 		for i := range labels {
-			lines = append(lines, wrapEntry(labels[i], texts[i], width, 4)...)
+			lines = append(lines, wrapEntry(labels[i], texts[i], width)...)
 		}
 		for _, l := range lines {
 			fmt.Fprintln(w, l)

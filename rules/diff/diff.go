@@ -317,4 +317,3 @@ func (d *Diff) LeakGate(threshold int64) []string {
 	}
 	return out
 }
-

@@ -112,7 +112,6 @@ func TestDiffLeakGate(t *testing.T) {
 	}
 }
 
-
 // The recorded before/after pair: HEAD doubles fc1's width. The diff
 // names the operators and the line whose bytes moved, by the right amount
 // per step (fc1's output: 4 MiB -> 8 MiB per step).

@@ -379,6 +379,10 @@ func Expand(args []string) ([]Source, error) {
 	return out, nil
 }
 
+// errNotRead is a file found in a directory that is of no kind torchmem
+// reads (a config.json): such files are named together, in one warning.
+var errNotRead = errors.New("not a file torchmem reads")
+
 // Read opens and parses one source. For a source found in a directory,
 // skip reports that it is not of a kind the command reads (its content was
 // only peeked at).
@@ -393,11 +397,10 @@ func Read(src Source, o *Options) (f *File, skip bool, err error) {
 	case kind == Unknown && src.Named() && o.Fallback != Unknown && o.Fallback != "":
 		kind = o.Fallback // let the parser say what is wrong
 	case kind == Unknown:
-		what := "not a file torchmem reads"
-		if src.Named() {
-			what += " (a Kineto trace, allocator snapshot, nvidia-smi CSV (--query-gpu or --query-compute-apps), per-step JSONL, memory_summary() log, memory timeline or torchmem summary)"
+		if !src.Named() {
+			return nil, false, &Error{Path: src.Path, Err: errNotRead}
 		}
-		return nil, false, &Error{Path: src.Path, Err: errors.New(what)}
+		return nil, false, &Error{Path: src.Path, Err: errors.New("not a file torchmem reads (a Kineto trace, allocator snapshot, nvidia-smi CSV (--query-gpu or --query-compute-apps), per-step JSONL, memory_summary() log, memory timeline or torchmem summary)")}
 	case !o.wants(kind):
 		if !src.Named() {
 			return nil, true, nil
@@ -553,6 +556,7 @@ func Load(args []string, o Options) ([]*File, error) {
 	var out []*File
 	perDir := map[string]int{}
 	var firstErr error
+	var notRead []string
 	for i, r := range res {
 		s := srcs[i]
 		switch {
@@ -560,6 +564,8 @@ func Load(args []string, o Options) ([]*File, error) {
 			if firstErr == nil {
 				firstErr = r.err
 			}
+		case r.err != nil && errors.Is(r.err, errNotRead):
+			notRead = append(notRead, s.Path)
 		case r.err != nil:
 			warn("skipping " + r.err.Error())
 		case r.skip:
@@ -573,6 +579,9 @@ func Load(args []string, o Options) ([]*File, error) {
 	}
 	if firstErr != nil {
 		return nil, firstErr
+	}
+	if len(notRead) > 0 {
+		warn(skippedLine(notRead))
 	}
 	want := "nothing torchmem reads"
 	if len(o.Kinds) > 0 {
@@ -595,4 +604,18 @@ func Load(args []string, o Options) ([]*File, error) {
 		return nil, errors.New(want + " in the inputs")
 	}
 	return out, nil
+}
+
+// skippedLine names the files passed over, in one line (at most 8 named).
+func skippedLine(paths []string) string {
+	const named = 8
+	what := "file"
+	if len(paths) > 1 {
+		what = "files"
+	}
+	list := strings.Join(paths[:min(named, len(paths))], ", ")
+	if len(paths) > named {
+		list += fmt.Sprintf(" and %d more", len(paths)-named)
+	}
+	return fmt.Sprintf("skipping %d %s torchmem does not read: %s", len(paths), what, list)
 }

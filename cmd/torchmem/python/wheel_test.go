@@ -358,8 +358,8 @@ func checkInstall(t *testing.T, py, whl, version string) {
 	runIn := func(name string, args ...string) (string, string, int) {
 		t.Helper()
 		cmd := exec.CommandContext(t.Context(), filepath.Join(bin, name), args...)
-		cmd.Env = env
-		cmd.Dir = dir // not the repository: imports must come from the venv
+		cmd.Env = append(env, "COLUMNS=400") // content, not layout: no line wraps
+		cmd.Dir = dir                        // not the repository: imports must come from the venv
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		err := cmd.Run()
