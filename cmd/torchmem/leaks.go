@@ -17,12 +17,13 @@ import (
 func init() { subcommands = append(subcommands, newLeaksCmd) }
 
 type leaksOptions struct {
-	device   int
-	minBytes int64
-	steady   int
-	depth    int
-	top      int
-	format   string
+	rulesFile string
+	device    int
+	minBytes  int64
+	steady    int
+	depth     int
+	top       int
+	format    string
 }
 
 func newLeaksCmd() *cobra.Command {
@@ -57,6 +58,7 @@ parallel and a rank whose verdict differs from the others is named.
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&o.rulesFile, "rules", "", "YAML file with rule thresholds, severities and disabled rules (as for check: the same verdict and exit code)")
 	f.IntVar(&o.device, "device", -1, "only this GPU index (-1 = all)")
 	sizeVar(f, &o.minBytes, "min-bytes-per-step", def.MinBytesPerStep, "kept for compatibility: the verdict does not depend on size (check's memory.leak threshold sets error vs warning)")
 	f.IntVar(&o.steady, "steady-steps", def.SteadySteps, "final steps marked as steady state in the step table")
@@ -89,7 +91,11 @@ func runLeaks(stdout, stderr io.Writer, args []string, o *leaksOptions) error {
 	}
 	// With the default options, many inputs are read into summaries to
 	// bound memory (their leak reports are made with those options).
-	bounded := o.device == def.Device && o.depth == def.Depth && o.minBytes == def.MinBytesPerStep && o.steady == def.SteadySteps
+	rs, _, err := loadRules(o.rulesFile)
+	if err != nil {
+		return err
+	}
+	bounded := o.device == def.Device && o.depth == def.Depth && o.minBytes == def.MinBytesPerStep && o.steady == def.SteadySteps && o.rulesFile == ""
 	// The same inputs as every answering command reads, so that the
 	// verdict is the same.
 	ins, err := loadRuleInputs(stderr, args, "leaks", bounded)
@@ -102,7 +108,7 @@ func runLeaks(stdout, stderr io.Writer, args []string, o *leaksOptions) error {
 	// The answer (verdicts, findings, exit code) is the one every command
 	// gives; the per-file reports below are made with this command's
 	// options, through the same memo (the defaults are computed once).
-	ev := rules.Evaluate(rules.DefaultRuleSet(), ins, rules.EvalOptions{})
+	ev := rules.Evaluate(rs, ins, rules.EvalOptions{})
 	if ev.Unmeasured != nil {
 		return badInput(ev.Unmeasured)
 	}
