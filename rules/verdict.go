@@ -860,10 +860,7 @@ func judgeFrag(ins []*Input, o JudgeOptions) *FragAnswer {
 		if in.Trace == nil {
 			continue
 		}
-		f := in.Frag()
-		if f.Verdict != frag.VerdictUnknown {
-			f.Rejudge(o.Frag) // the rules' thresholds in force (a copy: the memo keeps the measurements)
-		}
+		f := fragJudged(in, o.Frag) // the rules' thresholds in force
 		if f.Verdict == frag.VerdictUnknown && ans != nil {
 			continue
 		}

@@ -15,8 +15,6 @@ import (
 
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules"
-	"github.com/torchmem/torchmem/rules/frag"
-	"github.com/torchmem/torchmem/rules/leak"
 )
 
 // The verdict block: what a user reads first, before any table. It is
@@ -117,7 +115,7 @@ func leakLine(l rules.LeakAnswer) string { return leakText(l, true) }
 
 func leakText(l rules.LeakAnswer, chain bool) string {
 	switch l.Verdict {
-	case leak.VerdictLeak:
+	case rules.LeakVerdictLeak:
 		s := l.Figure()
 		if l.Kind != "" {
 			s += ", " + l.Kind
@@ -144,7 +142,7 @@ func leakText(l rules.LeakAnswer, chain bool) string {
 			s += "; chain: " + c
 		}
 		return s
-	case leak.VerdictClean:
+	case rules.LeakVerdictClean:
 		return "no growth step over step; " + l.Reason
 	}
 	return l.Reason
@@ -196,7 +194,7 @@ func fragLine(f *rules.FragAnswer) string {
 	if f.Wasted != "" {
 		s += fmt.Sprintf(": %s %s", memtimeline.FormatBytes(f.WastedBytes), f.Wasted)
 	}
-	if f.Verdict != frag.VerdictOK && f.Reason != "" {
+	if f.Verdict != rules.FragVerdictOK && f.Reason != "" {
 		sep := ": "
 		if f.Wasted != "" {
 			sep = "; "
@@ -274,7 +272,7 @@ func writeVerdictText(w io.Writer, vs []rules.Verdict, width int) {
 	for _, v := range vs {
 		lines := []string{verdictHeader(v)} // the wrap writer folds it
 		lines = append(lines, wrapEntry(strings.ToUpper(v.Leak.Verdict), leakLine(v.Leak), width)...)
-		if v.Leak.Agreement != "" || v.Leak.Settle != "" || (v.Leak.From != "" && v.Leak.Verdict == leak.VerdictLeak) {
+		if v.Leak.Agreement != "" || v.Leak.Settle != "" || (v.Leak.From != "" && v.Leak.Verdict == rules.LeakVerdictLeak) {
 			lines = append(lines, wrapEntry("", evidenceLine(v.Leak), width)...)
 		}
 		for i, o := range v.OOMs {
@@ -315,7 +313,7 @@ func writeVerdictMarkdown(w io.Writer, vs []rules.Verdict) {
 	for _, v := range vs {
 		fmt.Fprintf(w, "**%s**\n\n", mdEscape(verdictHeader(v)))
 		fmt.Fprintf(w, "- **%s** %s\n", strings.ToUpper(v.Leak.Verdict), mdEscape(leakLine(v.Leak)))
-		if v.Leak.Verdict == leak.VerdictLeak || v.Leak.Agreement != "" {
+		if v.Leak.Verdict == rules.LeakVerdictLeak || v.Leak.Agreement != "" {
 			fmt.Fprintf(w, "  - %s\n", mdEscape(evidenceLine(v.Leak)))
 		}
 		for _, o := range v.OOMs {
