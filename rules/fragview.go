@@ -1,7 +1,9 @@
 package rules
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/torchmem/torchmem/memtimeline/snapshot"
 	"github.com/torchmem/torchmem/rules/frag"
@@ -80,4 +82,39 @@ func (ev *Evaluation) FragOf(in *Input) *FragAnswer {
 		}
 	}
 	return nil
+}
+
+// summaryFrag judges memory_summary() tables: non-releasable memory is
+// free space inside blocks that empty_cache cannot return (a snapshot's
+// inactive split, judged by the same limit), and cudaMalloc retries
+// during the log mean the allocator had to free its cache and try again.
+// Nil without tables.
+func summaryFrag(in *Input, limit float64) *FragAnswer {
+	if in.Summary == nil {
+		return nil
+	}
+	devs := in.Summary.Frag()
+	if len(devs) == 0 {
+		return nil
+	}
+	a := &FragAnswer{Source: in.Source, Verdict: frag.VerdictOK, Reason: "little memory is non-releasable and cudaMalloc never retried",
+		Wasted: "non-releasable at its peak: free inside blocks empty_cache cannot return (memory_summary)"}
+	var why []string
+	for _, d := range devs {
+		name := fmt.Sprintf("device %d", d.Device)
+		if d.Rank >= 0 {
+			name = fmt.Sprintf("rank %d device %d", d.Rank, d.Device)
+		}
+		a.WastedBytes = max(a.WastedBytes, d.NonReleasablePeakBytes)
+		if d.NonReleasableFraction > limit {
+			why = append(why, fmt.Sprintf("%s: non-releasable memory reached %.0f%% of reserved (over %.0f%%; table at line %d)", name, 100*d.NonReleasableFraction, 100*limit, d.MaxNonReleasableLine))
+		}
+		if d.RetriesDuringLog > 0 {
+			why = append(why, fmt.Sprintf("%s: cudaMalloc retried %d times during the log (the allocator freed its cache to satisfy a request)", name, d.RetriesDuringLog))
+		}
+	}
+	if len(why) > 0 {
+		a.Verdict, a.Reason = frag.VerdictFragmented, strings.Join(why, "; ")
+	}
+	return a
 }

@@ -891,6 +891,14 @@ func judgeFrag(ins []*Input, o JudgeOptions) *FragAnswer {
 			ans = a
 		}
 	}
+	if ans != nil && ans.Verdict != frag.VerdictUnknown {
+		return ans
+	}
+	for _, in := range ins { // without a trace that can tell, memory_summary() tables
+		if a := summaryFrag(in, o.SnapshotSplit); a != nil {
+			return a
+		}
+	}
 	return ans
 }
 

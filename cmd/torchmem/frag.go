@@ -106,7 +106,7 @@ func runFrag(stdout, stderr io.Writer, args []string, o *fragOptions) error {
 		case f.Snapshot != nil:
 			return runFragSnapshot(w, ev, in, o)
 		case f.Summary != nil:
-			return runFragSummary(w, f.Path, f.Summary, o)
+			return runFragSummary(w, ev, in, o)
 		}
 		return runFragTrace(w, ev, in, o)
 	})
@@ -178,16 +178,6 @@ func runFragSnapshot(stdout io.Writer, ev *rules.Evaluation, in *rules.Input, o 
 		return findings()
 	}
 	return nil
-}
-
-// snapshotSplitLimit is the snapshot.inactive-split rule's threshold.
-func snapshotSplitLimit() float64 {
-	for _, r := range rules.Builtin() {
-		if r.ID == rules.RuleSnapshotSplit {
-			return r.Threshold
-		}
-	}
-	return 0.2
 }
 
 // stepOffset places a time on the report's step clock: "ProfilerStep#3 +81.2 ms".
@@ -418,29 +408,14 @@ type fragSummaryDocJSON struct {
 	Devices []memsummary.Frag `json:"devices"`
 }
 
-// runFragSummary answers from memory_summary() tables: non-releasable
-// memory is free space inside blocks that empty_cache cannot return (the
-// snapshot's inactive split, judged by the same limit), and cudaMalloc
-// retries during the log mean the allocator had to free its cache and try
-// again.
-func runFragSummary(stdout io.Writer, path string, log *memsummary.Log, o *fragOptions) error {
-	limit := snapshotSplitLimit()
-	doc := fragSummaryDocJSON{File: path, Verdict: rules.FragVerdictOK, Reason: "little memory is non-releasable and cudaMalloc never retried", Devices: log.Frag()}
-	var why []string
-	for _, d := range doc.Devices {
-		name := fmt.Sprintf("device %d", d.Device)
-		if d.Rank >= 0 {
-			name = fmt.Sprintf("rank %d device %d", d.Rank, d.Device)
-		}
-		if d.NonReleasableFraction > limit {
-			why = append(why, fmt.Sprintf("%s: non-releasable memory reached %.0f%% of reserved (over %.0f%%; table at line %d)", name, 100*d.NonReleasableFraction, 100*limit, d.MaxNonReleasableLine))
-		}
-		if d.RetriesDuringLog > 0 {
-			why = append(why, fmt.Sprintf("%s: cudaMalloc retried %d times during the log (the allocator freed its cache to satisfy a request)", name, d.RetriesDuringLog))
-		}
-	}
-	if len(why) > 0 {
-		doc.Verdict, doc.Reason = rules.FragVerdictFragmented, strings.Join(why, "; ")
+// runFragSummary answers from memory_summary() tables (the verdict is the
+// Evaluation's: non-releasable memory over the snapshot.inactive-split
+// limit, or cudaMalloc retries during the log).
+func runFragSummary(stdout io.Writer, ev *rules.Evaluation, in *rules.Input, o *fragOptions) error {
+	path := in.Source
+	doc := fragSummaryDocJSON{File: path, Verdict: rules.FragVerdictUnknown, Reason: "no memory_summary() tables", Devices: in.Summary.Frag()}
+	if a := ev.FragOf(in); a != nil {
+		doc.Verdict, doc.Reason = a.Verdict, a.Reason
 	}
 	switch o.format {
 	case formatJSON:
