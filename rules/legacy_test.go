@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/torchmem/torchmem/memtimeline/memtest"
@@ -33,5 +34,20 @@ func TestVerdictOnTorch18Trace(t *testing.T) {
 	if p := v.Peak; p == nil || p.AllocatedBytes != truth.Peak["0"] || !p.RelativeToWindowStart ||
 		p.Composition == nil || len(p.Composition.ByCategory) != 0 || len(p.Holders) != 0 {
 		t.Errorf("peak %+v, want the running sum's %d with no split by category or line", p, truth.Peak["0"])
+	}
+}
+
+// A trace without GPU memory events is said to be so for the reason the
+// trace shows: a legacy export (torch 1.13 built without Kineto) drops
+// them whatever profile_memory was; a Kineto trace without the flag was
+// recorded without it.
+func TestNoMemoryCause(t *testing.T) {
+	for _, c := range []struct{ path, want string }{
+		{memtest.Testdata("cpu_torch113", "cpu_train", "trace.json.gz"), "legacy profiler export"},
+		{memtest.Testdata("public", "hta", "mi250_minitoy_train_ROCm6_2_kineto.json.gz"), "without profile_memory=True"},
+	} {
+		if got := noMemoryCause(loadInput(t, c.path)); !strings.Contains(got, c.want) {
+			t.Errorf("%s: %q, want %q", c.path, got, c.want)
+		}
 	}
 }
