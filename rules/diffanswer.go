@@ -6,17 +6,20 @@ import (
 
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules/diff"
+	"github.com/torchmem/torchmem/rules/leak"
 )
 
 // ParseBudget reads a --fail-if condition ("peak_allocated > +10%").
 func ParseBudget(s string) (DiffBudget, error) { return diff.ParseBudget(s) }
 
-// DiffSideOf reduces one side's inputs of one kind and rank to what a
-// comparison reads, under the name source: a trace's operators, sites and
-// leak analysis, a snapshot's segments, a summary's saved side.
-func DiffSideOf(source string, ins []*Input) *DiffSide {
+// DiffSideOf reduces one side's evaluated inputs (one kind and rank) to
+// what a comparison reads, under the name source: a trace's operators,
+// sites and leak suspects, a snapshot's segments, a summary's saved side.
+// Its leak verdict is the Evaluation's (leak when a run or rank leaks,
+// else the first one's), so that diff says what analyze says of each side.
+func DiffSideOf(source string, ev *Evaluation) *DiffSide {
 	var sides []*diff.Side
-	for _, in := range ins {
+	for _, in := range ev.Inputs {
 		switch {
 		case in.Digest != nil:
 			side := *in.Digest.Side
@@ -28,7 +31,16 @@ func DiffSideOf(source string, ins []*Input) *DiffSide {
 			sides = append(sides, diff.NewSnapshotSide(in.Source, in.SnapshotReport()))
 		}
 	}
-	return diff.Merge(source, sides)
+	s := diff.Merge(source, sides)
+	for i, v := range ev.Verdicts {
+		if i == 0 || v.Leak.Verdict == leak.VerdictLeak {
+			s.LeakVerdict = v.Leak.Verdict
+		}
+		if v.Leak.Verdict == leak.VerdictLeak {
+			break
+		}
+	}
+	return s
 }
 
 // DiffGates are what fails a comparison without any other flag: the leak

@@ -112,14 +112,14 @@ func loadSide(arg string, stderr io.Writer) ([]*diffGroup, error) {
 }
 
 // side reduces a group to what a diff compares.
-func (g *diffGroup) side(arg string) *rules.DiffSide {
+func (g *diffGroup) side(arg string, rs rules.RuleSet) *rules.DiffSide {
 	source := arg
 	if len(g.inputs) == 1 {
 		source = g.inputs[0].Source
 	} else if g.rank >= 0 {
 		source = fmt.Sprintf("%s (rank %d)", arg, g.rank)
 	}
-	return rules.DiffSideOf(source, g.inputs)
+	return rules.DiffSideOf(source, rules.Evaluate(rs, g.inputs, rules.EvalOptions{}))
 }
 
 func kindOrder(k load.Kind) int {
@@ -264,7 +264,7 @@ func runDiff(stdout, stderr io.Writer, baseArg, headArg string, o *diffOptions) 
 			po.output = "" // the HTML page shows the first pair
 		}
 		first = false
-		return writeDiff(stdout, p.base.side(baseArg), p.head.side(headArg), p.base.inputs, p.head.inputs, rules.DiffGates{Leak: leakGate, LeakThreshold: leakThreshold, Budgets: budgets}, &po)
+		return writeDiff(stdout, p.base.side(baseArg, rs), p.head.side(headArg, rs), p.base.inputs, p.head.inputs, rules.DiffGates{Leak: leakGate, LeakThreshold: leakThreshold, Budgets: budgets}, &po)
 	})
 }
 
