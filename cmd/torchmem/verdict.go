@@ -4,15 +4,13 @@ import (
 	"cmp"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/jedib0t/go-pretty/v6/text"
-	"golang.org/x/term"
 
+	"github.com/torchmem/torchmem/cmd/internal/render"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules"
 )
@@ -21,19 +19,8 @@ import (
 // rules.Verdict (computed once per run and rank) rendered for the
 // terminal, Markdown and HTML; JSON carries the structure itself.
 
-// termWidth is the width text output fits: $COLUMNS, else the terminal's
-// width when stdout is one, else 100.
-func termWidth() int {
-	if n, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && n >= 40 {
-		return min(n, 400)
-	}
-	if isTerminal(os.Stdout) {
-		if w, _, err := term.GetSize(int(os.Stdout.Fd())); err == nil && w >= 40 {
-			return w
-		}
-	}
-	return 100
-}
+// termWidth is the width text output fits (render.Width).
+func termWidth() int { return render.Width() }
 
 // shortOp shortens operator names for narrow tables: autograd's wrapper
 // names keep the node ("autograd::engine::evaluate_function: AddmmBackward0"
