@@ -339,7 +339,7 @@ func verdictLeakFindings(rs RuleSet, vs []Verdict, fs []Finding) []Finding {
 		}
 		f.Title = fmt.Sprintf("Leak%s: %s per step", kindText, memtimeline.FormatBytes(l.BytesPerStep))
 		if l.Location != nil {
-			f.Title += " held at " + l.Location.String()
+			f.Title += " allocated at " + l.Location.String()
 		}
 		f.Detail = strings.TrimSuffix(l.Reason, ".") + "; from " + l.From + "."
 		f.Advice = l.Fix

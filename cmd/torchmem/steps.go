@@ -46,10 +46,13 @@ Keys may also be memory_stats() names (allocated_bytes.all.current,
 reserved_bytes.all.current, allocated_bytes.all.peak), memory_allocated,
 allocated_mb, ...; lines with a "device" or "rank" key are reported per device.
 
-It fits a least-squares line of allocated bytes over step numbers (leaving
-out --warmup leading steps, when enough remain) and says "growing" (with
-bytes per step) when the line rises steadily (R^2 >= 0.8) by at least 1 MiB
-and 1% of the starting value, else "flat".
+It says "growing" (with bytes per step) when the log ends in a regular pattern
+of rises (leaving out --warmup leading steps): each of the last 3 or more steps
+rose, by steady amounts or more each step, or rises come exactly every P steps
+(2 or more of them, flat between: an evaluation every P steps that keeps its
+outputs). Size decides nothing; a one-time jump is never growth, and rises that
+stop and stay flat to the end (a queue or cache that filled up) are "flat",
+said as bounded. The least-squares line (per step, R^2) is shown alongside.
 
 Exit status: 0 flat or unknown, 1 when a device's allocated memory grows, 2
 when the file cannot be read.`,
@@ -114,14 +117,23 @@ func stepsKeyList(log *steplog.Log) string {
 func renderStepsTable(w io.Writer, path string, log *steplog.Log, a steplog.Analysis) {
 	fmt.Fprintf(w, "%s: %d records; keys %s\n", path, log.Lines, stepsKeyList(log))
 	t := newTableWriter()
-	t.AppendHeader(table.Row{"device", "steps", "verdict", "allocated per step", "R^2", "allocated first → last", "peak allocated (step)", "reserved per step", "peak reserved (step)"})
+	t.AppendHeader(table.Row{"device", "steps", "verdict", "allocated per step", "pattern", "fit R^2", "allocated first → last", "peak allocated (step)", "reserved per step", "peak reserved (step)"})
 	for _, s := range a.Series {
 		dev := s.Device
 		if dev == "" {
 			dev = "-"
 		}
 		steps := fmt.Sprintf("%d-%d", s.FirstStep, s.LastStep)
-		perStep, r2, span := "-", "-", "-"
+		perStep, r2, span, pattern := "-", "-", "-", "-"
+		if g := s.Growth; g != nil {
+			pattern = fmt.Sprintf("every step, %d..%d", g.FirstStep, g.LastStep)
+			if g.Period > 1 {
+				pattern = fmt.Sprintf("every %d steps, %d..%d", g.Period, g.FirstStep, g.LastStep)
+			}
+			if g.Bounded {
+				pattern += ", then flat"
+			}
+		}
 		if s.Allocated.FitSteps >= 2 {
 			perStep = stepsSignedBytes(s.BytesPerStep)
 			r2 = fmt.Sprintf("%.3f", s.Allocated.R2)
@@ -134,7 +146,7 @@ func renderStepsTable(w io.Writer, path string, log *steplog.Log, a steplog.Anal
 		if s.PeakReservedBytes >= 0 {
 			resPeak = fmt.Sprintf("%s (%d)", memtimeline.FormatBytes(s.PeakReservedBytes), s.PeakReservedStep)
 		}
-		t.AppendRow(table.Row{dev, steps, s.Verdict, perStep, r2, span,
+		t.AppendRow(table.Row{dev, steps, s.Verdict, perStep, pattern, r2, span,
 			fmt.Sprintf("%s (%d)", memtimeline.FormatBytes(s.PeakAllocatedBytes), s.PeakAllocatedStep), resPerStep, resPeak})
 	}
 	fmt.Fprintln(w, t.Render())
@@ -170,6 +182,7 @@ type stepsSeriesJSON struct {
 	Verdict            string          `json:"verdict"`
 	BytesPerStep       int64           `json:"bytes_per_step"`
 	Reason             string          `json:"reason"`
+	Growth             *steplog.Growth `json:"growth"`
 	Allocated          stepsTrendJSON  `json:"allocated"`
 	Reserved           *stepsTrendJSON `json:"reserved"`
 	PeakAllocatedBytes int64           `json:"peak_allocated_bytes"`
@@ -201,15 +214,15 @@ func stepsTrend(t steplog.Trend) stepsTrendJSON {
 func stepsJSONReport(path string, log *steplog.Log, a steplog.Analysis) stepsReportJSON {
 	o := a.Options
 	rep := stepsReportJSON{File: path, Records: log.Lines, Keys: log.Keys, Warnings: log.Warnings,
-		Options: map[string]any{"warmup_steps": o.WarmupSteps, "min_fit_steps": o.MinFitSteps, "min_r2": o.MinR2,
-			"min_growth_bytes": o.MinGrowthBytes, "min_growth_fraction": o.MinGrowthFraction},
+		Options: map[string]any{"warmup_steps": o.WarmupSteps, "min_fit_steps": o.MinFitSteps,
+			"min_consecutive_rises": steplog.MinConsecutiveRises, "min_periodic_rises": steplog.MinPeriodicRises},
 		Series: []stepsSeriesJSON{}}
 	if rep.Warnings == nil {
 		rep.Warnings = []string{}
 	}
 	for _, s := range a.Series {
 		j := stepsSeriesJSON{Device: s.Device, Records: s.Records, FirstStep: s.FirstStep, LastStep: s.LastStep,
-			SkippedWarmup: s.SkippedWarmup, Verdict: s.Verdict, BytesPerStep: s.BytesPerStep, Reason: s.Reason,
+			SkippedWarmup: s.SkippedWarmup, Verdict: s.Verdict, BytesPerStep: s.BytesPerStep, Reason: s.Reason, Growth: s.Growth,
 			Allocated: stepsTrend(s.Allocated), PeakAllocatedBytes: s.PeakAllocatedBytes, PeakAllocatedStep: s.PeakAllocatedStep,
 			MaxAllocatedBytes: smiOptBytes(s.MaxAllocatedBytes)}
 		if s.Reserved != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jedib0t/go-pretty/v6/text"
 
+	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/cmd/internal/render"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules"
@@ -108,10 +109,22 @@ func leakText(l rules.LeakAnswer, chain bool) string {
 			s += ", " + l.Kind
 		}
 		if l.Location != nil {
-			s += fmt.Sprintf(" held at %s:%d", displayPath(l.Location.File), l.Location.Line)
-			if l.Location.Function != "" {
+			if l.Location.Line > 0 {
+				s += fmt.Sprintf(" allocated at %s:%d", displayPath(l.Location.File), l.Location.Line)
+			} else {
+				s += " allocated in " + displayPath(l.Location.File)
+			}
+			switch {
+			case l.Location.Line <= 0 && l.Location.DefLine > 0:
+				s += fmt.Sprintf(" (%s, def at line %d; the trace does not record the allocating line)", l.Location.Function, l.Location.DefLine)
+			case l.Location.Line <= 0:
+				s += fmt.Sprintf(" (%s; the trace does not record the line)", l.Location.Function)
+			case l.Location.Function != "":
 				s += " (" + l.Location.Function + ")"
 			}
+		}
+		if slices.ContainsFunc(l.Holding, chrometrace.IsGeneratedFrame) {
+			s += " inside a compiled region (torch.compile's generated code; the line is the user's call into it)"
 		}
 		if l.Operator != "" {
 			s += " via " + shortOp(l.Operator)
@@ -236,7 +249,11 @@ func joinShares(in []memtimeline.Share) string {
 	var cs []string
 	for _, k := range shares {
 		if k.Bytes > 0 {
-			cs = append(cs, fmt.Sprintf("%s %s", strings.ReplaceAll(k.Name, "_", " "), memtimeline.FormatBytes(k.Bytes)))
+			name := k.Name
+			if name == strings.ToLower(name) { // ours; torch's (AUTOGRAD_DETAIL) keep torch's spelling
+				name = strings.ReplaceAll(name, "_", " ")
+			}
+			cs = append(cs, fmt.Sprintf("%s %s", name, memtimeline.FormatBytes(k.Bytes)))
 		}
 	}
 	return strings.Join(cs, ", ")

@@ -30,7 +30,7 @@ func TestTextFitsTheWidthAndKeepsEverything(t *testing.T) {
 				t.Errorf("verdict block cut or not first:\n%s", block)
 			}
 			flat := strings.Join(strings.Fields(block), " ")
-			for _, want := range []string{"6.00 MB per step", "PEAK", "FRAG", "fix: Drop retain_graph=True", "held at leak_retain_graph.py:"} {
+			for _, want := range []string{"6.00 MB per step", "PEAK", "FRAG", "fix: Drop retain_graph=True", "allocated at leak_retain_graph.py:"} {
 				if !strings.Contains(flat, want) {
 					t.Errorf("block lacks %q:\n%s", want, block)
 				}
