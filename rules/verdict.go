@@ -260,7 +260,7 @@ func leakEvidence(in *Input) []LeakEvidence {
 		// counts them): coverage, like a trace's window, not the leak's length.
 		out = append(out, reportEvidence(in, SourceSnapshot, in.SnapshotLeaks()))
 	case in.StepLog != nil:
-		for _, s := range steplog.Analyze(in.StepLog, steplog.DefaultOptions()).Series {
+		for _, s := range in.StepAnalysis().Series {
 			e := LeakEvidence{Source: in.Source, Kind: SourceSteps, Steps: s.Records, FirstStep: s.FirstStep, LastStep: s.LastStep, Reason: s.Reason}
 			logVerdict(&e, s)
 			out = append(out, e)
@@ -1037,7 +1037,7 @@ func judgePeak(ins []*Input) *PeakAnswer {
 		if in.StepLog == nil {
 			continue
 		}
-		for _, s := range steplog.Analyze(in.StepLog, steplog.DefaultOptions()).Series {
+		for _, s := range in.StepAnalysis().Series {
 			peak, step := s.PeakAllocatedBytes, fmt.Sprint(s.PeakAllocatedStep)
 			if s.MaxAllocatedBytes > peak {
 				peak, step = s.MaxAllocatedBytes, ""
