@@ -65,7 +65,7 @@ func judgeGPU(ins []*Input) *GPUAnswer {
 	var apps *smi.AppsLog
 	if appsIn != nil {
 		ans.AppsSource, apps = appsIn.Source, appsIn.SMIApps
-		a := smi.AnalyzeApps(apps, log, smi.DefaultOptions())
+		a := appsIn.AppsAnalysisBeside(gpuIn)
 		ans.Apps = &a
 		ans.Processes = processesSentence(a)
 	}

@@ -106,6 +106,9 @@ type Input struct {
 	// StepOptions are how a step log is fitted (the steps command's
 	// --warmup); nil: steplog's defaults.
 	StepOptions *steplog.Options
+	// SMIOptions are how an nvidia-smi log is analyzed (the smi command's
+	// flags); nil: smi's defaults.
+	SMIOptions *smi.Options
 
 	mu    sync.Mutex
 	cache map[string]*memoEntry

@@ -270,7 +270,7 @@ func leakEvidence(in *Input) []LeakEvidence {
 		// step log of the steps they were printed at.
 		out = append(out, summaryEvidence(in)...)
 	case in.SMI != nil:
-		a := smi.Analyze(in.SMI, smi.DefaultOptions())
+		a := in.SMIAnalysis()
 		e := LeakEvidence{Source: in.Source, Kind: SourceSMI, Verdict: leak.VerdictClean, FirstStep: -1, LastStep: -1, Reason: "memory.used does not grow steadily"}
 		for _, g := range a.GPUs {
 			if len(g.Leaks) == 0 {
