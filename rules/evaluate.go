@@ -24,6 +24,9 @@ import (
 type RuleSet struct {
 	Rules    []Rule
 	Disabled []string
+	// fragOptions are the frag command's options (WithFrag); nil: the
+	// defaults.
+	fragOptions *frag.Options
 }
 
 // NewRuleSet applies cfg (nil: the defaults) to the built-in rules.
@@ -90,6 +93,9 @@ func DefaultJudgeOptions() JudgeOptions { return DefaultRuleSet().JudgeOptions()
 // JudgeOptions are the verdict's thresholds from the rules in force.
 func (s RuleSet) JudgeOptions() JudgeOptions {
 	o := JudgeOptions{SnapshotSplit: s.threshold(RuleSnapshotSplit), Frag: frag.DefaultOptions()}
+	if s.fragOptions != nil {
+		o.Frag = *s.fragOptions
+	}
 	o.Frag.MinSmallPerStep = s.threshold(frag.SmallAllocFlood)
 	o.Frag.MinGapFraction = s.threshold(frag.ReservedGap)
 	o.Frag.MinChurnPerStep = s.threshold(frag.CudaMallocChurn)

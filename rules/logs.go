@@ -6,7 +6,6 @@ import (
 
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/smi"
-	"github.com/torchmem/torchmem/memtimeline/steplog"
 )
 
 // Rules over logs users have without a profiler: nvidia-smi CSV and the
@@ -105,7 +104,7 @@ func init() {
 				return nil
 			}
 			var out []Finding
-			for _, s := range steplog.Analyze(in.StepLog, steplog.DefaultOptions()).Series {
+			for _, s := range in.StepAnalysis().Series {
 				if s.Verdict != "growing" {
 					continue
 				}

@@ -260,7 +260,7 @@ func leakEvidence(in *Input) []LeakEvidence {
 		// counts them): coverage, like a trace's window, not the leak's length.
 		out = append(out, reportEvidence(in, SourceSnapshot, in.SnapshotLeaks()))
 	case in.StepLog != nil:
-		for _, s := range steplog.Analyze(in.StepLog, steplog.DefaultOptions()).Series {
+		for _, s := range in.StepAnalysis().Series {
 			e := LeakEvidence{Source: in.Source, Kind: SourceSteps, Steps: s.Records, FirstStep: s.FirstStep, LastStep: s.LastStep, Reason: s.Reason}
 			logVerdict(&e, s)
 			out = append(out, e)
@@ -832,10 +832,7 @@ func judgeFrag(ins []*Input, o JudgeOptions) *FragAnswer {
 		if in.Trace == nil {
 			continue
 		}
-		f := in.Frag()
-		if f.Verdict != frag.VerdictUnknown {
-			f.Rejudge(o.Frag) // the rules' thresholds in force (a copy: the memo keeps the measurements)
-		}
+		f := fragJudged(in, o.Frag) // the rules' thresholds in force
 		if f.Verdict == frag.VerdictUnknown && ans != nil {
 			continue
 		}
@@ -864,6 +861,14 @@ func judgeFrag(ins []*Input, o JudgeOptions) *FragAnswer {
 		}
 		if ans == nil || (a.Verdict == frag.VerdictFragmented && ans.Verdict != frag.VerdictFragmented) || (a.Verdict == ans.Verdict && a.WastedBytes > ans.WastedBytes) {
 			ans = a
+		}
+	}
+	if ans != nil && ans.Verdict != frag.VerdictUnknown {
+		return ans
+	}
+	for _, in := range ins { // without a trace that can tell, memory_summary() tables
+		if a := summaryFrag(in, o.SnapshotSplit); a != nil {
+			return a
 		}
 	}
 	return ans
@@ -1032,7 +1037,7 @@ func judgePeak(ins []*Input) *PeakAnswer {
 		if in.StepLog == nil {
 			continue
 		}
-		for _, s := range steplog.Analyze(in.StepLog, steplog.DefaultOptions()).Series {
+		for _, s := range in.StepAnalysis().Series {
 			peak, step := s.PeakAllocatedBytes, fmt.Sprint(s.PeakAllocatedStep)
 			if s.MaxAllocatedBytes > peak {
 				peak, step = s.MaxAllocatedBytes, ""

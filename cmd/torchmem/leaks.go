@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules"
-	"github.com/torchmem/torchmem/rules/leak"
 )
 
 func init() { subcommands = append(subcommands, newLeaksCmd) }
@@ -28,7 +27,7 @@ type leaksOptions struct {
 
 func newLeaksCmd() *cobra.Command {
 	o := &leaksOptions{}
-	def := leak.DefaultOptions()
+	def := rules.DefaultLeakOptions()
 	cmd := &cobra.Command{
 		Use:   "leaks INPUT...",
 		Short: "Does GPU memory leak step over step, how fast, and which line keeps it",
@@ -72,20 +71,20 @@ parallel and a rank whose verdict differs from the others is named.
 type leakResult struct {
 	Path   string
 	Rank   int64
-	Report leak.Report
+	Report rules.LeakReport
 }
 
 // rankLeakJSON is one file's leak report in --format json.
 type rankLeakJSON struct {
 	Rank  int64  `json:"rank"`
 	Trace string `json:"trace"`
-	leak.Report
+	rules.LeakReport
 	// Outlier is true for a file of a rank the cross-rank view names.
 	Outlier bool `json:"outlier"`
 }
 
 func runLeaks(stdout, stderr io.Writer, args []string, o *leaksOptions) error {
-	def := leak.DefaultOptions()
+	def := rules.DefaultLeakOptions()
 	if err := checkFormat(o.format, formatTable, formatJSON, formatMarkdown); err != nil {
 		return err
 	}
@@ -112,7 +111,7 @@ func runLeaks(stdout, stderr io.Writer, args []string, o *leaksOptions) error {
 	if ev.Unmeasured != nil {
 		return badInput(ev.Unmeasured)
 	}
-	opts := leak.Options{Device: o.device, MinBytesPerStep: o.minBytes, SteadySteps: o.steady, Depth: o.depth, MinSteps: def.MinSteps}
+	opts := rules.LeakOptions{Device: o.device, MinBytesPerStep: o.minBytes, SteadySteps: o.steady, Depth: o.depth, MinSteps: def.MinSteps}
 	var results []leakResult
 	for _, in := range ins {
 		r := leakResult{Path: in.Source, Rank: in.Rank}
@@ -142,7 +141,7 @@ func runLeaks(stdout, stderr io.Writer, args []string, o *leaksOptions) error {
 			Ranks     []rankLeakJSON   `json:"ranks"`
 		}{Verdicts: ev.Verdicts, CrossRank: ev.CrossRank, Ranks: []rankLeakJSON{}}
 		for _, r := range results {
-			out.Ranks = append(out.Ranks, rankLeakJSON{Rank: r.Rank, Trace: r.Path, Report: r.Report, Outlier: outlier[r.Path]})
+			out.Ranks = append(out.Ranks, rankLeakJSON{Rank: r.Rank, Trace: r.Path, LeakReport: r.Report, Outlier: outlier[r.Path]})
 		}
 		if err := writeJSON(stdout, out); err != nil {
 			return err
@@ -190,7 +189,7 @@ func writeLeakReport(w io.Writer, r leakResult, format string) {
 	} else {
 		fmt.Fprintf(w, "%s\nVerdict: %s", title, strings.ToUpper(rep.Verdict))
 	}
-	if rep.Verdict == leak.VerdictLeak {
+	if rep.Verdict == rules.LeakVerdictLeak {
 		fmt.Fprintf(w, ", %s per step", memtimeline.FormatBytes(rep.GrowthBytesPerStep))
 	}
 	fmt.Fprintf(w, "\n%s\n\n", reason)
@@ -228,7 +227,7 @@ func writeLeakReport(w io.Writer, r leakResult, format string) {
 			}
 		}
 	}
-	if len(rep.Suspects) > 0 && rep.Verdict != leak.VerdictClean {
+	if len(rep.Suspects) > 0 && rep.Verdict != rules.LeakVerdictClean {
 		fmt.Fprintln(w)
 		tw := newTableWriter()
 		tw.AppendHeader(table.Row{"Per step", "Blocks", "Steps", "Kind", "Call chain (outermost first)", "Operator"})

@@ -12,6 +12,7 @@ import (
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/steplog"
+	"github.com/torchmem/torchmem/rules"
 )
 
 func init() { subcommands = append(subcommands, newStepsCmd) }
@@ -54,8 +55,7 @@ outputs). Size decides nothing; a one-time jump is never growth, and rises that
 stop and stay flat to the end (a queue or cache that filled up) are "flat",
 said as bounded. The least-squares line (per step, R^2) is shown alongside.
 
-Exit status: 0 flat or unknown, 1 when a device's allocated memory grows, 2
-when the file cannot be read.`,
+` + exitPolicy,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(format, formatTable, formatJSON, formatMarkdown); err != nil {
@@ -69,25 +69,26 @@ when the file cannot be read.`,
 				return err
 			}
 			return eachInput(cmd.OutOrStdout(), format, files, func(out io.Writer, f *load.File) error {
-				path, log := f.Path, f.Steps
-				if f.Summary != nil {
-					log = f.Summary.StepLog() // one table per step (or per summary)
-				}
-				a := steplog.Analyze(log, opts)
+				// The fit is the Evaluation's (the same memoized analysis,
+				// with this command's --warmup), and so is the exit code.
+				in := ruleInput(f)
+				in.StepOptions = &opts
+				ev := rules.Evaluate(rules.DefaultRuleSet(), []*rules.Input{in}, rules.EvalOptions{})
+				path, log, a := f.Path, in.StepLog, in.StepAnalysis()
 				if format == formatJSON {
 					if err := writeJSON(out, stepsJSONReport(path, log, a)); err != nil {
 						return err
 					}
-					return stepsExit(a)
+					return stepsExit(ev)
 				}
 				if format == formatMarkdown {
 					if err := writeMarkdownFenced(out, path, func(w io.Writer) error { renderStepsTable(w, path, log, a); return nil }); err != nil {
 						return err
 					}
-					return stepsExit(a)
+					return stepsExit(ev)
 				}
 				renderStepsTable(out, path, log, a)
-				return stepsExit(a)
+				return stepsExit(ev)
 			})
 		},
 	}
@@ -238,12 +239,11 @@ func stepsJSONReport(path string, log *steplog.Log, a steplog.Analysis) stepsRep
 	return rep
 }
 
-// stepsExit is findings (exit 1) when any device's memory grows.
-func stepsExit(a steplog.Analysis) error {
-	for _, s := range a.Series {
-		if s.Verdict == "growing" {
-			return findings()
-		}
+// stepsExit is the exit policy every command follows, from the
+// Evaluation: findings (exit 1) when one is at error severity.
+func stepsExit(ev *rules.Evaluation) error {
+	if ev.ExitCode() == rules.ExitFindings {
+		return findings()
 	}
 	return nil
 }

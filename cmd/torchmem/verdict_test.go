@@ -8,6 +8,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/torchmem/torchmem/cmd/internal/render"
 	"github.com/torchmem/torchmem/memtimeline/memtest"
 )
 
@@ -46,7 +47,7 @@ func TestTextFitsTheWidthAndKeepsEverything(t *testing.T) {
 				out, _, _ := torchmem(t, args...)
 				for _, l := range strings.Split(out, "\n") {
 					limit := cols
-					if isTableLine(l) {
+					if render.IsTableLine(l) {
 						limit = max(cols, 80) // number columns need their room below 80
 					}
 					if n := utf8.RuneCountInString(l); n > limit {
