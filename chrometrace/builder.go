@@ -45,6 +45,9 @@ type builder struct {
 	globalThread []ThreadID
 	// unread counts X events of categories not read, by interned name.
 	unread map[StrID]int64
+	// copySizes are the "size" of runtime copy calls (ROCm) by External
+	// id, for the copies on the GPU that record no "bytes".
+	copySizes map[int64]int64
 }
 
 type threadKey struct{ pid, tid string }
@@ -81,6 +84,7 @@ func (b *builder) reset() {
 	t.Events = 0
 	t.skippedPyFrames = 0
 	clear(b.unread)
+	clear(b.copySizes)
 	b.badTimes = 0
 	b.haveLast = false
 	b.hostOps.reset()
@@ -159,6 +163,12 @@ func (b *builder) merge(l *builder) {
 	for _, st := range lt.Steps {
 		st.Thread = gt[st.Thread]
 		b.t.Steps = append(b.t.Steps, st)
+	}
+	for id, n := range l.copySizes {
+		if b.copySizes == nil {
+			b.copySizes = map[int64]int64{}
+		}
+		b.copySizes[id] = n
 	}
 	for cat, n := range l.unread {
 		if b.unread == nil {
@@ -354,6 +364,14 @@ func (b *builder) add(ev *rawEvent) error {
 				op.CallStack = b.intern(ev.Args.CallStack)
 			}
 			b.hostOps.add(op)
+			if cat == CatCUDARuntime && len(ev.Args.CopySize) > 0 && op.ExternalID != 0 {
+				if n, ok := rawInt(ev.Args.CopySize); ok && n > 0 {
+					if b.copySizes == nil {
+						b.copySizes = map[int64]int64{}
+					}
+					b.copySizes[op.ExternalID] = n
+				}
+			}
 			// torch 1.8/1.9 wrote ProfilerStep#N as an Operator (cpu_op).
 			if (cat == CatUserAnnotation || cat == CatCPUOp) && strings.HasPrefix(ev.Name, profilerStepPrefix) {
 				if n, err := strconv.ParseInt(ev.Name[len(profilerStepPrefix):], 10, 64); err == nil {
@@ -492,6 +510,16 @@ func (b *builder) finish() {
 		b.t.Warnings = append(b.t.Warnings, fmt.Sprintf("%d events with a missing or malformed ts/dur were skipped", b.badTimes))
 	}
 	b.memorySchema()
+	if len(b.copySizes) > 0 {
+		// ROCm: a gpu_memcpy without "bytes" takes its size from the HIP
+		// call that issued it (same External id).
+		for i := range b.t.DeviceOps {
+			d := &b.t.DeviceOps[i]
+			if d.Cat == CatGPUMemcpy && d.Bytes == 0 {
+				d.Bytes = b.copySizes[d.ExternalID]
+			}
+		}
+	}
 	if b.t.Meta.Legacy && len(b.t.Memory) == 0 && len(b.t.HostOps) > 0 {
 		b.t.Warnings = append(b.t.Warnings, "a legacy profiler export (a bare JSON array: torch built without Kineto, or use_kineto=False): it holds no [memory] events even when memory was profiled, so no memory figure can be read from it; torch's own prof.key_averages() of that run has them")
 	}

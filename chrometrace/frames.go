@@ -155,12 +155,39 @@ var libraryRoots = []string{"torch/", "torchvision/", "torchaudio/", "torchtext/
 	"datasets/", "huggingface_hub/", "safetensors/", "tokenizers/", "diffusers/", "apex/", "xformers/", "flash_attn/",
 	"einops/", "torchmetrics/", "fairscale/", "megatron/", "vllm/", "sklearn/", "scipy/", "pandas/", "tqdm/", "wandb/"}
 
+// generatedMarks name code torch.compile generates at run time: inductor's
+// output code cache (/tmp/torchinductor_<user>/xx/cxx....py, or wherever
+// TORCHINDUCTOR_CACHE_DIR points: the files are named by their hash), the
+// Triton kernels it compiles, FX's and dynamo's generated functions. Such
+// a frame is context, never the user's line.
+var generatedMarks = []string{"torchinductor_", "/inductor_cache/", "/.triton/", "/triton_cache/", "<eval_with_key>", "__compiled_fn", "torch/_dynamo/", "torch/_inductor/", "torch/fx/"}
+
+// IsGeneratedFile reports whether a file is code torch.compile generated
+// (see generatedMarks).
+func IsGeneratedFile(path string) bool {
+	for _, m := range generatedMarks {
+		if strings.Contains(path, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// IsGeneratedFrame reports whether a frame ("file.py(12): call", or a
+// bare path) runs code torch.compile generated.
+func IsGeneratedFrame(name string) bool {
+	if f, ok := ParseFrame(name); ok {
+		return IsGeneratedFile(f.Filename)
+	}
+	return IsGeneratedFile(name)
+}
+
 // IsLibraryFile reports whether a source file is library code: relative
 // paths as profiler traces write them, absolute ones as allocator
 // snapshots do.
 func IsLibraryFile(path string) bool {
 	switch {
-	case strings.HasPrefix(path, "<"):
+	case strings.HasPrefix(path, "<"), IsGeneratedFile(path):
 		return true
 	case strings.Contains(path, "/site-packages/"), strings.Contains(path, "/dist-packages/"), strings.Contains(path, "/lib/python3"):
 		return true

@@ -26,3 +26,22 @@ func TestIsLibraryFrame(t *testing.T) {
 		t.Errorf("NormalizeFrame: %q", got)
 	}
 }
+
+// torch.compile's generated code is never the user's line.
+func TestGeneratedFrames(t *testing.T) {
+	for name, want := range map[string]bool{
+		"/tmp/torchinductor_root/vj/cvjumc5ik5wo6o7dtrlqzvzdswee2ph3dvzwh5wndl4ywelb3ssm.py(117): call": true,
+		"<eval_with_key>.3(12): forward":                       true,
+		"torch/_dynamo/eval_frame.py(632): _fn":                true,
+		"/home/u/.triton/cache/ab/kernel.py(3): triton_":       true,
+		"train.py(42): step":                                   false,
+		"/home/u/project/models/inductor_model.py(9): forward": false,
+	} {
+		if got := IsGeneratedFrame(name); got != want {
+			t.Errorf("IsGeneratedFrame(%q) = %v, want %v", name, got, want)
+		}
+		if want && !IsLibraryFrame(name) {
+			t.Errorf("%q is generated but not passed over as library code", name)
+		}
+	}
+}

@@ -25,6 +25,7 @@ type publicTruth struct {
 	RunningSumPeak     map[string]int64 `json:"running_sum_peak"`
 	RunningSumEnd      map[string]int64 `json:"running_sum_end"`
 	StringFields       []string         `json:"string_fields"`
+	HIPCopyBytes       int64            `json:"hip_copy_bytes"`
 }
 
 func readJSONFile(t testing.TB, path string, v any) {
@@ -100,6 +101,9 @@ func TestTorch18KinetoTrace(t *testing.T) {
 		}
 	}
 	s := Summarize(tr, 0)
+	if !s.WithStack {
+		t.Error("with_stack off: the ops carry torch 1.8's \"Call stack\"")
+	}
 	if s.PeakAllocatedBytes != want.RunningSumPeak["0"] || !s.AllocatedFromWindowStart || !s.ReservedNotRecorded || s.PeakReservedBytes != 0 {
 		t.Errorf("summary peak %d (from window start %v, reserved not recorded %v), want the running sum's %d",
 			s.PeakAllocatedBytes, s.AllocatedFromWindowStart, s.ReservedNotRecorded, want.RunningSumPeak["0"])
@@ -284,5 +288,33 @@ func TestTorch113LegacyExport(t *testing.T) {
 				t.Error("torch's own rows hold no CPU memory: the recording did not profile memory")
 			}
 		})
+	}
+}
+
+// ROCm's GPU copies carry no "bytes"; the HIP call that issued each one
+// (same External id) says its "size" as a string: the copy gets it.
+func TestROCmCopySizes(t *testing.T) {
+	tr := readTraceFile(t, filepath.Join(publicData, "hta", "mi250_minitoy_train_ROCm6_2_kineto.json.gz"))
+	calls := map[int64]int64{}
+	for i := range tr.HostOps {
+		if tr.Str(tr.HostOps[i].Name) == "hipMemcpyWithStream" {
+			calls[tr.HostOps[i].ExternalID] = 0
+		}
+	}
+	var want publicTruth
+	readJSONFile(t, filepath.Join(publicData, "hta", "mi250_minitoy_train_ROCm6_2_kineto.truth.json"), &want)
+	copies, bytes := 0, int64(0)
+	for _, d := range tr.DeviceOps {
+		if d.Cat != CatGPUMemcpy {
+			continue
+		}
+		copies++
+		bytes += d.Bytes
+		if _, ok := calls[d.ExternalID]; !ok || d.Bytes <= 0 {
+			t.Errorf("copy %s (External id %d): %d bytes", tr.Str(d.Name), d.ExternalID, d.Bytes)
+		}
+	}
+	if copies == 0 || len(calls) == 0 || bytes != want.HIPCopyBytes {
+		t.Fatalf("%d copies of %d bytes, %d copy calls of %d bytes", copies, bytes, len(calls), want.HIPCopyBytes)
 	}
 }

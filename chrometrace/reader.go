@@ -94,7 +94,10 @@ type rawArgs struct {
 	PythonID       json.Number `json:"Python id"`
 	PythonParentID json.Number `json:"Python parent id"`
 	MemBytes       int64       `json:"bytes"`
-	Device         int64       `json:"device"`
+	// CopySize is ROCm's "size" of a HIP copy call (a string there): its
+	// GPU-side gpu_memcpy carries no "bytes".
+	CopySize rawJSON `json:"size"`
+	Device   int64   `json:"device"`
 	// Stream is a number in CUDA traces but a string ("0x0") on ROCm's
 	// HIP runtime events: kept as text, read when it holds a number.
 	Stream   rawJSON `json:"stream"`

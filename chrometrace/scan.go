@@ -207,6 +207,8 @@ func scanArgs(b []byte, i int, a *rawArgs) (int, bool) {
 			i, ok = numField(b, i, &a.PythonID)
 		case "Python parent id":
 			i, ok = numField(b, i, &a.PythonParentID)
+		case "size":
+			a.CopySize, i, ok = scanRaw(b, i)
 		case "bytes":
 			i, ok = intField(b, i, &a.MemBytes)
 		case "device":

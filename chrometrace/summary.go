@@ -65,6 +65,10 @@ func Summarize(t *Trace, device int) Summary {
 		s.LastStep = max(s.LastStep, st.Number)
 	}
 	s.WithStack = t.Meta.WithStack == 1 || len(t.PyFrames) > 0 || t.skippedPyFrames > 0
+	for i := 0; i < len(t.HostOps) && !s.WithStack; i++ {
+		// torch 1.8/1.9 wrote the stack as an op's "Call stack" instead.
+		s.WithStack = t.HostOps[i].CallStack != NoStr
+	}
 	s.RecordShapes = t.Meta.RecordShapes == 1
 	for i := range t.Memory {
 		e := &t.Memory[i]

@@ -48,15 +48,16 @@ earlier run; <r> is the rank:
   <run>_rank<r>.near_oom.snapshot.pickle.gz  on a near-OOM alarm: the snapshot at that step.
 
 The watchdog. Every step, LeakWatch reads the line just written to the steps log (the rule is in
-its docstring: allocated memory rising regularly for 6 consecutive steps, or by the same amount
-every p steps, at any size) and, the first time it concludes a leak, says so once in the training
-log (through logging's "torchmem" logger when the program configured logging, and on stderr):
+its docstring: allocated memory rising regularly for 9 consecutive steps, or by the same amount
+every p steps with flat steps between, at any size: step 9 of a leak) and, the first time it
+concludes a leak, says so once in the training log (through logging's "torchmem" logger when the
+program configured logging, and on stderr):
 
-  torchmem: rank 0: LEAK: allocated memory grew 4.00 MB per step for 6 consecutive steps (steps
-  10-15, 155.05 MB now); captured the allocator history of steps 16-19, dumped after step 19 to
+  torchmem: rank 0: LEAK: allocated memory grew 4.00 MB per step for 9 consecutive steps (steps
+  10-18, 167.05 MB now); captured the allocator history of steps 19-22, dumped after step 22 to
   torchmem_out/<run>_rank0.leak.snapshot.pickle.gz; then run: torchmem analyze torchmem_out
 
-If memory then stays flat for 6 steps it says that too (a bounded buffer that filled up). When
+If memory then stays flat for 9 steps it says that too (a bounded buffer that filled up). When
 reserved memory first reaches TORCHMEM_NEAR_OOM (0.9) of what the process may use (the device's
 capacity times its set_per_process_memory_fraction), it says NEAR OOM with the figures and the
 lines holding the most (where the history knows them), dumps the snapshot and keeps the history
@@ -134,6 +135,7 @@ import atexit
 import gzip
 import json
 import logging
+import math
 import os
 import pickle
 import re
@@ -357,8 +359,13 @@ def _read_memory_stats(device):
 
 # ----- the watchdog: leak and near-OOM alarms (pure Python, no torch calls) -------------------
 
-# LeakWatch's rule (the step-log form of torchmem's regularity rule; see LeakWatch).
-LEAK_WATCH_STEPS = 6
+# LeakWatch's rule (the step-log form of torchmem's regularity rule; see LeakWatch): the alarm
+# comes when memory has grown regularly over this many consecutive steps, i.e. at step 9 of a
+# leak, within the 10 steps the watchdog promises. Fewer would alarm on healthy bounded buffers
+# (a queue or cache that fills regularly for 8 steps stays silent at 9); more would miss the
+# promise. The trade-off: a buffer that fills regularly for 9 steps or more cannot be told from a
+# leak while it fills, so for that case the all-clear (stopped()) follows once it is full.
+LEAK_WATCH_STEPS = 9
 # Longest period LeakWatch looks for (gradient accumulation, an evaluation every few steps).
 LEAK_WATCH_MAX_PERIOD = 8
 # Steps of allocator history recorded after a leak alarm before the snapshot is dumped: enough
@@ -405,26 +412,34 @@ class LeakWatch:
     the alarm text the first time it concludes a leak, else None. No torch calls: it runs on any
     log, anywhere.
 
-    The rule, torchmem's regularity rule on a steps log (evidence of regularity, not of size):
-    allocated memory at the step boundary rose in each of the last `steps` (6) consecutive
-    steps, and those rises are regular: no rise more than twice another (steady), or each
-    larger than the one before (accelerating). Any size counts; a fall or a step without a
-    rise starts the count again. So a leak alarms at its 6th rise: step 6 or 7 of the leak
-    (the rise into step 0 is not seen).
+    The rule, torchmem's regularity rule on a steps log (evidence of regularity, not of size),
+    over the last LEAK_WATCH_STEPS (9) consecutive steps, so a leak alarms at step 9 of the leak
+    (the rise into step 0 is not seen: a leak from step 0 alarms at step 9):
 
-    Periodic: on a background that repeats every p steps (2 to 8: gradient accumulation, an
-    evaluation every p steps), or a leak that keeps memory once every p steps, the rise over
-    p steps is what repeats: it alarms when the rise over the last p steps was positive and
-    the same (within 10%) at each of 6+p-2 consecutive steps. A regular leak on a flat
-    background meets the first form first.
+    Consecutive: allocated memory at the step boundary rose in each of the last 9 steps, and
+    those rises are regular: no rise more than twice another (steady), or each larger than the
+    one before (accelerating). Any size counts; a fall or a step without a rise starts the count
+    again.
 
-    Not leaks: warm-up and one-time allocations (optimizer state, a compile, a cache that
-    fills once) rise once or irregularly; evaluation spikes fall back; a cache or a bounded
-    queue that fills for 5 steps or fewer stops before the count. A buffer that fills
-    regularly for 6 steps or more cannot be told from a leak while it fills; stopped() says
-    when the growth stopped after an alarm (TorchMemProfile then says so in the log). The
-    per-site rule of a trace or snapshot needs 3 steps because it sees which line keeps the
-    memory; a steps log sees only the total, hence twice as many.
+    Periodic (p = 2 to 8 steps), memory kept once every p steps (an evaluation that appends its
+    outputs): over the last 9 steps, a jump at the first and every p steps after it, flat between
+    (as the Go step-log rule: no change over an eighth of the smallest jump), the jumps regular.
+    A steady rise every step is also "the same rise every p steps": the flat steps leave it to
+    the consecutive rule. This too alarms at step 9 of the leak: after 5 jumps every 2 steps, 3
+    every 3 or 4, and 2 every 5 to 8 (the most that fit in 10 steps), which must then match
+    within 10%; jumps that grow every 5 to 8 steps need a third, at step 2p+1 of the leak.
+
+    On a background that repeats every p steps (gradient accumulation: gradients made, then
+    freed): the rise over p steps positive and the same (within 10%) at each of the last 9 steps
+    (2p when p > 4: the background seen twice), and memory falling back in every period.
+
+    Not leaks: warm-up and one-time allocations (optimizer state, a compile, a cache that fills
+    once) rise once or irregularly; evaluation spikes fall back; a cache or a bounded queue that
+    fills for 8 steps or fewer stops before the count. A buffer that fills regularly for 9 steps
+    or more (or one filled twice, 5 to 8 steps apart) cannot be told from a leak while it fills;
+    stopped() says when the growth stopped after an alarm (TorchMemProfile then says so in the
+    log). The per-site rule of a trace or snapshot needs 3 steps because it sees which line keeps
+    the memory; a steps log sees only the total, hence three times as many.
     """
 
     def __init__(self, steps=LEAK_WATCH_STEPS):
@@ -446,8 +461,10 @@ class LeakWatch:
     def observe(self, record):
         step, value = record.get("step"), None
         for key in _ALLOCATED_KEYS:
-            if isinstance(record.get(key), (int, float)) and not isinstance(record.get(key), bool):
-                value = int(record[key])
+            v = record.get(key)
+            # NaN and inf parse from JSON too (json.loads("NaN")): int() of them raises.
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+                value = int(v)
                 break
         if value is None or not isinstance(step, int) or isinstance(step, bool):
             return None
@@ -457,7 +474,7 @@ class LeakWatch:
             self._values = [value]
             return None
         self._values.append(value)
-        del self._values[: max(0, len(self._values) - (self.steps + 2 * LEAK_WATCH_MAX_PERIOD))]
+        del self._values[: max(0, len(self._values) - max(self.steps, 2 * LEAK_WATCH_MAX_PERIOD + 1) - 1)]
         rise = value - last[1]
         if self.alarmed:
             self._flat = self._flat + 1 if rise <= 0 else 0
@@ -488,25 +505,63 @@ class LeakWatch:
         return self.message()
 
     def _periodic(self, step, value):
-        vals = self._values
-        for p in range(2, LEAK_WATCH_MAX_PERIOD + 1):
-            need = self.steps + p - 2  # rises over p steps, one per step
-            if len(vals) < need + p:
-                break
-            if vals[-1] - vals[-1 - p] <= 0:
+        for p in range(2, min(LEAK_WATCH_MAX_PERIOD, self.steps - 1) + 1):
+            if len(self._values) <= p or self._values[-1] - self._values[-1 - p] <= 0:
                 continue  # no rise over the last p steps (flat memory ends here, cheaply)
-            rises = [vals[i] - vals[i - p] for i in range(len(vals) - need, len(vals))]
-            low = min(rises)
-            if low > 0 and 10 * max(rises) <= 11 * low:
+            found = self._jumps(p) or self._on_background(p)
+            if found:
+                span, rises = found
                 self.alarmed = True
                 self.period = p
                 self.bytes_per_period = sum(rises) // len(rises)
                 self.bytes_per_step = (self.bytes_per_period + p // 2) // p
-                self.since_step = step - need + 1
+                self.since_step = step - span + 1
                 self.alarm_step = step
                 self.allocated = value
                 return self.message()
         return None
+
+    def _tail(self, span):
+        """The last `span` changes and the rises over p steps within them, or None."""
+        if len(self._values) < span + 1:
+            return None
+        vals = self._values[-1 - span :]
+        return vals, [b - a for a, b in zip(vals, vals[1:])]
+
+    def _jumps(self, p):
+        # Memory kept once every p steps, flat between (the Go step-log rule's form), the
+        # first of the last `steps` steps a jump: regular jumps, and two (all that fit in 9
+        # steps for p >= 5) must match within 10%. Jumps that grow need three: 2p+1 steps.
+        for span in (self.steps, 2 * p + 1) if 2 * p + 1 > self.steps else (self.steps,):
+            last = self._tail(span)
+            if last is None:
+                return None
+            vals, d = last
+            jumps, between = d[::p], [c for i, c in enumerate(d) if i % p]
+            low = min(jumps)
+            if low > 0 and all(8 * abs(c) <= low for c in between):
+                if len(jumps) > 2 and (_steady(jumps) or _accelerating(jumps)):
+                    return span, jumps
+                if len(jumps) == 2 and 10 * max(jumps) <= 11 * low:
+                    return span, jumps
+        return None
+
+    def _on_background(self, p):
+        # A leak on a background that repeats every p steps (gradient accumulation): the rise
+        # over p steps the same (within 10%) and memory falling back in every period, seen
+        # over two periods at least (so a period over 4 is found later than step 9).
+        span = max(self.steps, 2 * p)
+        last = self._tail(span)
+        if last is None:
+            return None
+        vals, d = last
+        rises = [vals[i] - vals[i - p] for i in range(p, len(vals))]
+        low = min(rises)
+        if low <= 0 or 10 * max(rises) > 11 * low:
+            return None
+        if any(min(d[i - p : i]) >= 0 for i in range(p, len(d) + 1)):
+            return None
+        return span, rises
 
     def message(self):
         """The alarm's text (None before the alarm)."""
@@ -697,6 +752,13 @@ class TorchMemProfile:
         self.near_oom = _env_float(
             "TORCHMEM_NEAR_OOM", DEFAULT_NEAR_OOM if near_oom is None else near_oom
         )
+        if self.near_oom > 1:
+            # "90" meant 90%: as given it could never fire, and the user would never know.
+            warnings.warn(
+                "torchmem_profile: TORCHMEM_NEAR_OOM=%r is a fraction of the memory the process "
+                "may use (0.9), not a percentage; using %r" % (self.near_oom, DEFAULT_NEAR_OOM)
+            )
+            self.near_oom = DEFAULT_NEAR_OOM
         self.notify = os.environ.get("TORCHMEM_NOTIFY", notify or "").strip() or None
         self.on_alarm = on_alarm
         self._teardown_env = os.environ.get("TEARDOWN_CUPTI")  # set by the user: left alone
@@ -847,7 +909,10 @@ class TorchMemProfile:
                 stopped = watch.stopped()
                 text = watch.observe(record)
                 if text is not None:
-                    self._leak_alarm(text, record)
+                    try:
+                        self._leak_alarm(text, record)
+                    except Exception as err:  # the watchdog never raises into training
+                        _say("torchmem: %s (capturing failed: %r)" % (text, err))
                 elif stopped is None and watch.stopped() is not None:
                     _say(
                         "torchmem: rank %d: allocated memory stopped growing at step %d and stayed "
@@ -863,7 +928,11 @@ class TorchMemProfile:
                         )
                     )
             if not self._near_oom_done:
-                self._check_near_oom(record)
+                try:
+                    self._check_near_oom(record)
+                except Exception as err:  # the watchdog never raises into training
+                    self._near_oom_done = True
+                    warnings.warn("torchmem_profile: the near-OOM check failed: %r" % (err,))
 
     # ----- profiler -----------------------------------------------------------------------
 
@@ -953,9 +1022,10 @@ class TorchMemProfile:
             os.environ.pop("TEARDOWN_CUPTI", None)
 
     def _export_trace(self, prof):
-        path = self._path("_step%d.pt.trace.json.gz" % prof.step_num)
-        plain = path[: -len(".gz")]
+        path = "_step%d.pt.trace.json.gz" % prof.step_num
         try:
+            path = self._path(path)  # an output directory that cannot be made raises here
+            plain = path[: -len(".gz")]
             # Torch's own export, then one ordinary gzip member: every torch version writes
             # plain JSON, and gzip shrinks a trace about tenfold.
             prof.export_chrome_trace(plain)
@@ -1017,9 +1087,10 @@ class TorchMemProfile:
         return self._write_snapshot(snapshot, suffix)
 
     def _write_snapshot(self, snapshot, suffix):
-        path = self._path(suffix)
-        partial = path + ".partial"
+        path, partial = suffix, None
         try:
+            path = self._path(suffix)  # an output directory that cannot be made raises here
+            partial = path + ".partial"
             opener = gzip.open if path.endswith(".gz") else open
             with opener(partial, "wb") as f:
                 pickle.dump(snapshot, f)
@@ -1029,7 +1100,8 @@ class TorchMemProfile:
         except Exception as err:
             warnings.warn("torchmem_profile: dumping the snapshot %s failed: %r" % (path, err))
             try:
-                os.remove(partial)
+                if partial is not None:
+                    os.remove(partial)
             except OSError:
                 pass
             return None
@@ -1077,11 +1149,16 @@ class TorchMemProfile:
                     files.append(path)
                     captured.append("the allocator snapshot with its history: %s" % path)
             else:
-                self._start_history()
-                if self._history_on:
+                try:
+                    path = self._path(".leak.snapshot.pickle.gz")
+                except Exception as err:  # an output directory that cannot be made
+                    warnings.warn("torchmem_profile: no leak capture: %r" % (err,))
+                    path = None
+                if path is not None:
+                    self._start_history()
+                if path is not None and self._history_on:
                     # A periodic leak keeps memory once a period: capture two of them and more.
                     steps = max(LEAK_CAPTURE_STEPS, 2 * watch.period + 1)
-                    path = self._path(".leak.snapshot.pickle.gz")
                     self._leak_capture = (".leak.snapshot.pickle.gz", self.step_num + steps)
                     self._begin_step_range()
                     files.append(path)
@@ -1097,7 +1174,11 @@ class TorchMemProfile:
         if self.on_leak == "profile" and self.trace and self._prof is None:
             first = self.step_num + 1  # one warm-up step, then the window
             if self._start_profiler(at_step=self.step_num):
-                path = self._path("_step%d.pt.trace.json.gz" % (first + self.active))
+                path = os.path.join(
+                    self.out_dir,
+                    "%s_rank%d_step%d.pt.trace.json.gz"
+                    % (self.run_id, _rank(), first + self.active),
+                )
                 files.append(path)
                 captured.append(
                     "a profile of steps %d-%d: %s" % (first, first + self.active - 1, path)
@@ -1153,7 +1234,7 @@ class TorchMemProfile:
         """What this process may use: the device's capacity times its memory fraction."""
         if self._capacity is None:
             self._capacity = int(torch.cuda.get_device_properties(self._device).total_memory)
-        fraction = 1.0
+        fraction = None  # unknown: this torch cannot say (it has no getter before 2.6)
         getter = getattr(
             torch.cuda.memory, "get_per_process_memory_fraction", None
         )  # recent torch only
@@ -1162,6 +1243,8 @@ class TorchMemProfile:
                 fraction = float(getter(self._device))
             except Exception:
                 pass
+        if fraction is None:
+            return self._capacity, None
         return int(self._capacity * min(max(fraction, 0.0), 1.0)), fraction
 
     def _check_near_oom(self, record):
@@ -1192,7 +1275,10 @@ class TorchMemProfile:
                 self._start_history()
             self._keep_history = True  # an OOM that follows is dumped with who allocated what
         what = (
-            "the device's capacity"
+            "the device's capacity; this torch cannot report a limit set by "
+            "set_per_process_memory_fraction"
+            if fraction is None
+            else "the device's capacity"
             if fraction >= 1.0
             else "%.3g of the device's %s (set_per_process_memory_fraction)"
             % (fraction, format_bytes(self._capacity))

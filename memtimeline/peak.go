@@ -81,6 +81,34 @@ type Composition struct {
 	Agreement float64 `json:"agreement,omitempty"`
 }
 
+// torchCategory maps export_memory_timeline's categories to a
+// composition's, for comparing the two splits only: the batch (INPUT) is
+// held like an activation, autograd's bookkeeping (AUTOGRAD_DETAIL) is
+// closest to temporary. Torch's split itself is shown in torch's names.
+var torchCategory = map[string]string{
+	"PARAMETER": CatParameter, "OPTIMIZER_STATE": CatOptimizerState, "INPUT": CatActivation,
+	"TEMPORARY": CatTemporary, "ACTIVATION": CatActivation, "GRADIENT": CatGradient,
+	"AUTOGRAD_DETAIL": CatTemporary, "Unknown": CatUnknown,
+}
+
+// TorchAsComposition folds torch's category split (torch's names) into a
+// composition's categories (CompositionCategories order), for comparing.
+func TorchAsComposition(torch []Share) []Share {
+	by := map[string]int64{}
+	for _, s := range torch {
+		c := torchCategory[s.Name]
+		if c == "" {
+			c = CatUnknown
+		}
+		by[c] += s.Bytes
+	}
+	out := make([]Share, len(CompositionCategories))
+	for k, c := range CompositionCategories {
+		out[k] = Share{Name: c, Bytes: by[c]}
+	}
+	return out
+}
+
 // CompareWithTorch sets c.Torch and c.Agreement from torch's own split
 // of the same moment: the export_memory_timeline of the same run at c.TNs
 // plus the trace's baseTimeNanoseconds (exported.Timeline.SplitAt); false
@@ -105,7 +133,7 @@ func (c *Composition) CompareWithTorch(torch []Share) bool {
 			}
 		}
 	}
-	c.Torch, c.Agreement = torch, CategoryAgreement(ours, torch)
+	c.Torch, c.Agreement = torch, CategoryAgreement(ours, TorchAsComposition(torch))
 	return true
 }
 

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules/frag"
 	"github.com/torchmem/torchmem/rules/leak"
@@ -23,6 +24,9 @@ import (
 type RuleSet struct {
 	Rules    []Rule
 	Disabled []string
+	// fragOptions are the frag command's options (WithFrag); nil: the
+	// defaults.
+	fragOptions *frag.Options
 }
 
 // NewRuleSet applies cfg (nil: the defaults) to the built-in rules.
@@ -89,6 +93,9 @@ func DefaultJudgeOptions() JudgeOptions { return DefaultRuleSet().JudgeOptions()
 // JudgeOptions are the verdict's thresholds from the rules in force.
 func (s RuleSet) JudgeOptions() JudgeOptions {
 	o := JudgeOptions{SnapshotSplit: s.threshold(RuleSnapshotSplit), Frag: frag.DefaultOptions()}
+	if s.fragOptions != nil {
+		o.Frag = *s.fragOptions
+	}
 	o.Frag.MinSmallPerStep = s.threshold(frag.SmallAllocFlood)
 	o.Frag.MinGapFraction = s.threshold(frag.ReservedGap)
 	o.Frag.MinChurnPerStep = s.threshold(frag.CudaMallocChurn)
@@ -213,7 +220,29 @@ func unmeasured(ins []*Input) error {
 			what = strings.Replace(what, ") has", ", ...) has", 1)
 		}
 	}
-	return fmt.Errorf("%s no GPU memory events (the profiler ran without profile_memory=True): nothing to measure memory by; %s", what, RecordMemory)
+	return fmt.Errorf("%s no GPU memory events (%s): nothing to measure memory by; %s", what, noMemoryCause(ins[0]), RecordMemory)
+}
+
+// noMemoryCause says why a trace holds no GPU memory events, as far as the
+// trace tells: a legacy export drops them, a CPU run has none to record.
+func noMemoryCause(in *Input) string {
+	t := in.Trace
+	if t == nil {
+		return "the profiler ran without profile_memory=True"
+	}
+	cpu := false
+	for i := range t.Memory {
+		cpu = cpu || t.Memory[i].DeviceType == chrometrace.DeviceCPU
+	}
+	switch {
+	case t.Meta.Legacy:
+		return "a legacy profiler export, which holds no memory events"
+	case cpu:
+		return "the trace records CPU memory only: the run allocated no GPU memory in the window"
+	case t.Meta.ProfileMemory == 1:
+		return "profile_memory was on, but no GPU allocation happened in the window"
+	}
+	return "the profiler ran without profile_memory=True"
 }
 
 // The exit policy, the same for every command: 1 when a finding is at
@@ -310,7 +339,7 @@ func verdictLeakFindings(rs RuleSet, vs []Verdict, fs []Finding) []Finding {
 		}
 		f.Title = fmt.Sprintf("Leak%s: %s per step", kindText, memtimeline.FormatBytes(l.BytesPerStep))
 		if l.Location != nil {
-			f.Title += " held at " + l.Location.String()
+			f.Title += " allocated at " + l.Location.String()
 		}
 		f.Detail = strings.TrimSuffix(l.Reason, ".") + "; from " + l.From + "."
 		f.Advice = l.Fix

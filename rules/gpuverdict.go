@@ -65,7 +65,7 @@ func judgeGPU(ins []*Input) *GPUAnswer {
 	var apps *smi.AppsLog
 	if appsIn != nil {
 		ans.AppsSource, apps = appsIn.Source, appsIn.SMIApps
-		a := smi.AnalyzeApps(apps, log, smi.DefaultOptions())
+		a := appsIn.AppsAnalysisBeside(gpuIn)
 		ans.Apps = &a
 		ans.Processes = processesSentence(a)
 	}
@@ -77,11 +77,13 @@ func judgeGPU(ins []*Input) *GPUAnswer {
 				procsOn[k] = append(procsOn[k], p)
 			}
 		}
+		timed := false
 		for _, ser := range stepsIn.StepLog.Series {
 			pts := torchPoints(ser.Records)
 			if len(pts) == 0 {
 				continue
 			}
+			timed = true
 			for _, g := range log.GPUs {
 				if len(log.GPUs) > maxSplitGPUs && g.Key != ser.Device {
 					continue // a node has a few GPUs; past that, the series' own
@@ -100,11 +102,21 @@ func judgeGPU(ins []*Input) *GPUAnswer {
 				ans.Reconciled, ans.TorchSource = &r, stepsIn.Source
 			}
 		}
-		if ans.Reconciled != nil {
+		switch {
+		case ans.Reconciled != nil:
 			ans.Split = ans.Reconciled.Answer()
 			if len(log.GPUs) > 1 {
 				ans.Split = "GPU " + ans.Reconciled.GPUKey + ": " + ans.Split
 			}
+		case !timed:
+			// Said, not dropped: the user gave both logs to get this answer.
+			ans.Split = "memory.used not split by torch's numbers: the steps log has no time " +
+				"(seconds since the epoch, as time.time()) or no reserved bytes per step, so its " +
+				"steps cannot be put on nvidia-smi's timeline; the snippet's steps.jsonl has both"
+		default:
+			ans.Split = "memory.used not split by torch's numbers: no step of the steps log falls " +
+				"inside the nvidia-smi log's span at any time-zone offset (not the same run, or its " +
+				"times are not seconds since the epoch as time.time() writes them)"
 		}
 	}
 	if ans.Split == "" && ans.Processes == "" {
@@ -150,17 +162,17 @@ func betterSplit(a, b smi.Reconciliation, dev string) bool {
 func processesSentence(a smi.AppsAnalysis) string {
 	var parts []string
 	for _, p := range a.Zombies() {
-		parts = append(parts, fmt.Sprintf("zombie: pid %d (%s) %s", p.PID, baseProc(p.Name), p.ZombieReason))
+		parts = append(parts, fmt.Sprintf("zombie: %s %s", smi.ProcessRef(p.PID, p.Name), p.ZombieReason))
 	}
 	for _, p := range a.Processes {
 		if p.Grows != nil {
-			parts = append(parts, fmt.Sprintf("pid %d (%s) grows: %s at %.1f MiB/s", p.PID, baseProc(p.Name), memtimeline.FormatBytes(p.Grows.GrowthBytes), p.Grows.SlopeBytesPerSec/(1<<20)))
+			parts = append(parts, fmt.Sprintf("%s grows: %s at %.1f MiB/s", smi.ProcessRef(p.PID, p.Name), memtimeline.FormatBytes(p.Grows.GrowthBytes), p.Grows.SlopeBytesPerSec/(1<<20)))
 		} else if g := p.StillGrowing; g != nil {
 			when := "when the log ended"
 			if p.Exited {
 				when = "when it exited"
 			}
-			parts = append(parts, fmt.Sprintf("pid %d (%s) was still growing %s (%s in %s, %.1f MiB/s)", p.PID, baseProc(p.Name), when,
+			parts = append(parts, fmt.Sprintf("%s was still growing %s (%s in %s, %.1f MiB/s)", smi.ProcessRef(p.PID, p.Name), when,
 				memtimeline.FormatBytes(g.GrowthBytes), g.Duration.Round(100*time.Millisecond), g.SlopeBytesPerSec/(1<<20)))
 		}
 	}
@@ -199,18 +211,11 @@ func procLabel(a smi.AppsAnalysis, pid int64) string {
 	if p == nil {
 		return fmt.Sprintf("pid %d", pid)
 	}
-	s := fmt.Sprintf("pid %d %s peak %s", pid, baseProc(p.Name), memtimeline.FormatBytes(p.PeakBytes))
-	if p.PeakBytes < 0 {
-		s = fmt.Sprintf("pid %d %s", pid, baseProc(p.Name))
+	s := strings.TrimSpace(fmt.Sprintf("pid %d %s", pid, smi.ProcessName(p.Name)))
+	if p.PeakBytes >= 0 {
+		s += " peak " + memtimeline.FormatBytes(p.PeakBytes)
 	}
 	return s
-}
-
-func baseProc(name string) string {
-	if name == "" {
-		return "?"
-	}
-	return filepath.Base(strings.ReplaceAll(name, `\`, "/"))
 }
 
 // smiLeakRates gives nvidia-smi leak evidence a figure per step where a

@@ -5,6 +5,9 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -180,5 +183,100 @@ func TestVerdictSMIPicksTheRunsGPU(t *testing.T) {
 	}
 	if r := vs[0].GPU.Reconciled; r.GPUKey != "1" || !r.Constant || r.GapBytes != 751<<20 || !strings.HasPrefix(vs[0].GPU.Split, "GPU 1: ") {
 		t.Errorf("split on GPU %s (constant %v, gap %d MiB): %s", r.GPUKey, r.Constant, r.GapBytes>>20, vs[0].GPU.Split)
+	}
+}
+
+// TestVerdictSMISaysWhyNoSplit: given an smi log and a steps log that
+// cannot be put on one timeline (a steps log without times, or with times
+// not in seconds since the epoch), the GPU entry says so instead of
+// dropping the split without a word. The healthy recording, its steps log
+// rewritten both ways.
+func TestVerdictSMISaysWhyNoSplit(t *testing.T) {
+	dir := memtest.Testdata("smi", "per_process", "healthy")
+	raw, err := os.ReadFile(memtest.GlobOne(t, dir, "*.steps.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	timeField := regexp.MustCompile(`"time": ([0-9.]+), `)
+	for _, tc := range []struct{ name, want string }{
+		{"no time", "the steps log has no time"},
+		{"milliseconds", "no step of the steps log falls inside"},
+	} {
+		tmp := t.TempDir()
+		for _, name := range []string{"nvidia_smi.csv", "compute_apps.csv"} {
+			b, err := os.ReadFile(filepath.Join(dir, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(tmp, name), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		steps := timeField.ReplaceAllStringFunc(string(raw), func(m string) string {
+			if tc.name == "no time" {
+				return ""
+			}
+			sec, _ := strconv.ParseFloat(timeField.FindStringSubmatch(m)[1], 64)
+			return fmt.Sprintf(`"time": %d, `, int64(sec*1000))
+		})
+		if steps == string(raw) {
+			t.Fatal("the steps log has no time field to rewrite")
+		}
+		if err := os.WriteFile(filepath.Join(tmp, "run_rank0.steps.jsonl"), []byte(steps), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		vs := JudgeAll(loadSMIDir(t, tmp, "nvidia_smi.csv", "compute_apps.csv", "run_rank0.steps.jsonl"))
+		if len(vs) != 1 || vs[0].GPU == nil {
+			t.Fatalf("%s: verdicts %+v", tc.name, vs)
+		}
+		if g := vs[0].GPU; g.Reconciled != nil || !strings.Contains(g.Split, tc.want) {
+			t.Errorf("%s: split %q, want it to say %q", tc.name, g.Split, tc.want)
+		}
+	}
+}
+
+// TestVerdictSMIProcessesWithoutNames: a compute-apps log without a
+// process_name column (--query-compute-apps=timestamp,pid,used_memory)
+// names processes by pid alone, never "pid 583 ()" or "pid 560 (?)". The
+// shared recording with that column dropped.
+func TestVerdictSMIProcessesWithoutNames(t *testing.T) {
+	dir := memtest.Testdata("smi", "per_process", "shared")
+	raw, err := os.ReadFile(filepath.Join(dir, "compute_apps.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, l := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		f := strings.Split(l, ", ")
+		b.WriteString(strings.Join(slices.Delete(f, 2, 3), ", ") + "\n") // timestamp, pid, [process_name], used, uuid, bus
+	}
+	if !strings.HasPrefix(b.String(), "timestamp, pid, used_gpu_memory") {
+		t.Fatalf("header %q", strings.SplitN(b.String(), "\n", 2)[0])
+	}
+	tmp := t.TempDir()
+	if err := os.WriteFile(filepath.Join(tmp, "compute_apps.csv"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gpu, err := os.ReadFile(filepath.Join(dir, "nvidia_smi.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "nvidia_smi.csv"), gpu, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	in := loadSMIDir(t, tmp, "compute_apps.csv", "nvidia_smi.csv")
+	vs := JudgeAll(in)
+	if len(vs) != 1 || vs[0].GPU == nil {
+		t.Fatalf("verdicts %+v", vs)
+	}
+	text := vs[0].GPU.Processes
+	for _, f := range Run(Builtin(), in[0]) {
+		text += "\n" + f.Title + "\n" + f.Detail
+	}
+	if !strings.Contains(text, "holds ") {
+		t.Errorf("no zombie finding:\n%s", text)
+	}
+	if !strings.Contains(vs[0].GPU.Processes, "zombie: pid ") || strings.Contains(text, "()") || strings.Contains(text, "(?)") {
+		t.Errorf("processes without names:\n%s", text)
 	}
 }

@@ -220,7 +220,7 @@ func MergeLeakFindings(vs []Verdict, fs []Finding) []Finding {
 		if l.Verdict == leak.VerdictLeak {
 			where := ""
 			if l.Location != nil {
-				where = " held at " + l.Location.String()
+				where = " allocated at " + l.Location.String()
 				if l.Location.Function != "" {
 					where += " (" + l.Location.Function + ")"
 				}

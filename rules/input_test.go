@@ -1,13 +1,17 @@
 package rules
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/memtest"
+	"github.com/torchmem/torchmem/memtimeline/smi"
 	"github.com/torchmem/torchmem/rules/frag"
 	"github.com/torchmem/torchmem/rules/leak"
 )
@@ -62,5 +66,62 @@ func TestSharedAnalysesMatchStandalone(t *testing.T) {
 	o := memtimeline.SiteOptions{Device: -1, Depth: 3}
 	if got, want := in.Sites(o), memtimeline.Sites(tr, chrometrace.Attribute(tr), memtimeline.Lifetimes(tr, -1), o); !reflect.DeepEqual(got, want) {
 		t.Errorf("sites differ: %d shared, %d standalone", len(got), len(want))
+	}
+}
+
+// Every smi rule, the leak verdict and the GPU entry read one analysis of
+// an nvidia-smi log, and one of its per-process log, with the defaults
+// and with the smi command's options alike.
+func TestSMIAnalysisComputedOnce(t *testing.T) {
+	dir := memtest.Testdata("smi", "per_process", "shared")
+	load := func() (gpu, apps *Input) {
+		open := func(name string) *os.File {
+			f, err := os.Open(filepath.Join(dir, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { f.Close() })
+			return f
+		}
+		g, err := smi.Read(open("nvidia_smi.csv"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := smi.ReadApps(open("compute_apps.csv"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &Input{Source: "nvidia_smi.csv", SMI: g}, &Input{Source: "compute_apps.csv", SMIApps: a}
+	}
+	custom := smi.DefaultOptions()
+	custom.Threshold, custom.MinGrowthDuration = 0.5, 3*time.Second
+	for name, o := range map[string]*smi.Options{"defaults": nil, "options": &custom} {
+		gpu, apps := load()
+		rs := DefaultRuleSet()
+		if o != nil {
+			gpu.SMIOptions, apps.SMIOptions, rs = o, o, rs.WithSMI(*o)
+		}
+		ev := Evaluate(rs, []*Input{gpu, apps}, EvalOptions{})
+		if len(ev.Verdicts) != 1 || ev.Verdicts[0].GPU == nil {
+			t.Fatalf("%s: %d verdicts, want one with its GPU entry", name, len(ev.Verdicts))
+		}
+		gpu.SMIAnalysis()
+		apps.AppsAnalysisBeside(gpu)
+		// The per-process log's analysis beside its GPU log (the zombie
+		// rule's, on its own, is another).
+		for in, prefix := range map[*Input]string{gpu: "smi:{", apps: `smi:apps:"nvidia_smi.csv":`} {
+			n := 0
+			for key, c := range in.computed {
+				if c != 1 {
+					t.Errorf("%s: %s computed %d times", name, key, c)
+				}
+				if strings.HasPrefix(key, prefix) {
+					n++
+				}
+			}
+			if n != 1 {
+				t.Errorf("%s: %s: %d analyses %q (keys %v)", name, in.Source, n, prefix, in.computed)
+			}
+		}
 	}
 }

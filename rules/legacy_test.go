@@ -2,6 +2,7 @@ package rules
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/torchmem/torchmem/memtimeline"
@@ -53,5 +54,20 @@ func TestDigestChartOfTorch18Trace(t *testing.T) {
 	}
 	if got, want := slices.Max(c.Allocated.V), slices.Max(memtimeline.TraceTimelines(in.Trace)[0].Allocated.V); got != want {
 		t.Errorf("the downsampled peak is %d, the trace's %d", got, want)
+	}
+}
+
+// A trace without GPU memory events is said to be so for the reason the
+// trace shows: a legacy export (torch 1.13 built without Kineto) drops
+// them whatever profile_memory was; a Kineto trace without the flag was
+// recorded without it.
+func TestNoMemoryCause(t *testing.T) {
+	for _, c := range []struct{ path, want string }{
+		{memtest.Testdata("cpu_torch113", "cpu_train", "trace.json.gz"), "legacy profiler export"},
+		{memtest.Testdata("public", "hta", "mi250_minitoy_train_ROCm6_2_kineto.json.gz"), "without profile_memory=True"},
+	} {
+		if got := noMemoryCause(loadInput(t, c.path)); !strings.Contains(got, c.want) {
+			t.Errorf("%s: %q, want %q", c.path, got, c.want)
+		}
 	}
 }

@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"github.com/torchmem/torchmem/memtimeline"
-	"github.com/torchmem/torchmem/memtimeline/smi"
-	"github.com/torchmem/torchmem/memtimeline/steplog"
 )
 
 // Rules over logs users have without a profiler: nvidia-smi CSV and the
@@ -14,7 +12,7 @@ import (
 
 func init() {
 	Register(&Rule{
-		ID:          "smi.leak",
+		ID:          RuleSMILeak,
 		Description: "nvidia-smi: memory.used grows steadily and never falls back (a leak seen from outside the process)",
 		Severity:    Error,
 		Threshold:   64 << 20,
@@ -23,9 +21,9 @@ func init() {
 			if in.SMI == nil {
 				return nil
 			}
-			opts := smi.DefaultOptions()
+			opts := in.smiOptions()
 			opts.MinGrowthBytes = int64(r.Threshold)
-			a := smi.Analyze(in.SMI, opts)
+			a := in.smiAnalysisWith(opts)
 			var out []Finding
 			for _, g := range a.GPUs {
 				for _, l := range g.Leaks {
@@ -42,7 +40,7 @@ func init() {
 		},
 	})
 	Register(&Rule{
-		ID:          "smi.memory-high",
+		ID:          RuleSMIMemoryHigh,
 		Description: "nvidia-smi: memory.used above this fraction of memory.total",
 		Severity:    Warning,
 		Threshold:   0.9,
@@ -51,10 +49,10 @@ func init() {
 			if in.SMI == nil {
 				return nil
 			}
-			opts := smi.DefaultOptions()
+			opts := in.smiOptions()
 			opts.Threshold = r.Threshold
 			var out []Finding
-			for _, g := range smi.Analyze(in.SMI, opts).GPUs {
+			for _, g := range in.smiAnalysisWith(opts).GPUs {
 				if g.AboveThreshold.Samples == 0 {
 					continue
 				}
@@ -69,7 +67,7 @@ func init() {
 		},
 	})
 	Register(&Rule{
-		ID:          "smi.starvation",
+		ID:          RuleSMIStarvation,
 		Description: "nvidia-smi: memory held but GPU utilization low for a long time (the GPU waits for input)",
 		Severity:    Warning,
 		Threshold:   10,
@@ -78,10 +76,10 @@ func init() {
 			if in.SMI == nil {
 				return nil
 			}
-			opts := smi.DefaultOptions()
+			opts := in.smiOptions()
 			opts.StarveUtilPct = r.Threshold
 			var out []Finding
-			for _, g := range smi.Analyze(in.SMI, opts).GPUs {
+			for _, g := range in.smiAnalysisWith(opts).GPUs {
 				for _, p := range g.Starvation {
 					out = append(out, Finding{
 						Title:   fmt.Sprintf("GPU %s: %s held at %.0f%% utilization for %s", g.Key, memtimeline.FormatBytes(p.MeanUsedBytes), p.MeanUtilGPUPct, p.Duration.Round(time.Second)),
@@ -105,7 +103,7 @@ func init() {
 				return nil
 			}
 			var out []Finding
-			for _, s := range steplog.Analyze(in.StepLog, steplog.DefaultOptions()).Series {
+			for _, s := range in.StepAnalysis().Series {
 				if s.Verdict != "growing" {
 					continue
 				}

@@ -103,6 +103,12 @@ type Input struct {
 	// from a summary (torchmem summarize); Kind is then the kind of the
 	// file it was made from.
 	Digest *Digest
+	// StepOptions are how a step log is fitted (the steps command's
+	// --warmup); nil: steplog's defaults.
+	StepOptions *steplog.Options
+	// SMIOptions are how an nvidia-smi log is analyzed (the smi command's
+	// flags); nil: smi's defaults.
+	SMIOptions *smi.Options
 
 	mu    sync.Mutex
 	cache map[string]*memoEntry

@@ -483,10 +483,14 @@ func checkIdleGaps(r *Rule, in *Input) []Finding {
 		if median <= r.Threshold {
 			continue
 		}
-		// A cause is named when it accounts for at least half the idle
-		// time of the median step; otherwise the host is simply slower
-		// than the device (info, under gpu.launch-bound).
-		named := medianOf(namedShares) >= 0.5
+		// The largest explained cause is named when it accounts for a
+		// real share of the median step's idle time (minNamedIdleShare),
+		// with that share said; otherwise the host is simply slower than
+		// the device (info, under gpu.launch-bound). A cause under half
+		// the idle time is still the one to fix first: a slow DataLoader
+		// taking 47% of the idle time is not "launch bound".
+		namedShare := medianOf(namedShares)
+		named := namedShare >= minNamedIdleShare
 		if named != (r.ID == ruleIdleGaps) {
 			continue
 		}
@@ -524,6 +528,9 @@ func checkIdleGaps(r *Rule, in *Input) []Finding {
 		if named {
 			cause, why, what := idleCauseText(charged, stepTotal)
 			title += ": " + cause
+			if namedShare < 0.5 {
+				title += fmt.Sprintf(" (the largest explained cause: %.0f%% of the idle time; the rest has no recorded cause)", 100*namedShare)
+			}
 			shape += " " + why
 			advice = what
 		} else if 2*gapLen >= worst.Idle && op != "" {
@@ -599,6 +606,11 @@ func medianOf(v []float64) float64 {
 
 // idleCauseText names the largest cause of the charged idle time, says what it is
 // in numbers of step time and what to do.
+// minNamedIdleShare is the share of a step's idle time its explained
+// causes (data loading, a host sync, pageable copies) must reach for the
+// largest to be named.
+const minNamedIdleShare = 0.25
+
 func idleCauseText(c gpu.Causes, stepTotal int64) (cause, why, advice string) {
 	pct := func(n int64) float64 { return 100 * float64(n) / float64(max(stepTotal, 1)) }
 	switch {

@@ -60,6 +60,15 @@ type LeakEvidence struct {
 	Operator     string         `json:"operator,omitempty"`
 	// Leaks counts the distinct leaks (causes) the input found.
 	Leaks int `json:"leaks,omitempty"`
+	// GrowthFirst..GrowthLast are the steps the growth spans (the leak's
+	// own steps, not the source's coverage); Period the steps between its
+	// rises (1 every step; 0 unknown). Sustained: the source saw the end
+	// of the run flat after its last growth, or no growth at all over
+	// steps it covers in full (weigh.go).
+	GrowthFirst int64 `json:"growth_first_step,omitempty"`
+	GrowthLast  int64 `json:"growth_last_step,omitempty"`
+	Period      int64 `json:"period_steps,omitempty"`
+	Sustained   bool  `json:"sustained,omitempty"`
 	// BytesPerSecond is the growth rate of a log with times but no steps
 	// (nvidia-smi); smiRun and smiGPU locate that growth for smiLeakRates.
 	BytesPerSecond float64 `json:"bytes_per_second,omitempty"`
@@ -128,6 +137,9 @@ type OOMAnswer struct {
 const (
 	OOMCapacity      = "capacity"
 	OOMFragmentation = "fragmentation"
+	// OOMProcessLimit: the device had the bytes, the process's own cap
+	// (torch.cuda.set_per_process_memory_fraction) refused them.
+	OOMProcessLimit = "process_limit"
 )
 
 // FragAnswer is the fragmentation verdict with the bytes it wastes.
@@ -240,73 +252,17 @@ func leakEvidence(in *Input) []LeakEvidence {
 		return slices.Clone(in.Digest.Verdict.Leak.Evidence)
 	}
 	var out []LeakEvidence
-	fromReport := func(kind string, rep leak.Report) LeakEvidence {
-		e := LeakEvidence{Source: in.Source, Kind: kind, Verdict: rep.Verdict, BytesPerStep: rep.GrowthBytesPerStep, Reason: rep.Reason, R2: 1, FirstStep: -1, LastStep: -1}
-		for _, s := range rep.Steps {
-			if e.Steps == 0 {
-				e.FirstStep = s.Number
-			}
-			e.Steps++
-			e.LastStep = s.Number
-		}
-		if rep.Verdict != leak.VerdictLeak {
-			e.BytesPerStep = 0
-		}
-		if rep.Verdict != leak.VerdictLeak {
-			return e
-		}
-		var s *leak.Suspect
-		if len(rep.Leaks) > 0 {
-			// One leak per cause; its largest site holds the line.
-			l := rep.Leaks[0]
-			e.LeakKind, e.KindEvidence, e.Fix, e.Leaks = l.Kind, l.Evidence, l.Fix, len(rep.Leaks)
-			if len(l.Sites) > 0 {
-				s = &l.Sites[0]
-			}
-		} else if len(rep.Suspects) > 0 {
-			s = &rep.Suspects[0]
-			e.LeakKind, e.KindEvidence, e.Fix, e.Leaks = s.Kind, s.Evidence, s.Fix, 1
-		}
-		if s != nil {
-			e.Holding, e.StackNote = s.Stack, s.StackNote
-			e.Location = site.LocationOf(s.Stack)
-			if l := site.LocationOf([]string{s.HoldingLine}); l != nil {
-				e.Location = l // the line that holds it (leak detector's word)
-			}
-			if s.Operator != "" {
-				e.Operator = site.FirstOp(s.Operator)
-			}
-		}
-		return e
-	}
 	switch {
 	case in.Trace != nil:
-		out = append(out, fromReport(SourceTrace, in.Leaks()))
+		out = append(out, reportEvidence(in, SourceTrace, in.Leaks()))
 	case in.Snapshot != nil:
-		rep := in.SnapshotLeaks()
-		e := fromReport(SourceSnapshot, rep)
-		// The snapshot's history covers every step it saw; its suspects
-		// say how many.
-		e.Steps = 0
-		for _, s := range rep.Suspects {
-			e.Steps = max(e.Steps, s.StepsWithSurvivors)
-		}
-		out = append(out, e)
+		// The snapshot's history covers the steps it annotates (fromReport
+		// counts them): coverage, like a trace's window, not the leak's length.
+		out = append(out, reportEvidence(in, SourceSnapshot, in.SnapshotLeaks()))
 	case in.StepLog != nil:
-		series := in.StepLog.Series
-		for i, s := range steplog.Analyze(in.StepLog, steplog.DefaultOptions()).Series {
-			e := LeakEvidence{Source: in.Source, Kind: SourceSteps, Steps: s.Records, FirstStep: s.FirstStep, LastStep: s.LastStep, R2: s.Allocated.R2, Reason: s.Reason}
-			switch s.Verdict {
-			case steplog.VerdictGrowing:
-				e.Verdict, e.BytesPerStep = leak.VerdictLeak, s.BytesPerStep
-			case steplog.VerdictFlat:
-				e.Verdict = leak.VerdictClean
-			default:
-				e.Verdict = leak.VerdictUnknown
-			}
-			if i < len(series) {
-				growingTail(&e, series[i].Records)
-			}
+		for _, s := range in.StepAnalysis().Series {
+			e := LeakEvidence{Source: in.Source, Kind: SourceSteps, Steps: s.Records, FirstStep: s.FirstStep, LastStep: s.LastStep, Reason: s.Reason}
+			logVerdict(&e, s)
 			out = append(out, e)
 		}
 	case in.Summary != nil:
@@ -314,7 +270,7 @@ func leakEvidence(in *Input) []LeakEvidence {
 		// step log of the steps they were printed at.
 		out = append(out, summaryEvidence(in)...)
 	case in.SMI != nil:
-		a := smi.Analyze(in.SMI, smi.DefaultOptions())
+		a := in.SMIAnalysis()
 		e := LeakEvidence{Source: in.Source, Kind: SourceSMI, Verdict: leak.VerdictClean, FirstStep: -1, LastStep: -1, Reason: "memory.used does not grow steadily"}
 		for _, g := range a.GPUs {
 			if len(g.Leaks) == 0 {
@@ -344,6 +300,52 @@ func leakEvidence(in *Input) []LeakEvidence {
 	return out
 }
 
+// reportEvidence is the evidence of a trace or snapshot leak report.
+func reportEvidence(in *Input, kind string, rep leak.Report) LeakEvidence {
+	e := LeakEvidence{Source: in.Source, Kind: kind, Verdict: rep.Verdict, BytesPerStep: rep.GrowthBytesPerStep, Reason: rep.Reason, R2: 1, FirstStep: -1, LastStep: -1}
+	for _, s := range rep.Steps {
+		if e.Steps == 0 {
+			e.FirstStep = s.Number
+		}
+		e.Steps++
+		e.LastStep = s.Number
+	}
+	if rep.Verdict != leak.VerdictLeak {
+		e.BytesPerStep = 0
+		// A window or history with no growth in it saw no growth over
+		// every step it covers.
+		e.Sustained = rep.Verdict == leak.VerdictClean
+		return e
+	}
+	var s *leak.Suspect
+	if len(rep.Leaks) > 0 {
+		// One leak per cause; its largest site holds the line.
+		l := rep.Leaks[0]
+		e.LeakKind, e.KindEvidence, e.Fix, e.Leaks = l.Kind, l.Evidence, l.Fix, len(rep.Leaks)
+		e.GrowthFirst, e.GrowthLast, e.Period = l.FirstStep, l.LastStep, max(l.Period, 1)
+		if len(l.Sites) > 0 {
+			s = &l.Sites[0]
+		}
+	} else if len(rep.Suspects) > 0 {
+		s = &rep.Suspects[0]
+		e.LeakKind, e.KindEvidence, e.Fix, e.Leaks = s.Kind, s.Evidence, s.Fix, 1
+	}
+	if s != nil {
+		e.Holding, e.StackNote = s.Stack, s.StackNote
+		e.Location = site.LocationOf(s.Stack)
+		if l := site.LocationOf([]string{s.HoldingLine}); l != nil {
+			e.Location = l // the line that holds it (leak detector's word)
+		}
+		if kind == SourceTrace && e.Location != nil {
+			traceLine(&e, s.LineNotRecorded) // weigh.go
+		}
+		if s.Operator != "" {
+			e.Operator = site.FirstOp(s.Operator)
+		}
+	}
+	return e
+}
+
 // summaryEvidence fits the allocated bytes of logged memory_summary()
 // tables over the steps they name, per device.
 func summaryEvidence(in *Input) []LeakEvidence {
@@ -359,7 +361,7 @@ func summaryEvidence(in *Input) []LeakEvidence {
 			byDev[s.Device] = ser
 			devs = append(devs, s.Device)
 		}
-		r := steplog.Record{Step: s.Step, AllocatedBytes: s.AllocatedBytes, ReservedBytes: s.ReservedBytes, ActiveBytes: s.ActiveBytes, PeakAllocatedBytes: s.AllocatedPeakBytes, PeakReservedBytes: s.ReservedPeakBytes, AllocRetries: s.Retries, Line: s.Line}
+		r := steplog.Record{Step: s.Step, AllocatedBytes: s.AllocatedBytes, ReservedBytes: s.ReservedBytes, ActiveBytes: s.ActiveBytes, PeakAllocatedBytes: s.AllocatedPeakBytes, PeakReservedBytes: s.ReservedPeakBytes, AllocRetries: s.Retries, InactiveSplitBytes: s.NonReleasableBytes, Line: s.Line}
 		if !s.Time.IsZero() {
 			r.Time, r.HasTime = float64(s.Time.UnixNano())/1e9, true
 		}
@@ -379,59 +381,12 @@ func summaryEvidence(in *Input) []LeakEvidence {
 		log.Series = append(log.Series, byDev[d])
 	}
 	var out []LeakEvidence
-	for i, s := range steplog.Analyze(log, steplog.DefaultOptions()).Series {
-		e := LeakEvidence{Source: in.Source, Kind: SourceSummary, Steps: s.Records, FirstStep: s.FirstStep, LastStep: s.LastStep, R2: s.Allocated.R2, Reason: "memory_summary() tables: " + s.Reason}
-		switch s.Verdict {
-		case steplog.VerdictGrowing:
-			e.Verdict, e.BytesPerStep = leak.VerdictLeak, s.BytesPerStep
-		case steplog.VerdictFlat:
-			e.Verdict = leak.VerdictClean
-		default:
-			e.Verdict = leak.VerdictUnknown
-		}
-		growingTail(&e, log.Series[i].Records)
+	for _, s := range steplog.Analyze(log, steplog.DefaultOptions()).Series {
+		e := LeakEvidence{Source: in.Source, Kind: SourceSummary, Steps: s.Records, FirstStep: s.FirstStep, LastStep: s.LastStep, Reason: "memory_summary() tables: " + s.Reason}
+		logVerdict(&e, s)
 		out = append(out, e)
 	}
 	return out
-}
-
-// growingTail finds a leak that starts mid-run: the log's last steps
-// each add memory (at least minTailSteps of them, the same amount within
-// a quarter), where a straight line through the whole log would average
-// the flat start in. Regularity, not size: every step of the tail grows.
-// It replaces the whole-log figure when it differs from it.
-func growingTail(e *LeakEvidence, recs []steplog.Record) {
-	const minTailSteps = 3
-	var vals []steplog.Record
-	for _, r := range recs {
-		if r.AllocatedBytes >= 0 {
-			vals = append(vals, r)
-		}
-	}
-	k := len(vals) - 1
-	for k > 0 && vals[k].AllocatedBytes > vals[k-1].AllocatedBytes && vals[k].Step > vals[k-1].Step {
-		k--
-	}
-	tail := vals[k:]
-	if len(tail)-1 < minTailSteps || len(tail) == len(vals) && e.Verdict == leak.VerdictLeak {
-		return
-	}
-	deltas := make([]int64, 0, len(tail)-1)
-	for j := 1; j < len(tail); j++ {
-		deltas = append(deltas, (tail[j].AllocatedBytes-tail[j-1].AllocatedBytes)/(tail[j].Step-tail[j-1].Step))
-	}
-	slices.Sort(deltas)
-	med := deltas[len(deltas)/2]
-	if deltas[0] < med*3/4 || deltas[len(deltas)-1] > med*5/4 {
-		return // not steady: a ramp, a warm-up, noise
-	}
-	if e.Verdict == leak.VerdictLeak && math.Abs(float64(med-e.BytesPerStep)) <= 0.25*float64(med) {
-		return // the whole-log line says the same
-	}
-	e.Verdict, e.BytesPerStep, e.R2 = leak.VerdictLeak, med, 1
-	e.Steps, e.FirstStep, e.LastStep = len(deltas), tail[1].Step, tail[len(tail)-1].Step
-	e.Reason = fmt.Sprintf("allocated grows %s every step from step %d to %d (before step %d it does not: the leak starts mid-run)",
-		memtimeline.FormatBytes(med), tail[1].Step, tail[len(tail)-1].Step, tail[1].Step)
 }
 
 // Input.SnapshotLeaks, Attribution and Lifetimes are in input.go.
@@ -460,10 +415,7 @@ func better(a, b LeakEvidence) bool {
 		return b.Kind == SourceSMI
 	}
 	if a.Steps != b.Steps {
-		return a.Steps > b.Steps
-	}
-	if a.R2 != b.R2 {
-		return a.R2 > b.R2
+		return a.Steps > b.Steps // coverage (weigh.go)
 	}
 	return sourceRank(a.Kind) < sourceRank(b.Kind)
 }
@@ -472,12 +424,16 @@ func describeEvidence(e LeakEvidence) string {
 	var s string
 	if e.Steps > 0 {
 		s = fmt.Sprintf("%d steps", e.Steps)
-		if e.FirstStep >= 0 && e.Kind != SourceSnapshot {
+		if e.FirstStep >= 0 {
 			s += fmt.Sprintf(": %d..%d", e.FirstStep, e.LastStep)
 		}
 	}
-	if (e.Kind == SourceSteps || e.Kind == SourceSummary) && e.R2 > 0 {
-		s += fmt.Sprintf(", R² %.2f", e.R2)
+	if e.Verdict == leak.VerdictLeak && (e.GrowthFirst > 0 || e.GrowthLast > 0) && (e.GrowthFirst != e.FirstStep || e.GrowthLast != e.LastStep || e.Period > 1) {
+		every := "every step"
+		if e.Period > 1 {
+			every = fmt.Sprintf("every %d steps", e.Period)
+		}
+		s += fmt.Sprintf("; grows %s over steps %d..%d", every, e.GrowthFirst, e.GrowthLast)
 	}
 	return s
 }
@@ -517,13 +473,19 @@ func judgeLeak(ev []LeakEvidence) LeakAnswer {
 		}
 		return b
 	}
+	var over *LeakEvidence
+	if len(leaks) > 0 {
+		over = overrules(best(leaks), cleans)
+	}
 	switch {
+	case over != nil:
+		overruled(&ans, kinds, *over, leaks)
 	case len(leaks) > 0:
 		b := best(leaks)
 		ans.Verdict, ans.BytesPerStep, ans.BytesPerSecond, ans.Reason = leak.VerdictLeak, b.BytesPerStep, b.BytesPerSecond, b.Reason
 		ans.From, ans.FromFile = kinds.from(b), b.Source
 		if len(leaks)+len(cleans) > 1 {
-			ans.From += ": the source with the most steps"
+			ans.From += ": the source covering the most steps"
 		}
 		// The holding line: the snapshot has the exact allocating line and
 		// its callers, a trace the operator chain under the def lines.
@@ -813,6 +775,16 @@ func oomCause(a OOMAnswer) (string, string) {
 		return OOMFragmentation, fmt.Sprintf("the device had %s free, so the process's own limit (torch.cuda.set_per_process_memory_fraction) refused a new segment, while the cache held %s free that could not serve the request (another pool or stream, or split pieces)", memtimeline.FormatBytes(a.DeviceFreeBytes), memtimeline.FormatBytes(a.FreeInCacheBytes))
 	case a.FreeInCacheBytes >= req && (a.LargestFreeBlock < 0 || a.LargestFreeBlock < req):
 		return OOMFragmentation, fmt.Sprintf("the cache held %s free, enough for the request but not in one block: "+frag.AllocConfExpandable, memtimeline.FormatBytes(a.FreeInCacheBytes))
+	case a.DeviceFreeBytes >= req && a.ReservedBytes >= 0:
+		// The driver had the bytes and the cache had not: the process's
+		// own cap refused a new segment. torch fails when reserved plus
+		// the request passes the cap, so the cap lies in [reserved,
+		// reserved + request); the files do not record it exactly.
+		lim := fmt.Sprintf("between %s and %s", memtimeline.FormatBytes(a.ReservedBytes), memtimeline.FormatBytes(a.ReservedBytes+req))
+		if a.CapacityBytes > 0 {
+			lim += fmt.Sprintf(" (%.1f%%-%.1f%% of the GPU's %s)", 100*float64(a.ReservedBytes)/float64(a.CapacityBytes), 100*float64(a.ReservedBytes+req)/float64(a.CapacityBytes), memtimeline.FormatBytes(a.CapacityBytes))
+		}
+		return OOMProcessLimit, fmt.Sprintf("the device had %s free, but the process is capped: torch.cuda.set_per_process_memory_fraction (or a framework setting it) limits this process to %s, and %s reserved plus the %s requested passed it; the OOM message says the cap (\"... allowed\"); raise the fraction, or lower the peak under it", memtimeline.FormatBytes(a.DeviceFreeBytes), lim, memtimeline.FormatBytes(a.ReservedBytes), memtimeline.FormatBytes(req))
 	case a.AllocatedBytes >= 0 && a.CapacityBytes > 0:
 		return OOMCapacity, fmt.Sprintf("%s allocated of %s: the memory was in use; lower the peak (batch size, activation checkpointing, mixed precision)", memtimeline.FormatBytes(a.AllocatedBytes), memtimeline.FormatBytes(a.CapacityBytes))
 	case a.DeviceFreeBytes >= 0 && a.FreeInCacheBytes >= 0:
@@ -860,10 +832,7 @@ func judgeFrag(ins []*Input, o JudgeOptions) *FragAnswer {
 		if in.Trace == nil {
 			continue
 		}
-		f := in.Frag()
-		if f.Verdict != frag.VerdictUnknown {
-			f.Rejudge(o.Frag) // the rules' thresholds in force (a copy: the memo keeps the measurements)
-		}
+		f := fragJudged(in, o.Frag) // the rules' thresholds in force
 		if f.Verdict == frag.VerdictUnknown && ans != nil {
 			continue
 		}
@@ -892,6 +861,14 @@ func judgeFrag(ins []*Input, o JudgeOptions) *FragAnswer {
 		}
 		if ans == nil || (a.Verdict == frag.VerdictFragmented && ans.Verdict != frag.VerdictFragmented) || (a.Verdict == ans.Verdict && a.WastedBytes > ans.WastedBytes) {
 			ans = a
+		}
+	}
+	if ans != nil && ans.Verdict != frag.VerdictUnknown {
+		return ans
+	}
+	for _, in := range ins { // without a trace that can tell, memory_summary() tables
+		if a := summaryFrag(in, o.SnapshotSplit); a != nil {
+			return a
 		}
 	}
 	return ans
@@ -1045,7 +1022,7 @@ func judgePeak(ins []*Input) *PeakAnswer {
 		split := tl.SplitAt(tl.Times[i])
 		ans = &PeakAnswer{Source: in.Source, AllocatedBytes: peak, Holders: []Holder{}, TorchSource: in.Source,
 			Composition: &memtimeline.Composition{TNs: tl.Times[i], Device: -1, AllocatedBytes: peak, SeenBytes: peak, Torch: split, Agreement: 0,
-				ByLine: []memtimeline.Share{}, ByOperator: []memtimeline.Share{}, ByCategory: split,
+				ByLine: []memtimeline.Share{}, ByOperator: []memtimeline.Share{}, ByCategory: memtimeline.TorchAsComposition(split),
 				Note: "torch's export_memory_timeline categories at its peak (tensors only: allocator blocks that are no tensor are not in it); no trace to name lines"}}
 		return ans
 	}
@@ -1060,7 +1037,7 @@ func judgePeak(ins []*Input) *PeakAnswer {
 		if in.StepLog == nil {
 			continue
 		}
-		for _, s := range steplog.Analyze(in.StepLog, steplog.DefaultOptions()).Series {
+		for _, s := range in.StepAnalysis().Series {
 			peak, step := s.PeakAllocatedBytes, fmt.Sprint(s.PeakAllocatedStep)
 			if s.MaxAllocatedBytes > peak {
 				peak, step = s.MaxAllocatedBytes, ""
@@ -1123,7 +1100,7 @@ func JudgeWith(name string, ins []*Input, o JudgeOptions) Verdict {
 	var ev []LeakEvidence
 	for _, in := range ins {
 		v.Sources = append(v.Sources, in.Source)
-		ev = append(ev, in.LeakEvidence()...)
+		ev = append(ev, groupLeakEvidence(in, ins)...)
 		if r := in.rankOrContents(); r >= 0 && v.Rank < 0 {
 			v.Rank = r
 		}
@@ -1136,6 +1113,7 @@ func JudgeWith(name string, ins []*Input, o JudgeOptions) Verdict {
 		v.OOMs = []OOMAnswer{}
 	}
 	v.Frag = judgeFrag(ins, o)
+	v.Frag = fragOverRun(v.Frag, ins, o.SnapshotSplit) // fragrun.go
 	v.Frag = addRetries(v.Frag, ins)
 	v.Peak = judgePeak(ins)
 	return v

@@ -15,7 +15,6 @@ import (
 	"github.com/torchmem/torchmem/memtimeline/memsummary"
 	"github.com/torchmem/torchmem/memtimeline/snapshot"
 	"github.com/torchmem/torchmem/rules"
-	"github.com/torchmem/torchmem/rules/leak"
 )
 
 func init() { subcommands = append(subcommands, newAnalyzeCmd) }
@@ -63,7 +62,7 @@ type analysisJSON struct {
 	Summary   *chrometrace.Summary `json:"summary,omitempty"`
 	Operators []operatorJSON       `json:"operators,omitempty"`
 	Sites     []stackJSON          `json:"sites,omitempty"`
-	Leaks     *leak.Report         `json:"leaks,omitempty"`
+	Leaks     *rules.LeakReport    `json:"leaks,omitempty"`
 	Frag      *fragSummaryJSON     `json:"fragmentation,omitempty"`
 	// MemorySummary: a memory_summary() log's allocator figures per device.
 	MemorySummary []memsummary.Frag `json:"memory_summary,omitempty"`

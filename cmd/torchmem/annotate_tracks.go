@@ -9,7 +9,6 @@ import (
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules"
-	"github.com/torchmem/torchmem/rules/leak"
 )
 
 // The events annotate adds to a trace, in the Trace Event Format that
@@ -141,7 +140,7 @@ func annotateTrace(in *rules.Input, findings []rules.Finding) (annotation, error
 
 	// Each leak: what it kept so far, at the end of each step, from 0 at
 	// the first step's start; a marker at each step that kept memory.
-	if l := in.Leaks(); l.Verdict == leak.VerdictLeak && len(steps) > 0 {
+	if l := in.Leaks(); l.Verdict == rules.LeakVerdictLeak && len(steps) > 0 {
 		for li, lk := range l.Leaks {
 			byStep := map[int64]int64{}
 			for _, s := range lk.Sites {

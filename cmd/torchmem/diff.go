@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 
 	"github.com/jedib0t/go-pretty/v6/table"
 	"github.com/jedib0t/go-pretty/v6/text"
@@ -13,9 +12,6 @@ import (
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules"
-	"github.com/torchmem/torchmem/rules/diff"
-	"github.com/torchmem/torchmem/rules/leak"
-	"github.com/torchmem/torchmem/rules/site"
 )
 
 func init() { subcommands = append(subcommands, newDiffCmd) }
@@ -116,26 +112,14 @@ func loadSide(arg string, stderr io.Writer) ([]*diffGroup, error) {
 }
 
 // side reduces a group to what a diff compares.
-func (g *diffGroup) side(arg string) *diff.Side {
-	var sides []*diff.Side
-	for _, in := range g.inputs {
-		if in.Digest != nil {
-			side := *in.Digest.Side
-			side.Source = in.Source
-			sides = append(sides, &side)
-		} else if in.Trace != nil {
-			sides = append(sides, rules.NewInputSide(in))
-		} else {
-			sides = append(sides, diff.NewSnapshotSide(in.Source, in.SnapshotReport()))
-		}
-	}
+func (g *diffGroup) side(arg string, rs rules.RuleSet) *rules.DiffSide {
 	source := arg
 	if len(g.inputs) == 1 {
 		source = g.inputs[0].Source
 	} else if g.rank >= 0 {
 		source = fmt.Sprintf("%s (rank %d)", arg, g.rank)
 	}
-	return diff.Merge(source, sides)
+	return rules.DiffSideOf(source, rules.Evaluate(rs, g.inputs, rules.EvalOptions{}))
 }
 
 func kindOrder(k load.Kind) int {
@@ -209,18 +193,18 @@ type diffJSON struct {
 	Passed bool `json:"passed"`
 	// NewLeak says why the leak gate failed: HEAD leaks where BASE did
 	// not, or a new suspect at or above the leak threshold.
-	NewLeak       []string           `json:"new_leak"`
-	Changed       bool               `json:"changed"`
-	WithinBudget  bool               `json:"within_budget"`
-	Violations    []string           `json:"violations"`
-	Metrics       []diff.MetricDelta `json:"metrics"`
-	BaseVerdict   string             `json:"base_leak_verdict"`
-	HeadVerdict   string             `json:"head_leak_verdict"`
-	Operators     []diff.Mover       `json:"operators"`
-	SitesAlloc    []diff.Mover       `json:"sites_alloc"`
-	SitesLive     []diff.Mover       `json:"sites_live_at_end"`
-	NewSuspects   []leak.Suspect     `json:"new_suspects"`
-	StepSurvivors [][2]int64         `json:"step_survivors"`
+	NewLeak       []string                `json:"new_leak"`
+	Changed       bool                    `json:"changed"`
+	WithinBudget  bool                    `json:"within_budget"`
+	Violations    []string                `json:"violations"`
+	Metrics       []rules.DiffMetricDelta `json:"metrics"`
+	BaseVerdict   string                  `json:"base_leak_verdict"`
+	HeadVerdict   string                  `json:"head_leak_verdict"`
+	Operators     []rules.DiffMover       `json:"operators"`
+	SitesAlloc    []rules.DiffMover       `json:"sites_alloc"`
+	SitesLive     []rules.DiffMover       `json:"sites_live_at_end"`
+	NewSuspects   []rules.LeakSuspect     `json:"new_suspects"`
+	StepSurvivors [][2]int64              `json:"step_survivors"`
 	// StepPeakAllocated is [base, head] peak allocated per step.
 	StepPeakAllocated *[2][]int64 `json:"step_peak_allocated,omitempty"`
 }
@@ -253,9 +237,9 @@ func runDiff(stdout, stderr io.Writer, baseArg, headArg string, o *diffOptions) 
 		}
 		leakGate, leakThreshold = true, v
 	}
-	var budgets []diff.Budget
+	var budgets []rules.DiffBudget
 	for _, c := range conds {
-		b, err := diff.ParseBudget(c)
+		b, err := rules.ParseBudget(c)
 		if err != nil {
 			return badInput(fmt.Errorf("--fail-if: %w", err))
 		}
@@ -280,63 +264,47 @@ func runDiff(stdout, stderr io.Writer, baseArg, headArg string, o *diffOptions) 
 			po.output = "" // the HTML page shows the first pair
 		}
 		first = false
-		return writeDiff(stdout, p.base.side(baseArg), p.head.side(headArg), p.base.inputs, p.head.inputs, diffGates{leakGate, leakThreshold, budgets}, &po)
+		return writeDiff(stdout, p.base.side(baseArg, rs), p.head.side(headArg, rs), p.base.inputs, p.head.inputs, rules.DiffGates{Leak: leakGate, LeakThreshold: leakThreshold, Budgets: budgets}, &po)
 	})
 }
 
-// diffGates are what fails a diff: the leak gate and the budgets.
-type diffGates struct {
-	leakGate      bool
-	leakThreshold int64
-	budgets       []diff.Budget
-}
-
-// writeDiff compares one pair and prints the result.
-func writeDiff(stdout io.Writer, base, head *diff.Side, baseInputs, headInputs []*rules.Input, g diffGates, o *diffOptions) error {
-	leakGate, leakThreshold, budgets := g.leakGate, g.leakThreshold, g.budgets
-	d := diff.Compare(base, head, o.top)
-	var leaks, violations []string
-	if leakGate {
-		leaks = d.LeakGate(leakThreshold)
-	}
-	for _, b := range budgets {
-		if over, why := b.Exceeded(d); over {
-			violations = append(violations, b.Text+": "+why)
-		}
-	}
+// writeDiff compares one pair and prints the comparison and what it
+// concludes (rules.CompareSides: the gates and the headline).
+func writeDiff(stdout io.Writer, base, head *rules.DiffSide, baseInputs, headInputs []*rules.Input, g rules.DiffGates, o *diffOptions) error {
+	a := rules.CompareSides(base, head, g, o.top)
+	d := a.Diff
 	if o.output != "" {
-		verdict := diffVerdict(d, leaks, violations, len(budgets))
-		if err := writeDiffHTML(o.output, d, verdict, len(leaks)+len(violations) > 0, baseInputs, headInputs); err != nil {
+		if err := writeDiffHTML(o.output, d, a.Headline, !a.Passed(), baseInputs, headInputs); err != nil {
 			return err
 		}
 	}
 	switch o.format {
 	case formatJSON:
-		out := diffJSON{Base: d.Base, Head: d.Head, Passed: len(leaks)+len(violations) == 0, NewLeak: nonNilStrings(leaks),
-			Changed: d.Changed, WithinBudget: len(violations) == 0, Violations: nonNilStrings(violations),
+		out := diffJSON{Base: d.Base, Head: d.Head, Passed: a.Passed(), NewLeak: nonNilStrings(a.NewLeak),
+			Changed: d.Changed, WithinBudget: len(a.Violations) == 0, Violations: nonNilStrings(a.Violations),
 			Metrics: d.Metrics, BaseVerdict: d.BaseVerdict, HeadVerdict: d.HeadVerdict, Operators: nonNilMovers(d.Operators),
 			SitesAlloc: nonNilMovers(d.SitesAlloc), SitesLive: nonNilMovers(d.SitesLive), NewSuspects: d.NewSuspects, StepSurvivors: d.StepSurvivors, StepPeakAllocated: d.StepPeakAllocated}
 		if out.NewSuspects == nil {
-			out.NewSuspects = []leak.Suspect{}
+			out.NewSuspects = []rules.LeakSuspect{}
 		}
 		if err := writeJSON(stdout, out); err != nil {
 			return err
 		}
 	default:
-		writeDiffText(stdout, d, leaks, violations, len(budgets), o.format)
+		writeDiffText(stdout, a, o.format)
 	}
-	if len(leaks)+len(violations) > 0 {
+	if !a.Passed() {
 		return findings()
 	}
 	return nil
 }
 
 // writeDiffHTML writes the overlaid timelines (report.go).
-var writeDiffHTML func(path string, d *diff.Diff, verdict string, failed bool, base, head []*rules.Input) error
+var writeDiffHTML func(path string, d *rules.Diff, verdict string, failed bool, base, head []*rules.Input) error
 
-func nonNilMovers(m []diff.Mover) []diff.Mover {
+func nonNilMovers(m []rules.DiffMover) []rules.DiffMover {
 	if m == nil {
-		return []diff.Mover{}
+		return []rules.DiffMover{}
 	}
 	return m
 }
@@ -348,41 +316,11 @@ func signed(n int64) string {
 	return memtimeline.FormatBytes(n)
 }
 
-func diffVerdict(d *diff.Diff, leaks, violations []string, budgets int) string {
-	switch {
-	case len(leaks) > 0 && len(violations) > 0:
-		return fmt.Sprintf("NEW LEAK: %s; OVER BUDGET: %s", strings.Join(leaks, "; "), strings.Join(violations, "; "))
-	case len(leaks) > 0:
-		return fmt.Sprintf("NEW LEAK: %s", strings.Join(leaks, "; "))
-	case len(violations) > 0:
-		return fmt.Sprintf("OVER BUDGET: %s", strings.Join(violations, "; "))
-	case !d.Changed:
-		return "no change in GPU memory"
-	}
-	var peak diff.MetricDelta
-	for _, m := range d.Metrics {
-		if m.Metric == "peak_allocated" {
-			peak = m
-		}
-	}
-	s := fmt.Sprintf("peak allocated %s (%+.1f%%)", signed(peak.Delta), peak.Pct)
-	if d.BaseVerdict != d.HeadVerdict {
-		s += fmt.Sprintf(", leak verdict %s -> %s", d.BaseVerdict, d.HeadVerdict)
-	}
-	if len(d.NewSuspects) > 0 {
-		s += fmt.Sprintf(", %d new leak suspects", len(d.NewSuspects))
-	}
-	if budgets > 0 {
-		s += ", within budget"
-	}
-	return s
-}
-
-func writeDiffText(w io.Writer, d *diff.Diff, leaks, violations []string, budgets int, format string) {
-	line := diffVerdict(d, leaks, violations, budgets)
+func writeDiffText(w io.Writer, a *rules.DiffAnswer, format string) {
+	d, line := a.Diff, a.Headline
 	if format == formatMarkdown {
 		icon := "✅"
-		if len(leaks)+len(violations) > 0 {
+		if !a.Passed() {
 			icon = "❌"
 		}
 		fmt.Fprintf(w, "%s **torchmem diff: %s**\n\n", icon, mdEscape(line))
@@ -404,7 +342,7 @@ func writeDiffText(w io.Writer, d *diff.Diff, leaks, violations []string, budget
 	if format == formatMarkdown {
 		writeStepChartMermaid(w, d)
 	}
-	movers := func(title string, ms []diff.Mover) {
+	movers := func(title string, ms []rules.DiffMover) {
 		if len(ms) == 0 {
 			return
 		}
@@ -442,7 +380,7 @@ func writeDiffText(w io.Writer, d *diff.Diff, leaks, violations []string, budget
 	if len(d.NewSuspects) > 0 {
 		fmt.Fprintln(w, "\nLeak suspects new in HEAD:")
 		for _, s := range d.NewSuspects {
-			label := site.Label(s.Stack, s.Operator)
+			label := rules.SiteLabel(s.Stack, s.Operator)
 			if format == formatMarkdown {
 				label = mdEscape(label)
 			}

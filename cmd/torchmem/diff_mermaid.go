@@ -6,7 +6,7 @@ import (
 	"math"
 	"strings"
 
-	"github.com/torchmem/torchmem/rules/diff"
+	"github.com/torchmem/torchmem/rules"
 )
 
 // maxChartSteps is the most points a Mermaid step chart draws; longer runs
@@ -17,7 +17,7 @@ const maxChartSteps = 60
 // as a Mermaid xychart (GitHub renders Mermaid in Markdown, pull-request
 // comments and job summaries). xychart-beta has no legend: the title
 // names the colours, which the init directive fixes.
-func writeStepChartMermaid(w io.Writer, d *diff.Diff) {
+func writeStepChartMermaid(w io.Writer, d *rules.Diff) {
 	if d.StepPeakAllocated == nil {
 		return
 	}

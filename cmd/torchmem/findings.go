@@ -81,7 +81,7 @@ func writeFindingsMarkdown(w io.Writer, ev *rules.Evaluation) {
 }
 
 // mdEscape escapes text from the inputs for Markdown outside tables
-// (table cells are escaped by the table itself: see escapingTable).
+// (table cells are escaped by the table itself: see render.NewTable).
 func mdEscape(s string) string { return escape.Markdown(s) }
 
 // mdCode shows a name from the inputs as a Markdown code span that no
@@ -91,7 +91,7 @@ func mdCode(s string) string { return escape.MarkdownCode(s) }
 // SARIF 2.1.0, enough for GitHub code scanning: findings with a Python
 // file:line annotate that line in the pull request.
 // sarifLog follows the SARIF schema (no schema_version of torchmem's).
-func (sarifLog) ownSchema() {}
+func (sarifLog) OwnSchema() {}
 
 type sarifLog struct {
 	Schema  string     `json:"$schema"`

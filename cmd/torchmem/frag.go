@@ -10,25 +10,23 @@ import (
 	"github.com/jedib0t/go-pretty/v6/table"
 	"github.com/jedib0t/go-pretty/v6/text"
 	"github.com/spf13/cobra"
-	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/memsummary"
 	"github.com/torchmem/torchmem/memtimeline/snapshot"
 	"github.com/torchmem/torchmem/rules"
-	"github.com/torchmem/torchmem/rules/frag"
 )
 
 func init() { subcommands = append(subcommands, newFragCmd) }
 
 type fragOptions struct {
-	frag.Options
+	rules.FragOptions
 	format string
 }
 
 func newFragCmd() *cobra.Command {
-	o := &fragOptions{Options: frag.DefaultOptions()}
-	def := frag.DefaultOptions()
+	o := &fragOptions{FragOptions: rules.DefaultFragOptions()}
+	def := rules.DefaultFragOptions()
 	cmd := &cobra.Command{
 		Use:   "frag INPUT...",
 		Short: "Is the CUDA caching allocator fragmented: 4 KB floods, reserved-allocated gap, cudaMalloc churn",
@@ -83,7 +81,7 @@ Exit status: 0 ok or unknown, 1 fragmented, 2 bad input.`,
 // fragJSON is the --format json document: the report with the file it is about.
 type fragJSON struct {
 	Trace string `json:"trace"`
-	frag.Report
+	rules.FragReport
 }
 
 func runFrag(stdout, stderr io.Writer, args []string, o *fragOptions) error {
@@ -97,41 +95,55 @@ func runFrag(stdout, stderr io.Writer, args []string, o *fragOptions) error {
 	if err != nil {
 		return err
 	}
+	// The verdict is the Evaluation's, judged with this command's options
+	// (they become the frag rules' thresholds); the tables are the analysis
+	// it was judged from.
+	rs := rules.DefaultRuleSet().WithFrag(o.FragOptions)
 	return eachInput(stdout, o.format, files, func(w io.Writer, f *load.File) error {
-		if f.Snapshot != nil {
-			return runFragSnapshot(w, f.Path, f.Snapshot, o)
+		in := ruleInput(f)
+		ev := rules.Evaluate(rs, []*rules.Input{in}, rules.EvalOptions{})
+		switch {
+		case f.Snapshot != nil:
+			return runFragSnapshot(w, ev, in, o)
+		case f.Summary != nil:
+			return runFragSummary(w, ev, in, o)
 		}
-		if f.Summary != nil {
-			return runFragSummary(w, f.Path, f.Summary, o)
-		}
-		return runFragTrace(w, f.Path, f.Trace, o)
+		return runFragTrace(w, ev, in, o)
 	})
 }
 
-func runFragTrace(stdout io.Writer, path string, t *chrometrace.Trace, o *fragOptions) error {
-	rep := frag.Analyze(frag.TraceData(t), o.Options)
+func runFragTrace(stdout io.Writer, ev *rules.Evaluation, in *rules.Input, o *fragOptions) error {
+	rep := ev.FragReport(in)
 	if o.format == formatJSON {
-		if err := writeJSON(stdout, fragJSON{Trace: path, Report: rep}); err != nil {
+		if err := writeJSON(stdout, fragJSON{Trace: in.Source, FragReport: rep}); err != nil {
 			return err
 		}
 	} else {
-		writeFragReport(stdout, path, &rep, o.format)
+		writeFragReport(stdout, in.Source, &rep, o.format)
 	}
-	if rep.Verdict == frag.VerdictFragmented {
+	if fragmented(ev.FragOf(in)) {
 		return findings()
 	}
 	return nil
+}
+
+// fragmented reports whether the Evaluation's answer is FRAGMENTED.
+func fragmented(a *rules.FragAnswer) bool {
+	return a != nil && a.Verdict == rules.FragVerdictFragmented
 }
 
 // runFragSnapshot answers the fragmentation question from an allocator
 // snapshot, which sees what a trace cannot: the blocks inside segments.
 // Free space split inside partly used segments (inactive split) cannot be
 // returned by empty_cache nor serve a larger request.
-func runFragSnapshot(stdout io.Writer, path string, snap *snapshot.Snapshot, o *fragOptions) error {
-	rep := snapshot.Analyze(snap, 0)
+func runFragSnapshot(stdout io.Writer, ev *rules.Evaluation, in *rules.Input, o *fragOptions) error {
+	path := in.Source
+	rep, pools := ev.SnapshotFrag(in)
 	st := rep.Stats
-	j := frag.JudgeSnapshot(rep, snapshotSplitLimit())
-	verdict, reason := j.Verdict, j.Reason
+	verdict, reason := rules.FragVerdictUnknown, "the snapshot holds no reserved memory"
+	if a := ev.FragOf(in); a != nil {
+		verdict, reason = a.Verdict, a.Reason
+	}
 	if o.format == formatJSON {
 		out := struct {
 			File                  string                     `json:"file"`
@@ -146,40 +158,30 @@ func runFragSnapshot(stdout io.Writer, path string, snap *snapshot.Snapshot, o *
 			Segments              []snapshot.SegmentFill     `json:"segments"`
 			Settings              snapshot.AllocatorSettings `json:"allocator_settings"`
 			OOMs                  []snapshot.OOMEvent        `json:"ooms"`
-			Pools                 []frag.SnapshotPool        `json:"pools"`
+			Pools                 []rules.FragSnapshotPool   `json:"pools"`
 		}{path, verdict, reason, st.ReservedBytes, st.AllocatedBytes, st.ActiveBytes, st.InactiveSplitBytes, st.LargestFreeBlock, st.FreeBytes,
-			rep.SegmentFills, rep.Settings, rep.OOMs, j.Pools}
+			rep.SegmentFills, rep.Settings, rep.OOMs, pools}
 		if err := writeJSON(stdout, out); err != nil {
 			return err
 		}
 	} else {
 		fmt.Fprintf(stdout, "Verdict: %s: %s\n", strings.ToUpper(verdict), reason)
-		if verdict == frag.VerdictFragmented {
-			fmt.Fprintln(stdout, "What to try: "+frag.AdviceSplitFree)
+		if verdict == rules.FragVerdictFragmented {
+			fmt.Fprintln(stdout, "What to try: "+rules.AdviceSplitFree)
 		}
 		fmt.Fprintln(stdout)
 		if err := renderSnapshotReport(stdout, path, rep, snapshotOptions{format: formatTable, top: 20, leaks: 0}); err != nil {
 			return err
 		}
 	}
-	if verdict == frag.VerdictFragmented {
+	if verdict == rules.FragVerdictFragmented {
 		return findings()
 	}
 	return nil
 }
 
-// snapshotSplitLimit is the snapshot.inactive-split rule's threshold.
-func snapshotSplitLimit() float64 {
-	for _, r := range rules.Builtin() {
-		if r.ID == rules.RuleSnapshotSplit {
-			return r.Threshold
-		}
-	}
-	return 0.2
-}
-
 // stepOffset places a time on the report's step clock: "ProfilerStep#3 +81.2 ms".
-func stepOffset(rep *frag.Report, step string, ts int64) string {
+func stepOffset(rep *rules.FragReport, step string, ts int64) string {
 	for _, s := range rep.Steps {
 		if s.Name == step {
 			return fmt.Sprintf("%s +%s", step, formatNS(ts-s.StartNS))
@@ -196,7 +198,7 @@ func formatNS(ns int64) string {
 	return fmt.Sprintf("%.1f ms", float64(ns)/1e6)
 }
 
-func writeFragReport(w io.Writer, path string, rep *frag.Report, format string) {
+func writeFragReport(w io.Writer, path string, rep *rules.FragReport, format string) {
 	md := format == formatMarkdown
 	heading := func(s string) {
 		if md {
@@ -217,7 +219,7 @@ func writeFragReport(w io.Writer, path string, rep *frag.Report, format string) 
 			fmt.Fprintf(w, "  - %s\n", s)
 		}
 	}
-	if rep.Verdict == frag.VerdictUnknown {
+	if rep.Verdict == rules.FragVerdictUnknown {
 		if md {
 			fmt.Fprintf(w, "%s\n", mdEscape(rep.Reason))
 			return
@@ -241,7 +243,7 @@ func writeFragReport(w io.Writer, path string, rep *frag.Report, format string) 
 			fmt.Fprintln(w)
 		}
 	}
-	if rep.Verdict == frag.VerdictFragmented {
+	if rep.Verdict == rules.FragVerdictFragmented {
 		list("Why:", rep.Reasons)
 	} else {
 		list("Checked:", rep.Reasons)
@@ -263,7 +265,7 @@ func writeFragReport(w io.Writer, path string, rep *frag.Report, format string) 
 		perStep = "no ProfilerStep annotations"
 	}
 	tw.AppendRow(table.Row{"Small allocations (<= " + memtimeline.FormatBytes(sa.MaxBytes) + ")", fmt.Sprintf("%d (%s)", sa.Count, memtimeline.FormatBytes(sa.Bytes)), fmt.Sprintf("%s, %.1f%% of allocations", perStep, 100*sa.Fraction)})
-	gapRow := func(name string, p *frag.GapPoint, note string) {
+	gapRow := func(name string, p *rules.FragGapPoint, note string) {
 		if p == nil {
 			return
 		}
@@ -345,7 +347,7 @@ func writeFragReport(w io.Writer, path string, rep *frag.Report, format string) 
 		fmt.Fprintln(w)
 	}
 
-	writeSites := func(title string, sites []frag.CodeSite, bytes bool) {
+	writeSites := func(title string, sites []rules.FragCodeSite, bytes bool) {
 		if len(sites) == 0 {
 			return
 		}
@@ -406,29 +408,14 @@ type fragSummaryDocJSON struct {
 	Devices []memsummary.Frag `json:"devices"`
 }
 
-// runFragSummary answers from memory_summary() tables: non-releasable
-// memory is free space inside blocks that empty_cache cannot return (the
-// snapshot's inactive split, judged by the same limit), and cudaMalloc
-// retries during the log mean the allocator had to free its cache and try
-// again.
-func runFragSummary(stdout io.Writer, path string, log *memsummary.Log, o *fragOptions) error {
-	limit := snapshotSplitLimit()
-	doc := fragSummaryDocJSON{File: path, Verdict: frag.VerdictOK, Reason: "little memory is non-releasable and cudaMalloc never retried", Devices: log.Frag()}
-	var why []string
-	for _, d := range doc.Devices {
-		name := fmt.Sprintf("device %d", d.Device)
-		if d.Rank >= 0 {
-			name = fmt.Sprintf("rank %d device %d", d.Rank, d.Device)
-		}
-		if d.NonReleasableFraction > limit {
-			why = append(why, fmt.Sprintf("%s: non-releasable memory reached %.0f%% of reserved (over %.0f%%; table at line %d)", name, 100*d.NonReleasableFraction, 100*limit, d.MaxNonReleasableLine))
-		}
-		if d.RetriesDuringLog > 0 {
-			why = append(why, fmt.Sprintf("%s: cudaMalloc retried %d times during the log (the allocator freed its cache to satisfy a request)", name, d.RetriesDuringLog))
-		}
-	}
-	if len(why) > 0 {
-		doc.Verdict, doc.Reason = frag.VerdictFragmented, strings.Join(why, "; ")
+// runFragSummary answers from memory_summary() tables (the verdict is the
+// Evaluation's: non-releasable memory over the snapshot.inactive-split
+// limit, or cudaMalloc retries during the log).
+func runFragSummary(stdout io.Writer, ev *rules.Evaluation, in *rules.Input, o *fragOptions) error {
+	path := in.Source
+	doc := fragSummaryDocJSON{File: path, Verdict: rules.FragVerdictUnknown, Reason: "no memory_summary() tables", Devices: in.Summary.Frag()}
+	if a := ev.FragOf(in); a != nil {
+		doc.Verdict, doc.Reason = a.Verdict, a.Reason
 	}
 	switch o.format {
 	case formatJSON:
@@ -453,11 +440,11 @@ func runFragSummary(stdout io.Writer, path string, log *memsummary.Log, o *fragO
 				memtimeline.FormatBytes(d.NonReleasablePeakBytes), fmt.Sprintf("%.1f%%", 100*d.NonReleasableFraction), d.Retries, d.OOMs})
 		}
 		renderTable(stdout, tw, o.format)
-		if doc.Verdict == frag.VerdictFragmented && !md {
-			fmt.Fprintln(stdout, "What to try: "+frag.AdviceSplitFree+" An allocator snapshot (torchmem snapshot) shows which segments hold the split blocks.")
+		if doc.Verdict == rules.FragVerdictFragmented && !md {
+			fmt.Fprintln(stdout, "What to try: "+rules.AdviceSplitFree+" An allocator snapshot (torchmem snapshot) shows which segments hold the split blocks.")
 		}
 	}
-	if doc.Verdict == frag.VerdictFragmented {
+	if doc.Verdict == rules.FragVerdictFragmented {
 		return findings()
 	}
 	return nil

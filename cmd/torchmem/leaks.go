@@ -11,23 +11,23 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules"
-	"github.com/torchmem/torchmem/rules/leak"
 )
 
 func init() { subcommands = append(subcommands, newLeaksCmd) }
 
 type leaksOptions struct {
-	device   int
-	minBytes int64
-	steady   int
-	depth    int
-	top      int
-	format   string
+	rulesFile string
+	device    int
+	minBytes  int64
+	steady    int
+	depth     int
+	top       int
+	format    string
 }
 
 func newLeaksCmd() *cobra.Command {
 	o := &leaksOptions{}
-	def := leak.DefaultOptions()
+	def := rules.DefaultLeakOptions()
 	cmd := &cobra.Command{
 		Use:   "leaks INPUT...",
 		Short: "Does GPU memory leak step over step, how fast, and which line keeps it",
@@ -57,6 +57,7 @@ parallel and a rank whose verdict differs from the others is named.
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&o.rulesFile, "rules", "", "YAML file with rule thresholds, severities and disabled rules (as for check: the same verdict and exit code)")
 	f.IntVar(&o.device, "device", -1, "only this GPU index (-1 = all)")
 	sizeVar(f, &o.minBytes, "min-bytes-per-step", def.MinBytesPerStep, "kept for compatibility: the verdict does not depend on size (check's memory.leak threshold sets error vs warning)")
 	f.IntVar(&o.steady, "steady-steps", def.SteadySteps, "final steps marked as steady state in the step table")
@@ -70,26 +71,30 @@ parallel and a rank whose verdict differs from the others is named.
 type leakResult struct {
 	Path   string
 	Rank   int64
-	Report leak.Report
+	Report rules.LeakReport
 }
 
 // rankLeakJSON is one file's leak report in --format json.
 type rankLeakJSON struct {
 	Rank  int64  `json:"rank"`
 	Trace string `json:"trace"`
-	leak.Report
+	rules.LeakReport
 	// Outlier is true for a file of a rank the cross-rank view names.
 	Outlier bool `json:"outlier"`
 }
 
 func runLeaks(stdout, stderr io.Writer, args []string, o *leaksOptions) error {
-	def := leak.DefaultOptions()
+	def := rules.DefaultLeakOptions()
 	if err := checkFormat(o.format, formatTable, formatJSON, formatMarkdown); err != nil {
 		return err
 	}
 	// With the default options, many inputs are read into summaries to
 	// bound memory (their leak reports are made with those options).
-	bounded := o.device == def.Device && o.depth == def.Depth && o.minBytes == def.MinBytesPerStep && o.steady == def.SteadySteps
+	rs, _, err := loadRules(o.rulesFile)
+	if err != nil {
+		return err
+	}
+	bounded := o.device == def.Device && o.depth == def.Depth && o.minBytes == def.MinBytesPerStep && o.steady == def.SteadySteps && o.rulesFile == ""
 	// The same inputs as every answering command reads, so that the
 	// verdict is the same.
 	ins, err := loadRuleInputs(stderr, args, "leaks", bounded)
@@ -102,11 +107,11 @@ func runLeaks(stdout, stderr io.Writer, args []string, o *leaksOptions) error {
 	// The answer (verdicts, findings, exit code) is the one every command
 	// gives; the per-file reports below are made with this command's
 	// options, through the same memo (the defaults are computed once).
-	ev := rules.Evaluate(rules.DefaultRuleSet(), ins, rules.EvalOptions{})
+	ev := rules.Evaluate(rs, ins, rules.EvalOptions{})
 	if ev.Unmeasured != nil {
 		return badInput(ev.Unmeasured)
 	}
-	opts := leak.Options{Device: o.device, MinBytesPerStep: o.minBytes, SteadySteps: o.steady, Depth: o.depth, MinSteps: def.MinSteps}
+	opts := rules.LeakOptions{Device: o.device, MinBytesPerStep: o.minBytes, SteadySteps: o.steady, Depth: o.depth, MinSteps: def.MinSteps}
 	var results []leakResult
 	for _, in := range ins {
 		r := leakResult{Path: in.Source, Rank: in.Rank}
@@ -136,7 +141,7 @@ func runLeaks(stdout, stderr io.Writer, args []string, o *leaksOptions) error {
 			Ranks     []rankLeakJSON   `json:"ranks"`
 		}{Verdicts: ev.Verdicts, CrossRank: ev.CrossRank, Ranks: []rankLeakJSON{}}
 		for _, r := range results {
-			out.Ranks = append(out.Ranks, rankLeakJSON{Rank: r.Rank, Trace: r.Path, Report: r.Report, Outlier: outlier[r.Path]})
+			out.Ranks = append(out.Ranks, rankLeakJSON{Rank: r.Rank, Trace: r.Path, LeakReport: r.Report, Outlier: outlier[r.Path]})
 		}
 		if err := writeJSON(stdout, out); err != nil {
 			return err
@@ -184,7 +189,7 @@ func writeLeakReport(w io.Writer, r leakResult, format string) {
 	} else {
 		fmt.Fprintf(w, "%s\nVerdict: %s", title, strings.ToUpper(rep.Verdict))
 	}
-	if rep.Verdict == leak.VerdictLeak {
+	if rep.Verdict == rules.LeakVerdictLeak {
 		fmt.Fprintf(w, ", %s per step", memtimeline.FormatBytes(rep.GrowthBytesPerStep))
 	}
 	fmt.Fprintf(w, "\n%s\n\n", reason)
@@ -222,7 +227,7 @@ func writeLeakReport(w io.Writer, r leakResult, format string) {
 			}
 		}
 	}
-	if len(rep.Suspects) > 0 && rep.Verdict != leak.VerdictClean {
+	if len(rep.Suspects) > 0 && rep.Verdict != rules.LeakVerdictClean {
 		fmt.Fprintln(w)
 		tw := newTableWriter()
 		tw.AppendHeader(table.Row{"Per step", "Blocks", "Steps", "Kind", "Call chain (outermost first)", "Operator"})

@@ -79,7 +79,7 @@ func TestOneAnswerEveryCommand(t *testing.T) {
 			if first := strings.SplitN(text, "\n", 2)[0]; !strings.Contains(out, first) {
 				t.Errorf("report says %q, check %q", out, first)
 			}
-			if c.rules == "" { // leaks has no --rules: the defaults
+			{
 				leaks, leaksCode := get("leaks")
 				if string(leaks.Verdicts) != string(check.Verdicts) {
 					t.Errorf("leaks and check differ:\n%s\n%s", leaks.Verdicts, check.Verdicts)

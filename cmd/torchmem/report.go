@@ -17,8 +17,6 @@ import (
 	"github.com/torchmem/torchmem/memtimeline/snapshot"
 	"github.com/torchmem/torchmem/memtimeline/steplog"
 	"github.com/torchmem/torchmem/rules"
-	"github.com/torchmem/torchmem/rules/diff"
-	"github.com/torchmem/torchmem/rules/leak"
 )
 
 func init() {
@@ -126,7 +124,7 @@ type reportInput struct {
 	Kind      string
 	Summary   []reportKV
 	Charts    []reportChart
-	Leak      *leak.Report
+	Leak      *rules.LeakReport
 	Operators []operatorJSON
 	Sites     []stackJSON
 	Tables    []reportTable
@@ -254,7 +252,7 @@ func buildReportAnswer(idPrefix string, v rules.Verdict) (reportAnswer, error) {
 		l.Chain = v.Leak.Holding
 	}
 	a.Lines = append(a.Lines, l)
-	if v.Leak.Verdict == leak.VerdictLeak || v.Leak.Agreement != "" {
+	if v.Leak.Verdict == rules.LeakVerdictLeak || v.Leak.Agreement != "" {
 		a.Lines = append(a.Lines, reportLine{Label: "", Text: evidenceLine(v.Leak)})
 	}
 	for _, o := range v.OOMs {
@@ -388,7 +386,7 @@ func buildReportInput(idPrefix string, in *rules.Input, fs []rules.Finding) (rep
 			}
 		}
 		for _, spec := range specs {
-			if l.Verdict == leak.VerdictLeak {
+			if l.Verdict == rules.LeakVerdictLeak {
 				spec.Markers = append(spec.Markers, leakMarkers(spec, l)...)
 			}
 			if err := ri.addChart(spec); err != nil {
@@ -511,7 +509,7 @@ func (ri *reportInput) addChart(spec chart.Spec) error {
 // leakMarkers pins, at the end of each step that leaves blocks behind, how
 // much it kept: the growth shows on the chart where it happens.
 // The chart's step bands are the trace's ProfilerSteps in time order.
-func leakMarkers(spec chart.Spec, l leak.Report) []chart.Marker {
+func leakMarkers(spec chart.Spec, l rules.LeakReport) []chart.Marker {
 	var out []chart.Marker
 	steps := spec.Steps
 	var kept int64
@@ -588,7 +586,7 @@ func snapshotChartSpecs(s *snapshot.Snapshot, idPrefix string) []chart.Spec {
 
 // writeDiffReport overlays both runs' allocated memory on one axis aligned
 // at the first profiled step, beside the movers' tables.
-func writeDiffReport(path string, d *diff.Diff, verdict string, failed bool, base, head []*rules.Input) error {
+func writeDiffReport(path string, d *rules.Diff, verdict string, failed bool, base, head []*rules.Input) error {
 	page := reportPage{Title: "torchmem diff: " + d.Base + " → " + d.Head, Version: version, Echarts: chart.EchartsScript()}
 	page.Verdict, page.Failed = verdict, failed
 	ri := reportInput{Source: d.Base + " → " + d.Head, Kind: "diff"}
@@ -604,7 +602,7 @@ func writeDiffReport(path string, d *diff.Diff, verdict string, failed bool, bas
 			}
 		}
 	}
-	table := func(title string, ms []diff.Mover) {
+	table := func(title string, ms []rules.DiffMover) {
 		var rows [][]string
 		for _, m := range ms {
 			rows = append(rows, []string{m.Name, memtimeline.FormatBytes(m.Base), memtimeline.FormatBytes(m.Head), signed(m.Delta)})

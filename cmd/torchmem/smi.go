@@ -14,6 +14,7 @@ import (
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/smi"
+	"github.com/torchmem/torchmem/rules"
 )
 
 func init() { subcommands = append(subcommands, newSMICmd) }
@@ -43,8 +44,10 @@ gzipped or not) and reports per GPU:
   - leaks: stretches where memory.used keeps reaching new highs steadily
     (at least --min-growth-duration, many new highs, no single jump
     dominating, a straight line fits with R^2 >= 0.9), with their rate.
-    A drop ends a run, so processes that load, sit on a plateau and exit
-    are not leaks; dips of a few MiB are tolerated;
+    A drop ends a run, and growth that then holds flat at least as long
+    as it grew is a load or a cache filled once, so processes that load
+    (however smoothly), sit on a plateau and exit are not leaks; dips of
+    a few MiB are tolerated;
   - memory high but GPU idle: half the GPU's peak memory held while
     utilization.gpu stays at 10% or less for 10 s or more, the usual sign
     of a job starved by its input pipeline;
@@ -61,8 +64,12 @@ grows. 'torchmem analyze' on the run's folder also puts nvidia-smi beside
 torch's own numbers (the steps log): memory.used = torch allocated + torch's
 cache + what lives outside torch (CUDA context, workspaces, other processes).
 
-Exit status: 0 when no leak is found, 1 when one is, 2 when the file cannot
-be read.`,
+Exit status: the one policy of analyze and check on the same logs: 1 when
+a finding is at error severity (a leak: smi.leak), 0 otherwise (a zombie,
+memory high or a starved GPU are warnings; a process that grows is shown,
+not judged), 2 when a file cannot be read. --threshold is smi.memory-high's
+threshold and --min-growth-duration how growth is measured, for the
+findings and the verdict alike.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(format, formatTable, formatJSON, formatMarkdown); err != nil {
@@ -79,40 +86,48 @@ be read.`,
 			if err != nil {
 				return err
 			}
-			return eachInput(cmd.OutOrStdout(), format, files, func(out io.Writer, f *load.File) error {
-				if f.SMIApps != nil {
-					return renderSMIApps(out, format, f, gpuLogBeside(f, files), opts)
-				}
-				path, log := f.Path, f.SMI
-				if gpu != "" {
-					g := log.GPU(gpu)
+			// One Evaluation of every log given, with the flags as the
+			// smi rules' options and thresholds: the tables render its
+			// memoized analyses and the exit status is its own, so smi,
+			// analyze and check agree on the same logs.
+			ins := make([]*rules.Input, len(files))
+			for i, f := range files {
+				in := ruleInput(f)
+				in.SMIOptions = &opts
+				if gpu != "" && in.SMI != nil {
+					g := in.SMI.GPU(gpu)
 					if g == nil {
 						var keys []string
-						for _, g := range log.GPUs {
+						for _, g := range in.SMI.GPUs {
 							keys = append(keys, g.Key)
 						}
-						return badInput(fmt.Errorf("%s: no GPU %q in the log (it has %s)", path, gpu, strings.Join(keys, ", ")))
+						return badInput(fmt.Errorf("%s: no GPU %q in the log (it has %s)", f.Path, gpu, strings.Join(keys, ", ")))
 					}
-					log.GPUs = []*smi.GPU{g}
+					one := *in.SMI // the loaded log stays whole
+					one.GPUs = []*smi.GPU{g}
+					in.SMI = &one
 				}
-				a := smi.Analyze(log, opts)
-				var err error
+				ins[i] = in
+			}
+			ev := rules.Evaluate(rules.DefaultRuleSet().WithSMI(opts), ins, rules.EvalOptions{})
+			err = eachInput(cmd.OutOrStdout(), format, ins, func(out io.Writer, in *rules.Input) error {
+				if in.SMIApps != nil {
+					return renderSMIApps(out, format, in, gpuInputBeside(in, ins))
+				}
+				path, log, a := in.Source, in.SMI, in.SMIAnalysis()
 				switch format {
 				case formatJSON:
-					err = writeJSON(out, smiJSONReport(path, log, a))
+					return writeJSON(out, smiJSONReport(path, log, a))
 				case formatMarkdown:
-					err = writeMarkdownFenced(out, path, func(w io.Writer) error { renderSMITable(w, path, log, a); return nil })
-				default:
-					renderSMITable(out, path, log, a)
+					return writeMarkdownFenced(out, path, func(w io.Writer) error { renderSMITable(w, path, log, a); return nil })
 				}
-				if err != nil {
-					return err
-				}
-				if len(a.Leaks()) > 0 {
-					return findings()
-				}
+				renderSMITable(out, path, log, a)
 				return nil
 			})
+			if err != nil {
+				return err
+			}
+			return stepsExit(ev) // the one exit policy (steps.go)
 		},
 	}
 	f := cmd.Flags()

@@ -11,6 +11,7 @@ import (
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/smi"
+	"github.com/torchmem/torchmem/rules"
 )
 
 // torchmem smi on an nvidia-smi --query-compute-apps log: memory per
@@ -18,16 +19,16 @@ import (
 // GPU log of the same folder (when one was given) lends its utilization and
 // its end of log.
 
-// gpuLogBeside is the one nvidia-smi GPU log among files in f's folder,
+// gpuInputBeside is the one nvidia-smi GPU log among ins in in's folder,
 // or nil.
-func gpuLogBeside(f *load.File, files []*load.File) *smi.Log {
-	var found *smi.Log
-	for _, o := range files {
-		if o.SMI != nil && filepath.Dir(o.Path) == filepath.Dir(f.Path) {
+func gpuInputBeside(in *rules.Input, ins []*rules.Input) *rules.Input {
+	var found *rules.Input
+	for _, o := range ins {
+		if o.SMI != nil && filepath.Dir(o.Source) == filepath.Dir(in.Source) {
 			if found != nil {
 				return nil // several: which one is unknown
 			}
-			found = o.SMI
+			found = o
 		}
 	}
 	return found
@@ -45,39 +46,26 @@ type smiAppsJSON struct {
 	Analysis smi.AppsAnalysis `json:"analysis"`
 }
 
-func renderSMIApps(out io.Writer, format string, f *load.File, gpus *smi.Log, opts smi.Options) error {
-	a := smi.AnalyzeApps(f.SMIApps, gpus, opts)
+// renderSMIApps renders the per-process log's analysis beside its GPU
+// log (the Evaluation's memoized one); the exit status is the
+// Evaluation's, not the table's.
+func renderSMIApps(out io.Writer, format string, in, gpu *rules.Input) error {
+	a, log, withGPU := in.AppsAnalysisBeside(gpu), in.SMIApps, gpu != nil
 	switch format {
 	case formatJSON:
-		w := f.SMIApps.Warnings
+		w := log.Warnings
 		if w == nil {
 			w = []string{}
 		}
 		if a.Processes == nil {
 			a.Processes = []smi.ProcessReport{}
 		}
-		if err := writeJSON(out, smiAppsJSON{File: f.Path, Kind: string(load.SMIApps), GPULog: gpus != nil, Columns: f.SMIApps.Columns,
-			Rows: f.SMIApps.Rows, Rounds: f.SMIApps.Rounds, Warnings: w, Analysis: a}); err != nil {
-			return err
-		}
-		return appsFound(a)
+		return writeJSON(out, smiAppsJSON{File: in.Source, Kind: string(load.SMIApps), GPULog: withGPU, Columns: log.Columns,
+			Rows: log.Rows, Rounds: log.Rounds, Warnings: w, Analysis: a})
 	case formatMarkdown:
-		if err := writeMarkdownFenced(out, f.Path, func(w io.Writer) error { renderSMIAppsTable(w, f.Path, f.SMIApps, gpus != nil, a); return nil }); err != nil {
-			return err
-		}
-		return appsFound(a)
+		return writeMarkdownFenced(out, in.Source, func(w io.Writer) error { renderSMIAppsTable(w, in.Source, log, withGPU, a); return nil })
 	}
-	renderSMIAppsTable(out, f.Path, f.SMIApps, gpus != nil, a)
-	return appsFound(a)
-}
-
-// appsFound: a zombie or a growing process is a finding (exit status 1).
-func appsFound(a smi.AppsAnalysis) error {
-	for _, p := range a.Processes {
-		if p.Zombie || p.Grows != nil {
-			return findings()
-		}
-	}
+	renderSMIAppsTable(out, in.Source, log, withGPU, a)
 	return nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/steplog"
+	"github.com/torchmem/torchmem/rules"
 )
 
 func init() { subcommands = append(subcommands, newStepsCmd) }
@@ -46,13 +47,15 @@ Keys may also be memory_stats() names (allocated_bytes.all.current,
 reserved_bytes.all.current, allocated_bytes.all.peak), memory_allocated,
 allocated_mb, ...; lines with a "device" or "rank" key are reported per device.
 
-It fits a least-squares line of allocated bytes over step numbers (leaving
-out --warmup leading steps, when enough remain) and says "growing" (with
-bytes per step) when the line rises steadily (R^2 >= 0.8) by at least 1 MiB
-and 1% of the starting value, else "flat".
+It says "growing" (with bytes per step) when the log ends in a regular pattern
+of rises (leaving out --warmup leading steps): each of the last 3 or more steps
+rose, by steady amounts or more each step, or rises come exactly every P steps
+(2 or more of them, flat between: an evaluation every P steps that keeps its
+outputs). Size decides nothing; a one-time jump is never growth, and rises that
+stop and stay flat to the end (a queue or cache that filled up) are "flat",
+said as bounded. The least-squares line (per step, R^2) is shown alongside.
 
-Exit status: 0 flat or unknown, 1 when a device's allocated memory grows, 2
-when the file cannot be read.`,
+` + exitPolicy,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(format, formatTable, formatJSON, formatMarkdown); err != nil {
@@ -66,25 +69,26 @@ when the file cannot be read.`,
 				return err
 			}
 			return eachInput(cmd.OutOrStdout(), format, files, func(out io.Writer, f *load.File) error {
-				path, log := f.Path, f.Steps
-				if f.Summary != nil {
-					log = f.Summary.StepLog() // one table per step (or per summary)
-				}
-				a := steplog.Analyze(log, opts)
+				// The fit is the Evaluation's (the same memoized analysis,
+				// with this command's --warmup), and so is the exit code.
+				in := ruleInput(f)
+				in.StepOptions = &opts
+				ev := rules.Evaluate(rules.DefaultRuleSet(), []*rules.Input{in}, rules.EvalOptions{})
+				path, log, a := f.Path, in.StepLog, in.StepAnalysis()
 				if format == formatJSON {
 					if err := writeJSON(out, stepsJSONReport(path, log, a)); err != nil {
 						return err
 					}
-					return stepsExit(a)
+					return stepsExit(ev)
 				}
 				if format == formatMarkdown {
 					if err := writeMarkdownFenced(out, path, func(w io.Writer) error { renderStepsTable(w, path, log, a); return nil }); err != nil {
 						return err
 					}
-					return stepsExit(a)
+					return stepsExit(ev)
 				}
 				renderStepsTable(out, path, log, a)
-				return stepsExit(a)
+				return stepsExit(ev)
 			})
 		},
 	}
@@ -114,14 +118,23 @@ func stepsKeyList(log *steplog.Log) string {
 func renderStepsTable(w io.Writer, path string, log *steplog.Log, a steplog.Analysis) {
 	fmt.Fprintf(w, "%s: %d records; keys %s\n", path, log.Lines, stepsKeyList(log))
 	t := newTableWriter()
-	t.AppendHeader(table.Row{"device", "steps", "verdict", "allocated per step", "R^2", "allocated first → last", "peak allocated (step)", "reserved per step", "peak reserved (step)"})
+	t.AppendHeader(table.Row{"device", "steps", "verdict", "allocated per step", "pattern", "fit R^2", "allocated first → last", "peak allocated (step)", "reserved per step", "peak reserved (step)"})
 	for _, s := range a.Series {
 		dev := s.Device
 		if dev == "" {
 			dev = "-"
 		}
 		steps := fmt.Sprintf("%d-%d", s.FirstStep, s.LastStep)
-		perStep, r2, span := "-", "-", "-"
+		perStep, r2, span, pattern := "-", "-", "-", "-"
+		if g := s.Growth; g != nil {
+			pattern = fmt.Sprintf("every step, %d..%d", g.FirstStep, g.LastStep)
+			if g.Period > 1 {
+				pattern = fmt.Sprintf("every %d steps, %d..%d", g.Period, g.FirstStep, g.LastStep)
+			}
+			if g.Bounded {
+				pattern += ", then flat"
+			}
+		}
 		if s.Allocated.FitSteps >= 2 {
 			perStep = stepsSignedBytes(s.BytesPerStep)
 			r2 = fmt.Sprintf("%.3f", s.Allocated.R2)
@@ -134,7 +147,7 @@ func renderStepsTable(w io.Writer, path string, log *steplog.Log, a steplog.Anal
 		if s.PeakReservedBytes >= 0 {
 			resPeak = fmt.Sprintf("%s (%d)", memtimeline.FormatBytes(s.PeakReservedBytes), s.PeakReservedStep)
 		}
-		t.AppendRow(table.Row{dev, steps, s.Verdict, perStep, r2, span,
+		t.AppendRow(table.Row{dev, steps, s.Verdict, perStep, pattern, r2, span,
 			fmt.Sprintf("%s (%d)", memtimeline.FormatBytes(s.PeakAllocatedBytes), s.PeakAllocatedStep), resPerStep, resPeak})
 	}
 	fmt.Fprintln(w, t.Render())
@@ -170,6 +183,7 @@ type stepsSeriesJSON struct {
 	Verdict            string          `json:"verdict"`
 	BytesPerStep       int64           `json:"bytes_per_step"`
 	Reason             string          `json:"reason"`
+	Growth             *steplog.Growth `json:"growth"`
 	Allocated          stepsTrendJSON  `json:"allocated"`
 	Reserved           *stepsTrendJSON `json:"reserved"`
 	PeakAllocatedBytes int64           `json:"peak_allocated_bytes"`
@@ -201,15 +215,15 @@ func stepsTrend(t steplog.Trend) stepsTrendJSON {
 func stepsJSONReport(path string, log *steplog.Log, a steplog.Analysis) stepsReportJSON {
 	o := a.Options
 	rep := stepsReportJSON{File: path, Records: log.Lines, Keys: log.Keys, Warnings: log.Warnings,
-		Options: map[string]any{"warmup_steps": o.WarmupSteps, "min_fit_steps": o.MinFitSteps, "min_r2": o.MinR2,
-			"min_growth_bytes": o.MinGrowthBytes, "min_growth_fraction": o.MinGrowthFraction},
+		Options: map[string]any{"warmup_steps": o.WarmupSteps, "min_fit_steps": o.MinFitSteps,
+			"min_consecutive_rises": steplog.MinConsecutiveRises, "min_periodic_rises": steplog.MinPeriodicRises},
 		Series: []stepsSeriesJSON{}}
 	if rep.Warnings == nil {
 		rep.Warnings = []string{}
 	}
 	for _, s := range a.Series {
 		j := stepsSeriesJSON{Device: s.Device, Records: s.Records, FirstStep: s.FirstStep, LastStep: s.LastStep,
-			SkippedWarmup: s.SkippedWarmup, Verdict: s.Verdict, BytesPerStep: s.BytesPerStep, Reason: s.Reason,
+			SkippedWarmup: s.SkippedWarmup, Verdict: s.Verdict, BytesPerStep: s.BytesPerStep, Reason: s.Reason, Growth: s.Growth,
 			Allocated: stepsTrend(s.Allocated), PeakAllocatedBytes: s.PeakAllocatedBytes, PeakAllocatedStep: s.PeakAllocatedStep,
 			MaxAllocatedBytes: smiOptBytes(s.MaxAllocatedBytes)}
 		if s.Reserved != nil {
@@ -225,12 +239,11 @@ func stepsJSONReport(path string, log *steplog.Log, a steplog.Analysis) stepsRep
 	return rep
 }
 
-// stepsExit is findings (exit 1) when any device's memory grows.
-func stepsExit(a steplog.Analysis) error {
-	for _, s := range a.Series {
-		if s.Verdict == "growing" {
-			return findings()
-		}
+// stepsExit is the exit policy every command follows, from the
+// Evaluation: findings (exit 1) when one is at error severity.
+func stepsExit(ev *rules.Evaluation) error {
+	if ev.ExitCode() == rules.ExitFindings {
+		return findings()
 	}
 	return nil
 }

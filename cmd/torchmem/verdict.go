@@ -4,38 +4,24 @@ import (
 	"cmp"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/jedib0t/go-pretty/v6/text"
-	"golang.org/x/term"
 
+	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/cmd/internal/render"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules"
-	"github.com/torchmem/torchmem/rules/frag"
-	"github.com/torchmem/torchmem/rules/leak"
 )
 
 // The verdict block: what a user reads first, before any table. It is
 // rules.Verdict (computed once per run and rank) rendered for the
 // terminal, Markdown and HTML; JSON carries the structure itself.
 
-// termWidth is the width text output fits: $COLUMNS, else the terminal's
-// width when stdout is one, else 100.
-func termWidth() int {
-	if n, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && n >= 40 {
-		return min(n, 400)
-	}
-	if isTerminal(os.Stdout) {
-		if w, _, err := term.GetSize(int(os.Stdout.Fd())); err == nil && w >= 40 {
-			return w
-		}
-	}
-	return 100
-}
+// termWidth is the width text output fits (render.Width).
+func termWidth() int { return render.Width() }
 
 // shortOp shortens operator names for narrow tables: autograd's wrapper
 // names keep the node ("autograd::engine::evaluate_function: AddmmBackward0"
@@ -117,16 +103,28 @@ func leakLine(l rules.LeakAnswer) string { return leakText(l, true) }
 
 func leakText(l rules.LeakAnswer, chain bool) string {
 	switch l.Verdict {
-	case leak.VerdictLeak:
+	case rules.LeakVerdictLeak:
 		s := l.Figure()
 		if l.Kind != "" {
 			s += ", " + l.Kind
 		}
 		if l.Location != nil {
-			s += fmt.Sprintf(" held at %s:%d", displayPath(l.Location.File), l.Location.Line)
-			if l.Location.Function != "" {
+			if l.Location.Line > 0 {
+				s += fmt.Sprintf(" allocated at %s:%d", displayPath(l.Location.File), l.Location.Line)
+			} else {
+				s += " allocated in " + displayPath(l.Location.File)
+			}
+			switch {
+			case l.Location.Line <= 0 && l.Location.DefLine > 0:
+				s += fmt.Sprintf(" (%s, def at line %d; the trace does not record the allocating line)", l.Location.Function, l.Location.DefLine)
+			case l.Location.Line <= 0:
+				s += fmt.Sprintf(" (%s; the trace does not record the line)", l.Location.Function)
+			case l.Location.Function != "":
 				s += " (" + l.Location.Function + ")"
 			}
+		}
+		if slices.ContainsFunc(l.Holding, chrometrace.IsGeneratedFrame) {
+			s += " inside a compiled region (torch.compile's generated code; the line is the user's call into it)"
 		}
 		if l.Operator != "" {
 			s += " via " + shortOp(l.Operator)
@@ -144,7 +142,7 @@ func leakText(l rules.LeakAnswer, chain bool) string {
 			s += "; chain: " + c
 		}
 		return s
-	case leak.VerdictClean:
+	case rules.LeakVerdictClean:
 		return "no growth step over step; " + l.Reason
 	}
 	return l.Reason
@@ -196,7 +194,7 @@ func fragLine(f *rules.FragAnswer) string {
 	if f.Wasted != "" {
 		s += fmt.Sprintf(": %s %s", memtimeline.FormatBytes(f.WastedBytes), f.Wasted)
 	}
-	if f.Verdict != frag.VerdictOK && f.Reason != "" {
+	if f.Verdict != rules.FragVerdictOK && f.Reason != "" {
 		sep := ": "
 		if f.Wasted != "" {
 			sep = "; "
@@ -251,7 +249,11 @@ func joinShares(in []memtimeline.Share) string {
 	var cs []string
 	for _, k := range shares {
 		if k.Bytes > 0 {
-			cs = append(cs, fmt.Sprintf("%s %s", strings.ReplaceAll(k.Name, "_", " "), memtimeline.FormatBytes(k.Bytes)))
+			name := k.Name
+			if name == strings.ToLower(name) { // ours; torch's (AUTOGRAD_DETAIL) keep torch's spelling
+				name = strings.ReplaceAll(name, "_", " ")
+			}
+			cs = append(cs, fmt.Sprintf("%s %s", name, memtimeline.FormatBytes(k.Bytes)))
 		}
 	}
 	return strings.Join(cs, ", ")
@@ -274,7 +276,7 @@ func writeVerdictText(w io.Writer, vs []rules.Verdict, width int) {
 	for _, v := range vs {
 		lines := []string{verdictHeader(v)} // the wrap writer folds it
 		lines = append(lines, wrapEntry(strings.ToUpper(v.Leak.Verdict), leakLine(v.Leak), width)...)
-		if v.Leak.Agreement != "" || v.Leak.Settle != "" || (v.Leak.From != "" && v.Leak.Verdict == leak.VerdictLeak) {
+		if v.Leak.Agreement != "" || v.Leak.Settle != "" || (v.Leak.From != "" && v.Leak.Verdict == rules.LeakVerdictLeak) {
 			lines = append(lines, wrapEntry("", evidenceLine(v.Leak), width)...)
 		}
 		for i, o := range v.OOMs {
@@ -315,7 +317,7 @@ func writeVerdictMarkdown(w io.Writer, vs []rules.Verdict) {
 	for _, v := range vs {
 		fmt.Fprintf(w, "**%s**\n\n", mdEscape(verdictHeader(v)))
 		fmt.Fprintf(w, "- **%s** %s\n", strings.ToUpper(v.Leak.Verdict), mdEscape(leakLine(v.Leak)))
-		if v.Leak.Verdict == leak.VerdictLeak || v.Leak.Agreement != "" {
+		if v.Leak.Verdict == rules.LeakVerdictLeak || v.Leak.Agreement != "" {
 			fmt.Fprintf(w, "  - %s\n", mdEscape(evidenceLine(v.Leak)))
 		}
 		for _, o := range v.OOMs {

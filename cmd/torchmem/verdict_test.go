@@ -8,6 +8,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/torchmem/torchmem/cmd/internal/render"
 	"github.com/torchmem/torchmem/memtimeline/memtest"
 )
 
@@ -29,7 +30,7 @@ func TestTextFitsTheWidthAndKeepsEverything(t *testing.T) {
 				t.Errorf("verdict block cut or not first:\n%s", block)
 			}
 			flat := strings.Join(strings.Fields(block), " ")
-			for _, want := range []string{"6.00 MB per step", "PEAK", "FRAG", "fix: Drop retain_graph=True", "held at leak_retain_graph.py:"} {
+			for _, want := range []string{"6.00 MB per step", "PEAK", "FRAG", "fix: Drop retain_graph=True", "allocated at leak_retain_graph.py:"} {
 				if !strings.Contains(flat, want) {
 					t.Errorf("block lacks %q:\n%s", want, block)
 				}
@@ -46,7 +47,7 @@ func TestTextFitsTheWidthAndKeepsEverything(t *testing.T) {
 				out, _, _ := torchmem(t, args...)
 				for _, l := range strings.Split(out, "\n") {
 					limit := cols
-					if isTableLine(l) {
+					if render.IsTableLine(l) {
 						limit = max(cols, 80) // number columns need their room below 80
 					}
 					if n := utf8.RuneCountInString(l); n > limit {

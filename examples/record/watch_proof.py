@@ -17,7 +17,8 @@ OUT_DIR/truth.json (what was planted) and OUT_DIR/alarms.json (what on_alarm was
                 then the near-OOM alarm at 90% of the cap, then an OOM escapes the block
                 (caught here, exit 0);
   queue9        a bounded deque(maxlen=9) of 4 MiB per step: fills for 8 steps, then holds
-                (not a leak; longer than LeakWatch counts, so it alarms, then says it stopped);
+                (not a leak; shorter than LeakWatch counts: silent since the 9-step rule, though
+                the recorded truth.json says it alarmed at step 6 under the 6-step rule);
   periodic      an evaluation every 5th step whose 8 MiB output is kept in a list (a leak at
                 steps 4, 9, 14, ...);
   ddp           two ranks (gloo, one GPU), DistributedDataParallel; rank 1 keeps 4 MiB every

@@ -70,15 +70,16 @@ class FakeGPU:
             mock.patch.object(torch.cuda, "get_device_properties", return_value=props),
             mock.patch.object(torch.cuda.memory, "_snapshot", return_value=snapshot, create=True),
             mock.patch.object(torch.cuda.memory, "_record_memory_history", side_effect=self.record, create=True),
-            mock.patch.object(torch.cuda.memory, "get_per_process_memory_fraction",
-                              return_value=self.fraction, create=True),
+            # fraction None: a torch without the getter (before 2.6)
+            mock.patch.object(torch.cuda.memory, "get_per_process_memory_fraction", create=True,
+                              **({"new": None} if self.fraction is None else {"return_value": self.fraction})),
             mock.patch.object(tp, "_read_memory_stats", side_effect=self.stats),
         ]
 
 
-def run_fake(allocated, steps, env=None, reserved=None, fraction=1.0, **kwargs):
+def run_fake(allocated, steps, env=None, reserved=None, fraction=1.0, capacity=64 << 30, **kwargs):
     """TorchMemProfile(trace=False) over `steps` steps on a FakeGPU; returns (tm, stderr)."""
-    gpu = FakeGPU(allocated, reserved, fraction=fraction)
+    gpu = FakeGPU(allocated, reserved, capacity=capacity, fraction=fraction)
     out = tempfile.mkdtemp(prefix="torchmem_test_")
     env = dict(env or {})
     err = io.StringIO()
@@ -254,10 +255,29 @@ class WatchdogTest(unittest.TestCase):
         self.assertTrue(alarm["files"][0].endswith(".near_oom.snapshot.pickle.gz"))
         self.assertEqual(err.count("NEAR OOM"), 1)
 
+    def test_near_oom_on_a_torch_that_cannot_report_its_fraction_says_so(self):
+        # Before torch 2.6 there is no get_per_process_memory_fraction: the limit is the
+        # device's capacity, and the message must not claim that no fraction was set.
+        reserved = [600 * MiB + i * 100 * MiB for i in range(12)]
+        for fraction, said in ((None, True), (1.0, False)):
+            tm, _ = run_fake([500 * MiB] * 12, 12, reserved=reserved, fraction=fraction, capacity=1 << 30)
+            self.assertEqual([(a["kind"], a["step"], a["limit"]) for a in tm.alarms], [("near_oom", 4, 1 << 30)])
+            self.assertEqual("cannot report" in tm.alarms[0]["message"], said, tm.alarms[0]["message"])
+
     def test_near_oom_threshold_from_the_environment(self):
         reserved = [600 * MiB + i * 100 * MiB for i in range(12)]
         tm, _ = run_fake([500 * MiB] * 12, 12, reserved=reserved, fraction=1 / 64, env={"TORCHMEM_NEAR_OOM": "0.5"})
         self.assertEqual([(a["kind"], a["step"]) for a in tm.alarms], [("near_oom", 0)])
+
+    def test_near_oom_given_as_a_percentage_warns_and_still_fires(self):
+        reserved = [600 * MiB + i * 100 * MiB for i in range(12)]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            tm = tp.TorchMemProfile(near_oom=90)
+        self.assertEqual(tm.near_oom, tp.DEFAULT_NEAR_OOM)
+        self.assertTrue(any("not a percentage" in str(w.message) for w in caught))
+        tm, _ = run_fake([500 * MiB] * 12, 12, reserved=reserved, fraction=1 / 64, env={"TORCHMEM_NEAR_OOM": "90"})
+        self.assertEqual([(a["kind"], a["step"]) for a in tm.alarms], [("near_oom", 4)])
 
     def test_notify_command_gets_the_message_on_stdin(self):
         out = tempfile.mkdtemp(prefix="torchmem_notify_")
@@ -282,6 +302,19 @@ class WatchdogTest(unittest.TestCase):
 
         tm, err = run_fake(leaking(30, 0, 2 * MiB), 30, on_alarm=boom)
         self.assertIn("mail server down", err)
+
+    def test_an_output_dir_that_cannot_be_written_never_raises_into_training(self):
+        # TORCHMEM_DIR on a read-only mount, a full disk, a path that is a file: the window's
+        # snapshot, the leak capture and the exit dump fail with a warning; the alarm is said.
+        blocker = tempfile.NamedTemporaryFile(prefix="torchmem_not_a_dir_", delete=False)
+        blocker.close()
+        self.addCleanup(os.remove, blocker.name)
+        tm, err = run_fake(leaking(30, 12, 4 * MiB), 30, env={"TORCHMEM_DIR": blocker.name})
+        self.assertEqual([a["kind"] for a in tm.alarms], ["leak"])
+        self.assertEqual(tm.alarms[0]["files"], [])
+        self.assertEqual(err.count("LEAK"), 1, err)
+        self.assertEqual(tm.written, [])
+        self.assertFalse(tm._history_on)  # no capture left the history running
 
     def test_rank_in_the_message(self):
         tm, err = run_fake(leaking(30, 0, 2 * MiB), 30, env={"RANK": "3"})

@@ -139,18 +139,10 @@ func (tl *Timeline) Peak() (i int, bytes int64, ok bool) {
 	return i, bytes, true
 }
 
-// torchCategory maps export_memory_timeline's categories to a
-// composition's: the batch (INPUT) is held like an activation, autograd's
-// bookkeeping is temporary.
-var torchCategory = map[string]string{
-	"PARAMETER": memtimeline.CatParameter, "OPTIMIZER_STATE": memtimeline.CatOptimizerState, "INPUT": memtimeline.CatActivation,
-	"TEMPORARY": memtimeline.CatTemporary, "ACTIVATION": memtimeline.CatActivation, "GRADIENT": memtimeline.CatGradient,
-	"AUTOGRAD_DETAIL": memtimeline.CatTemporary, "Unknown": memtimeline.CatUnknown,
-}
-
 // SplitAt is torch's category split at ts (on the timeline's clock: a
-// trace's ts plus its baseTimeNanoseconds) in a composition's categories
-// (CompositionCategories order), for Composition.CompareWithTorch; nil
+// trace's ts plus its baseTimeNanoseconds), in torch's own category names
+// and order (PARAMETER, ..., AUTOGRAD_DETAIL: torch's data keeps torch's
+// names; memtimeline.TorchAsComposition maps them for a comparison); nil
 // when ts is outside the timeline.
 func (tl *Timeline) SplitAt(ts int64) []memtimeline.Share {
 	i := -1
@@ -162,17 +154,9 @@ func (tl *Timeline) SplitAt(ts int64) []memtimeline.Share {
 	if i < 0 || (tl.Len() > 0 && ts > tl.Times[tl.Len()-1]+int64(1e9)) {
 		return nil
 	}
-	by := map[string]int64{}
+	out := make([]memtimeline.Share, 0, len(tl.Categories))
 	for k, name := range tl.Categories {
-		c := torchCategory[name]
-		if c == "" {
-			c = memtimeline.CatUnknown
-		}
-		by[c] += tl.Bytes[k][i]
-	}
-	out := make([]memtimeline.Share, len(memtimeline.CompositionCategories))
-	for k, c := range memtimeline.CompositionCategories {
-		out[k] = memtimeline.Share{Name: c, Bytes: by[c]}
+		out = append(out, memtimeline.Share{Name: name, Bytes: tl.Bytes[k][i]})
 	}
 	return out
 }

@@ -283,8 +283,19 @@ func sharing(apps *AppsLog, reports []ProcessReport) []Sharing {
 	for _, gpu := range gpus {
 		rounds := byGPU[gpu]
 		var shared []int
+		// Processes, not rows: a process listed twice in one round (two
+		// contexts, a log concatenated with itself) does not share a GPU
+		// with itself.
+		seen := map[int]bool{}
+		distinct := func(es []entry) int {
+			clear(seen)
+			for _, e := range es {
+				seen[e.proc] = true
+			}
+			return len(seen)
+		}
 		for r, es := range rounds {
-			if len(es) >= 2 {
+			if len(es) >= 2 && distinct(es) >= 2 {
 				shared = append(shared, r)
 			}
 		}
@@ -315,7 +326,7 @@ func sharing(apps *AppsLog, reports []ProcessReport) []Sharing {
 			}
 			cur.End = times[round]
 			cur.Rounds++
-			cur.MaxProcesses = max(cur.MaxProcesses, len(es))
+			cur.MaxProcesses = max(cur.MaxProcesses, distinct(es))
 			var sum int64
 			for _, e := range es {
 				pids[apps.Processes[e.proc].PID] = true
@@ -367,8 +378,8 @@ func markZombies(apps *AppsLog, gpus *Log, a *AppsAnalysis, end time.Time, opts 
 		}
 		if left != nil && end.Sub(left.Last) >= opts.ZombieMinDuration {
 			r.Zombie, r.ZombieSince = true, left.Last
-			r.ZombieReason = fmt.Sprintf("kept %s, unchanged, for %s after pid %d (%s) exited",
-				memtimeline.FormatBytes(r.FinalBytes), roundDuration(end.Sub(left.Last)), left.PID, baseName(left.Name))
+			r.ZombieReason = fmt.Sprintf("kept %s, unchanged, for %s after %s exited",
+				memtimeline.FormatBytes(r.FinalBytes), roundDuration(end.Sub(left.Last)), ProcessRef(left.PID, left.Name))
 		}
 		// (b) the GPU idle while it held memory.
 		if g := gpuOf(gpus, r.GPUKey); g != nil {
@@ -504,11 +515,22 @@ func absDuration(d time.Duration) time.Duration {
 
 // baseName is a process name without its directory ("/usr/bin/python3"
 // -> "python3").
-func baseName(s string) string {
+// ProcessName is a process's name as the answer gives it: the program, not
+// its path ("" when the log has no process_name column).
+func ProcessName(s string) string {
 	if i := strings.LastIndexAny(s, `/\`); i >= 0 && i+1 < len(s) {
 		return s[i+1:]
 	}
 	return s
+}
+
+// ProcessRef names a process in a sentence: "pid 583 (python3)", or
+// "pid 583" when the log gives no name.
+func ProcessRef(pid int64, name string) string {
+	if n := ProcessName(name); n != "" {
+		return fmt.Sprintf("pid %d (%s)", pid, n)
+	}
+	return fmt.Sprintf("pid %d", pid)
 }
 
 // gpuOf is log's GPU key, or nil (no log, no key).

@@ -2,6 +2,7 @@ package smi
 
 import (
 	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -334,5 +335,31 @@ func TestAppsGPUMapping(t *testing.T) {
 	}
 	if len(a.Sharing) != 0 {
 		t.Errorf("processes on different GPUs called sharing: %+v", a.Sharing)
+	}
+}
+
+// TestAppsSharingCountsProcessesNotRows: one process listed twice in a
+// round (two contexts, a log appended to itself) is not a GPU shared. The
+// healthy recording (one trainer) with every row written twice; the shared
+// recording still shares with its three processes.
+func TestAppsSharingCountsProcessesNotRows(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(memtest.Testdata("smi", "per_process", "healthy"), "compute_apps.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
+	var b strings.Builder
+	b.WriteString(lines[0] + "\n")
+	for _, l := range lines[1:] {
+		b.WriteString(l + "\n" + l + "\n")
+	}
+	a := AnalyzeApps(readAppsString(t, b.String()), nil, DefaultOptions())
+	if len(a.Processes) != 1 || len(a.Sharing) != 0 {
+		t.Errorf("one process with doubled rows: %d processes, sharing %+v", len(a.Processes), a.Sharing)
+	}
+	r := loadPerProcess(t, "shared")
+	s := AnalyzeApps(r.apps, r.gpu, DefaultOptions()).Sharing
+	if len(s) != 1 || s[0].MaxProcesses != 3 || len(s[0].PIDs) != 3 {
+		t.Errorf("shared recording: %+v", s)
 	}
 }

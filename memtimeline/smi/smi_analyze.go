@@ -22,7 +22,9 @@ type Options struct {
 	// new high at least MinGrowthRises times, grows by at least
 	// MinGrowthBytes, no single rise is more than MaxRiseFraction of the
 	// growth (steady growth, not a process that loads and then sits on a
-	// plateau), and a straight line fits it with R^2 >= MinGrowthR2.
+	// plateau), and a straight line fits it with R^2 >= MinGrowthR2; and
+	// memory does not then hold flat (no new high, no drop) for at least
+	// as long as it grew (a load or a cache filled once).
 	MinGrowthDuration time.Duration
 	MinGrowthSamples  int
 	MinGrowthRises    int
@@ -415,9 +417,23 @@ func findGrowthRuns(all []Sample, opts Options, nearZero int64) (runs, leaks []G
 					// not memory lost for good.
 					run.Released = used(low) > nearZero && float64(run.EndBytes-used(low)) >= 0.5*float64(run.GrowthBytes)
 				}
+				// How long memory then held at its high with no new one:
+				// to the drop, else to the log's end.
+				plateau := all[pos[j-1]].Time.Sub(all[pos[peakAt]].Time)
 				if leak != nil {
 					leak.DroppedTo, leak.DropTime, leak.Released = run.DroppedTo, run.DropTime, run.Released
-					if run.Released {
+					if !run.Released && plateau >= max(opts.MinGrowthDuration, leak.Duration) {
+						// Growth that stopped and held flat at least as long
+						// as it grew, the process still alive: a model and
+						// data loaded (from_pretrained fills memory tensor by
+						// tensor, as smoothly as a leak), or a cache that
+						// filled. A leak keeps taking memory while the job
+						// runs.
+						run.Leak, run.Reason = false, fmt.Sprintf("then flat for %s with no new high (it grew for %s): memory loaded or a cache filled once, not a leak",
+							roundDuration(plateau), roundDuration(leak.Duration))
+						leak = nil
+					}
+					if leak != nil && run.Released {
 						why := fmt.Sprintf("released: fell to %s at %s with the GPU still in use (a cache grown, then flushed)",
 							memtimeline.FormatBytes(run.DroppedTo), run.DropTime.Format(TimeLayout))
 						run.Leak, run.Reason = false, why

@@ -94,6 +94,11 @@ type LeakCandidate struct {
 	ActiveAtDumpBytes int64 `json:"active_at_dump_bytes"`
 	FirstTimeUS       int64 `json:"first_time_us"`
 	LastTimeUS        int64 `json:"last_time_us"`
+	// TimesUS are the group's live allocations' times, in order: with no
+	// step annotations, their recurrence tells a per-iteration leak.
+	TimesUS []int64 `json:"-"`
+	// Sizes are the same allocations' sizes.
+	Sizes []int64 `json:"-"`
 	// StepBytes is what the group kept from each ProfilerStep#N, in step
 	// order (steps it kept nothing from are left out).
 	StepBytes []StepBytes `json:"step_bytes"`
@@ -512,6 +517,8 @@ func (s *Snapshot) LeakCandidates() []LeakCandidate {
 			lc.Bytes += e.Size
 			lc.Count++
 			lc.LastTimeUS = e.TimeUS
+			lc.TimesUS = append(lc.TimesUS, e.TimeUS)
+			lc.Sizes = append(lc.Sizes, e.Size)
 			if activeAtDump[e.Addr] {
 				lc.ActiveAtDumpBytes += e.Size
 			}
@@ -648,7 +655,7 @@ func hookFrame(stack []Frame) *Frame {
 // which autograd's engine allocated (its C++ or Python frames).
 func (s *Snapshot) stepsWithBackward() (all, backward []int) {
 	ranges := s.stepRanges()
-	seen, bwd := map[int]bool{}, map[int]bool{}
+	seen, bwd, allocated := map[int]bool{}, map[int]bool{}, map[int]bool{}
 	for _, r := range ranges {
 		for _, sr := range r {
 			seen[sr.step] = true
@@ -661,6 +668,9 @@ func (s *Snapshot) stepsWithBackward() (all, backward []int) {
 				continue
 			}
 			st := findStep(ranges[dev], e.TimeUS)
+			if st >= 0 {
+				allocated[st] = true
+			}
 			if st < 0 || bwd[st] {
 				continue
 			}
@@ -682,6 +692,13 @@ func (s *Snapshot) stepsWithBackward() (all, backward []int) {
 	}
 	sort.Ints(all)
 	sort.Ints(backward)
+	// The profiler opens one more ProfilerStep when its last cycle ends
+	// and closes it at once: a last step in which nothing was allocated
+	// is that stub, not a step the run took (it would read as a step that
+	// kept nothing: a missed beat of a periodic leak).
+	if n := len(all); n > 0 && !allocated[all[n-1]] {
+		all = all[:n-1] // never in backward: backward needs an allocation
+	}
 	return all, backward
 }
 
@@ -821,4 +838,35 @@ func FormatSegmentMap(fills []SegmentFill, top int) string {
 		fmt.Fprintf(&sb, "... %d smaller segments not shown\n", len(fills)-n)
 	}
 	return sb.String()
+}
+
+// WithStepClock returns a copy of s whose history is cut into steps by a
+// per-step log's clock instead of the ProfilerStep annotations: step
+// steps[i] ends at endsUS[i] (epoch microseconds, the clock time_us is
+// on) and starts where the step before it ended (the first at the start
+// of the history: setup counts with it). The profiler annotates only the
+// steps it profiled, and none at all when it is off; a step log (the
+// snippet's steps.jsonl, written after every step) covers the whole run.
+// Only the annotations are replaced; the recorded history is shared.
+func (s *Snapshot) WithStepClock(steps, endsUS []int64) *Snapshot {
+	c := *s
+	c.ExternalAnnotations = nil
+	for dev, tr := range s.DeviceTraces {
+		if len(tr) == 0 {
+			continue
+		}
+		start := int64(0)
+		for i, st := range steps {
+			end := endsUS[i]
+			if end < start || st < 0 || st > 1<<31 {
+				continue
+			}
+			name := fmt.Sprintf("ProfilerStep#%d", st)
+			c.ExternalAnnotations = append(c.ExternalAnnotations,
+				Annotation{Device: dev, Name: name, Stage: "START", TimeUS: start},
+				Annotation{Device: dev, Name: name, Stage: "END", TimeUS: end})
+			start = end + 1
+		}
+	}
+	return &c
 }

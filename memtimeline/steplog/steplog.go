@@ -47,6 +47,10 @@ type Record struct {
 	// the allocator gave its cache back and tried again), -1 when the line
 	// has none.
 	AllocRetries int64
+	// InactiveSplitBytes is torch's inactive_split_bytes.all.current: free
+	// blocks inside segments that also hold live ones (fragmentation the
+	// cache cannot give back), -1 when the line has none.
+	InactiveSplitBytes int64
 	// Line is the 1-based line number in the file.
 	Line int
 }
@@ -85,6 +89,7 @@ var stepKeys = map[string][]string{
 	"peak_reserved":  {"max_reserved", "peak_reserved", "reserved_bytes.all.peak", "max_memory_reserved", "max_reserved_bytes", "max_reserved_mb"},
 	"device":         {"device", "rank", "local_rank", "gpu"},
 	"alloc_retries":  {"num_alloc_retries", "alloc_retries", "cuda_malloc_retries"},
+	"inactive_split": {"inactive_split", "inactive_split_bytes.all.current", "inactive_split_bytes"},
 }
 
 // stepNested names objects whose keys count as the line's own.
@@ -245,7 +250,7 @@ func Read(r io.Reader) (*Log, error) {
 // step key (the caller numbers lines then).
 func parseStepRecord(log *Log, text string) (Record, string, error) {
 	rec := Record{Step: -1, AllocatedBytes: -1, ReservedBytes: -1,
-		ActiveBytes: -1, PeakAllocatedBytes: -1, PeakReservedBytes: -1, AllocRetries: -1}
+		ActiveBytes: -1, PeakAllocatedBytes: -1, PeakReservedBytes: -1, AllocRetries: -1, InactiveSplitBytes: -1}
 	if !lines.IsText(text) {
 		return rec, "", errors.New("binary data")
 	}
@@ -267,7 +272,7 @@ func parseStepRecord(log *Log, text string) (Record, string, error) {
 	for q, dst := range map[string]*int64{
 		"reserved": &rec.ReservedBytes, "active": &rec.ActiveBytes,
 		"peak_allocated": &rec.PeakAllocatedBytes, "peak_reserved": &rec.PeakReservedBytes,
-		"alloc_retries": &rec.AllocRetries,
+		"alloc_retries": &rec.AllocRetries, "inactive_split": &rec.InactiveSplitBytes,
 	} {
 		if key, v, ok := lookupStepKey(obj, q); ok {
 			if *dst, err = stepBytes(key, v); err != nil {

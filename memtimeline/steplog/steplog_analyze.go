@@ -15,17 +15,11 @@ type Options struct {
 	// gradients, a one-off rise that is not a leak.
 	WarmupSteps int
 	MinFitSteps int
-	// Allocated memory is "growing" when the fitted line rises with
-	// R^2 >= MinR2 and its rise over the fitted steps is at least
-	// MinGrowthBytes and MinGrowthFraction of the first fitted value.
-	MinR2             float64
-	MinGrowthBytes    int64
-	MinGrowthFraction float64
 }
 
 // DefaultOptions returns the defaults of `torchmem steps`.
 func DefaultOptions() Options {
-	return Options{WarmupSteps: 1, MinFitSteps: 3, MinR2: 0.8, MinGrowthBytes: 1 << 20, MinGrowthFraction: 0.01}
+	return Options{WarmupSteps: 1, MinFitSteps: 3}
 }
 
 // Step verdicts.
@@ -64,9 +58,17 @@ type SeriesReport struct {
 	// recorded (max_memory_allocated); -1 when it has none.
 	MaxAllocatedBytes int64
 
-	// Verdict is growing, flat or unknown, from the allocated trend.
+	// Verdict is growing, flat or unknown, from the regularity of the
+	// allocated bytes (Regularity), not from the fitted line.
 	Verdict string
-	// BytesPerStep is the allocated slope rounded to whole bytes.
+	// Growth is the regular pattern found (nil: none); a Bounded one
+	// stopped and leaves the verdict flat.
+	Growth *Growth
+	// Noisy: flat because allocated rises and falls alike (it cannot say
+	// that memory stays flat).
+	Noisy bool
+	// BytesPerStep is the growth per step when growing, else the fitted
+	// slope rounded to whole bytes.
 	BytesPerStep int64
 	Reason       string
 }
@@ -133,24 +135,34 @@ func analyzeStepSeries(s *Series, opts Options) SeriesReport {
 		rep.Reason = fmt.Sprintf("%d steps to fit, need %d", tr.FitSteps, opts.MinFitSteps)
 		return rep
 	}
-	first := float64(tr.FirstBytes)
-	span := float64(fitRecs[len(fitRecs)-1].Step - fitRecs[0].Step)
-	fittedRise := tr.SlopeBytesPerStep * span
-	need := max(float64(opts.MinGrowthBytes), opts.MinGrowthFraction*first)
+	// The verdict is regularity (regular.go), not a fit: the line above
+	// stays for the table only.
+	var steps, vals []int64
+	for _, r := range fitRecs {
+		if r.AllocatedBytes >= 0 {
+			steps, vals = append(steps, r.Step), append(vals, r.AllocatedBytes)
+		}
+	}
+	g, noisy := Regularity(steps, vals)
+	rep.Growth = g
+	from, to := fitRecs[0].Step, fitRecs[len(fitRecs)-1].Step
 	switch {
-	case tr.SlopeBytesPerStep <= 0 || fittedRise <= 0:
-		rep.Verdict = VerdictFlat
-		rep.Reason = fmt.Sprintf("allocated does not rise over steps %d-%d", fitRecs[0].Step, fitRecs[len(fitRecs)-1].Step)
-	case tr.R2 < opts.MinR2:
-		rep.Verdict = VerdictFlat
-		rep.Reason = fmt.Sprintf("no steady trend: R^2 %.2f under %.2f", tr.R2, opts.MinR2)
-	case fittedRise < need:
-		rep.Verdict = VerdictFlat
-		rep.Reason = fmt.Sprintf("rise of %s over %d steps is under %s", memtimeline.FormatBytes(int64(fittedRise)), int64(span), memtimeline.FormatBytes(int64(need)))
-	default:
+	case g != nil && !g.Bounded:
 		rep.Verdict = VerdictGrowing
-		rep.Reason = fmt.Sprintf("allocated grows %s per step (R^2 %.3f) over steps %d-%d",
-			memtimeline.FormatBytes(rep.BytesPerStep), tr.R2, fitRecs[0].Step, fitRecs[len(fitRecs)-1].Step)
+		rep.BytesPerStep = g.BytesPerStep
+		rep.Reason = g.Describe()
+	case g != nil:
+		rep.Verdict = VerdictFlat
+		rep.Reason = g.Describe()
+	case noisy:
+		rep.Verdict, rep.Noisy = VerdictFlat, true
+		rep.Reason = fmt.Sprintf("allocated rises and falls alike over steps %d-%d: no regular growth", from, to)
+	case tr.GrowthBytes > 0:
+		rep.Verdict = VerdictFlat
+		rep.Reason = fmt.Sprintf("allocated does not rise regularly over steps %d-%d (a one-time rise of %s is not growth)", from, to, memtimeline.FormatBytes(tr.GrowthBytes))
+	default:
+		rep.Verdict = VerdictFlat
+		rep.Reason = fmt.Sprintf("allocated does not rise over steps %d-%d", from, to)
 	}
 	return rep
 }

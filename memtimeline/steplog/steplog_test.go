@@ -164,7 +164,23 @@ func TestAnalyzeSynthetic(t *testing.T) {
 		{"warm-up rise then flat", mk(100*mb, 200*mb, 200*mb, 200*mb, 200*mb), VerdictFlat, 0},
 		{"steady 2 MiB/step", mk(100*mb, 200*mb, 202*mb, 204*mb, 206*mb, 208*mb), VerdictGrowing, 2 * mb},
 		{"noise around a level", mk(100*mb, 200*mb, 203*mb, 199*mb, 202*mb, 198*mb, 201*mb), VerdictFlat, anyRate},
-		{"tiny growth under 1 MiB total", mk(100*mb, 200*mb, 200*mb+1000, 200*mb+2000, 200*mb+3000), VerdictFlat, 1000},
+		// Regularity, not size: 1000 B kept in each of 3 steps is growth.
+		{"tiny steady growth", mk(100*mb, 200*mb, 200*mb+1000, 200*mb+2000, 200*mb+3000), VerdictGrowing, 1000},
+		// One one-time jump (gradient accumulation's buffers): R² of a
+		// line through it is high, yet it is not growth.
+		{"one-time jump mid-run", mk(100*mb, 200*mb, 200*mb, 200*mb, 200*mb, 212*mb, 212*mb, 212*mb, 212*mb), VerdictFlat, anyRate},
+		{"two-step jump", mk(100*mb, 200*mb, 200*mb, 264*mb, 328*mb, 328*mb, 328*mb, 328*mb), VerdictFlat, anyRate},
+		{"late start", mk(100*mb, 200*mb, 200*mb, 200*mb, 200*mb, 204*mb, 208*mb, 212*mb, 216*mb), VerdictGrowing, 4 * mb},
+		// A queue that fills up: grows, then flat to the end.
+		{"bounded", mk(100*mb, 200*mb, 204*mb, 208*mb, 212*mb, 216*mb, 216*mb, 216*mb, 216*mb, 216*mb), VerdictFlat, anyRate},
+		// Every 5th step keeps 8 MiB; nothing between.
+		{"periodic", mk(100*mb, 200*mb, 200*mb, 200*mb, 208*mb, 208*mb, 208*mb, 208*mb, 208*mb, 216*mb, 216*mb, 216*mb, 216*mb, 216*mb, 224*mb, 224*mb), VerdictGrowing, 8 * mb / 5},
+		// The next periodic rise was due and did not come: stopped.
+		{"periodic that stopped", mk(100*mb, 200*mb, 200*mb, 208*mb, 208*mb, 216*mb, 216*mb, 216*mb, 216*mb, 216*mb, 216*mb), VerdictFlat, anyRate},
+		// Rises and falls alike, ending in three rises: noise.
+		{"random walk", mk(100*mb, 200*mb, 206*mb, 199*mb, 205*mb, 198*mb, 202*mb, 206*mb, 210*mb), VerdictFlat, anyRate},
+		// A steady leak with a little jitter on top is still steady.
+		{"jittered leak", mk(100*mb, 200*mb, 332*mb, 464*mb+128<<10, 596*mb, 728*mb+128<<10, 860*mb), VerdictGrowing, anyRate},
 		{"too few steps", mk(100*mb, 200*mb), VerdictUnknown, anyRate},
 		{"shrinking", mk(300*mb, 280*mb, 260*mb, 240*mb), VerdictFlat, -20 * mb},
 	}

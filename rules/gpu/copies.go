@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"cmp"
+	"math"
 	"regexp"
 	"slices"
 	"strconv"
@@ -313,6 +314,11 @@ type FrameIndex struct {
 	t        *chrometrace.Trace
 	byThread map[chrometrace.ThreadID][]int // PyFrames indices by start
 	byID     map[int32]int
+	// profiled is when the first profiled step began (no steps: unknown,
+	// MinInt64): a frame that started before it was already running when
+	// profiling began, and the profiler names it by the line it was on
+	// then (the loop's tm.step()), not by the call.
+	profiled int64
 }
 
 // NewFrameIndex indexes the trace's python_function events by thread.
@@ -328,6 +334,12 @@ func NewFrameIndex(t *chrometrace.Trace) *FrameIndex {
 	for _, l := range fi.byThread {
 		slices.SortFunc(l, func(a, b int) int { return cmp.Compare(t.PyFrames[a].Start, t.PyFrames[b].Start) })
 	}
+	fi.profiled = math.MinInt64
+	for _, st := range t.Steps {
+		if fi.profiled == math.MinInt64 || st.Start < fi.profiled {
+			fi.profiled = st.Start
+		}
+	}
 	return fi
 }
 
@@ -342,11 +354,18 @@ func libraryFrame(file string) bool { return chrometrace.IsLibraryFile(file) }
 // on thread th, nil when there is none.
 func (fi *FrameIndex) UserLocation(th chrometrace.ThreadID, ts int64) *site.Location {
 	var loc *site.Location
-	fi.enclosing(th, ts, func(file string, line int, function string) bool {
+	fi.enclosing(th, ts, func(file string, line int, function string, pre bool) bool {
 		if libraryFrame(file) {
 			return true
 		}
 		loc = &site.Location{File: file, Line: line, Function: function}
+		if pre {
+			// Running since before profiling: the number is the line it
+			// was on when profiling began, not this call's. Line 0: not
+			// recorded (an allocator snapshot or a Python stack from the
+			// call itself gives it).
+			loc.Line = 0
+		}
 		return false
 	})
 	return loc
@@ -354,7 +373,7 @@ func (fi *FrameIndex) UserLocation(th chrometrace.ThreadID, ts int64) *site.Loca
 
 // enclosing calls visit with each Python frame enclosing ts on thread th,
 // innermost first, until visit returns false.
-func (fi *FrameIndex) enclosing(th chrometrace.ThreadID, ts int64, visit func(file string, line int, function string) bool) {
+func (fi *FrameIndex) enclosing(th chrometrace.ThreadID, ts int64, visit func(file string, line int, function string, pre bool) bool) {
 	l := fi.byThread[th]
 	if len(l) == 0 {
 		return
@@ -376,7 +395,7 @@ func (fi *FrameIndex) enclosing(th chrometrace.ThreadID, ts int64, visit func(fi
 		if f.Start <= ts && ts <= f.End() {
 			if m := pyFrameName.FindStringSubmatch(fi.t.Str(f.Name)); m != nil {
 				line, _ := strconv.Atoi(m[2])
-				if !visit(m[1], line, m[3]) {
+				if !visit(m[1], line, m[3], f.Start < fi.profiled) {
 					return
 				}
 			}
@@ -393,7 +412,7 @@ func (fi *FrameIndex) enclosing(th chrometrace.ThreadID, ts int64, visit func(fi
 // whose frames enclose a copy issued by operator site at ts, or "".
 func (fi *FrameIndex) librarySwitch(th chrometrace.ThreadID, ts int64, site string) string {
 	var files []string
-	fi.enclosing(th, ts, func(file string, _ int, _ string) bool {
+	fi.enclosing(th, ts, func(file string, _ int, _ string, _ bool) bool {
 		files = append(files, file)
 		return len(files) < 1000
 	})

@@ -3,6 +3,7 @@ package leak
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -87,6 +88,11 @@ type Suspect struct {
 	// graph kept alive, the user's line that called the model (the loop
 	// line, "logits = model(vx)"); otherwise the user's allocating line.
 	HoldingLine string `json:"holding_line,omitempty"`
+	// LineNotRecorded: the holding frame was already running when the
+	// profiler started, so the trace names the line it was on then (often
+	// the loop's tm.step()), not the call: its function is known, its line
+	// is not (an allocator snapshot of the run has it).
+	LineNotRecorded bool `json:"line_not_recorded,omitempty"`
 	// FirstStep..LastStep are the ProfilerStep numbers of the steps the
 	// site kept memory in; -1 when the input has no steps.
 	FirstStep int64 `json:"first_step"`
@@ -96,10 +102,14 @@ type Suspect struct {
 	// BytesByStep is what the site kept from each step FirstStep..LastStep.
 	BytesByStep []int64 `json:"bytes_by_step,omitempty"`
 	// Accelerating: the site keeps more every step (hooks piling up).
-	Accelerating bool   `json:"accelerating,omitempty"`
-	Kind         string `json:"kind"`
-	Evidence     string `json:"evidence"`
-	Fix          string `json:"fix"`
+	Accelerating bool `json:"accelerating,omitempty"`
+	// Period > 1: the site keeps memory only every Period-th step
+	// (FirstStep, FirstStep+Period, ..., LastStep), RiseBytes each time.
+	Period    int64  `json:"period_steps,omitempty"`
+	RiseBytes int64  `json:"rise_bytes,omitempty"`
+	Kind      string `json:"kind"`
+	Evidence  string `json:"evidence"`
+	Fix       string `json:"fix"`
 	// StackNote says how to read the stack's lines.
 	StackNote string `json:"stack_note,omitempty"`
 	// copy: the site's blocks are copies of other tensors (clone, to).
@@ -110,6 +120,12 @@ type Suspect struct {
 	// allocPoints is how many code lines made what the site keeps each
 	// step (a snapshot site groups a whole model call); 0 counts as 1.
 	allocPoints int
+	// preProfiled counts the outermost user frames of the chain that were
+	// already running when profiling began (traces).
+	preProfiled int
+	// keptLines: a snapshot site keeping tensors from several lines each
+	// step, whose kind (a container or a graph) the snapshot cannot tell.
+	keptLines bool
 }
 
 // Location is the suspect's allocating line for a finding: as the
@@ -129,6 +145,9 @@ type Leak struct {
 	FirstStep    int64  `json:"first_step"`
 	LastStep     int64  `json:"last_step"`
 	Accelerating bool   `json:"accelerating,omitempty"`
+	// Period is the steps between the steps that keep memory: 1 (or 0)
+	// every step, 5 for an evaluation every 5th step that keeps its outputs.
+	Period int64 `json:"period_steps,omitempty"`
 	// AccelerationBytes is how much more is kept each step than the step
 	// before, for an accelerating leak.
 	AccelerationBytes int64     `json:"acceleration_bytes_per_step,omitempty"`
@@ -183,6 +202,11 @@ type run struct {
 	bytesPerStep int64
 	accelerating bool
 	accel        int64
+	// period > 1: the site keeps memory every period-th step only (lo, lo
+	// + period, ..., hi), nothing between; bytesPerStep is each step's
+	// share (rise / period) and rise the bytes kept each time.
+	period int
+	rise   int64
 }
 
 // regularRun finds the longest stretch of at least minSteps consecutive
@@ -207,6 +231,16 @@ func regularRun(bytes, blocks []int64, minSteps int) (run, bool) {
 		i = j + 1
 	}
 	if best.lo < 0 || best.hi-best.lo+1 < minSteps {
+		if p, ok := periodicRun(bytes, blocks); ok {
+			return p, true
+		}
+		return best, false
+	}
+	// A site that stopped keeping memory, minSteps steps or more before
+	// the end (the last step aside), filled up: a cache of one entry per
+	// shape, a queue that reached its bound. Not growth (the step-log
+	// rule's "bounded").
+	if len(bytes)-2-best.hi >= minSteps {
 		return best, false
 	}
 	hi := best.hi
@@ -240,7 +274,64 @@ func regularRun(bytes, blocks []int64, minSteps int) (run, bool) {
 		best.accel = (all[len(all)-1] - all[0]) / int64(len(all)-1)
 		return best, true
 	}
-	return best, steady(vb) || steady(vn)
+	if steady(vb) || steady(vn) {
+		return best, true
+	}
+	// A site's one-time holdings in the run's first step (buffers made
+	// once at the same line) must not hide its steady later steps: judge
+	// the run without its first step when enough steps remain.
+	if hi-best.lo >= minSteps {
+		if r, ok := regularRun(append(make([]int64, best.lo+1), bytes[best.lo+1:]...), append(make([]int64, best.lo+1), blocks[best.lo+1:]...), minSteps); ok && r.lo == best.lo+1 {
+			return r, true
+		}
+	}
+	return best, false
+}
+
+// MinPeriodicSteps is how many steps a periodic site must keep memory in:
+// two jumps the same distance apart, nothing kept between (the step-log
+// rule, memtimeline/steplog's Regularity, read per site).
+const MinPeriodicSteps = 2
+
+// periodicRun finds a site that keeps memory every P >= 2 steps and
+// nothing between: the last steps that kept memory, P apart, the same
+// amount within a factor of 2, at least MinPeriodicSteps of them, and the
+// window ends before the next one is due (a missed jump is no period).
+func periodicRun(bytes, blocks []int64) (run, bool) {
+	// The window's last step is left out: it also holds its own outputs
+	// and gradients, whatever the site does in other steps.
+	bytes = bytes[:max(len(bytes)-1, 0)]
+	var at []int
+	for i, b := range bytes {
+		if b > 0 {
+			at = append(at, i)
+		}
+	}
+	if len(at) < MinPeriodicSteps {
+		return run{}, false
+	}
+	last := at[len(at)-1]
+	p := last - at[len(at)-2]
+	if p < 2 || len(bytes)-1-last >= p {
+		return run{}, false
+	}
+	k := len(at) - 1
+	for k > 0 && at[k]-at[k-1] == p {
+		k--
+	}
+	jumps := at[k:]
+	if len(jumps) < MinPeriodicSteps {
+		return run{}, false
+	}
+	v := make([]int64, len(jumps))
+	for i, j := range jumps {
+		v[i] = bytes[j]
+	}
+	if slices.Max(v) > 2*slices.Min(v) {
+		return run{}, false
+	}
+	med := slices.Sorted(slices.Values(v))[len(v)/2]
+	return run{lo: jumps[0], hi: last, bytesPerStep: med / int64(p), period: p, rise: med}, true
 }
 
 // increasing: every step keeps more than the one before and the last at
@@ -440,6 +531,7 @@ func Analyze(d Data, opts Options) Report {
 			Stack: fmtutil.NonNil(a.site.Frames), Site: site.Label(a.site.Frames, a.site.Operator),
 			FirstStep: steps[r.lo].Number, LastStep: steps[r.hi].Number, StepsWithSurvivors: r.hi - r.lo + 1,
 			BytesByStep: slices.Clone(a.bytes[r.lo : r.hi+1]), Accelerating: r.accelerating,
+			Period: int64(r.period), RiseBytes: r.rise,
 		}
 		for k := r.lo; k <= r.hi; k++ {
 			s.Blocks += a.blocks[k]
@@ -447,6 +539,7 @@ func Analyze(d Data, opts Options) Report {
 		}
 		s.Kind = siteKind(a, hooks, graph.known)
 		if n := graph.enteredBeforeProfiling(a.first, steps[0].Start); n > 0 {
+			s.preProfiled = n
 			s.StackNote = fmt.Sprintf("the outermost %d frame(s) began before profiling started: their line is where profiling began, not the call; Python frames in traces carry their function's def line", n)
 		} else {
 			s.StackNote = "Python frames in traces carry their function's def line; the allocator snapshot has the allocating line"
@@ -495,8 +588,12 @@ func (rep *Report) group(hooks map[string]growingFrame, kept string) bool {
 	}
 	rep.Verdict = VerdictLeak
 	l := rep.Leaks[0]
-	rep.Reason = fmt.Sprintf("%s per step %s: %s keeps memory from each of steps #%d..#%d",
-		memtimeline.FormatBytes(rep.GrowthBytesPerStep), kept, l.Sites[0].Site, l.FirstStep, l.LastStep)
+	rep.Reason = fmt.Sprintf("%s per step %s: %s keeps memory from each of %s",
+		memtimeline.FormatBytes(rep.GrowthBytesPerStep), kept, l.Sites[0].Site, l.stepsPhrase())
+	if l.Period > 1 {
+		rep.Reason = fmt.Sprintf("%s every %d steps (%s per step) %s: %s keeps memory from each of %s",
+			memtimeline.FormatBytes(l.Sites[0].RiseBytes), l.Period, memtimeline.FormatBytes(rep.GrowthBytesPerStep), kept, l.Sites[0].Site, l.stepsPhrase())
+	}
 	if l.Accelerating {
 		rep.Reason += fmt.Sprintf(", more every step (accelerating, +%s per step each step)", memtimeline.FormatBytes(l.AccelerationBytes))
 	}
@@ -517,6 +614,11 @@ func siteKind(a *siteSeries, hooks map[string]growingFrame, known bool) string {
 		if _, ok := hooks[f]; ok {
 			return KindHook
 		}
+	}
+	// The memory is made by a module (its output) on which a hook piles
+	// up: the hook, called one more time each step, is what keeps it.
+	if hookOnModule(a.site.Frames, hooks) != "" {
+		return KindHook
 	}
 	if !known {
 		return KindUnknown
@@ -565,11 +667,20 @@ func groupLeaks(suspects []Suspect, hooks map[string]growingFrame) []Leak {
 			graphKind = k
 		}
 	}
+	// A snapshot site keeping several lines' tensors (a container or a
+	// graph: unknown) takes in the single tensors kept beside it, as a
+	// graph would (the inputs it saved); it claims no more than that.
+	keptGroup := false
+	for _, s := range suspects {
+		keptGroup = keptGroup || s.keptLines
+	}
 	byKind := map[string]*Leak{}
 	var out []*Leak
 	for _, s := range suspects {
 		k := s.Kind
 		switch {
+		case k == KindContainer && graphKind == "" && keptGroup && !isCopySite(s.Operator) && !s.copy:
+			k = KindUnknown
 		case (k == KindAutogradGraph || k == KindRetainGraph) && graphSites[k] < 2:
 			// A graph kept alive keeps what its ops saved, made elsewhere;
 			// one tensor kept on its own (detached or not) is a container.
@@ -579,6 +690,9 @@ func groupLeaks(suspects []Suspect, hooks map[string]growingFrame) []Leak {
 		}
 		s.Kind = k
 		s.HoldingLine = holdingLine(s.Stack, k)
+		if i := userFrameIndex(s.Stack, s.HoldingLine); i >= 0 && i < s.preProfiled {
+			s.LineNotRecorded = true
+		}
 		l := byKind[k]
 		if l == nil {
 			l = &Leak{Kind: k, FirstStep: s.FirstStep, LastStep: s.LastStep}
@@ -588,6 +702,7 @@ func groupLeaks(suspects []Suspect, hooks map[string]growingFrame) []Leak {
 		l.Sites = append(l.Sites, s)
 		l.BytesPerStep += s.BytesPerStep
 		l.FirstStep, l.LastStep = min(l.FirstStep, s.FirstStep), max(l.LastStep, s.LastStep)
+		l.Period = max(l.Period, s.Period)
 		if s.Accelerating {
 			l.Accelerating = true
 			n := len(s.BytesByStep)
@@ -608,7 +723,7 @@ func groupLeaks(suspects []Suspect, hooks map[string]growingFrame) []Leak {
 // explainLeak gives the one-line evidence and the specific fix.
 func explainLeak(l *Leak, hooks map[string]growingFrame) (evidence, fix string) {
 	top := l.Sites[0]
-	steps := fmt.Sprintf("steps #%d..#%d", l.FirstStep, l.LastStep)
+	steps := l.stepsPhrase()
 	where := top.Site
 	switch l.Kind {
 	case KindContainer:
@@ -616,9 +731,20 @@ func explainLeak(l *Leak, hooks map[string]growingFrame) (evidence, fix string) 
 		if top.Operator == "" {
 			by = "at " + where
 		}
+		kept := top.BytesPerStep
+		if top.Period > 1 {
+			kept = top.RiseBytes
+		}
+		if h := moduleHooks(top.Stack, hooks); h != "" {
+			// The module's output goes to its hooks: one registered once
+			// (its calls do not grow) is where a list keeps it.
+			return fmt.Sprintf("%s made %s in each of %s is never freed, and nothing of an autograd graph survives with it; the module that makes it has a hook, %s, called with it every step (registered once: its calls do not grow): the hook keeping its output in a list or dict is the likely keeper",
+					memtimeline.FormatBytes(kept), by, steps, h),
+				fmt.Sprintf("In the hook (%s), keep .detach().cpu() copies or a bounded deque, or clear what it collects each step", h)
+		}
 		return fmt.Sprintf("%s made %s in each of %s is never freed, and nothing of an autograd graph survives with it: a list, dict or cache keeps it",
-				memtimeline.FormatBytes(top.BytesPerStep), by, steps),
-			fmt.Sprintf("Stop keeping a tensor per step (called from %s): store .item() or .cpu() values, bound it (collections.deque(maxlen=N)), or clear it each step", where)
+				memtimeline.FormatBytes(kept), by, steps),
+			"Stop keeping a tensor per step: store .item() or .cpu() values, bound it (collections.deque(maxlen=N)), or clear it each step"
 	case KindAutogradGraph:
 		return fmt.Sprintf("tensors made in the forward pass that recorded an autograd graph (%d site(s)) survive %s and no backward ran over them: outputs that require grad are kept, and the activations their graph saved stay with them", len(l.Sites), steps),
 			"Run evaluation under torch.no_grad() (or torch.inference_mode()); keep out.detach() or out.cpu() if the outputs are needed"
@@ -638,9 +764,32 @@ func explainLeak(l *Leak, hooks map[string]growingFrame) (evidence, fix string) 
 					fmt.Sprintf("Register the hook (%s) once, outside the loop, or keep its handle and call handle.remove()", f)
 			}
 		}
+		if h := hookOnModule(top.Stack, hooks); h != "" {
+			g := hooks[h]
+			return fmt.Sprintf("%s, a hook on the module that makes this memory, ran %s times in steps #%d..#%d, one more call each step: a hook registered every step and never removed keeps the module's output",
+					h, joinCounts(g.counts), g.first, g.last),
+				fmt.Sprintf("Register the hook (%s) once, outside the loop, or keep its handle and call handle.remove()", h)
+		}
+	}
+	if top.keptLines {
+		return fmt.Sprintf("%s keeps tensors made by %d or more lines from each of %s: a container (a list, a KV cache) or an autograd graph kept with its outputs; an allocator snapshot records no autograd graph, so it cannot tell which (a trace with profile_memory and with_stack can)", where, max(top.allocPoints, 2), steps),
+			"Find what keeps these tensors from one step to the next: a list or cache that grows (store .cpu() copies or bound it), or outputs kept with their graph (evaluate under torch.no_grad(), keep out.detach())"
 	}
 	return fmt.Sprintf("%s keeps memory from each of %s; the trace does not say what holds it", where, steps),
 		"Find what keeps a reference to these tensors at that line (a list or cache that grows, outputs kept with their graph)"
+}
+
+// stepsPhrase names the steps a leak kept memory in: "steps #2..#7", or
+// for a periodic one "steps #4, #9 (every 5th step; nothing kept between)".
+func (l *Leak) stepsPhrase() string {
+	if l.Period <= 1 {
+		return fmt.Sprintf("steps #%d..#%d", l.FirstStep, l.LastStep)
+	}
+	var at []string
+	for st := l.FirstStep; st <= l.LastStep; st += l.Period {
+		at = append(at, fmt.Sprintf("#%d", st))
+	}
+	return fmt.Sprintf("steps %s (every %d steps; nothing kept between)", strings.Join(at, ", "), l.Period)
 }
 
 func joinCounts(c []int) string {
@@ -655,6 +804,50 @@ func joinCounts(c []int) string {
 type growingFrame struct {
 	counts      []int
 	first, last int64
+	// modules are the nn.Module frames it ran under when torch.nn's hook
+	// dispatch (torch/nn/modules/module.py) called it: the modules it is
+	// registered on as a hook.
+	modules map[string]bool
+}
+
+// keeperKey is where growingFrames files the hooks that run on a module
+// (a key no frame name can be).
+func keeperKey(module string) string { return "\x00hooks on " + module }
+
+// moduleHooks names the user hooks that run on the innermost module of a
+// site's frames (torch's hook dispatch calls them with its output), "" when
+// none does.
+func moduleHooks(frames []string, hooks map[string]growingFrame) string {
+	for i := len(frames) - 1; i >= 0; i-- {
+		if !strings.HasPrefix(frames[i], "nn.Module:") {
+			continue
+		}
+		names := slices.Sorted(maps.Keys(hooks[keeperKey(frames[i])].modules))
+		return strings.Join(names, ", ")
+	}
+	return ""
+}
+
+// hookOnModule returns the growing hook registered on the innermost module
+// of a site's frames, "" when none is.
+func hookOnModule(frames []string, hooks map[string]growingFrame) string {
+	for i := len(frames) - 1; i >= 0; i-- {
+		if !strings.HasPrefix(frames[i], "nn.Module:") {
+			continue
+		}
+		names := make([]string, 0, len(hooks))
+		for name := range hooks {
+			names = append(names, name)
+		}
+		slices.Sort(names) // deterministic
+		for _, name := range names {
+			if !strings.HasPrefix(name, "\x00") && hooks[name].modules[frames[i]] {
+				return name
+			}
+		}
+		return ""
+	}
+	return ""
 }
 
 // growingFrames finds Python functions whose calls per step increase in
@@ -675,7 +868,53 @@ func growingFrames(t *chrometrace.Trace, steps []chrometrace.Step, stepOf func(i
 		}
 		c[k]++
 	}
+	// The modules each function ran under as a hook: its caller is torch's
+	// module dispatch, and the nearest nn.Module frame above is the module.
+	byID := map[[2]int64]int{}
+	for i := range t.PyFrames {
+		f := &t.PyFrames[i]
+		byID[[2]int64{int64(f.Thread), int64(f.ID)}] = i
+	}
+	hookOf := map[chrometrace.StrID]map[string]bool{}
+	for i := range t.PyFrames {
+		f := &t.PyFrames[i]
+		p, ok := byID[[2]int64{int64(f.Thread), int64(f.ParentID)}]
+		if !ok || !strings.Contains(t.Str(t.PyFrames[p].Name), "torch/nn/modules/module.py") {
+			continue
+		}
+		// torch's dispatch calls the module's forward too: not a hook.
+		if pf, ok := chrometrace.ParseFrame(t.Str(f.Name)); !ok || pf.Name == "forward" || pf.Name == "_forward_unimplemented" {
+			continue
+		}
+		for q, ok := p, true; ok; q, ok = byID[[2]int64{int64(f.Thread), int64(t.PyFrames[q].ParentID)}] {
+			if n := t.Str(t.PyFrames[q].Name); strings.HasPrefix(n, "nn.Module:") {
+				if hookOf[f.Name] == nil {
+					hookOf[f.Name] = map[string]bool{}
+				}
+				hookOf[f.Name][n] = true
+				break
+			}
+		}
+	}
 	out := map[string]growingFrame{}
+	// Every user hook, growing or not, by the module it runs on: a hook
+	// registered once that keeps the module's output is the keeper a
+	// container leak names (keeperKey).
+	for name, mods := range hookOf {
+		n := t.Str(name)
+		if chrometrace.IsLibraryFrame(n) {
+			continue
+		}
+		for m := range mods {
+			k := keeperKey(m)
+			g := out[k]
+			if g.modules == nil {
+				g.modules = map[string]bool{}
+			}
+			g.modules[chrometrace.NormalizeFrame(n)] = true
+			out[k] = g
+		}
+	}
 	for name, c := range counts {
 		lo := 0
 		for lo < len(c) && c[lo] == 0 {
@@ -694,7 +933,7 @@ func growingFrames(t *chrometrace.Trace, steps []chrometrace.Step, stepOf func(i
 		}
 		n := t.Str(name)
 		if ok && !chrometrace.IsLibraryFrame(n) {
-			out[chrometrace.NormalizeFrame(n)] = growingFrame{counts: slices.Clone(c[lo : hi+1]), first: steps[lo].Number, last: steps[hi].Number}
+			out[chrometrace.NormalizeFrame(n)] = growingFrame{counts: slices.Clone(c[lo : hi+1]), first: steps[lo].Number, last: steps[hi].Number, modules: hookOf[name]}
 		}
 	}
 	return out
@@ -804,6 +1043,22 @@ func sortSuspects(s []Suspect) {
 	slices.SortFunc(s, func(a, b Suspect) int {
 		return cmp.Or(cmp.Compare(b.BytesPerStep, a.BytesPerStep), cmp.Compare(b.Bytes, a.Bytes), strings.Compare(a.Operator, b.Operator), slices.Compare(a.Stack, b.Stack))
 	})
+}
+
+// userFrameIndex is the position of frame among the chain's user frames
+// (library and module frames skipped), -1 when it is not one.
+func userFrameIndex(stack []string, frame string) int {
+	n := 0
+	for _, f := range stack {
+		if _, ok := chrometrace.ParseFrame(f); !ok || chrometrace.IsLibraryFrame(f) {
+			continue
+		}
+		if f == frame {
+			return n
+		}
+		n++
+	}
+	return -1
 }
 
 // holdingLine picks the frame of a chain (outermost first) that holds the

@@ -2,7 +2,9 @@ package leak
 
 import (
 	"fmt"
+	"math"
 	"slices"
+	"time"
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
@@ -36,6 +38,9 @@ func AnalyzeSnapshot(rep *snapshot.Report, opts Options) Report {
 		out.Steps = append(out.Steps, StepSurvivors{Name: fmt.Sprintf("ProfilerStep#%d", st), Number: int64(st), Steady: i >= len(rep.Steps)-opts.SteadySteps})
 	}
 	if len(rep.Steps) == 0 {
+		if recurring(rep, &out, minSteps) {
+			return out
+		}
 		out.Verdict = VerdictUnknown
 		out.WholeWindow = true
 		out.Reason = fmt.Sprintf("the recorded history has no ProfilerStep annotations, so growth per step cannot be told; %s was never freed", memtimeline.FormatBytes(out.UnreleasedBytes))
@@ -74,6 +79,7 @@ func AnalyzeSnapshot(rep *snapshot.Report, opts Options) Report {
 			BytesPerStep: r.bytesPerStep, Stack: stack, Site: site.Label(stack, ""),
 			FirstStep: int64(rep.Steps[r.lo]), LastStep: int64(rep.Steps[r.hi]), StepsWithSurvivors: r.hi - r.lo + 1,
 			BytesByStep: slices.Clone(bytes[r.lo : r.hi+1]), Accelerating: r.accelerating, StackNote: snapshotStackNote,
+			Period: int64(r.period), RiseBytes: r.rise,
 			copy: 2*c.CopyAllocs > c.Count,
 		}
 		if c.Site.IsPython() {
@@ -101,11 +107,12 @@ func AnalyzeSnapshot(rep *snapshot.Report, opts Options) Report {
 			hooks[snapshot.FrameName(*c.HookFrame, c.Stack)] = growingFrame{first: s.FirstStep, last: s.LastStep}
 		case s.allocPoints >= 2 && !s.copy:
 			// Several tensors from a model's internals each step: outputs
-			// and the activations their graph saved.
-			s.Kind = KindAutogradGraph
-			if 2*backwardSteps > r.hi-r.lo+1 {
-				s.Kind = KindRetainGraph
-			}
+			// kept in a list (a KV cache) or the activations a kept graph
+			// saved. An allocator snapshot records no autograd graph, so
+			// it cannot tell which: the kind stays unknown, said so.
+			s.Kind = KindUnknown
+			s.keptLines = true
+			_ = backwardSteps
 		default:
 			s.Kind = KindContainer
 		}
@@ -117,6 +124,64 @@ func AnalyzeSnapshot(rep *snapshot.Report, opts Options) Report {
 	out.Verdict = VerdictClean
 	out.Reason = fmt.Sprintf("no site keeps memory from %d consecutive steps; %s never freed comes from one-off allocations (parameters, optimizer state, the last steps' outputs)", minSteps, memtimeline.FormatBytes(out.UnreleasedBytes))
 	return out
+}
+
+// recurring answers from a history without ProfilerStep annotations (the
+// profiler was off: TORCHMEM_TRACE=0) and without a step log to cut it
+// with: a site whose never-freed blocks, minSteps or more, were made at
+// regular intervals (the longest at most twice the shortest; the first
+// one may be a one-time buffer) keeps memory once per iteration of some
+// loop: a leak, its figure per recurrence. It reports false when no site
+// recurs.
+func recurring(rep *snapshot.Report, out *Report, minSteps int) bool {
+	for _, c := range rep.Leaks {
+		t := c.TimesUS
+		if len(t) < minSteps {
+			continue
+		}
+		regular := func(t []int64) bool {
+			if len(t) < minSteps {
+				return false
+			}
+			lo, hi := int64(math.MaxInt64), int64(0)
+			for i := 1; i < len(t); i++ {
+				d := t[i] - t[i-1]
+				lo, hi = min(lo, d), max(hi, d)
+			}
+			return lo > 0 && hi <= 2*lo
+		}
+		n := len(t)
+		if !regular(t) {
+			if !regular(t[1:]) {
+				continue
+			}
+			n--
+		}
+		stack := snapshotChain(c)
+		var kept int64
+		for _, b := range c.Sizes[len(t)-n:] {
+			kept += b
+		}
+		per := kept / int64(n)
+		s := Suspect{BytesPerStep: per, Bytes: c.Bytes, Blocks: int64(c.Count), Stack: stack, Site: site.Label(stack, ""),
+			FirstStep: -1, LastStep: -1, StepsWithSurvivors: n, Kind: KindContainer, StackNote: snapshotStackNote, copy: 2*c.CopyAllocs > c.Count}
+		if c.HookFrame != nil {
+			s.Kind = KindHook
+		}
+		if c.Site.IsPython() {
+			s.location = &site.Location{File: c.Site.Filename, Line: c.Site.Line, Function: c.Site.Name}
+		}
+		out.Suspects = append(out.Suspects, s)
+	}
+	if len(out.Suspects) == 0 {
+		return false
+	}
+	out.group(map[string]growingFrame{}, "never freed")
+	out.WholeWindow = true
+	period := (rep.TraceEndUS - rep.TraceStartUS) / int64(max(out.Suspects[0].StepsWithSurvivors, 1))
+	out.Reason = fmt.Sprintf("%s never freed per recurrence: %s kept a block %d times at regular intervals (about every %s), though the history has no step annotations (profiler off) to count steps by; a step log beside it (the snippet's steps.jsonl) cuts it into steps; %s",
+		memtimeline.FormatBytes(out.GrowthBytesPerStep), out.Suspects[0].Site, out.Suspects[0].StepsWithSurvivors, time.Duration(period)*time.Microsecond, out.Reason)
+	return true
 }
 
 const snapshotStackNote = "from the allocator snapshot: each frame's line is the line that was running (the call), down to the allocating line"

@@ -18,9 +18,19 @@ type Location struct {
 	File     string `json:"file"`
 	Line     int    `json:"line"`
 	Function string `json:"function,omitempty"`
+	// DefLine is the line of Function's def when Line is not recorded
+	// (a trace names frames by their def line); 0 unknown.
+	DefLine int `json:"def_line,omitempty"`
 }
 
-func (l *Location) String() string { return fmt.Sprintf("%s:%d", l.File, l.Line) }
+// Line 0 is a line the source did not record (a trace's frame that began
+// before profiling): the file and function are known, the line is not.
+func (l *Location) String() string {
+	if l.Line <= 0 {
+		return l.File + " (line not recorded)"
+	}
+	return fmt.Sprintf("%s:%d", l.File, l.Line)
+}
 
 // LocationOf returns the innermost user frame of a stack as file:line.
 func LocationOf(stack []string) *Location {

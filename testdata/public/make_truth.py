@@ -5,7 +5,8 @@
 events_by_category: X events per "cat"; steps: the ProfilerStep#N numbers; gpu_memory_events:
 [memory] events with Device Type != 0; with_addr / with_total_allocated / with_total_reserved:
 how many of those carry the field; running_sum_peak: per GPU, the largest running sum of Bytes over
-its [memory] events in time order (file order on ties), and running_sum_end: the sum at the end.
+its [memory] events in time order (file order on ties), and running_sum_end: the sum at the end;
+hip_copy_bytes: the sum of the "size" strings of ROCm's hipMemcpyWithStream calls.
 """
 
 import collections
@@ -44,6 +45,8 @@ def truth(path):
         "with_total_reserved": has("Total Reserved"),
         "running_sum_peak": peaks,
         "running_sum_end": dict(sums),
+        "hip_copy_bytes": sum(int(e["args"]["size"]) for e in events
+                              if e.get("name") == "hipMemcpyWithStream" and "size" in e.get("args", {})),
         "string_fields": sorted({"%s %s.%s" % (e.get("cat"), e.get("name") if e.get("cat") != "kernel" else "*", k)
                                  for e in events for k, v in (e.get("args") or {}).items()
                                  if k in ("stream", "size", "bytes", "device") and isinstance(v, str)}),

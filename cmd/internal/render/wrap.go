@@ -1,4 +1,4 @@
-package main
+package render
 
 import (
 	"bytes"
@@ -9,20 +9,20 @@ import (
 	"github.com/jedib0t/go-pretty/v6/text"
 )
 
-// wrapWriter is the text output's last step: a line wider than the width
+// WrapWriter is the text output's last step: a line wider than the width
 // wraps at spaces with a hanging indent, so that nothing the user needs
 // (a fix, a location) is cut or runs off a CI log. Table lines are left
 // as they are: tables fit themselves (escapingTable.Render).
-type wrapWriter struct {
+type WrapWriter struct {
 	w     io.Writer
 	width int
 	buf   []byte
 	err   error
 }
 
-func newWrapWriter(w io.Writer, width int) *wrapWriter { return &wrapWriter{w: w, width: width} }
+func NewWrapWriter(w io.Writer, width int) *WrapWriter { return &WrapWriter{w: w, width: width} }
 
-func (ww *wrapWriter) Write(p []byte) (int, error) {
+func (ww *WrapWriter) Write(p []byte) (int, error) {
 	ww.buf = append(ww.buf, p...)
 	for {
 		i := bytes.IndexByte(ww.buf, '\n')
@@ -36,7 +36,7 @@ func (ww *wrapWriter) Write(p []byte) (int, error) {
 }
 
 // Flush writes a last line without its newline.
-func (ww *wrapWriter) Flush() error {
+func (ww *WrapWriter) Flush() error {
 	if len(ww.buf) > 0 {
 		ww.emit(string(ww.buf), false)
 		ww.buf = nil
@@ -49,12 +49,12 @@ func (ww *wrapWriter) Flush() error {
 // continuation lines hang under the text after it.
 var labelled = regexp.MustCompile(`^(\[[^\]]{1,12}\] +|[A-Z]+(?: [A-Z]+)?  +)`)
 
-func (ww *wrapWriter) emit(line string, newline bool) {
+func (ww *WrapWriter) emit(line string, newline bool) {
 	if ww.err != nil {
 		return
 	}
 	out := line
-	if text.StringWidthWithoutEscSequences(line) > ww.width && !isTableLine(line) {
+	if text.StringWidthWithoutEscSequences(line) > ww.width && !IsTableLine(line) {
 		out = hangingWrap(line, ww.width)
 	}
 	if newline {
@@ -63,8 +63,8 @@ func (ww *wrapWriter) emit(line string, newline bool) {
 	_, ww.err = io.WriteString(ww.w, out)
 }
 
-// isTableLine: a box-drawn table's line (or a Markdown table row).
-func isTableLine(line string) bool {
+// IsTableLine reports whether line is a box-drawn table's line (or a Markdown table row).
+func IsTableLine(line string) bool {
 	t := strings.TrimLeft(line, " ")
 	return t != "" && strings.ContainsRune("┌├└│╭╰┃┏┗┣║╔╚╟|", []rune(t)[0])
 }
