@@ -49,7 +49,7 @@ if [ "$status" -eq 0 ]; then
     cond=${cond%"${cond##*[![:space:]]}"}
     [ -n "$cond" ] && args+=(--fail-if "$cond")
   done <<< "${TORCHMEM_FAIL_IF:-}"
-  "$torchmem" diff "$base" "$head" --format markdown -o "$report" "${args[@]}" > "$work/md" 2> "$work/err"
+  "$torchmem" diff "$base" "$head" --format markdown -o "$report" ${args[@]+"${args[@]}"} > "$work/md" 2> "$work/err"
   status=$?
 fi
 
