@@ -165,7 +165,7 @@ func pattern(steps, d []int64, last, p int) *Growth {
 	}
 	period = max(period, 1)
 	g := &Growth{Period: period, Rises: len(rises), RiseBytes: med, BytesPerStep: med / period,
-		FirstStep: steps[at[0]], LastStep: steps[at[len(at)-1]], Accelerating: increasingRises(rises)}
+		FirstStep: steps[at[0]], LastStep: steps[at[len(at)-1]], Accelerating: memtimeline.IncreasingRises(rises)}
 	if g.Accelerating {
 		var sum int64
 		for _, r := range rises {
@@ -201,28 +201,13 @@ func steadyOrIncreasing(v []int64) bool {
 	if len(v) < 2 {
 		return true
 	}
-	return slices.Max(v) <= 2*slices.Min(v) || increasingRises(v) || decreasingRises(v)
-}
-
-// increasingRises: in time order each larger than the one before, the last
-// at least 1.5x the first. v may be in either order: the caller walks
-// backwards, so a decreasing v there is increasing in time.
-func increasingRises(v []int64) bool {
-	if len(v) < 3 {
-		return false
-	}
-	for i := 1; i < len(v); i++ {
-		if v[i] <= v[i-1] {
-			return false
-		}
-	}
-	return 2*v[len(v)-1] >= 3*v[0]
+	return slices.Max(v) <= 2*slices.Min(v) || memtimeline.IncreasingRises(v) || decreasingRises(v)
 }
 
 func decreasingRises(v []int64) bool {
 	r := slices.Clone(v)
 	slices.Reverse(r)
-	return increasingRises(r)
+	return memtimeline.IncreasingRises(r)
 }
 
 func abs(x int64) int64 {

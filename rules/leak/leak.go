@@ -261,7 +261,7 @@ func regularRun(bytes, blocks []int64, minSteps int) (run, bool) {
 		}
 	}
 	best.bytesPerStep = sum / max(n, 1)
-	if increasing(vb) || increasing(vn) {
+	if memtimeline.IncreasingRises(vb) || memtimeline.IncreasingRises(vn) {
 		// Measured over every step of the stretch: the last one keeps
 		// the most, not extra outputs.
 		all := bytes[best.lo : best.hi+1]
@@ -332,20 +332,6 @@ func periodicRun(bytes, blocks []int64) (run, bool) {
 	}
 	med := slices.Sorted(slices.Values(v))[len(v)/2]
 	return run{lo: jumps[0], hi: last, bytesPerStep: med / int64(p), period: p, rise: med}, true
-}
-
-// increasing: every step keeps more than the one before and the last at
-// least 1.5 times the first (k blocks at step k).
-func increasing(v []int64) bool {
-	if len(v) < 3 {
-		return false
-	}
-	for i := 1; i < len(v); i++ {
-		if v[i] <= v[i-1] {
-			return false
-		}
-	}
-	return 2*v[len(v)-1] >= 3*v[0]
 }
 
 // Data is what the leak analysis of a trace reads: the trace, its
