@@ -158,24 +158,21 @@ func (t *escapingTable) Render() string {
 
 // longestWords is the longest space-free run of each column's cells.
 func (t *escapingTable) longestWords() []int {
-	var ws []int
-	for _, rs := range [][]tableRow{t.header, t.rows, t.footer} {
-		for _, r := range rs {
-			for i, c := range r.row {
-				for len(ws) <= i {
-					ws = append(ws, 0)
-				}
-				for _, word := range strings.Fields(fmt.Sprint(c)) {
-					ws[i] = max(ws[i], text.StringWidthWithoutEscSequences(word))
-				}
-			}
+	return t.widestPerColumn(func(cell string) int {
+		w := 0
+		for _, word := range strings.Fields(cell) {
+			w = max(w, text.StringWidthWithoutEscSequences(word))
 		}
-	}
-	return ws
+		return w
+	})
 }
 
 // columnWidths are the widest cell (its widest line) of each column.
-func (t *escapingTable) columnWidths() []int {
+func (t *escapingTable) columnWidths() []int { return t.widestPerColumn(textWidth) }
+
+// widestPerColumn is the largest measure of any cell of each column,
+// header and footer included.
+func (t *escapingTable) widestPerColumn(measure func(cell string) int) []int {
 	var ws []int
 	for _, rs := range [][]tableRow{t.header, t.rows, t.footer} {
 		for _, r := range rs {
@@ -183,7 +180,7 @@ func (t *escapingTable) columnWidths() []int {
 				for len(ws) <= i {
 					ws = append(ws, 0)
 				}
-				ws[i] = max(ws[i], textWidth(fmt.Sprint(c)))
+				ws[i] = max(ws[i], measure(fmt.Sprint(c)))
 			}
 		}
 	}
