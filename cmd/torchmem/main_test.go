@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -20,6 +21,7 @@ func torchmem(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	code := run(args, &out, &errb)
+	restoreGCPercent()
 	return out.String(), errb.String(), code
 }
 
@@ -55,6 +57,14 @@ func refused(t *testing.T, want string, args ...string) {
 		t.Errorf("%v: exit %d, stderr %q; want exit 2 saying %q", args, code, stderr, want)
 	}
 }
+
+// restoreGCPercent undoes the command's analysisPhase for the rest of the
+// test binary: a command lowers the collector's target to 10% for its
+// analyses, which a process of its own gives back on exit; in one test
+// process it would stay, and with the small live heaps between tests every
+// later test would collect garbage every few hundred kilobytes (half the
+// package's CPU time went to the collector).
+func restoreGCPercent() { debug.SetGCPercent(100) }
 
 func realTrace(name string) string {
 	return memtest.Testdata("traces", name, "trace.json.gz")
