@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/memtimeline/chart/browsertest"
 	"github.com/torchmem/torchmem/memtimeline/memtest"
 )
 
@@ -105,7 +106,9 @@ func TestMain(m *testing.M) {
 	if args := os.Getenv("TORCHMEM_TEST_MAIN"); args != "" {
 		os.Exit(run(strings.Split(args, "\x1f"), os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	browsertest.Close() // the browser the report's browser tests share
+	os.Exit(code)
 }
 
 // A real pipe on the process's stdin, named "-" or /dev/stdin: read once,

@@ -24,6 +24,13 @@ import (
 
 type browserReport = browsertest.Report
 
+// TestMain stops the browser that the browser tests share.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	browsertest.Close()
+	os.Exit(code)
+}
+
 func openPage(t *testing.T, path string, checkClean bool) (context.Context, *browserReport) {
 	return browsertest.OpenPage(t, path, checkClean)
 }

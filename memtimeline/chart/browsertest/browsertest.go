@@ -77,29 +77,88 @@ func (r *Report) add(list *[]string, s string) {
 	*list = append(*list, s)
 }
 
-// OpenPage loads path in a fresh headless Chromium and returns a context
-// to drive it and the report that fills while it runs. With checkClean,
-// any problem the page had fails the test at its end.
-func OpenPage(t testing.TB, path string, checkClean bool) (context.Context, *Report) {
-	exe := FindChromium(t)
+// shared is the one headless Chromium of a test binary: starting a browser
+// takes one to several seconds of CPU, so each page gets a tab of its own
+// (in a BrowserContext of its own: no storage, cache or cookie shared with
+// another test's page) in one browser, which Close stops.
+var shared struct {
+	mu      sync.Mutex
+	ctx     context.Context // the browser's first tab; its children are new tabs
+	cancel  func()
+	dataDir string
+	err     error
+}
+
+// browser returns the shared browser's context, starting it the first time.
+func browser(t testing.TB, exe string) context.Context {
+	t.Helper()
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.ctx == nil && shared.err == nil {
+		shared.err = startBrowser(exe)
+	}
+	if shared.err != nil {
+		t.Fatalf("starting %s: %v", exe, shared.err)
+	}
+	return shared.ctx
+}
+
+func startBrowser(exe string) error {
+	dir, err := os.MkdirTemp("", "torchmem-chromium-")
+	if err != nil {
+		return err
+	}
 	allocOpts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(exe),
 		chromedp.NoSandbox,
 		chromedp.DisableGPU,
 		chromedp.NoFirstRun,
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.UserDataDir(dir),
 		chromedp.Flag("disable-quic", true),
 		chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
 		chromedp.WindowSize(1280, 800),
 	)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), allocOpts...)
+	ctx, cancelCtx := chromedp.NewContext(allocCtx)
+	// The first Run starts the browser and binds it to ctx (no timeout:
+	// later tabs put their own).
+	if err := chromedp.Do(ctx); err != nil {
+		cancelCtx()
+		cancelAlloc()
+		os.RemoveAll(dir)
+		return err
+	}
+	shared.ctx, shared.dataDir = ctx, dir
+	shared.cancel = func() { cancelCtx(); cancelAlloc() }
+	return nil
+}
+
+// Close stops the shared browser, if a test started it. A package with
+// browser tests calls it from TestMain after m.Run (the kernel kills a
+// browser left running when the test binary exits, but its helpers could
+// outlive it and keep writing its data directory).
+func Close() {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.cancel != nil {
+		shared.cancel()
+		os.RemoveAll(shared.dataDir)
+	}
+	shared.ctx, shared.cancel, shared.err = nil, nil, nil
+}
+
+// OpenPage loads path in a new tab of the shared headless Chromium (in a
+// fresh BrowserContext, a new window of 1280x800) and returns a context to
+// drive it and the report that fills while it runs. With checkClean, any
+// problem the page had fails the test at its end.
+func OpenPage(t testing.TB, path string, checkClean bool) (context.Context, *Report) {
+	exe := FindChromium(t)
+	ctx, cancel := context.WithTimeout(browser(t, exe), 90*time.Second)
 	t.Cleanup(cancel)
-	ctx, cancelAlloc := chromedp.NewExecAllocator(ctx, allocOpts...)
-	t.Cleanup(cancelAlloc)
-	ctx, cancelCtx := chromedp.NewContext(ctx)
-	t.Cleanup(cancelCtx)
+	ctx, cancelTab := chromedp.NewContext(ctx, chromedp.WithNewBrowserContext())
+	t.Cleanup(cancelTab)
 
 	rep := &Report{}
 	if err := chromedp.Listen(ctx, func(ev any) {
