@@ -28,6 +28,7 @@ type annotatedEvent struct {
 // torch's own numbers: the last allocated value is the trace's, the OOM
 // marker sits at the trace's OOM, a leak's track ends at what it kept.
 func TestAnnotateRealTraces(t *testing.T) {
+	t.Parallel() // see torchmem: which tests may run side by side
 	for _, tc := range []struct {
 		name, trace, out string
 		oom, leak, retry bool
@@ -191,6 +192,7 @@ func TestAnnotateHostileNames(t *testing.T) {
 // measurement in Perfetto) and its allocated track says it counts from
 // the window's start; the original events are still all there.
 func TestAnnotateTraceWithoutTotals(t *testing.T) {
+	t.Parallel() // see torchmem: which tests may run side by side
 	trace := memtest.Testdata("public", "kineto_tb_plugin", "worker0.1623143089861.pt.trace.json.gz")
 	out := filepath.Join(t.TempDir(), "a.json")
 	if _, stderr, code := torchmem(t, "annotate", trace, "-o", out); code != 0 {

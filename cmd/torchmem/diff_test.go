@@ -57,6 +57,7 @@ func gpuDiff(side string) string {
 // A change that starts leaking fails the diff without any flag, and its
 // headline says so in every format; a fixed leak and a clean change pass.
 func TestDiffFailsOnNewLeak(t *testing.T) {
+	t.Parallel() // see torchmem: which tests may run side by side
 	cases := []struct {
 		base, head string
 		args       []string

@@ -20,6 +20,7 @@ func fragOutput(t *testing.T, name string, args ...string) (string, int) {
 }
 
 func TestFragGoldenTableAndJSON(t *testing.T) {
+	t.Parallel() // see torchmem: which tests may run side by side
 	out, code := fragOutput(t, "frag_small_allocs")
 	if code != exitFindings {
 		t.Errorf("fragmented trace: exit %d, want 1", code)
@@ -69,6 +70,7 @@ func TestFragJSONShape(t *testing.T) {
 }
 
 func TestFragExitCodes(t *testing.T) {
+	t.Parallel() // see torchmem: which tests may run side by side
 	for _, name := range []string{"resnet_train_clean", "big_transformer", "compiled_model", "leak_module_cache", "leak_eval_no_grad"} {
 		out, code := fragOutput(t, name)
 		if code != exitOK || !strings.Contains(out, "Verdict: OK") {

@@ -12,6 +12,7 @@ import (
 // memory_summary() log it says what analyze says, and its flags are the
 // thresholds the Evaluation judges with.
 func TestFragIsTheEvaluationsAnswer(t *testing.T) {
+	t.Parallel() // see torchmem: which tests may run side by side
 	fragmentedLog := summaryLog(t, func(s string) string {
 		return strings.Replace(s, "| Non-releasable memory |      0 B   |", "| Non-releasable memory |   1536 MiB |", 1)
 	})

@@ -243,6 +243,7 @@ func TestDamagedGzipNamesTheFile(t *testing.T) {
 // (it hung, opening the FIFO twice) and analyze <(cat t.json), a
 // /dev/fd/N pipe ("not JSON": the sniffed bytes were gone).
 func TestReadOnceInputs(t *testing.T) {
+	t.Parallel() // see torchmem: which tests may run side by side
 	gz, err := os.ReadFile(realTrace("frag_small_allocs"))
 	if err != nil {
 		t.Fatal(err)

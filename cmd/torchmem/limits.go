@@ -45,8 +45,17 @@ func parseByteCount(s string, max int64) (int, error) {
 
 func (v *valueLimit) set(n int) {
 	v.n = n
-	chrometrace.MaxEventBytes = n
-	snapshot.MaxValueBytes = n
+	setCap(&chrometrace.MaxEventBytes, n)
+	setCap(&snapshot.MaxValueBytes, n)
+}
+
+// setCap sets a reader's cap, writing only a change: commands that run
+// side by side in one process (the tests) with the default caps then only
+// read the shared variables, and do not race.
+func setCap[T comparable](p *T, v T) {
+	if *p != v {
+		*p = v
+	}
 }
 
 // addLimitFlags adds --max-value-bytes to every command, starting from the
@@ -56,9 +65,9 @@ func addLimitFlags(root *cobra.Command) {
 	v.set(defaultMaxValueBytes)
 	root.PersistentFlags().Var(v, "max-value-bytes",
 		"largest single value a reader accepts: one trace event, one run of white space, one pickle string (e.g. 256MiB)")
-	memtimeline.MaxInputBytes = memtimeline.DefaultMaxInputBytes
-	memtimeline.MaxRecords = memtimeline.DefaultMaxRecords
-	memtimeline.MaxSeries = memtimeline.DefaultMaxSeries
+	setCap(&memtimeline.MaxInputBytes, memtimeline.DefaultMaxInputBytes)
+	setCap(&memtimeline.MaxRecords, memtimeline.DefaultMaxRecords)
+	setCap(&memtimeline.MaxSeries, memtimeline.DefaultMaxSeries)
 	root.PersistentFlags().Var(&capFlag{set: func(n int) { memtimeline.MaxInputBytes = int64(n) }, n: int(memtimeline.DefaultMaxInputBytes), max: 1 << 50},
 		"max-input-bytes", "largest input (after decompression) read from a snapshot, timeline, nvidia-smi or per-step log (e.g. 64GiB)")
 	root.PersistentFlags().Var(&capFlag{set: func(n int) {

@@ -17,6 +17,13 @@ var update = flag.Bool("update", false, "rewrite golden files in testdata")
 
 // torchmem runs the command line in-process and returns stdout, stderr and
 // the exit code.
+//
+// Tests that call it may run side by side (t.Parallel) unless they set the
+// environment (t.Setenv: COLUMNS), change the working directory or a package
+// variable (stdin), run the report command (it sets reportTop) or give a
+// reader cap other than the default (--max-value-bytes, --max-input-bytes,
+// --max-records: package variables of the readers). Such tests stay
+// sequential, and go test runs them before every parallel one.
 func torchmem(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
 	var out, errb bytes.Buffer

@@ -14,6 +14,7 @@ import (
 // leaks and 0 for the clean 8-rank job. The synthesized 64 ranks are in
 // summarize_test.go.
 func TestLeaksOnRealMultiRankRuns(t *testing.T) {
+	t.Parallel() // see torchmem: which tests may run side by side
 	for _, run := range []string{"ddp4_leak", "ddp8_clean", "fsdp2_leak"} {
 		t.Run(run, func(t *testing.T) {
 			dir := memtest.Testdata("gpu", "multirank", run)

@@ -28,6 +28,7 @@ func TestSnippetPrintsTheExampleFile(t *testing.T) {
 // a training run, a DDP run, an OOM escaping the block, a run without a
 // GPU) is read by torchmem, each recognized by content.
 func TestTorchmemReadsEverythingTheSnippetWrote(t *testing.T) {
+	t.Parallel() // see torchmem: which tests may run side by side
 	root := memtest.Testdata("gpu", "snippet_proof")
 	for _, c := range []struct {
 		dir   string
@@ -94,6 +95,7 @@ func TestTorchmemReadsEverythingTheSnippetWrote(t *testing.T) {
 // snapshot, leaks and frag; the steps log by steps. No verdicts here: those
 // belong to the tests of each analysis.
 func TestTorchmemReadsEverySnippetV2Recording(t *testing.T) {
+	t.Parallel() // see torchmem: which tests may run side by side
 	root := memtest.Testdata("gpu")
 	truths, err := filepath.Glob(filepath.Join(root, "*", "truth.json"))
 	if err != nil {
@@ -119,6 +121,7 @@ func TestTorchmemReadsEverySnippetV2Recording(t *testing.T) {
 		seen++
 		dir := filepath.Dir(truthPath)
 		t.Run(filepath.Base(dir), func(t *testing.T) {
+			t.Parallel()
 			byKind := map[string][]string{}
 			for _, name := range truth.Files {
 				p := filepath.Join(dir, name)
@@ -209,6 +212,7 @@ var snippetV2Name = regexp.MustCompile(`^([A-Za-z0-9.-]+_\d+_\d{8}-\d{6}(?:-\d+)
 // writes its steps log only, a picked rank everything, and every file is
 // named by run and rank and read by torchmem.
 func TestSnippetV2Files(t *testing.T) {
+	t.Parallel() // see torchmem: which tests may run side by side
 	root := memtest.Testdata("gpu", "snippet_v2")
 	runsIn := func(t *testing.T, dir string) (map[string][]string, map[string]bool) {
 		entries, err := os.ReadDir(filepath.Join(root, dir))

@@ -50,6 +50,7 @@ func verdictsOf(t *testing.T, args ...string) ([]rules.Verdict, int) {
 // per step, kind and holding line, the evidence of every source, the OOMs,
 // fragmentation and peak.
 func TestSummariesGiveTheSameVerdicts(t *testing.T) {
+	t.Parallel() // see torchmem: which tests may run side by side
 	for _, rec := range []string{
 		"ddp_one_rank_leaks",
 		"snippet_v2/gpu",
@@ -62,6 +63,7 @@ func TestSummariesGiveTheSameVerdicts(t *testing.T) {
 		"logged_memory_summary",
 	} {
 		t.Run(rec, func(t *testing.T) {
+			t.Parallel()
 			dir := memtest.Testdata("gpu", rec)
 			sums := summarizeDir(t, dir)
 			for _, cmd := range []string{"leaks", "check", "analyze"} {
@@ -102,6 +104,7 @@ func TestSummariesGiveTheSameVerdicts(t *testing.T) {
 // Per-step survivors and leak suspects (with their stacks) are the same
 // from a trace's summary as from the trace.
 func TestSummaryLeakReportMatchesTrace(t *testing.T) {
+	t.Parallel() // see torchmem: which tests may run side by side
 	dir := memtest.Testdata("gpu", "ddp_one_rank_leaks")
 	sums := summarizeDir(t, dir)
 	leaksJSON := func(args ...string) []rankLeakJSON {
@@ -151,6 +154,7 @@ func TestSummaryLeakReportMatchesTrace(t *testing.T) {
 // A summary is well under 1% of a real trace, says what it is, and the
 // loader knows it by its content whatever its name.
 func TestSummaryIsSmallAndVersioned(t *testing.T) {
+	t.Parallel() // see torchmem: which tests may run side by side
 	trace := realTrace("big_transformer")
 	dir := summarizeDir(t, trace)
 	path := filepath.Join(dir, "trace"+summary.Ext)
@@ -239,6 +243,7 @@ func TestSummaryNames(t *testing.T) {
 // 8 MiB per step; summarize then leaks and analyze on the summaries give
 // the same per-rank verdicts and bytes per step.
 func TestSixtyFourRanks(t *testing.T) {
+	t.Parallel() // see torchmem: which tests may run side by side
 	if testing.Short() {
 		t.Skip("64 traces")
 	}

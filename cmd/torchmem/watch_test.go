@@ -14,6 +14,7 @@ import (
 // takes their kind, and the on-leak snapshot, whose history marks each
 // captured step ProfilerStep#n, tells the leak and its line by itself.
 func TestTorchmemReadsTheWatchdogsCaptures(t *testing.T) {
+	t.Parallel() // see torchmem: which tests may run side by side
 	root := memtest.Testdata("gpu", "watch")
 	dirs, err := filepath.Glob(filepath.Join(root, "*", "truth.json"))
 	if err != nil || len(dirs) < 5 {
