@@ -4,11 +4,13 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 
 	"github.com/jedib0t/go-pretty/v6/table"
 	"github.com/jedib0t/go-pretty/v6/text"
 	"github.com/spf13/cobra"
+	"github.com/torchmem/torchmem/cmd/internal/report"
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules"
@@ -274,14 +276,16 @@ func writeDiff(stdout io.Writer, base, head *rules.DiffSide, baseInputs, headInp
 	a := rules.CompareSides(base, head, g, o.top)
 	d := a.Diff
 	if o.output != "" {
-		if err := writeDiffHTML(o.output, d, a.Headline, !a.Passed(), baseInputs, headInputs); err != nil {
+		if err := writeFile(o.output, func(f *os.File) error {
+			return report.WriteDiffPage(f, d, a.Headline, !a.Passed(), baseInputs, headInputs, version)
+		}); err != nil {
 			return err
 		}
 	}
 	switch o.format {
 	case formatJSON:
-		out := diffJSON{Base: d.Base, Head: d.Head, Passed: a.Passed(), NewLeak: nonNilStrings(a.NewLeak),
-			Changed: d.Changed, WithinBudget: len(a.Violations) == 0, Violations: nonNilStrings(a.Violations),
+		out := diffJSON{Base: d.Base, Head: d.Head, Passed: a.Passed(), NewLeak: a.NewLeak,
+			Changed: d.Changed, WithinBudget: len(a.Violations) == 0, Violations: a.Violations,
 			Metrics: d.Metrics, BaseVerdict: d.BaseVerdict, HeadVerdict: d.HeadVerdict, Operators: nonNilMovers(d.Operators),
 			SitesAlloc: nonNilMovers(d.SitesAlloc), SitesLive: nonNilMovers(d.SitesLive), NewSuspects: d.NewSuspects, StepSurvivors: d.StepSurvivors, StepPeakAllocated: d.StepPeakAllocated}
 		if out.NewSuspects == nil {
@@ -298,9 +302,6 @@ func writeDiff(stdout io.Writer, base, head *rules.DiffSide, baseInputs, headInp
 	}
 	return nil
 }
-
-// writeDiffHTML writes the overlaid timelines (report.go).
-var writeDiffHTML func(path string, d *rules.Diff, verdict string, failed bool, base, head []*rules.Input) error
 
 func nonNilMovers(m []rules.DiffMover) []rules.DiffMover {
 	if m == nil {
@@ -387,4 +388,11 @@ func writeDiffText(w io.Writer, a *rules.DiffAnswer, format string) {
 			fmt.Fprintf(w, "  %s per step: %s\n", memtimeline.FormatBytes(s.BytesPerStep), label)
 		}
 	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/cmd/internal/escape"
+	"github.com/torchmem/torchmem/cmd/internal/report"
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/memtimeline"
 )
@@ -66,17 +67,6 @@ operator chains only.`,
 	f.StringVar(&o.weight, "weight", "alloc", "with --folded, weight stacks by: alloc, live, peak")
 	f.StringVar(&o.format, "format", formatTable, "output format: table, json, csv, markdown")
 	return cmd
-}
-
-type stackJSON struct {
-	Frames          []string `json:"frames"`
-	Operator        string   `json:"operator"`
-	ForwardOperator string   `json:"forward_operator,omitempty"`
-	AllocBytes      int64    `json:"alloc_bytes"`
-	LiveBytesAtEnd  int64    `json:"live_bytes_at_end"`
-	LiveBytesAtPeak int64    `json:"live_bytes_at_peak"`
-	Allocs          int64    `json:"allocs"`
-	LiveBlocksAtEnd int64    `json:"live_blocks_at_end"`
 }
 
 func siteValue(key string) (func(s *memtimeline.Site) int64, error) {
@@ -145,15 +135,15 @@ func writeStacks(stdout, stderr io.Writer, path, label string, t *chrometrace.Tr
 	}
 	if o.format == formatJSON {
 		out := struct {
-			Trace  string      `json:"trace"`
-			Stacks []stackJSON `json:"stacks"`
-		}{Trace: path, Stacks: []stackJSON{}}
+			Trace  string           `json:"trace"`
+			Stacks []report.SiteRow `json:"stacks"`
+		}{Trace: path, Stacks: []report.SiteRow{}}
 		for _, s := range sites {
 			frames := s.Frames
 			if frames == nil {
 				frames = []string{}
 			}
-			out.Stacks = append(out.Stacks, stackJSON{Frames: frames, Operator: s.Operator, ForwardOperator: s.ForwardOp,
+			out.Stacks = append(out.Stacks, report.SiteRow{Frames: frames, Operator: s.Operator, ForwardOperator: s.ForwardOp,
 				AllocBytes: s.AllocBytes, LiveBytesAtEnd: s.LiveBytesAtEnd, LiveBytesAtPeak: s.LiveBytesAtPeak,
 				Allocs: s.Allocs, LiveBlocksAtEnd: s.LiveBlocksAtEnd})
 		}

@@ -1,0 +1,104 @@
+// Package report is torchmem's one rendering layer: it lays out what
+// rules.Evaluate concluded (verdicts, checklists, the cross-rank view,
+// findings) and what each command's own analysis found, in every output
+// format: text, Markdown, JSON, SARIF, CSV, folded stacks and the HTML
+// page. It is google/pprof's internal/report in shape: New builds a view's
+// model once from the evaluation, Generate writes it in the format asked
+// for, so that no two formats can tell different stories.
+//
+// The commands (cmd/torchmem) parse flags, load, evaluate, hand the
+// evaluation here and exit; they word and escape nothing. Wording a
+// verdict, a fix or advice belongs to rules; this package lays it out,
+// escaped for its medium (every table escapes its cells) and fitted to
+// the width (text wraps with a hanging indent).
+package report
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/rules"
+)
+
+// View is which command's view of the evaluation a report shows.
+type View string
+
+// The views that render an Evaluation.
+const (
+	// ViewCheck is the gate: verdict line, verdicts, checklist, findings.
+	ViewCheck View = "check"
+	// ViewAnalyze adds the cross-rank view and each input's tables.
+	ViewAnalyze View = "analyze"
+	// ViewLeaks adds each file's leak report (steps, leaks, suspects).
+	ViewLeaks View = "leaks"
+	// ViewPage is the self-contained HTML page (torchmem report, analyze -o).
+	ViewPage View = "report"
+)
+
+// Options say which view to build and how to lay it out.
+type Options struct {
+	View   View
+	Format string // Text, JSON, Markdown, SARIF, HTML...
+	// Width is the text width (0: Width(), from $COLUMNS or the terminal).
+	Width int
+	// Top is the number of rows in the operator, site and suspect tables
+	// (0: all).
+	Top int
+	// SourceRoot is the directory SARIF's file URIs are relative to
+	// (empty: DefaultSourceRoot()).
+	SourceRoot string
+	// Version is torchmem's version, named by SARIF and the HTML page.
+	Version string
+	// Leak, for ViewLeaks, are the options each file's leak report is made
+	// with (the verdicts are the Evaluation's whatever they are).
+	Leak rules.LeakOptions
+}
+
+// Report is one view of an evaluation, built once by New and written by
+// Generate in any format.
+type Report struct {
+	Options
+	Eval *rules.Evaluation
+	// Inputs are analyze's per-input sections (ViewAnalyze).
+	Inputs []InputAnalysis
+	// LeakFiles are each file's leak report (ViewLeaks).
+	LeakFiles []LeakFile
+}
+
+// AllocationSites are the allocation sites analyze and the HTML page
+// show: every device, the innermost 5 frames of the user's code.
+var AllocationSites = memtimeline.SiteOptions{Device: -1, Depth: 5}
+
+// New builds the view o.View of ev.
+func New(ev *rules.Evaluation, o Options) *Report {
+	if o.Width <= 0 {
+		o.Width = Width()
+	}
+	r := &Report{Options: o, Eval: ev}
+	switch o.View {
+	case ViewAnalyze:
+		r.Inputs = analyses(ev, o.Top)
+	case ViewLeaks:
+		r.LeakFiles = leakFiles(ev, o.Leak, o.Top)
+	}
+	return r
+}
+
+// Generate writes r in its format.
+func Generate(w io.Writer, r *Report) error {
+	switch r.View {
+	case ViewCheck:
+		return r.writeCheck(w)
+	case ViewAnalyze:
+		return r.writeAnalyze(w)
+	case ViewLeaks:
+		return r.writeLeaks(w)
+	case ViewPage:
+		return r.writePage(w)
+	}
+	return fmt.Errorf("report: no view %q", r.View)
+}
+
+// VerdictLine is the one line a PR comment or CI log starts with.
+func VerdictLine(ev *rules.Evaluation) string { return verdictLine(ev) }
