@@ -59,10 +59,8 @@ func TestCommandsRenderNothing(t *testing.T) {
 	exceptions := map[string]string{
 		"render.go":    "the low-level writers under the names the commands below still use",
 		"diff.go":      "diff's text, Markdown and JSON",
-		"frag.go":      "frag's report of a trace, a snapshot and a memory_summary() log",
 		"ops.go":       "ops' operator table",
 		"stacks.go":    "stacks' site table, CSV and folded stacks",
-		"snapshot.go":  "snapshot's segment and leak tables",
 		"smi.go":       "smi's GPU table",
 		"smi_apps.go":  "smi's per-process table",
 		"steps.go":     "steps' per-step table",

@@ -35,6 +35,10 @@ const AllocConfExpandable = "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
 // segments (a snapshot's inactive split, memory_summary's non-releasable).
 const AdviceSplitFree = "Try " + AllocConfExpandable + ", or max_split_size_mb to stop large blocks being split; pre-allocate buffers of fixed sizes."
 
+// AdviceSnapshotShowsSplit says where to look next when a memory_summary()
+// log shows split free memory but not where it is.
+const AdviceSnapshotShowsSplit = "An allocator snapshot (torchmem snapshot) shows which segments hold the split blocks."
+
 // What to try for each fragmentation signal.
 const (
 	AdviceReuseBuffers       = "Pre-allocate and reuse buffers (allocate once outside the loop, fill with .copy_() or out=) instead of creating thousands of tiny tensors every step."

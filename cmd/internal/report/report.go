@@ -34,6 +34,10 @@ const (
 	ViewLeaks View = "leaks"
 	// ViewPage is the self-contained HTML page (torchmem report, analyze -o).
 	ViewPage View = "report"
+	// ViewSnapshot is each allocator snapshot's report (NewSnapshots).
+	ViewSnapshot View = "snapshot"
+	// ViewFrag is each input's fragmentation report (NewFrag).
+	ViewFrag View = "frag"
 )
 
 // Options say which view to build and how to lay it out.
@@ -64,6 +68,11 @@ type Report struct {
 	Inputs []InputAnalysis
 	// LeakFiles are each file's leak report (ViewLeaks).
 	LeakFiles []LeakFile
+	// Snapshots are the snapshot view's reports.
+	Snapshots     []SnapshotFile
+	snapshotLeaks int
+	// FragInputs are the frag view's inputs, each with its evaluation.
+	FragInputs []FragInput
 }
 
 // AllocationSites are the allocation sites analyze and the HTML page
@@ -96,6 +105,10 @@ func Generate(w io.Writer, r *Report) error {
 		return r.writeLeaks(w)
 	case ViewPage:
 		return r.writePage(w)
+	case ViewSnapshot:
+		return r.writeSnapshots(w)
+	case ViewFrag:
+		return r.writeFrag(w)
 	}
 	return fmt.Errorf("report: no view %q", r.View)
 }
