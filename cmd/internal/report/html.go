@@ -506,9 +506,9 @@ func snapshotChartSpecs(s *snapshot.Snapshot, idPrefix string) []chart.Spec {
 	return specs
 }
 
-// WriteDiffPage writes diff's HTML page: both runs' allocated memory on
+// writeDiffPage writes diff's HTML page: both runs' allocated memory on
 // one axis aligned at the first profiled step, beside the movers' tables.
-func WriteDiffPage(w io.Writer, d *rules.Diff, verdict string, failed bool, base, head []*rules.Input, version string) error {
+func writeDiffPage(w io.Writer, d *rules.Diff, verdict string, failed bool, base, head []*rules.Input, version string) error {
 	page := reportPage{Title: "torchmem diff: " + d.Base + " → " + d.Head, Version: version, Echarts: chart.EchartsScript()}
 	page.Verdict, page.Failed = verdict, failed
 	ri := reportInput{Source: d.Base + " → " + d.Head, Kind: "diff"}

@@ -38,6 +38,8 @@ const (
 	ViewSnapshot View = "snapshot"
 	// ViewFrag is each input's fragmentation report (NewFrag).
 	ViewFrag View = "frag"
+	// ViewDiff is each compared pair of runs (NewDiff).
+	ViewDiff View = "diff"
 )
 
 // Options say which view to build and how to lay it out.
@@ -73,6 +75,8 @@ type Report struct {
 	snapshotLeaks int
 	// FragInputs are the frag view's inputs, each with its evaluation.
 	FragInputs []FragInput
+	// Diffs are the diff view's compared pairs.
+	Diffs []DiffPair
 }
 
 // AllocationSites are the allocation sites analyze and the HTML page
@@ -109,6 +113,8 @@ func Generate(w io.Writer, r *Report) error {
 		return r.writeSnapshots(w)
 	case ViewFrag:
 		return r.writeFrag(w)
+	case ViewDiff:
+		return r.writeDiff(w)
 	}
 	return fmt.Errorf("report: no view %q", r.View)
 }
