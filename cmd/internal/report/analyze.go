@@ -58,7 +58,7 @@ func analyses(ev *rules.Evaluation, top int) []InputAnalysis {
 					break
 				}
 				a.Operators = append(a.Operators, OperatorRow{Name: r.Name, Calls: r.Calls, SelfDeviceMemoryBytes: r.SelfDeviceMemory,
-					DeviceMemoryBytes: r.DeviceMemory, Allocs: r.Allocs, AllocBytes: r.AllocBytes, MeanAllocBytes: MeanAlloc(r)})
+					DeviceMemoryBytes: r.DeviceMemory, Allocs: r.Allocs, AllocBytes: r.AllocBytes, MeanAllocBytes: meanAlloc(r)})
 			}
 			sites := in.Sites(AllocationSites)
 			slices.SortStableFunc(sites, func(x, y memtimeline.Site) int { return cmp.Compare(y.AllocBytes, x.AllocBytes) })
@@ -122,7 +122,7 @@ func writeAnalysisText(w io.Writer, a InputAnalysis) {
 	in := a.in
 	fmt.Fprintf(w, "== %s (%s) ==\n", a.Source, a.Kind)
 	if a.Summary != nil {
-		WriteTraceSummary(w, a.Source, in.Trace, *a.Summary)
+		writeTraceSummary(w, a.Source, in.Trace, *a.Summary)
 		if len(a.Operators) > 0 {
 			fmt.Fprintln(w, "Operators that keep the most GPU memory (Self CUDA Mem, as torch's key_averages):")
 			tw := NewTable()

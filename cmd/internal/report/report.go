@@ -40,6 +40,10 @@ const (
 	ViewFrag View = "frag"
 	// ViewDiff is each compared pair of runs (NewDiff).
 	ViewDiff View = "diff"
+	// ViewOps is each trace's operator table (NewOps).
+	ViewOps View = "ops"
+	// ViewStacks is each trace's allocation sites (NewStacks).
+	ViewStacks View = "stacks"
 )
 
 // Options say which view to build and how to lay it out.
@@ -77,6 +81,12 @@ type Report struct {
 	FragInputs []FragInput
 	// Diffs are the diff view's compared pairs.
 	Diffs []DiffPair
+	// Operators are the ops view's tables.
+	Operators []OperatorTable
+	// Stacks are the stacks view's tables; foldedWeight is what a folded
+	// stack counts.
+	Stacks       []SiteTable
+	foldedWeight func(*memtimeline.Site) int64
 }
 
 // AllocationSites are the allocation sites analyze and the HTML page
@@ -115,6 +125,10 @@ func Generate(w io.Writer, r *Report) error {
 		return r.writeFrag(w)
 	case ViewDiff:
 		return r.writeDiff(w)
+	case ViewOps:
+		return r.writeOperators(w)
+	case ViewStacks:
+		return r.writeStacks(w)
 	}
 	return fmt.Errorf("report: no view %q", r.View)
 }

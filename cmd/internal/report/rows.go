@@ -39,8 +39,8 @@ type SiteRow struct {
 	LiveBlocksAtEnd int64    `json:"live_blocks_at_end"`
 }
 
-// MeanAlloc is an operator's mean allocation size (0 without allocations).
-func MeanAlloc(r chrometrace.OperatorStats) int64 {
+// meanAlloc is an operator's mean allocation size (0 without allocations).
+func meanAlloc(r chrometrace.OperatorStats) int64 {
 	if r.Allocs == 0 {
 		return 0
 	}
@@ -69,9 +69,9 @@ func topN(top, n int) int {
 	return top
 }
 
-// WriteTraceSummary prints the few lines above the table that say what the
+// writeTraceSummary prints the few lines above the table that say what the
 // trace is and what it recorded.
-func WriteTraceSummary(w io.Writer, path string, t *chrometrace.Trace, s chrometrace.Summary) {
+func writeTraceSummary(w io.Writer, path string, t *chrometrace.Trace, s chrometrace.Summary) {
 	fmt.Fprintf(w, "Trace:    %s (%d events", path, s.Events)
 	if s.DurationNs > 0 {
 		fmt.Fprintf(w, ", %.1f ms", float64(s.DurationNs)/1e6)
