@@ -44,6 +44,12 @@ const (
 	ViewOps View = "ops"
 	// ViewStacks is each trace's allocation sites (NewStacks).
 	ViewStacks View = "stacks"
+	// ViewSMI is each nvidia-smi log's analysis (NewSMI).
+	ViewSMI View = "smi"
+	// ViewSteps is each per-step memory log's fit (NewSteps).
+	ViewSteps View = "steps"
+	// ViewRules is the list of rules in force (NewRules).
+	ViewRules View = "rules"
 )
 
 // Options say which view to build and how to lay it out.
@@ -87,6 +93,10 @@ type Report struct {
 	// stack counts.
 	Stacks       []SiteTable
 	foldedWeight func(*memtimeline.Site) int64
+	// StepLogs are the steps view's logs.
+	StepLogs []*rules.Input
+	// RuleSet is the rules view's rules.
+	RuleSet rules.RuleSet
 }
 
 // AllocationSites are the allocation sites analyze and the HTML page
@@ -129,6 +139,12 @@ func Generate(w io.Writer, r *Report) error {
 		return r.writeOperators(w)
 	case ViewStacks:
 		return r.writeStacks(w)
+	case ViewSMI:
+		return r.writeSMI(w)
+	case ViewSteps:
+		return r.writeSteps(w)
+	case ViewRules:
+		return writeRules(w, r.RuleSet.Rules, r.Format)
 	}
 	return fmt.Errorf("report: no view %q", r.View)
 }
