@@ -1,4 +1,4 @@
-package main
+package report
 
 import (
 	"cmp"
@@ -35,8 +35,9 @@ type traceEvent struct {
 // filter them (and a reader can tell them from the profiler's).
 const annotateCat = "torchmem"
 
-// annotation is what annotate adds, counted by kind for the summary line.
-type annotation struct {
+// Tracks are the events torchmem annotate adds to a trace, counted by
+// kind for its summary line.
+type Tracks struct {
 	Events                  [][]byte
 	Counters, Markers, Leak int
 }
@@ -59,13 +60,13 @@ func lane(t *chrometrace.Trace, id chrometrace.StrID, num int64) any {
 	return t.Str(id)
 }
 
-// annotateTrace builds the added events for one trace: allocated and
-// reserved per GPU, the bytes each leak kept so far, and markers for the
-// out-of-memory errors, the leak's steps, the allocator's cache releases
-// and the idle gaps the rules found.
-func annotateTrace(in *rules.Input, findings []rules.Finding) (annotation, error) {
+// NewTracks builds the events to add to one trace, the answer as
+// Perfetto draws it: allocated and reserved per GPU, the bytes each leak
+// kept so far, and markers for the out-of-memory errors, the leak's steps,
+// the allocator's cache releases and the idle gaps the rules found.
+func NewTracks(in *rules.Input, findings []rules.Finding) (Tracks, error) {
 	t := in.Trace
-	var a annotation
+	var a Tracks
 	add := func(e traceEvent) error {
 		b, err := json.Marshal(e)
 		if err != nil {
