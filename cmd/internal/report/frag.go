@@ -177,11 +177,7 @@ func writeFragReport(w io.Writer, path string, rep *rules.FragReport, format str
 		tw = NewTable()
 		tw.AppendHeader(table.Row{"When", "Returned", "Reserved after", "cudaFree calls", "By"})
 		for _, d := range rep.ReservedDrops {
-			by := "allocation retry or other cudaFree"
-			if d.EmptyCache {
-				by = "torch.cuda.empty_cache()"
-			}
-			tw.AppendRow(table.Row{stepOffset(rep, d.Step, d.TS), memtimeline.FormatBytes(d.Bytes), memtimeline.FormatBytes(d.ReservedAfter), d.CudaFreeCalls, by})
+			tw.AppendRow(table.Row{stepOffset(rep, d.Step, d.TS), memtimeline.FormatBytes(d.Bytes), memtimeline.FormatBytes(d.ReservedAfter), d.CudaFreeCalls, d.Cause()})
 		}
 		Table(w, tw, format)
 		fmt.Fprintln(w)

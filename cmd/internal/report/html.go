@@ -333,13 +333,7 @@ func buildReportInput(idPrefix string, in *rules.Input, fs []rules.Finding, top 
 		ri.Kind = rules.SourceSnapshot
 		rep := in.SnapshotReport()
 		st := rep.Stats
-		ri.Summary = []reportKV{
-			{"Reserved", fmt.Sprintf("%s (%d segments: %d small, %d large, %d expandable)", memtimeline.FormatBytes(st.ReservedBytes), st.Segments, st.SmallSegments, st.LargeSegments, st.ExpandableSegments)},
-			{"Allocated", memtimeline.FormatBytes(st.AllocatedBytes)},
-			{"Inactive split", memtimeline.FormatBytes(st.InactiveSplitBytes) + " (free inside partly used segments)"},
-			{"Largest free block", memtimeline.FormatBytes(st.LargestFreeBlock)},
-			{"Out-of-memory events", fmt.Sprint(len(rep.OOMs))},
-		}
+		ri.Summary = snapshotSummaryKV(st, len(rep.OOMs))
 		for _, spec := range snapshotChartSpecs(in.Snapshot, idPrefix) {
 			if err := ri.addChart(spec); err != nil {
 				return ri, err
@@ -355,14 +349,8 @@ func buildReportInput(idPrefix string, in *rules.Input, fs []rules.Finding, top 
 	case in.Digest != nil && in.Kind == rules.SourceSnapshot && in.Digest.SnapshotStats != nil:
 		ri.Kind = rules.SourceSnapshot
 		st := in.Digest.SnapshotStats
-		ri.Summary = []reportKV{
-			{"Reserved", fmt.Sprintf("%s (%d segments: %d small, %d large, %d expandable)", memtimeline.FormatBytes(st.ReservedBytes), st.Segments, st.SmallSegments, st.LargeSegments, st.ExpandableSegments)},
-			{"Allocated", memtimeline.FormatBytes(st.AllocatedBytes)},
-			{"Inactive split", memtimeline.FormatBytes(st.InactiveSplitBytes) + " (free inside partly used segments)"},
-			{"Largest free block", memtimeline.FormatBytes(st.LargestFreeBlock)},
-			{"Out-of-memory events", fmt.Sprint(len(in.Digest.Verdict.OOMs))},
-			{"From", "a summary: the segment table and the history chart need the snapshot itself"},
-		}
+		ri.Summary = append(snapshotSummaryKV(*st, len(in.Digest.Verdict.OOMs)),
+			reportKV{"From", "a summary: the segment table and the history chart need the snapshot itself"})
 		l := in.SnapshotLeaks()
 		ri.Leak = &l
 	case in.Digest != nil && in.Timeline == nil:
@@ -454,6 +442,18 @@ func leakMarkers(spec chart.Spec, l rules.LeakReport) []chart.Marker {
 		})
 	}
 	return out
+}
+
+// snapshotSummaryKV is an allocator snapshot's summary on the page, from
+// the snapshot or its summary.
+func snapshotSummaryKV(st snapshot.Stats, ooms int) []reportKV {
+	return []reportKV{
+		{"Reserved", fmt.Sprintf("%s (%d segments: %d small, %d large, %d expandable)", memtimeline.FormatBytes(st.ReservedBytes), st.Segments, st.SmallSegments, st.LargeSegments, st.ExpandableSegments)},
+		{"Allocated", memtimeline.FormatBytes(st.AllocatedBytes)},
+		{"Inactive split", memtimeline.FormatBytes(st.InactiveSplitBytes) + " (free inside partly used segments)"},
+		{"Largest free block", memtimeline.FormatBytes(st.LargestFreeBlock)},
+		{"Out-of-memory events", fmt.Sprint(ooms)},
+	}
 }
 
 func traceSummaryKV(t *chrometrace.Trace, s chrometrace.Summary) []reportKV {

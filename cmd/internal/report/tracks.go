@@ -194,16 +194,7 @@ func NewTracks(in *rules.Input, findings []rules.Finding) (Tracks, error) {
 	// Reserved memory that fell: the allocator gave cached segments back,
 	// to retry a cudaMalloc that failed or under empty_cache().
 	for _, d := range in.Frag().ReservedDrops {
-		why := "cached segments given back"
-		switch {
-		case d.OOMRetry:
-			why = "cache freed to retry a request that then failed (OOM)"
-		case d.AllocRetry:
-			why = "cudaMalloc retry: a cudaMalloc failed, the allocator freed its cache and retried"
-		case d.EmptyCache:
-			why = "torch.cuda.empty_cache()"
-		}
-		if err := add(traceEvent{Name: fmt.Sprintf("reserved -%s: %s", memtimeline.FormatBytes(d.Bytes), why), Cat: annotateCat, Ph: "i", Scope: "g",
+		if err := add(traceEvent{Name: fmt.Sprintf("reserved -%s: %s", memtimeline.FormatBytes(d.Bytes), d.Cause()), Cat: annotateCat, Ph: "i", Scope: "g",
 			TS: microsTS(d.TS), Pid: firstPid, Tid: 0,
 			Args: map[string]any{"released_bytes": d.Bytes, "reserved_after_bytes": d.ReservedAfter, "cuda_free_calls": d.CudaFreeCalls}}); err != nil {
 			return a, err
