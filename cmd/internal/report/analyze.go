@@ -113,7 +113,7 @@ func (r *Report) writeAnalyze(w io.Writer) error {
 			writeAnalysisText(w, a)
 		}
 		fmt.Fprintln(w, "== Findings ==")
-		fmt.Fprintln(w, verdictLine(ev))
+		fmt.Fprintln(w, VerdictLine(ev))
 		writeFindingsText(w, ev.Findings)
 	}
 	return nil

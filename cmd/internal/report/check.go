@@ -34,7 +34,7 @@ func (r *Report) writeCheck(w io.Writer) error {
 		}
 		return writeSARIF(w, ev.Findings, ev.RuleSet.Rules, root, r.Version)
 	default:
-		fmt.Fprintln(w, verdictLine(ev))
+		fmt.Fprintln(w, VerdictLine(ev))
 		fmt.Fprintln(w)
 		writeVerdictText(w, ev.Verdicts, r.Width)
 		writeChecklistText(w, ev)

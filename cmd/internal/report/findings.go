@@ -10,8 +10,8 @@ import (
 	"github.com/torchmem/torchmem/rules"
 )
 
-// verdictLine is the one line a PR comment or CI log starts with.
-func verdictLine(ev *rules.Evaluation) string {
+// VerdictLine is the one line a PR comment or CI log starts with.
+func VerdictLine(ev *rules.Evaluation) string {
 	status := "PASS"
 	if !ev.Passed() {
 		status = "FAIL"
@@ -53,7 +53,7 @@ func writeFindingsMarkdown(w io.Writer, ev *rules.Evaluation) {
 	if !ev.Passed() {
 		icon = "❌"
 	}
-	fmt.Fprintf(w, "%s **%s**\n\n", icon, verdictLine(ev))
+	fmt.Fprintf(w, "%s **%s**\n\n", icon, VerdictLine(ev))
 	writeVerdictMarkdown(w, ev.Verdicts) // the answer before the table
 	writeChecklistMarkdown(w, ev)
 	if len(fs) == 0 {

@@ -170,7 +170,7 @@ func (r *Report) writePage(w io.Writer) error {
 		page.CrossHidden = hidden
 	}
 	liftMemoryCharts(&page, ev.Verdicts, ev.Inputs)
-	page.Verdict = verdictLine(ev)
+	page.Verdict = VerdictLine(ev)
 	page.Failed = !ev.Passed()
 	return reportTemplate.Execute(w, page)
 }

@@ -7,10 +7,12 @@
 // for, so that no two formats can tell different stories.
 //
 // The commands (cmd/torchmem) parse flags, load, evaluate, hand the
-// evaluation here and exit; they word and escape nothing. Wording a
-// verdict, a fix or advice belongs to rules; this package lays it out,
-// escaped for its medium (every table escapes its cells) and fitted to
-// the width (text wraps with a hanging indent).
+// evaluation (or their own analysis: ops, stacks, snapshot, smi, steps,
+// frag, diff, rules) to a view's constructor and Generate, and exit; they
+// lay out no table or document themselves. Wording a verdict, a fix or
+// advice belongs to rules; this package lays it out, escaped for its
+// medium (every table escapes its cells) and fitted to the width (text
+// wraps with a hanging indent).
 package report
 
 import (
@@ -21,10 +23,10 @@ import (
 	"github.com/torchmem/torchmem/rules"
 )
 
-// View is which command's view of the evaluation a report shows.
+// View is which command's view a report shows.
 type View string
 
-// The views that render an Evaluation.
+// The views, one per command that prints a result.
 const (
 	// ViewCheck is the gate: verdict line, verdicts, checklist, findings.
 	ViewCheck View = "check"
@@ -71,8 +73,8 @@ type Options struct {
 	Leak rules.LeakOptions
 }
 
-// Report is one view of an evaluation, built once by New and written by
-// Generate in any format.
+// Report is one command's view, built once (New, or the view's own
+// constructor) and written by Generate in any of its formats.
 type Report struct {
 	Options
 	Eval *rules.Evaluation
@@ -103,7 +105,10 @@ type Report struct {
 // show: every device, the innermost 5 frames of the user's code.
 var AllocationSites = memtimeline.SiteOptions{Device: -1, Depth: 5}
 
-// New builds the view o.View of ev.
+// New builds the view o.View of ev: check, analyze, leaks or the HTML
+// page. The views of a command's own analysis have their constructors
+// (NewOps, NewStacks, NewSnapshots, NewFrag, NewDiff, NewSMI, NewSteps,
+// NewRules).
 func New(ev *rules.Evaluation, o Options) *Report {
 	if o.Width <= 0 {
 		o.Width = Width()
@@ -148,6 +153,3 @@ func Generate(w io.Writer, r *Report) error {
 	}
 	return fmt.Errorf("report: no view %q", r.View)
 }
-
-// VerdictLine is the one line a PR comment or CI log starts with.
-func VerdictLine(ev *rules.Evaluation) string { return verdictLine(ev) }
