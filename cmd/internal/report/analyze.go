@@ -63,7 +63,7 @@ func analyses(ev *rules.Evaluation, top int) []InputAnalysis {
 			sites := in.Sites(AllocationSites)
 			slices.SortStableFunc(sites, func(x, y memtimeline.Site) int { return cmp.Compare(y.AllocBytes, x.AllocBytes) })
 			for _, s := range sites[:topN(top, len(sites))] {
-				a.Sites = append(a.Sites, SiteRow{Frames: nonNilStrings(s.Frames), Operator: s.Operator, ForwardOperator: s.ForwardOp,
+				a.Sites = append(a.Sites, SiteRow{Frames: s.Frames, Operator: s.Operator, ForwardOperator: s.ForwardOp,
 					AllocBytes: s.AllocBytes, LiveBytesAtEnd: s.LiveBytesAtEnd, LiveBytesAtPeak: s.LiveBytesAtPeak, Allocs: s.Allocs, LiveBlocksAtEnd: s.LiveBlocksAtEnd})
 			}
 			l := in.Leaks()

@@ -47,13 +47,6 @@ func meanAlloc(r chrometrace.OperatorStats) int64 {
 	return r.AllocBytes / r.Allocs
 }
 
-func nonNilStrings(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
-}
-
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s

@@ -35,18 +35,6 @@ func shortOp(name string) string {
 	return name
 }
 
-// shorten cuts s to n display cells, marking the cut with "…".
-func shorten(s string, n int) string {
-	if n <= 1 || text.StringWidthWithoutEscSequences(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	for len(r) > 0 && text.StringWidthWithoutEscSequences(string(r))+1 > n {
-		r = r[:len(r)-1]
-	}
-	return string(r) + "…"
-}
-
 // wrapEntry wraps "LABEL  text" to width with a hanging indent under
 // the text; nothing is cut (a fix or a location past the width would be
 // lost in a CI log).
