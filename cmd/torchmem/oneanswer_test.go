@@ -16,6 +16,7 @@ import (
 // leak over it, a clean run, a snapshot with history), with and without a
 // rules file.
 func TestOneAnswerEveryCommand(t *testing.T) {
+	t.Parallel() // see torchmem: which tests may run side by side
 	dir := t.TempDir()
 	cfg := func(name, yaml string) string {
 		p := filepath.Join(dir, name)

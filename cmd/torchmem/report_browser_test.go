@@ -14,6 +14,7 @@ import (
 // The report, opened in a real headless Chromium: the chart draws on a
 // canvas, nothing is logged as an error, nothing is requested but the page.
 func TestReportRendersInBrowser(t *testing.T) {
+	t.Parallel() // see torchmem: which tests may run side by side
 	out := filepath.Join(t.TempDir(), "report.html")
 	if _, errOut, code := torchmem(t, "report", realTrace("leak_module_cache"), memtest.Testdata("snapshots", "leak_module_cache.pickle.gz"), "-o", out); code != exitFindings { // the leak fails the report like check
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -30,6 +31,7 @@ func TestReportRendersInBrowser(t *testing.T) {
 
 // An operator named like markup is shown as text and runs nothing.
 func TestReportHostileNamesInBrowser(t *testing.T) {
+	t.Parallel() // see torchmem: which tests may run side by side
 	dir := t.TempDir()
 	trace := filepath.Join(dir, "hostile.json")
 	if err := os.WriteFile(trace, []byte(hostileTrace), 0o644); err != nil {
@@ -61,6 +63,7 @@ func TestReportHostileNamesInBrowser(t *testing.T) {
 // first 1800 px (they were ~3,100 px down before the layout put the
 // verdict and findings first; the chart moved up takes ~450 px).
 func TestReportAnswerOnFirstScreen(t *testing.T) {
+	t.Parallel() // see torchmem: which tests may run side by side
 	out := filepath.Join(t.TempDir(), "report.html")
 	torchmem(t, "report", realTrace("leak_module_cache"), "-o", out)
 	ctx, _ := browsertest.OpenPage(t, out, true)

@@ -42,6 +42,7 @@ var rangeNote = regexp.MustCompile(`^(\d+) allocations? alive or allocated betwe
 // the trace's lifetimes give), the table sorts by a column, and clicking a
 // row shows its Python stack.
 func TestReportExplorerInBrowser(t *testing.T) {
+	t.Parallel() // see torchmem: which tests may run side by side
 	trace := memtest.Testdata("gpu", "leak_hook_every_step", "trace.json.gz")
 	out := filepath.Join(t.TempDir(), "report.html")
 	if _, errOut, code := torchmem(t, "report", trace, "-o", out); code != exitFindings {
@@ -127,6 +128,7 @@ func TestReportExplorerInBrowser(t *testing.T) {
 // moment lists the blocks alive then, and a row's click shows the stack
 // torch recorded for it.
 func TestReportSnapshotExplorerInBrowser(t *testing.T) {
+	t.Parallel() // see torchmem: which tests may run side by side
 	out := filepath.Join(t.TempDir(), "report.html")
 	torchmem(t, "report", memtest.Testdata("snapshots", "leak_module_cache.pickle.gz"), "-o", out)
 	ctx, _ := browsertest.OpenPage(t, out, true)

@@ -62,6 +62,7 @@ func TestReportLoadsNothingFromTheNetwork(t *testing.T) {
 }
 
 func TestReportSizeOnLargestTrace(t *testing.T) {
+	t.Parallel() // see torchmem: which tests may run side by side
 	out := filepath.Join(t.TempDir(), "r.html")
 	if _, errOut, code := torchmem(t, "report", realTrace("big_transformer"), "-o", out); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)

@@ -51,6 +51,7 @@ type chartGeometry struct {
 // 112.6 ms, off the chart; the legend fits above the plot and the memory
 // chart is on the first screen, right below the verdict.
 func TestReportMarkersInViewInBrowser(t *testing.T) {
+	t.Parallel() // see torchmem: which tests may run side by side
 	out := filepath.Join(t.TempDir(), "report.html")
 	if _, errOut, code := torchmem(t, "report", memtest.Testdata("gpu", "hf_trainer_oom"), "-o", out); code != exitFindings {
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -97,6 +98,7 @@ func TestReportMarkersInViewInBrowser(t *testing.T) {
 
 // The snapshot's fill map says what its digits mean.
 func TestReportFillMapExplained(t *testing.T) {
+	t.Parallel() // see torchmem: which tests may run side by side
 	out := filepath.Join(t.TempDir(), "report.html")
 	torchmem(t, "report", memtest.Testdata("snapshots", "leak_module_cache.pickle.gz"), "-o", out)
 	ctx, _ := browsertest.OpenPage(t, out, true)

@@ -301,6 +301,7 @@ func TestSixtyFourRanks(t *testing.T) {
 // the traces (same JSON, same exit), the report draws the summaries'
 // charts and the cross-rank table naming the leaking rank.
 func TestSummaryDiffAndReport(t *testing.T) {
+	t.Parallel() // see torchmem: which tests may run side by side
 	dir := memtest.Testdata("gpu", "ddp_one_rank_leaks")
 	sums := summarizeDir(t, dir)
 	base, head := filepath.Join(dir, "rank0", "trace.json.gz"), filepath.Join(dir, "rank1", "trace.json.gz")

@@ -154,6 +154,7 @@ func TestSnippetDirectoryOneVerdict(t *testing.T) {
 // are torch's own beside the estimate, with their agreement; an OOM shows
 // what was alive when it failed.
 func TestReportPeakAgainstTorchAndOOM(t *testing.T) {
+	t.Parallel() // see torchmem: which tests may run side by side
 	for _, c := range []struct{ dir, want string }{
 		{memtest.Testdata("gpu", "leak_hook_every_step"), "(torch's export_memory_timeline)"},
 		{memtest.Testdata("gpu", "oom"), "What was alive when 300.00 GB failed"},
@@ -175,6 +176,7 @@ func TestReportPeakAgainstTorchAndOOM(t *testing.T) {
 // new user runs it: one verdict, one leak finding (not three), and the
 // report's top shows the run on one timeline.
 func TestHFTrainerLeakOneAnswer(t *testing.T) {
+	t.Parallel() // see torchmem: which tests may run side by side
 	dir := memtest.Testdata("gpu", "hf_trainer_leak")
 	out, _, code := torchmem(t, "check", dir, "--format", "json")
 	if code != exitFindings {
