@@ -3,7 +3,7 @@ package memtest
 import (
 	"cmp"
 	"encoding/json"
-	"io"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -47,37 +47,41 @@ type OracleCopy struct {
 }
 
 // microsToNs parses Kineto's "123.456" microseconds exactly.
-func microsToNs(t testing.TB, n json.Number) int64 {
+func microsToNs(n json.Number) (int64, error) {
 	s := string(n)
 	whole, frac, _ := strings.Cut(s, ".")
 	frac = (frac + "000")[:3]
 	w, err1 := strconv.ParseInt(whole, 10, 64)
 	f, err2 := strconv.ParseInt(frac, 10, 64)
 	if err1 != nil || err2 != nil {
-		t.Fatalf("bad time %q", s)
+		return 0, fmt.Errorf("bad time %q", s)
 	}
-	return w*1000 + f
+	return w*1000 + f, nil
 }
 
 // ReadOracle reads a Kineto trace (gzipped or not) as the oracle.
 func ReadOracle(t testing.TB, path string) *Oracle {
 	t.Helper()
+	o, err := readOracle(path)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return o
+}
+
+func readOracle(path string) (*Oracle, error) {
 	in, err := chrometrace.Open(path)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	defer in.Close()
-	data, err := io.ReadAll(in)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var doc struct {
 		TraceEvents []rawTimelineEvent `json:"traceEvents"`
 	}
-	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec := json.NewDecoder(in)
 	dec.UseNumber()
 	if err := dec.Decode(&doc); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	o := &Oracle{Device: map[int][][2]int64{}}
 	seenStep := map[string]bool{}
@@ -85,8 +89,15 @@ func ReadOracle(t testing.TB, path string) *Oracle {
 		if e.Ph != "X" {
 			continue
 		}
-		start := microsToNs(t, e.Ts)
-		end := start + microsToNs(t, e.Dur)
+		start, err := microsToNs(e.Ts)
+		if err != nil {
+			return nil, err
+		}
+		dur, err := microsToNs(e.Dur)
+		if err != nil {
+			return nil, err
+		}
+		end := start + dur
 		switch e.Cat {
 		case "user_annotation":
 			if strings.HasPrefix(e.Name, "ProfilerStep#") && !seenStep[e.Name] {
@@ -96,7 +107,7 @@ func ReadOracle(t testing.TB, path string) *Oracle {
 		case "kernel", "gpu_memcpy", "gpu_memset":
 			var a rawDeviceArgs
 			if err := json.Unmarshal(e.Args, &a); err != nil {
-				t.Fatal(err)
+				return nil, err
 			}
 			o.Device[a.Device] = append(o.Device[a.Device], [2]int64{start, end})
 			if e.Cat == "gpu_memcpy" {
@@ -105,7 +116,7 @@ func ReadOracle(t testing.TB, path string) *Oracle {
 		}
 	}
 	slices.SortFunc(o.Steps, func(a, b [2]int64) int { return cmp.Compare(a[0], b[0]) })
-	return o
+	return o, nil
 }
 
 // IdleFractions clips the device's ranges to each step, sorts and unions

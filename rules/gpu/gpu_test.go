@@ -41,7 +41,7 @@ func near(a, b, tol float64) bool { return math.Abs(a-b) <= tol*math.Max(1, math
 func TestIdleInWindowMatchesKineto(t *testing.T) {
 	for _, path := range realTraces(t) {
 		t.Run(filepath.Base(filepath.Dir(path)), func(t *testing.T) {
-			tr, o := memtest.Trace(t, path), memtest.ReadOracle(t, path)
+			tr, o := memtest.SharedTrace(t, path), memtest.SharedOracle(t, path)
 			w := gpu.StepWindows(tr)
 			if w.WholeTrace || len(w.List) != len(o.Steps) {
 				t.Fatalf("%d step windows (whole trace %v), Kineto has %d ProfilerSteps", len(w.List), w.WholeTrace, len(o.Steps))
@@ -74,7 +74,7 @@ func TestIdleInWindowMatchesKineto(t *testing.T) {
 func TestHostCopiesMatchKineto(t *testing.T) {
 	for _, path := range realTraces(t) {
 		t.Run(filepath.Base(filepath.Dir(path)), func(t *testing.T) {
-			tr, o := memtest.Trace(t, path), memtest.ReadOracle(t, path)
+			tr, o := memtest.SharedTrace(t, path), memtest.SharedOracle(t, path)
 			copies := gpu.FindHostCopies(tr)
 			for _, c := range []struct {
 				dir    gpu.Direction
