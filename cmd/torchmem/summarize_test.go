@@ -256,7 +256,7 @@ func TestSixtyFourRanks(t *testing.T) {
 		Verdicts  []rules.Verdict  `json:"verdicts"`
 		CrossRank *rules.CrossRank `json:"cross_rank"`
 	}
-	leaksOf := func(arg string) (leaksDoc, string) {
+	leaksOf := func(t *testing.T, arg string) (leaksDoc, string) {
 		out, errOut, code := torchmem(t, "leaks", arg, "--format", "json")
 		if code != exitFindings {
 			t.Fatalf("leaks %s: exit %d: %s", arg, code, errOut)
@@ -265,15 +265,9 @@ func TestSixtyFourRanks(t *testing.T) {
 		decodeJSON(t, out, &d)
 		return d, errOut
 	}
-	direct, errOut := leaksOf(dir)
-	if !strings.Contains(errOut, "reduced to its summary as it was read") {
-		t.Errorf("64 traces were not read with bounded memory: %q", errOut)
-	}
-	sums := summarizeDir(t, dir)
-	from, _ := leaksOf(sums)
-	for name, d := range map[string]leaksDoc{"traces": direct, "summaries": from} {
+	checkVerdicts := func(t *testing.T, d leaksDoc) {
 		if len(d.Verdicts) != 64 {
-			t.Fatalf("%s: %d verdicts, want 64", name, len(d.Verdicts))
+			t.Fatalf("%d verdicts, want 64", len(d.Verdicts))
 		}
 		for _, v := range d.Verdicts {
 			want, bytes := leak.VerdictClean, int64(0)
@@ -281,20 +275,35 @@ func TestSixtyFourRanks(t *testing.T) {
 				want, bytes = leak.VerdictLeak, 8<<20
 			}
 			if v.Leak.Verdict != want || v.Leak.BytesPerStep != bytes {
-				t.Errorf("%s: rank %d: %s %d B/step, truth %s %d", name, v.Rank, v.Leak.Verdict, v.Leak.BytesPerStep, want, bytes)
+				t.Errorf("rank %d: %s %d B/step, truth %s %d", v.Rank, v.Leak.Verdict, v.Leak.BytesPerStep, want, bytes)
 			}
 		}
 		if d.CrossRank == nil || !reflect.DeepEqual(d.CrossRank.Outliers, []int64{37}) || !strings.Contains(d.CrossRank.Headline, "rank 37 (leaks 8.00 MB per step") {
-			t.Errorf("%s: cross-rank view %+v", name, d.CrossRank)
+			t.Errorf("cross-rank view %+v", d.CrossRank)
 		}
 	}
-	out, _, _ := torchmem(t, "analyze", sums, "--format", "json")
-	var a struct {
-		CrossRank *rules.CrossRank `json:"cross_rank"`
-	}
-	if err := json.Unmarshal([]byte(out), &a); err != nil || a.CrossRank == nil || !reflect.DeepEqual(a.CrossRank.Outliers, []int64{37}) {
-		t.Errorf("analyze on the summaries: %v %+v", err, a.CrossRank)
-	}
+	// The traces and their summaries are read apart: side by side.
+	t.Run("traces", func(t *testing.T) {
+		t.Parallel()
+		direct, errOut := leaksOf(t, dir)
+		if !strings.Contains(errOut, "reduced to its summary as it was read") {
+			t.Errorf("64 traces were not read with bounded memory: %q", errOut)
+		}
+		checkVerdicts(t, direct)
+	})
+	t.Run("summaries", func(t *testing.T) {
+		t.Parallel()
+		sums := summarizeDir(t, dir)
+		from, _ := leaksOf(t, sums)
+		checkVerdicts(t, from)
+		out, _, _ := torchmem(t, "analyze", sums, "--format", "json")
+		var a struct {
+			CrossRank *rules.CrossRank `json:"cross_rank"`
+		}
+		if err := json.Unmarshal([]byte(out), &a); err != nil || a.CrossRank == nil || !reflect.DeepEqual(a.CrossRank.Outliers, []int64{37}) {
+			t.Errorf("analyze on the summaries: %v %+v", err, a.CrossRank)
+		}
+	})
 }
 
 // diff and report take summaries: diff compares the same figures as from
