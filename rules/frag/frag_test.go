@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline/memtest"
 	"github.com/torchmem/torchmem/rules"
 	"github.com/torchmem/torchmem/rules/frag"
@@ -124,7 +125,7 @@ func rawSmallCUDAAllocs(t *testing.T, name string, maxBytes float64) int64 {
 //     steps, so 19806*4/6 in the profiled window, and the histogram shows
 //     that every small-pool block here is <= 4 KiB (nothing in 4 KiB..1 MiB).
 func TestFragSmallAllocsCountedIndependently(t *testing.T) {
-	rep := frag.Analyze(frag.TraceData(memtest.NamedTrace(t, "frag_small_allocs")), frag.DefaultOptions())
+	rep := frag.Analyze(frag.TraceData(fragSmallAllocs(t)), frag.DefaultOptions())
 	raw := rawSmallCUDAAllocs(t, "frag_small_allocs", 4096)
 	if rep.SmallAllocs.Count != raw {
 		t.Errorf("small allocs %d, raw JSON count %d", rep.SmallAllocs.Count, raw)
@@ -177,7 +178,7 @@ func TestFragSmallAllocsCountedIndependently(t *testing.T) {
 // agree: it freed num_device_free segments, reserved_bytes.all.freed bytes,
 // all of them inside the profiled window.
 func TestFragEmptyCacheChurn(t *testing.T) {
-	rep := frag.Analyze(frag.TraceData(memtest.NamedTrace(t, "frag_small_allocs")), frag.DefaultOptions())
+	rep := frag.Analyze(frag.TraceData(fragSmallAllocs(t)), frag.DefaultOptions())
 	stats := memoryStats(t, "frag_small_allocs")
 	truth := readFragTruth(t, "frag_small_allocs")
 	m := regexp.MustCompile(`empty_cache at step (\d+)`).FindStringSubmatch(truth.Planted)
@@ -244,7 +245,7 @@ func TestFragSegmentCallsMatchMemoryStats(t *testing.T) {
 // flood and churn into "ok"; lowering the gap limit makes the gap signal
 // fire on the same trace.
 func TestFragThresholds(t *testing.T) {
-	tr := memtest.NamedTrace(t, "frag_small_allocs")
+	tr := fragSmallAllocs(t)
 	opts := frag.DefaultOptions()
 	opts.MinSmallPerStep = 4000
 	opts.MinChurnPerStep = 5
@@ -272,7 +273,7 @@ func TestFragThresholds(t *testing.T) {
 }
 
 func TestFragWithoutSteps(t *testing.T) {
-	tr := memtest.NamedTrace(t, "frag_small_allocs")
+	tr := fragSmallAllocs(t)
 	none := *tr
 	none.Steps = nil
 	rep := frag.Analyze(frag.TraceData(&none), frag.DefaultOptions())
@@ -307,7 +308,7 @@ func TestFragRulesForCheck(t *testing.T) {
 	if len(rs) != 3 {
 		t.Fatalf("%d fragmentation rules registered", len(rs))
 	}
-	fs := rules.Run(rs, &rules.Input{Source: "frag", Trace: memtest.NamedTrace(t, "frag_small_allocs")})
+	fs := rules.Run(rs, &rules.Input{Source: "frag", Trace: fragSmallAllocs(t)})
 	got := map[string]rules.Finding{}
 	for _, f := range fs {
 		got[f.Rule] = f
@@ -333,7 +334,7 @@ func TestFragRulesForCheck(t *testing.T) {
 			rs[i].Threshold = 5000
 		}
 	}
-	for _, f := range rules.Run(rs, &rules.Input{Trace: memtest.NamedTrace(t, "frag_small_allocs")}) {
+	for _, f := range rules.Run(rs, &rules.Input{Trace: fragSmallAllocs(t)}) {
 		if f.Rule == frag.SmallAllocFlood {
 			t.Errorf("flood fired over a 5000 limit: %s", f.Title)
 		}
@@ -544,4 +545,11 @@ func TestReservedDropCause(t *testing.T) {
 			t.Errorf("%+v: %q, want %q", c.d, got, c.want)
 		}
 	}
+}
+
+// fragSmallAllocs is the frag_small_allocs trace, read once for the tests
+// that only read it.
+func fragSmallAllocs(t *testing.T) *chrometrace.Trace {
+	t.Helper()
+	return memtest.SharedTrace(t, memtest.Testdata("traces", "frag_small_allocs", "trace.json.gz"))
 }
