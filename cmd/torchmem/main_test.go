@@ -71,7 +71,14 @@ func refused(t *testing.T, want string, args ...string) {
 // process it would stay, and with the small live heaps between tests every
 // later test would collect garbage every few hundred kilobytes (half the
 // package's CPU time went to the collector).
-func restoreGCPercent() { debug.SetGCPercent(100) }
+func restoreGCPercent() { debug.SetGCPercent(startGCPercent) }
+
+// startGCPercent is the test binary's own target (100, or $GOGC).
+var startGCPercent = func() int {
+	p := debug.SetGCPercent(100)
+	debug.SetGCPercent(p)
+	return p
+}()
 
 func realTrace(name string) string {
 	return memtest.Testdata("traces", name, "trace.json.gz")
