@@ -26,10 +26,15 @@ func (in *Input) Operators() []chrometrace.OperatorStats {
 	if in.Digest != nil {
 		return in.Digest.Operators // the top rows only
 	}
-	return Memo(in, "operators", func() []chrometrace.OperatorStats {
-		return chrometrace.Operators(in.Trace, chrometrace.OperatorOptions{Device: -1})
+	return Memo(in, keyOperators, func() []chrometrace.OperatorStats {
+		return chrometrace.Operators(in.Trace, operatorOptions)
 	})
 }
+
+// The operator table the rules and reports share: all GPUs, by name.
+var operatorOptions = chrometrace.OperatorOptions{Device: -1}
+
+const keyOperators = "operators"
 
 func init() {
 	Register(&Rule{
