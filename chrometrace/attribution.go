@@ -100,10 +100,7 @@ func attribute(t *Trace, opTreeOf func() *opTree) *Attribution {
 			a.opParent[tree.ops[node]] = tree.ops[p]
 		}
 	}
-	opsByThread := groupIntervals(len(t.HostOps), func(i int) (ThreadID, int64, int64, bool) {
-		o := &t.HostOps[i]
-		return o.Thread, o.Start, o.End(), o.Cat != CatOverhead
-	})
+	opsByThread := tree.byThread(t)
 	for th, pts := range memByThread {
 		innermost(opsByThread[th], pts, func(point int32, iv int32) {
 			// An innermost duplicate stands for its identical parent.
@@ -123,10 +120,14 @@ func attribute(t *Trace, opTreeOf func() *opTree) *Attribution {
 	}
 
 	// Backward work: find the forward op by autograd sequence number.
+	backward := make([]bool, len(t.Strings)) // by name, once per name
+	for i, name := range t.Strings {
+		backward[i] = isBackwardName(name)
+	}
 	firstBySeq := map[int64]int32{}
 	for i := range t.HostOps {
 		o := &t.HostOps[i]
-		if o.SeqNr < 0 || o.Cat != CatCPUOp || isBackwardName(t.Str(o.Name)) {
+		if o.SeqNr < 0 || o.Cat != CatCPUOp || backward[o.Name] {
 			continue
 		}
 		if j, ok := firstBySeq[o.SeqNr]; !ok || o.Start < t.HostOps[j].Start {

@@ -250,6 +250,38 @@ func buildOpTree(t *Trace) (*opTree, []int32) {
 	return tr, childCount
 }
 
+// byThread lists the host ops of each thread but the profiler's overhead
+// ranges in (start, -end) order, ties in index order: the tree's order
+// (lane, start, -end, index) read lane by lane, a lane being the thread
+// once overhead ranges are left out, so that the attribution need not
+// group and sort the ops again.
+func (tr *opTree) byThread(t *Trace) map[ThreadID][]int32 {
+	counts := make([]int, len(t.Threads))
+	for _, k := range tr.ops {
+		if o := &t.HostOps[k]; o.Cat != CatOverhead {
+			counts[o.Thread]++
+		}
+	}
+	all := make([]int32, 0, len(tr.ops))
+	lists := make([][]int32, len(t.Threads))
+	for th, c := range counts {
+		lists[th] = all[len(all) : len(all) : len(all)+c]
+		all = all[:len(all)+c]
+	}
+	for _, k := range tr.ops {
+		if o := &t.HostOps[k]; o.Cat != CatOverhead {
+			lists[o.Thread] = append(lists[o.Thread], k)
+		}
+	}
+	out := map[ThreadID][]int32{}
+	for th, l := range lists {
+		if len(l) > 0 {
+			out[ThreadID(th)] = l
+		}
+	}
+	return out
+}
+
 // sortNearlySorted sorts s by cmp, a total order. Kineto writes a thread's
 // ops almost in time order (a handful of ascending runs), where merging the
 // runs is many times faster than sorting; many runs fall back to a sort.

@@ -148,13 +148,16 @@ func (in *Input) prepareShared() {
 	if in.Trace == nil || in.Digest != nil {
 		return
 	}
-	Get(in, keyAttribution, func() *chrometrace.Attribution {
-		a, ops := chrometrace.AttributeAndOperators(in.Trace, operatorOptions)
-		Memo(in, keyOperators, func() []chrometrace.OperatorStats { return ops })
-		return a
+	Memo(in, "shared-passes", func() bool {
+		Get(in, keyAttribution, func() *chrometrace.Attribution {
+			a, ops := chrometrace.AttributeAndOperators(in.Trace, operatorOptions)
+			Memo(in, keyOperators, func() []chrometrace.OperatorStats { return ops })
+			return a
+		})
+		in.Lifetimes(-1)
+		releaseScratch(in.Trace)
+		return true
 	})
-	in.Lifetimes(-1)
-	releaseScratch(in.Trace)
 }
 
 // releaseScratchBytes: a trace whose records take at least this much has

@@ -838,7 +838,9 @@ func hookOnModule(frames []string, hooks map[string]growingFrame) string {
 // at least 3 consecutive steps by one or more each step: a hook registered
 // again every step.
 func growingFrames(t *chrometrace.Trace, steps []chrometrace.Step, stepOf func(int64) int) map[string]growingFrame {
-	counts := map[chrometrace.StrID][]int{}
+	// Per name (by string id: a million frames share a few thousand
+	// names), calls per step.
+	counts := make([][]int, len(t.Strings))
 	for i := range t.PyFrames {
 		f := &t.PyFrames[i]
 		k := stepOf(f.Start)
@@ -856,10 +858,14 @@ func growingFrames(t *chrometrace.Trace, steps []chrometrace.Step, stepOf func(i
 	// module dispatch, and the nearest nn.Module frame above is the module.
 	byID := newFrameIDs(t.PyFrames)
 	hookOf := map[chrometrace.StrID]map[string]bool{}
+	dispatch := make([]bool, len(t.Strings)) // names of torch's module dispatch
+	for i, n := range t.Strings {
+		dispatch[i] = strings.Contains(n, "torch/nn/modules/module.py")
+	}
 	for i := range t.PyFrames {
 		f := &t.PyFrames[i]
 		p, ok := byID.get(f.Thread, f.ParentID)
-		if !ok || !strings.Contains(t.Str(t.PyFrames[p].Name), "torch/nn/modules/module.py") {
+		if !ok || !dispatch[t.PyFrames[p].Name] {
 			continue
 		}
 		// torch's dispatch calls the module's forward too: not a hook.
@@ -896,6 +902,9 @@ func growingFrames(t *chrometrace.Trace, steps []chrometrace.Step, stepOf func(i
 		}
 	}
 	for name, c := range counts {
+		if c == nil {
+			continue
+		}
 		lo := 0
 		for lo < len(c) && c[lo] == 0 {
 			lo++
@@ -911,9 +920,9 @@ func growingFrames(t *chrometrace.Trace, steps []chrometrace.Step, stepOf func(i
 		for i := lo + 1; i <= hi; i++ {
 			ok = ok && c[i] > c[i-1]
 		}
-		n := t.Str(name)
+		n := t.Str(chrometrace.StrID(name))
 		if ok && !chrometrace.IsLibraryFrame(n) {
-			out[chrometrace.NormalizeFrame(n)] = growingFrame{counts: slices.Clone(c[lo : hi+1]), first: steps[lo].Number, last: steps[hi].Number, modules: hookOf[name]}
+			out[chrometrace.NormalizeFrame(n)] = growingFrame{counts: slices.Clone(c[lo : hi+1]), first: steps[lo].Number, last: steps[hi].Number, modules: hookOf[chrometrace.StrID(name)]}
 		}
 	}
 	return out
