@@ -112,12 +112,28 @@ func attribute(t *Trace, opTreeOf func() *opTree) *Attribution {
 	}
 
 	wg.Wait()
-	frameAt := a.frameAt
+	// Each event's innermost frame (frameAt), the events of a thread
+	// swept in time order against its frames in start order rather than
+	// searched for one by one.
 	for th, pts := range memByThread {
+		ivs := a.framesByThread[th]
+		k := 0 // ivs[:k] start at or before the event
 		for _, p := range pts {
-			a.Events[p].Frame = frameAt(th, t.Memory[p].TS)
+			ts := t.Memory[p].TS
+			for k < len(ivs) && t.PyFrames[ivs[k]].Start <= ts {
+				k++
+			}
+			f := int32(-1)
+			if k > 0 {
+				f = ivs[k-1]
+				for f >= 0 && t.PyFrames[f].End() < ts {
+					f = a.frameParent[f]
+				}
+			}
+			a.Events[p].Frame = f
 		}
 	}
+	frameAt := a.frameAt
 
 	// Backward work: find the forward op by autograd sequence number.
 	backward := make([]bool, len(t.Strings)) // by name, once per name

@@ -77,8 +77,9 @@ func newMemoryIndex(events []MemoryEvent, keep func(*MemoryEvent) bool) *memoryI
 			sel = append(sel, int32(i))
 		}
 	}
-	// Stable by time: ties keep file order.
-	slices.SortFunc(sel, func(a, b int32) int { return cmp.Or(cmp.Compare(events[a].TS, events[b].TS), cmp.Compare(a, b)) })
+	// Stable by time: ties keep file order. Events come nearly in time
+	// order: merging their runs beats a sort.
+	sortNearlySorted(sel, nil, func(a, b int32) int { return cmp.Or(cmp.Compare(events[a].TS, events[b].TS), cmp.Compare(a, b)) })
 	m := &memoryIndex{
 		ts:         make([]int64, len(sel)),
 		bytes:      make([]int64, len(sel)+1),

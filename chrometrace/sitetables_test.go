@@ -67,3 +67,29 @@ func TestSiteNodesIdentifySites(t *testing.T) {
 		})
 	}
 }
+
+// The attribution sweeps each thread's events against its frames; every
+// event outside backward work gets the frame a search for it finds.
+func TestAttributionFramesMatchTheSearch(t *testing.T) {
+	for _, name := range []string{"big_transformer", "leak_module_cache", "resnet_train_clean"} {
+		t.Run(name, func(t *testing.T) {
+			tr := readTestTrace(t, name)
+			a := Attribute(tr)
+			framed := 0
+			for i, ev := range a.Events {
+				if ev.Forward >= 0 {
+					continue
+				}
+				if want := a.frameAt(tr.Memory[i].Thread, tr.Memory[i].TS); ev.Frame != want {
+					t.Fatalf("event %d: frame %d, the search finds %d", i, ev.Frame, want)
+				}
+				if ev.Frame >= 0 {
+					framed++
+				}
+			}
+			if framed == 0 {
+				t.Fatal("no event has a frame: the test proves nothing")
+			}
+		})
+	}
+}
