@@ -41,7 +41,7 @@ func Attribute(t *Trace) *Attribution {
 }
 
 // attribute is Attribute with the op tree from opTreeOf, which it only
-// reads (nodeOf aside).
+// reads.
 func attribute(t *Trace, opTreeOf func() *opTree) *Attribution {
 	a := &Attribution{
 		Events:      make([]MemoryContext, len(t.Memory)),
@@ -101,10 +101,16 @@ func attribute(t *Trace, opTreeOf func() *opTree) *Attribution {
 		}
 	}
 	opsByThread := tree.byThread(t)
+	// Host ops whose node torch's pass removed (a duplicate of its
+	// parent), by HostOps index: a byte each, where a node index was four.
+	removed := make([]bool, len(t.HostOps))
+	for node, h := range tree.ops {
+		removed[h] = !tree.alive[node]
+	}
 	for th, pts := range memByThread {
 		innermost(opsByThread[th], pts, func(point int32, iv int32) {
 			// An innermost duplicate stands for its identical parent.
-			for iv >= 0 && !tree.alive[nodeOf(tree, iv)] {
+			for iv >= 0 && removed[iv] {
 				iv = a.opParent[iv]
 			}
 			a.Events[point].Op = iv
@@ -200,16 +206,6 @@ func (a *Attribution) PyStackAt(th ThreadID, ts int64) []string {
 	}
 	slices.Reverse(frames)
 	return frames
-}
-
-func nodeOf(tree *opTree, hostIdx int32) int32 {
-	if tree.nodeOf == nil {
-		tree.nodeOf = make([]int32, len(tree.ops))
-		for n, h := range tree.ops {
-			tree.nodeOf[h] = int32(n)
-		}
-	}
-	return tree.nodeOf[hostIdx]
 }
 
 // isBackwardName recognizes autograd node ops ("AddmmBackward0") and the

@@ -63,7 +63,7 @@ type OperatorOptions struct {
 type memoryIndex struct {
 	ts         []int64
 	bytes      []int64 // prefix sums, len(ts)+1
-	allocs     []int64
+	allocs     []int32 // events are indexed by int32: counts fit
 	allocBytes []int64
 }
 
@@ -83,7 +83,7 @@ func newMemoryIndex(events []MemoryEvent, keep func(*MemoryEvent) bool) *memoryI
 	m := &memoryIndex{
 		ts:         make([]int64, len(sel)),
 		bytes:      make([]int64, len(sel)+1),
-		allocs:     make([]int64, len(sel)+1),
+		allocs:     make([]int32, len(sel)+1),
 		allocBytes: make([]int64, len(sel)+1),
 	}
 	if !m.fill(events, sel, math.MaxInt64) {
@@ -151,7 +151,6 @@ type opTree struct {
 	ops    []int32 // indices into Trace.HostOps, in (start, -end) order
 	parent []int32 // parent node or -1
 	alive  []bool  // false for nodes removed as duplicates
-	nodeOf []int32 // HostOps index -> node, built on demand
 }
 
 // buildOpTree nests host operators per thread the way torch's
@@ -468,7 +467,7 @@ func operatorsOf(t *Trace, opts OperatorOptions, opTreeOf func() (*opTree, []int
 				op := &t.HostOps[tree.ops[i]]
 				a, b := dev.span(op.Start, op.End())
 				total := SubSat(dev.bytes[b], dev.bytes[a])
-				allocs := dev.allocs[b] - dev.allocs[a]
+				allocs := int64(dev.allocs[b] - dev.allocs[a])
 				allocBytes := SubSat(dev.allocBytes[b], dev.allocBytes[a])
 				a, b = cpu.span(op.Start, op.End())
 				cpuTotal := SubSat(cpu.bytes[b], cpu.bytes[a])
