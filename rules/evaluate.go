@@ -141,6 +141,12 @@ type Evaluation struct {
 // once and derives everything else from those.
 func Evaluate(rs RuleSet, ins []*Input, o EvalOptions) *Evaluation {
 	ev := &Evaluation{RuleSet: rs, Inputs: ins, Unmeasured: unmeasured(ins)}
+	for _, in := range ins {
+		if in.SMI != nil || in.SMIApps != nil {
+			o := rs.smiOptionsOf(in)
+			in.SMIOptions = &o
+		}
+	}
 	perInput := make([][]Finding, len(ins))
 	for i, in := range ins {
 		if o.Sites != nil {

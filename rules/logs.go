@@ -21,14 +21,16 @@ func init() {
 			if in.SMI == nil {
 				return nil
 			}
-			opts := in.smiOptions()
-			opts.MinGrowthBytes = int64(r.Threshold)
-			a := in.smiAnalysisWith(opts)
+			// The input's analysis (Evaluate set its options from the rules
+			// in force): the verdict reads the same growth. Growth under the
+			// threshold is still a leak, at warning severity.
+			a := in.SMIAnalysis()
 			var out []Finding
 			for _, g := range a.GPUs {
 				for _, l := range g.Leaks {
 					out = append(out, Finding{
-						Title: fmt.Sprintf("GPU %s: memory grew %s at %.1f MiB/s for %s", g.Key, memtimeline.FormatBytes(l.GrowthBytes), l.SlopeBytesPerSec/(1<<20), l.Duration.Round(100*time.Millisecond)),
+						belowThreshold: float64(l.GrowthBytes) < r.Threshold,
+						Title:          fmt.Sprintf("GPU %s: memory grew %s at %.1f MiB/s for %s", g.Key, memtimeline.FormatBytes(l.GrowthBytes), l.SlopeBytesPerSec/(1<<20), l.Duration.Round(100*time.Millisecond)),
 						Detail: fmt.Sprintf("From %s to %s memory.used rose from %s to %s in %d steady rises (R² %.3f). %s",
 							l.Start.Format("15:04:05.000"), l.End.Format("15:04:05.000"), memtimeline.FormatBytes(l.StartBytes), memtimeline.FormatBytes(l.EndBytes), l.Rises, l.R2, l.Reason),
 						Advice:  "Profile a few steps of that process with profile_memory=True and run torchmem leaks on the trace to find the line.",

@@ -151,7 +151,7 @@ func init() {
 				out = append(out, Finding{
 					Title:   fmt.Sprintf("GPU %d: peak reserved %s is %.0f%% of its %s", d.ID, memtimeline.FormatBytes(s.PeakReservedBytes), 100*frac, memtimeline.FormatBytes(d.TotalGlobalMem)),
 					Detail:  fmt.Sprintf("Peak allocated %s, peak reserved %s on %s.", memtimeline.FormatBytes(s.PeakAllocatedBytes), memtimeline.FormatBytes(s.PeakReservedBytes), d.Name),
-					Advice:  "A larger batch or model will OOM. Reduce activation memory (checkpointing, mixed precision) or the cache's overhead (expandable_segments:True).",
+					Advice:  "A larger batch or model will OOM. Reduce activation memory (checkpointing, mixed precision) or the cache's overhead (" + frag.ExpandableSegments + ").",
 					Metrics: map[string]float64{"fraction": frac, "peak_reserved_bytes": float64(s.PeakReservedBytes), "total_bytes": float64(d.TotalGlobalMem)},
 				})
 			}

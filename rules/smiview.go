@@ -34,3 +34,20 @@ func (s RuleSet) WithSMI(o smi.Options) RuleSet {
 	}
 	return s
 }
+
+// smiOptionsOf is how the rules in force analyze an input's nvidia-smi
+// logs: the input's options (the smi command's flags, else smi's
+// defaults) with the smi rules' thresholds, the inverse of WithSMI.
+// Evaluate gives every log these options, so that the verdict's evidence,
+// the smi tables and the findings read one analysis. smi.leak's threshold
+// sets severity, not the verdict (a leak is regular growth, at any size):
+// a lower threshold finds smaller growth, a higher one makes the growth
+// under it a warning (the rule's belowThreshold) and leaves the verdict
+// LEAK, as memory.leak's does.
+func (s RuleSet) smiOptionsOf(in *Input) smi.Options {
+	o := in.smiOptions()
+	o.MinGrowthBytes = min(o.MinGrowthBytes, int64(s.threshold(RuleSMILeak)))
+	o.Threshold = s.threshold(RuleSMIMemoryHigh)
+	o.StarveUtilPct = s.threshold(RuleSMIStarvation)
+	return o
+}

@@ -931,7 +931,7 @@ func addRetries(ans *FragAnswer, ins []*Input) *FragAnswer {
 }
 
 // retryMeaning says what allocator retries mean, after their count.
-const retryMeaning = ": at its limit the allocator flushed its cache; lower the peak or use expandable_segments:True (near an OOM, and slow)"
+const retryMeaning = ": at its limit the allocator flushed its cache; " + frag.AdviceLowerPeak + " (near an OOM, and slow)"
 
 func withRetries(ans *FragAnswer, from string, n int64, sentence string) *FragAnswer {
 	if ans == nil {

@@ -43,6 +43,8 @@ const (
 	FragVerdictOK         = frag.VerdictOK
 	FragVerdictUnknown    = frag.VerdictUnknown
 	AdviceSplitFree       = frag.AdviceSplitFree
+	// AdviceSnapshotShowsSplit follows AdviceSplitFree for a memory_summary() log.
+	AdviceSnapshotShowsSplit = frag.AdviceSnapshotShowsSplit
 )
 
 // DefaultFragOptions are the fragmentation analysis' defaults.

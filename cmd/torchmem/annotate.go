@@ -12,6 +12,7 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/chrometrace/splice"
+	"github.com/torchmem/torchmem/cmd/internal/report"
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/rules"
 )
@@ -78,7 +79,7 @@ func runAnnotate(stdout, stderr io.Writer, trace, output, rulesFile string) erro
 		return badInput(fmt.Errorf("%s: the trace is truncated at byte %d; annotate copies a complete trace only (the other commands read what is there)", trace, in.Trace.Truncated.Offset))
 	}
 	ev := rules.Evaluate(rs, []*rules.Input{in}, rules.EvalOptions{})
-	a, err := annotateTrace(in, ev.Findings)
+	a, err := report.NewTracks(in, ev.Findings)
 	if err != nil {
 		return fmt.Errorf("%s: %w", trace, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+	"github.com/torchmem/torchmem/cmd/internal/report"
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules"
@@ -107,6 +108,11 @@ func runCheck(stdout, stderr io.Writer, args []string, o *checkOptions) error {
 	if err := checkFormat(o.format, formatText, formatJSON, formatMarkdown, formatSARIF); err != nil {
 		return err
 	}
+	if o.sourceRoot != "" {
+		if st, err := os.Stat(o.sourceRoot); err != nil || !st.IsDir() {
+			return badInput(fmt.Errorf("--source-root %s: not a directory", o.sourceRoot))
+		}
+	}
 	rs, _, err := loadRules(o.rulesFile)
 	if err != nil {
 		return err
@@ -115,38 +121,9 @@ func runCheck(stdout, stderr io.Writer, args []string, o *checkOptions) error {
 	if err != nil {
 		return err
 	}
-	switch o.format {
-	case formatJSON:
-		out := struct {
-			Passed     bool                   `json:"passed"`
-			Errors     int                    `json:"errors"`
-			Warnings   int                    `json:"warnings"`
-			Notes      int                    `json:"notes"`
-			Verdicts   []rules.Verdict        `json:"verdicts"`
-			Checklists []rules.NamedChecklist `json:"checklists"`
-			Findings   []rules.Finding        `json:"findings"`
-		}{ev.Passed(), ev.Errors, ev.Warnings, ev.Notes, ev.Verdicts, ev.Checklists, ev.Findings}
-		if err := writeJSON(stdout, out); err != nil {
-			return err
-		}
-	case formatMarkdown:
-		writeFindingsMarkdown(stdout, ev)
-	case formatSARIF:
-		root := o.sourceRoot
-		if root == "" {
-			root = sourceRootDefault()
-		} else if st, err := os.Stat(root); err != nil || !st.IsDir() {
-			return badInput(fmt.Errorf("--source-root %s: not a directory", root))
-		}
-		if err := writeSARIF(stdout, ev.Findings, ev.RuleSet.Rules, root); err != nil {
-			return err
-		}
-	default:
-		fmt.Fprintln(stdout, verdictLine(ev))
-		fmt.Fprintln(stdout)
-		writeVerdictText(stdout, ev.Verdicts, termWidth())
-		writeChecklistText(stdout, ev)
-		writeFindingsText(stdout, ev.Findings)
+	r := report.New(ev, report.Options{View: report.ViewCheck, Format: o.format, SourceRoot: o.sourceRoot, Version: version})
+	if err := report.Generate(stdout, r); err != nil {
+		return err
 	}
 	return exitOf(ev)
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/cmd/internal/report"
 	"github.com/torchmem/torchmem/memtimeline/memtest"
 )
 
@@ -122,34 +123,6 @@ func TestRulesList(t *testing.T) {
 	}
 }
 
-func TestSARIFURI(t *testing.T) {
-	root := filepath.FromSlash("/home/me/repo")
-	cases := []struct {
-		path, want string
-		ok         bool
-	}{
-		{"/home/me/repo/train.py", "train.py", true},
-		{"/home/me/repo/src/my model/train#1.py", "src/my%20model/train%231.py", true},
-		{"/home/me/repo/a:b.py", "a%3Ab.py", true},
-		{"/home/me/repo/src/100%.py", "src/100%25.py", true},
-		{"train.py", "train.py", true}, // relative as recorded: kept
-		{"pkg/../train.py", "train.py", true},
-		{"/home/me/other/train.py", "", false},
-		{"/home/me/repo", "", false},
-		{"../train.py", "", false},
-		{"", "", false},
-	}
-	for _, c := range cases {
-		got, ok := sarifURI(root, c.path)
-		if got != c.want || ok != c.ok {
-			t.Errorf("sarifURI(%q) = %q %v, want %q %v", c.path, got, ok, c.want, c.ok)
-		}
-	}
-	if got := sarifRootURI("/home/me/my repo"); got != "file:///home/me/my%20repo/" {
-		t.Errorf("root URI %q", got)
-	}
-}
-
 // SARIF URIs are relative to --source-root (default: the git work tree of
 // the current directory); a file outside it is named in the message and
 // left out of locations.
@@ -196,7 +169,7 @@ func TestCheckSARIFSourceRoot(t *testing.T) {
 	// directory (when the tests run in one).
 	if _, err := os.Stat(filepath.Join("..", "..", ".git")); err == nil {
 		want, _ := filepath.Abs(filepath.Join("..", ".."))
-		if got := sourceRootDefault(); got != want {
+		if got := report.DefaultSourceRoot(); got != want {
 			t.Errorf("default source root %s, want %s", got, want)
 		}
 	}

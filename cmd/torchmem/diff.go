@@ -4,11 +4,11 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 
-	"github.com/jedib0t/go-pretty/v6/table"
-	"github.com/jedib0t/go-pretty/v6/text"
 	"github.com/spf13/cobra"
+	"github.com/torchmem/torchmem/cmd/internal/report"
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules"
@@ -186,29 +186,6 @@ func pairSides(base, head []*diffGroup, baseArg, headArg string, warn func(strin
 	return pairs
 }
 
-type diffJSON struct {
-	Base string `json:"base"`
-	Head string `json:"head"`
-	// Passed is false when the leak gate or a budget fails (exit 1).
-	Passed bool `json:"passed"`
-	// NewLeak says why the leak gate failed: HEAD leaks where BASE did
-	// not, or a new suspect at or above the leak threshold.
-	NewLeak       []string                `json:"new_leak"`
-	Changed       bool                    `json:"changed"`
-	WithinBudget  bool                    `json:"within_budget"`
-	Violations    []string                `json:"violations"`
-	Metrics       []rules.DiffMetricDelta `json:"metrics"`
-	BaseVerdict   string                  `json:"base_leak_verdict"`
-	HeadVerdict   string                  `json:"head_leak_verdict"`
-	Operators     []rules.DiffMover       `json:"operators"`
-	SitesAlloc    []rules.DiffMover       `json:"sites_alloc"`
-	SitesLive     []rules.DiffMover       `json:"sites_live_at_end"`
-	NewSuspects   []rules.LeakSuspect     `json:"new_suspects"`
-	StepSurvivors [][2]int64              `json:"step_survivors"`
-	// StepPeakAllocated is [base, head] peak allocated per step.
-	StepPeakAllocated *[2][]int64 `json:"step_peak_allocated,omitempty"`
-}
-
 func runDiff(stdout, stderr io.Writer, baseArg, headArg string, o *diffOptions) error {
 	if err := checkFormat(o.format, formatText, formatJSON, formatMarkdown); err != nil {
 		return err
@@ -257,134 +234,29 @@ func runDiff(stdout, stderr io.Writer, baseArg, headArg string, o *diffOptions) 
 	if len(pairs) == 0 {
 		return badInput(fmt.Errorf("%s and %s have nothing in common to compare (traces pair with traces, snapshots with snapshots, rank with rank)", baseArg, headArg))
 	}
-	first := true
-	return eachInput(stdout, o.format, pairs, func(stdout io.Writer, p diffPair) error {
-		po := *o
-		if !first {
-			po.output = "" // the HTML page shows the first pair
-		}
-		first = false
-		return writeDiff(stdout, p.base.side(baseArg, rs), p.head.side(headArg, rs), p.base.inputs, p.head.inputs, rules.DiffGates{Leak: leakGate, LeakThreshold: leakThreshold, Budgets: budgets}, &po)
-	})
-}
-
-// writeDiff compares one pair and prints the comparison and what it
-// concludes (rules.CompareSides: the gates and the headline).
-func writeDiff(stdout io.Writer, base, head *rules.DiffSide, baseInputs, headInputs []*rules.Input, g rules.DiffGates, o *diffOptions) error {
-	a := rules.CompareSides(base, head, g, o.top)
-	d := a.Diff
+	// Each pair's comparison and what it concludes (rules.CompareSides:
+	// the gates and the headline).
+	gates := rules.DiffGates{Leak: leakGate, LeakThreshold: leakThreshold, Budgets: budgets}
+	var answers []report.DiffPair
+	passed := true
+	for _, p := range pairs {
+		a := rules.CompareSides(p.base.side(baseArg, rs), p.head.side(headArg, rs), gates, o.top)
+		passed = passed && a.Passed()
+		answers = append(answers, report.DiffPair{Answer: a, Base: p.base.inputs, Head: p.head.inputs})
+	}
 	if o.output != "" {
-		if err := writeDiffHTML(o.output, d, a.Headline, !a.Passed(), baseInputs, headInputs); err != nil {
+		// The HTML page shows the first pair.
+		if err := writeFile(o.output, func(f *os.File) error {
+			return report.Generate(f, report.NewDiff(answers[:1], report.Options{Format: report.HTML, Version: version}))
+		}); err != nil {
 			return err
 		}
 	}
-	switch o.format {
-	case formatJSON:
-		out := diffJSON{Base: d.Base, Head: d.Head, Passed: a.Passed(), NewLeak: nonNilStrings(a.NewLeak),
-			Changed: d.Changed, WithinBudget: len(a.Violations) == 0, Violations: nonNilStrings(a.Violations),
-			Metrics: d.Metrics, BaseVerdict: d.BaseVerdict, HeadVerdict: d.HeadVerdict, Operators: nonNilMovers(d.Operators),
-			SitesAlloc: nonNilMovers(d.SitesAlloc), SitesLive: nonNilMovers(d.SitesLive), NewSuspects: d.NewSuspects, StepSurvivors: d.StepSurvivors, StepPeakAllocated: d.StepPeakAllocated}
-		if out.NewSuspects == nil {
-			out.NewSuspects = []rules.LeakSuspect{}
-		}
-		if err := writeJSON(stdout, out); err != nil {
-			return err
-		}
-	default:
-		writeDiffText(stdout, a, o.format)
+	if err := report.Generate(stdout, report.NewDiff(answers, report.Options{Format: o.format})); err != nil {
+		return err
 	}
-	if !a.Passed() {
+	if !passed {
 		return findings()
 	}
 	return nil
-}
-
-// writeDiffHTML writes the overlaid timelines (report.go).
-var writeDiffHTML func(path string, d *rules.Diff, verdict string, failed bool, base, head []*rules.Input) error
-
-func nonNilMovers(m []rules.DiffMover) []rules.DiffMover {
-	if m == nil {
-		return []rules.DiffMover{}
-	}
-	return m
-}
-
-func signed(n int64) string {
-	if n > 0 {
-		return "+" + memtimeline.FormatBytes(n)
-	}
-	return memtimeline.FormatBytes(n)
-}
-
-func writeDiffText(w io.Writer, a *rules.DiffAnswer, format string) {
-	d, line := a.Diff, a.Headline
-	if format == formatMarkdown {
-		icon := "✅"
-		if !a.Passed() {
-			icon = "❌"
-		}
-		fmt.Fprintf(w, "%s **torchmem diff: %s**\n\n", icon, mdEscape(line))
-	} else {
-		fmt.Fprintf(w, "torchmem diff %s -> %s: %s\n\n", d.Base, d.Head, line)
-	}
-	tw := newTableWriter()
-	tw.AppendHeader(table.Row{"Metric", "Base", "Head", "Change", "%"})
-	for _, m := range d.Metrics {
-		pct := fmt.Sprintf("%+.1f%%", m.Pct)
-		if m.Base == 0 && m.Delta != 0 {
-			pct = "new"
-		}
-		tw.AppendRow(table.Row{m.Metric, memtimeline.FormatBytes(m.Base), memtimeline.FormatBytes(m.Head), signed(m.Delta), pct})
-	}
-	tw.AppendRow(table.Row{"leak verdict", d.BaseVerdict, d.HeadVerdict, "", ""})
-	tw.SetColumnConfigs([]table.ColumnConfig{{Number: 2, Align: text.AlignRight}, {Number: 3, Align: text.AlignRight}, {Number: 4, Align: text.AlignRight}, {Number: 5, Align: text.AlignRight}})
-	renderTable(w, tw, format)
-	if format == formatMarkdown {
-		writeStepChartMermaid(w, d)
-	}
-	movers := func(title string, ms []rules.DiffMover) {
-		if len(ms) == 0 {
-			return
-		}
-		fmt.Fprintf(w, "\n%s\n", title)
-		if format == formatMarkdown {
-			fmt.Fprintln(w)
-		}
-		perStep := false
-		for _, m := range ms {
-			perStep = perStep || m.DeltaPerStep != 0
-		}
-		tw := newTableWriter()
-		header := table.Row{"Name", "Base", "Head", "Change"}
-		if perStep {
-			header = append(header, "Change per step")
-		}
-		tw.AppendHeader(header)
-		for _, m := range ms {
-			name := m.Name
-			if format != formatMarkdown {
-				name = truncate(name, 90)
-			}
-			row := table.Row{name, memtimeline.FormatBytes(m.Base), memtimeline.FormatBytes(m.Head), signed(m.Delta)}
-			if perStep {
-				row = append(row, signed(m.DeltaPerStep))
-			}
-			tw.AppendRow(row)
-		}
-		tw.SetColumnConfigs([]table.ColumnConfig{{Number: 2, Align: text.AlignRight}, {Number: 3, Align: text.AlignRight}, {Number: 4, Align: text.AlignRight}, {Number: 5, Align: text.AlignRight}})
-		renderTable(w, tw, format)
-	}
-	movers("Operators whose Self CUDA Mem moved most:", d.Operators)
-	movers("Allocation sites whose allocated bytes moved most:", d.SitesAlloc)
-	movers("Allocation sites whose bytes alive at the end moved most:", d.SitesLive)
-	if len(d.NewSuspects) > 0 {
-		fmt.Fprintln(w, "\nLeak suspects new in HEAD:")
-		for _, s := range d.NewSuspects {
-			label := rules.SiteLabel(s.Stack, s.Operator)
-			if format == formatMarkdown {
-				label = mdEscape(label)
-			}
-			fmt.Fprintf(w, "  %s per step: %s\n", memtimeline.FormatBytes(s.BytesPerStep), label)
-		}
-	}
 }

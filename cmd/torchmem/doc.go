@@ -6,9 +6,9 @@
 //	load/        one loader: arguments (files, directories, -) -> typed inputs
 //	load.go      the loader as commands use it; rules.Input per file
 //	flags.go     one flag vocabulary (--format, --top, completion)
-//	render.go    one rendering layer: formats, tables, JSON with
-//	             schema_version, one result per input (eachInput)
-//	<command>.go each command: which kinds it reads, what it prints
+//	<command>.go each command: flags, which kinds it reads, then
+//	             report.New and report.Generate (cmd/internal/report,
+//	             the one rendering layer: every format from one model)
 //
 // Every JSON document is described in JSON.md; testdata/cmd/golden holds
 // every command's output in every format (go test ./cmd/torchmem -update).

@@ -116,14 +116,6 @@ func fixedValues(values []string) func(*cobra.Command, []string, string) ([]stri
 	}
 }
 
-// topN is how many of n rows --top keeps: all for 0.
-func topN(top, n int) int {
-	if top <= 0 || top > n {
-		return n
-	}
-	return top
-}
-
 // formatsOf lists a command's formats (for tests and docs).
 func formatsOf(name string) []string { return slices.Clone(commandFormats[name]) }
 

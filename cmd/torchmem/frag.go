@@ -2,18 +2,11 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"io"
-	"slices"
-	"strings"
 
-	"github.com/jedib0t/go-pretty/v6/table"
-	"github.com/jedib0t/go-pretty/v6/text"
 	"github.com/spf13/cobra"
+	"github.com/torchmem/torchmem/cmd/internal/report"
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
-	"github.com/torchmem/torchmem/memtimeline"
-	"github.com/torchmem/torchmem/memtimeline/memsummary"
-	"github.com/torchmem/torchmem/memtimeline/snapshot"
 	"github.com/torchmem/torchmem/rules"
 )
 
@@ -78,12 +71,6 @@ Exit status: 0 ok or unknown, 1 fragmented, 2 bad input.`,
 	return cmd
 }
 
-// fragJSON is the --format json document: the report with the file it is about.
-type fragJSON struct {
-	Trace string `json:"trace"`
-	rules.FragReport
-}
-
 func runFrag(stdout, stderr io.Writer, args []string, o *fragOptions) error {
 	if err := checkFormat(o.format, formatTable, formatJSON, formatMarkdown); err != nil {
 		return err
@@ -99,352 +86,20 @@ func runFrag(stdout, stderr io.Writer, args []string, o *fragOptions) error {
 	// (they become the frag rules' thresholds); the tables are the analysis
 	// it was judged from.
 	rs := rules.DefaultRuleSet().WithFrag(o.FragOptions)
-	return eachInput(stdout, o.format, files, func(w io.Writer, f *load.File) error {
+	var inputs []report.FragInput
+	fragmented := false
+	for _, f := range files {
 		in := ruleInput(f)
 		ev := rules.Evaluate(rs, []*rules.Input{in}, rules.EvalOptions{})
-		switch {
-		case f.Snapshot != nil:
-			return runFragSnapshot(w, ev, in, o)
-		case f.Summary != nil:
-			return runFragSummary(w, ev, in, o)
+		if a := ev.FragOf(in); a != nil && a.Verdict == rules.FragVerdictFragmented {
+			fragmented = true
 		}
-		return runFragTrace(w, ev, in, o)
-	})
-}
-
-func runFragTrace(stdout io.Writer, ev *rules.Evaluation, in *rules.Input, o *fragOptions) error {
-	rep := ev.FragReport(in)
-	if o.format == formatJSON {
-		if err := writeJSON(stdout, fragJSON{Trace: in.Source, FragReport: rep}); err != nil {
-			return err
-		}
-	} else {
-		writeFragReport(stdout, in.Source, &rep, o.format)
+		inputs = append(inputs, report.FragInput{Eval: ev, Input: in})
 	}
-	if fragmented(ev.FragOf(in)) {
-		return findings()
+	if err := report.Generate(stdout, report.NewFrag(inputs, report.Options{Format: o.format})); err != nil {
+		return err
 	}
-	return nil
-}
-
-// fragmented reports whether the Evaluation's answer is FRAGMENTED.
-func fragmented(a *rules.FragAnswer) bool {
-	return a != nil && a.Verdict == rules.FragVerdictFragmented
-}
-
-// runFragSnapshot answers the fragmentation question from an allocator
-// snapshot, which sees what a trace cannot: the blocks inside segments.
-// Free space split inside partly used segments (inactive split) cannot be
-// returned by empty_cache nor serve a larger request.
-func runFragSnapshot(stdout io.Writer, ev *rules.Evaluation, in *rules.Input, o *fragOptions) error {
-	path := in.Source
-	rep, pools := ev.SnapshotFrag(in)
-	st := rep.Stats
-	verdict, reason := rules.FragVerdictUnknown, "the snapshot holds no reserved memory"
-	if a := ev.FragOf(in); a != nil {
-		verdict, reason = a.Verdict, a.Reason
-	}
-	if o.format == formatJSON {
-		out := struct {
-			File                  string                     `json:"file"`
-			Verdict               string                     `json:"verdict"`
-			Reason                string                     `json:"reason"`
-			ReservedBytes         int64                      `json:"reserved_bytes"`
-			AllocatedBytes        int64                      `json:"allocated_bytes"`
-			ActiveBytes           int64                      `json:"active_bytes"`
-			InactiveSplitBytes    int64                      `json:"inactive_split_bytes"`
-			LargestFreeBlockBytes int64                      `json:"largest_free_block_bytes"`
-			FreeBytes             int64                      `json:"free_bytes"`
-			Segments              []snapshot.SegmentFill     `json:"segments"`
-			Settings              snapshot.AllocatorSettings `json:"allocator_settings"`
-			OOMs                  []snapshot.OOMEvent        `json:"ooms"`
-			Pools                 []rules.FragSnapshotPool   `json:"pools"`
-		}{path, verdict, reason, st.ReservedBytes, st.AllocatedBytes, st.ActiveBytes, st.InactiveSplitBytes, st.LargestFreeBlock, st.FreeBytes,
-			rep.SegmentFills, rep.Settings, rep.OOMs, pools}
-		if err := writeJSON(stdout, out); err != nil {
-			return err
-		}
-	} else {
-		fmt.Fprintf(stdout, "Verdict: %s: %s\n", strings.ToUpper(verdict), reason)
-		if verdict == rules.FragVerdictFragmented {
-			fmt.Fprintln(stdout, "What to try: "+rules.AdviceSplitFree)
-		}
-		fmt.Fprintln(stdout)
-		if err := renderSnapshotReport(stdout, path, rep, snapshotOptions{format: formatTable, top: 20, leaks: 0}); err != nil {
-			return err
-		}
-	}
-	if verdict == rules.FragVerdictFragmented {
-		return findings()
-	}
-	return nil
-}
-
-// stepOffset places a time on the report's step clock: "ProfilerStep#3 +81.2 ms".
-func stepOffset(rep *rules.FragReport, step string, ts int64) string {
-	for _, s := range rep.Steps {
-		if s.Name == step {
-			return fmt.Sprintf("%s +%s", step, formatNS(ts-s.StartNS))
-		}
-	}
-	return step
-}
-
-// formatNS prints a duration in ms (µs when short).
-func formatNS(ns int64) string {
-	if ns < 100_000 && ns > -100_000 {
-		return fmt.Sprintf("%.1f µs", float64(ns)/1e3)
-	}
-	return fmt.Sprintf("%.1f ms", float64(ns)/1e6)
-}
-
-func writeFragReport(w io.Writer, path string, rep *rules.FragReport, format string) {
-	md := format == formatMarkdown
-	heading := func(s string) {
-		if md {
-			fmt.Fprintf(w, "#### %s\n\n", s)
-		} else {
-			fmt.Fprintf(w, "%s\n", s)
-		}
-	}
-	if md {
-		fmt.Fprintf(w, "### %s\n\n**Verdict: %s**\n\n", mdEscape(path), rep.Verdict)
-	} else {
-		fmt.Fprintf(w, "%s\nVerdict: %s\n", path, strings.ToUpper(rep.Verdict))
-	}
-	bullet := func(s string) {
-		if md {
-			fmt.Fprintf(w, "- %s\n", mdEscape(s))
-		} else {
-			fmt.Fprintf(w, "  - %s\n", s)
-		}
-	}
-	if rep.Verdict == rules.FragVerdictUnknown {
-		if md {
-			fmt.Fprintf(w, "%s\n", mdEscape(rep.Reason))
-			return
-		}
-		fmt.Fprintf(w, "%s\n", rep.Reason)
-		return
-	}
-	list := func(title string, items []string) {
-		if len(items) == 0 {
-			return
-		}
-		if md {
-			fmt.Fprintf(w, "**%s**\n\n", title)
-		} else {
-			fmt.Fprintln(w, title)
-		}
-		for _, it := range items {
-			bullet(it)
-		}
-		if md {
-			fmt.Fprintln(w)
-		}
-	}
-	if rep.Verdict == rules.FragVerdictFragmented {
-		list("Why:", rep.Reasons)
-	} else {
-		list("Checked:", rep.Reasons)
-	}
-	list("What to try:", rep.Advice)
-	if !md {
-		fmt.Fprintln(w)
-	}
-	fmt.Fprintln(w, "Sizes in binary units as torch prints them (1 MB = 1 MiB); --format json gives exact bytes.")
-	fmt.Fprintln(w)
-
-	heading("Summary")
-	tw := newTableWriter()
-	tw.AppendHeader(table.Row{"", "Value", "Note"})
-	sa := rep.SmallAllocs
-	tw.AppendRow(table.Row{"GPU allocations", fmt.Sprintf("%d (%s)", rep.Allocs, memtimeline.FormatBytes(rep.AllocBytes)), fmt.Sprintf("%d frees (%s)", rep.Frees, memtimeline.FormatBytes(rep.FreedBytes))})
-	perStep := fmt.Sprintf("%.1f per step", sa.PerStep)
-	if rep.WholeWindow {
-		perStep = "no ProfilerStep annotations"
-	}
-	tw.AppendRow(table.Row{"Small allocations (<= " + memtimeline.FormatBytes(sa.MaxBytes) + ")", fmt.Sprintf("%d (%s)", sa.Count, memtimeline.FormatBytes(sa.Bytes)), fmt.Sprintf("%s, %.1f%% of allocations", perStep, 100*sa.Fraction)})
-	gapRow := func(name string, p *rules.FragGapPoint, note string) {
-		if p == nil {
-			return
-		}
-		tw.AppendRow(table.Row{name, fmt.Sprintf("%s (%.1f%% of reserved)", memtimeline.FormatBytes(p.Gap), 100*p.Fraction),
-			fmt.Sprintf("%s allocated, %s reserved at %s%s", memtimeline.FormatBytes(p.Allocated), memtimeline.FormatBytes(p.Reserved), stepOffset(rep, p.Step, p.TS), note)})
-	}
-	gapRow("Reserved - allocated at peak allocated", rep.GapAtPeak, "")
-	gapRow("Largest reserved - allocated", rep.LargestGap, "")
-	tw.AppendRow(table.Row{"New segments while their pool held the bytes idle", fmt.Sprint(rep.FragmentedMisses), memtimeline.FormatBytes(rep.FragmentedMissBytes) + " reserved: memory held but not in one piece for the request"})
-	for _, p := range rep.Pools {
-		tw.AppendRow(table.Row{fmt.Sprintf("%s pool", strings.ToUpper(p.Pool[:1])+p.Pool[1:]), fmt.Sprintf("%d segment miss(es), %s", p.Misses, memtimeline.FormatBytes(p.MissBytes)),
-			fmt.Sprintf("at the end: %s in segments made in the window, at least %s idle", memtimeline.FormatBytes(p.SegmentBytes), memtimeline.FormatBytes(p.IdleAtLeastBytes))})
-	}
-	sc := rep.SegmentCalls
-	source := "from CUDA runtime events"
-	if sc.Source == "reserved" {
-		source = "inferred from reserved memory (no CUDA runtime events)"
-	}
-	tw.AppendRow(table.Row{"cudaMalloc", fmt.Sprintf("%d (%s)", sc.CudaMalloc, formatNS(sc.CudaMallocNS)), fmt.Sprintf("%d after the first step, %s", sc.SteadyCudaMalloc, source)})
-	tw.AppendRow(table.Row{"cudaFree", fmt.Sprintf("%d (%s)", sc.CudaFree, formatNS(sc.CudaFreeNS)), fmt.Sprintf("%d after the first step, %d inside torch.cuda.empty_cache()", sc.SteadyCudaFree, sc.EmptyCacheFrees)})
-	tw.AppendRow(table.Row{"Churn after the first step", fmt.Sprintf("%.1f calls per step", sc.ChurnPerStep), "cudaFree, and cudaMalloc in steps without a new peak"})
-	if rep.OOMRetryCalls+rep.RefillMallocs > 0 {
-		tw.AppendRow(table.Row{"Out-of-memory retry", fmt.Sprintf("%d calls, %d refill cudaMalloc", rep.OOMRetryCalls, rep.RefillMallocs), "the allocator freeing its cache to retry, and growing it back after: not churn"})
-	}
-	renderTable(w, tw, format)
-	fmt.Fprintln(w)
-
-	heading("Allocation sizes (rounded blocks)")
-	tw = newTableWriter()
-	tw.AppendHeader(table.Row{"Block size", "Allocator pool", "Allocations", "Share", "Bytes"})
-	for _, h := range rep.Histogram {
-		tw.AppendRow(table.Row{h.Label, h.Pool, h.Count, fmt.Sprintf("%.1f%%", 100*h.Fraction), memtimeline.FormatBytes(h.Bytes)})
-	}
-	tw.SetColumnConfigs([]table.ColumnConfig{{Number: 3, Align: text.AlignRight}, {Number: 4, Align: text.AlignRight}, {Number: 5, Align: text.AlignRight}})
-	renderTable(w, tw, format)
-	fmt.Fprintln(w)
-
-	if len(rep.Steps) > 0 {
-		heading("Per step")
-		tw = newTableWriter()
-		tw.AppendHeader(table.Row{"Step", "Allocs", "Frees", "Churned", "Small", "Peak allocated", "Peak reserved", "cudaMalloc", "cudaFree", "Returned", ""})
-		for _, s := range rep.Steps {
-			note := []string{}
-			if !s.Steady {
-				note = append(note, "first step")
-			}
-			if s.NewPeak && s.Steady && s.CudaMalloc > 0 {
-				note = append(note, "new peak: growth")
-			}
-			if s.ChurnCalls > 0 {
-				note = append(note, fmt.Sprintf("%d churn calls", s.ChurnCalls))
-			}
-			tw.AppendRow(table.Row{s.Name, s.Allocs, s.Frees, memtimeline.FormatBytes(s.AllocBytes + s.FreedBytes), s.SmallAllocs,
-				memtimeline.FormatBytes(s.PeakAllocated), memtimeline.FormatBytes(s.PeakReserved),
-				callsCell(s.CudaMalloc, s.CudaMallocNS), callsCell(s.CudaFree, s.CudaFreeNS),
-				memtimeline.FormatBytes(s.ReservedReturnedBytes), strings.Join(note, ", ")})
-		}
-		cfg := []table.ColumnConfig{}
-		for c := 2; c <= 10; c++ {
-			cfg = append(cfg, table.ColumnConfig{Number: c, Align: text.AlignRight})
-		}
-		tw.SetColumnConfigs(cfg)
-		renderTable(w, tw, format)
-		fmt.Fprintln(w)
-	}
-
-	if len(rep.ReservedDrops) > 0 {
-		heading("Reserved memory given back (segments freed)")
-		tw = newTableWriter()
-		tw.AppendHeader(table.Row{"When", "Returned", "Reserved after", "cudaFree calls", "By"})
-		for _, d := range rep.ReservedDrops {
-			by := "allocation retry or other cudaFree"
-			if d.EmptyCache {
-				by = "torch.cuda.empty_cache()"
-			}
-			tw.AppendRow(table.Row{stepOffset(rep, d.Step, d.TS), memtimeline.FormatBytes(d.Bytes), memtimeline.FormatBytes(d.ReservedAfter), d.CudaFreeCalls, by})
-		}
-		renderTable(w, tw, format)
-		fmt.Fprintln(w)
-	}
-
-	writeSites := func(title string, sites []rules.FragCodeSite, bytes bool) {
-		if len(sites) == 0 {
-			return
-		}
-		heading(title)
-		tw := newTableWriter()
-		row := table.Row{"Count", "Per step", "Share"}
-		if bytes {
-			row = append(row, "Bytes")
-		}
-		tw.AppendHeader(append(row, "Python stack (innermost last)", "Operator"))
-		sep := "\n"
-		if format != formatTable {
-			sep = " → "
-		}
-		for _, s := range sites {
-			stack := slices.Clone(s.Stack)
-			if len(stack) == 0 {
-				stack = []string{"(no Python stack)"}
-			}
-			op := s.Operator
-			if s.ForwardOp != "" {
-				op += " (backward of " + s.ForwardOp + ")"
-			}
-			r := table.Row{s.Count, fmt.Sprintf("%.1f", s.PerStep), fmt.Sprintf("%.1f%%", 100*s.Fraction)}
-			if bytes {
-				r = append(r, memtimeline.FormatBytes(s.Bytes))
-			}
-			tw.AppendRow(append(r, strings.Join(stack, sep), strings.ReplaceAll(op, " > ", sep+"> ")))
-		}
-		numeric := 3
-		if bytes {
-			numeric = 4
-		}
-		cfg := []table.ColumnConfig{}
-		for c := 1; c <= numeric; c++ {
-			cfg = append(cfg, table.ColumnConfig{Number: c, Align: text.AlignRight})
-		}
-		tw.SetColumnConfigs(cfg)
-		renderTable(w, tw, format)
-		fmt.Fprintln(w)
-	}
-	writeSites(fmt.Sprintf("Top sites of small allocations (<= %s)", memtimeline.FormatBytes(sa.MaxBytes)), sa.TopSites, true)
-	writeSites("Where cudaMalloc/cudaFree were called after the first step (churn)", sc.TopSites, false)
-}
-
-func callsCell(n, ns int64) string {
-	if n == 0 {
-		return "0"
-	}
-	return fmt.Sprintf("%d (%s)", n, formatNS(ns))
-}
-
-// fragSummaryDocJSON is frag's JSON for a memory_summary() log.
-type fragSummaryDocJSON struct {
-	File    string            `json:"file"`
-	Verdict string            `json:"verdict"`
-	Reason  string            `json:"reason"`
-	Devices []memsummary.Frag `json:"devices"`
-}
-
-// runFragSummary answers from memory_summary() tables (the verdict is the
-// Evaluation's: non-releasable memory over the snapshot.inactive-split
-// limit, or cudaMalloc retries during the log).
-func runFragSummary(stdout io.Writer, ev *rules.Evaluation, in *rules.Input, o *fragOptions) error {
-	path := in.Source
-	doc := fragSummaryDocJSON{File: path, Verdict: rules.FragVerdictUnknown, Reason: "no memory_summary() tables", Devices: in.Summary.Frag()}
-	if a := ev.FragOf(in); a != nil {
-		doc.Verdict, doc.Reason = a.Verdict, a.Reason
-	}
-	switch o.format {
-	case formatJSON:
-		if err := writeJSON(stdout, doc); err != nil {
-			return err
-		}
-	default:
-		md := o.format == formatMarkdown
-		if md {
-			fmt.Fprintf(stdout, "### %s\n\n**Verdict: %s**: %s\n\n", mdEscape(path), doc.Verdict, mdEscape(doc.Reason))
-		} else {
-			fmt.Fprintf(stdout, "%s\nVerdict: %s: %s\n", path, strings.ToUpper(doc.Verdict), doc.Reason)
-		}
-		tw := newTableWriter()
-		tw.AppendHeader(table.Row{"Rank", "Device", "Tables", "Reserved", "Non-releasable", "Peak non-releasable", "Max share", "cudaMalloc retries", "OOMs"})
-		for _, d := range doc.Devices {
-			rank := "-"
-			if d.Rank >= 0 {
-				rank = fmt.Sprint(d.Rank)
-			}
-			tw.AppendRow(table.Row{rank, d.Device, d.Samples, memtimeline.FormatBytes(d.ReservedBytes), memtimeline.FormatBytes(d.NonReleasableBytes),
-				memtimeline.FormatBytes(d.NonReleasablePeakBytes), fmt.Sprintf("%.1f%%", 100*d.NonReleasableFraction), d.Retries, d.OOMs})
-		}
-		renderTable(stdout, tw, o.format)
-		if doc.Verdict == rules.FragVerdictFragmented && !md {
-			fmt.Fprintln(stdout, "What to try: "+rules.AdviceSplitFree+" An allocator snapshot (torchmem snapshot) shows which segments hold the split blocks.")
-		}
-	}
-	if doc.Verdict == rules.FragVerdictFragmented {
+	if fragmented {
 		return findings()
 	}
 	return nil

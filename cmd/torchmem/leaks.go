@@ -4,12 +4,9 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 
-	"github.com/jedib0t/go-pretty/v6/table"
-	"github.com/jedib0t/go-pretty/v6/text"
 	"github.com/spf13/cobra"
-	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/cmd/internal/report"
 	"github.com/torchmem/torchmem/rules"
 )
 
@@ -67,22 +64,6 @@ parallel and a rank whose verdict differs from the others is named.
 	return cmd
 }
 
-// leakResult is one input's report.
-type leakResult struct {
-	Path   string
-	Rank   int64
-	Report rules.LeakReport
-}
-
-// rankLeakJSON is one file's leak report in --format json.
-type rankLeakJSON struct {
-	Rank  int64  `json:"rank"`
-	Trace string `json:"trace"`
-	rules.LeakReport
-	// Outlier is true for a file of a rank the cross-rank view names.
-	Outlier bool `json:"outlier"`
-}
-
 func runLeaks(stdout, stderr io.Writer, args []string, o *leaksOptions) error {
 	def := rules.DefaultLeakOptions()
 	if err := checkFormat(o.format, formatTable, formatJSON, formatMarkdown); err != nil {
@@ -112,156 +93,9 @@ func runLeaks(stdout, stderr io.Writer, args []string, o *leaksOptions) error {
 		return badInput(ev.Unmeasured)
 	}
 	opts := rules.LeakOptions{Device: o.device, MinBytesPerStep: o.minBytes, SteadySteps: o.steady, Depth: o.depth, MinSteps: def.MinSteps}
-	var results []leakResult
-	for _, in := range ins {
-		r := leakResult{Path: in.Source, Rank: in.Rank}
-		switch {
-		case in.Digest != nil && in.Digest.Leaks != nil:
-			r.Report = *in.Digest.Leaks
-		case in.Snapshot != nil:
-			r.Report = in.SnapshotLeaksWith(opts)
-		case in.Trace != nil:
-			r.Report = in.LeaksWith(opts)
-		default:
-			continue // a log: its evidence is in the verdict
-		}
-		if o.top > 0 && len(r.Report.Suspects) > o.top {
-			r.Report.Suspects = r.Report.Suspects[:o.top]
-		}
-		results = append(results, r)
-	}
-	outlier := outlierFiles(ev)
-
-	switch o.format {
-	case formatJSON:
-		out := struct {
-			Verdicts []rules.Verdict `json:"verdicts"`
-			// CrossRank compares the ranks (null with fewer than two).
-			CrossRank *rules.CrossRank `json:"cross_rank"`
-			Ranks     []rankLeakJSON   `json:"ranks"`
-		}{Verdicts: ev.Verdicts, CrossRank: ev.CrossRank, Ranks: []rankLeakJSON{}}
-		for _, r := range results {
-			out.Ranks = append(out.Ranks, rankLeakJSON{Rank: r.Rank, Trace: r.Path, LeakReport: r.Report, Outlier: outlier[r.Path]})
-		}
-		if err := writeJSON(stdout, out); err != nil {
-			return err
-		}
-	default:
-		// One verdict per run and rank, from all of its files.
-		if o.format == formatMarkdown {
-			writeVerdictMarkdown(stdout, ev.Verdicts)
-		} else {
-			writeVerdictText(stdout, ev.Verdicts, termWidth())
-		}
-		writeCrossRank(stdout, ev.CrossRank, o.format)
-		for _, r := range results {
-			writeLeakReport(stdout, r, o.format)
-		}
+	r := report.New(ev, report.Options{View: report.ViewLeaks, Format: o.format, Top: o.top, Leak: opts})
+	if err := report.Generate(stdout, r); err != nil {
+		return err
 	}
 	return exitOf(ev)
-}
-
-// outlierFiles are the files of the ranks the cross-rank view names.
-func outlierFiles(ev *rules.Evaluation) map[string]bool {
-	out := map[string]bool{}
-	if ev.CrossRank == nil {
-		return out
-	}
-	for _, v := range ev.Verdicts {
-		if v.Rank >= 0 && slices.Contains(ev.CrossRank.Outliers, v.Rank) {
-			for _, s := range v.Sources {
-				out[s] = true
-			}
-		}
-	}
-	return out
-}
-func writeLeakReport(w io.Writer, r leakResult, format string) {
-	rep := r.Report
-	title := r.Path
-	if r.Rank >= 0 {
-		title = fmt.Sprintf("%s (rank %d)", r.Path, r.Rank)
-	}
-	reason := rep.Reason
-	if format == formatMarkdown {
-		reason = mdEscape(reason)
-		fmt.Fprintf(w, "### %s\n\n**Verdict: %s**", mdEscape(title), rep.Verdict)
-	} else {
-		fmt.Fprintf(w, "%s\nVerdict: %s", title, strings.ToUpper(rep.Verdict))
-	}
-	if rep.Verdict == rules.LeakVerdictLeak {
-		fmt.Fprintf(w, ", %s per step", memtimeline.FormatBytes(rep.GrowthBytesPerStep))
-	}
-	fmt.Fprintf(w, "\n%s\n\n", reason)
-	if len(rep.Steps) > 0 {
-		tw := newTableWriter()
-		tw.AppendHeader(table.Row{"Step", "Allocated in step", "Still alive at end", "Blocks", ""})
-		for _, s := range rep.Steps {
-			note := ""
-			if s.Steady && !rep.WholeWindow {
-				note = "steady state"
-			}
-			tw.AppendRow(table.Row{s.Name, memtimeline.FormatBytes(s.AllocBytes), memtimeline.FormatBytes(s.SurvivorBytes), s.SurvivorBlocks, note})
-		}
-		tw.SetColumnConfigs([]table.ColumnConfig{{Number: 2, Align: text.AlignRight}, {Number: 3, Align: text.AlignRight}, {Number: 4, Align: text.AlignRight}})
-		renderTable(w, tw, format)
-	}
-	for i, l := range rep.Leaks {
-		accel := ""
-		if l.Accelerating {
-			accel = fmt.Sprintf(", accelerating (+%s per step each step)", memtimeline.FormatBytes(l.AccelerationBytes))
-		}
-		esc, nl := func(s string) string { return s }, "\n"
-		if format == formatMarkdown {
-			esc, nl = mdEscape, "  \n"
-		}
-		fmt.Fprintf(w, "\nLeak %d: %s, %s per step, steps #%d..#%d%s, %d site(s)%s  why: %s%s  fix: %s%s",
-			i+1, l.Kind, memtimeline.FormatBytes(l.BytesPerStep), l.FirstStep, l.LastStep, accel, len(l.Sites), nl, esc(l.Evidence), nl, esc(l.Fix), nl)
-		if len(l.Sites) > 0 && l.Sites[0].HoldingLine != "" {
-			fmt.Fprintf(w, "  holding line: %s%s", esc(l.Sites[0].HoldingLine), nl)
-		}
-		if len(l.Sites) > 0 && len(l.Sites[0].Stack) > 0 {
-			fmt.Fprintf(w, "  held through (outermost first): %s%s", esc(strings.Join(l.Sites[0].Stack, " > ")), nl)
-			if n := l.Sites[0].StackNote; n != "" {
-				fmt.Fprintf(w, "  (%s)%s", esc(n), nl)
-			}
-		}
-	}
-	if len(rep.Suspects) > 0 && rep.Verdict != rules.LeakVerdictClean {
-		fmt.Fprintln(w)
-		tw := newTableWriter()
-		tw.AppendHeader(table.Row{"Per step", "Blocks", "Steps", "Kind", "Call chain (outermost first)", "Operator"})
-		for _, s := range rep.Suspects {
-			stack := slices.Clone(s.Stack)
-			if len(stack) == 0 {
-				stack = []string{"(no Python stack)"}
-			}
-			sep := "\n"
-			if format != formatTable {
-				sep = " → "
-			}
-			op := s.Operator
-			if s.ForwardOp != "" {
-				op += " (backward of " + s.ForwardOp + ")"
-			}
-			perStep := memtimeline.FormatBytes(s.BytesPerStep)
-			if rep.WholeWindow {
-				perStep = memtimeline.FormatBytes(s.Bytes) + " total"
-			}
-			steps := fmt.Sprintf("#%d..#%d", s.FirstStep, s.LastStep)
-			if rep.WholeWindow || s.FirstStep < 0 {
-				steps = fmt.Sprintf("%d steps", s.StepsWithSurvivors)
-			}
-			if rep.WholeWindow {
-				steps = "-"
-			}
-			kind := s.Kind
-			if s.Accelerating {
-				kind += ", accelerating"
-			}
-			tw.AppendRow(table.Row{perStep, s.Blocks, steps, kind, strings.Join(stack, sep), strings.ReplaceAll(op, " > ", sep+"> ")})
-		}
-		renderTable(w, tw, format)
-	}
-	fmt.Fprintln(w)
 }

@@ -3,12 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
-	"github.com/spf13/cobra"
 	"io"
 	"os"
 
+	"github.com/spf13/cobra"
 	"github.com/torchmem/torchmem/cmd/internal/escape"
-	"github.com/torchmem/torchmem/cmd/internal/render"
+	"github.com/torchmem/torchmem/cmd/internal/report"
 )
 
 // Exit codes are part of the interface: CI jobs branch on them.
@@ -62,11 +62,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// hanging indent; JSON, CSV, SARIF, Markdown, folded stacks and what
 	// commands without --format print (the snippet's Python) pass as they
 	// are.
-	var wrapped *render.WrapWriter
+	var wrapped *report.WrapWriter
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		f, folded := cmd.Flags().Lookup("format"), cmd.Flags().Lookup("folded")
 		if f != nil && (f.Value.String() == formatText || f.Value.String() == formatTable) && (folded == nil || folded.Value.String() != "true") {
-			wrapped = render.NewWrapWriter(cmd.OutOrStdout(), termWidth())
+			wrapped = report.NewWrapWriter(cmd.OutOrStdout(), termWidth())
 			cmd.SetOut(wrapped)
 		}
 		return nil

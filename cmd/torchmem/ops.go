@@ -5,15 +5,12 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
 
-	"github.com/jedib0t/go-pretty/v6/table"
-	"github.com/jedib0t/go-pretty/v6/text"
 	"github.com/spf13/cobra"
 	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/cmd/internal/report"
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
-	"github.com/torchmem/torchmem/memtimeline"
 )
 
 func init() { subcommands = append(subcommands, newOpsCmd) }
@@ -58,29 +55,6 @@ child operators; CUDA Mem includes the children. Sizes use torch's units
 	return cmd
 }
 
-// opsJSON is the documented --format json shape.
-type opsJSON struct {
-	Trace     string              `json:"trace"`
-	Summary   chrometrace.Summary `json:"summary"`
-	Warnings  []string            `json:"warnings"`
-	Operators []operatorJSON      `json:"operators"`
-}
-
-type operatorJSON struct {
-	Name                  string   `json:"name"`
-	InputShapes           string   `json:"input_shapes,omitempty"`
-	Stack                 []string `json:"stack,omitempty"`
-	OnDevice              bool     `json:"on_device,omitempty"`
-	Calls                 int64    `json:"calls"`
-	SelfDeviceMemoryBytes int64    `json:"self_device_memory_bytes"`
-	DeviceMemoryBytes     int64    `json:"device_memory_bytes"`
-	SelfCPUMemoryBytes    int64    `json:"self_cpu_memory_bytes"`
-	CPUMemoryBytes        int64    `json:"cpu_memory_bytes"`
-	Allocs                int64    `json:"allocs"`
-	AllocBytes            int64    `json:"alloc_bytes"`
-	MeanAllocBytes        int64    `json:"mean_alloc_bytes"`
-}
-
 func runOps(stdout, stderr io.Writer, args []string, o *opsOptions) error {
 	if err := checkFormat(o.format, formatTable, formatJSON, formatCSV, formatMarkdown); err != nil {
 		return err
@@ -107,55 +81,16 @@ func runOps(stdout, stderr io.Writer, args []string, o *opsOptions) error {
 	if err != nil {
 		return err
 	}
-	return eachInput(stdout, o.format, files, func(w io.Writer, f *load.File) error {
-		label := ""
-		if len(files) > 1 {
-			label = f.Path
+	var tables []report.OperatorTable
+	for _, f := range files {
+		rows := chrometrace.Operators(f.Trace, chrometrace.OperatorOptions{Device: o.device, GroupBy: by})
+		slices.SortStableFunc(rows, less)
+		if o.top > 0 && len(rows) > o.top {
+			rows = rows[:o.top]
 		}
-		return writeOps(w, f.Path, label, f.Trace, by, less, o)
-	})
-}
-
-// writeOps prints one trace's operator table. label, when set, names the
-// trace in a CSV column (several traces in one CSV).
-func writeOps(stdout io.Writer, path, label string, t *chrometrace.Trace, by chrometrace.GroupBy, less func(a, b chrometrace.OperatorStats) int, o *opsOptions) error {
-	rows := chrometrace.Operators(t, chrometrace.OperatorOptions{Device: o.device, GroupBy: by})
-	slices.SortStableFunc(rows, less)
-	if o.top > 0 && len(rows) > o.top {
-		rows = rows[:o.top]
+		tables = append(tables, report.OperatorTable{Path: f.Path, Trace: f.Trace, Summary: chrometrace.Summarize(f.Trace, o.device), Rows: rows, GroupBy: by})
 	}
-	sum := chrometrace.Summarize(t, o.device)
-
-	if o.format == formatJSON {
-		out := opsJSON{Trace: path, Summary: sum, Warnings: t.Warnings, Operators: []operatorJSON{}}
-		if out.Warnings == nil {
-			out.Warnings = []string{}
-		}
-		for _, r := range rows {
-			out.Operators = append(out.Operators, operatorJSON{
-				Name: r.Name, InputShapes: r.InputShapes, Stack: r.Stack, OnDevice: r.OnDevice,
-				Calls: r.Calls, SelfDeviceMemoryBytes: r.SelfDeviceMemory, DeviceMemoryBytes: r.DeviceMemory,
-				SelfCPUMemoryBytes: r.SelfCPUMemory, CPUMemoryBytes: r.CPUMemory,
-				Allocs: r.Allocs, AllocBytes: r.AllocBytes, MeanAllocBytes: meanAlloc(r),
-			})
-		}
-		return writeJSON(stdout, out)
-	}
-	if o.format == formatTable {
-		writeSummary(stdout, path, t, sum)
-	}
-	if o.format == formatMarkdown && label != "" {
-		fmt.Fprintf(stdout, "### %s\n\n", mdEscape(path))
-	}
-	writeOperatorTable(stdout, rows, by, o.format, label)
-	return nil
-}
-
-func meanAlloc(r chrometrace.OperatorStats) int64 {
-	if r.Allocs == 0 {
-		return 0
-	}
-	return r.AllocBytes / r.Allocs
+	return report.Generate(stdout, report.NewOps(tables, report.Options{Format: o.format}))
 }
 
 // operatorOrder returns the row order for --sort: largest first, ties by name.
@@ -176,132 +111,4 @@ func operatorOrder(key string) (func(a, b chrometrace.OperatorStats) int, error)
 	return func(a, b chrometrace.OperatorStats) int {
 		return cmp.Or(cmp.Compare(val(&b), val(&a)), strings.Compare(a.Name, b.Name))
 	}, nil
-}
-
-// writeSummary prints the few lines above the table that say what the
-// trace is and what it recorded.
-func writeSummary(w io.Writer, path string, t *chrometrace.Trace, s chrometrace.Summary) {
-	fmt.Fprintf(w, "Trace:    %s (%d events", path, s.Events)
-	if s.DurationNs > 0 {
-		fmt.Fprintf(w, ", %.1f ms", float64(s.DurationNs)/1e6)
-	}
-	fmt.Fprintln(w, ")")
-	if s.GPU != "" {
-		fmt.Fprintf(w, "GPU:      %s", s.GPU)
-		if s.GPUMemoryBytes > 0 { // MTIA traces give no totalGlobalMem
-			fmt.Fprintf(w, ", %s", memtimeline.FormatBytes(s.GPUMemoryBytes))
-		}
-		if s.CUDARuntime != "" {
-			fmt.Fprintf(w, ", CUDA runtime %s, driver %s", s.CUDARuntime, s.CUDADriver)
-		}
-		fmt.Fprintln(w)
-	}
-	if s.WorldSize > 1 || s.Rank >= 0 {
-		fmt.Fprintf(w, "Rank:     %d of %d\n", s.Rank, s.WorldSize)
-	}
-	if s.Steps > 0 {
-		fmt.Fprintf(w, "Steps:    %d profiled (ProfilerStep#%d..#%d)\n", s.Steps, s.FirstStep, s.LastStep)
-	} else {
-		fmt.Fprintln(w, "Steps:    none annotated (profile with a schedule to get ProfilerStep#N)")
-	}
-	if s.MemoryEvents > 0 {
-		allocated, reserved := memtimeline.FormatBytes(s.PeakAllocatedBytes), memtimeline.FormatBytes(s.PeakReservedBytes)
-		if s.AllocatedFromWindowStart {
-			allocated += " above the window's start"
-		}
-		if s.ReservedNotRecorded {
-			reserved = "not recorded"
-		}
-		fmt.Fprintf(w, "Memory:   peak allocated %s, peak reserved %s (%d allocator events)\n", allocated, reserved, s.MemoryEvents)
-	}
-	var rec []string
-	for _, f := range []struct {
-		on   bool
-		name string
-	}{{s.ProfileMemory, "profile_memory"}, {s.WithStack, "with_stack"}, {s.RecordShapes, "record_shapes"}} {
-		mark := "off"
-		if f.on {
-			mark = "on"
-		}
-		rec = append(rec, f.name+" "+mark)
-	}
-	fmt.Fprintf(w, "Recorded: %s\n", strings.Join(rec, ", "))
-	if !s.ProfileMemory {
-		fmt.Fprintln(w, "Note:     no memory events in this trace: memory columns are all zero.\n"+
-			"          Profile with torch.profiler.profile(..., profile_memory=True) to record them.")
-	}
-	if s.OOMEvents > 0 {
-		fmt.Fprintf(w, "OOM:      %d out-of-memory events\n", s.OOMEvents)
-	}
-	fmt.Fprintln(w)
-}
-
-func writeOperatorTable(w io.Writer, rows []chrometrace.OperatorStats, by chrometrace.GroupBy, format, label string) {
-	showCPU := false
-	for _, r := range rows {
-		if r.SelfCPUMemory != 0 || r.CPUMemory != 0 {
-			showCPU = true
-		}
-	}
-	tw := newTableWriter()
-	header := table.Row{"Name", "Self CUDA Mem", "CUDA Mem", "# of Calls", "# Allocs", "CUDA Mem Size"}
-	if showCPU {
-		header = append(header, "Self CPU Mem", "CPU Mem")
-	}
-	switch by {
-	case chrometrace.GroupByShape:
-		header = append(header, "Input Shapes")
-	case chrometrace.GroupByStack:
-		header = append(header, "Source Location")
-	}
-	tw.AppendHeader(header)
-	bytesCol := func(n int64) string {
-		if format == formatCSV {
-			return strconv.FormatInt(n, 10)
-		}
-		return memtimeline.FormatBytes(n)
-	}
-	for _, r := range rows {
-		name := r.Name
-		if format == formatTable && len(name) > 60 {
-			name = name[:57] + "..."
-		}
-		mean := "-"
-		if r.Allocs > 0 {
-			mean = bytesCol(meanAlloc(r))
-		}
-		row := table.Row{name, bytesCol(r.SelfDeviceMemory), bytesCol(r.DeviceMemory), r.Calls, r.Allocs, mean}
-		if showCPU {
-			row = append(row, bytesCol(r.SelfCPUMemory), bytesCol(r.CPUMemory))
-		}
-		switch by {
-		case chrometrace.GroupByShape:
-			row = append(row, r.InputShapes)
-		case chrometrace.GroupByStack:
-			row = append(row, strings.Join(r.Stack, "\n"))
-		}
-		if label != "" && format == formatCSV {
-			row = append(table.Row{label}, row...)
-		}
-		tw.AppendRow(row)
-	}
-	cfg := []table.ColumnConfig{}
-	for i := 2; i <= 6; i++ {
-		cfg = append(cfg, table.ColumnConfig{Number: i, Align: text.AlignRight})
-	}
-	tw.SetColumnConfigs(cfg)
-	if format == formatCSV {
-		// CSV gets exact bytes; say so in the header.
-		h := table.Row{"Name", "Self CUDA Mem (bytes)", "CUDA Mem (bytes)", "# of Calls", "# Allocs", "CUDA Mem Size (bytes)"}
-		if showCPU {
-			h = append(h, "Self CPU Mem (bytes)", "CPU Mem (bytes)")
-		}
-		h = append(h, header[len(h):]...)
-		if label != "" {
-			h = append(table.Row{"Trace"}, h...)
-		}
-		tw.ResetHeaders()
-		tw.AppendHeader(h)
-	}
-	renderTable(w, tw, format)
 }

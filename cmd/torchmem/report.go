@@ -1,53 +1,21 @@
 package main
 
 import (
-	"cmp"
-	_ "embed"
 	"fmt"
-	"html/template"
 	"os"
-	"path/filepath"
-	"slices"
-	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/torchmem/torchmem/chrometrace"
-	"github.com/torchmem/torchmem/memtimeline"
-	"github.com/torchmem/torchmem/memtimeline/chart"
-	"github.com/torchmem/torchmem/memtimeline/snapshot"
-	"github.com/torchmem/torchmem/memtimeline/steplog"
+	"github.com/torchmem/torchmem/cmd/internal/report"
 	"github.com/torchmem/torchmem/rules"
 )
 
 func init() {
 	subcommands = append(subcommands, newReportCmd)
-	writeDiffHTML = writeDiffReport
 }
 
-// writeReportFile is how analyze -o writes the report.
-var writeReportFile = writeReport
-
-//go:embed templates/report.html.tmpl
-var reportTemplateText string
-
-// The template escapes every name it prints (op names like
-// "void at::native::...<...>" and stack paths come from untrusted files);
-// charts come pre-escaped from chart.Snippet.
-var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
-	"bytes":      memtimeline.FormatBytes,
-	"join":       func(s []string) string { return strings.Join(s, "\n") },
-	"checkClass": checklistStatusClass,
-	// last is a stack's innermost frame, the summary of its <details>.
-	"last": func(s []string) string {
-		if len(s) == 0 {
-			return "(no Python stack)"
-		}
-		return s[len(s)-1]
-	},
-	"base":    filepath.Base,
-	"shortOp": shortOp,
-	"charts":  func(group string, c []reportChart) reportChartGroup { return reportChartGroup{group, c} },
-}).Parse(reportTemplateText))
+// pageTop is the number of table rows on the page when analyze -o writes
+// it (report's --top default).
+const pageTop = 15
 
 func newReportCmd() *cobra.Command {
 	var output, rulesFile string
@@ -85,556 +53,41 @@ the rules with what to do.
 			if err != nil {
 				return err
 			}
-			ev, err := evaluate(cmd.ErrOrStderr(), args, "report", rs, rulesFile == "", &analyzeSites)
+			ev, err := evaluate(cmd.ErrOrStderr(), args, "report", rs, rulesFile == "", &report.AllocationSites)
 			if err != nil {
 				return err
 			}
-			reportTop = top
-			if err := writeReport(output, ev); err != nil {
+			if err := writePageFile(output, ev, top); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s\n%s\n", output, verdictLine(ev))
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s\n%s\n", output, report.VerdictLine(ev))
 			return exitOf(ev)
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "the HTML file to write")
 	cmd.Flags().StringVar(&rulesFile, "rules", "", "YAML rules config for the findings (as for check)")
-	cmd.Flags().IntVar(&top, "top", 15, "rows in the operator and site tables")
+	cmd.Flags().IntVar(&top, "top", pageTop, "rows in the operator and site tables")
 	return cmd
 }
 
-// reportTop is the number of table rows; the report command sets it.
-var reportTop = 15
-
-type reportKV struct{ Key, Value string }
-
-type reportChart struct {
-	Title string
-	HTML  template.HTML
+// writePageFile writes the evaluation's HTML page to path (report, and
+// analyze -o).
+func writePageFile(path string, ev *rules.Evaluation, top int) error {
+	return writeFile(path, func(f *os.File) error {
+		return report.Generate(f, report.New(ev, report.Options{View: report.ViewPage, Format: report.HTML, Top: top, Version: version}))
+	})
 }
 
-type reportTable struct {
-	Title  string
-	Header []string
-	Rows   [][]string
-}
-
-type reportInput struct {
-	Source    string
-	Kind      string
-	Summary   []reportKV
-	Charts    []reportChart
-	Leak      *rules.LeakReport
-	Operators []operatorJSON
-	Sites     []stackJSON
-	Tables    []reportTable
-	Findings  []rules.Finding
-
-	// ChartsAbove names the verdict whose block shows this input's charts.
-	ChartsAbove string
-}
-
-type reportPage struct {
-	Title   string
-	Version string
-	Verdict string
-	Failed  bool
-	Echarts template.HTML
-	// Answers are the verdict blocks, one per run and rank; Findings all
-	// findings (one per leak), most severe first. Both lead the page.
-	Answers []reportAnswer
-	// CrossRank compares the ranks (nil with fewer than two); CrossRows
-	// are the rows shown (the outliers first), CrossHidden those left out.
-	CrossRank   *rules.CrossRank
-	CrossRows   []reportRankRow
-	CrossHidden int
-	Findings    []rules.Finding
-	Inputs      []reportInput
-}
-
-// reportRankRow is one row of the cross-rank table.
-type reportRankRow struct {
-	rules.RankRow
-	PerStep, Peak, StepTime, Differs string
-}
-
-// reportAnswer is one run's (or rank's) verdict block.
-type reportAnswer struct {
-	Status string
-	Name   string
-	Files  []string
-	Lines  []reportLine
-	// Bar is the peak split by category (a stacked bar); PeakLines and
-	// PeakOps the top holders at the peak; PeakNote says it is estimated.
-	Bar       []reportBarSegment
-	PeakTitle string
-	PeakLines []memtimeline.Share
-	PeakOps   []memtimeline.Share
-	PeakNote  string
-	// PeakEstimated: the bar is the estimate (else torch's own split).
-	PeakEstimated bool
-	TorchBar      []reportBarSegment
-	TorchNote     string
-	// OOMs show what was alive at each out-of-memory a trace recorded.
-	OOMs     []reportOOM
-	Evidence []rules.LeakEvidence
-	// Memory is the memory over time of MemoryOf, shown below the lines.
-	Memory   []reportChart
-	MemoryOf string
-	Charts   []reportChart
-	// TimelineNotes say what the combined timeline could not place.
-	TimelineNotes []string
-	// Checklist is the field's checklist for this run and rank, shown in
-	// its own section after the verdict block (checklist.go).
-	Checklist []rules.CheckItem
-}
-
-type reportOOM struct {
-	Title string
-	Bar   []reportBarSegment
-	Lines []memtimeline.Share
-}
-
-type reportLine struct {
-	Label, Text string
-	// Chain is the holding chain, outermost first, shown collapsed.
-	Chain []string
-}
-
-type reportBarSegment struct {
-	Name    string
-	Bytes   int64
-	Percent string // CSS width, e.g. "41.2"
-}
-
-// writeReport writes the evaluation as the HTML page.
-func writeReport(path string, ev *rules.Evaluation) error {
-	page := reportPage{Title: "torchmem memory report", Version: version, Echarts: chart.EchartsScript()}
-	for i, in := range ev.Inputs {
-		ri, err := buildReportInput(fmt.Sprintf("in%d_", i), in, ev.FindingsFor(in.Source))
-		if err != nil {
-			return badInput(fmt.Errorf("%s: %w", in.Source, err))
-		}
-		page.Inputs = append(page.Inputs, ri)
-	}
-	page.Findings = ev.Findings
-	for i, v := range ev.Verdicts {
-		a, err := buildReportAnswer(fmt.Sprintf("v%d_", i), v)
-		if err != nil {
-			return badInput(fmt.Errorf("%s: %w", v.Name, err))
-		}
-		a.Checklist = ev.Checklists[i].Items
-		page.Answers = append(page.Answers, a)
-	}
-	if cr := ev.CrossRank; cr != nil {
-		page.CrossRank = cr
-		rows, hidden := crossRankRows(cr)
-		for _, r := range rows {
-			page.CrossRows = append(page.CrossRows, reportRankRow{RankRow: r, PerStep: memtimeline.FormatBytes(r.BytesPerStep),
-				Peak: memtimeline.FormatBytes(r.PeakAllocatedBytes), StepTime: stepTime(r.StepTimeNs), Differs: strings.Join(r.Differs, "; ")})
-		}
-		page.CrossHidden = hidden
-	}
-	liftMemoryCharts(&page, ev.Verdicts, ev.Inputs)
-	page.Verdict = verdictLine(ev)
-	page.Failed = !ev.Passed()
-	return writePage(path, page)
-}
-
-// buildReportAnswer renders one verdict for the page's top.
-func buildReportAnswer(idPrefix string, v rules.Verdict) (reportAnswer, error) {
-	a := reportAnswer{Status: v.Status(), Name: v.Name, Evidence: v.Leak.Evidence}
-	for _, s := range v.Sources {
-		a.Files = append(a.Files, filepath.Base(s))
-	}
-	l := reportLine{Label: strings.ToUpper(v.Leak.Verdict), Text: leakText(v.Leak, false)}
-	if len(v.Leak.Holding) > 1 {
-		l.Chain = v.Leak.Holding
-	}
-	a.Lines = append(a.Lines, l)
-	if v.Leak.Verdict == rules.LeakVerdictLeak || v.Leak.Agreement != "" {
-		a.Lines = append(a.Lines, reportLine{Label: "", Text: evidenceLine(v.Leak)})
-	}
-	for _, o := range v.OOMs {
-		a.Lines = append(a.Lines, reportLine{Label: "OOM", Text: oomLine(o)})
-		if c := o.Composition; c != nil && c.AllocatedBytes > 0 {
-			t := fmt.Sprintf("What was alive when %s failed: %s allocated", memtimeline.FormatBytes(o.RequestBytes), memtimeline.FormatBytes(c.AllocatedBytes))
-			if c.Step != "" {
-				t += " at " + c.Step
-			}
-			a.OOMs = append(a.OOMs, reportOOM{Title: t, Bar: barSegments(c.ByCategory), Lines: c.ByLine[:min(5, len(c.ByLine))]})
-		}
-	}
-	if v.Frag != nil {
-		a.Lines = append(a.Lines, reportLine{Label: "FRAG", Text: fragLine(v.Frag)})
-		if v.Frag.Retries != "" {
-			a.Lines = append(a.Lines, reportLine{Label: "RETRY", Text: v.Frag.Retries})
-		}
-	}
-	labels, texts := gpuEntries(v.GPU)
-	for i := range labels {
-		a.Lines = append(a.Lines, reportLine{Label: labels[i], Text: texts[i]})
-	}
-	if p := v.Peak; p != nil {
-		a.Lines = append(a.Lines, reportLine{Label: "PEAK", Text: peakLine(p)})
-		if c := p.Composition; c != nil && c.AllocatedBytes > 0 {
-			a.PeakTitle = fmt.Sprintf("What fills the peak: %s allocated", memtimeline.FormatBytes(c.AllocatedBytes))
-			if c.Step != "" {
-				a.PeakTitle += " at " + c.Step
-			}
-			if c.Phase != "" {
-				a.PeakTitle += " (" + c.Phase + ")"
-			}
-			a.Bar = barSegments(c.ByCategory)
-			a.PeakEstimated = c.Estimated
-			if len(c.Torch) > 0 && c.Estimated {
-				a.TorchBar = barSegments(c.Torch)
-				a.TorchNote = fmt.Sprintf("torch's own categories from %s at the same moment; the estimate above agrees %.0f%% (1 - total variation distance of the shares, leaving out allocator blocks that are no tensor)", filepath.Base(p.TorchSource), 100*c.Agreement)
-			}
-			a.PeakLines = c.ByLine[:min(5, len(c.ByLine))]
-			a.PeakOps = c.ByOperator[:min(5, len(c.ByOperator))]
-			a.PeakNote = c.Note
-		}
-	}
-	for _, in := range v.Inputs {
-		if in.Digest != nil {
-			a.TimelineNotes = append(a.TimelineNotes, "read from summaries: the run on one timeline (step log, profiled windows, snapshot history) needs the files themselves; each summary's own chart is below")
-			break
-		}
-	}
-	// One timeline for the run: the step log over every step, each
-	// profiled window marked with its trace, the snapshot's history.
-	if len(v.Inputs) > 1 {
-		var f chart.RunFiles
-		for _, in := range v.Inputs {
-			switch {
-			case in.Trace != nil:
-				f.Traces, f.TraceName = append(f.Traces, in.Trace), append(f.TraceName, in.Source)
-			case in.Snapshot != nil:
-				f.Snapshots, f.SnapName = append(f.Snapshots, in.Snapshot), append(f.SnapName, in.Source)
-			case in.StepLog != nil:
-				f.StepLogs, f.StepName = append(f.StepLogs, in.StepLog), append(f.StepName, in.Source)
-			}
-		}
-		spec, notes, ok := chart.RunTimeline(f, idPrefix+"run", "the whole run on one clock (Unix time of each file)")
-		a.TimelineNotes = append(a.TimelineNotes, notes...)
-		if ok {
-			spec.HeightPx = 360
-			h, err := chart.Snippet(spec)
-			if err != nil {
-				return a, err
-			}
-			a.Charts = append(a.Charts, reportChart{Title: spec.Title, HTML: h})
-		}
-	}
-	return a, nil
-}
-
-// barSegments turns a split into a stacked bar's segments.
-func barSegments(shares []memtimeline.Share) []reportBarSegment {
-	var total int64
-	for _, k := range shares {
-		total += max(0, k.Bytes)
-	}
-	var out []reportBarSegment
-	for _, k := range shares {
-		if k.Bytes <= 0 || total == 0 {
-			continue
-		}
-		out = append(out, reportBarSegment{Name: k.Name, Bytes: k.Bytes, Percent: fmt.Sprintf("%.2f", 100*float64(k.Bytes)/float64(total))})
-	}
-	return out
-}
-
-func writePage(path string, page reportPage) error {
+// writeFile creates path and writes it; what cannot be written or made
+// from the inputs is bad input (exit 2).
+func writeFile(path string, write func(*os.File) error) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return badInput(fmt.Errorf("-o %s: %w", path, err))
 	}
-	if err := reportTemplate.Execute(f, page); err != nil {
+	if err := write(f); err != nil {
 		f.Close()
-		return fmt.Errorf("%s: %w", path, err)
+		return badInput(err)
 	}
 	return f.Close()
-}
-
-func buildReportInput(idPrefix string, in *rules.Input, fs []rules.Finding) (reportInput, error) {
-	ri := reportInput{Source: in.Source, Findings: fs}
-	switch {
-	case in.Trace != nil || in.Digest != nil && in.Kind == rules.SourceTrace:
-		ri.Kind = string(kindTrace)
-		t := in.Trace
-		s := in.TraceSummary(-1)
-		ri.Summary = traceSummaryKV(t, s)
-		l := in.Leaks()
-		var specs []chart.Spec
-		if t != nil {
-			// TraceSpecs draws one chart per GPU in TraceTimelines' order.
-			tls := memtimeline.TraceTimelines(t)
-			for i, spec := range chart.TraceSpecs(t, idPrefix) {
-				if i < len(tls) {
-					spec.Holders = memtimeline.HolderSamples(t, in.Attribution(), in.Lifetimes(-1), tls[i].Device, 200, 3)
-					spec.Explorer = chart.TraceExplorer(t, in.Attribution(), in.Lifetimes(-1), tls[i].Device, 0)
-				}
-				specs = append(specs, spec)
-			}
-		} else {
-			// A summary's charts: downsampled, every peak kept.
-			for i, spec := range in.Digest.Charts {
-				spec.ID = fmt.Sprintf("%s%d", idPrefix, i)
-				specs = append(specs, spec)
-			}
-		}
-		for _, spec := range specs {
-			if l.Verdict == rules.LeakVerdictLeak {
-				spec.Markers = append(spec.Markers, leakMarkers(spec, l)...)
-			}
-			if err := ri.addChart(spec); err != nil {
-				return ri, err
-			}
-		}
-		ops := slices.Clone(in.Operators())
-		slices.SortFunc(ops, func(a, b chrometrace.OperatorStats) int {
-			return cmp.Or(cmp.Compare(b.SelfDeviceMemory, a.SelfDeviceMemory), strings.Compare(a.Name, b.Name))
-		})
-		ops = slices.DeleteFunc(ops, func(o chrometrace.OperatorStats) bool { return o.OnDevice })
-		for _, r := range ops[:topN(reportTop, len(ops))] {
-			ri.Operators = append(ri.Operators, operatorJSON{Name: r.Name, Calls: r.Calls, SelfDeviceMemoryBytes: r.SelfDeviceMemory, DeviceMemoryBytes: r.DeviceMemory, Allocs: r.Allocs})
-		}
-		sites := in.Sites(analyzeSites)
-		slices.SortStableFunc(sites, func(a, b memtimeline.Site) int { return cmp.Compare(b.AllocBytes, a.AllocBytes) })
-		for _, st := range sites[:topN(reportTop, len(sites))] {
-			ri.Sites = append(ri.Sites, stackJSON{Frames: st.Frames, Operator: st.Operator, ForwardOperator: st.ForwardOp, AllocBytes: st.AllocBytes, LiveBytesAtEnd: st.LiveBytesAtEnd, LiveBytesAtPeak: st.LiveBytesAtPeak})
-		}
-		ri.Leak = &l
-	case in.Snapshot != nil:
-		ri.Kind = string(kindSnapshot)
-		rep := in.SnapshotReport()
-		st := rep.Stats
-		ri.Summary = []reportKV{
-			{"Reserved", fmt.Sprintf("%s (%d segments: %d small, %d large, %d expandable)", memtimeline.FormatBytes(st.ReservedBytes), st.Segments, st.SmallSegments, st.LargeSegments, st.ExpandableSegments)},
-			{"Allocated", memtimeline.FormatBytes(st.AllocatedBytes)},
-			{"Inactive split", memtimeline.FormatBytes(st.InactiveSplitBytes) + " (free inside partly used segments)"},
-			{"Largest free block", memtimeline.FormatBytes(st.LargestFreeBlock)},
-			{"Out-of-memory events", fmt.Sprint(len(rep.OOMs))},
-		}
-		for _, spec := range snapshotChartSpecs(in.Snapshot, idPrefix) {
-			if err := ri.addChart(spec); err != nil {
-				return ri, err
-			}
-		}
-		l := in.SnapshotLeaks()
-		ri.Leak = &l
-		var rows [][]string
-		for _, f := range rep.SegmentFills[:topN(reportTop, len(rep.SegmentFills))] {
-			rows = append(rows, []string{fmt.Sprintf("%#x", f.Address), f.SegmentType, memtimeline.FormatBytes(f.TotalSize), memtimeline.FormatBytes(f.AllocatedBytes), f.Bar})
-		}
-		ri.Tables = append(ri.Tables, reportTable{Title: fmt.Sprintf("Largest segments, with a fill map: each cell is 1/%d of the segment; '#' full, '1'-'9' tenths in use, '0' under a tenth, '.' free", snapshot.DefaultBarWidth), Header: []string{"Address", "Pool", "Size", "Allocated", "Fill"}, Rows: rows})
-	case in.Digest != nil && in.Kind == rules.SourceSnapshot && in.Digest.SnapshotStats != nil:
-		ri.Kind = string(kindSnapshot)
-		st := in.Digest.SnapshotStats
-		ri.Summary = []reportKV{
-			{"Reserved", fmt.Sprintf("%s (%d segments: %d small, %d large, %d expandable)", memtimeline.FormatBytes(st.ReservedBytes), st.Segments, st.SmallSegments, st.LargeSegments, st.ExpandableSegments)},
-			{"Allocated", memtimeline.FormatBytes(st.AllocatedBytes)},
-			{"Inactive split", memtimeline.FormatBytes(st.InactiveSplitBytes) + " (free inside partly used segments)"},
-			{"Largest free block", memtimeline.FormatBytes(st.LargestFreeBlock)},
-			{"Out-of-memory events", fmt.Sprint(len(in.Digest.Verdict.OOMs))},
-			{"From", "a summary: the segment table and the history chart need the snapshot itself"},
-		}
-		l := in.SnapshotLeaks()
-		ri.Leak = &l
-	case in.Digest != nil && in.Timeline == nil:
-		ri.Kind = in.Kind
-		for _, e := range in.Digest.Verdict.Leak.Evidence {
-			ri.Summary = append(ri.Summary, reportKV{"Leak evidence", fmt.Sprintf("%s: %s per step; %s", e.Verdict, memtimeline.FormatBytes(e.BytesPerStep), e.Reason)})
-		}
-	case in.Timeline != nil:
-		ri.Kind = string(kindTimeline)
-		tl := in.Timeline
-		_, peak, _ := tl.Peak()
-		ri.Summary = []reportKV{{"Points", fmt.Sprint(tl.Len())}, {"Peak total", memtimeline.FormatBytes(peak)}}
-		if tl.Len() > 0 {
-			if err := ri.addChart(chart.Spec{ID: idPrefix + "0", Title: "memory by category", StartNs: tl.Times[0], Categories: tl.CategorySeries()}); err != nil {
-				return ri, err
-			}
-		}
-	case in.SMI != nil:
-		ri.Kind = string(kindSMI)
-		ri.Summary = []reportKV{{"GPUs", fmt.Sprint(len(in.SMI.GPUs))}, {"Rows", fmt.Sprint(in.SMI.Rows)}}
-		for i, g := range in.SMI.GPUs {
-			s := memtimeline.Series{Name: "memory.used"}
-			var total memtimeline.Series
-			total.Name = "memory.total"
-			for _, smp := range g.Samples {
-				if smp.UsedBytes < 0 {
-					continue
-				}
-				s.T = append(s.T, smp.Time.UnixNano())
-				s.V = append(s.V, smp.UsedBytes)
-				if smp.TotalBytes > 0 {
-					total.T = append(total.T, smp.Time.UnixNano())
-					total.V = append(total.V, smp.TotalBytes)
-				}
-			}
-			if s.Len() == 0 {
-				continue
-			}
-			spec := chart.Spec{ID: fmt.Sprintf("%s%d", idPrefix, i), Title: "GPU " + g.Key, StartNs: s.T[0], Allocated: s}
-			if total.Len() == s.Len() {
-				spec.Reserved = total
-			}
-			if err := ri.addChart(spec); err != nil {
-				return ri, err
-			}
-		}
-	case in.StepLog != nil:
-		ri.Kind = string(kindSteps)
-		a := steplog.Analyze(in.StepLog, steplog.DefaultOptions())
-		for _, s := range a.Series {
-			ri.Summary = append(ri.Summary, reportKV{"Device " + s.Device, fmt.Sprintf("%s: %s per step; %s", s.Verdict, memtimeline.FormatBytes(s.BytesPerStep), s.Reason)})
-		}
-	}
-	return ri, nil
-}
-
-func (ri *reportInput) addChart(spec chart.Spec) error {
-	h, err := chart.Snippet(spec)
-	if err != nil {
-		return err
-	}
-	ri.Charts = append(ri.Charts, reportChart{Title: spec.Title, HTML: h})
-	return nil
-}
-
-// leakMarkers pins, at the end of each step that leaves blocks behind, how
-// much it kept: the growth shows on the chart where it happens.
-// The chart's step bands are the trace's ProfilerSteps in time order.
-func leakMarkers(spec chart.Spec, l rules.LeakReport) []chart.Marker {
-	var out []chart.Marker
-	steps := spec.Steps
-	var kept int64
-	for i, s := range l.Steps {
-		if i >= len(steps) || s.SurvivorBytes == 0 {
-			continue
-		}
-		kept += s.SurvivorBytes
-		end := steps[i].EndNs
-		// The allocated level at the step's end, for the pin's height.
-		a := spec.Allocated
-		k, _ := slices.BinarySearch(a.T, end+1)
-		if k == 0 {
-			continue
-		}
-		out = append(out, chart.Marker{
-			Name:  fmt.Sprintf("%s keeps %s (%s so far)", s.Name, memtimeline.FormatBytes(s.SurvivorBytes), memtimeline.FormatBytes(kept)),
-			TNs:   end,
-			Bytes: a.V[k-1],
-		})
-	}
-	return out
-}
-
-func traceSummaryKV(t *chrometrace.Trace, s chrometrace.Summary) []reportKV {
-	kv := []reportKV{{"Events", fmt.Sprintf("%d over %.1f ms", s.Events, float64(s.DurationNs)/1e6)}}
-	if s.GPU != "" {
-		kv = append(kv, reportKV{"GPU", fmt.Sprintf("%s, %s, CUDA %s", s.GPU, memtimeline.FormatBytes(s.GPUMemoryBytes), s.CUDARuntime)})
-	}
-	if s.Rank >= 0 {
-		kv = append(kv, reportKV{"Rank", fmt.Sprintf("%d of %d", s.Rank, s.WorldSize)})
-	}
-	kv = append(kv, reportKV{"Steps", fmt.Sprintf("%d (ProfilerStep#%d..#%d)", s.Steps, s.FirstStep, s.LastStep)})
-	kv = append(kv, reportKV{"Peak allocated", memtimeline.FormatBytes(s.PeakAllocatedBytes)}, reportKV{"Peak reserved", memtimeline.FormatBytes(s.PeakReservedBytes)})
-	rec := fmt.Sprintf("profile_memory %v, with_stack %v, record_shapes %v", s.ProfileMemory, s.WithStack, s.RecordShapes)
-	kv = append(kv, reportKV{"Recorded", rec})
-	if t == nil && s.Truncated {
-		kv = append(kv, reportKV{"Warning", "truncated: the report covers what was read"})
-	}
-	if t != nil && t.Truncated != nil {
-		kv = append(kv, reportKV{"Warning", fmt.Sprintf("truncated at byte %d: the report covers what was read", t.Truncated.Offset)})
-	}
-	return kv
-}
-
-// snapshotChartSpecs draws the active memory of the snapshot's recorded
-// history per device: allocations add, completed frees subtract.
-func snapshotChartSpecs(s *snapshot.Snapshot, idPrefix string) []chart.Spec {
-	var specs []chart.Spec
-	for dev, entries := range s.DeviceTraces {
-		var ser memtimeline.Series
-		ser.Name = "active (recorded history)"
-		var cur int64
-		for _, e := range entries {
-			switch e.Action {
-			case snapshot.ActionAlloc:
-				cur += e.Size
-			case snapshot.ActionFreeCompleted:
-				cur -= e.Size
-			default:
-				continue
-			}
-			ser.T = append(ser.T, e.TimeUS*1000)
-			ser.V = append(ser.V, cur)
-		}
-		if ser.Len() == 0 {
-			continue
-		}
-		specs = append(specs, chart.Spec{ID: fmt.Sprintf("%s%d", idPrefix, dev), Title: fmt.Sprintf("cuda:%d (relative to the start of the history)", dev), StartNs: ser.T[0], Allocated: ser,
-			Explorer: chart.SnapshotExplorer(entries, 0)})
-	}
-	return specs
-}
-
-// writeDiffReport overlays both runs' allocated memory on one axis aligned
-// at the first profiled step, beside the movers' tables.
-func writeDiffReport(path string, d *rules.Diff, verdict string, failed bool, base, head []*rules.Input) error {
-	page := reportPage{Title: "torchmem diff: " + d.Base + " → " + d.Head, Version: version, Echarts: chart.EchartsScript()}
-	page.Verdict, page.Failed = verdict, failed
-	ri := reportInput{Source: d.Base + " → " + d.Head, Kind: "diff"}
-	for _, m := range d.Metrics {
-		ri.Summary = append(ri.Summary, reportKV{m.Metric, fmt.Sprintf("%s → %s (%s)", memtimeline.FormatBytes(m.Base), memtimeline.FormatBytes(m.Head), signed(m.Delta))})
-	}
-	ri.Summary = append(ri.Summary, reportKV{"leak verdict", d.BaseVerdict + " → " + d.HeadVerdict})
-	if len(base) > 0 && len(head) > 0 && base[0].Trace != nil && head[0].Trace != nil {
-		b, h := stepAligned(base[0].Trace, "base allocated"), stepAligned(head[0].Trace, "head allocated")
-		if b.Len() > 0 && h.Len() > 0 {
-			if err := ri.addChart(chart.Spec{ID: "diff0", Title: "allocated, aligned at the first profiled step", StartNs: 0, Allocated: b, Reserved: h}); err != nil {
-				return err
-			}
-		}
-	}
-	table := func(title string, ms []rules.DiffMover) {
-		var rows [][]string
-		for _, m := range ms {
-			rows = append(rows, []string{m.Name, memtimeline.FormatBytes(m.Base), memtimeline.FormatBytes(m.Head), signed(m.Delta)})
-		}
-		if len(rows) > 0 {
-			ri.Tables = append(ri.Tables, reportTable{Title: title, Header: []string{"Name", "Base", "Head", "Change"}, Rows: rows})
-		}
-	}
-	table("Operators whose Self CUDA Mem moved most", d.Operators)
-	table("Allocation sites whose allocated bytes moved most", d.SitesAlloc)
-	table("Allocation sites whose bytes alive at the end moved most", d.SitesLive)
-	page.Inputs = []reportInput{ri}
-	return writePage(path, page)
-}
-
-// stepAligned returns the trace's allocated series with time measured from
-// its first ProfilerStep (or first event).
-func stepAligned(t *chrometrace.Trace, name string) memtimeline.Series {
-	tls := memtimeline.TraceTimelines(t)
-	if len(tls) == 0 {
-		return memtimeline.Series{}
-	}
-	s := tls[0].Allocated
-	origin := s.T[0]
-	for _, st := range t.Steps {
-		if origin == s.T[0] || st.Start < origin {
-			origin = st.Start
-		}
-	}
-	out := memtimeline.Series{Name: name, T: make([]int64, s.Len()), V: s.V}
-	for i, ts := range s.T {
-		out.T[i] = ts - origin
-	}
-	return out
 }

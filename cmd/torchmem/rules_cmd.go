@@ -1,13 +1,8 @@
 package main
 
 import (
-	"fmt"
-	"io"
-	"strconv"
-
-	"github.com/jedib0t/go-pretty/v6/table"
 	"github.com/spf13/cobra"
-	"github.com/torchmem/torchmem/rules"
+	"github.com/torchmem/torchmem/cmd/internal/report"
 )
 
 func init() { subcommands = append(subcommands, newRulesCmd) }
@@ -31,48 +26,10 @@ the values after that file's overrides.`,
 			if err != nil {
 				return err
 			}
-			return writeRules(cmd.OutOrStdout(), rs.Rules, format)
+			return report.Generate(cmd.OutOrStdout(), report.NewRules(rs, report.Options{Format: format}))
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", formatTable, "output format: table, json, markdown")
 	cmd.Flags().StringVar(&rulesFile, "rules", "", "YAML config whose overrides to show")
 	return cmd
-}
-
-type ruleJSON struct {
-	ID          string  `json:"id"`
-	Severity    string  `json:"severity"`
-	Threshold   float64 `json:"threshold"`
-	Unit        string  `json:"unit"`
-	Description string  `json:"description"`
-}
-
-func writeRules(w io.Writer, rs []rules.Rule, format string) error {
-	if format == formatJSON {
-		out := []ruleJSON{}
-		for _, r := range rs {
-			out = append(out, ruleJSON{r.ID, r.Severity.String(), r.Threshold, r.Unit, r.Description})
-		}
-		return writeJSON(w, struct {
-			Rules []ruleJSON `json:"rules"`
-		}{out})
-	}
-	tw := newTableWriter()
-	tw.AppendHeader(table.Row{"Rule", "Severity", "Threshold", "Description"})
-	for _, r := range rs {
-		tw.AppendRow(table.Row{r.ID, r.Severity.String(), formatThreshold(r.Threshold, r.Unit), r.Description})
-	}
-	renderTable(w, tw, format)
-	return nil
-}
-
-func formatThreshold(v float64, unit string) string {
-	switch unit {
-	case "bytes", "bytes_per_step":
-		s := fmt.Sprintf("%s (%s)", strconv.FormatFloat(v, 'f', -1, 64), unit)
-		return s
-	case "fraction":
-		return fmt.Sprintf("%g (%.0f%%)", v, 100*v)
-	}
-	return fmt.Sprintf("%g %s", v, unit)
 }

@@ -138,3 +138,52 @@ func worstLeakVerdict(vs []string) string {
 	}
 	return ""
 }
+
+// A rules file's smi.leak threshold is the one the verdict, the finding
+// and the exit code use, and it sets severity, not the verdict (as
+// memory.leak's does): the recorded 64 MiB-per-step leak under a 100 GiB
+// threshold is still LEAK in the verdict, its finding a warning, exit 0;
+// a 1 MiB threshold finds no leak in the healthy recordings.
+func TestSMILeakThresholdReachesTheVerdict(t *testing.T) {
+	dir := t.TempDir()
+	rulesFile := func(name, threshold string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("rules:\n  smi.leak:\n    threshold: "+threshold+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	leaky := memtest.Testdata("smi", "nvidia_smi_leak.csv")
+	smiLeak := func(out string) (verdict string, severities []string) {
+		var doc struct {
+			Findings []struct {
+				Rule     string `json:"rule"`
+				Severity string `json:"severity"`
+			} `json:"findings"`
+		}
+		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatalf("check JSON: %v\n%s", err, out)
+		}
+		for _, f := range doc.Findings {
+			if f.Rule == "smi.leak" {
+				severities = append(severities, f.Severity)
+			}
+		}
+		return checkLeakVerdict(t, out), severities
+	}
+	out, _, code := torchmem(t, "check", "--format", "json", leaky)
+	if v, sev := smiLeak(out); code != exitFindings || v != "leak" || !slices.Equal(sev, []string{"error"}) {
+		t.Fatalf("default threshold: exit %d, verdict %q, smi.leak findings %v; want 1, leak, [error]", code, v, sev)
+	}
+	out, _, code = torchmem(t, "check", "--format", "json", "--rules", rulesFile("high.yaml", "100GiB"), leaky)
+	if v, sev := smiLeak(out); code != exitOK || v != "leak" || !slices.Equal(sev, []string{"warning"}) {
+		t.Errorf("100 GiB threshold: exit %d, verdict %q, smi.leak findings %v; want 0, leak, [warning]", code, v, sev)
+	}
+	low := rulesFile("low.yaml", "1MiB")
+	for _, healthy := range []string{memtest.Testdata("smi", "per_process", "healthy", "nvidia_smi.csv"), memtest.Testdata("gpu", "nvidia_smi", "nvidia_smi.csv")} {
+		out, _, code := torchmem(t, "check", "--format", "json", "--rules", low, healthy)
+		if v, sev := smiLeak(out); code != exitOK || v == "leak" || len(sev) > 0 {
+			t.Errorf("%s at 1 MiB: exit %d, verdict %q, smi.leak findings %v; want no leak", healthy, code, v, sev)
+		}
+	}
+}

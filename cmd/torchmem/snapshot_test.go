@@ -144,18 +144,6 @@ func TestSnapshotCommandBadInput(t *testing.T) {
 	}
 }
 
-func TestCppShortName(t *testing.T) {
-	for in, want := range map[string]string{
-		"at::(anonymous namespace)::structured_mm_out_cuda_functional::set_output_raw_strided(long, c10::ArrayRef<long>)": "at::structured_mm_out_cuda_functional::set_output_raw_strided",
-		"at::cuda::setWorkspaceForHandle(cublasContext*, c10::cuda::CUDAStream)":                                          "at::cuda::setWorkspaceForHandle",
-		"_start": "_start",
-	} {
-		if got := cppShortName(in); got != want {
-			t.Errorf("cppShortName(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // TestSnapshotCommandGolden pins the whole table rendering for one real
 // snapshot; run `go test ./cmd/torchmem -run Golden -update` after an
 // intended change and review the diff.

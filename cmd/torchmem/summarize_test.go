@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/chrometrace/ranksynth"
+	"github.com/torchmem/torchmem/cmd/internal/report"
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/memtimeline/memtest"
 	"github.com/torchmem/torchmem/rules"
@@ -104,13 +105,13 @@ func TestSummariesGiveTheSameVerdicts(t *testing.T) {
 func TestSummaryLeakReportMatchesTrace(t *testing.T) {
 	dir := memtest.Testdata("gpu", "ddp_one_rank_leaks")
 	sums := summarizeDir(t, dir)
-	leaksJSON := func(args ...string) []rankLeakJSON {
+	leaksJSON := func(args ...string) []report.RankLeakJSON {
 		out, errOut, code := torchmem(t, append([]string{"leaks", "--format", "json"}, args...)...)
 		if code == exitBadInput {
 			t.Fatal(errOut)
 		}
 		var doc struct {
-			Ranks []rankLeakJSON `json:"ranks"`
+			Ranks []report.RankLeakJSON `json:"ranks"`
 		}
 		decodeJSON(t, out, &doc)
 		return doc.Ranks

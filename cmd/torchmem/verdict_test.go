@@ -8,7 +8,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/torchmem/torchmem/cmd/internal/render"
+	"github.com/torchmem/torchmem/cmd/internal/report"
 	"github.com/torchmem/torchmem/memtimeline/memtest"
 )
 
@@ -47,7 +47,7 @@ func TestTextFitsTheWidthAndKeepsEverything(t *testing.T) {
 				out, _, _ := torchmem(t, args...)
 				for _, l := range strings.Split(out, "\n") {
 					limit := cols
-					if render.IsTableLine(l) {
+					if report.IsTableLine(l) {
 						limit = max(cols, 80) // number columns need their room below 80
 					}
 					if n := utf8.RuneCountInString(l); n > limit {
@@ -60,18 +60,6 @@ func TestTextFitsTheWidthAndKeepsEverything(t *testing.T) {
 }
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
-
-func TestShortOp(t *testing.T) {
-	for in, want := range map[string]string{
-		"autograd::engine::evaluate_function: AddmmBackward0": "autograd: AddmmBackward0",
-		"Optimizer.step#Adam.step":                            "optimizer: Adam.step",
-		"aten::mm":                                            "aten::mm",
-	} {
-		if got := shortOp(in); got != want {
-			t.Errorf("shortOp(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
 
 // check and analyze carry the verdicts in JSON with every source's figure.
 func TestVerdictJSON(t *testing.T) {

@@ -29,11 +29,22 @@ const (
 // AllocConfExpandable is the allocator setting most fixes name: segments
 // that grow in place instead of new ones beside them. Every advice that
 // names it uses this constant, so it is written once.
-const AllocConfExpandable = "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+const AllocConfExpandable = "PYTORCH_CUDA_ALLOC_CONF=" + ExpandableSegments
+
+// ExpandableSegments is that setting as the advice names it inline.
+const ExpandableSegments = "expandable_segments:True"
+
+// AdviceLowerPeak is what to do when the allocator had to flush its cache
+// to serve a request (a cudaMalloc retry): memory is nearly full.
+const AdviceLowerPeak = "lower the peak or use " + ExpandableSegments
 
 // AdviceSplitFree is what to try when free memory is split inside used
 // segments (a snapshot's inactive split, memory_summary's non-releasable).
 const AdviceSplitFree = "Try " + AllocConfExpandable + ", or max_split_size_mb to stop large blocks being split; pre-allocate buffers of fixed sizes."
+
+// AdviceSnapshotShowsSplit says where to look next when a memory_summary()
+// log shows split free memory but not where it is.
+const AdviceSnapshotShowsSplit = "An allocator snapshot (torchmem snapshot) shows which segments hold the split blocks."
 
 // What to try for each fragmentation signal.
 const (
@@ -42,8 +53,8 @@ const (
 	AdviceExpandableSegments = "Set " + AllocConfExpandable + ": segments grow in place, so freed memory is reusable for requests of any size."
 	AdviceMaxSplitSize       = "Or set PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:<N> (e.g. 128) so large cached blocks are not split for smaller requests; allocate long-lived large tensors first."
 	AdviceNoEmptyCache       = "Remove torch.cuda.empty_cache() from the loop: every call gives segments back that the next step takes again with cudaMalloc, which synchronizes the device."
-	AdviceAllocRetry         = "cudaFree without empty_cache() means a cudaMalloc failed and the allocator freed its cache to retry (num_alloc_retries in torch.cuda.memory_stats()): memory is nearly full; lower the peak or use expandable_segments:True."
-	AdviceSteadyMalloc       = "New segments after the first step without a new peak mean cached blocks did not fit the requests: try expandable_segments:True, and keep tensor shapes stable from step to step."
+	AdviceAllocRetry         = "cudaFree without empty_cache() means a cudaMalloc failed and the allocator freed its cache to retry (num_alloc_retries in torch.cuda.memory_stats()): memory is nearly full; " + AdviceLowerPeak + "."
+	AdviceSteadyMalloc       = "New segments after the first step without a new peak mean cached blocks did not fit the requests: try " + ExpandableSegments + ", and keep tensor shapes stable from step to step."
 )
 
 // Options tune the fragmentation detector. Each signal has its own
@@ -202,6 +213,21 @@ type ReservedDrop struct {
 	// AllocRetry: reserved fell at an allocation that made a new segment,
 	// a cudaMalloc that failed, freed the cache and was retried.
 	AllocRetry bool `json:"alloc_retry,omitempty"`
+}
+
+// Cause says why reserved memory fell: what gave the cached segments
+// back. Every view of a drop (frag's table, annotate's markers) says it
+// in these words.
+func (d ReservedDrop) Cause() string {
+	switch {
+	case d.OOMRetry:
+		return "cache freed to retry a request that then failed (OOM)"
+	case d.AllocRetry:
+		return "cudaMalloc retry: a cudaMalloc failed, the allocator freed its cache and retried"
+	case d.EmptyCache:
+		return "torch.cuda.empty_cache()"
+	}
+	return "cached segments given back"
 }
 
 // SegmentCalls sums the caching allocator's calls into the CUDA runtime.

@@ -527,3 +527,21 @@ func TestFragPoolAwareMisses(t *testing.T) {
 		t.Errorf("small pool %+v", p)
 	}
 }
+
+// A reserved drop's cause is said once, most specific first: an OOM
+// retry, then a cudaMalloc retry, then empty_cache().
+func TestReservedDropCause(t *testing.T) {
+	for _, c := range []struct {
+		d    frag.ReservedDrop
+		want string
+	}{
+		{frag.ReservedDrop{OOMRetry: true, AllocRetry: true, EmptyCache: true}, "cache freed to retry a request that then failed (OOM)"},
+		{frag.ReservedDrop{AllocRetry: true, EmptyCache: true}, "cudaMalloc retry: a cudaMalloc failed, the allocator freed its cache and retried"},
+		{frag.ReservedDrop{EmptyCache: true}, "torch.cuda.empty_cache()"},
+		{frag.ReservedDrop{}, "cached segments given back"},
+	} {
+		if got := c.d.Cause(); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.d, got, c.want)
+		}
+	}
+}

@@ -1,4 +1,4 @@
-package main
+package report
 
 // The checklist section: after the verdict block, every item of the
 // field's checklist with pass / fail / not measurable (rules.Checklist).
@@ -53,7 +53,7 @@ func writeChecklistMarkdown(w io.Writer, ev *rules.Evaluation) {
 			title = "**Checklist: " + mdEscape(cl.Name) + "**"
 		}
 		fmt.Fprintf(w, "%s\n\n", title)
-		tw := newTableWriter()
+		tw := NewTable()
 		tw.AppendHeader(table.Row{"Item", "Result", "Found", "To measure it, record"})
 		for _, it := range items {
 			tw.AppendRow(table.Row{it.Item, icons[it.Status], it.Detail, it.Record})

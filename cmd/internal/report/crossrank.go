@@ -1,4 +1,4 @@
-package main
+package report
 
 import (
 	"fmt"
@@ -50,13 +50,13 @@ func writeCrossRank(w io.Writer, cr *rules.CrossRank, format string) {
 	if cr == nil {
 		return
 	}
-	if format == formatMarkdown {
+	if format == Markdown {
 		fmt.Fprintf(w, "**Across ranks:** %s\n\n", mdEscape(cr.Headline))
 	} else {
 		fmt.Fprintf(w, "ACROSS RANKS  %s\n", cr.Headline)
 	}
 	rows, hidden := crossRankRows(cr)
-	tw := newTableWriter()
+	tw := NewTable()
 	tw.AppendHeader(table.Row{"Rank", "Leak", "Per step", "Peak allocated", "Step time", "Differs from the others"})
 	for _, r := range rows {
 		tw.AppendRow(table.Row{r.Rank, r.Leak, memtimeline.FormatBytes(r.BytesPerStep), memtimeline.FormatBytes(r.PeakAllocatedBytes), stepTime(r.StepTimeNs), strings.Join(r.Differs, "; ")})
@@ -65,6 +65,6 @@ func writeCrossRank(w io.Writer, cr *rules.CrossRank, format string) {
 		tw.AppendRow(table.Row{"…", fmt.Sprintf("%d more ranks like the others", hidden), "", "", "", ""})
 	}
 	tw.SetColumnConfigs([]table.ColumnConfig{{Number: 3, Align: text.AlignRight}, {Number: 4, Align: text.AlignRight}, {Number: 5, Align: text.AlignRight}})
-	renderTable(w, tw, format)
+	Table(w, tw, format)
 	fmt.Fprintln(w)
 }

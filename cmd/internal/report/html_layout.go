@@ -1,8 +1,11 @@
-package main
+package report
 
 import (
 	"github.com/torchmem/torchmem/rules"
 )
+
+// kindTimeline is the kind of an export_memory_timeline input.
+const kindTimeline = "memory-timeline"
 
 // reportChartGroup is a set of charts shown one at a time behind a device
 // selector; Group names the set for the selector's script.

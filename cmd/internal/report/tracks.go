@@ -1,4 +1,4 @@
-package main
+package report
 
 import (
 	"cmp"
@@ -35,8 +35,9 @@ type traceEvent struct {
 // filter them (and a reader can tell them from the profiler's).
 const annotateCat = "torchmem"
 
-// annotation is what annotate adds, counted by kind for the summary line.
-type annotation struct {
+// Tracks are the events torchmem annotate adds to a trace, counted by
+// kind for its summary line.
+type Tracks struct {
 	Events                  [][]byte
 	Counters, Markers, Leak int
 }
@@ -59,13 +60,13 @@ func lane(t *chrometrace.Trace, id chrometrace.StrID, num int64) any {
 	return t.Str(id)
 }
 
-// annotateTrace builds the added events for one trace: allocated and
-// reserved per GPU, the bytes each leak kept so far, and markers for the
-// out-of-memory errors, the leak's steps, the allocator's cache releases
-// and the idle gaps the rules found.
-func annotateTrace(in *rules.Input, findings []rules.Finding) (annotation, error) {
+// NewTracks builds the events to add to one trace, the answer as
+// Perfetto draws it: allocated and reserved per GPU, the bytes each leak
+// kept so far, and markers for the out-of-memory errors, the leak's steps,
+// the allocator's cache releases and the idle gaps the rules found.
+func NewTracks(in *rules.Input, findings []rules.Finding) (Tracks, error) {
 	t := in.Trace
-	var a annotation
+	var a Tracks
 	add := func(e traceEvent) error {
 		b, err := json.Marshal(e)
 		if err != nil {
@@ -193,16 +194,7 @@ func annotateTrace(in *rules.Input, findings []rules.Finding) (annotation, error
 	// Reserved memory that fell: the allocator gave cached segments back,
 	// to retry a cudaMalloc that failed or under empty_cache().
 	for _, d := range in.Frag().ReservedDrops {
-		why := "cached segments given back"
-		switch {
-		case d.OOMRetry:
-			why = "cache freed to retry a request that then failed (OOM)"
-		case d.AllocRetry:
-			why = "cudaMalloc retry: a cudaMalloc failed, the allocator freed its cache and retried"
-		case d.EmptyCache:
-			why = "torch.cuda.empty_cache()"
-		}
-		if err := add(traceEvent{Name: fmt.Sprintf("reserved -%s: %s", memtimeline.FormatBytes(d.Bytes), why), Cat: annotateCat, Ph: "i", Scope: "g",
+		if err := add(traceEvent{Name: fmt.Sprintf("reserved -%s: %s", memtimeline.FormatBytes(d.Bytes), d.Cause()), Cat: annotateCat, Ph: "i", Scope: "g",
 			TS: microsTS(d.TS), Pid: firstPid, Tid: 0,
 			Args: map[string]any{"released_bytes": d.Bytes, "reserved_after_bytes": d.ReservedAfter, "cuda_free_calls": d.CudaFreeCalls}}); err != nil {
 			return a, err

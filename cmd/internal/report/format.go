@@ -1,9 +1,4 @@
-// Package render is torchmem's one rendering layer below the commands:
-// the output formats, every table (escaped for its medium and fitted to
-// the width), JSON documents (one schema version, lists never null) and
-// text wrapped at the width with a hanging indent. Commands build what
-// they show and hand it here; they escape nothing themselves.
-package render
+package report
 
 import (
 	"fmt"
@@ -24,6 +19,7 @@ const (
 	CSV      = "csv"
 	Markdown = "markdown"
 	SARIF    = "sarif"
+	HTML     = "html"
 )
 
 // IsTerminal reports whether f is an interactive terminal; progress and

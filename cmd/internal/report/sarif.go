@@ -1,92 +1,15 @@
-package main
+package report
 
 import (
-	"fmt"
 	"io"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 
-	"github.com/jedib0t/go-pretty/v6/table"
 	"github.com/torchmem/torchmem/cmd/internal/escape"
 	"github.com/torchmem/torchmem/rules"
 )
-
-// verdictLine is the one line a PR comment or CI log starts with.
-func verdictLine(ev *rules.Evaluation) string {
-	status := "PASS"
-	if !ev.Passed() {
-		status = "FAIL"
-	}
-	return fmt.Sprintf("torchmem: %s: %d errors, %d warnings, %d notes in %d inputs", status, ev.Errors, ev.Warnings, ev.Notes, len(ev.Inputs))
-}
-
-func writeFindingsText(w io.Writer, fs []rules.Finding) {
-	if len(fs) == 0 {
-		fmt.Fprintln(w, "No findings.")
-		return
-	}
-	for _, f := range fs {
-		fmt.Fprintf(w, "[%s] %s: %s\n", strings.ToUpper(f.Severity.String()), f.Rule, f.Title)
-		if f.Location != nil {
-			fmt.Fprintf(w, "    at %s", f.Location)
-			if f.Location.Function != "" {
-				fmt.Fprintf(w, " (%s)", f.Location.Function)
-			}
-			fmt.Fprintln(w)
-		}
-		if f.Detail != "" {
-			fmt.Fprintf(w, "    %s\n", f.Detail)
-		}
-		if f.Advice != "" {
-			fmt.Fprintf(w, "    what to do: %s\n", f.Advice)
-		}
-		if f.Source != "" {
-			fmt.Fprintf(w, "    in %s\n", f.Source)
-		}
-	}
-}
-
-// writeFindingsMarkdown fits $GITHUB_STEP_SUMMARY and PR comments: a
-// verdict line, then a table.
-func writeFindingsMarkdown(w io.Writer, ev *rules.Evaluation) {
-	fs := ev.Findings
-	icon := "✅"
-	if !ev.Passed() {
-		icon = "❌"
-	}
-	fmt.Fprintf(w, "%s **%s**\n\n", icon, verdictLine(ev))
-	writeVerdictMarkdown(w, ev.Verdicts) // the answer before the table
-	writeChecklistMarkdown(w, ev)
-	if len(fs) == 0 {
-		return
-	}
-	tw := newTableWriter()
-	tw.AppendHeader(table.Row{"Severity", "Rule", "Finding", "Where", "What to do"})
-	for _, f := range fs {
-		var where string
-		switch {
-		case f.Location != nil:
-			where = escape.MarkdownCode(f.Location.String())
-			if f.Operator != "" {
-				where += " via " + escape.MarkdownCode(f.Operator)
-			}
-		case f.Operator != "":
-			where = escape.MarkdownCode(f.Operator)
-		}
-		tw.AppendRow(table.Row{f.Severity.String(), escape.MarkdownText(escape.MarkdownCode(f.Rule)), f.Title, escape.MarkdownText(where), f.Advice})
-	}
-	fmt.Fprintln(w, tw.RenderMarkdown())
-}
-
-// mdEscape escapes text from the inputs for Markdown outside tables
-// (table cells are escaped by the table itself: see render.NewTable).
-func mdEscape(s string) string { return escape.Markdown(s) }
-
-// mdCode shows a name from the inputs as a Markdown code span that no
-// character of the name can close.
-func mdCode(s string) string { return escape.MarkdownCode(s) }
 
 // SARIF 2.1.0, enough for GitHub code scanning: findings with a Python
 // file:line annotate that line in the pull request.
@@ -163,9 +86,9 @@ func sarifLevel(s rules.Severity) string {
 	return "note"
 }
 
-// sourceRootDefault is the git work tree holding the current directory
+// DefaultSourceRoot is the git work tree holding the current directory
 // (the nearest parent with a .git entry), else the current directory.
-func sourceRootDefault() string {
+func DefaultSourceRoot() string {
 	cwd, err := os.Getwd()
 	if err != nil {
 		return "."
@@ -224,7 +147,7 @@ func sarifRootURI(root string) string {
 // writeSARIF writes findings as SARIF 2.1.0 with artifact URIs relative to
 // root (SRCROOT), so that code scanning annotates the line in the
 // repository. A location outside root is named in the message instead.
-func writeSARIF(w io.Writer, fs []rules.Finding, rs []rules.Rule, root string) error {
+func writeSARIF(w io.Writer, fs []rules.Finding, rs []rules.Rule, root, version string) error {
 	if abs, err := filepath.Abs(root); err == nil {
 		root = abs
 	}
@@ -258,7 +181,7 @@ func writeSARIF(w io.Writer, fs []rules.Finding, rs []rules.Rule, root string) e
 		res.Message = sarifText{msg}
 		run.Results = append(run.Results, res)
 	}
-	return writeJSON(w, sarifLog{Schema: "https://json.schemastore.org/sarif-2.1.0.json", Version: "2.1.0", Runs: []sarifRun{run}})
+	return WriteJSON(w, sarifLog{Schema: "https://json.schemastore.org/sarif-2.1.0.json", Version: "2.1.0", Runs: []sarifRun{run}})
 }
 
 // absPath makes an input path given on the command line absolute (it is

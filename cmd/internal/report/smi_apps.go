@@ -1,4 +1,4 @@
-package main
+package report
 
 import (
 	"fmt"
@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jedib0t/go-pretty/v6/table"
-	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/smi"
 	"github.com/torchmem/torchmem/rules"
@@ -46,13 +45,13 @@ type smiAppsJSON struct {
 	Analysis smi.AppsAnalysis `json:"analysis"`
 }
 
-// renderSMIApps renders the per-process log's analysis beside its GPU
+// writeSMIApps writes the per-process log's analysis beside its GPU
 // log (the Evaluation's memoized one); the exit status is the
 // Evaluation's, not the table's.
-func renderSMIApps(out io.Writer, format string, in, gpu *rules.Input) error {
+func writeSMIApps(out io.Writer, format string, in, gpu *rules.Input) error {
 	a, log, withGPU := in.AppsAnalysisBeside(gpu), in.SMIApps, gpu != nil
 	switch format {
-	case formatJSON:
+	case JSON:
 		w := log.Warnings
 		if w == nil {
 			w = []string{}
@@ -60,16 +59,16 @@ func renderSMIApps(out io.Writer, format string, in, gpu *rules.Input) error {
 		if a.Processes == nil {
 			a.Processes = []smi.ProcessReport{}
 		}
-		return writeJSON(out, smiAppsJSON{File: in.Source, Kind: string(load.SMIApps), GPULog: withGPU, Columns: log.Columns,
+		return WriteJSON(out, smiAppsJSON{File: in.Source, Kind: in.Kind, GPULog: withGPU, Columns: log.Columns,
 			Rows: log.Rows, Rounds: log.Rounds, Warnings: w, Analysis: a})
-	case formatMarkdown:
-		return writeMarkdownFenced(out, in.Source, func(w io.Writer) error { renderSMIAppsTable(w, in.Source, log, withGPU, a); return nil })
+	case Markdown:
+		return MarkdownFenced(out, in.Source, func(w io.Writer) error { writeSMIAppsTable(w, in.Source, log, withGPU, a); return nil })
 	}
-	renderSMIAppsTable(out, in.Source, log, withGPU, a)
+	writeSMIAppsTable(out, in.Source, log, withGPU, a)
 	return nil
 }
 
-func renderSMIAppsTable(w io.Writer, path string, log *smi.AppsLog, withGPU bool, a smi.AppsAnalysis) {
+func writeSMIAppsTable(w io.Writer, path string, log *smi.AppsLog, withGPU bool, a smi.AppsAnalysis) {
 	when := "one query"
 	if log.Rounds > 1 {
 		when = fmt.Sprintf("%d sampling rounds", log.Rounds)
@@ -91,7 +90,7 @@ func renderSMIAppsTable(w io.Writer, path string, log *smi.AppsLog, withGPU bool
 		}
 		return t.Format("15:04:05.000")
 	}
-	t := newTableWriter()
+	t := NewTable()
 	t.AppendHeader(table.Row{"pid", "process", "GPU", "first", "last", "peak", "last value", "state"})
 	for _, p := range a.Processes {
 		gpu := p.GPUKey

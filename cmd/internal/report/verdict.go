@@ -1,4 +1,4 @@
-package main
+package report
 
 import (
 	"cmp"
@@ -11,7 +11,6 @@ import (
 	"github.com/jedib0t/go-pretty/v6/text"
 
 	"github.com/torchmem/torchmem/chrometrace"
-	"github.com/torchmem/torchmem/cmd/internal/render"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules"
 )
@@ -19,9 +18,6 @@ import (
 // The verdict block: what a user reads first, before any table. It is
 // rules.Verdict (computed once per run and rank) rendered for the
 // terminal, Markdown and HTML; JSON carries the structure itself.
-
-// termWidth is the width text output fits (render.Width).
-func termWidth() int { return render.Width() }
 
 // shortOp shortens operator names for narrow tables: autograd's wrapper
 // names keep the node ("autograd::engine::evaluate_function: AddmmBackward0"
@@ -37,18 +33,6 @@ func shortOp(name string) string {
 		}
 	}
 	return name
-}
-
-// shorten cuts s to n display cells, marking the cut with "…".
-func shorten(s string, n int) string {
-	if n <= 1 || text.StringWidthWithoutEscSequences(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	for len(r) > 0 && text.StringWidthWithoutEscSequences(string(r))+1 > n {
-		r = r[:len(r)-1]
-	}
-	return string(r) + "…"
 }
 
 // wrapEntry wraps "LABEL  text" to width with a hanging indent under
@@ -341,4 +325,19 @@ func writeVerdictMarkdown(w io.Writer, vs []rules.Verdict) {
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// gpuEntries are the verdict's GPU lines: nvidia-smi split by torch's
+// numbers (GPU), and who holds the memory (PROC).
+func gpuEntries(g *rules.GPUAnswer) (labels, texts []string) {
+	if g == nil {
+		return nil, nil
+	}
+	if g.Split != "" {
+		labels, texts = append(labels, "GPU"), append(texts, g.Split)
+	}
+	if g.Processes != "" {
+		labels, texts = append(labels, "PROC"), append(texts, g.Processes)
+	}
+	return labels, texts
 }

@@ -1,0 +1,198 @@
+package report
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/jedib0t/go-pretty/v6/table"
+	"github.com/jedib0t/go-pretty/v6/text"
+	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/memsummary"
+	"github.com/torchmem/torchmem/memtimeline/snapshot"
+	"github.com/torchmem/torchmem/rules"
+)
+
+// InputAnalysis is one input's section of analyze (and its --format json
+// document's inputs[]).
+type InputAnalysis struct {
+	Source    string               `json:"source"`
+	Kind      string               `json:"kind"`
+	Summary   *chrometrace.Summary `json:"summary,omitempty"`
+	Operators []OperatorRow        `json:"operators,omitempty"`
+	Sites     []SiteRow            `json:"sites,omitempty"`
+	Leaks     *rules.LeakReport    `json:"leaks,omitempty"`
+	Frag      *fragSummary         `json:"fragmentation,omitempty"`
+	// MemorySummary: a memory_summary() log's allocator figures per device.
+	MemorySummary []memsummary.Frag `json:"memory_summary,omitempty"`
+	Findings      []rules.Finding   `json:"findings"`
+
+	in *rules.Input
+}
+
+// fragSummary is the fragmentation verdict in analyze's output; the full
+// report is torchmem frag's.
+type fragSummary struct {
+	Verdict string   `json:"verdict"`
+	Reason  string   `json:"reason"`
+	Advice  []string `json:"advice,omitempty"`
+}
+
+// analyses are analyze's sections, one per input, top rows in each table.
+func analyses(ev *rules.Evaluation, top int) []InputAnalysis {
+	var results []InputAnalysis
+	for _, in := range ev.Inputs {
+		a := InputAnalysis{Source: in.Source, Kind: in.Kind, Findings: ev.FindingsFor(in.Source), in: in}
+		if in.Trace != nil || in.Digest != nil && in.Digest.TraceSummary != nil {
+			s := in.TraceSummary(-1)
+			a.Summary = &s
+			ops := slices.Clone(in.Operators())
+			slices.SortFunc(ops, func(x, y chrometrace.OperatorStats) int {
+				return cmp.Or(cmp.Compare(y.SelfDeviceMemory, x.SelfDeviceMemory), strings.Compare(x.Name, y.Name))
+			})
+			for _, r := range ops[:topN(top, len(ops))] {
+				if r.SelfDeviceMemory <= 0 {
+					break
+				}
+				a.Operators = append(a.Operators, OperatorRow{Name: r.Name, Calls: r.Calls, SelfDeviceMemoryBytes: r.SelfDeviceMemory,
+					DeviceMemoryBytes: r.DeviceMemory, Allocs: r.Allocs, AllocBytes: r.AllocBytes, MeanAllocBytes: meanAlloc(r)})
+			}
+			sites := in.Sites(AllocationSites)
+			slices.SortStableFunc(sites, func(x, y memtimeline.Site) int { return cmp.Compare(y.AllocBytes, x.AllocBytes) })
+			for _, s := range sites[:topN(top, len(sites))] {
+				a.Sites = append(a.Sites, SiteRow{Frames: s.Frames, Operator: s.Operator, ForwardOperator: s.ForwardOp,
+					AllocBytes: s.AllocBytes, LiveBytesAtEnd: s.LiveBytesAtEnd, LiveBytesAtPeak: s.LiveBytesAtPeak, Allocs: s.Allocs, LiveBlocksAtEnd: s.LiveBlocksAtEnd})
+			}
+			l := in.Leaks()
+			a.Leaks = &l
+			f := in.Frag()
+			a.Frag = &fragSummary{Verdict: f.Verdict, Reason: f.Reason, Advice: f.Advice}
+		}
+		if in.Summary != nil {
+			a.MemorySummary = in.Summary.Frag()
+		} else if in.Digest != nil {
+			a.MemorySummary = in.Digest.MemorySummaryFrag
+		}
+		if in.Snapshot != nil || in.Digest != nil && in.Kind == rules.SourceSnapshot {
+			l := in.SnapshotLeaks()
+			a.Leaks = &l
+		}
+		results = append(results, a)
+	}
+	return results
+}
+
+// analyzeJSON is analyze's --format json document.
+type analyzeJSON struct {
+	Verdicts   []rules.Verdict        `json:"verdicts"`
+	Checklists []rules.NamedChecklist `json:"checklists"`
+	// CrossRank compares the ranks (null with fewer than two, as in leaks).
+	CrossRank *rules.CrossRank `json:"cross_rank"`
+	Inputs    []InputAnalysis  `json:"inputs"`
+}
+
+// writeAnalyze is the one-screen diagnosis: the answer (verdicts, the
+// cross-rank view, the checklist) before each input's tables and the
+// findings.
+func (r *Report) writeAnalyze(w io.Writer) error {
+	ev := r.Eval
+	switch r.Format {
+	case JSON:
+		return WriteJSON(w, analyzeJSON{ev.Verdicts, ev.Checklists, ev.CrossRank, r.Inputs})
+	case Markdown:
+		writeFindingsMarkdown(w, ev)
+		writeCrossRank(w, ev.CrossRank, Markdown)
+	default:
+		writeVerdictText(w, ev.Verdicts, r.Width)
+		writeCrossRank(w, ev.CrossRank, Text)
+		writeChecklistText(w, ev)
+		for _, a := range r.Inputs {
+			writeAnalysisText(w, a)
+		}
+		fmt.Fprintln(w, "== Findings ==")
+		fmt.Fprintln(w, VerdictLine(ev))
+		writeFindingsText(w, ev.Findings)
+	}
+	return nil
+}
+func writeAnalysisText(w io.Writer, a InputAnalysis) {
+	in := a.in
+	fmt.Fprintf(w, "== %s (%s) ==\n", a.Source, a.Kind)
+	if a.Summary != nil {
+		writeTraceSummary(w, a.Source, in.Trace, *a.Summary)
+		if len(a.Operators) > 0 {
+			fmt.Fprintln(w, "Operators that keep the most GPU memory (Self CUDA Mem, as torch's key_averages):")
+			tw := NewTable()
+			tw.AppendHeader(table.Row{"Name", "Self CUDA Mem", "CUDA Mem", "# of Calls", "# Allocs"})
+			for _, r := range a.Operators {
+				tw.AppendRow(table.Row{shortOp(r.Name), memtimeline.FormatBytes(r.SelfDeviceMemoryBytes), memtimeline.FormatBytes(r.DeviceMemoryBytes), r.Calls, r.Allocs})
+			}
+			tw.SetColumnConfigs([]table.ColumnConfig{{Number: 2, Align: text.AlignRight}, {Number: 3, Align: text.AlignRight}})
+			fmt.Fprintln(w, tw.Render())
+		}
+		if len(a.Sites) > 0 {
+			fmt.Fprintln(w, "\nLines that allocate the most (innermost frame of your code):")
+			tw := NewTable()
+			tw.AppendHeader(table.Row{"Where", "Operator", "Allocated", "Live at end"})
+			for _, s := range a.Sites {
+				where := "(no Python stack)"
+				if len(s.Frames) > 0 {
+					where = s.Frames[len(s.Frames)-1]
+				}
+				op := s.Operator
+				if i := strings.Index(op, " > "); i >= 0 {
+					op = op[:i]
+				}
+				op = shortOp(op)
+				if s.ForwardOperator != "" && !strings.HasPrefix(op, "autograd: ") {
+					op += " (backward)"
+				}
+				tw.AppendRow(table.Row{where, op, memtimeline.FormatBytes(s.AllocBytes), memtimeline.FormatBytes(s.LiveBytesAtEnd)})
+			}
+			tw.SetColumnConfigs([]table.ColumnConfig{{Number: 3, Align: text.AlignRight}, {Number: 4, Align: text.AlignRight}})
+			fmt.Fprintln(w, tw.Render())
+		}
+	}
+	if d := in.Digest; d != nil {
+		switch in.Kind {
+		case rules.SourceSMI:
+			fmt.Fprintf(w, "nvidia-smi log: %d GPUs, %d rows\n", d.GPUs, d.Lines)
+		case rules.SourceSteps:
+			fmt.Fprintf(w, "Per-step memory log: %d lines\n", d.Lines)
+		}
+	}
+	if in.SMI != nil {
+		fmt.Fprintf(w, "nvidia-smi log: %d GPUs, %d rows\n", len(in.SMI.GPUs), in.SMI.Rows)
+	}
+	if a := in.SMIApps; a != nil {
+		fmt.Fprintf(w, "nvidia-smi per-process log: %d processes, %d sampling rounds, %d rows\n", len(a.Processes), a.Rounds, a.Rows)
+	}
+	if in.Summary != nil || in.Digest != nil && in.Kind == rules.SourceSummary {
+		if in.Summary != nil {
+			fmt.Fprintf(w, "memory_summary() log: %d tables in %d lines\n", len(in.Summary.Samples), in.Summary.Lines)
+		} else {
+			fmt.Fprintf(w, "memory_summary() log: %d tables in %d lines\n", in.Digest.Tables, in.Digest.Lines)
+		}
+		for _, d := range a.MemorySummary {
+			fmt.Fprintf(w, "  device %d: reserved %s, non-releasable %s (at most %.0f%% of reserved), %d cudaMalloc retries, %d OOMs\n",
+				d.Device, memtimeline.FormatBytes(d.ReservedBytes), memtimeline.FormatBytes(d.NonReleasableBytes), 100*d.NonReleasableFraction, d.Retries, d.OOMs)
+		}
+	} else if in.StepLog != nil {
+		fmt.Fprintf(w, "Per-step memory log: %d lines\n", in.StepLog.Lines)
+	}
+	if in.Snapshot != nil || in.Digest != nil && in.Digest.SnapshotStats != nil {
+		var st snapshot.Stats
+		if in.Digest != nil {
+			st = *in.Digest.SnapshotStats
+		} else {
+			st = in.SnapshotReport().Stats
+		}
+		fmt.Fprintf(w, "Allocator snapshot: reserved %s, allocated %s, inactive split %s, largest free block %s, %d segments\n",
+			memtimeline.FormatBytes(st.ReservedBytes), memtimeline.FormatBytes(st.AllocatedBytes), memtimeline.FormatBytes(st.InactiveSplitBytes),
+			memtimeline.FormatBytes(st.LargestFreeBlock), st.Segments)
+	}
+	fmt.Fprintln(w)
+}
