@@ -292,7 +292,7 @@ func (ev *Evaluation) Leaking() bool {
 }
 
 // leakRuleOf is the leak rule that judges evidence of a source kind.
-func leakRuleOf(kind string) string {
+func leakRuleOf(kind SourceKind) string {
 	switch kind {
 	case SourceSnapshot:
 		return "snapshot.leak"

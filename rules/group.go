@@ -251,7 +251,7 @@ func MergeLeakFindings(vs []Verdict, fs []Finding) []Finding {
 			}
 			f.Metrics["bytes_per_step"] = float64(l.BytesPerStep)
 			for _, e := range l.Evidence {
-				f.Metrics[e.Kind+"_bytes_per_step"] = float64(e.BytesPerStep)
+				f.Metrics[string(e.Kind)+"_bytes_per_step"] = float64(e.BytesPerStep)
 			}
 		}
 		merged[keep] = f

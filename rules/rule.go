@@ -83,13 +83,15 @@ type Finding struct {
 }
 
 // Input is what rules look at: one input file of any kind torchmem
-// reads (one of the fields is set), with analyses computed on first use and
-// shared between rules.
+// reads, with analyses computed on first use and shared between rules.
+// Make one with NewInput (or NewDigestInput): the field of its Kind is set
+// (a memory-summary input's StepLog too), the others are nil.
 type Input struct {
 	Source string
-	// Kind is what the loader found the file to be ("trace", "snapshot",
-	// "nvidia-smi", "steps", "memory-timeline", "memory-summary").
-	Kind string
+	// Kind is what the file holds (NewInput sets it from the data; for a
+	// Digest, the kind of the file it was made from). Code that differs by
+	// kind asks InputKind or Is, not which field is nil.
+	Kind SourceKind
 	// Rank is the distributed rank, or -1 when unknown.
 	Rank     int64
 	Trace    *chrometrace.Trace

@@ -24,19 +24,10 @@ import (
 // per run and rank from the inputs' memoized analyses and rendered by every
 // output format (text, Markdown, JSON, HTML) from this one structure.
 
-// Leak sources, in the order a tie between them is settled.
-const (
-	SourceSteps    = "steps"
-	SourceTrace    = "trace"
-	SourceSnapshot = "snapshot"
-	SourceSMI      = "nvidia-smi"
-	SourceSummary  = "memory-summary"
-)
-
 // LeakEvidence is what one input says about growth step over step.
 type LeakEvidence struct {
-	Source string `json:"source"` // the file
-	Kind   string `json:"input"`  // SourceSteps, SourceTrace, ...
+	Source string     `json:"source"` // the file
+	Kind   SourceKind `json:"input"`  // SourceSteps, SourceTrace, ...
 	// Verdict is leak.VerdictLeak, leak.VerdictClean or leak.VerdictUnknown.
 	Verdict      string `json:"verdict"`
 	BytesPerStep int64  `json:"bytes_per_step"`
@@ -220,28 +211,6 @@ func (in *Input) rankOrContents() int64 {
 	return r
 }
 
-// InputKind names what an input holds, as the verdict's sources say it.
-func (in *Input) InputKind() string {
-	if in.Kind != "" {
-		return in.Kind // the loader's word
-	}
-	switch {
-	case in.Trace != nil:
-		return SourceTrace
-	case in.Snapshot != nil:
-		return SourceSnapshot
-	case in.StepLog != nil:
-		return SourceSteps
-	case in.SMI != nil:
-		return SourceSMI
-	case in.Timeline != nil:
-		return "memory-timeline"
-	case in.Summary != nil:
-		return SourceSummary
-	}
-	return "unknown"
-}
-
 // LeakEvidence is what this input says about leaks (memoized).
 func (in *Input) LeakEvidence() []LeakEvidence {
 	return Memo(in, "verdict:leak-evidence", func() []LeakEvidence { return leakEvidence(in) })
@@ -301,7 +270,7 @@ func leakEvidence(in *Input) []LeakEvidence {
 }
 
 // reportEvidence is the evidence of a trace or snapshot leak report.
-func reportEvidence(in *Input, kind string, rep leak.Report) LeakEvidence {
+func reportEvidence(in *Input, kind SourceKind, rep leak.Report) LeakEvidence {
 	e := LeakEvidence{Source: in.Source, Kind: kind, Verdict: rep.Verdict, BytesPerStep: rep.GrowthBytesPerStep, Reason: rep.Reason, R2: 1, FirstStep: -1, LastStep: -1}
 	for _, s := range rep.Steps {
 		if e.Steps == 0 {
@@ -394,7 +363,7 @@ func summaryEvidence(in *Input) []LeakEvidence {
 // sourceRank orders sources when their step counts tie: a step log fits a
 // line through every step, a snapshot's history sees every allocation, a
 // trace a window, nvidia-smi only the whole process.
-func sourceRank(kind string) int {
+func sourceRank(kind SourceKind) int {
 	switch kind {
 	case SourceSteps:
 		return 0
@@ -554,7 +523,7 @@ func judgeLeak(ev []LeakEvidence) LeakAnswer {
 // kindCount counts the evidence of each kind: a source is named by its
 // kind alone ("the step log") when it is the only one of that kind, by its
 // file otherwise.
-type kindCount map[string]int
+type kindCount map[SourceKind]int
 
 func countKinds(ev []LeakEvidence) kindCount {
 	k := kindCount{}
@@ -567,7 +536,7 @@ func countKinds(ev []LeakEvidence) kindCount {
 // name is how a sentence names the evidence's source.
 func (k kindCount) name(e LeakEvidence) string {
 	if k[e.Kind] > 1 {
-		return e.Kind + " " + filepath.Base(e.Source)
+		return string(e.Kind) + " " + filepath.Base(e.Source)
 	}
 	switch e.Kind {
 	case SourceSteps:
@@ -577,7 +546,7 @@ func (k kindCount) name(e LeakEvidence) string {
 	case SourceSMI:
 		return "nvidia-smi"
 	}
-	return "the " + e.Kind
+	return "the " + string(e.Kind)
 }
 
 func (k kindCount) figures(es []LeakEvidence) string {

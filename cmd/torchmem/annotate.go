@@ -71,7 +71,10 @@ func runAnnotate(stdout, stderr io.Writer, trace, output, rulesFile string) erro
 	if err != nil {
 		return err
 	}
-	in := ruleInput(files[0])
+	in, err := ruleInput(files[0])
+	if err != nil {
+		return err
+	}
 	if in.Trace == nil {
 		return badInput(fmt.Errorf("%s: not a trace", trace))
 	}

@@ -20,7 +20,7 @@ import (
 // document's inputs[]).
 type InputAnalysis struct {
 	Source    string               `json:"source"`
-	Kind      string               `json:"kind"`
+	Kind      rules.SourceKind     `json:"kind"`
 	Summary   *chrometrace.Summary `json:"summary,omitempty"`
 	Operators []OperatorRow        `json:"operators,omitempty"`
 	Sites     []SiteRow            `json:"sites,omitempty"`

@@ -54,7 +54,7 @@ type reportTable struct {
 
 type reportInput struct {
 	Source    string
-	Kind      string
+	Kind      rules.SourceKind
 	Summary   []reportKV
 	Charts    []reportChart
 	Leak      *rules.LeakReport

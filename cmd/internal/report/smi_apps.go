@@ -36,7 +36,7 @@ func gpuInputBeside(in *rules.Input, ins []*rules.Input) *rules.Input {
 // smiAppsJSON is --format json for a compute-apps log.
 type smiAppsJSON struct {
 	File     string           `json:"file"`
-	Kind     string           `json:"kind"`
+	Kind     rules.SourceKind `json:"kind"`
 	GPULog   bool             `json:"with_gpu_log"`
 	Columns  []string         `json:"columns"`
 	Rows     int              `json:"rows"`
