@@ -38,10 +38,8 @@ func init() {
 		Severity:    Error,
 		Threshold:   1 << 20,
 		Unit:        "bytes_per_step",
+		Reads:       []SourceKind{SourceTrace},
 		Check: func(r *Rule, in *Input) []Finding {
-			if in.Trace == nil {
-				return nil
-			}
 			return leakFindings(in.Leaks(), r.Threshold)
 		},
 	})
@@ -51,8 +49,9 @@ func init() {
 		Severity:    Error,
 		Threshold:   1,
 		Unit:        "events",
+		Reads:       []SourceKind{SourceTrace},
 		Check: func(r *Rule, in *Input) []Finding {
-			if in.Trace == nil || float64(len(in.Trace.OOMs)) < r.Threshold {
+			if float64(len(in.Trace.OOMs)) < r.Threshold {
 				return nil
 			}
 			o := in.Trace.OOMs[0]
@@ -72,7 +71,8 @@ func init() {
 		Severity:  Warning,
 		Threshold: 1 << 30,
 		Unit:      "bytes",
-		Check:     traceOnly(checkOpSelfLimit),
+		Reads:     []SourceKind{SourceTrace},
+		Check:     checkOpSelfLimit,
 	})
 	Register(&Rule{
 		ID: RuleOpSelfPerStep,
@@ -81,7 +81,8 @@ func init() {
 		Severity:  Info,
 		Threshold: 1 << 30,
 		Unit:      "bytes_per_step",
-		Check:     traceOnly(checkOpSelfPerStep),
+		Reads:     []SourceKind{SourceTrace},
+		Check:     checkOpSelfPerStep,
 	})
 	Register(&Rule{
 		ID:          "memory.top-ops-share",
@@ -89,10 +90,8 @@ func init() {
 		Severity:    Info,
 		Threshold:   0.8,
 		Unit:        "fraction",
+		Reads:       []SourceKind{SourceTrace},
 		Check: func(r *Rule, in *Input) []Finding {
-			if in.Trace == nil {
-				return nil
-			}
 			ops := slices.DeleteFunc(slices.Clone(in.Operators()), func(o chrometrace.OperatorStats) bool {
 				return o.Name == "ProfilerStep*" // a window, not an operator
 			})
@@ -129,10 +128,8 @@ func init() {
 		Severity:    Warning,
 		Threshold:   0.9,
 		Unit:        "fraction",
+		Reads:       []SourceKind{SourceTrace},
 		Check: func(r *Rule, in *Input) []Finding {
-			if in.Trace == nil {
-				return nil
-			}
 			var out []Finding
 			for _, d := range in.Trace.Meta.Devices {
 				s := chrometrace.Summarize(in.Trace, int(d.ID))

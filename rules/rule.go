@@ -159,8 +159,16 @@ type Rule struct {
 	// Threshold is the rule's limit in Unit (bytes, fraction, count...).
 	Threshold float64
 	Unit      string
-	Check     func(r *Rule, in *Input) []Finding
+	// Reads are the kinds of input the rule reads: Run calls Check only on
+	// an input of one of them (never on a summary's digest, whose findings
+	// were computed when it was summarized), so Check may take the data of
+	// its kinds as there.
+	Reads []SourceKind
+	Check func(r *Rule, in *Input) []Finding
 }
+
+// reads says whether r reads inputs of kind k.
+func (r *Rule) reads(k SourceKind) bool { return slices.Contains(r.Reads, k) }
 
 var (
 	registryMu sync.Mutex
@@ -194,8 +202,12 @@ func Run(rs []Rule, in *Input) []Finding {
 		slices.SortStableFunc(out, func(a, b Finding) int { return int(b.Severity) - int(a.Severity) })
 		return out
 	}
+	kind := in.InputKind()
 	for i := range rs {
 		r := &rs[i]
+		if !r.reads(kind) {
+			continue
+		}
 		for _, f := range r.Check(r, in) {
 			if f.Rule == "" {
 				f.Rule = r.ID
@@ -212,15 +224,4 @@ func Run(rs []Rule, in *Input) []Finding {
 	}
 	slices.SortStableFunc(out, func(a, b Finding) int { return int(b.Severity) - int(a.Severity) })
 	return out
-}
-
-// traceOnly wraps a check that needs a profiler trace, so that it stays
-// quiet on snapshots and logs.
-func traceOnly(check func(r *Rule, in *Input) []Finding) func(r *Rule, in *Input) []Finding {
-	return func(r *Rule, in *Input) []Finding {
-		if in.Trace == nil {
-			return nil
-		}
-		return check(r, in)
-	}
 }

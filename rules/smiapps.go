@@ -16,10 +16,8 @@ func init() {
 		Severity:    Warning,
 		Threshold:   0,
 		Unit:        "bytes",
+		Reads:       []SourceKind{SourceSMIApps},
 		Check: func(r *Rule, in *Input) []Finding {
-			if in.SMIApps == nil {
-				return nil
-			}
 			var out []Finding
 			for _, p := range in.AppsAnalysis().Zombies() {
 				if float64(p.FinalBytes) < r.Threshold {

@@ -25,10 +25,8 @@ func init() {
 		Severity:    Error,
 		Threshold:   1 << 20,
 		Unit:        "bytes_per_step",
+		Reads:       []SourceKind{SourceSnapshot},
 		Check: func(r *Rule, in *Input) []Finding {
-			if in.Snapshot == nil {
-				return nil
-			}
 			return leakFindings(in.SnapshotLeaks(), r.Threshold)
 		},
 	})
@@ -38,10 +36,8 @@ func init() {
 		Severity:    Error,
 		Threshold:   1,
 		Unit:        "events",
+		Reads:       []SourceKind{SourceSnapshot},
 		Check: func(r *Rule, in *Input) []Finding {
-			if in.Snapshot == nil {
-				return nil
-			}
 			ooms := in.SnapshotReport().OOMs
 			if float64(len(ooms)) < r.Threshold {
 				return nil
@@ -67,10 +63,8 @@ func init() {
 		Severity:  Warning,
 		Threshold: 0.2,
 		Unit:      "fraction",
+		Reads:     []SourceKind{SourceSnapshot},
 		Check: func(r *Rule, in *Input) []Finding {
-			if in.Snapshot == nil {
-				return nil
-			}
 			rep := in.SnapshotReport()
 			st := rep.Stats
 			if st.ReservedBytes == 0 {

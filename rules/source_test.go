@@ -64,3 +64,56 @@ func TestNewInputKindFromData(t *testing.T) {
 		t.Error("a literal's kind is its data's")
 	}
 }
+
+// Every built-in rule says what it reads, in kinds that exist.
+func TestEveryRuleDeclaresWhatItReads(t *testing.T) {
+	for _, r := range Builtin() {
+		if len(r.Reads) == 0 {
+			t.Errorf("%s reads no kind of input", r.ID)
+		}
+		for _, k := range r.Reads {
+			if _, err := ParseSourceKind(string(k)); err != nil {
+				t.Errorf("%s: %v", r.ID, err)
+			}
+		}
+	}
+}
+
+// Run calls a rule only on inputs of the kinds it reads, and never on a
+// summary's digest (its findings were computed when it was summarized):
+// on a real trace, a rule that reads snapshots is not called, one that
+// reads traces is.
+func TestRunCallsRulesOnlyOnTheirKinds(t *testing.T) {
+	in, err := NewInput("leak_module_cache", -1, Data{Trace: memtest.NamedTrace(t, "leak_module_cache")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	called := 0
+	rs := []Rule{
+		{ID: "test.snapshot-only", Reads: []SourceKind{SourceSnapshot, SourceSteps, SourceSMI, SourceSMIApps, SourceTimeline, SourceSummary},
+			Check: func(r *Rule, in *Input) []Finding {
+				t.Errorf("%s called on a %s input", r.ID, in.InputKind())
+				return nil
+			}},
+		{ID: "test.reads-nothing", Check: func(r *Rule, in *Input) []Finding {
+			t.Errorf("%s called though it reads no kind", r.ID)
+			return nil
+		}},
+		{ID: "test.trace", Reads: []SourceKind{SourceTrace}, Check: func(r *Rule, in *Input) []Finding {
+			called++
+			return []Finding{{Title: "seen"}}
+		}},
+	}
+	if fs := Run(rs, in); called != 1 || len(fs) != 1 || fs[0].Rule != "test.trace" {
+		t.Errorf("the trace rule was called %d times, findings %+v", called, fs)
+	}
+	digest, err := NewDigestInput("leak_module_cache", SourceTrace, -1, MakeDigest(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	called = 0
+	Run(rs, digest)
+	if called != 0 {
+		t.Error("a rule was called on a digest")
+	}
+}

@@ -201,6 +201,7 @@ func init() {
 		Severity:  Warning,
 		Threshold: 0.5,
 		Unit:      "fraction of optimizer step pairs",
-		Check:     traceOnly(checkMissingZeroGrad),
+		Reads:     []SourceKind{SourceTrace},
+		Check:     checkMissingZeroGrad,
 	})
 }
