@@ -83,7 +83,7 @@ func GroupInputs(ins []*Input) []Group {
 		if k.rank < 0 {
 			fits = snippetRuns[k.dir]
 		}
-		if len(fits) == 1 && in.Trace == nil && in.Snapshot == nil {
+		if len(fits) == 1 && !in.Has(SourceTrace) && !in.Has(SourceSnapshot) {
 			keyOf[i] = fits[0]
 			continue
 		}

@@ -23,7 +23,7 @@ func (in *Input) Leaks() leak.Report {
 
 // Operators is the input's per-operator table (all GPUs).
 func (in *Input) Operators() []chrometrace.OperatorStats {
-	if in.Digest != nil {
+	if in.IsDigest() {
 		return in.Digest.Operators // the top rows only
 	}
 	return Memo(in, "operators", func() []chrometrace.OperatorStats {
@@ -179,7 +179,7 @@ type OpHolding struct {
 // OpHoldings are the input's per-operator holdings (all GPUs), most held
 // at the peak first, with the peak they refer to.
 func (in *Input) OpHoldings() (holdings []OpHolding, peak int64) {
-	if in.Digest != nil {
+	if in.IsDigest() {
 		return in.Digest.OpHoldings, in.Digest.OpHoldingPeak
 	}
 	type result struct {

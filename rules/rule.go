@@ -197,7 +197,7 @@ func Builtin() []Rule {
 // Run applies rules to an input; findings come out most severe first.
 func Run(rs []Rule, in *Input) []Finding {
 	var out []Finding
-	if in.Digest != nil {
+	if in.IsDigest() {
 		out = digestFindings(rs, in)
 		slices.SortStableFunc(out, func(a, b Finding) int { return int(b.Severity) - int(a.Severity) })
 		return out

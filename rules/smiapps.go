@@ -53,7 +53,7 @@ func (in *Input) SMIAnalysis() smi.Analysis { return in.smiAnalysisWith(in.smiOp
 // smi rules set one option each from their threshold, which is the
 // input's own unless a config changed it, so they share one analysis.
 func (in *Input) smiAnalysisWith(o smi.Options) smi.Analysis {
-	if in.SMI == nil {
+	if !in.Has(SourceSMI) {
 		return smi.Analysis{Options: o}
 	}
 	return Get(in, NewKey[smi.Analysis](fmt.Sprintf("smi:%+v", o)), func() smi.Analysis { return smi.Analyze(in.SMI, o) })

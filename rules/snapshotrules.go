@@ -15,6 +15,22 @@ func (in *Input) SnapshotReport() *snapshot.Report {
 	return Memo(in, "snapshot", func() *snapshot.Report { return snapshot.Analyze(in.Snapshot, 0) })
 }
 
+// SnapshotStats are an allocator snapshot's figures, from the file or
+// from its summary; false for an input of another kind, or a summary that
+// kept none.
+func (in *Input) SnapshotStats() (snapshot.Stats, bool) {
+	switch {
+	case !in.Is(SourceSnapshot):
+		return snapshot.Stats{}, false
+	case in.IsDigest():
+		if in.Digest.SnapshotStats == nil {
+			return snapshot.Stats{}, false
+		}
+		return *in.Digest.SnapshotStats, true
+	}
+	return in.SnapshotReport().Stats, true
+}
+
 // RuleSnapshotSplit is the snapshot fragmentation rule's id.
 const RuleSnapshotSplit = "snapshot.inactive-split"
 

@@ -156,6 +156,10 @@ func (in *Input) InputKind() SourceKind {
 // (torchmem summarize) made from one.
 func (in *Input) Is(k SourceKind) bool { return in.InputKind() == k }
 
+// Has says whether in is a file of kind k with its data at hand (not a
+// summary's digest): the field of kind k is set.
+func (in *Input) Has(k SourceKind) bool { return in.Digest == nil && in.Is(k) }
+
 // IsDigest says whether in was read back from a summary: its analyses are
 // the digest's, the raw data is gone.
 func (in *Input) IsDigest() bool { return in.Digest != nil }

@@ -195,7 +195,7 @@ type Verdict struct {
 // rankOrContents is the loader's rank, else one a memory_summary log
 // names in its logger prefix ("rank0:").
 func (in *Input) rankOrContents() int64 {
-	if in.Rank >= 0 || in.Summary == nil {
+	if in.Rank >= 0 || !in.Has(SourceSummary) {
 		return in.Rank
 	}
 	r := int64(-1)
@@ -217,28 +217,37 @@ func (in *Input) LeakEvidence() []LeakEvidence {
 }
 
 func leakEvidence(in *Input) []LeakEvidence {
-	if in.Digest != nil {
+	if in.IsDigest() {
 		return slices.Clone(in.Digest.Verdict.Leak.Evidence)
 	}
 	var out []LeakEvidence
-	switch {
-	case in.Trace != nil:
-		out = append(out, reportEvidence(in, SourceTrace, in.Leaks()))
-	case in.Snapshot != nil:
-		// The snapshot's history covers the steps it annotates (fromReport
-		// counts them): coverage, like a trace's window, not the leak's length.
-		out = append(out, reportEvidence(in, SourceSnapshot, in.SnapshotLeaks()))
-	case in.StepLog != nil:
+	stepEvidence := func() {
 		for _, s := range in.StepAnalysis().Series {
 			e := LeakEvidence{Source: in.Source, Kind: SourceSteps, Steps: s.Records, FirstStep: s.FirstStep, LastStep: s.LastStep, Reason: s.Reason}
 			logVerdict(&e, s)
 			out = append(out, e)
 		}
-	case in.Summary != nil:
+	}
+	switch in.InputKind() {
+	case SourceTrace:
+		out = append(out, reportEvidence(in, SourceTrace, in.Leaks()))
+	case SourceSnapshot:
+		// The snapshot's history covers the steps it annotates (fromReport
+		// counts them): coverage, like a trace's window, not the leak's length.
+		out = append(out, reportEvidence(in, SourceSnapshot, in.SnapshotLeaks()))
+	case SourceSteps:
+		stepEvidence()
+	case SourceSummary:
 		// memory_summary() tables logged with a step number read like a
-		// step log of the steps they were printed at.
-		out = append(out, summaryEvidence(in)...)
-	case in.SMI != nil:
+		// step log of the steps they were printed at. NewInput gives the
+		// log its tables as steps, read as a step log's; an Input made
+		// without them is judged from the tables (summaryEvidence).
+		if in.StepLog != nil {
+			stepEvidence()
+		} else {
+			out = append(out, summaryEvidence(in)...)
+		}
+	case SourceSMI:
 		a := in.SMIAnalysis()
 		e := LeakEvidence{Source: in.Source, Kind: SourceSMI, Verdict: leak.VerdictClean, FirstStep: -1, LastStep: -1, Reason: "memory.used does not grow steadily"}
 		for _, g := range a.GPUs {
@@ -640,7 +649,7 @@ type SnapshotOOM struct {
 
 // OOMFacts are the input's out-of-memory records (memoized).
 func (in *Input) OOMFacts() OOMFacts {
-	if in.Digest != nil {
+	if in.IsDigest() {
 		if in.Digest.OOMFacts != nil {
 			return *in.Digest.OOMFacts
 		}
@@ -648,7 +657,8 @@ func (in *Input) OOMFacts() OOMFacts {
 	}
 	return Memo(in, "verdict:oom-facts", func() OOMFacts {
 		f := OOMFacts{CapacityBytes: -1}
-		if in.Trace != nil {
+		switch in.InputKind() {
+		case SourceTrace:
 			for _, d := range in.Trace.Meta.Devices {
 				f.CapacityBytes = max(f.CapacityBytes, d.TotalGlobalMem)
 			}
@@ -660,8 +670,7 @@ func (in *Input) OOMFacts() OOMFacts {
 				}
 				f.TraceOOMs = append(f.TraceOOMs, a)
 			}
-		}
-		if in.Snapshot != nil {
+		case SourceSnapshot:
 			rep := in.SnapshotReport()
 			st := rep.Stats
 			f.SnapshotStats = &st
@@ -769,11 +778,14 @@ func oomCause(a OOMAnswer) (string, string) {
 func judgeFrag(ins []*Input, o JudgeOptions) *FragAnswer {
 	var ans *FragAnswer
 	for _, in := range ins {
-		if in.Digest != nil && in.Kind == SourceSnapshot && in.Digest.Verdict.Frag != nil {
-			f := *in.Digest.Verdict.Frag
-			return &f
+		if !in.Is(SourceSnapshot) {
+			continue
 		}
-		if in.Snapshot == nil {
+		if in.IsDigest() {
+			if in.Digest.Verdict.Frag != nil {
+				f := *in.Digest.Verdict.Frag
+				return &f
+			}
 			continue
 		}
 		rep := in.SnapshotReport()
@@ -787,18 +799,18 @@ func judgeFrag(ins []*Input, o JudgeOptions) *FragAnswer {
 		return &FragAnswer{Source: in.Source, Verdict: j.Verdict, WastedBytes: j.InactiveSplitBytes, Wasted: "free but split inside used segments (snapshot)", Reason: j.Reason}
 	}
 	for _, in := range ins {
-		if in.Digest != nil && in.Kind == SourceTrace && in.Digest.Verdict.Frag != nil {
+		if !in.Is(SourceTrace) {
+			continue
+		}
+		if in.IsDigest() {
 			a := in.Digest.Verdict.Frag
-			if a.Verdict == frag.VerdictUnknown && ans != nil {
+			if a == nil || a.Verdict == frag.VerdictUnknown && ans != nil {
 				continue
 			}
 			if ans == nil || (a.Verdict == frag.VerdictFragmented && ans.Verdict != frag.VerdictFragmented) || (a.Verdict == ans.Verdict && a.WastedBytes > ans.WastedBytes) {
 				f := *a
 				ans = &f
 			}
-			continue
-		}
-		if in.Trace == nil {
 			continue
 		}
 		f := fragJudged(in, o.Frag) // the rules' thresholds in force
@@ -874,7 +886,7 @@ func addRetries(ans *FragAnswer, ins []*Input) *FragAnswer {
 			if first >= 0 && prev-first > n {
 				n, steps, records, from = prev-first, up, seen, in.Source
 				what = "step log"
-				if in.Summary != nil {
+				if in.Is(SourceSummary) {
 					what = "memory_summary()"
 				}
 			}
@@ -885,7 +897,7 @@ func addRetries(ans *FragAnswer, ins []*Input) *FragAnswer {
 		return withRetries(ans, from, n, sentence)
 	}
 	for _, in := range ins {
-		if in.Trace == nil || in.Digest != nil {
+		if !in.Has(SourceTrace) {
 			continue
 		}
 		if f := in.Frag(); f.AllocRetries > n {
@@ -915,14 +927,14 @@ func withRetries(ans *FragAnswer, from string, n int64, sentence string) *FragAn
 func judgePeak(ins []*Input) *PeakAnswer {
 	var ans *PeakAnswer
 	for _, in := range ins {
-		if in.Digest != nil && in.Kind == SourceTrace && in.Digest.Verdict.Peak != nil {
-			if p := in.Digest.Verdict.Peak; ans == nil || p.AllocatedBytes > ans.AllocatedBytes {
+		if !in.Is(SourceTrace) {
+			continue
+		}
+		if in.IsDigest() {
+			if p := in.Digest.Verdict.Peak; p != nil && (ans == nil || p.AllocatedBytes > ans.AllocatedBytes) {
 				c := *p
 				ans = &c
 			}
-			continue
-		}
-		if in.Trace == nil {
 			continue
 		}
 		c := in.PeakComposition()
@@ -943,9 +955,9 @@ func judgePeak(ins []*Input) *PeakAnswer {
 		for _, in := range ins {
 			switch {
 			case in.Source != ans.Source:
-			case in.Trace != nil:
+			case in.Has(SourceTrace):
 				base = in.Trace.Meta.BaseTimeNanoseconds
-			case in.Digest != nil:
+			case in.IsDigest():
 				base = in.Digest.TraceBaseNs
 			}
 		}
@@ -965,7 +977,7 @@ func judgePeak(ins []*Input) *PeakAnswer {
 	// Without a trace, an allocator snapshot's history names the lines
 	// alive at its highest point.
 	for _, in := range ins {
-		if in.Snapshot == nil {
+		if !in.Has(SourceSnapshot) {
 			continue
 		}
 		c := Memo(in, "verdict:snapshot-peak", func() *memtimeline.Composition { return snapshot.PeakComposition(in.Snapshot) })
@@ -996,14 +1008,14 @@ func judgePeak(ins []*Input) *PeakAnswer {
 		return ans
 	}
 	for _, in := range ins {
-		if in.Digest != nil && (in.Kind == SourceSteps || in.Kind == SourceSummary) && in.Digest.Verdict.Peak != nil {
-			if p := in.Digest.Verdict.Peak; ans == nil || p.AllocatedBytes > ans.AllocatedBytes {
+		if !in.HasSteps() {
+			continue
+		}
+		if in.IsDigest() {
+			if p := in.Digest.Verdict.Peak; p != nil && (ans == nil || p.AllocatedBytes > ans.AllocatedBytes) {
 				c := *p
 				ans = &c
 			}
-			continue
-		}
-		if in.StepLog == nil {
 			continue
 		}
 		for _, s := range in.StepAnalysis().Series {
@@ -1041,7 +1053,7 @@ func topHolders(c *memtimeline.Composition) []Holder {
 // (memoized; nil without GPU memory events).
 func (in *Input) PeakComposition() *memtimeline.Composition {
 	return Memo(in, "verdict:peak-composition", func() *memtimeline.Composition {
-		if in.Trace == nil {
+		if !in.Has(SourceTrace) {
 			return nil
 		}
 		return memtimeline.PeakComposition(in.Trace, in.Attribution(), in.Lifetimes(-1), -1)
@@ -1051,7 +1063,7 @@ func (in *Input) PeakComposition() *memtimeline.Composition {
 // OOMComposition is what was alive at the trace's first out-of-memory.
 func (in *Input) OOMComposition() *memtimeline.Composition {
 	return Memo(in, "verdict:oom-composition", func() *memtimeline.Composition {
-		if in.Trace == nil || len(in.Trace.OOMs) == 0 {
+		if !in.Has(SourceTrace) || len(in.Trace.OOMs) == 0 {
 			return nil
 		}
 		o := in.Trace.OOMs[0]

@@ -75,7 +75,7 @@ func runAnnotate(stdout, stderr io.Writer, trace, output, rulesFile string) erro
 	if err != nil {
 		return err
 	}
-	if in.Trace == nil {
+	if !in.Has(rules.SourceTrace) {
 		return badInput(fmt.Errorf("%s: not a trace", trace))
 	}
 	if in.Trace.Truncated != nil {

@@ -93,7 +93,7 @@ findings and the verdict alike.`,
 					return err
 				}
 				in.SMIOptions = &opts
-				if gpu != "" && in.SMI != nil {
+				if gpu != "" && in.Has(rules.SourceSMI) {
 					g := in.SMI.GPU(gpu)
 					if g == nil {
 						var keys []string
