@@ -70,7 +70,7 @@ func (in *Input) AppsAnalysisBeside(gpu *Input) smi.AppsAnalysis {
 	o := in.smiOptions()
 	var log *smi.Log
 	name := ""
-	if gpu != nil && gpu.SMI != nil {
+	if gpu != nil && gpu.Has(SourceSMI) {
 		log, name = gpu.SMI, gpu.Source
 	}
 	return Get(in, NewKey[smi.AppsAnalysis](fmt.Sprintf("smi:apps:%q:%+v", name, o)), func() smi.AppsAnalysis {

@@ -167,7 +167,8 @@ func writeAnalysisText(w io.Writer, a InputAnalysis) {
 	if in.Has(rules.SourceSMI) {
 		fmt.Fprintf(w, "nvidia-smi log: %d GPUs, %d rows\n", len(in.SMI.GPUs), in.SMI.Rows)
 	}
-	if a := in.SMIApps; a != nil {
+	if in.Has(rules.SourceSMIApps) {
+		a := in.SMIApps
 		fmt.Fprintf(w, "nvidia-smi per-process log: %d processes, %d sampling rounds, %d rows\n", len(a.Processes), a.Rounds, a.Rows)
 	}
 	if in.Is(rules.SourceSummary) {

@@ -516,7 +516,7 @@ func writeDiffPage(w io.Writer, d *rules.Diff, verdict string, failed bool, base
 		ri.Summary = append(ri.Summary, reportKV{m.Metric, fmt.Sprintf("%s → %s (%s)", memtimeline.FormatBytes(m.Base), memtimeline.FormatBytes(m.Head), signed(m.Delta))})
 	}
 	ri.Summary = append(ri.Summary, reportKV{"leak verdict", d.BaseVerdict + " → " + d.HeadVerdict})
-	if len(base) > 0 && len(head) > 0 && base[0].Trace != nil && head[0].Trace != nil {
+	if len(base) > 0 && len(head) > 0 && base[0].Has(rules.SourceTrace) && head[0].Has(rules.SourceTrace) {
 		b, h := stepAligned(base[0].Trace, "base allocated"), stepAligned(head[0].Trace, "head allocated")
 		if b.Len() > 0 && h.Len() > 0 {
 			if err := ri.addChart(chart.Spec{ID: "diff0", Title: "allocated, aligned at the first profiled step", StartNs: 0, Allocated: b, Reserved: h}); err != nil {
