@@ -44,13 +44,15 @@ func writeRules(w io.Writer, rs []rules.Rule, format string) error {
 		}{out})
 	}
 	tw := NewTable()
-	tw.AppendHeader(table.Row{"Rule", "Severity", "Threshold", "Reads", "Description"})
+	tw.AppendHeader(table.Row{"Rule", "Severity", "Threshold", "Description"})
 	for _, r := range rs {
+		// What the rule reads ends its description: a fifth column
+		// would narrow the others until rule ids wrap.
 		reads := make([]string, len(r.Reads))
 		for i, k := range r.Reads {
 			reads[i] = string(k)
 		}
-		tw.AppendRow(table.Row{r.ID, r.Severity.String(), formatThreshold(r.Threshold, r.Unit), strings.Join(reads, ", "), r.Description})
+		tw.AppendRow(table.Row{r.ID, r.Severity.String(), formatThreshold(r.Threshold, r.Unit), r.Description + " (reads: " + strings.Join(reads, ", ") + ")"})
 	}
 	Table(w, tw, format)
 	return nil
