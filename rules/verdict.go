@@ -221,9 +221,11 @@ func leakEvidence(in *Input) []LeakEvidence {
 		return slices.Clone(in.Digest.Verdict.Leak.Evidence)
 	}
 	var out []LeakEvidence
-	stepEvidence := func() {
+	// stepEvidence judges a log of steps; kind is the file's own (a
+	// memory_summary() log is read as steps but is named as what it is).
+	stepEvidence := func(kind SourceKind) {
 		for _, s := range in.StepAnalysis().Series {
-			e := LeakEvidence{Source: in.Source, Kind: SourceSteps, Steps: s.Records, FirstStep: s.FirstStep, LastStep: s.LastStep, Reason: s.Reason}
+			e := LeakEvidence{Source: in.Source, Kind: kind, Steps: s.Records, FirstStep: s.FirstStep, LastStep: s.LastStep, Reason: s.Reason}
 			logVerdict(&e, s)
 			out = append(out, e)
 		}
@@ -236,14 +238,14 @@ func leakEvidence(in *Input) []LeakEvidence {
 		// counts them): coverage, like a trace's window, not the leak's length.
 		out = append(out, reportEvidence(in, SourceSnapshot, in.SnapshotLeaks()))
 	case SourceSteps:
-		stepEvidence()
+		stepEvidence(SourceSteps)
 	case SourceSummary:
 		// memory_summary() tables logged with a step number read like a
 		// step log of the steps they were printed at. NewInput gives the
 		// log its tables as steps, read as a step log's; an Input made
 		// without them is judged from the tables (summaryEvidence).
 		if in.StepLog != nil {
-			stepEvidence()
+			stepEvidence(SourceSummary)
 		} else {
 			out = append(out, summaryEvidence(in)...)
 		}
@@ -606,11 +608,11 @@ func (k kindCount) agreement(best LeakEvidence, leaks, cleans []LeakEvidence) (s
 			switch c.Kind {
 			case SourceTrace, SourceSnapshot:
 				windowClean = true
-			case SourceSteps:
+			case SourceSteps, SourceSummary:
 				logClean = true
 			}
 		}
-		bestIsLog := best.Kind == SourceSteps || best.Kind == SourceSMI
+		bestIsLog := best.Kind == SourceSteps || best.Kind == SourceSummary || best.Kind == SourceSMI
 		switch {
 		case bestIsLog && windowClean:
 			settle = "the step log grows but the profiled window does not: the leak starts after the window or comes and goes; profile later steps (a later wait= in the schedule, or TORCHMEM_ACTIVE) and keep the allocator history on, then run torchmem again"
