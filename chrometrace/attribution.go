@@ -37,6 +37,12 @@ type Attribution struct {
 
 // Attribute computes the context of every memory event.
 func Attribute(t *Trace) *Attribution {
+	return attribute(t, func() *opTree { tree, _ := buildOpTree(t); return tree })
+}
+
+// attribute is Attribute with the op tree from opTreeOf, which it only
+// reads.
+func attribute(t *Trace, opTreeOf func() *opTree) *Attribution {
 	a := &Attribution{
 		Events:      make([]MemoryContext, len(t.Memory)),
 		opParent:    make([]int32, len(t.HostOps)),
@@ -79,7 +85,7 @@ func Attribute(t *Trace) *Attribution {
 
 	// Operators: torch's nesting, with duplicate nodes and the profiler's
 	// own overhead ranges made transparent.
-	tree, _ := buildOpTree(t)
+	tree := opTreeOf()
 	visible := func(node int32) int32 {
 		for node >= 0 && (!tree.alive[node] || t.HostOps[tree.ops[node]].Cat == CatOverhead) {
 			node = tree.parent[node]
@@ -94,33 +100,56 @@ func Attribute(t *Trace) *Attribution {
 			a.opParent[tree.ops[node]] = tree.ops[p]
 		}
 	}
-	opsByThread := groupIntervals(len(t.HostOps), func(i int) (ThreadID, int64, int64, bool) {
-		o := &t.HostOps[i]
-		return o.Thread, o.Start, o.End(), o.Cat != CatOverhead
-	})
+	opsByThread := tree.byThread(t)
+	// Host ops whose node torch's pass removed (a duplicate of its
+	// parent), by HostOps index: a byte each, where a node index was four.
+	removed := make([]bool, len(t.HostOps))
+	for node, h := range tree.ops {
+		removed[h] = !tree.alive[node]
+	}
 	for th, pts := range memByThread {
-		innermost(opsByThread[th], pts, func(point int, iv int32) {
+		innermost(opsByThread[th], pts, func(point int32, iv int32) {
 			// An innermost duplicate stands for its identical parent.
-			for iv >= 0 && !tree.alive[nodeOf(tree, iv)] {
+			for iv >= 0 && removed[iv] {
 				iv = a.opParent[iv]
 			}
 			a.Events[point].Op = iv
-		}, func(i int) int64 { return t.Memory[i].TS }, t.HostOps, nil)
+		}, func(i int32) int64 { return t.Memory[i].TS }, t.HostOps, nil)
 	}
 
 	wg.Wait()
-	frameAt := a.frameAt
+	// Each event's innermost frame (frameAt), the events of a thread
+	// swept in time order against its frames in start order rather than
+	// searched for one by one.
 	for th, pts := range memByThread {
+		ivs := a.framesByThread[th]
+		k := 0 // ivs[:k] start at or before the event
 		for _, p := range pts {
-			a.Events[p].Frame = frameAt(th, t.Memory[p].TS)
+			ts := t.Memory[p].TS
+			for k < len(ivs) && t.PyFrames[ivs[k]].Start <= ts {
+				k++
+			}
+			f := int32(-1)
+			if k > 0 {
+				f = ivs[k-1]
+				for f >= 0 && t.PyFrames[f].End() < ts {
+					f = a.frameParent[f]
+				}
+			}
+			a.Events[p].Frame = f
 		}
 	}
+	frameAt := a.frameAt
 
 	// Backward work: find the forward op by autograd sequence number.
+	backward := make([]bool, len(t.Strings)) // by name, once per name
+	for i, name := range t.Strings {
+		backward[i] = isBackwardName(name)
+	}
 	firstBySeq := map[int64]int32{}
 	for i := range t.HostOps {
 		o := &t.HostOps[i]
-		if o.SeqNr < 0 || o.Cat != CatCPUOp || isBackwardName(t.Str(o.Name)) {
+		if o.SeqNr < 0 || o.Cat != CatCPUOp || backward[o.Name] {
 			continue
 		}
 		if j, ok := firstBySeq[o.SeqNr]; !ok || o.Start < t.HostOps[j].Start {
@@ -179,59 +208,79 @@ func (a *Attribution) PyStackAt(th ThreadID, ts int64) []string {
 	return frames
 }
 
-func nodeOf(tree *opTree, hostIdx int32) int32 {
-	if tree.nodeOf == nil {
-		tree.nodeOf = make([]int32, len(tree.ops))
-		for n, h := range tree.ops {
-			tree.nodeOf[h] = int32(n)
-		}
-	}
-	return tree.nodeOf[hostIdx]
-}
-
 // isBackwardName recognizes autograd node ops ("AddmmBackward0") and the
 // engine's wrappers, which carry the sequence number of their forward op.
 func isBackwardName(name string) bool {
 	return strings.Contains(name, "Backward") || strings.HasPrefix(name, "autograd::engine::")
 }
 
-// groupByThread returns, per thread, point indices sorted by time.
-func groupByThread(n int, key func(int) (ThreadID, int64)) map[ThreadID][]int {
-	out := map[ThreadID][]int{}
-	for i := 0; i < n; i++ {
-		th, _ := key(i)
-		out[th] = append(out[th], i)
-	}
+// groupByThread returns, per thread, point indices sorted by time (ties
+// in index order).
+func groupByThread(n int, key func(int) (ThreadID, int64)) map[ThreadID][]int32 {
+	out := group(n, func(i int) (ThreadID, bool) { th, _ := key(i); return th, true })
+	var tmp []int32
 	for _, pts := range out {
-		byTime := func(a, b int) int {
-			_, ta := key(a)
-			_, tb := key(b)
-			return cmp.Compare(ta, tb)
+		byTime := func(a, b int32) int {
+			_, ta := key(int(a))
+			_, tb := key(int(b))
+			return cmp.Or(cmp.Compare(ta, tb), cmp.Compare(a, b))
 		}
-		if !slices.IsSortedFunc(pts, byTime) { // traces are mostly in time order already
-			slices.SortStableFunc(pts, byTime)
-		}
+		tmp = sortNearlySorted(pts, tmp, byTime) // traces are mostly in time order already
 	}
 	return out
 }
 
-// groupIntervals returns, per thread, interval indices sorted by (start, -end).
+// groupIntervals returns, per thread, interval indices sorted by (start,
+// -end), ties in index order.
 func groupIntervals(n int, key func(int) (ThreadID, int64, int64, bool)) map[ThreadID][]int32 {
-	out := map[ThreadID][]int32{}
-	for i := 0; i < n; i++ {
-		th, _, _, keep := key(i)
-		if keep {
-			out[th] = append(out[th], int32(i))
-		}
-	}
+	out := group(n, func(i int) (ThreadID, bool) { th, _, _, keep := key(i); return th, keep })
+	var tmp []int32
 	for _, ivs := range out {
 		order := func(a, b int32) int {
 			_, sa, ea, _ := key(int(a))
 			_, sb, eb, _ := key(int(b))
-			return cmp.Or(cmp.Compare(sa, sb), cmp.Compare(eb, ea))
+			return cmp.Or(cmp.Compare(sa, sb), cmp.Compare(eb, ea), cmp.Compare(a, b))
 		}
-		if !slices.IsSortedFunc(ivs, order) {
-			slices.SortStableFunc(ivs, order)
+		tmp = sortNearlySorted(ivs, tmp, order)
+	}
+	return out
+}
+
+// group lists the kept indices below n per thread, in index order. The
+// lists are counted first and share one exactly sized array: appending
+// per thread left about as much again in outgrown arrays (a million ops
+// are 4 MB of indices). Threads index slices, not maps: ThreadIDs are
+// small, and a map update per event was most of the grouping's time.
+func group(n int, key func(int) (ThreadID, bool)) map[ThreadID][]int32 {
+	var counts []int32 // per thread
+	total := 0
+	for i := 0; i < n; i++ {
+		if th, keep := key(i); keep {
+			if int(th) >= len(counts) {
+				counts = append(counts, make([]int32, int(th)+1-len(counts))...)
+			}
+			counts[th]++
+			total++
+		}
+	}
+	all := make([]int32, total)
+	lists := make([][]int32, len(counts))
+	out := make(map[ThreadID][]int32)
+	off := 0
+	for th, c := range counts {
+		if c > 0 {
+			lists[th] = all[off : off : off+int(c)]
+			off += int(c)
+		}
+	}
+	for i := 0; i < n; i++ {
+		if th, keep := key(i); keep {
+			lists[th] = append(lists[th], int32(i))
+		}
+	}
+	for th, l := range lists {
+		if len(l) > 0 {
+			out[ThreadID(th)] = l
 		}
 	}
 	return out
@@ -240,7 +289,7 @@ func groupIntervals(n int, key func(int) (ThreadID, int64, int64, bool)) map[Thr
 // innermost sweeps time-sorted points against (start, -end)-sorted nested
 // intervals of one thread and reports the innermost interval containing
 // each point (closed ranges), or -1.
-func innermost(ivs []int32, pts []int, found func(point int, iv int32), ts func(int) int64, ops []HostOp, _ []PyFrame) {
+func innermost(ivs []int32, pts []int32, found func(point int32, iv int32), ts func(int32) int64, ops []HostOp, _ []PyFrame) {
 	var stack []int32
 	next := 0
 	for _, p := range pts {

@@ -357,7 +357,7 @@ func (b *builder) add(ev *rawEvent) error {
 				Cat:        cat,
 				ExternalID: ev.Args.ExternalID,
 				SeqNr:      numberOr(ev.Args.SeqNr, -1),
-				FwdThread:  numberOr(ev.Args.FwdThread, -1),
+				FwdThread:  int32Or(numberOr(ev.Args.FwdThread, -1), -1),
 				InputDims:  b.canonicalDims(ev.Args.InputDims),
 			}
 			if ev.Args.CallStack != "" {

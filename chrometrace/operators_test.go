@@ -185,3 +185,27 @@ func TestSortNearlySorted(t *testing.T) {
 		}
 	}
 }
+
+// AttributeAndOperators, sharing one op tree, gives what Attribute and
+// Operators give on their own, on real traces.
+func TestAttributeAndOperatorsShareTheTree(t *testing.T) {
+	for _, name := range []string{"big_transformer", "leak_module_cache", "resnet_train_clean"} {
+		t.Run(name, func(t *testing.T) {
+			tr := readTestTrace(t, name)
+			opts := OperatorOptions{Device: -1}
+			a, ops := AttributeAndOperators(tr, opts)
+			wantA, wantOps := Attribute(tr), Operators(tr, opts)
+			if !slices.Equal(a.Events, wantA.Events) || !slices.Equal(a.opParent, wantA.opParent) || !slices.Equal(a.frameParent, wantA.frameParent) {
+				t.Fatal("the attribution differs from Attribute's")
+			}
+			if len(ops) == 0 || len(ops) != len(wantOps) {
+				t.Fatalf("%d operator rows, Operators gives %d", len(ops), len(wantOps))
+			}
+			for i := range ops {
+				if g, w := ops[i], wantOps[i]; g.Name != w.Name || g.Calls != w.Calls || g.SelfDeviceMemory != w.SelfDeviceMemory || g.DeviceMemory != w.DeviceMemory || g.Allocs != w.Allocs || g.SelfCPUMemory != w.SelfCPUMemory {
+					t.Fatalf("row %d: %+v, Operators gives %+v", i, g, w)
+				}
+			}
+		})
+	}
+}

@@ -605,6 +605,14 @@ func rawUint(r rawJSON) (v uint64, ok bool) {
 	return v, err == nil
 }
 
+// int32Or is v when it fits an int32, else def.
+func int32Or(v int64, def int32) int32 {
+	if v != int64(int32(v)) {
+		return def
+	}
+	return int32(v)
+}
+
 func numberOr(n json.Number, def int64) int64 {
 	if n == "" {
 		return def

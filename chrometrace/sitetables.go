@@ -163,3 +163,20 @@ func (a *Attribution) OpChainText(i int) string {
 	}
 	return ""
 }
+
+// SiteNodes identifies memory event i's Python stack and operator chain
+// without naming them: events with equal nodes have equal PyStack,
+// UserStack, OpChain and OpChainText (-1: none). Analyses that sum per
+// site key their maps by these and name each distinct site once.
+func (a *Attribution) SiteNodes(i int) (stack, chain int32) {
+	st := a.sites()
+	return st.eventStack[i], st.eventChain[i]
+}
+
+// ForwardName is ForwardOp(i)'s string id (NoStr for none).
+func (a *Attribution) ForwardName(i int) StrID {
+	if f := a.Events[i].Forward; f >= 0 {
+		return a.t.HostOps[f].Name
+	}
+	return NoStr
+}

@@ -190,6 +190,32 @@ func PeakComposition(t *chrometrace.Trace, attr *chrometrace.Attribution, lts []
 	return CompositionAt(t, attr, lts, device, ts)
 }
 
+// phaseIndex classifies memory events by phase (blockPhase), once per
+// operator chain: a trace repeats a few thousand chains over millions of
+// blocks.
+type phaseIndex struct {
+	attr    *chrometrace.Attribution
+	byChain map[int32]string
+}
+
+func newPhaseIndex(attr *chrometrace.Attribution) *phaseIndex {
+	return &phaseIndex{attr: attr, byChain: map[int32]string{}}
+}
+
+// of is blockPhase(attr, i).
+func (p *phaseIndex) of(i int) string {
+	if p.attr.Events[i].Forward >= 0 {
+		return PhaseBackward
+	}
+	_, chain := p.attr.SiteNodes(i) // equal nodes, equal OpChain
+	ph, ok := p.byChain[chain]
+	if !ok {
+		ph = blockPhase(p.attr, i)
+		p.byChain[chain] = ph
+	}
+	return ph
+}
+
 // blockPhase classifies where memory event i happened.
 func blockPhase(attr *chrometrace.Attribution, i int) string {
 	if attr.Events[i].Forward >= 0 {
@@ -207,47 +233,47 @@ func blockPhase(attr *chrometrace.Attribution, i int) string {
 	return PhaseForward
 }
 
-// phaseSpans are each step's backward and optimizer windows.
-type phaseSpan struct {
-	start, end int64
-	phase      string
-}
-
-func phaseSpans(t *chrometrace.Trace) []phaseSpan {
-	var out []phaseSpan
-	for i := range t.HostOps {
-		op := &t.HostOps[i]
-		name := t.Str(op.Name)
-		switch {
-		case strings.HasPrefix(name, "Optimizer.step#"), strings.HasPrefix(name, "Optimizer.zero_grad#"):
-			out = append(out, phaseSpan{op.Start, op.End(), PhaseOptimizer})
-		case strings.HasPrefix(name, "autograd::engine::evaluate_function"):
-			out = append(out, phaseSpan{op.Start, op.End(), PhaseBackward})
-		}
-	}
-	return out
-}
-
 // phaseAt says which phase ts falls in: inside an optimizer op, inside
 // (or between) backward ops of one step, else forward inside a step and
-// between steps outside.
-func phaseAt(t *chrometrace.Trace, spans []phaseSpan, ts int64) string {
+// between steps outside. One pass over the ops, each name classified
+// once: a large trace has hundreds of thousands of backward ops, which
+// were listed first.
+func phaseAt(t *chrometrace.Trace, ts int64) string {
 	stepStart, stepEnd := int64(-1), int64(-1)
 	for _, s := range t.Steps {
 		if s.Start <= ts && ts <= s.End() {
 			stepStart, stepEnd = s.Start, s.End()
 		}
 	}
-	var bwdFirst, bwdLast int64 = -1, -1
-	for _, s := range spans {
-		if s.start <= ts && ts <= s.end && s.phase == PhaseOptimizer {
-			return PhaseOptimizer
+	const (
+		other = iota
+		optimizer
+		backward
+	)
+	kind := make([]uint8, len(t.Strings))
+	for i, name := range t.Strings {
+		switch {
+		case strings.HasPrefix(name, "Optimizer.step#"), strings.HasPrefix(name, "Optimizer.zero_grad#"):
+			kind[i] = optimizer
+		case strings.HasPrefix(name, "autograd::engine::evaluate_function"):
+			kind[i] = backward
 		}
-		if s.phase == PhaseBackward && (stepStart < 0 || (s.start >= stepStart && s.end <= stepEnd)) {
-			if bwdFirst < 0 || s.start < bwdFirst {
-				bwdFirst = s.start
+	}
+	var bwdFirst, bwdLast int64 = -1, -1
+	for i := range t.HostOps {
+		op := &t.HostOps[i]
+		switch kind[op.Name] {
+		case optimizer:
+			if op.Start <= ts && ts <= op.End() {
+				return PhaseOptimizer
 			}
-			bwdLast = max(bwdLast, s.end)
+		case backward:
+			if start, end := op.Start, op.End(); stepStart < 0 || (start >= stepStart && end <= stepEnd) {
+				if bwdFirst < 0 || start < bwdFirst {
+					bwdFirst = start
+				}
+				bwdLast = max(bwdLast, end)
+			}
 		}
 	}
 	if len(t.Steps) > 0 && stepStart < 0 {
@@ -276,8 +302,7 @@ func CompositionAt(t *chrometrace.Trace, attr *chrometrace.Attribution, lts []Li
 			c.Step = fmt.Sprintf("ProfilerStep#%d", s.Number)
 		}
 	}
-	spans := phaseSpans(t)
-	c.Phase = phaseAt(t, spans, ts)
+	c.Phase = phaseAt(t, ts)
 	if n := t.MemorySchema.WithoutAddr; n > 0 {
 		// Without Addr (torch < 1.10) no block is followed to its free:
 		// what is alive, by line, operator or category, is not recorded.
@@ -298,15 +323,13 @@ func CompositionAt(t *chrometrace.Trace, attr *chrometrace.Attribution, lts []Li
 	// Gradient bytes made in one backward pass estimate the parameters'
 	// size (one gradient per trainable parameter).
 	gradPerStep := map[int]int64{}
-	stepOf := func(ts int64) int {
-		for k, s := range t.Steps {
-			if s.Start <= ts && ts <= s.End() {
-				return k
-			}
-		}
-		return -1
-	}
+	stepOf := containingStep(t.Steps)
 	hasBackward := false
+	phases := newPhaseIndex(attr)
+	// Lines and operators of the blocks alive at ts, named once per site.
+	type named struct{ where, op string }
+	siteIndex := NewSiteIndex(attr, SiteOptions{Device: device, Depth: 1})
+	var names []named
 	var beforeFreed int64 // allocated before profiling, alive at ts, freed later
 	for _, lt := range lts {
 		if int(lt.Device) != device {
@@ -315,14 +338,14 @@ func CompositionAt(t *chrometrace.Trace, attr *chrometrace.Attribution, lts []Li
 		if lt.Alloc < 0 {
 			if lt.End > ts {
 				beforeFreed += lt.Bytes
-				cats[categorizeBefore(blockPhase(attr, int(lt.Free)))].Bytes += lt.Bytes
+				cats[categorizeBefore(phases.of(int(lt.Free)))].Bytes += lt.Bytes
 			}
 			continue
 		}
-		allocPhase := blockPhase(attr, int(lt.Alloc))
+		allocPhase := phases.of(int(lt.Alloc))
 		freePhase := ""
 		if lt.Free >= 0 {
-			freePhase = blockPhase(attr, int(lt.Free))
+			freePhase = phases.of(int(lt.Free))
 		}
 		cat := categorize(allocPhase, freePhase, lt.Free >= 0 && stepOf(lt.Start) == stepOf(lt.End))
 		if allocPhase == PhaseBackward {
@@ -344,23 +367,27 @@ func CompositionAt(t *chrometrace.Trace, attr *chrometrace.Attribution, lts []Li
 			s.Bytes += lt.Bytes
 			s.Blocks++
 		}
-		site := SiteOf(attr, int(lt.Alloc), SiteOptions{Device: device, Depth: 1})
-		where := "(no Python stack)"
-		if len(site.Frames) > 0 {
-			where = site.Frames[len(site.Frames)-1]
+		k := siteIndex.Of(int(lt.Alloc))
+		if int(k) == len(names) {
+			site := siteIndex.Site(k)
+			where := "(no Python stack)"
+			if len(site.Frames) > 0 {
+				where = site.Frames[len(site.Frames)-1]
+			}
+			op := site.Operator
+			if i := strings.Index(op, " > "); i >= 0 {
+				op = op[:i]
+			}
+			if op == "" {
+				op = "(no operator)"
+			}
+			if site.ForwardOp != "" && !strings.HasPrefix(op, "autograd::") {
+				op += " (backward of " + site.ForwardOp + ")"
+			}
+			names = append(names, named{where, op})
 		}
-		op := site.Operator
-		if i := strings.Index(op, " > "); i >= 0 {
-			op = op[:i]
-		}
-		if op == "" {
-			op = "(no operator)"
-		}
-		if site.ForwardOp != "" && !strings.HasPrefix(op, "autograd::") {
-			op += " (backward of " + site.ForwardOp + ")"
-		}
-		add(lines, where, op)
-		add(ops, op, "")
+		add(lines, names[k].where, names[k].op)
+		add(ops, names[k].op, "")
 		add(cats, cat, "")
 	}
 	before := max(0, c.AllocatedBytes-c.SeenBytes)
@@ -481,6 +508,43 @@ func optimizerName(t *chrometrace.Trace) string {
 	return ""
 }
 
+// containingStep returns a function giving the index of the first step
+// of steps (file order) whose window contains ts, -1 for none. Steps that
+// do not overlap, as the profiler writes them, are searched by start time
+// (a trace has hundreds of steps and a lifetime asks twice); overlapping
+// ones, in order.
+func containingStep(steps []chrometrace.Step) func(ts int64) int {
+	byStart := make([]int, len(steps))
+	for k := range byStart {
+		byStart[k] = k
+	}
+	slices.SortStableFunc(byStart, func(a, b int) int { return cmp.Compare(steps[a].Start, steps[b].Start) })
+	for i := 1; i < len(byStart); i++ {
+		if steps[byStart[i]].Start <= steps[byStart[i-1]].End() {
+			return func(ts int64) int {
+				for k, s := range steps {
+					if s.Start <= ts && ts <= s.End() {
+						return k
+					}
+				}
+				return -1
+			}
+		}
+	}
+	return func(ts int64) int {
+		// The last step starting at or before ts is the only one that may
+		// contain it.
+		i, _ := slices.BinarySearchFunc(byStart, ts, func(k int, ts int64) int { return cmp.Compare(steps[k].Start, ts+1) })
+		if i == 0 {
+			return -1
+		}
+		if k := byStart[i-1]; ts <= steps[k].End() {
+			return k
+		}
+		return -1
+	}
+}
+
 // splitBeforeWindow splits memory allocated before profiling into
 // parameters and optimizer state: parameters are as large as one step's
 // gradients; Adam-like optimizers keep two states per parameter, SGD with
@@ -532,23 +596,30 @@ func HolderSamples(t *chrometrace.Trace, attr *chrometrace.Attribution, lts []Li
 	}
 	siteIdx := map[string]int{}
 	var siteNames []string
+	index := NewSiteIndex(attr, SiteOptions{Device: device, Depth: 1})
+	var kOf []int // per site of index: its line's number in siteNames
 	var evs []ev
 	var lo, hi int64 = 1 << 62, -1 << 62
 	for _, lt := range lts {
 		if int(lt.Device) != device || lt.Alloc < 0 {
 			continue
 		}
-		s := SiteOf(attr, int(lt.Alloc), SiteOptions{Device: device, Depth: 1})
-		name := "(no Python stack)"
-		if len(s.Frames) > 0 {
-			name = s.Frames[len(s.Frames)-1]
+		j := index.Of(int(lt.Alloc))
+		if int(j) == len(kOf) {
+			s := index.Site(j)
+			name := "(no Python stack)"
+			if len(s.Frames) > 0 {
+				name = s.Frames[len(s.Frames)-1]
+			}
+			k, ok := siteIdx[name]
+			if !ok {
+				k = len(siteNames)
+				siteIdx[name] = k
+				siteNames = append(siteNames, name)
+			}
+			kOf = append(kOf, k)
 		}
-		k, ok := siteIdx[name]
-		if !ok {
-			k = len(siteNames)
-			siteIdx[name] = k
-			siteNames = append(siteNames, name)
-		}
+		k := kOf[j]
 		evs = append(evs, ev{lt.Start, lt.Bytes, k})
 		lo, hi = min(lo, lt.Start), max(hi, lt.Start)
 		if lt.End >= 0 {

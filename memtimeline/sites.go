@@ -48,20 +48,17 @@ func (s *Site) key() string {
 // allocated bytes.
 func Sites(t *chrometrace.Trace, attr *chrometrace.Attribution, lifetimes []Lifetime, opts SiteOptions) []Site {
 	_, peakTS := PeakAllocated(t, opts.Device)
-	sites := map[string]*Site{}
-	var keyBuf strings.Builder
+	index := NewSiteIndex(attr, opts)
+	var sums []Site // per site index: the counters
 	for _, lt := range lifetimes {
 		if lt.Alloc < 0 {
 			continue
 		}
-		s := SiteOf(attr, int(lt.Alloc), opts)
-		keyBuf.Reset()
-		keyBuf.WriteString(s.key())
-		agg := sites[keyBuf.String()]
-		if agg == nil {
-			agg = &s
-			sites[keyBuf.String()] = agg
+		k := index.Of(int(lt.Alloc))
+		if int(k) == len(sums) {
+			sums = append(sums, Site{})
 		}
+		agg := &sums[k]
 		agg.Allocs++
 		agg.AllocBytes = chrometrace.AddSat(agg.AllocBytes, lt.Bytes)
 		if lt.State == Unreleased {
@@ -72,15 +69,67 @@ func Sites(t *chrometrace.Trace, attr *chrometrace.Attribution, lifetimes []Life
 			agg.LiveBytesAtPeak = chrometrace.AddSat(agg.LiveBytesAtPeak, lt.Bytes)
 		}
 	}
-	out := make([]Site, 0, len(sites))
-	for _, s := range sites {
-		out = append(out, *s)
+	out := make([]Site, len(sums))
+	for k, c := range sums {
+		s := index.Site(int32(k))
+		s.Allocs, s.AllocBytes, s.LiveBytesAtEnd, s.LiveBlocksAtEnd, s.LiveBytesAtPeak = c.Allocs, c.AllocBytes, c.LiveBytesAtEnd, c.LiveBlocksAtEnd, c.LiveBytesAtPeak
+		out[k] = s
 	}
 	slices.SortFunc(out, func(a, b Site) int {
 		return cmp.Or(cmp.Compare(b.LiveBytesAtEnd, a.LiveBytesAtEnd), cmp.Compare(b.AllocBytes, a.AllocBytes), strings.Compare(a.key(), b.key()))
 	})
 	return out
 }
+
+// SiteIndex numbers the sites of memory events 0, 1, 2... in the order
+// first seen, naming each distinct site once. A trace repeats a few
+// thousand sites over millions of allocations: per-site sums keyed by the
+// index skip building (and hashing) a site's text for every block.
+type SiteIndex struct {
+	attr  *chrometrace.Attribution
+	opts  SiteOptions
+	byIDs map[siteIDs]int32
+	byKey map[string]int32
+	sites []Site
+}
+
+// siteIDs is what an event's site is made of before it is named: equal
+// ids give equal sites (different ids may too: a stack cut to Depth).
+type siteIDs struct {
+	stack, chain int32
+	forward      chrometrace.StrID
+}
+
+// NewSiteIndex numbers sites as SiteOf(attr, i, opts) names them.
+func NewSiteIndex(attr *chrometrace.Attribution, opts SiteOptions) *SiteIndex {
+	return &SiteIndex{attr: attr, opts: opts, byIDs: map[siteIDs]int32{}, byKey: map[string]int32{}}
+}
+
+// Of is memory event i's site number: equal numbers for equal sites.
+func (x *SiteIndex) Of(i int) int32 {
+	stack, chain := x.attr.SiteNodes(i)
+	ids := siteIDs{stack, chain, x.attr.ForwardName(i)}
+	if k, ok := x.byIDs[ids]; ok {
+		return k
+	}
+	s := SiteOf(x.attr, i, x.opts)
+	key := s.key()
+	k, ok := x.byKey[key]
+	if !ok {
+		k = int32(len(x.sites))
+		x.sites = append(x.sites, s)
+		x.byKey[key] = k
+	}
+	x.byIDs[ids] = k
+	return k
+}
+
+// Site is site k as SiteOf names it (counters zero). Sites share their
+// Frames slices: read them, never modify them.
+func (x *SiteIndex) Site(k int32) Site { return x.sites[k] }
+
+// Len is the number of distinct sites seen.
+func (x *SiteIndex) Len() int { return len(x.sites) }
 
 // SiteOf returns the (empty-counted) site of memory event i.
 // Sites share their Frames slices (one per distinct stack): read them,

@@ -65,7 +65,7 @@ func Checklist(v Verdict, fs []Finding) []CheckItem {
 	stepLog := false
 	for _, in := range v.Inputs {
 		switch {
-		case in.isTrace():
+		case in.Is(SourceTrace):
 			traces = append(traces, in)
 			if in.Frag().Verdict != frag.VerdictUnknown {
 				withMemory = append(withMemory, in)
@@ -73,7 +73,7 @@ func Checklist(v Verdict, fs []Finding) []CheckItem {
 			if in.hasGPUSteps() {
 				withDevice = append(withDevice, in)
 			}
-		case in.StepLog != nil, in.Digest != nil && (in.Kind == SourceSteps || in.Kind == SourceSummary):
+		case in.HasSteps():
 			stepLog = true
 		}
 	}
@@ -260,7 +260,7 @@ func Checklist(v Verdict, fs []Finding) []CheckItem {
 // withoutAddr counts the input's GPU memory events that record no Addr
 // (torch < 1.10); 0 for an input read as a summary.
 func withoutAddr(in *Input) int64 {
-	if in.Trace == nil {
+	if !in.Has(SourceTrace) {
 		return 0
 	}
 	return in.Trace.MemorySchema.WithoutAddr

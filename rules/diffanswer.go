@@ -21,11 +21,11 @@ func DiffSideOf(source string, ev *Evaluation) *DiffSide {
 	var sides []*diff.Side
 	for _, in := range ev.Inputs {
 		switch {
-		case in.Digest != nil:
+		case in.IsDigest():
 			side := *in.Digest.Side
 			side.Source = in.Source
 			sides = append(sides, &side)
-		case in.Trace != nil:
+		case in.Has(SourceTrace):
 			sides = append(sides, NewInputSide(in))
 		default:
 			sides = append(sides, diff.NewSnapshotSide(in.Source, in.SnapshotReport()))

@@ -100,11 +100,13 @@ const DigestTopRows = 25
 // NeedsFullTrace says, in one line, what a summary cannot answer.
 const NeedsFullTrace = "a summary holds verdicts, leaks, peaks, fragmentation, findings and the top operators; the full operator and stack tables, other thresholds (--rules, --min-bytes-per-step) and the per-allocation views need the trace itself"
 
-// MakeDigest computes in's digest: every analysis a summary keeps.
+// MakeDigest computes in's digest: every analysis a summary keeps. in is
+// a file's input (summarize reads no summaries): what it keeps follows its
+// kind.
 func MakeDigest(in *Input) *Digest {
 	rs := Builtin()
 	var findings []Finding
-	if in.Trace != nil {
+	if in.Has(SourceTrace) {
 		findings = RunWith(rs, in, DefaultSiteOptions())
 	} else {
 		findings = Run(rs, in)
@@ -117,8 +119,8 @@ func MakeDigest(in *Input) *Digest {
 	for _, f := range findings {
 		d.Findings = append(d.Findings, DigestFinding{Finding: f, BelowThreshold: f.belowThreshold})
 	}
-	switch {
-	case in.Trace != nil:
+	switch in.InputKind() {
+	case SourceTrace:
 		l := in.Leaks()
 		d.Leaks = &l
 		f := in.Frag()
@@ -155,15 +157,15 @@ func MakeDigest(in *Input) *Digest {
 		sites := in.Sites(DefaultSiteOptions())
 		slices.SortStableFunc(sites, func(a, b memtimeline.Site) int { return cmp.Compare(b.AllocBytes, a.AllocBytes) })
 		d.Sites = sites[:min(len(sites), DigestTopRows)]
-	case in.Summary != nil:
+	case SourceSummary:
 		d.Lines, d.Tables, d.MemorySummaryFrag = in.Summary.Lines, len(in.Summary.Samples), in.Summary.Frag()
-	case in.StepLog != nil:
+	case SourceSteps:
 		d.Lines = in.StepLog.Lines
-	case in.SMI != nil:
+	case SourceSMI:
 		d.Lines, d.GPUs = in.SMI.Rows, len(in.SMI.GPUs)
-	case in.Timeline != nil:
+	case SourceTimeline:
 		d.TorchTimeline = downsampleCategories(in.Timeline, TimelinePoints)
-	case in.Snapshot != nil:
+	case SourceSnapshot:
 		l := in.SnapshotLeaks()
 		d.Leaks = &l
 		d.Side = trimSide(diff.NewSnapshotSide(in.Source, in.SnapshotReport()), DigestTopRows)
@@ -195,9 +197,9 @@ func medianStepNs(t *chrometrace.Trace) int64 {
 // its digest for a summary); 0 when it has none.
 func (in *Input) StepTimeNs() int64 {
 	switch {
-	case in.Digest != nil:
+	case in.IsDigest():
 		return in.Digest.StepTimeNs
-	case in.Trace != nil:
+	case in.Has(SourceTrace):
 		return Memo(in, "step-time", func() int64 { return medianStepNs(in.Trace) })
 	}
 	return 0
@@ -271,14 +273,11 @@ func digestFindings(rs []Rule, in *Input) []Finding {
 // hasGPUSteps: the trace has GPU activity and ProfilerStep windows (what
 // the checklist's GPU-timeline items need).
 func (in *Input) hasGPUSteps() bool {
-	if in.Digest != nil {
+	if in.IsDigest() {
 		return in.Digest.GPUActivity
 	}
-	return in.Trace != nil && len(deviceBusy(in)) > 0 && len(stepWindows(in).List) > 0
+	return in.Has(SourceTrace) && len(deviceBusy(in)) > 0 && len(stepWindows(in).List) > 0
 }
-
-// isTrace: a trace, or a summary of one.
-func (in *Input) isTrace() bool { return in.Trace != nil || in.Digest != nil && in.Kind == SourceTrace }
 
 // downsampleCategories keeps at most n instants of tl, chosen on the
 // total over its categories so that its peaks stay.

@@ -4,7 +4,14 @@
 // running it on an input gives findings that carry their evidence and what
 // to do next.
 //
-// An Input is one loaded file of any kind with its analysis context: the
+// An Input is one loaded file of one SourceKind (source.go lists them:
+// trace, snapshot, steps, nvidia-smi, nvidia-smi-apps, memory-timeline,
+// memory-summary), made by NewInput from what the loader read, or by
+// NewDigestInput from a summary. Each rule declares the kinds it reads
+// (Rule.Reads) and Run calls it on those only; code that differs by kind
+// asks Input.Is, Has or InputKind, never which field is nil.
+//
+// An Input carries its analysis context: the
 // expensive analyses (attribution, lifetimes, sites, the leak and
 // fragmentation reports, input.go) are computed once per input under typed
 // keys and shared by every rule and renderer. The analyses themselves are
@@ -20,6 +27,7 @@
 //
 // Files of the engine:
 //
+//	source.go                  the kinds of input, NewInput, Is and Has
 //	rule.go, config.go         rules, registry, YAML overrides
 //	input.go                   the shared analyses (Key, Get, accessors)
 //	leakfindings.go,           leak findings (traces, snapshots), the

@@ -142,7 +142,7 @@ type Evaluation struct {
 func Evaluate(rs RuleSet, ins []*Input, o EvalOptions) *Evaluation {
 	ev := &Evaluation{RuleSet: rs, Inputs: ins, Unmeasured: unmeasured(ins)}
 	for _, in := range ins {
-		if in.SMI != nil || in.SMIApps != nil {
+		if in.Has(SourceSMI) || in.Has(SourceSMIApps) {
 			o := rs.smiOptionsOf(in)
 			in.SMIOptions = &o
 		}
@@ -196,12 +196,12 @@ func Evaluate(rs RuleSet, ins []*Input, o EvalOptions) *Evaluation {
 // them is memory by what it is).
 func (in *Input) HasMemoryEvidence() bool {
 	switch {
-	case in.Trace != nil:
-		return len(in.Trace.Memory) > 0 || len(in.Trace.OOMs) > 0
-	case in.Digest != nil && in.Kind == SourceTrace:
+	case !in.Is(SourceTrace):
+		return true
+	case in.IsDigest():
 		return in.Digest.TraceSummary == nil || in.Digest.TraceSummary.MemoryEvents > 0 || in.Digest.TraceSummary.OOMEvents > 0
 	}
-	return true
+	return len(in.Trace.Memory) > 0 || len(in.Trace.OOMs) > 0
 }
 
 // RecordMemory says how to record a trace torchmem can read memory from.
@@ -292,7 +292,7 @@ func (ev *Evaluation) Leaking() bool {
 }
 
 // leakRuleOf is the leak rule that judges evidence of a source kind.
-func leakRuleOf(kind string) string {
+func leakRuleOf(kind SourceKind) string {
 	switch kind {
 	case SourceSnapshot:
 		return "snapshot.leak"

@@ -17,9 +17,6 @@ func (in *Input) Frag() frag.Report {
 // fragFinding turns one signal of the report into a finding when the
 // rule's own threshold (which configuration may override) is crossed.
 func fragFinding(r *Rule, in *Input, check func(rep *frag.Report, opts frag.Options) (Finding, bool)) []Finding {
-	if in.Trace == nil {
-		return nil
-	}
 	opts := frag.DefaultOptions()
 	switch r.ID {
 	case frag.SmallAllocFlood:
@@ -49,6 +46,7 @@ func init() {
 		Severity:    Warning,
 		Threshold:   frag.DefaultOptions().MinSmallPerStep,
 		Unit:        "allocs_per_step",
+		Reads:       []SourceKind{SourceTrace},
 		Check: func(r *Rule, in *Input) []Finding {
 			return fragFinding(r, in, func(rep *frag.Report, opts frag.Options) (Finding, bool) {
 				sig := rep.Signal(frag.SmallAllocFlood)
@@ -79,6 +77,7 @@ func init() {
 		Severity:    Warning,
 		Threshold:   frag.DefaultOptions().MinGapFraction,
 		Unit:        "fraction",
+		Reads:       []SourceKind{SourceTrace},
 		Check: func(r *Rule, in *Input) []Finding {
 			return fragFinding(r, in, func(rep *frag.Report, opts frag.Options) (Finding, bool) {
 				sig := rep.Signal(frag.ReservedGap)
@@ -103,6 +102,7 @@ func init() {
 		Severity:    Warning,
 		Threshold:   frag.DefaultOptions().MinChurnPerStep,
 		Unit:        "calls_per_step",
+		Reads:       []SourceKind{SourceTrace},
 		Check: func(r *Rule, in *Input) []Finding {
 			return fragFinding(r, in, func(rep *frag.Report, opts frag.Options) (Finding, bool) {
 				sig := rep.Signal(frag.CudaMallocChurn)

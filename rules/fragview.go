@@ -90,7 +90,7 @@ func (ev *Evaluation) FragOf(in *Input) *FragAnswer {
 // during the log mean the allocator had to free its cache and try again.
 // Nil without tables.
 func summaryFrag(in *Input, limit float64) *FragAnswer {
-	if in.Summary == nil {
+	if !in.Has(SourceSummary) {
 		return nil
 	}
 	devs := in.Summary.Frag()

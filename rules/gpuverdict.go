@@ -46,11 +46,11 @@ func judgeGPU(ins []*Input) *GPUAnswer {
 	var gpuIn, appsIn, stepsIn *Input
 	for _, in := range ins {
 		switch {
-		case in.SMI != nil && gpuIn == nil:
+		case in.Has(SourceSMI) && gpuIn == nil:
 			gpuIn = in
-		case in.SMIApps != nil && appsIn == nil:
+		case in.Has(SourceSMIApps) && appsIn == nil:
 			appsIn = in
-		case in.StepLog != nil && stepsIn == nil:
+		case in.StepLog != nil && stepsIn == nil: // a steps log, or memory_summary() tables as steps
 			stepsIn = in
 		}
 	}
@@ -229,7 +229,7 @@ func smiLeakRates(ev []LeakEvidence, ins []*Input) {
 		}
 		var g *smi.GPU
 		for _, in := range ins {
-			if in.Source == e.Source && in.SMI != nil {
+			if in.Source == e.Source && in.Has(SourceSMI) {
 				g = in.SMI.GPU(e.smiGPU)
 			}
 		}

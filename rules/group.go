@@ -83,7 +83,7 @@ func GroupInputs(ins []*Input) []Group {
 		if k.rank < 0 {
 			fits = snippetRuns[k.dir]
 		}
-		if len(fits) == 1 && in.Trace == nil && in.Snapshot == nil {
+		if len(fits) == 1 && !in.Has(SourceTrace) && !in.Has(SourceSnapshot) {
 			keyOf[i] = fits[0]
 			continue
 		}
@@ -251,7 +251,7 @@ func MergeLeakFindings(vs []Verdict, fs []Finding) []Finding {
 			}
 			f.Metrics["bytes_per_step"] = float64(l.BytesPerStep)
 			for _, e := range l.Evidence {
-				f.Metrics[e.Kind+"_bytes_per_step"] = float64(e.BytesPerStep)
+				f.Metrics[string(e.Kind)+"_bytes_per_step"] = float64(e.BytesPerStep)
 			}
 		}
 		merged[keep] = f

@@ -17,10 +17,8 @@ func init() {
 		Severity:    Error,
 		Threshold:   64 << 20,
 		Unit:        "bytes",
+		Reads:       []SourceKind{SourceSMI},
 		Check: func(r *Rule, in *Input) []Finding {
-			if in.SMI == nil {
-				return nil
-			}
 			// The input's analysis (Evaluate set its options from the rules
 			// in force): the verdict reads the same growth. Growth under the
 			// threshold is still a leak, at warning severity.
@@ -47,10 +45,8 @@ func init() {
 		Severity:    Warning,
 		Threshold:   0.9,
 		Unit:        "fraction",
+		Reads:       []SourceKind{SourceSMI},
 		Check: func(r *Rule, in *Input) []Finding {
-			if in.SMI == nil {
-				return nil
-			}
 			opts := in.smiOptions()
 			opts.Threshold = r.Threshold
 			var out []Finding
@@ -74,10 +70,8 @@ func init() {
 		Severity:    Warning,
 		Threshold:   10,
 		Unit:        "percent_utilization",
+		Reads:       []SourceKind{SourceSMI},
 		Check: func(r *Rule, in *Input) []Finding {
-			if in.SMI == nil {
-				return nil
-			}
 			opts := in.smiOptions()
 			opts.StarveUtilPct = r.Threshold
 			var out []Finding
@@ -100,10 +94,8 @@ func init() {
 		Severity:    Error,
 		Threshold:   1 << 20,
 		Unit:        "bytes_per_step",
+		Reads:       []SourceKind{SourceSteps, SourceSummary},
 		Check: func(r *Rule, in *Input) []Finding {
-			if in.StepLog == nil {
-				return nil
-			}
 			var out []Finding
 			for _, s := range in.StepAnalysis().Series {
 				if s.Verdict != "growing" {

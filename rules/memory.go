@@ -23,13 +23,18 @@ func (in *Input) Leaks() leak.Report {
 
 // Operators is the input's per-operator table (all GPUs).
 func (in *Input) Operators() []chrometrace.OperatorStats {
-	if in.Digest != nil {
+	if in.IsDigest() {
 		return in.Digest.Operators // the top rows only
 	}
-	return Memo(in, "operators", func() []chrometrace.OperatorStats {
-		return chrometrace.Operators(in.Trace, chrometrace.OperatorOptions{Device: -1})
+	return Memo(in, keyOperators, func() []chrometrace.OperatorStats {
+		return chrometrace.Operators(in.Trace, operatorOptions)
 	})
 }
+
+// The operator table the rules and reports share: all GPUs, by name.
+var operatorOptions = chrometrace.OperatorOptions{Device: -1}
+
+const keyOperators = "operators"
 
 func init() {
 	Register(&Rule{
@@ -38,10 +43,8 @@ func init() {
 		Severity:    Error,
 		Threshold:   1 << 20,
 		Unit:        "bytes_per_step",
+		Reads:       []SourceKind{SourceTrace},
 		Check: func(r *Rule, in *Input) []Finding {
-			if in.Trace == nil {
-				return nil
-			}
 			return leakFindings(in.Leaks(), r.Threshold)
 		},
 	})
@@ -51,8 +54,9 @@ func init() {
 		Severity:    Error,
 		Threshold:   1,
 		Unit:        "events",
+		Reads:       []SourceKind{SourceTrace},
 		Check: func(r *Rule, in *Input) []Finding {
-			if in.Trace == nil || float64(len(in.Trace.OOMs)) < r.Threshold {
+			if float64(len(in.Trace.OOMs)) < r.Threshold {
 				return nil
 			}
 			o := in.Trace.OOMs[0]
@@ -72,7 +76,8 @@ func init() {
 		Severity:  Warning,
 		Threshold: 1 << 30,
 		Unit:      "bytes",
-		Check:     traceOnly(checkOpSelfLimit),
+		Reads:     []SourceKind{SourceTrace},
+		Check:     checkOpSelfLimit,
 	})
 	Register(&Rule{
 		ID: RuleOpSelfPerStep,
@@ -81,7 +86,8 @@ func init() {
 		Severity:  Info,
 		Threshold: 1 << 30,
 		Unit:      "bytes_per_step",
-		Check:     traceOnly(checkOpSelfPerStep),
+		Reads:     []SourceKind{SourceTrace},
+		Check:     checkOpSelfPerStep,
 	})
 	Register(&Rule{
 		ID:          "memory.top-ops-share",
@@ -89,10 +95,8 @@ func init() {
 		Severity:    Info,
 		Threshold:   0.8,
 		Unit:        "fraction",
+		Reads:       []SourceKind{SourceTrace},
 		Check: func(r *Rule, in *Input) []Finding {
-			if in.Trace == nil {
-				return nil
-			}
 			ops := slices.DeleteFunc(slices.Clone(in.Operators()), func(o chrometrace.OperatorStats) bool {
 				return o.Name == "ProfilerStep*" // a window, not an operator
 			})
@@ -129,10 +133,8 @@ func init() {
 		Severity:    Warning,
 		Threshold:   0.9,
 		Unit:        "fraction",
+		Reads:       []SourceKind{SourceTrace},
 		Check: func(r *Rule, in *Input) []Finding {
-			if in.Trace == nil {
-				return nil
-			}
 			var out []Finding
 			for _, d := range in.Trace.Meta.Devices {
 				s := chrometrace.Summarize(in.Trace, int(d.ID))
@@ -182,7 +184,7 @@ type OpHolding struct {
 // OpHoldings are the input's per-operator holdings (all GPUs), most held
 // at the peak first, with the peak they refer to.
 func (in *Input) OpHoldings() (holdings []OpHolding, peak int64) {
-	if in.Digest != nil {
+	if in.IsDigest() {
 		return in.Digest.OpHoldings, in.Digest.OpHoldingPeak
 	}
 	type result struct {

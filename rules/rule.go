@@ -83,13 +83,15 @@ type Finding struct {
 }
 
 // Input is what rules look at: one input file of any kind torchmem
-// reads (one of the fields is set), with analyses computed on first use and
-// shared between rules.
+// reads, with analyses computed on first use and shared between rules.
+// Make one with NewInput (or NewDigestInput): the field of its Kind is set
+// (a memory-summary input's StepLog too), the others are nil.
 type Input struct {
 	Source string
-	// Kind is what the loader found the file to be ("trace", "snapshot",
-	// "nvidia-smi", "steps", "memory-timeline", "memory-summary").
-	Kind string
+	// Kind is what the file holds (NewInput sets it from the data; for a
+	// Digest, the kind of the file it was made from). Code that differs by
+	// kind asks InputKind or Is, not which field is nil.
+	Kind SourceKind
 	// Rank is the distributed rank, or -1 when unknown.
 	Rank     int64
 	Trace    *chrometrace.Trace
@@ -157,8 +159,16 @@ type Rule struct {
 	// Threshold is the rule's limit in Unit (bytes, fraction, count...).
 	Threshold float64
 	Unit      string
-	Check     func(r *Rule, in *Input) []Finding
+	// Reads are the kinds of input the rule reads: Run calls Check only on
+	// an input of one of them (never on a summary's digest, whose findings
+	// were computed when it was summarized), so Check may take the data of
+	// its kinds as there.
+	Reads []SourceKind
+	Check func(r *Rule, in *Input) []Finding
 }
+
+// reads says whether r reads inputs of kind k.
+func (r *Rule) reads(k SourceKind) bool { return slices.Contains(r.Reads, k) }
 
 var (
 	registryMu sync.Mutex
@@ -187,13 +197,17 @@ func Builtin() []Rule {
 // Run applies rules to an input; findings come out most severe first.
 func Run(rs []Rule, in *Input) []Finding {
 	var out []Finding
-	if in.Digest != nil {
+	if in.IsDigest() {
 		out = digestFindings(rs, in)
 		slices.SortStableFunc(out, func(a, b Finding) int { return int(b.Severity) - int(a.Severity) })
 		return out
 	}
+	kind := in.InputKind()
 	for i := range rs {
 		r := &rs[i]
+		if !r.reads(kind) {
+			continue
+		}
 		for _, f := range r.Check(r, in) {
 			if f.Rule == "" {
 				f.Rule = r.ID
@@ -210,15 +224,4 @@ func Run(rs []Rule, in *Input) []Finding {
 	}
 	slices.SortStableFunc(out, func(a, b Finding) int { return int(b.Severity) - int(a.Severity) })
 	return out
-}
-
-// traceOnly wraps a check that needs a profiler trace, so that it stays
-// quiet on snapshots and logs.
-func traceOnly(check func(r *Rule, in *Input) []Finding) func(r *Rule, in *Input) []Finding {
-	return func(r *Rule, in *Input) []Finding {
-		if in.Trace == nil {
-			return nil
-		}
-		return check(r, in)
-	}
 }

@@ -16,10 +16,8 @@ func init() {
 		Severity:    Warning,
 		Threshold:   0,
 		Unit:        "bytes",
+		Reads:       []SourceKind{SourceSMIApps},
 		Check: func(r *Rule, in *Input) []Finding {
-			if in.SMIApps == nil {
-				return nil
-			}
 			var out []Finding
 			for _, p := range in.AppsAnalysis().Zombies() {
 				if float64(p.FinalBytes) < r.Threshold {
@@ -55,7 +53,7 @@ func (in *Input) SMIAnalysis() smi.Analysis { return in.smiAnalysisWith(in.smiOp
 // smi rules set one option each from their threshold, which is the
 // input's own unless a config changed it, so they share one analysis.
 func (in *Input) smiAnalysisWith(o smi.Options) smi.Analysis {
-	if in.SMI == nil {
+	if !in.Has(SourceSMI) {
 		return smi.Analysis{Options: o}
 	}
 	return Get(in, NewKey[smi.Analysis](fmt.Sprintf("smi:%+v", o)), func() smi.Analysis { return smi.Analyze(in.SMI, o) })
@@ -72,7 +70,7 @@ func (in *Input) AppsAnalysisBeside(gpu *Input) smi.AppsAnalysis {
 	o := in.smiOptions()
 	var log *smi.Log
 	name := ""
-	if gpu != nil && gpu.SMI != nil {
+	if gpu != nil && gpu.Has(SourceSMI) {
 		log, name = gpu.SMI, gpu.Source
 	}
 	return Get(in, NewKey[smi.AppsAnalysis](fmt.Sprintf("smi:apps:%q:%+v", name, o)), func() smi.AppsAnalysis {

@@ -15,6 +15,22 @@ func (in *Input) SnapshotReport() *snapshot.Report {
 	return Memo(in, "snapshot", func() *snapshot.Report { return snapshot.Analyze(in.Snapshot, 0) })
 }
 
+// SnapshotStats are an allocator snapshot's figures, from the file or
+// from its summary; false for an input of another kind, or a summary that
+// kept none.
+func (in *Input) SnapshotStats() (snapshot.Stats, bool) {
+	switch {
+	case !in.Is(SourceSnapshot):
+		return snapshot.Stats{}, false
+	case in.IsDigest():
+		if in.Digest.SnapshotStats == nil {
+			return snapshot.Stats{}, false
+		}
+		return *in.Digest.SnapshotStats, true
+	}
+	return in.SnapshotReport().Stats, true
+}
+
 // RuleSnapshotSplit is the snapshot fragmentation rule's id.
 const RuleSnapshotSplit = "snapshot.inactive-split"
 
@@ -25,10 +41,8 @@ func init() {
 		Severity:    Error,
 		Threshold:   1 << 20,
 		Unit:        "bytes_per_step",
+		Reads:       []SourceKind{SourceSnapshot},
 		Check: func(r *Rule, in *Input) []Finding {
-			if in.Snapshot == nil {
-				return nil
-			}
 			return leakFindings(in.SnapshotLeaks(), r.Threshold)
 		},
 	})
@@ -38,10 +52,8 @@ func init() {
 		Severity:    Error,
 		Threshold:   1,
 		Unit:        "events",
+		Reads:       []SourceKind{SourceSnapshot},
 		Check: func(r *Rule, in *Input) []Finding {
-			if in.Snapshot == nil {
-				return nil
-			}
 			ooms := in.SnapshotReport().OOMs
 			if float64(len(ooms)) < r.Threshold {
 				return nil
@@ -67,10 +79,8 @@ func init() {
 		Severity:  Warning,
 		Threshold: 0.2,
 		Unit:      "fraction",
+		Reads:     []SourceKind{SourceSnapshot},
 		Check: func(r *Rule, in *Input) []Finding {
-			if in.Snapshot == nil {
-				return nil
-			}
 			rep := in.SnapshotReport()
 			st := rep.Stats
 			if st.ReservedBytes == 0 {

@@ -12,7 +12,7 @@ import (
 // cut into steps by the run's step log when the log's clock gives it more
 // steps when the profiler annotated none (TORCHMEM_TRACE=0).
 func groupLeakEvidence(in *Input, group []*Input) []LeakEvidence {
-	if in.Snapshot == nil || in.Digest != nil {
+	if !in.Has(SourceSnapshot) {
 		return in.LeakEvidence()
 	}
 	steps, ends, from := stepClock(in, group)

@@ -27,10 +27,8 @@ func init() {
 		Severity:    Warning,
 		Threshold:   1,
 		Unit:        "count",
+		Reads:       []SourceKind{SourceSummary},
 		Check: func(r *Rule, in *Input) []Finding {
-			if in.Summary == nil {
-				return nil
-			}
 			var out []Finding
 			for _, d := range in.Summary.Frag() {
 				if float64(d.RetriesDuringLog) < r.Threshold {
@@ -52,10 +50,8 @@ func init() {
 		Severity:    Warning,
 		Threshold:   0.2,
 		Unit:        "fraction",
+		Reads:       []SourceKind{SourceSummary},
 		Check: func(r *Rule, in *Input) []Finding {
-			if in.Summary == nil {
-				return nil
-			}
 			var out []Finding
 			for _, d := range in.Summary.Frag() {
 				if d.NonReleasableFraction <= r.Threshold {

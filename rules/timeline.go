@@ -34,7 +34,8 @@ func init() {
 		Severity:    Warning,
 		Threshold:   0.9,
 		Unit:        "fraction of steps",
-		Check:       traceOnly(checkSyncCopy),
+		Reads:       []SourceKind{SourceTrace},
+		Check:       checkSyncCopy,
 	})
 	Register(&Rule{
 		ID: rulePinnedBlocking,
@@ -43,7 +44,8 @@ func init() {
 		Severity:  Warning,
 		Threshold: 0.9,
 		Unit:      "fraction of steps",
-		Check:     traceOnly(checkPinnedBlocking),
+		Reads:     []SourceKind{SourceTrace},
+		Check:     checkPinnedBlocking,
 	})
 	Register(&Rule{
 		ID:          rulePageableH2D,
@@ -51,7 +53,8 @@ func init() {
 		Severity:    Warning,
 		Threshold:   1,
 		Unit:        "copies per step",
-		Check:       traceOnly(checkPageableH2D),
+		Reads:       []SourceKind{SourceTrace},
+		Check:       checkPageableH2D,
 	})
 	Register(&Rule{
 		ID: ruleIdleGaps,
@@ -60,7 +63,8 @@ func init() {
 		Severity:  Warning,
 		Threshold: 0.3,
 		Unit:      "fraction of step time",
-		Check:     traceOnly(checkIdleGaps),
+		Reads:     []SourceKind{SourceTrace},
+		Check:     checkIdleGaps,
 	})
 	Register(&Rule{
 		ID: ruleLaunchBound,
@@ -69,7 +73,8 @@ func init() {
 		Severity:  Info,
 		Threshold: 0.3,
 		Unit:      "fraction of step time",
-		Check:     traceOnly(checkIdleGaps),
+		Reads:     []SourceKind{SourceTrace},
+		Check:     checkIdleGaps,
 	})
 	Register(&Rule{
 		ID: ruleLowMemcpyBW,
@@ -78,7 +83,8 @@ func init() {
 		Severity:  Info,
 		Threshold: 0.25,
 		Unit:      "fraction of the trace's best host<->device bandwidth",
-		Check:     traceOnly(checkLowMemcpyBandwidth),
+		Reads:     []SourceKind{SourceTrace},
+		Check:     checkLowMemcpyBandwidth,
 	})
 }
 

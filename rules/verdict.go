@@ -24,19 +24,10 @@ import (
 // per run and rank from the inputs' memoized analyses and rendered by every
 // output format (text, Markdown, JSON, HTML) from this one structure.
 
-// Leak sources, in the order a tie between them is settled.
-const (
-	SourceSteps    = "steps"
-	SourceTrace    = "trace"
-	SourceSnapshot = "snapshot"
-	SourceSMI      = "nvidia-smi"
-	SourceSummary  = "memory-summary"
-)
-
 // LeakEvidence is what one input says about growth step over step.
 type LeakEvidence struct {
-	Source string `json:"source"` // the file
-	Kind   string `json:"input"`  // SourceSteps, SourceTrace, ...
+	Source string     `json:"source"` // the file
+	Kind   SourceKind `json:"input"`  // SourceSteps, SourceTrace, ...
 	// Verdict is leak.VerdictLeak, leak.VerdictClean or leak.VerdictUnknown.
 	Verdict      string `json:"verdict"`
 	BytesPerStep int64  `json:"bytes_per_step"`
@@ -204,7 +195,7 @@ type Verdict struct {
 // rankOrContents is the loader's rank, else one a memory_summary log
 // names in its logger prefix ("rank0:").
 func (in *Input) rankOrContents() int64 {
-	if in.Rank >= 0 || in.Summary == nil {
+	if in.Rank >= 0 || !in.Has(SourceSummary) {
 		return in.Rank
 	}
 	r := int64(-1)
@@ -220,56 +211,45 @@ func (in *Input) rankOrContents() int64 {
 	return r
 }
 
-// InputKind names what an input holds, as the verdict's sources say it.
-func (in *Input) InputKind() string {
-	if in.Kind != "" {
-		return in.Kind // the loader's word
-	}
-	switch {
-	case in.Trace != nil:
-		return SourceTrace
-	case in.Snapshot != nil:
-		return SourceSnapshot
-	case in.StepLog != nil:
-		return SourceSteps
-	case in.SMI != nil:
-		return SourceSMI
-	case in.Timeline != nil:
-		return "memory-timeline"
-	case in.Summary != nil:
-		return SourceSummary
-	}
-	return "unknown"
-}
-
 // LeakEvidence is what this input says about leaks (memoized).
 func (in *Input) LeakEvidence() []LeakEvidence {
 	return Memo(in, "verdict:leak-evidence", func() []LeakEvidence { return leakEvidence(in) })
 }
 
 func leakEvidence(in *Input) []LeakEvidence {
-	if in.Digest != nil {
+	if in.IsDigest() {
 		return slices.Clone(in.Digest.Verdict.Leak.Evidence)
 	}
 	var out []LeakEvidence
-	switch {
-	case in.Trace != nil:
-		out = append(out, reportEvidence(in, SourceTrace, in.Leaks()))
-	case in.Snapshot != nil:
-		// The snapshot's history covers the steps it annotates (fromReport
-		// counts them): coverage, like a trace's window, not the leak's length.
-		out = append(out, reportEvidence(in, SourceSnapshot, in.SnapshotLeaks()))
-	case in.StepLog != nil:
+	// stepEvidence judges a log of steps; kind is the file's own (a
+	// memory_summary() log is read as steps but is named as what it is).
+	stepEvidence := func(kind SourceKind) {
 		for _, s := range in.StepAnalysis().Series {
-			e := LeakEvidence{Source: in.Source, Kind: SourceSteps, Steps: s.Records, FirstStep: s.FirstStep, LastStep: s.LastStep, Reason: s.Reason}
+			e := LeakEvidence{Source: in.Source, Kind: kind, Steps: s.Records, FirstStep: s.FirstStep, LastStep: s.LastStep, Reason: s.Reason}
 			logVerdict(&e, s)
 			out = append(out, e)
 		}
-	case in.Summary != nil:
+	}
+	switch in.InputKind() {
+	case SourceTrace:
+		out = append(out, reportEvidence(in, SourceTrace, in.Leaks()))
+	case SourceSnapshot:
+		// The snapshot's history covers the steps it annotates (fromReport
+		// counts them): coverage, like a trace's window, not the leak's length.
+		out = append(out, reportEvidence(in, SourceSnapshot, in.SnapshotLeaks()))
+	case SourceSteps:
+		stepEvidence(SourceSteps)
+	case SourceSummary:
 		// memory_summary() tables logged with a step number read like a
-		// step log of the steps they were printed at.
-		out = append(out, summaryEvidence(in)...)
-	case in.SMI != nil:
+		// step log of the steps they were printed at. NewInput gives the
+		// log its tables as steps, read as a step log's; an Input made
+		// without them is judged from the tables (summaryEvidence).
+		if in.StepLog != nil {
+			stepEvidence(SourceSummary)
+		} else {
+			out = append(out, summaryEvidence(in)...)
+		}
+	case SourceSMI:
 		a := in.SMIAnalysis()
 		e := LeakEvidence{Source: in.Source, Kind: SourceSMI, Verdict: leak.VerdictClean, FirstStep: -1, LastStep: -1, Reason: "memory.used does not grow steadily"}
 		for _, g := range a.GPUs {
@@ -301,7 +281,7 @@ func leakEvidence(in *Input) []LeakEvidence {
 }
 
 // reportEvidence is the evidence of a trace or snapshot leak report.
-func reportEvidence(in *Input, kind string, rep leak.Report) LeakEvidence {
+func reportEvidence(in *Input, kind SourceKind, rep leak.Report) LeakEvidence {
 	e := LeakEvidence{Source: in.Source, Kind: kind, Verdict: rep.Verdict, BytesPerStep: rep.GrowthBytesPerStep, Reason: rep.Reason, R2: 1, FirstStep: -1, LastStep: -1}
 	for _, s := range rep.Steps {
 		if e.Steps == 0 {
@@ -394,7 +374,7 @@ func summaryEvidence(in *Input) []LeakEvidence {
 // sourceRank orders sources when their step counts tie: a step log fits a
 // line through every step, a snapshot's history sees every allocation, a
 // trace a window, nvidia-smi only the whole process.
-func sourceRank(kind string) int {
+func sourceRank(kind SourceKind) int {
 	switch kind {
 	case SourceSteps:
 		return 0
@@ -554,7 +534,7 @@ func judgeLeak(ev []LeakEvidence) LeakAnswer {
 // kindCount counts the evidence of each kind: a source is named by its
 // kind alone ("the step log") when it is the only one of that kind, by its
 // file otherwise.
-type kindCount map[string]int
+type kindCount map[SourceKind]int
 
 func countKinds(ev []LeakEvidence) kindCount {
 	k := kindCount{}
@@ -567,7 +547,7 @@ func countKinds(ev []LeakEvidence) kindCount {
 // name is how a sentence names the evidence's source.
 func (k kindCount) name(e LeakEvidence) string {
 	if k[e.Kind] > 1 {
-		return e.Kind + " " + filepath.Base(e.Source)
+		return string(e.Kind) + " " + filepath.Base(e.Source)
 	}
 	switch e.Kind {
 	case SourceSteps:
@@ -577,7 +557,7 @@ func (k kindCount) name(e LeakEvidence) string {
 	case SourceSMI:
 		return "nvidia-smi"
 	}
-	return "the " + e.Kind
+	return "the " + string(e.Kind)
 }
 
 func (k kindCount) figures(es []LeakEvidence) string {
@@ -628,11 +608,11 @@ func (k kindCount) agreement(best LeakEvidence, leaks, cleans []LeakEvidence) (s
 			switch c.Kind {
 			case SourceTrace, SourceSnapshot:
 				windowClean = true
-			case SourceSteps:
+			case SourceSteps, SourceSummary:
 				logClean = true
 			}
 		}
-		bestIsLog := best.Kind == SourceSteps || best.Kind == SourceSMI
+		bestIsLog := best.Kind == SourceSteps || best.Kind == SourceSummary || best.Kind == SourceSMI
 		switch {
 		case bestIsLog && windowClean:
 			settle = "the step log grows but the profiled window does not: the leak starts after the window or comes and goes; profile later steps (a later wait= in the schedule, or TORCHMEM_ACTIVE) and keep the allocator history on, then run torchmem again"
@@ -671,7 +651,7 @@ type SnapshotOOM struct {
 
 // OOMFacts are the input's out-of-memory records (memoized).
 func (in *Input) OOMFacts() OOMFacts {
-	if in.Digest != nil {
+	if in.IsDigest() {
 		if in.Digest.OOMFacts != nil {
 			return *in.Digest.OOMFacts
 		}
@@ -679,7 +659,8 @@ func (in *Input) OOMFacts() OOMFacts {
 	}
 	return Memo(in, "verdict:oom-facts", func() OOMFacts {
 		f := OOMFacts{CapacityBytes: -1}
-		if in.Trace != nil {
+		switch in.InputKind() {
+		case SourceTrace:
 			for _, d := range in.Trace.Meta.Devices {
 				f.CapacityBytes = max(f.CapacityBytes, d.TotalGlobalMem)
 			}
@@ -691,8 +672,7 @@ func (in *Input) OOMFacts() OOMFacts {
 				}
 				f.TraceOOMs = append(f.TraceOOMs, a)
 			}
-		}
-		if in.Snapshot != nil {
+		case SourceSnapshot:
 			rep := in.SnapshotReport()
 			st := rep.Stats
 			f.SnapshotStats = &st
@@ -800,11 +780,14 @@ func oomCause(a OOMAnswer) (string, string) {
 func judgeFrag(ins []*Input, o JudgeOptions) *FragAnswer {
 	var ans *FragAnswer
 	for _, in := range ins {
-		if in.Digest != nil && in.Kind == SourceSnapshot && in.Digest.Verdict.Frag != nil {
-			f := *in.Digest.Verdict.Frag
-			return &f
+		if !in.Is(SourceSnapshot) {
+			continue
 		}
-		if in.Snapshot == nil {
+		if in.IsDigest() {
+			if in.Digest.Verdict.Frag != nil {
+				f := *in.Digest.Verdict.Frag
+				return &f
+			}
 			continue
 		}
 		rep := in.SnapshotReport()
@@ -818,18 +801,18 @@ func judgeFrag(ins []*Input, o JudgeOptions) *FragAnswer {
 		return &FragAnswer{Source: in.Source, Verdict: j.Verdict, WastedBytes: j.InactiveSplitBytes, Wasted: "free but split inside used segments (snapshot)", Reason: j.Reason}
 	}
 	for _, in := range ins {
-		if in.Digest != nil && in.Kind == SourceTrace && in.Digest.Verdict.Frag != nil {
+		if !in.Is(SourceTrace) {
+			continue
+		}
+		if in.IsDigest() {
 			a := in.Digest.Verdict.Frag
-			if a.Verdict == frag.VerdictUnknown && ans != nil {
+			if a == nil || a.Verdict == frag.VerdictUnknown && ans != nil {
 				continue
 			}
 			if ans == nil || (a.Verdict == frag.VerdictFragmented && ans.Verdict != frag.VerdictFragmented) || (a.Verdict == ans.Verdict && a.WastedBytes > ans.WastedBytes) {
 				f := *a
 				ans = &f
 			}
-			continue
-		}
-		if in.Trace == nil {
 			continue
 		}
 		f := fragJudged(in, o.Frag) // the rules' thresholds in force
@@ -905,7 +888,7 @@ func addRetries(ans *FragAnswer, ins []*Input) *FragAnswer {
 			if first >= 0 && prev-first > n {
 				n, steps, records, from = prev-first, up, seen, in.Source
 				what = "step log"
-				if in.Summary != nil {
+				if in.Is(SourceSummary) {
 					what = "memory_summary()"
 				}
 			}
@@ -916,7 +899,7 @@ func addRetries(ans *FragAnswer, ins []*Input) *FragAnswer {
 		return withRetries(ans, from, n, sentence)
 	}
 	for _, in := range ins {
-		if in.Trace == nil || in.Digest != nil {
+		if !in.Has(SourceTrace) {
 			continue
 		}
 		if f := in.Frag(); f.AllocRetries > n {
@@ -946,14 +929,14 @@ func withRetries(ans *FragAnswer, from string, n int64, sentence string) *FragAn
 func judgePeak(ins []*Input) *PeakAnswer {
 	var ans *PeakAnswer
 	for _, in := range ins {
-		if in.Digest != nil && in.Kind == SourceTrace && in.Digest.Verdict.Peak != nil {
-			if p := in.Digest.Verdict.Peak; ans == nil || p.AllocatedBytes > ans.AllocatedBytes {
+		if !in.Is(SourceTrace) {
+			continue
+		}
+		if in.IsDigest() {
+			if p := in.Digest.Verdict.Peak; p != nil && (ans == nil || p.AllocatedBytes > ans.AllocatedBytes) {
 				c := *p
 				ans = &c
 			}
-			continue
-		}
-		if in.Trace == nil {
 			continue
 		}
 		c := in.PeakComposition()
@@ -974,9 +957,9 @@ func judgePeak(ins []*Input) *PeakAnswer {
 		for _, in := range ins {
 			switch {
 			case in.Source != ans.Source:
-			case in.Trace != nil:
+			case in.Has(SourceTrace):
 				base = in.Trace.Meta.BaseTimeNanoseconds
-			case in.Digest != nil:
+			case in.IsDigest():
 				base = in.Digest.TraceBaseNs
 			}
 		}
@@ -996,7 +979,7 @@ func judgePeak(ins []*Input) *PeakAnswer {
 	// Without a trace, an allocator snapshot's history names the lines
 	// alive at its highest point.
 	for _, in := range ins {
-		if in.Snapshot == nil {
+		if !in.Has(SourceSnapshot) {
 			continue
 		}
 		c := Memo(in, "verdict:snapshot-peak", func() *memtimeline.Composition { return snapshot.PeakComposition(in.Snapshot) })
@@ -1027,14 +1010,14 @@ func judgePeak(ins []*Input) *PeakAnswer {
 		return ans
 	}
 	for _, in := range ins {
-		if in.Digest != nil && (in.Kind == SourceSteps || in.Kind == SourceSummary) && in.Digest.Verdict.Peak != nil {
-			if p := in.Digest.Verdict.Peak; ans == nil || p.AllocatedBytes > ans.AllocatedBytes {
+		if !in.HasSteps() {
+			continue
+		}
+		if in.IsDigest() {
+			if p := in.Digest.Verdict.Peak; p != nil && (ans == nil || p.AllocatedBytes > ans.AllocatedBytes) {
 				c := *p
 				ans = &c
 			}
-			continue
-		}
-		if in.StepLog == nil {
 			continue
 		}
 		for _, s := range in.StepAnalysis().Series {
@@ -1072,7 +1055,7 @@ func topHolders(c *memtimeline.Composition) []Holder {
 // (memoized; nil without GPU memory events).
 func (in *Input) PeakComposition() *memtimeline.Composition {
 	return Memo(in, "verdict:peak-composition", func() *memtimeline.Composition {
-		if in.Trace == nil {
+		if !in.Has(SourceTrace) {
 			return nil
 		}
 		return memtimeline.PeakComposition(in.Trace, in.Attribution(), in.Lifetimes(-1), -1)
@@ -1082,7 +1065,7 @@ func (in *Input) PeakComposition() *memtimeline.Composition {
 // OOMComposition is what was alive at the trace's first out-of-memory.
 func (in *Input) OOMComposition() *memtimeline.Composition {
 	return Memo(in, "verdict:oom-composition", func() *memtimeline.Composition {
-		if in.Trace == nil || len(in.Trace.OOMs) == 0 {
+		if !in.Has(SourceTrace) || len(in.Trace.OOMs) == 0 {
 			return nil
 		}
 		o := in.Trace.OOMs[0]

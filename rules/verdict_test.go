@@ -203,7 +203,7 @@ func TestVerdictGroupsOneRunsFiles(t *testing.T) {
 	if v.Leak.Verdict != leak.VerdictLeak || v.Leak.BytesPerStep != truth {
 		t.Errorf("leak %s %d, truth %d", v.Leak.Verdict, v.Leak.BytesPerStep, truth)
 	}
-	kinds := map[string]bool{}
+	kinds := map[SourceKind]bool{}
 	for _, e := range v.Leak.Evidence {
 		kinds[e.Kind] = true
 	}

@@ -156,7 +156,7 @@ var keyZeroGrad = NewKey[ZeroGradReport]("zero-grad")
 
 // ZeroGrad is the trace's optimizer-step pairs and their resets.
 func (in *Input) ZeroGrad() ZeroGradReport {
-	if in.Digest != nil {
+	if in.IsDigest() {
 		if in.Digest.ZeroGrad != nil {
 			return *in.Digest.ZeroGrad
 		}
@@ -201,6 +201,7 @@ func init() {
 		Severity:  Warning,
 		Threshold: 0.5,
 		Unit:      "fraction of optimizer step pairs",
-		Check:     traceOnly(checkMissingZeroGrad),
+		Reads:     []SourceKind{SourceTrace},
+		Check:     checkMissingZeroGrad,
 	})
 }

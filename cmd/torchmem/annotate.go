@@ -71,8 +71,11 @@ func runAnnotate(stdout, stderr io.Writer, trace, output, rulesFile string) erro
 	if err != nil {
 		return err
 	}
-	in := ruleInput(files[0])
-	if in.Trace == nil {
+	in, err := ruleInput(files[0])
+	if err != nil {
+		return err
+	}
+	if !in.Has(rules.SourceTrace) {
 		return badInput(fmt.Errorf("%s: not a trace", trace))
 	}
 	if in.Trace.Truncated != nil {

@@ -106,7 +106,11 @@ func loadSide(arg string, stderr io.Writer) ([]*diffGroup, error) {
 			g = &diffGroup{kind: kind, rank: f.Rank}
 			groups = append(groups, g)
 		}
-		g.inputs = append(g.inputs, ruleInput(f))
+		in, err := ruleInput(f)
+		if err != nil {
+			return nil, err
+		}
+		g.inputs = append(g.inputs, in)
 	}
 	return groups, nil
 }

@@ -89,7 +89,10 @@ func runFrag(stdout, stderr io.Writer, args []string, o *fragOptions) error {
 	var inputs []report.FragInput
 	fragmented := false
 	for _, f := range files {
-		in := ruleInput(f)
+		in, err := ruleInput(f)
+		if err != nil {
+			return err
+		}
 		ev := rules.Evaluate(rs, []*rules.Input{in}, rules.EvalOptions{})
 		if a := ev.FragOf(in); a != nil && a.Verdict == rules.FragVerdictFragmented {
 			fragmented = true

@@ -82,7 +82,7 @@ func runLeaks(stdout, stderr io.Writer, args []string, o *leaksOptions) error {
 	if err != nil {
 		return err
 	}
-	if !bounded && slices.ContainsFunc(ins, func(in *rules.Input) bool { return in.Digest != nil }) {
+	if !bounded && slices.ContainsFunc(ins, func(in *rules.Input) bool { return in.IsDigest() }) {
 		fmt.Fprintf(stderr, "torchmem: warning: summaries hold the leak analysis made with the default options (--device, --depth and --min-bytes-per-step apply to traces)\n")
 	}
 	// The answer (verdicts, findings, exit code) is the one every command

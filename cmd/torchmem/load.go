@@ -80,8 +80,12 @@ func loadInputs(stderr io.Writer, args []string, command string, topts chrometra
 				if st, err := os.Stat(f.Path); err == nil {
 					size = st.Size()
 				}
+				in, err := ruleInput(f)
+				if err != nil {
+					return f // refused where the inputs are made
+				}
 				reduced.Add(1)
-				s := summary.Make(ruleInput(f), size, version, f.Warnings)
+				s := summary.Make(in, size, version, f.Warnings)
 				s.RestoreCharts()
 				return &load.File{Path: f.Path, Kind: load.Summarized, Rank: f.Rank, Summarized: s, Warnings: f.Warnings}
 			}
@@ -148,20 +152,22 @@ const analysisGCPercent = 10
 // analysisPhase starts the analysis of loaded inputs.
 func analysisPhase() { debug.SetGCPercent(analysisGCPercent) }
 
-// ruleInput is a loaded file as the rules see it.
-// A memory_summary() log is also read as a per-step log (its tables as
-// steps), so step-growth detection, the rules, the verdict and the report's
-// chart take it like memory_stats() lines.
-func ruleInput(f *load.File) *rules.Input {
+// ruleInput is a loaded file as the rules see it (a memory_summary() log
+// is also read as a per-step log: rules.NewInput). An input that holds no
+// data or data of several kinds is refused, naming the file.
+func ruleInput(f *load.File) (*rules.Input, error) {
+	var in *rules.Input
+	var err error
 	if f.Summarized != nil {
-		return f.Summarized.Input()
+		in, err = f.Summarized.Input()
+	} else {
+		in, err = rules.NewInput(f.Path, f.Rank, rules.Data{Trace: f.Trace, Snapshot: f.Snapshot, StepLog: f.Steps,
+			SMI: f.SMI, SMIApps: f.SMIApps, Timeline: f.Timeline, Summary: f.Summary})
 	}
-	steps := f.Steps
-	if f.Summary != nil {
-		steps = f.Summary.StepLog()
+	if err != nil {
+		return nil, badInput(load.FileError(f.Path, err))
 	}
-	return &rules.Input{Source: f.Path, Kind: string(f.Kind), Rank: f.Rank, Trace: f.Trace, SMI: f.SMI, SMIApps: f.SMIApps, StepLog: steps,
-		Snapshot: f.Snapshot, Timeline: f.Timeline, Summary: f.Summary}
+	return in, nil
 }
 
 // loadRuleInputs reads inputs of every kind for analyze, check and report;
@@ -173,7 +179,9 @@ func loadRuleInputs(stderr io.Writer, args []string, command string, bounded boo
 	}
 	out := make([]*rules.Input, len(files))
 	for i, f := range files {
-		out[i] = ruleInput(f)
+		if out[i], err = ruleInput(f); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }

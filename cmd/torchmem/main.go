@@ -41,7 +41,10 @@ func badInput(err error) error { return &exitError{code: exitBadInput, err: err}
 func findings() error { return &exitError{code: exitFindings, silent: true} }
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	stopProfiles := startProfiles()
+	code := run(os.Args[1:], os.Stdout, os.Stderr)
+	stopProfiles()
+	os.Exit(code)
 }
 
 // run executes the command line and returns the process exit code; tests

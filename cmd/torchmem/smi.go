@@ -88,9 +88,12 @@ findings and the verdict alike.`,
 			// analyze and check agree on the same logs.
 			ins := make([]*rules.Input, len(files))
 			for i, f := range files {
-				in := ruleInput(f)
+				in, err := ruleInput(f)
+				if err != nil {
+					return err
+				}
 				in.SMIOptions = &opts
-				if gpu != "" && in.SMI != nil {
+				if gpu != "" && in.Has(rules.SourceSMI) {
 					g := in.SMI.GPU(gpu)
 					if g == nil {
 						var keys []string

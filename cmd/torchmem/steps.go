@@ -69,7 +69,10 @@ said as bounded. The least-squares line (per step, R^2) is shown alongside.
 			var ins []*rules.Input
 			var exit error
 			for _, f := range files {
-				in := ruleInput(f)
+				in, err := ruleInput(f)
+				if err != nil {
+					return err
+				}
 				in.StepOptions = &opts
 				if err := exitOf(rules.Evaluate(rules.DefaultRuleSet(), []*rules.Input{in}, rules.EvalOptions{})); err != nil {
 					exit = err

@@ -205,7 +205,11 @@ func summarizeOne(src load.Source, out string, o *load.Options) summarized {
 	}
 	r.kind = f.Kind
 	r.warnings = f.Warnings
-	in := ruleInput(f)
+	in, err := ruleInput(f)
+	if err != nil {
+		r.err = err
+		return r
+	}
 	s := summary.Make(in, r.inBytes, version, f.Warnings)
 	f, in = nil, nil // the raw records go with the next collection
 	r.outBytes, r.err = writeSummaryFile(s, out)

@@ -371,10 +371,7 @@ func Analyze(d Data, opts Options) Report {
 	steps := slices.Clone(t.Steps)
 	slices.SortFunc(steps, func(a, b chrometrace.Step) int { return cmp.Compare(a.Start, b.Start) })
 	rep.WholeWindow = len(steps) == 0
-	stepOf := func(ts int64) int {
-		k, _ := slices.BinarySearchFunc(steps, ts, func(s chrometrace.Step, ts int64) int { return cmp.Compare(s.Start, ts+1) })
-		return k - 1 // -1: before the first step
-	}
+	stepOf := chrometrace.NewStepCursor(steps).Of // -1: before the first step
 	stepName := func(k int) string {
 		if k < 0 {
 			if rep.WholeWindow {
@@ -393,6 +390,7 @@ func Analyze(d Data, opts Options) Report {
 	attr := d.Attribution()
 	siteOpts := memtimeline.SiteOptions{Device: opts.Device, Depth: opts.Depth}
 	smallSites := newSiteCounter()
+	siteIndex := memtimeline.NewSiteIndex(attr, siteOpts)
 	var smallInSteps int64
 	for _, i := range mem {
 		e := &t.Memory[i]
@@ -431,7 +429,7 @@ func Analyze(d Data, opts Options) Report {
 				st.SmallAllocs++
 				smallInSteps++
 			}
-			smallSites.add(memtimeline.SiteOf(attr, int(i), siteOpts), e.Bytes)
+			smallSites.addEvent(siteIndex, int(i), e.Bytes)
 		}
 	}
 	for b := range rep.Histogram {
@@ -944,19 +942,41 @@ func stepIndex(steps []Step, name string) int {
 // siteCounter counts events per code site.
 type siteCounter struct {
 	sites map[string]*CodeSite
+	// byIndex caches the sites of a SiteIndex's numbers (addEvent).
+	byIndex []*CodeSite
 }
 
 func newSiteCounter() *siteCounter { return &siteCounter{sites: map[string]*CodeSite{}} }
 
 func (c *siteCounter) add(s memtimeline.Site, bytes int64) {
+	agg := c.site(s)
+	agg.Count++
+	agg.Bytes += bytes
+}
+
+// addEvent counts memory event i at its site in x, naming each site once.
+func (c *siteCounter) addEvent(x *memtimeline.SiteIndex, i int, bytes int64) {
+	k := x.Of(i)
+	if int(k) >= len(c.byIndex) {
+		c.byIndex = append(c.byIndex, make([]*CodeSite, int(k)+1-len(c.byIndex))...)
+	}
+	agg := c.byIndex[k]
+	if agg == nil {
+		agg = c.site(x.Site(k))
+		c.byIndex[k] = agg
+	}
+	agg.Count++
+	agg.Bytes += bytes
+}
+
+func (c *siteCounter) site(s memtimeline.Site) *CodeSite {
 	key := strings.Join(s.Frames, "\x00") + "\x01" + s.Operator + "\x01" + s.ForwardOp
 	agg := c.sites[key]
 	if agg == nil {
 		agg = &CodeSite{Operator: s.Operator, ForwardOp: s.ForwardOp, Stack: fmtutil.NonNil(s.Frames), Location: site.LocationOf(s.Frames)}
 		c.sites[key] = agg
 	}
-	agg.Count++
-	agg.Bytes += bytes
+	return agg
 }
 
 // top returns the n sites with the most events (0: all), with per-step

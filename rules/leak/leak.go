@@ -390,11 +390,9 @@ func Analyze(d Data, opts Options) Report {
 		rep.WholeWindow = true
 		steps = []chrometrace.Step{{Number: -1, Start: -1 << 62, Dur: 1 << 62}}
 	}
-	stepOf := func(ts int64) int {
-		// The step containing ts, else the last one started before it.
-		k, _ := slices.BinarySearchFunc(steps, ts, func(s chrometrace.Step, ts int64) int { return cmp.Compare(s.Start, ts+1) })
-		return k - 1 // -1: before the first step
-	}
+	// The step containing ts, else the last one started before it (-1:
+	// before the first step).
+	stepOf := chrometrace.NewStepCursor(steps).Of
 	for _, s := range steps {
 		name := fmt.Sprintf("ProfilerStep#%d", s.Number)
 		if rep.WholeWindow {
@@ -408,7 +406,9 @@ func Analyze(d Data, opts Options) Report {
 
 	attr := d.Attribution()
 	siteOpts := memtimeline.SiteOptions{Device: opts.Device, Depth: opts.Depth}
-	sites := map[string]*siteSeries{}
+	// Sites by their number in index (nil: no survivor there).
+	index := memtimeline.NewSiteIndex(attr, siteOpts)
+	var sites []*siteSeries
 	var order []*siteSeries
 	for _, lt := range lts {
 		switch lt.State {
@@ -429,11 +429,13 @@ func Analyze(d Data, opts Options) Report {
 		}
 		rep.Steps[k].SurvivorBytes += lt.Bytes
 		rep.Steps[k].SurvivorBlocks++
-		s := memtimeline.SiteOf(attr, int(lt.Alloc), siteOpts)
-		key := siteKey(s)
+		key := index.Of(int(lt.Alloc))
+		if int(key) >= len(sites) {
+			sites = append(sites, make([]*siteSeries, int(key)+1-len(sites))...)
+		}
 		agg := sites[key]
 		if agg == nil {
-			agg = &siteSeries{site: s, bytes: make([]int64, len(steps)), blocks: make([]int64, len(steps)), first: lt.Alloc}
+			agg = &siteSeries{site: index.Site(key), bytes: make([]int64, len(steps)), blocks: make([]int64, len(steps)), first: lt.Alloc}
 			sites[key] = agg
 			order = append(order, agg)
 		}
@@ -470,8 +472,8 @@ func Analyze(d Data, opts Options) Report {
 		if a < 0 || b <= a {
 			continue
 		}
-		agg := sites[siteKey(memtimeline.SiteOf(attr, int(lt.Alloc), siteOpts))]
-		if agg != nil {
+		if key := index.Of(int(lt.Alloc)); int(key) < len(sites) && sites[key] != nil {
+			agg := sites[key]
 			agg.maxRetention = max(agg.maxRetention, b-a)
 		}
 	}
@@ -588,10 +590,6 @@ func (rep *Report) group(hooks map[string]growingFrame, kept string) bool {
 		rep.Reason += fmt.Sprintf(" (and %d more leak(s))", len(rep.Leaks)-1)
 	}
 	return true
-}
-
-func siteKey(s memtimeline.Site) string {
-	return strings.Join(s.Frames, "\x00") + "\x01" + s.Operator + "\x01" + s.ForwardOp
 }
 
 // siteKind tells from a site's own evidence why it keeps memory.
@@ -840,7 +838,9 @@ func hookOnModule(frames []string, hooks map[string]growingFrame) string {
 // at least 3 consecutive steps by one or more each step: a hook registered
 // again every step.
 func growingFrames(t *chrometrace.Trace, steps []chrometrace.Step, stepOf func(int64) int) map[string]growingFrame {
-	counts := map[chrometrace.StrID][]int{}
+	// Per name (by string id: a million frames share a few thousand
+	// names), calls per step.
+	counts := make([][]int, len(t.Strings))
 	for i := range t.PyFrames {
 		f := &t.PyFrames[i]
 		k := stepOf(f.Start)
@@ -856,23 +856,23 @@ func growingFrames(t *chrometrace.Trace, steps []chrometrace.Step, stepOf func(i
 	}
 	// The modules each function ran under as a hook: its caller is torch's
 	// module dispatch, and the nearest nn.Module frame above is the module.
-	byID := map[[2]int64]int{}
-	for i := range t.PyFrames {
-		f := &t.PyFrames[i]
-		byID[[2]int64{int64(f.Thread), int64(f.ID)}] = i
-	}
+	byID := newFrameIDs(t.PyFrames)
 	hookOf := map[chrometrace.StrID]map[string]bool{}
+	dispatch := make([]bool, len(t.Strings)) // names of torch's module dispatch
+	for i, n := range t.Strings {
+		dispatch[i] = strings.Contains(n, "torch/nn/modules/module.py")
+	}
 	for i := range t.PyFrames {
 		f := &t.PyFrames[i]
-		p, ok := byID[[2]int64{int64(f.Thread), int64(f.ParentID)}]
-		if !ok || !strings.Contains(t.Str(t.PyFrames[p].Name), "torch/nn/modules/module.py") {
+		p, ok := byID.get(f.Thread, f.ParentID)
+		if !ok || !dispatch[t.PyFrames[p].Name] {
 			continue
 		}
 		// torch's dispatch calls the module's forward too: not a hook.
 		if pf, ok := chrometrace.ParseFrame(t.Str(f.Name)); !ok || pf.Name == "forward" || pf.Name == "_forward_unimplemented" {
 			continue
 		}
-		for q, ok := p, true; ok; q, ok = byID[[2]int64{int64(f.Thread), int64(t.PyFrames[q].ParentID)}] {
+		for q, ok := p, true; ok; q, ok = byID.get(f.Thread, t.PyFrames[q].ParentID) {
 			if n := t.Str(t.PyFrames[q].Name); strings.HasPrefix(n, "nn.Module:") {
 				if hookOf[f.Name] == nil {
 					hookOf[f.Name] = map[string]bool{}
@@ -902,6 +902,9 @@ func growingFrames(t *chrometrace.Trace, steps []chrometrace.Step, stepOf func(i
 		}
 	}
 	for name, c := range counts {
+		if c == nil {
+			continue
+		}
 		lo := 0
 		for lo < len(c) && c[lo] == 0 {
 			lo++
@@ -917,12 +920,70 @@ func growingFrames(t *chrometrace.Trace, steps []chrometrace.Step, stepOf func(i
 		for i := lo + 1; i <= hi; i++ {
 			ok = ok && c[i] > c[i-1]
 		}
-		n := t.Str(name)
+		n := t.Str(chrometrace.StrID(name))
 		if ok && !chrometrace.IsLibraryFrame(n) {
-			out[chrometrace.NormalizeFrame(n)] = growingFrame{counts: slices.Clone(c[lo : hi+1]), first: steps[lo].Number, last: steps[hi].Number, modules: hookOf[name]}
+			out[chrometrace.NormalizeFrame(n)] = growingFrame{counts: slices.Clone(c[lo : hi+1]), first: steps[lo].Number, last: steps[hi].Number, modules: hookOf[chrometrace.StrID(name)]}
 		}
 	}
 	return out
+}
+
+// frameIDs finds a Python frame by its thread and "Python id" (the last
+// such frame). Torch numbers a profile's frames 1, 2, 3...: a dense array
+// indexed by id serves them in 4 bytes a frame, where a map took ten times
+// that for the millions of frames of a large trace; ids reused across
+// threads or far apart fall back to the map.
+type frameIDs struct {
+	frames []chrometrace.PyFrame
+	dense  []int32 // id -> index+1, 0: none
+	byID   map[[2]int64]int
+}
+
+func newFrameIDs(frames []chrometrace.PyFrame) *frameIDs {
+	x := &frameIDs{frames: frames}
+	maxID := int32(-1)
+	for i := range frames {
+		if id := frames[i].ID; id < 0 || int(id) > 2*len(frames)+1024 {
+			maxID = -2
+			break
+		} else {
+			maxID = max(maxID, id)
+		}
+	}
+	if maxID >= -1 {
+		x.dense = make([]int32, maxID+1)
+		for i := range frames {
+			f := &frames[i]
+			if j := x.dense[f.ID]; j > 0 && frames[j-1].Thread != f.Thread {
+				x.dense = nil // an id on two threads
+				break
+			}
+			x.dense[f.ID] = int32(i + 1)
+		}
+	}
+	if x.dense == nil {
+		x.byID = map[[2]int64]int{}
+		for i := range frames {
+			f := &frames[i]
+			x.byID[[2]int64{int64(f.Thread), int64(f.ID)}] = i
+		}
+	}
+	return x
+}
+
+func (x *frameIDs) get(th chrometrace.ThreadID, id int32) (int, bool) {
+	if x.dense == nil {
+		i, ok := x.byID[[2]int64{int64(th), int64(id)}]
+		return i, ok
+	}
+	if id < 0 || int(id) >= len(x.dense) || x.dense[id] == 0 {
+		return 0, false
+	}
+	i := int(x.dense[id] - 1)
+	if x.frames[i].Thread != th {
+		return 0, false
+	}
+	return i, true
 }
 
 // Autograd evidence of one block.

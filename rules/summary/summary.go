@@ -56,7 +56,7 @@ type Summary struct {
 	SourceBytes int64  `json:"source_bytes"`
 	// Kind is what the input was: trace, snapshot, steps, nvidia-smi,
 	// memory-timeline or memory-summary.
-	Kind string `json:"kind"`
+	Kind rules.SourceKind `json:"kind"`
 	// Rank is the distributed rank (-1 unknown); WorldSize from the trace.
 	Rank int64 `json:"rank"`
 	rules.Digest
@@ -74,11 +74,9 @@ func Make(in *rules.Input, sourceBytes int64, version string, warnings []string)
 // Input is the summary read back as an input of the rules: its Source is
 // the summarized file's name (so that it groups with the rest of its run
 // and rank as that file would), its analyses the summary's.
-func (s *Summary) Input() *rules.Input {
+func (s *Summary) Input() (*rules.Input, error) {
 	d := s.Digest
-	// torch's memory timeline, downsampled, is the input's own data: the
-	// verdict lines a trace's peak up with it as with the file.
-	return &rules.Input{Source: s.Source, Kind: s.Kind, Rank: s.Rank, Digest: &d, Timeline: d.TorchTimeline}
+	return rules.NewDigestInput(s.Source, s.Kind, s.Rank, &d)
 }
 
 // Write writes s gzipped.
@@ -111,6 +109,9 @@ func Read(r io.Reader) (*Summary, error) {
 		return nil, fmt.Errorf("torchmem summary schema_version %d is newer than this torchmem reads (%d): upgrade torchmem", s.SchemaVersion, SchemaVersion)
 	case s.Kind == "":
 		return nil, errors.New("torchmem summary without the kind of its input")
+	}
+	if _, err := rules.ParseSourceKind(string(s.Kind)); err != nil {
+		return nil, fmt.Errorf("torchmem summary: %w", err)
 	}
 	if s.Findings == nil {
 		s.Findings = []rules.DigestFinding{}

@@ -12,7 +12,6 @@ import (
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/memsummary"
-	"github.com/torchmem/torchmem/memtimeline/snapshot"
 	"github.com/torchmem/torchmem/rules"
 )
 
@@ -20,7 +19,7 @@ import (
 // document's inputs[]).
 type InputAnalysis struct {
 	Source    string               `json:"source"`
-	Kind      string               `json:"kind"`
+	Kind      rules.SourceKind     `json:"kind"`
 	Summary   *chrometrace.Summary `json:"summary,omitempty"`
 	Operators []OperatorRow        `json:"operators,omitempty"`
 	Sites     []SiteRow            `json:"sites,omitempty"`
@@ -46,7 +45,7 @@ func analyses(ev *rules.Evaluation, top int) []InputAnalysis {
 	var results []InputAnalysis
 	for _, in := range ev.Inputs {
 		a := InputAnalysis{Source: in.Source, Kind: in.Kind, Findings: ev.FindingsFor(in.Source), in: in}
-		if in.Trace != nil || in.Digest != nil && in.Digest.TraceSummary != nil {
+		if in.Has(rules.SourceTrace) || in.Is(rules.SourceTrace) && in.Digest.TraceSummary != nil {
 			s := in.TraceSummary(-1)
 			a.Summary = &s
 			ops := slices.Clone(in.Operators())
@@ -71,12 +70,13 @@ func analyses(ev *rules.Evaluation, top int) []InputAnalysis {
 			f := in.Frag()
 			a.Frag = &fragSummary{Verdict: f.Verdict, Reason: f.Reason, Advice: f.Advice}
 		}
-		if in.Summary != nil {
+		switch {
+		case in.Has(rules.SourceSummary):
 			a.MemorySummary = in.Summary.Frag()
-		} else if in.Digest != nil {
+		case in.IsDigest():
 			a.MemorySummary = in.Digest.MemorySummaryFrag
 		}
-		if in.Snapshot != nil || in.Digest != nil && in.Kind == rules.SourceSnapshot {
+		if in.Is(rules.SourceSnapshot) {
 			l := in.SnapshotLeaks()
 			a.Leaks = &l
 		}
@@ -164,14 +164,15 @@ func writeAnalysisText(w io.Writer, a InputAnalysis) {
 			fmt.Fprintf(w, "Per-step memory log: %d lines\n", d.Lines)
 		}
 	}
-	if in.SMI != nil {
+	if in.Has(rules.SourceSMI) {
 		fmt.Fprintf(w, "nvidia-smi log: %d GPUs, %d rows\n", len(in.SMI.GPUs), in.SMI.Rows)
 	}
-	if a := in.SMIApps; a != nil {
+	if in.Has(rules.SourceSMIApps) {
+		a := in.SMIApps
 		fmt.Fprintf(w, "nvidia-smi per-process log: %d processes, %d sampling rounds, %d rows\n", len(a.Processes), a.Rounds, a.Rows)
 	}
-	if in.Summary != nil || in.Digest != nil && in.Kind == rules.SourceSummary {
-		if in.Summary != nil {
+	if in.Is(rules.SourceSummary) {
+		if in.Has(rules.SourceSummary) {
 			fmt.Fprintf(w, "memory_summary() log: %d tables in %d lines\n", len(in.Summary.Samples), in.Summary.Lines)
 		} else {
 			fmt.Fprintf(w, "memory_summary() log: %d tables in %d lines\n", in.Digest.Tables, in.Digest.Lines)
@@ -180,16 +181,10 @@ func writeAnalysisText(w io.Writer, a InputAnalysis) {
 			fmt.Fprintf(w, "  device %d: reserved %s, non-releasable %s (at most %.0f%% of reserved), %d cudaMalloc retries, %d OOMs\n",
 				d.Device, memtimeline.FormatBytes(d.ReservedBytes), memtimeline.FormatBytes(d.NonReleasableBytes), 100*d.NonReleasableFraction, d.Retries, d.OOMs)
 		}
-	} else if in.StepLog != nil {
+	} else if in.Has(rules.SourceSteps) {
 		fmt.Fprintf(w, "Per-step memory log: %d lines\n", in.StepLog.Lines)
 	}
-	if in.Snapshot != nil || in.Digest != nil && in.Digest.SnapshotStats != nil {
-		var st snapshot.Stats
-		if in.Digest != nil {
-			st = *in.Digest.SnapshotStats
-		} else {
-			st = in.SnapshotReport().Stats
-		}
+	if st, ok := in.SnapshotStats(); ok {
 		fmt.Fprintf(w, "Allocator snapshot: reserved %s, allocated %s, inactive split %s, largest free block %s, %d segments\n",
 			memtimeline.FormatBytes(st.ReservedBytes), memtimeline.FormatBytes(st.AllocatedBytes), memtimeline.FormatBytes(st.InactiveSplitBytes),
 			memtimeline.FormatBytes(st.LargestFreeBlock), st.Segments)

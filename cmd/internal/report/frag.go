@@ -262,9 +262,9 @@ func NewFrag(inputs []FragInput, o Options) *Report {
 func (r *Report) writeFrag(w io.Writer) error {
 	return EachInput(w, r.Format, r.FragInputs, func(w io.Writer, f FragInput) error {
 		switch in := f.Input; {
-		case in.Snapshot != nil:
+		case in.Has(rules.SourceSnapshot):
 			return writeFragSnapshot(w, f.Eval, in, r.Format)
-		case in.Summary != nil:
+		case in.Has(rules.SourceSummary):
 			return writeFragSummary(w, f.Eval, in, r.Format)
 		}
 		return writeFragTrace(w, f.Eval, f.Input, r.Format)
@@ -357,10 +357,10 @@ func fragVerdictOf(ev *rules.Evaluation, in *rules.Input) (verdict, reason strin
 	if a := ev.FragOf(in); a != nil {
 		return a.Verdict, a.Reason
 	}
-	if in.Snapshot != nil {
+	switch {
+	case in.Has(rules.SourceSnapshot):
 		return rules.FragVerdictUnknown, "the snapshot holds no reserved memory"
-	}
-	if in.Summary != nil {
+	case in.Has(rules.SourceSummary):
 		return rules.FragVerdictUnknown, "no memory_summary() tables"
 	}
 	return rules.FragVerdictUnknown, ""

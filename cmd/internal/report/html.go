@@ -54,7 +54,7 @@ type reportTable struct {
 
 type reportInput struct {
 	Source    string
-	Kind      string
+	Kind      rules.SourceKind
 	Summary   []reportKV
 	Charts    []reportChart
 	Leak      *rules.LeakReport
@@ -231,7 +231,7 @@ func buildReportAnswer(idPrefix string, v rules.Verdict) (reportAnswer, error) {
 		}
 	}
 	for _, in := range v.Inputs {
-		if in.Digest != nil {
+		if in.IsDigest() {
 			a.TimelineNotes = append(a.TimelineNotes, "read from summaries: the run on one timeline (step log, profiled windows, snapshot history) needs the files themselves; each summary's own chart is below")
 			break
 		}
@@ -242,11 +242,11 @@ func buildReportAnswer(idPrefix string, v rules.Verdict) (reportAnswer, error) {
 		var f chart.RunFiles
 		for _, in := range v.Inputs {
 			switch {
-			case in.Trace != nil:
+			case in.Has(rules.SourceTrace):
 				f.Traces, f.TraceName = append(f.Traces, in.Trace), append(f.TraceName, in.Source)
-			case in.Snapshot != nil:
+			case in.Has(rules.SourceSnapshot):
 				f.Snapshots, f.SnapName = append(f.Snapshots, in.Snapshot), append(f.SnapName, in.Source)
-			case in.StepLog != nil:
+			case in.StepLog != nil: // a steps log, or memory_summary() tables as steps
 				f.StepLogs, f.StepName = append(f.StepLogs, in.StepLog), append(f.StepName, in.Source)
 			}
 		}
@@ -282,8 +282,9 @@ func barSegments(shares []memtimeline.Share) []reportBarSegment {
 
 func buildReportInput(idPrefix string, in *rules.Input, fs []rules.Finding, top int) (reportInput, error) {
 	ri := reportInput{Source: in.Source, Findings: fs}
+	snapStats, hasSnapStats := in.SnapshotStats()
 	switch {
-	case in.Trace != nil || in.Digest != nil && in.Kind == rules.SourceTrace:
+	case in.Is(rules.SourceTrace):
 		ri.Kind = rules.SourceTrace
 		t := in.Trace
 		s := in.TraceSummary(-1)
@@ -329,7 +330,7 @@ func buildReportInput(idPrefix string, in *rules.Input, fs []rules.Finding, top 
 			ri.Sites = append(ri.Sites, SiteRow{Frames: st.Frames, Operator: st.Operator, ForwardOperator: st.ForwardOp, AllocBytes: st.AllocBytes, LiveBytesAtEnd: st.LiveBytesAtEnd, LiveBytesAtPeak: st.LiveBytesAtPeak})
 		}
 		ri.Leak = &l
-	case in.Snapshot != nil:
+	case in.Has(rules.SourceSnapshot):
 		ri.Kind = rules.SourceSnapshot
 		rep := in.SnapshotReport()
 		st := rep.Stats
@@ -346,14 +347,13 @@ func buildReportInput(idPrefix string, in *rules.Input, fs []rules.Finding, top 
 			rows = append(rows, []string{fmt.Sprintf("%#x", f.Address), f.SegmentType, memtimeline.FormatBytes(f.TotalSize), memtimeline.FormatBytes(f.AllocatedBytes), f.Bar})
 		}
 		ri.Tables = append(ri.Tables, reportTable{Title: fmt.Sprintf("Largest segments, with a fill map: each cell is 1/%d of the segment; '#' full, '1'-'9' tenths in use, '0' under a tenth, '.' free", snapshot.DefaultBarWidth), Header: []string{"Address", "Pool", "Size", "Allocated", "Fill"}, Rows: rows})
-	case in.Digest != nil && in.Kind == rules.SourceSnapshot && in.Digest.SnapshotStats != nil:
+	case hasSnapStats: // a snapshot's summary
 		ri.Kind = rules.SourceSnapshot
-		st := in.Digest.SnapshotStats
-		ri.Summary = append(snapshotSummaryKV(*st, len(in.Digest.Verdict.OOMs)),
+		ri.Summary = append(snapshotSummaryKV(snapStats, len(in.Digest.Verdict.OOMs)),
 			reportKV{"From", "a summary: the segment table and the history chart need the snapshot itself"})
 		l := in.SnapshotLeaks()
 		ri.Leak = &l
-	case in.Digest != nil && in.Timeline == nil:
+	case in.IsDigest() && in.Timeline == nil:
 		ri.Kind = in.Kind
 		for _, e := range in.Digest.Verdict.Leak.Evidence {
 			ri.Summary = append(ri.Summary, reportKV{"Leak evidence", fmt.Sprintf("%s: %s per step; %s", e.Verdict, memtimeline.FormatBytes(e.BytesPerStep), e.Reason)})
@@ -368,7 +368,7 @@ func buildReportInput(idPrefix string, in *rules.Input, fs []rules.Finding, top 
 				return ri, err
 			}
 		}
-	case in.SMI != nil:
+	case in.Has(rules.SourceSMI):
 		ri.Kind = rules.SourceSMI
 		ri.Summary = []reportKV{{"GPUs", fmt.Sprint(len(in.SMI.GPUs))}, {"Rows", fmt.Sprint(in.SMI.Rows)}}
 		for i, g := range in.SMI.GPUs {
@@ -397,7 +397,7 @@ func buildReportInput(idPrefix string, in *rules.Input, fs []rules.Finding, top 
 				return ri, err
 			}
 		}
-	case in.StepLog != nil:
+	case in.StepLog != nil: // a steps log, or memory_summary() tables as steps
 		ri.Kind = rules.SourceSteps
 		a := in.StepAnalysis()
 		for _, s := range a.Series {
@@ -516,7 +516,7 @@ func writeDiffPage(w io.Writer, d *rules.Diff, verdict string, failed bool, base
 		ri.Summary = append(ri.Summary, reportKV{m.Metric, fmt.Sprintf("%s → %s (%s)", memtimeline.FormatBytes(m.Base), memtimeline.FormatBytes(m.Head), signed(m.Delta))})
 	}
 	ri.Summary = append(ri.Summary, reportKV{"leak verdict", d.BaseVerdict + " → " + d.HeadVerdict})
-	if len(base) > 0 && len(head) > 0 && base[0].Trace != nil && head[0].Trace != nil {
+	if len(base) > 0 && len(head) > 0 && base[0].Has(rules.SourceTrace) && head[0].Has(rules.SourceTrace) {
 		b, h := stepAligned(base[0].Trace, "base allocated"), stepAligned(head[0].Trace, "head allocated")
 		if b.Len() > 0 && h.Len() > 0 {
 			if err := ri.addChart(chart.Spec{ID: "diff0", Title: "allocated, aligned at the first profiled step", StartNs: 0, Allocated: b, Reserved: h}); err != nil {

@@ -35,7 +35,7 @@ func liftMemoryCharts(page *reportPage, verdicts []rules.Verdict, inputs []*rule
 			if !ok || j >= len(page.Inputs) || len(page.Inputs[j].Charts) == 0 || page.Inputs[j].ChartsAbove != "" {
 				continue
 			}
-			if best < 0 || in.Trace != nil && inputs[best].Trace == nil {
+			if best < 0 || in.Has(rules.SourceTrace) && !inputs[best].Has(rules.SourceTrace) {
 				best = j
 			}
 		}

@@ -27,11 +27,11 @@ func leakFiles(ev *rules.Evaluation, opts rules.LeakOptions, top int) []LeakFile
 	for _, in := range ev.Inputs {
 		r := LeakFile{Path: in.Source, Rank: in.Rank}
 		switch {
-		case in.Digest != nil && in.Digest.Leaks != nil:
+		case in.IsDigest() && in.Digest.Leaks != nil:
 			r.Report = *in.Digest.Leaks
-		case in.Snapshot != nil:
+		case in.Has(rules.SourceSnapshot):
 			r.Report = in.SnapshotLeaksWith(opts)
-		case in.Trace != nil:
+		case in.Has(rules.SourceTrace):
 			r.Report = in.LeaksWith(opts)
 		default:
 			continue

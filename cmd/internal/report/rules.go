@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 
 	"github.com/jedib0t/go-pretty/v6/table"
 	"github.com/torchmem/torchmem/rules"
@@ -17,11 +18,13 @@ func NewRules(rs rules.RuleSet, o Options) *Report {
 }
 
 type ruleJSON struct {
-	ID          string  `json:"id"`
-	Severity    string  `json:"severity"`
-	Threshold   float64 `json:"threshold"`
-	Unit        string  `json:"unit"`
-	Description string  `json:"description"`
+	ID        string  `json:"id"`
+	Severity  string  `json:"severity"`
+	Threshold float64 `json:"threshold"`
+	Unit      string  `json:"unit"`
+	// Reads are the kinds of input the rule looks at.
+	Reads       []rules.SourceKind `json:"reads"`
+	Description string             `json:"description"`
 }
 
 // writeRules lists the rules in force with their ids, severities and
@@ -30,7 +33,11 @@ func writeRules(w io.Writer, rs []rules.Rule, format string) error {
 	if format == JSON {
 		out := []ruleJSON{}
 		for _, r := range rs {
-			out = append(out, ruleJSON{r.ID, r.Severity.String(), r.Threshold, r.Unit, r.Description})
+			reads := r.Reads
+			if reads == nil {
+				reads = []rules.SourceKind{}
+			}
+			out = append(out, ruleJSON{r.ID, r.Severity.String(), r.Threshold, r.Unit, reads, r.Description})
 		}
 		return WriteJSON(w, struct {
 			Rules []ruleJSON `json:"rules"`
@@ -39,7 +46,13 @@ func writeRules(w io.Writer, rs []rules.Rule, format string) error {
 	tw := NewTable()
 	tw.AppendHeader(table.Row{"Rule", "Severity", "Threshold", "Description"})
 	for _, r := range rs {
-		tw.AppendRow(table.Row{r.ID, r.Severity.String(), formatThreshold(r.Threshold, r.Unit), r.Description})
+		// What the rule reads ends its description: a fifth column
+		// would narrow the others until rule ids wrap.
+		reads := make([]string, len(r.Reads))
+		for i, k := range r.Reads {
+			reads[i] = string(k)
+		}
+		tw.AppendRow(table.Row{r.ID, r.Severity.String(), formatThreshold(r.Threshold, r.Unit), r.Description + " (reads: " + strings.Join(reads, ", ") + ")"})
 	}
 	Table(w, tw, format)
 	return nil

@@ -26,7 +26,7 @@ func NewSMI(ev *rules.Evaluation, o Options) *Report {
 func (r *Report) writeSMI(w io.Writer) error {
 	ins := r.Eval.Inputs
 	return EachInput(w, r.Format, ins, func(out io.Writer, in *rules.Input) error {
-		if in.SMIApps != nil {
+		if in.Has(rules.SourceSMIApps) {
 			return writeSMIApps(out, r.Format, in, gpuInputBeside(in, ins))
 		}
 		path, log, a := in.Source, in.SMI, in.SMIAnalysis()

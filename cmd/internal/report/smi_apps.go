@@ -23,7 +23,7 @@ import (
 func gpuInputBeside(in *rules.Input, ins []*rules.Input) *rules.Input {
 	var found *rules.Input
 	for _, o := range ins {
-		if o.SMI != nil && filepath.Dir(o.Source) == filepath.Dir(in.Source) {
+		if o.Has(rules.SourceSMI) && filepath.Dir(o.Source) == filepath.Dir(in.Source) {
 			if found != nil {
 				return nil // several: which one is unknown
 			}
@@ -36,7 +36,7 @@ func gpuInputBeside(in *rules.Input, ins []*rules.Input) *rules.Input {
 // smiAppsJSON is --format json for a compute-apps log.
 type smiAppsJSON struct {
 	File     string           `json:"file"`
-	Kind     string           `json:"kind"`
+	Kind     rules.SourceKind `json:"kind"`
 	GPULog   bool             `json:"with_gpu_log"`
 	Columns  []string         `json:"columns"`
 	Rows     int              `json:"rows"`

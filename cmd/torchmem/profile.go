@@ -1,0 +1,49 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/pprof"
+)
+
+// startProfiles writes Go pprof profiles of this run when asked through
+// the environment, for measuring torchmem itself on a large trace:
+//
+//	TORCHMEM_CPUPROFILE=cpu.prof TORCHMEM_MEMPROFILE=mem.prof torchmem analyze big.json
+//	go tool pprof -top torchmem cpu.prof
+//
+// The heap profile is written at exit: its alloc_space shows what each
+// analysis allocated. The returned function stops and writes them.
+func startProfiles() (stop func()) {
+	cpuPath, memPath := os.Getenv("TORCHMEM_CPUPROFILE"), os.Getenv("TORCHMEM_MEMPROFILE")
+	var cpu *os.File
+	if cpuPath != "" {
+		f, err := os.Create(cpuPath)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "torchmem: warning: TORCHMEM_CPUPROFILE: %v\n", err)
+		} else {
+			cpu = f
+		}
+	}
+	return func() {
+		if cpu != nil {
+			pprof.StopCPUProfile()
+			cpu.Close()
+		}
+		if memPath != "" {
+			f, err := os.Create(memPath)
+			if err == nil {
+				runtime.GC() // the heap profile is as of the last collection
+				err = pprof.WriteHeapProfile(f)
+				f.Close()
+			}
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "torchmem: warning: TORCHMEM_MEMPROFILE: %v\n", err)
+			}
+		}
+	}
+}
