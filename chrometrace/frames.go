@@ -222,3 +222,17 @@ var torchPackages = map[string]bool{
 	"_tensor.py": true, "functional.py": true, "_ops.py": true, "overrides.py": true,
 	"_jit_internal.py": true, "random.py": true, "serialization.py": true,
 }
+
+// NoPythonStack names a site whose allocation has no Python stack (the
+// trace was recorded without with_stack, or the allocation came from C++
+// alone): every table and chart says it this one way.
+const NoPythonStack = "(no Python stack)"
+
+// InnermostFrame is a stack's innermost frame (stacks are outermost
+// first), or NoPythonStack for an empty one.
+func InnermostFrame(stack []string) string {
+	if len(stack) == 0 {
+		return NoPythonStack
+	}
+	return stack[len(stack)-1]
+}

@@ -370,10 +370,7 @@ func CompositionAt(t *chrometrace.Trace, attr *chrometrace.Attribution, lts []Li
 		k := siteIndex.Of(int(lt.Alloc))
 		if int(k) == len(names) {
 			site := siteIndex.Site(k)
-			where := "(no Python stack)"
-			if len(site.Frames) > 0 {
-				where = site.Frames[len(site.Frames)-1]
-			}
+			where := chrometrace.InnermostFrame(site.Frames)
 			op := site.Operator
 			if i := strings.Index(op, " > "); i >= 0 {
 				op = op[:i]
@@ -607,10 +604,7 @@ func HolderSamples(t *chrometrace.Trace, attr *chrometrace.Attribution, lts []Li
 		j := index.Of(int(lt.Alloc))
 		if int(j) == len(kOf) {
 			s := index.Site(j)
-			name := "(no Python stack)"
-			if len(s.Frames) > 0 {
-				name = s.Frames[len(s.Frames)-1]
-			}
+			name := chrometrace.InnermostFrame(s.Frames)
 			k, ok := siteIdx[name]
 			if !ok {
 				k = len(siteNames)

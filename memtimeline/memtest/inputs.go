@@ -108,10 +108,7 @@ func GlobOne(t testing.TB, dir, pattern string) string {
 
 // LastFrame is a stack's innermost frame.
 func LastFrame(stack []string) string {
-	if len(stack) == 0 {
-		return "(no Python stack)"
-	}
-	return stack[len(stack)-1]
+	return chrometrace.InnermostFrame(stack)
 }
 
 // RunDir is a fresh copy of the snippet's output directory (two trace

@@ -48,14 +48,14 @@ func LocationOf(stack []string) *Location {
 // Label names a site by its innermost user frame and outermost
 // operator, so the same code line matches across runs.
 func Label(frames []string, operator string) string {
-	where := "(no Python stack)"
+	where := chrometrace.NoPythonStack
 	for i := len(frames) - 1; i >= 0; i-- {
 		if !chrometrace.IsLibraryFrame(frames[i]) {
 			where = frames[i]
 			break
 		}
 	}
-	if where == "(no Python stack)" && len(frames) > 0 {
+	if where == chrometrace.NoPythonStack && len(frames) > 0 {
 		where = frames[len(frames)-1]
 	}
 	if operator == "" {

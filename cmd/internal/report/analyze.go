@@ -138,10 +138,7 @@ func writeAnalysisText(w io.Writer, a InputAnalysis) {
 			tw := NewTable()
 			tw.AppendHeader(table.Row{"Where", "Operator", "Allocated", "Live at end"})
 			for _, s := range a.Sites {
-				where := "(no Python stack)"
-				if len(s.Frames) > 0 {
-					where = s.Frames[len(s.Frames)-1]
-				}
+				where := chrometrace.InnermostFrame(s.Frames)
 				op := s.Operator
 				if i := strings.Index(op, " > "); i >= 0 {
 					op = op[:i]

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jedib0t/go-pretty/v6/table"
 	"github.com/jedib0t/go-pretty/v6/text"
+	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/memsummary"
 	"github.com/torchmem/torchmem/memtimeline/snapshot"
@@ -201,7 +202,7 @@ func writeFragReport(w io.Writer, path string, rep *rules.FragReport, format str
 		for _, s := range sites {
 			stack := slices.Clone(s.Stack)
 			if len(stack) == 0 {
-				stack = []string{"(no Python stack)"}
+				stack = []string{chrometrace.NoPythonStack}
 			}
 			op := s.Operator
 			if s.ForwardOp != "" {

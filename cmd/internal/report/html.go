@@ -28,12 +28,7 @@ var reportTemplate = template.Must(template.New("report").Funcs(template.FuncMap
 	"join":       func(s []string) string { return strings.Join(s, "\n") },
 	"checkClass": checklistStatusClass,
 	// last is a stack's innermost frame, the summary of its <details>.
-	"last": func(s []string) string {
-		if len(s) == 0 {
-			return "(no Python stack)"
-		}
-		return s[len(s)-1]
-	},
+	"last":    chrometrace.InnermostFrame,
 	"base":    filepath.Base,
 	"shortOp": shortOp,
 	"charts":  func(group string, c []reportChart) reportChartGroup { return reportChartGroup{group, c} },

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jedib0t/go-pretty/v6/table"
 	"github.com/jedib0t/go-pretty/v6/text"
+	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules"
 )
@@ -160,7 +161,7 @@ func writeLeakReport(w io.Writer, r LeakFile, format string) {
 		for _, s := range rep.Suspects {
 			stack := slices.Clone(s.Stack)
 			if len(stack) == 0 {
-				stack = []string{"(no Python stack)"}
+				stack = []string{chrometrace.NoPythonStack}
 			}
 			sep := "\n"
 			if format != Text {
