@@ -160,7 +160,7 @@ func Evaluate(rs RuleSet, ins []*Input, o EvalOptions) *Evaluation {
 		all = append(all, fs...)
 	}
 	ev.Verdicts = JudgeAllWith(ins, rs.JudgeOptions())
-	all = MergeLeakFindings(ev.Verdicts, all)
+	all = overruledLeakFindings(ev.Verdicts, MergeLeakFindings(ev.Verdicts, all))
 	all = append(all, verdictLeakFindings(rs, ev.Verdicts, all)...)
 	slices.SortStableFunc(all, func(a, b Finding) int { return int(b.Severity) - int(a.Severity) })
 	if all == nil {

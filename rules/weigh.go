@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/steplog"
@@ -99,4 +100,36 @@ func traceLine(e *LeakEvidence, preProfiled bool) {
 		why = fmt.Sprintf("%s was already running when profiling began, and a trace names it by the line it was on at that moment", l.Function)
 	}
 	e.StackNote = fmt.Sprintf("the trace does not record the allocating line: %s; the run's allocator snapshot (the snippet records it by default) gives the exact line", why)
+}
+
+// overruledLeakFindings turns the leak findings of a run whose verdict a
+// longer clean source overruled (overruled) into notes that say so: the
+// verdict is CLEAN, so a finding from the shorter window must not fail the
+// gate on its own (a bounded queue filling up inside the profiled window
+// would otherwise read CLEAN and FAIL at once). The finding stays, for
+// what the window saw.
+func overruledLeakFindings(vs []Verdict, fs []Finding) []Finding {
+	for _, v := range vs {
+		l := v.Leak
+		if l.Verdict != leak.VerdictClean || l.Agreement == "" {
+			continue
+		}
+		mine := map[string]bool{}
+		for _, s := range v.Sources {
+			mine[s] = true
+		}
+		for i := range fs {
+			f := &fs[i]
+			if !IsLeakRule(f.Rule) || !mine[f.Source] || f.Severity == Info {
+				continue
+			}
+			f.Severity = Info
+			f.Title = "Overruled: " + f.Title
+			f.Detail = strings.TrimSpace(f.Detail + " The run's verdict is CLEAN: " + l.Agreement + ".")
+			if l.Settle != "" {
+				f.Advice = strings.ToUpper(l.Settle[:1]) + l.Settle[1:] + "."
+			}
+		}
+	}
+	return fs
 }
