@@ -20,7 +20,9 @@ import (
 //     records between them flat, and the log ends before the next rise is
 //     due (a periodic evaluation that appends its outputs);
 //     the rises steady (the largest at most twice the smallest) or each
-//     larger than the one before (hooks piling up). "Flat" is a change of
+//     larger than the one before (hooks piling up); with k = 2 the two
+//     must match within 10% (two rises of different size are any two
+//     rises, as a cache filling at random makes them). "Flat" is a change of
 //     at most an eighth of the smallest rise, either way.
 //  3. Size decides nothing: 256 KiB a step is growth like 5 GiB a step.
 //     A one-time jump (one rise, or two in a row) is never growth.
@@ -151,6 +153,13 @@ func pattern(steps, d []int64, last, p int) *Growth {
 		need = MinPeriodicRises
 	}
 	if len(rises) < need {
+		return nil
+	}
+	// Two rises a period apart are a period only when they match: any two
+	// rises of a cache filling at random (new keys, new shapes) are some
+	// steps apart. Rises that grow, or differ, need a third (LeakWatch's
+	// rule in the snippet: two jumps within 10%, growing jumps 2p+1 steps).
+	if p > 1 && len(rises) == 2 && 10*slices.Max(rises) > 11*slices.Min(rises) {
 		return nil
 	}
 	slices.Reverse(rises)

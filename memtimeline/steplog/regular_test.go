@@ -55,6 +55,10 @@ func TestRegularityRealLogs(t *testing.T) {
 		{"grad_accum", VerdictFlat, 0, 0, 0, 0},
 		{"evidence/frag_fraction", VerdictFlat, 0, 0, 0, 0},
 		{"hf_trainer_clean", VerdictFlat, 0, 0, 0, 0},
+		{"watch/periodic", VerdictGrowing, 8 * mib / 5, 5, 4, 0},
+		// A cache by sequence length filling at random: two late rises 8
+		// steps apart (2.75 MB, 4 MB) are not a period.
+		{"watch/healthy", VerdictFlat, 0, 0, 0, 0},
 	}
 	for _, c := range cases {
 		rep := Analyze(readRealLog(t, c.dir), DefaultOptions()).Series[0]

@@ -175,6 +175,10 @@ func TestAnalyzeSynthetic(t *testing.T) {
 		{"bounded", mk(100*mb, 200*mb, 204*mb, 208*mb, 212*mb, 216*mb, 216*mb, 216*mb, 216*mb, 216*mb), VerdictFlat, anyRate},
 		// Every 5th step keeps 8 MiB; nothing between.
 		{"periodic", mk(100*mb, 200*mb, 200*mb, 200*mb, 208*mb, 208*mb, 208*mb, 208*mb, 208*mb, 216*mb, 216*mb, 216*mb, 216*mb, 216*mb, 224*mb, 224*mb), VerdictGrowing, 8 * mb / 5},
+		// Two matching rises a period apart are a period; two of different
+		// size (a cache filling at random) are not, until a third comes.
+		{"two matching periodic rises", mk(100*mb, 200*mb, 200*mb, 208*mb, 208*mb, 208*mb, 208*mb, 208*mb, 216*mb, 216*mb), VerdictGrowing, 8 * mb / 5},
+		{"two unlike rises", mk(100*mb, 200*mb, 200*mb, 203*mb, 203*mb, 203*mb, 203*mb, 203*mb, 207*mb, 207*mb), VerdictFlat, anyRate},
 		// The next periodic rise was due and did not come: stopped.
 		{"periodic that stopped", mk(100*mb, 200*mb, 200*mb, 208*mb, 208*mb, 216*mb, 216*mb, 216*mb, 216*mb, 216*mb, 216*mb), VerdictFlat, anyRate},
 		// Rises and falls alike, ending in three rises: noise.
