@@ -48,7 +48,9 @@ blocks, the largest free block): that needs an allocator snapshot.
 Sizes use binary units as torch prints them (1 MB = 1 MiB); --format json
 gives exact integer bytes and nanoseconds.
 
-Exit status: 0 ok or unknown, 1 fragmented, 2 bad input.`,
+Exit status: 0 ok or unknown, 1 fragmented, 2 bad input. The verdict is the
+one analyze and check give; check passes on it unless a rules file makes the
+fragmentation rules errors (they are warnings by default).`,
 		Example: `  torchmem frag trace.json.gz
   torchmem frag trace.json.gz --format json
   torchmem frag trace.json.gz --min-small-per-step 500 --min-churn-per-step 0.5`,
