@@ -5,6 +5,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/jedib0t/go-pretty/v6/table"
 	"github.com/jedib0t/go-pretty/v6/text"
@@ -16,7 +17,7 @@ import (
 // would put ANSI codes into Markdown and CSV).
 func NewTable() table.Writer {
 	if !IsTerminal(os.Stdout) {
-		text.DisableColors()
+		colorsOff.Do(text.DisableColors) // a process-wide switch: set once, not per table
 	}
 	t := table.NewWriter()
 	style := table.StyleLight
@@ -25,6 +26,11 @@ func NewTable() table.Writer {
 	t.SetStyle(style)
 	return &escapingTable{Writer: t}
 }
+
+// colorsOff turns go-pretty's colours off once: text.DisableColors writes
+// a package variable, which tables rendered side by side (the tests run
+// commands in parallel) would otherwise write at once.
+var colorsOff sync.Once
 
 // escapingTable is every table torchmem prints: it keeps the rows as
 // given and escapes each string cell for the medium when rendered
