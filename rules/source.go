@@ -55,11 +55,7 @@ func ParseSourceKind(s string) (SourceKind, error) {
 	if k := SourceKind(s); slices.Contains(SourceKinds, k) {
 		return k, nil
 	}
-	names := make([]string, len(SourceKinds))
-	for i, k := range SourceKinds {
-		names[i] = string(k)
-	}
-	return "", fmt.Errorf("unknown kind of input %q (want one of %s)", s, strings.Join(names, ", "))
+	return "", fmt.Errorf("unknown kind of input %q (want one of %s)", s, joinKinds(SourceKinds, ", "))
 }
 
 // Data is what the loader read from one file: exactly one field is set.
@@ -101,7 +97,7 @@ func NewInput(source string, rank int64, d Data) (*Input, error) {
 		return nil, errors.New("no data read from the input")
 	case 1:
 	default:
-		return nil, fmt.Errorf("the input holds %s data at once: one file is one kind", joinKinds(ks))
+		return nil, fmt.Errorf("the input holds %s data at once: one file is one kind", joinKinds(ks, " and "))
 	}
 	in := &Input{Source: source, Kind: ks[0], Rank: rank, Trace: d.Trace, Snapshot: d.Snapshot, StepLog: d.StepLog,
 		SMI: d.SMI, SMIApps: d.SMIApps, Timeline: d.Timeline, Summary: d.Summary}
@@ -128,12 +124,13 @@ func NewDigestInput(source string, kind SourceKind, rank int64, d *Digest) (*Inp
 	return &Input{Source: source, Kind: kind, Rank: rank, Digest: d, Timeline: d.TorchTimeline}, nil
 }
 
-func joinKinds(ks []SourceKind) string {
+// joinKinds names kinds in a sentence, joined by sep.
+func joinKinds(ks []SourceKind, sep string) string {
 	s := make([]string, len(ks))
 	for i, k := range ks {
 		s[i] = string(k)
 	}
-	return strings.Join(s, " and ")
+	return strings.Join(s, sep)
 }
 
 // InputKind is the kind of input in is: the one NewInput set; for an
