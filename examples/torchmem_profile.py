@@ -97,7 +97,9 @@ Switches. Environment variables, when set, override the constructor's arguments,
 can change them without editing code:
   TORCHMEM=0                       disable everything (no files, step() does nothing)
   TORCHMEM_DIR=path                output directory (default ./torchmem_out)
-  TORCHMEM_RUN_ID=name             the run id in file names (default <host>_<pid>_<time>)
+  TORCHMEM_RUN_ID=name             the run id in file names (default: one id per job under
+                                   torchrun or Slurm, job-<rendezvous id>, slurm-<job>.<step>
+                                   or <host>_<agent pid>_<agent start>; else <host>_<pid>_<time>)
   TORCHMEM_RANKS=list              ranks that profile and snapshot (default 0-7; "all")
   TORCHMEM_WAIT, TORCHMEM_WARMUP, TORCHMEM_ACTIVE, TORCHMEM_REPEAT, TORCHMEM_SKIP_FIRST
                                    the profiler schedule (defaults 1, 1, 5, 1, 0; repeat 0 means
@@ -180,12 +182,23 @@ STEP_STAT_KEYS = (
     "active_bytes.all.peak",
     "inactive_split_bytes.all.current",
     "requested_bytes.all.current",
+    "requested_bytes.all.peak",
     "segment.all.current",
     "num_alloc_retries",
     "num_ooms",
     "num_device_alloc",
     "num_device_free",
+    "num_oom_rejections",
+    "num_sync_all_streams",
 )
+
+# Where the allocator keeps memory for CUDA graphs and torch.cuda.MemPool: flattened as
+# reserved_bytes_by_private_pools.<pool id>.current when torch reports it.
+PRIVATE_POOL_STAT = "reserved_bytes_by_private_pools"
+
+# The allocator settings as the process saw them, written on a steps log's first line, so a
+# setting asked for and not in effect can be told (PYTORCH_CUDA_ALLOC_CONF is the older name).
+ALLOC_CONF_VARS = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")
 
 DEFAULT_RANKS = "0-7"
 
@@ -301,9 +314,48 @@ _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 _run_ids = []  # run ids handed out in this process
 
 
+def _job_id():
+    """An id every rank of one job shares, from the launcher's environment, or None.
+
+    Under torchrun each rank is its own process, so "<host>_<pid>_<time>" differs per rank and a
+    job would read as one run per rank. torchrun's rendezvous id (a fresh uuid per --standalone
+    launch), a Slurm job step, or, failing both, the launching agent (the parent process of every
+    local rank and its start time) names the job instead.
+    """
+    run = os.environ.get("TORCHELASTIC_RUN_ID", "").strip()
+    if run and run != "none":
+        return "job-" + run
+    slurm = os.environ.get("SLURM_JOB_ID", "").strip()
+    if slurm:
+        step = os.environ.get("SLURM_STEP_ID", "").strip()
+        return "slurm-" + slurm + ("." + step if step else "")
+    if os.environ.get("LOCAL_RANK") is None:
+        return None
+    host = _SAFE_NAME.sub("-", socket.gethostname().split(".")[0]) or "host"
+    parent = os.getppid()
+    started = _process_start(parent)
+    if started is None:
+        return None
+    return "%s_%d_%s" % (host, parent, time.strftime("%Y%m%d-%H%M%S", time.localtime(started)))
+
+
+def _process_start(pid):
+    """The start time (seconds since the epoch) of process pid, from /proc; None elsewhere."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        ticks = int(fields[19])  # field 22, starttime, in clock ticks since boot
+        with open("/proc/stat") as f:
+            boot = next(int(line.split()[1]) for line in f if line.startswith("btime "))
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except Exception:
+        return None
+
+
 def _run_id():
-    """<host>_<pid>_<YYYYmmdd-HHMMSS>, unique in this process; TORCHMEM_RUN_ID overrides it."""
-    given = os.environ.get("TORCHMEM_RUN_ID", "").strip()
+    """One job's id (see _job_id), else <host>_<pid>_<YYYYmmdd-HHMMSS>, unique in this process;
+    TORCHMEM_RUN_ID overrides both."""
+    given = os.environ.get("TORCHMEM_RUN_ID", "").strip() or _job_id()
     if given:
         base = _SAFE_NAME.sub("-", given)
     else:
@@ -338,23 +390,74 @@ def _is_oom(exc):
 
 
 def _read_memory_stats(device):
-    """memory_stats() flattened to the keys in STEP_STAT_KEYS.
+    """memory_stats() flattened to the keys in STEP_STAT_KEYS that torch reports (a key this
+    torch lacks is left out, never written as 0), private pools' reserved bytes, and pinned host
+    memory (torch.cuda.host_memory_stats(), prefixed "host.") where torch has it.
 
     torch.cuda.memory_stats() flattens torch's nested dict with a few hundred Python calls, each
     one an event in a profiled step; the nested dict from C++ is read directly where it exists.
     """
     raw = getattr(torch._C, "_cuda_memoryStats", None)
+    out = {}
     if raw is None:
         stats = torch.cuda.memory_stats(device)
-        return {key: int(stats.get(key, 0)) for key in STEP_STAT_KEYS}
-    nested = raw(device)
-    out = {}
-    for key in STEP_STAT_KEYS:
-        value = nested
-        for part in key.split("."):
-            value = value.get(part) if isinstance(value, dict) else None
-        out[key] = int(value or 0)
+        for key in STEP_STAT_KEYS:
+            if key in stats:
+                out[key] = int(stats[key])
+    else:
+        nested = raw(device)
+        for key in STEP_STAT_KEYS:
+            value = nested
+            for part in key.split("."):
+                value = value.get(part) if isinstance(value, dict) else None
+            if isinstance(value, int):
+                out[key] = value
+        pools = nested.get(PRIVATE_POOL_STAT) if isinstance(nested, dict) else None
+        if isinstance(pools, dict):
+            for pool, value in pools.items():
+                if isinstance(value, dict) and isinstance(value.get("current"), int):
+                    out["%s.%s.current" % (PRIVATE_POOL_STAT, pool)] = value["current"]
+    out.update(_read_host_memory_stats())
     return out
+
+
+def _read_host_memory_stats():
+    """Pinned host memory (the CUDA host allocator), flattened and prefixed "host."."""
+    read = getattr(torch.cuda, "host_memory_stats", None)
+    if read is None:
+        return {}
+    try:
+        stats = read()
+    except Exception:
+        return {}
+    out = {}
+
+    def walk(prefix, value):
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(prefix + "." + str(k), v)
+        elif isinstance(value, int) and not isinstance(value, bool):
+            out[prefix] = value
+
+    walk("host", stats)
+    return out
+
+
+def _world_size():
+    try:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_world_size()
+    except Exception:
+        pass
+    value = os.environ.get("WORLD_SIZE", "").strip()
+    return int(value) if value.isdigit() else 1
+
+
+def _alloc_conf():
+    """The allocator settings in this process's environment, only those set."""
+    return {name: os.environ[name] for name in ALLOC_CONF_VARS if name in os.environ}
 
 
 # ----- the watchdog: leak and near-OOM alarms (pure Python, no torch calls) -------------------
@@ -780,6 +883,7 @@ class TorchMemProfile:
         self._cycles_end = None
         self._history_on = False
         self._steps_file = None
+        self._steps_written = False  # the first line also carries the allocator settings
         self._device = None
         self._leak_watch = LeakWatch() if self.watch else None
         self._leak_capture = None  # (path, dump at step) while the on-leak history records
@@ -1114,6 +1218,9 @@ class TorchMemProfile:
             if self._device is None:
                 self._device = torch.cuda.current_device()
             line = {"step": step, "time": time.time(), "rank": _rank(), "device": self._device}
+            if not self._steps_written:
+                line["alloc_conf"] = _alloc_conf()
+                line["world_size"] = _world_size()
             line.update(_read_memory_stats(self._device))
             return line
         except Exception as err:
@@ -1132,6 +1239,7 @@ class TorchMemProfile:
                 self._steps_file = open(path, "a", buffering=1)
                 self._note(path)
             self._steps_file.write(json.dumps(record) + "\n")
+            self._steps_written = True
         except Exception as err:
             warnings.warn("torchmem_profile: writing step stats failed: %r" % (err,))
             self.steps_log = False
