@@ -114,10 +114,29 @@ type OOMAnswer struct {
 	LargestFreeBlock int64 `json:"largest_free_block"`
 	DeviceFreeBytes  int64 `json:"device_free_bytes"`
 	CapacityBytes    int64 `json:"capacity_bytes"`
-	// Cause is "capacity" (the memory was not there), "fragmentation"
-	// (the cache held enough free bytes, but not in one block) or
-	// "unknown".
-	Cause    string         `json:"cause"`
+	// AtFailure: the allocated, reserved and free figures are the
+	// allocator's when the request failed (a trace's OOM event, or a
+	// snapshot's segments with the history after the OOM undone); false
+	// when they are a later dump's. StateNote says why they are not.
+	AtFailure bool   `json:"at_failure"`
+	StateNote string `json:"state_note,omitempty"`
+	// Pool is the pool the request is served from ("small" up to 1 MiB,
+	// "large"); PoolFreeBytes and PoolLargestFreeBlock that pool's free
+	// bytes and largest free run on the request's stream at the failure,
+	// -1 when unknown. SplitFreeBytes: free bytes inside segments that
+	// also hold live blocks (the allocator's retry cannot give them back).
+	Pool                 string `json:"pool,omitempty"`
+	PoolFreeBytes        int64  `json:"pool_free_bytes"`
+	PoolLargestFreeBlock int64  `json:"pool_largest_free_block"`
+	SplitFreeBytes       int64  `json:"split_free_bytes"`
+	// Cause is "capacity" (the memory was not there), "process_limit"
+	// (the process's memory fraction refused it), "fragmentation" (the
+	// cache held enough free bytes at the failure, none in one piece
+	// the request could use) or "unknown".
+	Cause string `json:"cause"`
+	// FilledBy names the leak that filled the memory, when the run leaks
+	// and the OOM is not fragmentation (the chain: leak, then OOM).
+	FilledBy string         `json:"filled_by,omitempty"`
 	Reason   string         `json:"reason"`
 	Location *site.Location `json:"location,omitempty"`
 	// Composition is what was alive when it failed (traces only).
@@ -646,7 +665,11 @@ type OOMFacts struct {
 type SnapshotOOM struct {
 	RequestBytes    int64          `json:"request_bytes"`
 	DeviceFreeBytes int64          `json:"device_free_bytes"`
+	Stream          int64          `json:"stream"`
 	Location        *site.Location `json:"location,omitempty"`
+	// State is the allocator when the request failed, rebuilt from the
+	// dump and the history after the OOM entry.
+	State *snapshot.OOMState `json:"state,omitempty"`
 }
 
 // OOMFacts are the input's out-of-memory records (memoized).
@@ -677,7 +700,8 @@ func (in *Input) OOMFacts() OOMFacts {
 			st := rep.Stats
 			f.SnapshotStats = &st
 			for _, o := range rep.OOMs {
-				so := SnapshotOOM{RequestBytes: o.RequestedBytes, DeviceFreeBytes: o.DeviceFreeBytes}
+				st := o.State
+				so := SnapshotOOM{RequestBytes: o.RequestedBytes, DeviceFreeBytes: o.DeviceFreeBytes, Stream: o.Stream, State: &st}
 				if o.Site.Filename != "" {
 					so.Location = &site.Location{File: o.Site.Filename, Line: o.Site.Line, Function: o.Site.Name}
 				}
@@ -689,22 +713,21 @@ func (in *Input) OOMFacts() OOMFacts {
 }
 
 // judgeOOMs collects the out-of-memory errors of the group, merging a
-// trace's event with the snapshot's record of the same request.
+// trace's event with the snapshot's record of the same request: one OOM
+// is one error, whichever files recorded it.
 func judgeOOMs(ins []*Input) []OOMAnswer {
 	var out []OOMAnswer
 	var capacity int64 = -1
-	var snapStats *snapshot.Stats
 	facts := make([]OOMFacts, len(ins))
 	for i, in := range ins {
 		facts[i] = in.OOMFacts()
 		capacity = max(capacity, facts[i].CapacityBytes)
-		if facts[i].SnapshotStats != nil {
-			snapStats = facts[i].SnapshotStats
-		}
 	}
 	for _, f := range facts {
 		for _, a := range f.TraceOOMs {
-			a.CapacityBytes = capacity
+			a.CapacityBytes, a.AtFailure = capacity, true // the event carries the totals at the failure
+			a.PoolFreeBytes, a.PoolLargestFreeBlock, a.SplitFreeBytes = -1, -1, -1
+			a.Pool = snapshot.PoolOf(a.RequestBytes)
 			out = append(out, a)
 		}
 	}
@@ -714,9 +737,7 @@ func judgeOOMs(ins []*Input) []OOMAnswer {
 			for j := range out {
 				if out[j].RequestBytes == o.RequestBytes && out[j].DeviceFreeBytes < 0 {
 					out[j].DeviceFreeBytes, out[j].Location = o.DeviceFreeBytes, o.Location
-					if snapStats != nil {
-						out[j].LargestFreeBlock = snapStats.LargestFreeBlock
-					}
+					addSnapshotState(&out[j], o, false)
 					merged = true
 					break
 				}
@@ -725,12 +746,9 @@ func judgeOOMs(ins []*Input) []OOMAnswer {
 				continue
 			}
 			a := OOMAnswer{Source: ins[i].Source, RequestBytes: o.RequestBytes, AllocatedBytes: -1, ReservedBytes: -1, FreeInCacheBytes: -1,
-				LargestFreeBlock: -1, DeviceFreeBytes: o.DeviceFreeBytes, CapacityBytes: capacity, Location: o.Location}
-			if snapStats != nil {
-				a.AllocatedBytes, a.ReservedBytes = snapStats.AllocatedBytes, snapStats.ReservedBytes
-				a.FreeInCacheBytes = max(0, snapStats.ReservedBytes-snapStats.AllocatedBytes)
-				a.LargestFreeBlock = snapStats.LargestFreeBlock
-			}
+				LargestFreeBlock: -1, DeviceFreeBytes: o.DeviceFreeBytes, CapacityBytes: capacity, Location: o.Location,
+				Pool: snapshot.PoolOf(o.RequestBytes), PoolFreeBytes: -1, PoolLargestFreeBlock: -1, SplitFreeBytes: -1}
+			addSnapshotState(&a, o, true)
 			out = append(out, a)
 		}
 	}
@@ -740,40 +758,99 @@ func judgeOOMs(ins []*Input) []OOMAnswer {
 	return out
 }
 
-// oomCause tells a capacity OOM (the bytes were not there) from a
-// fragmentation OOM (the cache held enough free bytes, not in one block).
+// addSnapshotState fills an OOM's figures from the snapshot's segments
+// as they were at the failure; totals only when the OOM has none yet
+// (a trace's event already carries them).
+func addSnapshotState(a *OOMAnswer, o SnapshotOOM, totals bool) {
+	st := o.State
+	if st == nil || !st.Exact {
+		if st != nil && !a.AtFailure {
+			a.StateNote = "the snapshot was dumped after the error and its history cannot rebuild the segments at the failure (" + st.Note + "): the cache's free bytes then are not known"
+		}
+		return
+	}
+	p := st.Pool(a.Pool, o.Stream)
+	a.PoolFreeBytes, a.PoolLargestFreeBlock, a.SplitFreeBytes = p.FreeBytes, p.LargestFreeBlock, st.SplitFreeBytes
+	for _, q := range st.Pools {
+		a.LargestFreeBlock = max(a.LargestFreeBlock, q.LargestFreeBlock)
+	}
+	if totals || !a.AtFailure {
+		a.AllocatedBytes, a.ReservedBytes, a.FreeInCacheBytes = st.AllocatedBytes, st.ReservedBytes, st.FreeBytes
+		a.AtFailure = true
+	}
+	if !st.AtDump {
+		a.StateNote = fmt.Sprintf("the snapshot was dumped after the error; its segments at the failure are rebuilt by undoing the %d allocator events recorded after it", st.Undone)
+	}
+}
+
+// oomCause says why a request failed, from the allocator at the failure.
+// torch's caching allocator fails a request only after it found no free
+// block of the request's pool and stream large enough, could not get a
+// new segment (the device, or the process's memory fraction, refused
+// it), and gave back every cached segment with no live block in it and
+// tried again. What free memory is left in the cache then sits in
+// segments that also hold live blocks. So: when those free bytes could
+// hold the request, the memory was there but split (fragmentation);
+// when they could not (a rounding error of the request), it was
+// capacity: the device's, or the process limit's when the device still
+// had the bytes.
 func oomCause(a OOMAnswer) (string, string) {
 	req := a.RequestBytes
+	mb := memtimeline.FormatBytes
+	if a.CapacityBytes > 0 && req > a.CapacityBytes {
+		return OOMCapacity, fmt.Sprintf("the request alone is larger than the GPU's %s", mb(a.CapacityBytes))
+	}
+	known := a.AtFailure && a.FreeInCacheBytes >= 0
+	if known && a.PoolLargestFreeBlock >= req {
+		// The allocator would have used that block: the figures are not
+		// the failure's.
+		known = false
+	}
+	share := ""
+	if known && req > 0 {
+		share = fmt.Sprintf("; the %s free in the cache at the failure is %s of the request, not enough whatever its layout, so this is not fragmentation", mb(a.FreeInCacheBytes), pct(a.FreeInCacheBytes, req))
+	}
 	switch {
-	case a.CapacityBytes > 0 && req > a.CapacityBytes:
-		return OOMCapacity, fmt.Sprintf("the request alone is larger than the GPU's %s", memtimeline.FormatBytes(a.CapacityBytes))
-	case a.DeviceFreeBytes >= req && a.FreeInCacheBytes >= req:
-		// The driver had the bytes, so the allocator's own cap refused a
-		// new segment, and the cache's free bytes could not serve the
-		// request (another pool or stream, or split pieces; even one free
-		// block as large as the request may be of the other pool).
-		return OOMFragmentation, fmt.Sprintf("the device had %s free, so the process's own limit (torch.cuda.set_per_process_memory_fraction) refused a new segment, while the cache held %s free that could not serve the request (another pool or stream, or split pieces)", memtimeline.FormatBytes(a.DeviceFreeBytes), memtimeline.FormatBytes(a.FreeInCacheBytes))
-	case a.FreeInCacheBytes >= req && (a.LargestFreeBlock < 0 || a.LargestFreeBlock < req):
-		return OOMFragmentation, fmt.Sprintf("the cache held %s free, enough for the request but not in one block: "+frag.AllocConfExpandable, memtimeline.FormatBytes(a.FreeInCacheBytes))
+	case known && a.FreeInCacheBytes >= req:
+		s := fmt.Sprintf("the cache held %s free at the failure, enough for the %s request, but not in a piece the request could use", mb(a.FreeInCacheBytes), mb(req))
+		if a.PoolFreeBytes >= 0 {
+			s += fmt.Sprintf(": %s in the %s pool the request is served from (largest piece %s)", mb(a.PoolFreeBytes), a.Pool, mb(a.PoolLargestFreeBlock))
+			if other := a.FreeInCacheBytes - a.PoolFreeBytes; other > 0 {
+				s += fmt.Sprintf(", %s in the other pool's segments", mb(other))
+			}
+		}
+		s += "; the free bytes sit in segments that also hold live blocks, so the allocator's retry could not give them back; " + frag.AdviceSplitFree
+		return OOMFragmentation, s
 	case a.DeviceFreeBytes >= req && a.ReservedBytes >= 0:
 		// The driver had the bytes and the cache had not: the process's
 		// own cap refused a new segment. torch fails when reserved plus
-		// the request passes the cap, so the cap lies in [reserved,
+		// the new segment passes the cap, so the cap lies in [reserved,
 		// reserved + request); the files do not record it exactly.
-		lim := fmt.Sprintf("between %s and %s", memtimeline.FormatBytes(a.ReservedBytes), memtimeline.FormatBytes(a.ReservedBytes+req))
+		lim := fmt.Sprintf("between %s and %s", mb(a.ReservedBytes), mb(a.ReservedBytes+req))
 		if a.CapacityBytes > 0 {
-			lim += fmt.Sprintf(" (%.1f%%-%.1f%% of the GPU's %s)", 100*float64(a.ReservedBytes)/float64(a.CapacityBytes), 100*float64(a.ReservedBytes+req)/float64(a.CapacityBytes), memtimeline.FormatBytes(a.CapacityBytes))
+			lim += fmt.Sprintf(" (%.1f%%-%.1f%% of the GPU's %s)", 100*float64(a.ReservedBytes)/float64(a.CapacityBytes), 100*float64(a.ReservedBytes+req)/float64(a.CapacityBytes), mb(a.CapacityBytes))
 		}
-		return OOMProcessLimit, fmt.Sprintf("the device had %s free, but the process is capped: torch.cuda.set_per_process_memory_fraction (or a framework setting it) limits this process to %s, and %s reserved plus the %s requested passed it; the OOM message says the cap (\"... allowed\"); raise the fraction, or lower the peak under it", memtimeline.FormatBytes(a.DeviceFreeBytes), lim, memtimeline.FormatBytes(a.ReservedBytes), memtimeline.FormatBytes(req))
+		return OOMProcessLimit, fmt.Sprintf("the device had %s free, but the process is capped: torch.cuda.set_per_process_memory_fraction (or a framework setting it) limits this process to %s, and %s reserved plus the %s requested passed it; the OOM message says the cap (\"... allowed\")%s; raise the fraction, or lower the peak under it", mb(a.DeviceFreeBytes), lim, mb(a.ReservedBytes), mb(req), share)
+	case a.DeviceFreeBytes >= req:
+		return OOMProcessLimit, "the device had " + mb(a.DeviceFreeBytes) + " free, so the process's own limit (torch.cuda.set_per_process_memory_fraction) refused a new segment; " + a.StateNote
 	case a.AllocatedBytes >= 0 && a.CapacityBytes > 0:
-		return OOMCapacity, fmt.Sprintf("%s allocated of %s: the memory was in use; lower the peak (batch size, activation checkpointing, mixed precision)", memtimeline.FormatBytes(a.AllocatedBytes), memtimeline.FormatBytes(a.CapacityBytes))
-	case a.DeviceFreeBytes >= 0 && a.FreeInCacheBytes >= 0:
-		if a.DeviceFreeBytes+a.FreeInCacheBytes < req {
-			return OOMCapacity, fmt.Sprintf("free on the device %s plus free in the cache %s is less than the request", memtimeline.FormatBytes(a.DeviceFreeBytes), memtimeline.FormatBytes(a.FreeInCacheBytes))
-		}
-		return OOMFragmentation, "free on the device plus free in the cache covered the request, not in one block"
+		return OOMCapacity, fmt.Sprintf("%s allocated of %s: the memory was in use%s; lower the peak (batch size, activation checkpointing, mixed precision)", mb(a.AllocatedBytes), mb(a.CapacityBytes), share)
+	case known && a.DeviceFreeBytes >= 0:
+		return OOMCapacity, fmt.Sprintf("free on the device %s plus free in the cache %s is less than the request", mb(a.DeviceFreeBytes), mb(a.FreeInCacheBytes))
 	}
 	return "unknown", "the allocator's state at the failure was not recorded"
+}
+
+// pct is a as a percentage of b, in words ("2%", "under 1%").
+func pct(a, b int64) string {
+	if b <= 0 {
+		return "?"
+	}
+	f := 100 * float64(a) / float64(b)
+	if f < 1 {
+		return "under 1%"
+	}
+	return fmt.Sprintf("%.0f%%", f)
 }
 
 // judgeFrag prefers a snapshot (it sees inside segments) to a trace.

@@ -164,27 +164,77 @@ func TestVerdictOOMUnderMemoryFraction(t *testing.T) {
 	}
 }
 
-// A fragmentation OOM: enough bytes free in the cache, not in one block.
+// The OOM's cause from the allocator at the failure: fragmentation only
+// when the cache's free bytes then could hold the request.
 func TestOOMCause(t *testing.T) {
+	at := func(a OOMAnswer) OOMAnswer {
+		a.AtFailure, a.PoolFreeBytes, a.PoolLargestFreeBlock = true, -1, -1
+		return a
+	}
 	for _, c := range []struct {
 		a    OOMAnswer
 		want string
 	}{
-		{OOMAnswer{RequestBytes: 100, AllocatedBytes: 800, ReservedBytes: 1000, FreeInCacheBytes: 200, LargestFreeBlock: 50, DeviceFreeBytes: 0, CapacityBytes: 1000}, OOMFragmentation},
-		{OOMAnswer{RequestBytes: 300, AllocatedBytes: 800, ReservedBytes: 1000, FreeInCacheBytes: 200, LargestFreeBlock: 50, DeviceFreeBytes: 0, CapacityBytes: 1000}, OOMCapacity},
-		{OOMAnswer{RequestBytes: 2000, AllocatedBytes: 0, ReservedBytes: 0, FreeInCacheBytes: 0, LargestFreeBlock: -1, DeviceFreeBytes: 1000, CapacityBytes: 1000}, OOMCapacity},
-		{OOMAnswer{RequestBytes: 100, AllocatedBytes: -1, ReservedBytes: -1, FreeInCacheBytes: -1, LargestFreeBlock: -1, DeviceFreeBytes: -1, CapacityBytes: -1}, "unknown"},
+		{at(OOMAnswer{RequestBytes: 100, AllocatedBytes: 800, ReservedBytes: 1000, FreeInCacheBytes: 200, LargestFreeBlock: 50, DeviceFreeBytes: 0, CapacityBytes: 1000}), OOMFragmentation},
+		{at(OOMAnswer{RequestBytes: 300, AllocatedBytes: 800, ReservedBytes: 1000, FreeInCacheBytes: 200, LargestFreeBlock: 50, DeviceFreeBytes: 0, CapacityBytes: 1000}), OOMCapacity},
+		{at(OOMAnswer{RequestBytes: 2000, AllocatedBytes: 0, ReservedBytes: 0, FreeInCacheBytes: 0, LargestFreeBlock: -1, DeviceFreeBytes: 1000, CapacityBytes: 1000}), OOMCapacity},
+		{OOMAnswer{RequestBytes: 100, AllocatedBytes: -1, ReservedBytes: -1, FreeInCacheBytes: -1, LargestFreeBlock: -1, DeviceFreeBytes: -1, CapacityBytes: -1, PoolLargestFreeBlock: -1}, "unknown"},
 		// A memory-fraction cap: the device had the bytes, the cache held
-		// enough free, even in one block (of the other pool).
-		{OOMAnswer{RequestBytes: 100, AllocatedBytes: 800, ReservedBytes: 1000, FreeInCacheBytes: 200, LargestFreeBlock: 150, DeviceFreeBytes: 5000, CapacityBytes: 6000}, OOMFragmentation},
+		// enough free at the failure, in the other pool.
+		{at(OOMAnswer{RequestBytes: 100, AllocatedBytes: 800, ReservedBytes: 1000, FreeInCacheBytes: 200, LargestFreeBlock: 150, DeviceFreeBytes: 5000, CapacityBytes: 6000}), OOMFragmentation},
+		// A free block of the request's own pool as large as the request:
+		// the allocator would have used it, so the figures are not the
+		// failure's; the cap refused the segment.
+		{OOMAnswer{RequestBytes: 100, AllocatedBytes: 800, ReservedBytes: 1000, FreeInCacheBytes: 200, LargestFreeBlock: 100, DeviceFreeBytes: 5000, CapacityBytes: 6000, AtFailure: true, PoolFreeBytes: 200, PoolLargestFreeBlock: 100}, OOMProcessLimit},
+		// Figures of a later dump (not at the failure): no fragmentation.
+		{OOMAnswer{RequestBytes: 100, AllocatedBytes: 800, ReservedBytes: 1000, FreeInCacheBytes: 200, LargestFreeBlock: 50, DeviceFreeBytes: 5000, CapacityBytes: 6000, PoolLargestFreeBlock: -1}, OOMProcessLimit},
+		// Free in the cache a rounding error of the request: the cap.
+		{at(OOMAnswer{RequestBytes: 256 << 20, AllocatedBytes: 1000 << 20, ReservedBytes: 1006 << 20, FreeInCacheBytes: 6 << 20, LargestFreeBlock: 4 << 20, DeviceFreeBytes: 100 << 30, CapacityBytes: 140 << 30}), OOMProcessLimit},
 		// The cap with nothing free in the cache while the device had the
 		// bytes: the process's own limit, not the GPU's capacity.
-		{OOMAnswer{RequestBytes: 300, AllocatedBytes: 1000, ReservedBytes: 1000, FreeInCacheBytes: 0, LargestFreeBlock: 0, DeviceFreeBytes: 5000, CapacityBytes: 6000}, OOMProcessLimit},
+		{at(OOMAnswer{RequestBytes: 300, AllocatedBytes: 1000, ReservedBytes: 1000, FreeInCacheBytes: 0, LargestFreeBlock: 0, DeviceFreeBytes: 5000, CapacityBytes: 6000}), OOMProcessLimit},
 		// The device full: capacity.
-		{OOMAnswer{RequestBytes: 300, AllocatedBytes: 5900, ReservedBytes: 5900, FreeInCacheBytes: 0, LargestFreeBlock: 0, DeviceFreeBytes: 100, CapacityBytes: 6000}, OOMCapacity},
+		{at(OOMAnswer{RequestBytes: 300, AllocatedBytes: 5900, ReservedBytes: 5900, FreeInCacheBytes: 0, LargestFreeBlock: 0, DeviceFreeBytes: 100, CapacityBytes: 6000}), OOMCapacity},
 	} {
 		if got, why := oomCause(c.a); got != c.want {
 			t.Errorf("%+v: %s (%s), want %s", c.a, got, why, c.want)
+		}
+	}
+}
+
+// Every OOM recorded in testdata, with the cause the allocator's state at
+// the failure gives (the snapshot's segments with the history after the
+// OOM undone, the trace's event): torch's own OOM message, kept in each
+// run's truth.json, says the same figures.
+func TestOOMCausesOnRecordings(t *testing.T) {
+	for _, c := range []struct {
+		dir, cause    string
+		freeAtFailure int64 // torch's "reserved by PyTorch but unallocated"
+	}{
+		{"alloc_retry_oom", OOMFragmentation, 118448128}, // 112.96 MiB: the split large-pool segment, the request of the small pool
+		{"oom", OOMCapacity, 6209024},                    // 300 GiB on a 139.8 GiB GPU; 5.92 MiB free (the trace's event)
+		{"hf_trainer_oom", OOMCapacity, -2},
+		{"evidence/oom_fraction", OOMProcessLimit, 6209024}, // 5.92 MiB free for 256 MiB: the 2% fraction
+		{"watch/near_oom", OOMProcessLimit, -2},
+	} {
+		files, _ := filepath.Glob(filepath.Join(gpuData, c.dir, "*"))
+		var keep []string
+		for _, f := range files {
+			if !strings.HasSuffix(f, ".json") && !strings.Contains(f, "near_oom.snapshot") && !strings.Contains(f, "leak.snapshot") && !strings.HasSuffix(f, ".txt") && !strings.HasSuffix(f, "notify.jsonl") && !strings.HasSuffix(f, "memory_timeline.raw.json.gz") {
+				keep = append(keep, f)
+			}
+		}
+		vs := JudgeAll(loadInputs(t, keep...))
+		if len(vs) != 1 || len(vs[0].OOMs) != 1 {
+			t.Errorf("%s: want one run with one OOM, got %d runs", c.dir, len(vs))
+			continue
+		}
+		o := vs[0].OOMs[0]
+		if o.Cause != c.cause || !o.AtFailure {
+			t.Errorf("%s: %s (%s), want %s at the failure", c.dir, o.Cause, o.Reason, c.cause)
+		}
+		if c.freeAtFailure >= 0 && o.FreeInCacheBytes != c.freeAtFailure {
+			t.Errorf("%s: free in cache %d, torch's message says %d", c.dir, o.FreeInCacheBytes, c.freeAtFailure)
 		}
 	}
 }

@@ -140,6 +140,8 @@ type OOMEvent struct {
 	DeviceFreeBytes int64 `json:"device_free_bytes"`
 	Stream          int64 `json:"stream"`
 	Site            Frame `json:"site"`
+	// State is the allocator when the request failed (StateAtOOM).
+	State OOMState `json:"state"`
 }
 
 // Report is everything torchmem derives from one snapshot.
@@ -801,11 +803,12 @@ func findStep(r []stepRange, t int64) int {
 func (s *Snapshot) OOMs() []OOMEvent {
 	var out []OOMEvent
 	for dev, tr := range s.DeviceTraces {
-		for _, e := range tr {
+		for i, e := range tr {
 			if e.Action == ActionOOM {
 				out = append(out, OOMEvent{
 					Device: dev, TimeUS: e.TimeUS, RequestedBytes: e.Size,
 					DeviceFreeBytes: e.DeviceFree, Stream: e.Stream, Site: UserFrame(e.Frames),
+					State: s.StateAtOOM(dev, i),
 				})
 			}
 		}
