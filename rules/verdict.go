@@ -166,6 +166,21 @@ type FragAnswer struct {
 	// Retries says so in a sentence, with what it means. Zero: none seen.
 	AllocRetries int64  `json:"alloc_retries,omitempty"`
 	Retries      string `json:"retries,omitempty"`
+	// Costs are what fragmentation cost (CostAllocRetries, ...): the
+	// verdict is fragmented only with one. Cost says it in a sentence,
+	// or the figure and that it cost nothing.
+	Costs []string `json:"costs"`
+	Cost  string   `json:"cost,omitempty"`
+	// LimitBytes is what the process may use (-1 not recorded) and
+	// HeadroomBytes what was left under it at the worst step (-1).
+	LimitBytes    int64 `json:"limit_bytes"`
+	HeadroomBytes int64 `json:"headroom_bytes"`
+	// ReservedGrowth: reserved rising while allocated stays flat.
+	ReservedGrowth *ReservedGrowth `json:"reserved_growth,omitempty"`
+	// AllocConf is the allocator settings in the process's environment
+	// (steps log); Settings what the snapshot says against them.
+	AllocConf string `json:"alloc_conf,omitempty"`
+	Settings  string `json:"settings,omitempty"`
 }
 
 // Holder is a line (or operator) holding memory at a moment.
@@ -360,7 +375,7 @@ func summaryEvidence(in *Input) []LeakEvidence {
 			byDev[s.Device] = ser
 			devs = append(devs, s.Device)
 		}
-		r := steplog.Record{Step: s.Step, AllocatedBytes: s.AllocatedBytes, ReservedBytes: s.ReservedBytes, ActiveBytes: s.ActiveBytes, PeakAllocatedBytes: s.AllocatedPeakBytes, PeakReservedBytes: s.ReservedPeakBytes, AllocRetries: s.Retries, InactiveSplitBytes: s.NonReleasableBytes, Line: s.Line}
+		r := steplog.Record{Step: s.Step, AllocatedBytes: s.AllocatedBytes, ReservedBytes: s.ReservedBytes, ActiveBytes: s.ActiveBytes, PeakAllocatedBytes: s.AllocatedPeakBytes, PeakReservedBytes: s.ReservedPeakBytes, AllocRetries: s.Retries, InactiveSplitBytes: s.NonReleasableBytes, OOMs: s.OOMs, Line: s.Line}
 		if !s.Time.IsZero() {
 			r.Time, r.HasTime = float64(s.Time.UnixNano())/1e9, true
 		}
@@ -375,7 +390,7 @@ func summaryEvidence(in *Input) []LeakEvidence {
 		return []LeakEvidence{{Source: in.Source, Kind: SourceSummary, Verdict: leak.VerdictUnknown, FirstStep: -1, LastStep: -1,
 			Reason: "the memory_summary() tables carry no step number (log \"step N\" before each)"}}
 	}
-	log := &steplog.Log{}
+	log := &steplog.Log{TotalMemoryBytes: -1, MemoryFraction: -1}
 	for _, d := range devs {
 		log.Series = append(log.Series, byDev[d])
 	}
@@ -1175,6 +1190,7 @@ func JudgeWith(name string, ins []*Input, o JudgeOptions) Verdict {
 	v.Frag = judgeFrag(ins, o)
 	v.Frag = fragOverRun(v.Frag, ins, o.SnapshotSplit) // fragrun.go
 	v.Frag = addRetries(v.Frag, ins)
+	v.Frag = fragCost(v.Frag, v.OOMs, ins) // fragcost.go
 	v.Peak = judgePeak(ins)
 	return v
 }

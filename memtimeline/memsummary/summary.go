@@ -316,7 +316,7 @@ func (l *Log) StepLog() *steplog.Log {
 		"allocated": "Allocated memory (memory_summary)", "reserved": "GPU reserved memory (memory_summary)",
 		"active": "Active memory (memory_summary)", "peak_allocated": "Allocated memory peak (memory_summary)",
 		"peak_reserved": "GPU reserved memory peak (memory_summary)",
-	}, Lines: len(l.Samples), Warnings: l.Warnings}
+	}, Lines: len(l.Samples), Warnings: l.Warnings, TotalMemoryBytes: -1, MemoryFraction: -1}
 	type key struct{ rank, device int }
 	series := map[key]*steplog.Series{}
 	var order []key
@@ -350,7 +350,7 @@ func (l *Log) StepLog() *steplog.Log {
 			last[k] = step
 		}
 		rec := steplog.Record{Step: step, AllocatedBytes: s.AllocatedBytes, ReservedBytes: s.ReservedBytes, ActiveBytes: s.ActiveBytes,
-			PeakAllocatedBytes: s.AllocatedPeakBytes, PeakReservedBytes: s.ReservedPeakBytes, AllocRetries: s.Retries, InactiveSplitBytes: s.NonReleasableBytes, Line: s.Line}
+			PeakAllocatedBytes: s.AllocatedPeakBytes, PeakReservedBytes: s.ReservedPeakBytes, AllocRetries: s.Retries, InactiveSplitBytes: s.NonReleasableBytes, OOMs: s.OOMs, Line: s.Line}
 		if !s.Time.IsZero() {
 			rec.Time, rec.HasTime = float64(s.Time.UnixNano())/1e9, true
 		}

@@ -51,6 +51,9 @@ type Record struct {
 	// blocks inside segments that also hold live ones (fragmentation the
 	// cache cannot give back), -1 when the line has none.
 	InactiveSplitBytes int64
+	// OOMs is torch's num_ooms so far (out-of-memory errors the
+	// allocator raised), -1 when the line has none.
+	OOMs int64
 	// Line is the 1-based line number in the file.
 	Line int
 }
@@ -71,6 +74,25 @@ type Log struct {
 	Keys     map[string]string
 	Lines    int
 	Warnings []string
+	// AllocConf is the allocator settings in the process's environment
+	// (PYTORCH_ALLOC_CONF, PYTORCH_CUDA_ALLOC_CONF) as the snippet's
+	// first line records them ("alloc_conf"); nil when the log does not
+	// say, empty when it says none was set.
+	AllocConf map[string]string
+	// TotalMemoryBytes is the device's capacity and MemoryFraction the
+	// process's set_per_process_memory_fraction, when a line records
+	// them ("total_memory", "memory_fraction"); -1 when not.
+	TotalMemoryBytes int64
+	MemoryFraction   float64
+}
+
+// LimitBytes is what the process may use: capacity times the memory
+// fraction, -1 when the log does not record both.
+func (l *Log) LimitBytes() int64 {
+	if l == nil || l.TotalMemoryBytes <= 0 || l.MemoryFraction <= 0 {
+		return -1
+	}
+	return int64(float64(l.TotalMemoryBytes) * min(l.MemoryFraction, 1))
 }
 
 // ErrNotLog is wrapped by Read errors about input that is not a
@@ -90,6 +112,7 @@ var stepKeys = map[string][]string{
 	"device":         {"device", "rank", "local_rank", "gpu"},
 	"alloc_retries":  {"num_alloc_retries", "alloc_retries", "cuda_malloc_retries"},
 	"inactive_split": {"inactive_split", "inactive_split_bytes.all.current", "inactive_split_bytes"},
+	"ooms":           {"num_ooms"},
 }
 
 // stepNested names objects whose keys count as the line's own.
@@ -175,7 +198,7 @@ const stepMaxLine = 1 << 20
 // with a warning.
 func Read(r io.Reader) (*Log, error) {
 	lr := lines.NewReader(r, stepMaxLine)
-	log := &Log{Keys: map[string]string{}}
+	log := &Log{Keys: map[string]string{}, TotalMemoryBytes: -1, MemoryFraction: -1}
 	series := map[string]*Series{}
 	var order []string
 	implicitStep := int64(0)
@@ -250,7 +273,7 @@ func Read(r io.Reader) (*Log, error) {
 // step key (the caller numbers lines then).
 func parseStepRecord(log *Log, text string) (Record, string, error) {
 	rec := Record{Step: -1, AllocatedBytes: -1, ReservedBytes: -1,
-		ActiveBytes: -1, PeakAllocatedBytes: -1, PeakReservedBytes: -1, AllocRetries: -1, InactiveSplitBytes: -1}
+		ActiveBytes: -1, PeakAllocatedBytes: -1, PeakReservedBytes: -1, AllocRetries: -1, InactiveSplitBytes: -1, OOMs: -1}
 	if !lines.IsText(text) {
 		return rec, "", errors.New("binary data")
 	}
@@ -272,7 +295,7 @@ func parseStepRecord(log *Log, text string) (Record, string, error) {
 	for q, dst := range map[string]*int64{
 		"reserved": &rec.ReservedBytes, "active": &rec.ActiveBytes,
 		"peak_allocated": &rec.PeakAllocatedBytes, "peak_reserved": &rec.PeakReservedBytes,
-		"alloc_retries": &rec.AllocRetries, "inactive_split": &rec.InactiveSplitBytes,
+		"alloc_retries": &rec.AllocRetries, "inactive_split": &rec.InactiveSplitBytes, "ooms": &rec.OOMs,
 	} {
 		if key, v, ok := lookupStepKey(obj, q); ok {
 			if *dst, err = stepBytes(key, v); err != nil {
@@ -298,6 +321,7 @@ func parseStepRecord(log *Log, text string) (Record, string, error) {
 			}
 		}
 	}
+	readRunFacts(log, obj)
 	device := ""
 	if _, v, ok := lookupStepKey(obj, "device"); ok {
 		device = fmt.Sprint(v)
@@ -339,4 +363,31 @@ func LooksLike(head []byte) bool {
 		}
 	}
 	return false
+}
+
+// maxAllocConf bounds the allocator settings kept from a line.
+const maxAllocConf = 16
+
+// readRunFacts keeps what a line says about the whole run: the allocator
+// settings in the environment and the process's memory limit. Values of
+// the wrong type are ignored (they are facts for the report, not steps).
+func readRunFacts(log *Log, obj map[string]any) {
+	if conf, ok := obj["alloc_conf"].(map[string]any); ok && log.AllocConf == nil {
+		log.AllocConf = map[string]string{}
+		for k, v := range conf {
+			if s, ok := v.(string); ok && len(log.AllocConf) < maxAllocConf && len(k) <= 64 && len(s) <= 1024 {
+				log.AllocConf[k] = s
+			}
+		}
+	}
+	if v, ok := obj["total_memory"].(json.Number); ok {
+		if n, err := strconv.ParseInt(string(v), 10, 64); err == nil && n > 0 {
+			log.TotalMemoryBytes = n
+		}
+	}
+	if v, ok := obj["memory_fraction"].(json.Number); ok {
+		if f, err := v.Float64(); err == nil && f > 0 && f <= 1 {
+			log.MemoryFraction = f
+		}
+	}
 }

@@ -175,6 +175,13 @@ func oomLine(o rules.OOMAnswer) string {
 
 func fragLine(f *rules.FragAnswer) string {
 	s := strings.ToUpper(f.Verdict)
+	switch {
+	case f.Cost != "" && f.Verdict == rules.FragVerdictFragmented:
+		// What it cost leads; the measurement follows.
+		return s + ": cost: " + f.Cost
+	case f.Cost != "":
+		return s + ": " + f.Cost
+	}
 	if f.Wasted != "" {
 		s += fmt.Sprintf(": %s %s", memtimeline.FormatBytes(f.WastedBytes), f.Wasted)
 	}
