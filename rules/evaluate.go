@@ -161,6 +161,7 @@ func Evaluate(rs RuleSet, ins []*Input, o EvalOptions) *Evaluation {
 	}
 	ev.Verdicts = JudgeAllWith(ins, rs.JudgeOptions())
 	all = overruledLeakFindings(ev.Verdicts, MergeLeakFindings(ev.Verdicts, all))
+	all = MergeOOMFindings(ev.Verdicts, all)
 	all = append(all, verdictLeakFindings(rs, ev.Verdicts, all)...)
 	slices.SortStableFunc(all, func(a, b Finding) int { return int(b.Severity) - int(a.Severity) })
 	if all == nil {

@@ -97,6 +97,9 @@ type LeakAnswer struct {
 	Agreement string         `json:"agreement,omitempty"`
 	Settle    string         `json:"settle,omitempty"`
 	Evidence  []LeakEvidence `json:"evidence"`
+	// Forecast is when the leak fills the memory the process may use
+	// (nil when the headroom is not known, or the run ran out already).
+	Forecast *Forecast `json:"forecast,omitempty"`
 }
 
 // OOMAnswer is one out-of-memory with the allocator's state around it.
@@ -150,6 +153,8 @@ const (
 	// OOMProcessLimit: the device had the bytes, the process's own cap
 	// (torch.cuda.set_per_process_memory_fraction) refused them.
 	OOMProcessLimit = "process_limit"
+	// OOMCauseUnknown: the allocator's state at the failure not recorded.
+	OOMCauseUnknown = "unknown"
 )
 
 // FragAnswer is the fragmentation verdict with the bytes it wastes.
@@ -853,7 +858,7 @@ func oomCause(a OOMAnswer) (string, string) {
 	case known && a.DeviceFreeBytes >= 0:
 		return OOMCapacity, fmt.Sprintf("free on the device %s plus free in the cache %s is less than the request", mb(a.DeviceFreeBytes), mb(a.FreeInCacheBytes))
 	}
-	return "unknown", "the allocator's state at the failure was not recorded"
+	return OOMCauseUnknown, "the allocator's state at the failure was not recorded"
 }
 
 // pct is a as a percentage of b, in words ("2%", "under 1%").
@@ -1191,6 +1196,8 @@ func JudgeWith(name string, ins []*Input, o JudgeOptions) Verdict {
 	v.Frag = fragOverRun(v.Frag, ins, o.SnapshotSplit) // fragrun.go
 	v.Frag = addRetries(v.Frag, ins)
 	v.Frag = fragCost(v.Frag, v.OOMs, ins) // fragcost.go
+	chainOOMs(&v)                          // oomchain.go
+	v.Leak.Forecast = forecast(&v)
 	v.Peak = judgePeak(ins)
 	return v
 }

@@ -200,6 +200,10 @@ func buildReportAnswer(idPrefix string, v rules.Verdict) (reportAnswer, error) {
 			a.Lines = append(a.Lines, reportLine{Label: "RETRY", Text: v.Frag.Retries})
 		}
 	}
+	xl, xt := answerEntries(v)
+	for i := range xl {
+		a.Lines = append(a.Lines, reportLine{Label: xl[i], Text: xt[i]})
+	}
 	labels, texts := gpuEntries(v.GPU)
 	for i := range labels {
 		a.Lines = append(a.Lines, reportLine{Label: labels[i], Text: texts[i]})

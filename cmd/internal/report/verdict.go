@@ -170,7 +170,35 @@ func oomLine(o rules.OOMAnswer) string {
 	if o.Location != nil {
 		s += " at " + o.Location.String()
 	}
-	return s + "; " + o.Reason
+	s += "; " + o.Reason
+	if o.StateNote != "" && o.Cause != rules.OOMCauseUnknown {
+		s += " (" + o.StateNote + ")"
+	}
+	if o.FilledBy != "" {
+		s += "; the chain: " + o.FilledBy
+	}
+	return s
+}
+
+// answerEntries are the verdict's lines after FRAG: the leak's time to
+// OOM, reserved growing while allocated is flat, the allocator settings.
+func answerEntries(v rules.Verdict) (labels, texts []string) {
+	if fc := v.Leak.Forecast; fc != nil {
+		labels, texts = append(labels, "TO OOM"), append(texts, fc.Text)
+	}
+	if f := v.Frag; f != nil {
+		if g := f.ReservedGrowth; g != nil {
+			t := g.Reason
+			if g.AllocConf != "" {
+				t += "; allocator settings: " + g.AllocConf
+			}
+			labels, texts = append(labels, "RESV"), append(texts, t+"; "+g.Advice)
+		}
+		if f.Settings != "" {
+			labels, texts = append(labels, "ALLOC"), append(texts, f.Settings)
+		}
+	}
+	return labels, texts
 }
 
 func fragLine(f *rules.FragAnswer) string {
@@ -283,6 +311,10 @@ func writeVerdictText(w io.Writer, vs []rules.Verdict, width int) {
 				lines = append(lines, wrapEntry("RETRY", v.Frag.Retries, width)...)
 			}
 		}
+		xl, xt := answerEntries(v)
+		for i := range xl {
+			lines = append(lines, wrapEntry(xl[i], xt[i], width)...)
+		}
 		if v.Peak != nil {
 			lines = append(lines, wrapEntry("PEAK", peakLine(v.Peak), width)...)
 			if c := categoryLine(v.Peak.Composition); c != "" {
@@ -319,6 +351,10 @@ func writeVerdictMarkdown(w io.Writer, vs []rules.Verdict) {
 			if v.Frag.Retries != "" {
 				fmt.Fprintf(w, "- **RETRY** %s\n", mdEscape(v.Frag.Retries))
 			}
+		}
+		xl, xt := answerEntries(v)
+		for i := range xl {
+			fmt.Fprintf(w, "- **%s** %s\n", xl[i], mdEscape(xt[i]))
 		}
 		if v.Peak != nil {
 			fmt.Fprintf(w, "- **PEAK** %s\n", mdEscape(peakLine(v.Peak)))
