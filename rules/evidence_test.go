@@ -1,7 +1,10 @@
 package rules
 
 import (
+	"fmt"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -83,21 +86,46 @@ func TestEvidenceWeighing(t *testing.T) {
 	}
 }
 
-// Fragmentation over the whole run: a memory-fraction run whose split free
-// space peaked mid-run (436 MB, 57% of reserved, steps 5..14) and was 3 MB
-// at the end is fragmented by its step log, which the final snapshot alone
-// calls OK; the same with expandable segments has no split at all.
+// Fragmentation said by what it cost: a memory-fraction run whose split
+// free space peaked mid-run (436 MB, 57% of reserved, steps 5..14) with no
+// retry and no OOM cost nothing the files can show (its limit is not in
+// them): OK with the figure. The same steps log with the limit recorded
+// (the snippet's first line now carries total_memory and memory_fraction;
+// here the run's own cap from truth.json) shows reserved within 125 MiB of
+// the cap while 437 MiB sat split: fragmented, with that cost. The same
+// run with expandable segments has no split at all.
 func TestFragOverTheRun(t *testing.T) {
 	for _, c := range []struct {
-		dir, verdict, reason string
+		dir, verdict, cost string
 	}{
-		{"evidence/frag_fraction", "fragmented", "between steps 5 and 14"},
-		{"evidence/frag_fraction_expandable", "ok", ""},
+		{"evidence/frag_fraction", "ok", "436.96 MB split inside used segments at the worst step (step 5); it cost nothing: 0 cudaMalloc retries"},
+		{"evidence/frag_fraction_expandable", "ok", "0 B split"},
 	} {
 		v := judgeDir(t, filepath.Join(gpuData, c.dir))
-		if v.Frag == nil || v.Frag.Verdict != c.verdict || !strings.Contains(v.Frag.Reason, c.reason) {
-			t.Errorf("%s: frag %+v, want %s (%q)", c.dir, v.Frag, c.verdict, c.reason)
+		if v.Frag == nil || v.Frag.Verdict != c.verdict || !strings.Contains(v.Frag.Cost, c.cost) || strings.Contains(v.Frag.Reason, "wasted") {
+			t.Errorf("%s: frag %+v, want %s (%q)", c.dir, v.Frag, c.verdict, c.cost)
 		}
+	}
+	dir := filepath.Join(gpuData, "evidence/frag_fraction")
+	var truth struct {
+		Cap int64 `json:"cap_bytes"`
+	}
+	memtest.ReadJSON(t, filepath.Join(dir, "truth.json"), &truth)
+	const capacity = 150109880320 // the H200's total_memory (the trace's device properties)
+	raw, err := os.ReadFile(filepath.Join(dir, "run_rank0.steps.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, rest, _ := strings.Cut(string(raw), "\n")
+	first = strings.TrimSuffix(first, "}") + fmt.Sprintf(", \"total_memory\": %d, \"memory_fraction\": %.6f}", int64(capacity), float64(truth.Cap)/capacity)
+	logged := filepath.Join(t.TempDir(), "run_rank0.steps.jsonl")
+	if err := os.WriteFile(logged, []byte(first+"\n"+rest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	vs := JudgeAll(loadInputs(t, logged))
+	f := vs[0].Frag
+	if f == nil || f.Verdict != "fragmented" || !slices.Contains(f.Costs, CostSplitOverHeadroom) || !strings.Contains(f.Cost, "at step 5 reserved") {
+		t.Errorf("with the limit logged: frag %+v, want fragmented by split over the headroom at step 5", f)
 	}
 }
 

@@ -442,6 +442,9 @@ func fragCost(ans *FragAnswer, ooms []OOMAnswer, ins []*Input) *FragAnswer {
 		// Split memory alone, with no retry, no OOM, room under the
 		// limit: the allocator working as designed.
 		ans.Verdict = frag.VerdictOK
+		r := strings.TrimPrefix(ans.Reason, "the cache wastes memory: ")
+		r = strings.Replace(r, "the cache wasted memory mid-run", "split memory mid-run", 1)
+		ans.Reason = "split memory over the split rule's share, at no cost: " + r
 	}
 	if ans.Verdict != frag.VerdictOK {
 		return ans
