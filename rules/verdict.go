@@ -395,7 +395,7 @@ func summaryEvidence(in *Input) []LeakEvidence {
 		return []LeakEvidence{{Source: in.Source, Kind: SourceSummary, Verdict: leak.VerdictUnknown, FirstStep: -1, LastStep: -1,
 			Reason: "the memory_summary() tables carry no step number (log \"step N\" before each)"}}
 	}
-	log := &steplog.Log{TotalMemoryBytes: -1, MemoryFraction: -1}
+	log := &steplog.Log{TotalMemoryBytes: -1, MemoryFraction: -1, HistoryMaxEntries: -1}
 	for _, d := range devs {
 		log.Series = append(log.Series, byDev[d])
 	}
@@ -1197,6 +1197,12 @@ func JudgeWith(name string, ins []*Input, o JudgeOptions) Verdict {
 	v.Frag = addRetries(v.Frag, ins)
 	v.Frag = fragCost(v.Frag, v.OOMs, ins) // fragcost.go
 	chainOOMs(&v)                          // oomchain.go
+	if s := allocSettings(ins); s != "" {  // allocsettings.go
+		if v.Frag == nil {
+			v.Frag = &FragAnswer{Verdict: frag.VerdictUnknown, Costs: []string{}, LimitBytes: -1, HeadroomBytes: -1}
+		}
+		v.Frag.Settings = s
+	}
 	v.Leak.Forecast = forecast(&v)
 	v.Peak = judgePeak(ins)
 	return v

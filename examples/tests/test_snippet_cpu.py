@@ -202,6 +202,23 @@ class WatchdogTest(unittest.TestCase):
         self.assertEqual(alarm["files"], leak_files)
         self.assertTrue(os.path.exists(leak_files[0]))
 
+    def test_leak_alarm_says_the_time_to_oom(self):
+        # 4 MiB a step under a 64 GiB device: the headroom (capacity x fraction minus
+        # reserved) over the rate; under a 0.5 fraction it is the process's limit.
+        tm, err = run_fake(leaking(30, 10, 4 * MiB), 30)
+        line = [l for l in err.splitlines() if "LEAK" in l][0]
+        self.assertRegex(line, r"at 4\.00 MB/step, the 64\.00 GB device fills in ~16,000 steps")
+        tm, err = run_fake(leaking(30, 10, 4 * MiB), 30, fraction=0.5)
+        line = [l for l in err.splitlines() if "LEAK" in l][0]
+        self.assertRegex(line, r"the process's 32\.00 GB limit fills in ~8,1\d\d steps")
+
+    def test_the_steps_log_records_the_limit(self):
+        tm, err = run_fake(leaking(12, 50, 4 * MiB), 12, fraction=0.25)
+        path = [p for p in tm.written if p.endswith(".steps.jsonl")][0]
+        with open(path) as f:
+            first = json.loads(f.readline())
+        self.assertEqual((first["total_memory"], first["memory_fraction"]), (64 << 30, 0.25))
+
     def test_a_periodic_leak_captures_two_periods_and_more(self):
         alloc = [300 * MiB + 8 * MiB * ((i + 1) // 5) for i in range(40)]  # 8 MiB at steps 4, 9, ...
         tm, err = run_fake(alloc, 40)

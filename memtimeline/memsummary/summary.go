@@ -316,7 +316,7 @@ func (l *Log) StepLog() *steplog.Log {
 		"allocated": "Allocated memory (memory_summary)", "reserved": "GPU reserved memory (memory_summary)",
 		"active": "Active memory (memory_summary)", "peak_allocated": "Allocated memory peak (memory_summary)",
 		"peak_reserved": "GPU reserved memory peak (memory_summary)",
-	}, Lines: len(l.Samples), Warnings: l.Warnings, TotalMemoryBytes: -1, MemoryFraction: -1}
+	}, Lines: len(l.Samples), Warnings: l.Warnings, TotalMemoryBytes: -1, MemoryFraction: -1, HistoryMaxEntries: -1}
 	type key struct{ rank, device int }
 	series := map[key]*steplog.Series{}
 	var order []key

@@ -84,6 +84,9 @@ type Log struct {
 	// them ("total_memory", "memory_fraction"); -1 when not.
 	TotalMemoryBytes int64
 	MemoryFraction   float64
+	// HistoryMaxEntries is the allocator history's ring buffer size the
+	// snippet asked for ("history_max_entries"), -1 when not recorded.
+	HistoryMaxEntries int64
 }
 
 // LimitBytes is what the process may use: capacity times the memory
@@ -198,7 +201,7 @@ const stepMaxLine = 1 << 20
 // with a warning.
 func Read(r io.Reader) (*Log, error) {
 	lr := lines.NewReader(r, stepMaxLine)
-	log := &Log{Keys: map[string]string{}, TotalMemoryBytes: -1, MemoryFraction: -1}
+	log := &Log{Keys: map[string]string{}, TotalMemoryBytes: -1, MemoryFraction: -1, HistoryMaxEntries: -1}
 	series := map[string]*Series{}
 	var order []string
 	implicitStep := int64(0)
@@ -383,6 +386,11 @@ func readRunFacts(log *Log, obj map[string]any) {
 	if v, ok := obj["total_memory"].(json.Number); ok {
 		if n, err := strconv.ParseInt(string(v), 10, 64); err == nil && n > 0 {
 			log.TotalMemoryBytes = n
+		}
+	}
+	if v, ok := obj["history_max_entries"].(json.Number); ok {
+		if n, err := strconv.ParseInt(string(v), 10, 64); err == nil && n > 0 {
+			log.HistoryMaxEntries = n
 		}
 	}
 	if v, ok := obj["memory_fraction"].(json.Number); ok {

@@ -1,0 +1,126 @@
+package rules
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/torchmem/torchmem/memtimeline/snapshot"
+)
+
+// The allocator's settings and limits, checked: what the process's
+// environment asked for (the steps log's alloc_conf) against what the
+// allocator says is in force (the snapshot's allocator_settings), and
+// whether the snapshot's history ring buffer overflowed.
+
+// snippetMaxEntries is TorchMemProfile's default history size: a history
+// of exactly that many events filled its ring buffer.
+const snippetMaxEntries = 100000
+
+// parseAllocConf reads "key:value,key:value" (torch's syntax).
+func parseAllocConf(s string) map[string]string {
+	out := map[string]string{}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), ":")
+		if ok && k != "" {
+			out[strings.TrimSpace(k)] = strings.TrimSpace(v)
+		}
+	}
+	return out
+}
+
+// settingsMismatches says each setting the environment asked for that the
+// snapshot's allocator_settings do not hold.
+func settingsMismatches(env map[string]string, st snapshot.AllocatorSettings) []string {
+	if len(st.Recorded) == 0 {
+		return nil
+	}
+	var out []string
+	for _, name := range []string{"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"} {
+		conf, ok := env[name]
+		if !ok {
+			continue
+		}
+		for k, v := range parseAllocConf(conf) {
+			asked := name + " " + k + ":" + v
+			switch k {
+			case "expandable_segments":
+				want := strings.EqualFold(v, "true")
+				if st.Has("expandable_segments") && st.ExpandableSegments != want {
+					out = append(out, fmt.Sprintf("%s, but the snapshot says expandable_segments %v", asked, st.ExpandableSegments))
+				}
+			case "max_split_size_mb":
+				mb, err := strconv.ParseInt(v, 10, 64)
+				if err == nil && st.Has("max_split_size") && st.MaxSplitSize != mb<<20 {
+					got := "unset"
+					if st.MaxSplitSize >= 0 && st.MaxSplitSize < 1<<50 {
+						got = fmt.Sprintf("%d MiB", st.MaxSplitSize>>20)
+					}
+					out = append(out, fmt.Sprintf("%s, but the snapshot says max_split_size %s", asked, got))
+				}
+			case "garbage_collection_threshold":
+				f, err := strconv.ParseFloat(v, 64)
+				if err == nil && st.Has("garbage_collection_threshold") && st.GarbageCollectionThreshold != f {
+					out = append(out, fmt.Sprintf("%s, but the snapshot says garbage_collection_threshold %g", asked, st.GarbageCollectionThreshold))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// historyOverflow says when a snapshot's history filled its ring buffer:
+// as many events as the limit the steps log records (or the snippet's
+// default), with frees whose allocation is not in the history.
+func historyOverflow(rep *snapshot.Report, limit int64) string {
+	n := int64(0)
+	for _, c := range rep.TraceEntries {
+		n += int64(c)
+	}
+	lim := limit
+	if lim <= 0 {
+		lim = snippetMaxEntries
+	}
+	if n < lim {
+		return ""
+	}
+	s := fmt.Sprintf("the snapshot's allocator history holds %d events, its max_entries", n)
+	if limit <= 0 {
+		s = fmt.Sprintf("the snapshot's allocator history holds %d events, TorchMemProfile's default max_entries", n)
+	}
+	return s + ": the ring buffer dropped its oldest events, so the history covers only the last part of the run " +
+		"(a free is never dropped before its allocation, so what it shows alive was alive; what was allocated earlier is not in it); " +
+		"raise max_entries (TORCHMEM_MAX_ENTRIES) to see more"
+}
+
+// allocSettings is the FRAG answer's settings line: settings asked for
+// and not in force, and a history that overflowed.
+func allocSettings(ins []*Input) string {
+	var env map[string]string
+	var maxEntries int64 = -1
+	for _, in := range ins {
+		if in.StepLog != nil {
+			if env == nil {
+				env = in.StepLog.AllocConf
+			}
+			if in.StepLog.HistoryMaxEntries > 0 {
+				maxEntries = in.StepLog.HistoryMaxEntries
+			}
+		}
+	}
+	var parts []string
+	for _, in := range ins {
+		if !in.Has(SourceSnapshot) {
+			continue
+		}
+		rep := in.SnapshotReport()
+		for _, m := range settingsMismatches(env, rep.Settings) {
+			parts = append(parts, m+": the setting asked for is not in effect (set it before the first CUDA allocation, e.g. before importing code that touches the GPU; pytorch/pytorch#183387)")
+		}
+		if o := historyOverflow(rep, maxEntries); o != "" {
+			parts = append(parts, o)
+		}
+		break
+	}
+	return strings.Join(parts, "; ")
+}

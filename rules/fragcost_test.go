@@ -1,0 +1,167 @@
+package rules
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/torchmem/torchmem/memtimeline/snapshot"
+	"github.com/torchmem/torchmem/rules/frag"
+)
+
+// rewriteSteps copies a real steps log with each record changed by edit
+// (first is true for the first line), into a temp dir.
+func rewriteSteps(t *testing.T, src string, edit func(rec map[string]any, i int)) string {
+	t.Helper()
+	raw, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for i, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		rec := map[string]any{}
+		dec := json.NewDecoder(strings.NewReader(line))
+		dec.UseNumber()
+		if err := dec.Decode(&rec); err != nil {
+			t.Fatal(err)
+		}
+		edit(rec, i)
+		b, _ := json.Marshal(rec)
+		out = append(out, string(b))
+	}
+	p := filepath.Join(dirOf(t, src), filepath.Base(src))
+	if err := os.WriteFile(p, []byte(strings.Join(out, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// tmpDirs gives each test one temp dir, so a rewritten log and the real
+// files copied beside it are one run.
+var tmpDirs = map[*testing.T]string{}
+
+func dirOf(t *testing.T, _ string) string {
+	if d, ok := tmpDirs[t]; ok {
+		return d
+	}
+	d := t.TempDir()
+	tmpDirs[t] = d
+	return d
+}
+
+// besides copies a real file into the test's temp dir.
+func beside(t *testing.T, src string) string {
+	t.Helper()
+	raw, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dirOf(t, src), filepath.Base(src))
+	if err := os.WriteFile(p, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func num(v any) int64 {
+	n, _ := v.(json.Number).Int64()
+	return n
+}
+
+// Retries are the cost: alloc_retry's 11 retries under a cap make it
+// FRAGMENTED with the steps they fell in; the capacity OOM's own retry
+// (torch flushes the cache once before it raises) is no fragmentation.
+func TestFragCostRetries(t *testing.T) {
+	v := judgeDir(t, filepath.Join(gpuData, "alloc_retry"))
+	if f := v.Frag; f == nil || f.Verdict != frag.VerdictFragmented || !slices.Equal(f.Costs, []string{CostAllocRetries}) ||
+		!strings.Contains(f.Cost, "11 cudaMalloc retries at steps 1-11 (each a cache flush and a synchronize)") {
+		t.Errorf("alloc_retry: %+v", f)
+	}
+	files, _ := filepath.Glob(filepath.Join(gpuData, "oom", "*"))
+	var keep []string
+	for _, f := range files {
+		if strings.HasSuffix(f, "snapshot.pickle") || strings.HasSuffix(f, "trace.json.gz") || strings.HasSuffix(f, "stats_steps.jsonl") {
+			keep = append(keep, f)
+		}
+	}
+	vs := JudgeAll(loadInputs(t, keep...))
+	if f := vs[0].Frag; f == nil || f.Verdict != frag.VerdictOK || f.AllocRetries != 0 || !strings.Contains(f.Cost, "it cost nothing: 0 cudaMalloc retries") || !strings.Contains(f.Retries, "the OOM's own") {
+		t.Errorf("oom: %+v", f)
+	}
+}
+
+// Reserved growing while allocated stays flat: a real healthy steps log
+// with reserved raised 32 MiB a step from step 3 (allocated untouched) is
+// named, with the allocator settings the log records; the log itself is not.
+func TestReservedGrowthWithAllocatedFlat(t *testing.T) {
+	src := filepath.Join(gpuData, "evidence/frag_fraction/run_rank0.steps.jsonl")
+	if v := JudgeAll(loadInputs(t, src)); v[0].Frag.ReservedGrowth != nil {
+		t.Fatalf("healthy log: %+v", v[0].Frag.ReservedGrowth)
+	}
+	grown := rewriteSteps(t, src, func(rec map[string]any, i int) {
+		if i == 0 {
+			rec["alloc_conf"] = map[string]any{"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True,max_split_size_mb:128"}
+		}
+		if i >= 3 {
+			rec["reserved_bytes.all.current"] = num(rec["reserved_bytes.all.current"]) + int64(i-2)*(32<<20)
+		}
+	})
+	f := JudgeAll(loadInputs(t, grown))[0].Frag
+	if f == nil || f.Verdict != frag.VerdictFragmented || f.ReservedGrowth == nil || !slices.Contains(f.Costs, CostReservedGrowth) {
+		t.Fatalf("grown: %+v", f)
+	}
+	g := f.ReservedGrowth
+	if g.BytesPerStep != 32<<20 || !strings.Contains(g.AllocConf, "max_split_size_mb:128") || !strings.Contains(g.Advice, "193400") {
+		t.Errorf("growth %+v", g)
+	}
+}
+
+// The settings asked for against those in force: a real snapshot taken
+// without expandable segments beside a steps log whose environment asked
+// for them says the setting is not in effect; the expandable-segments run
+// asked for and got them.
+func TestAllocSettingsChecked(t *testing.T) {
+	dir := filepath.Join(gpuData, "alloc_retry")
+	snap, _ := filepath.Glob(filepath.Join(dir, "*.snapshot.pickle.gz"))
+	steps, _ := filepath.Glob(filepath.Join(dir, "*.steps.jsonl"))
+	asked := rewriteSteps(t, steps[0], func(rec map[string]any, i int) {
+		if i == 0 {
+			rec["alloc_conf"] = map[string]any{"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+		}
+	})
+	f := JudgeAll(loadInputs(t, beside(t, snap[0]), asked))[0].Frag
+	if f == nil || !strings.Contains(f.Settings, "expandable_segments:True, but the snapshot says expandable_segments false: the setting asked for is not in effect") {
+		t.Errorf("settings %q", f.Settings)
+	}
+	delete(tmpDirs, t)
+	dir = filepath.Join(gpuData, "expandable_segments")
+	snap, _ = filepath.Glob(filepath.Join(dir, "*.snapshot.pickle.gz"))
+	steps, _ = filepath.Glob(filepath.Join(dir, "*.steps.jsonl"))
+	asked = rewriteSteps(t, steps[0], func(rec map[string]any, i int) {
+		if i == 0 {
+			rec["alloc_conf"] = map[string]any{"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+		}
+	})
+	if f := JudgeAll(loadInputs(t, beside(t, snap[0]), asked))[0].Frag; f == nil || f.Settings != "" || f.AllocConf != "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" {
+		t.Errorf("in effect, yet: %+v", f)
+	}
+}
+
+// A history of as many events as its max_entries overflowed its ring
+// buffer; one event fewer did not.
+func TestHistoryOverflow(t *testing.T) {
+	rep := &snapshot.Report{TraceEntries: map[string]int{"alloc": 50000, "free_completed": 50000}}
+	if s := historyOverflow(rep, -1); !strings.Contains(s, "100000 events, TorchMemProfile's default max_entries") {
+		t.Errorf("default: %q", s)
+	}
+	if s := historyOverflow(rep, 200000); s != "" {
+		t.Errorf("under the logged limit: %q", s)
+	}
+	rep.TraceEntries["alloc"]--
+	if s := historyOverflow(rep, -1); s != "" {
+		t.Errorf("one under: %q", s)
+	}
+}
