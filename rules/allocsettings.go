@@ -73,10 +73,19 @@ func settingsMismatches(env map[string]string, st snapshot.AllocatorSettings) []
 // as many events as the limit the steps log records (or the snippet's
 // default), with frees whose allocation is not in the history.
 func historyOverflow(rep *snapshot.Report, limit int64) string {
+	return historyOverflowOf(historyEvents(rep), limit)
+}
+
+// historyEvents counts a snapshot's history entries.
+func historyEvents(rep *snapshot.Report) int64 {
 	n := int64(0)
 	for _, c := range rep.TraceEntries {
 		n += int64(c)
 	}
+	return n
+}
+
+func historyOverflowOf(n, limit int64) string {
 	lim := limit
 	if lim <= 0 {
 		lim = snippetMaxEntries
@@ -96,28 +105,24 @@ func historyOverflow(rep *snapshot.Report, limit int64) string {
 // allocSettings is the FRAG answer's settings line: settings asked for
 // and not in force, and a history that overflowed.
 func allocSettings(ins []*Input) string {
-	var env map[string]string
-	var maxEntries int64 = -1
-	for _, in := range ins {
-		if in.StepLog != nil {
-			if env == nil {
-				env = in.StepLog.AllocConf
-			}
-			if in.StepLog.HistoryMaxEntries > 0 {
-				maxEntries = in.StepLog.HistoryMaxEntries
-			}
-		}
-	}
+	f := runStepFacts(ins)
 	var parts []string
 	for _, in := range ins {
-		if !in.Has(SourceSnapshot) {
+		var st *snapshot.AllocatorSettings
+		var events int64
+		switch {
+		case in.IsDigest() && in.Digest.AllocSettings != nil:
+			st, events = in.Digest.AllocSettings, in.Digest.HistoryEvents
+		case in.Has(SourceSnapshot):
+			rep := in.SnapshotReport()
+			st, events = &rep.Settings, historyEvents(rep)
+		default:
 			continue
 		}
-		rep := in.SnapshotReport()
-		for _, m := range settingsMismatches(env, rep.Settings) {
+		for _, m := range settingsMismatches(f.AllocConf, *st) {
 			parts = append(parts, m+": the setting asked for is not in effect (set it before the first CUDA allocation, e.g. before importing code that touches the GPU; pytorch/pytorch#183387)")
 		}
-		if o := historyOverflow(rep, maxEntries); o != "" {
+		if o := historyOverflowOf(events, f.HistoryMax); o != "" {
 			parts = append(parts, o)
 		}
 		break

@@ -74,6 +74,13 @@ type Digest struct {
 	// OOMFacts are the input's out-of-memory records, judged with the
 	// other inputs of its run and rank at the reduce.
 	OOMFacts *OOMFacts `json:"oom_facts,omitempty"`
+	// StepFacts are a step log's allocator facts (retries, split, limit,
+	// settings, reserved growth); AllocSettings and HistoryEvents a
+	// snapshot's allocator_settings and history length (fragcost.go,
+	// allocsettings.go).
+	StepFacts     *StepFacts                  `json:"step_facts,omitempty"`
+	AllocSettings *snapshot.AllocatorSettings `json:"allocator_settings,omitempty"`
+	HistoryEvents int64                       `json:"history_events,omitempty"`
 	// Findings are every built-in rule's findings with default thresholds.
 	Findings []DigestFinding `json:"findings"`
 }
@@ -116,6 +123,11 @@ func MakeDigest(in *Input) *Digest {
 	d.Verdict.Inputs = nil // the raw input is what a digest lets go of
 	of := in.OOMFacts()
 	d.OOMFacts = &of
+	d.StepFacts = in.StepFacts()
+	if in.Has(SourceSnapshot) {
+		st := in.SnapshotReport().Settings
+		d.AllocSettings, d.HistoryEvents = &st, historyEvents(in.SnapshotReport())
+	}
 	for _, f := range findings {
 		d.Findings = append(d.Findings, DigestFinding{Finding: f, BelowThreshold: f.belowThreshold})
 	}

@@ -67,112 +67,190 @@ const AdviceReservedGrowth = "Reserved grows while allocated does not: the cache
 	"try the run without max_split_size_mb, or with " + frag.ExpandableSegments + " if it is off; keep tensor shapes stable from step to step; " +
 	"torch.cuda.empty_cache() every N steps only hides it. An allocator snapshot (TorchMemProfile) shows which segments hold nothing."
 
-// stepFacts are what a run's step log says about its allocator.
-type stepFacts struct {
-	source                    string
-	retries                   int64
-	retryFirst, retryLast     int64
-	retrySteps                int
-	retryBeforeFirst          bool
-	splitPeak, splitReserved  int64
-	splitStep                 int64
-	maxReserved, maxResStep   int64
-	limit                     int64
-	allocConf                 map[string]string
-	growth                    *ReservedGrowth
-	lastStep, lastReserved    int64
-	hasSplit, hasRetries, any bool
-	oomRetries                int64
-	points                    []splitPoint
+// StepFacts are what one input's step log says about its allocator: its
+// retries (net of the OOMs' own), split peak, reserved, limit, settings
+// and reserved growth. A summary keeps them, so that the verdict from
+// summaries is the one from the files.
+type StepFacts struct {
+	Source           string            `json:"source"`
+	Retries          int64             `json:"retries"`
+	RetryFirst       int64             `json:"retry_first_step"`
+	RetryLast        int64             `json:"retry_last_step"`
+	RetrySteps       int               `json:"retry_steps"`
+	RetryBeforeFirst bool              `json:"retry_before_first,omitempty"`
+	OOMRetries       int64             `json:"oom_retries"`
+	HasRetries       bool              `json:"has_retries"`
+	HasSplit         bool              `json:"has_split"`
+	SplitPeak        int64             `json:"split_peak_bytes"`
+	SplitStep        int64             `json:"split_peak_step"`
+	MaxReserved      int64             `json:"max_reserved_bytes"`
+	LastStep         int64             `json:"last_step"`
+	LastReserved     int64             `json:"last_reserved_bytes"`
+	Limit            int64             `json:"limit_bytes"`
+	AllocConf        map[string]string `json:"alloc_conf,omitempty"`
+	HistoryMax       int64             `json:"history_max_entries"`
+	Points           []SplitPoint      `json:"split_points,omitempty"`
+	Growth           *ReservedGrowth   `json:"reserved_growth,omitempty"`
+	SecPerStep       float64           `json:"seconds_per_step,omitempty"`
 }
 
-// splitPoint is one step's reserved and inactive split bytes.
-type splitPoint struct{ step, reserved, split int64 }
+// SplitPoint is a step whose inactive split is at least 64 MiB, with
+// reserved then.
+type SplitPoint struct {
+	Step     int64 `json:"step"`
+	Reserved int64 `json:"reserved"`
+	Split    int64 `json:"split"`
+}
 
-func runStepFacts(ins []*Input) stepFacts {
-	f := stepFacts{splitPeak: -1, limit: -1, retryFirst: -1, retryLast: -1, splitStep: -1, maxReserved: -1, lastStep: -1}
-	for _, in := range ins {
+// maxSplitPoints bounds the points kept per input.
+const maxSplitPoints = 4096
+
+func newStepFacts() StepFacts {
+	return StepFacts{SplitPeak: -1, Limit: -1, RetryFirst: -1, RetryLast: -1, SplitStep: -1, MaxReserved: -1, LastStep: -1, LastReserved: -1, HistoryMax: -1}
+}
+
+// StepFacts are the input's step-log facts (memoized; nil without a log).
+func (in *Input) StepFacts() *StepFacts {
+	if in.IsDigest() {
+		return in.Digest.StepFacts
+	}
+	return Memo(in, "verdict:step-facts", func() *StepFacts {
 		if in.StepLog == nil {
+			return nil
+		}
+		f := newStepFacts()
+		f.Source, f.Limit, f.AllocConf, f.HistoryMax = in.Source, in.StepLog.LimitBytes(), in.StepLog.AllocConf, in.StepLog.HistoryMaxEntries
+		for _, s := range in.StepLog.Series {
+			addSeriesFacts(&f, s.Records)
+		}
+		return &f
+	})
+}
+
+func addSeriesFacts(f *StepFacts, recs []steplog.Record) {
+	// Retries net of the OOMs': before it raises out-of-memory the
+	// allocator flushes its cache and retries once, and counts it.
+	var net, oomRetries int64
+	var rf, rl int64 = -1, -1
+	steps, seen := 0, false
+	prevR, prevO := int64(-1), int64(-1)
+	var gaps []float64
+	for i, r := range recs {
+		if i > 0 {
+			a := recs[i-1]
+			if a.HasTime && r.HasTime && r.Step > a.Step && r.Time > a.Time {
+				gaps = append(gaps, (r.Time-a.Time)/float64(r.Step-a.Step))
+			}
+		}
+		if r.ReservedBytes > f.MaxReserved {
+			f.MaxReserved = r.ReservedBytes
+		}
+		if r.Step >= f.LastStep {
+			f.LastStep, f.LastReserved = r.Step, r.ReservedBytes
+		}
+		if r.InactiveSplitBytes >= 0 {
+			f.HasSplit = true
+			if r.InactiveSplitBytes >= fragMinSplitBytes && r.ReservedBytes > 0 && len(f.Points) < maxSplitPoints {
+				f.Points = append(f.Points, SplitPoint{r.Step, r.ReservedBytes, r.InactiveSplitBytes})
+			}
+			if r.InactiveSplitBytes > f.SplitPeak {
+				f.SplitPeak, f.SplitStep = r.InactiveSplitBytes, r.Step
+			}
+		}
+		if r.AllocRetries < 0 {
 			continue
 		}
-		if l := in.StepLog.LimitBytes(); l > 0 && f.limit < 0 {
-			f.limit = l
+		seen = true
+		var d, o int64
+		if prevR < 0 {
+			d, o = r.AllocRetries, max(r.OOMs, 0)
+			if d > o {
+				f.RetryBeforeFirst = true
+			}
+		} else {
+			d = r.AllocRetries - prevR
+			if r.OOMs >= 0 && prevO >= 0 {
+				o = r.OOMs - prevO
+			}
 		}
-		if in.StepLog.AllocConf != nil && f.allocConf == nil {
-			f.allocConf = in.StepLog.AllocConf
-		}
-		for _, s := range in.StepLog.Series {
-			// Retries net of the OOMs': before it raises out-of-memory the
-			// allocator flushes its cache and retries once, and counts it.
-			var net, oomRetries int64
-			var rf, rl int64 = -1, -1
-			steps, seen := 0, false
-			prevR, prevO := int64(-1), int64(-1)
-			for _, r := range s.Records {
-				f.any = true
-				if f.source == "" {
-					f.source = in.Source
-				}
-				if r.ReservedBytes > f.maxReserved {
-					f.maxReserved, f.maxResStep = r.ReservedBytes, r.Step
-				}
-				if r.Step >= f.lastStep {
-					f.lastStep, f.lastReserved = r.Step, r.ReservedBytes
-				}
-				if r.InactiveSplitBytes >= 0 {
-					f.hasSplit = true
-					f.points = append(f.points, splitPoint{r.Step, r.ReservedBytes, r.InactiveSplitBytes})
-					if r.InactiveSplitBytes > f.splitPeak {
-						f.splitPeak, f.splitStep, f.splitReserved = r.InactiveSplitBytes, r.Step, r.ReservedBytes
-					}
-				}
-				if r.AllocRetries < 0 {
-					continue
-				}
-				seen = true
-				var d, o int64
-				if prevR < 0 {
-					d, o = r.AllocRetries, max(r.OOMs, 0)
-					if d > o {
-						f.retryBeforeFirst = true
-					}
-				} else {
-					d = r.AllocRetries - prevR
-					if r.OOMs >= 0 && prevO >= 0 {
-						o = r.OOMs - prevO
-					}
-				}
-				prevR, prevO = r.AllocRetries, r.OOMs
-				ownOOM := min(max(o, 0), max(d, 0))
-				oomRetries += ownOOM
-				if d -= ownOOM; d > 0 {
-					net += d
-					steps++
-					if rf < 0 {
-						rf = r.Step
-					}
-					rl = r.Step
-				}
+		prevR, prevO = r.AllocRetries, r.OOMs
+		ownOOM := min(max(o, 0), max(d, 0))
+		oomRetries += ownOOM
+		if d -= ownOOM; d > 0 {
+			net += d
+			steps++
+			if rf < 0 {
+				rf = r.Step
 			}
-			if seen {
-				f.hasRetries = true
-			}
-			f.oomRetries = max(f.oomRetries, oomRetries)
-			if net > f.retries {
-				f.retries, f.retryFirst, f.retryLast, f.retrySteps, f.source = net, rf, rl, steps, in.Source
-			}
-			if f.growth == nil {
-				if g := reservedGrowth(s.Records); g != nil {
-					g.Source = in.Source
-					f.growth = g
-				}
-			}
+			rl = r.Step
 		}
 	}
-	if f.growth != nil && f.allocConf != nil {
-		f.growth.AllocConf = formatAllocConf(f.allocConf)
+	if seen {
+		f.HasRetries = true
 	}
-	return f
+	f.OOMRetries = max(f.OOMRetries, oomRetries)
+	if net > f.Retries {
+		f.Retries, f.RetryFirst, f.RetryLast, f.RetrySteps = net, rf, rl, steps
+	}
+	if len(gaps) > 0 && f.SecPerStep == 0 {
+		f.SecPerStep = medianOf(gaps)
+	}
+	if f.Growth == nil {
+		if g := reservedGrowth(recs); g != nil {
+			g.Source = f.Source
+			if f.AllocConf != nil {
+				g.AllocConf = formatAllocConf(f.AllocConf)
+			}
+			f.Growth = g
+		}
+	}
+}
+
+// runStepFacts merges the step-log facts of a run's inputs.
+func runStepFacts(ins []*Input) StepFacts {
+	out := newStepFacts()
+	any := false
+	for _, in := range ins {
+		f := in.StepFacts()
+		if f == nil {
+			continue
+		}
+		if !any {
+			out.Source = f.Source
+		}
+		any = true
+		if out.Limit < 0 {
+			out.Limit = f.Limit
+		}
+		if out.AllocConf == nil {
+			out.AllocConf = f.AllocConf
+		}
+		out.HistoryMax = max(out.HistoryMax, f.HistoryMax)
+		if f.Retries > out.Retries {
+			out.Retries, out.RetryFirst, out.RetryLast, out.RetrySteps, out.RetryBeforeFirst, out.Source = f.Retries, f.RetryFirst, f.RetryLast, f.RetrySteps, f.RetryBeforeFirst, f.Source
+		}
+		out.OOMRetries = max(out.OOMRetries, f.OOMRetries)
+		out.HasRetries = out.HasRetries || f.HasRetries
+		out.HasSplit = out.HasSplit || f.HasSplit
+		if f.SplitPeak > out.SplitPeak {
+			out.SplitPeak, out.SplitStep = f.SplitPeak, f.SplitStep
+		}
+		out.MaxReserved = max(out.MaxReserved, f.MaxReserved)
+		if f.LastStep > out.LastStep {
+			out.LastStep, out.LastReserved = f.LastStep, f.LastReserved
+		}
+		out.Points = append(out.Points, f.Points...)
+		if out.Growth == nil {
+			out.Growth = f.Growth
+		}
+		if out.SecPerStep == 0 {
+			out.SecPerStep = f.SecPerStep
+		}
+	}
+	if !any {
+		out.Source = ""
+	}
+	return out
 }
 
 // formatAllocConf writes the environment's allocator settings, sorted.
@@ -300,13 +378,13 @@ const (
 // cap is at least every reserved figure seen, and within one request of
 // reserved at the failure), or the device's capacity when no fraction is
 // recorded (-1: none).
-func processLimit(f stepFacts, ooms []OOMAnswer, ins []*Input) (int64, string) {
-	if f.limit > 0 {
-		return f.limit, limitLogged
+func processLimit(f StepFacts, ooms []OOMAnswer, ins []*Input) (int64, string) {
+	if f.Limit > 0 {
+		return f.Limit, limitLogged
 	}
 	for _, o := range ooms {
 		if o.Cause == OOMProcessLimit && o.ReservedBytes > 0 {
-			return max(o.ReservedBytes, f.maxReserved), limitOOM
+			return max(o.ReservedBytes, f.MaxReserved), limitOOM
 		}
 	}
 	var capacity int64 = -1
@@ -342,32 +420,19 @@ func fragCost(ans *FragAnswer, ooms []OOMAnswer, ins []*Input) *FragAnswer {
 	f := runStepFacts(ins)
 	mb := memtimeline.FormatBytes
 	var costs, kinds []string
-	if f.hasRetries && ans != nil && ans.AllocRetries > 0 {
-		// torch's counter net of the OOMs' own retries.
-		ans.AllocRetries = f.retries
+	if f.Retries > 0 {
+		s := fmt.Sprintf("%d cudaMalloc retries", f.Retries)
 		switch {
-		case f.retries > 0:
-			ans.Retries = fmt.Sprintf("%d cudaMalloc retries in %d steps (step log)", f.retries, f.retrySteps) + retryMeaning
-			if f.oomRetries > 0 {
-				ans.Retries += fmt.Sprintf("; %d more came with the OOM (the allocator flushes its cache once before it raises out-of-memory)", f.oomRetries)
-			}
-		default:
-			ans.Retries = fmt.Sprintf("%d cudaMalloc retries, each the OOM's own (the allocator flushes its cache once before it raises out-of-memory): no retry cost besides the OOM", f.oomRetries)
+		case f.RetryFirst >= 0 && f.RetryFirst != f.RetryLast:
+			s += fmt.Sprintf(" at steps %d-%d", f.RetryFirst, f.RetryLast)
+		case f.RetryFirst >= 0:
+			s += fmt.Sprintf(" at step %d", f.RetryFirst)
 		}
-	}
-	if f.retries > 0 {
-		s := fmt.Sprintf("%d cudaMalloc retries", f.retries)
-		switch {
-		case f.retryFirst >= 0 && f.retryFirst != f.retryLast:
-			s += fmt.Sprintf(" at steps %d-%d", f.retryFirst, f.retryLast)
-		case f.retryFirst >= 0:
-			s += fmt.Sprintf(" at step %d", f.retryFirst)
-		}
-		if f.retryBeforeFirst {
+		if f.RetryBeforeFirst {
 			s += " (counting those before the log's first line)"
 		}
 		costs, kinds = append(costs, s+" (each a cache flush and a synchronize)"), append(kinds, CostAllocRetries)
-	} else if !f.hasRetries && ans != nil && ans.AllocRetries > 0 {
+	} else if !f.HasRetries && ans != nil && ans.AllocRetries > 0 {
 		costs = append(costs, fmt.Sprintf("%d cudaMalloc retries in the profiled window (each a cache flush and a synchronize)", ans.AllocRetries))
 		kinds = append(kinds, CostAllocRetries)
 	}
@@ -379,54 +444,73 @@ func fragCost(ans *FragAnswer, ooms []OOMAnswer, ins []*Input) *FragAnswer {
 		}
 	}
 	limit, limitKind := processLimit(f, ooms, ins)
-	split, splitStep := f.splitPeak, f.splitStep
-	if !f.hasSplit && ans != nil && ans.WastedBytes > 0 && strings.Contains(ans.Wasted, "split") {
+	split, splitStep := f.SplitPeak, f.SplitStep
+	if !f.HasSplit && ans != nil && ans.WastedBytes > 0 && strings.Contains(ans.Wasted, "split") {
 		split = ans.WastedBytes
 	}
 	headroom := int64(-1)
 	if limit > 0 {
-		headroom = max(0, limit-max(f.maxReserved, 0))
+		headroom = max(0, limit-max(f.MaxReserved, 0))
 		if limitKind == limitLogged {
 			// Only a logged limit: a process-limit OOM bounds it from
 			// below only, and a split under 64 MiB serves few requests.
 			// The step whose split most exceeds its headroom.
-			var worst *splitPoint
-			for i := range f.points {
-				p := &f.points[i]
-				if p.reserved > 0 && p.split >= fragMinSplitBytes && p.split > limit-p.reserved && (worst == nil || p.split-(limit-p.reserved) > worst.split-(limit-worst.reserved)) {
+			var worst *SplitPoint
+			for i := range f.Points {
+				p := &f.Points[i]
+				if p.Split > limit-p.Reserved && (worst == nil || p.Split-(limit-p.Reserved) > worst.Split-(limit-worst.Reserved)) {
 					worst = p
 				}
 			}
 			if worst != nil {
 				costs = append(costs, fmt.Sprintf("at step %d reserved %s left %s under the process's limit while %s sat split inside used segments (a request larger than the headroom needs a retry or fails)",
-					worst.step, mb(worst.reserved), mb(max(0, limit-worst.reserved)), mb(worst.split)))
+					worst.Step, mb(worst.Reserved), mb(max(0, limit-worst.Reserved)), mb(worst.Split)))
 				kinds = append(kinds, CostSplitOverHeadroom)
 			}
 		}
 	}
-	if g := f.growth; g != nil {
+	if g := f.Growth; g != nil {
 		costs, kinds = append(costs, g.Reason), append(kinds, CostReservedGrowth)
 	}
 	if ans == nil {
-		if len(costs) == 0 && !f.any {
+		if len(costs) == 0 && f.Source == "" {
 			return nil
 		}
-		ans = &FragAnswer{Source: f.source, Verdict: frag.VerdictUnknown}
-		if f.hasSplit && split >= 0 {
+		ans = &FragAnswer{Source: f.Source, Verdict: frag.VerdictUnknown}
+		if f.HasSplit && split >= 0 {
 			ans.Verdict, ans.WastedBytes, ans.Wasted = frag.VerdictOK, split, "free but split inside used segments at the worst step (step log)"
 		}
 	}
-	ans.Costs, ans.HeadroomBytes, ans.LimitBytes, ans.ReservedGrowth = kinds, headroom, limit, f.growth
+	if f.HasRetries {
+		// torch's counter over the whole log, net of the OOMs' own
+		// retries (a summary and the files say the same).
+		ans.AllocRetries, ans.Retries = f.Retries, ""
+		switch {
+		case f.Retries > 0:
+			ans.Retries = fmt.Sprintf("%d cudaMalloc retries in %d steps (step log)", f.Retries, f.RetrySteps) + retryMeaning
+			if f.OOMRetries > 0 {
+				ans.Retries += fmt.Sprintf("; %d more came with the OOM (the allocator flushes its cache once before it raises out-of-memory)", f.OOMRetries)
+			}
+		case f.OOMRetries > 0:
+			ans.Retries = fmt.Sprintf("%d cudaMalloc retries, each the OOM's own (the allocator flushes its cache once before it raises out-of-memory): no retry cost besides the OOM", f.OOMRetries)
+		}
+	}
+	if f.HasSplit && f.SplitPeak > ans.WastedBytes {
+		// The step log sees the split after every step; a snapshot or a
+		// trace one moment or window.
+		ans.WastedBytes, ans.Wasted = f.SplitPeak, "free but split inside used segments at the worst step (step log)"
+	}
+	ans.Costs, ans.HeadroomBytes, ans.LimitBytes, ans.ReservedGrowth = kinds, headroom, limit, f.Growth
 	if ans.Costs == nil {
 		ans.Costs = []string{}
 	}
-	if f.allocConf != nil {
-		ans.AllocConf = formatAllocConf(f.allocConf)
+	if f.AllocConf != nil {
+		ans.AllocConf = formatAllocConf(f.AllocConf)
 	}
 	figure := ""
-	if split >= 0 && (f.hasSplit || ans.WastedBytes == split) {
+	if split >= 0 && (f.HasSplit || ans.WastedBytes == split) {
 		figure = mb(split) + " split inside used segments"
-		if splitStep >= 0 && f.splitPeak > 0 {
+		if splitStep >= 0 && f.SplitPeak > 0 {
 			figure += fmt.Sprintf(" at the worst step (step %d)", splitStep)
 		}
 	}
@@ -450,7 +534,7 @@ func fragCost(ans *FragAnswer, ooms []OOMAnswer, ins []*Input) *FragAnswer {
 		return ans
 	}
 	nothing := "it cost nothing: 0 cudaMalloc retries"
-	if !f.hasRetries && ans.AllocRetries == 0 {
+	if !f.HasRetries && ans.AllocRetries == 0 {
 		nothing = "it cost nothing seen: no cudaMalloc retry recorded"
 	}
 	nothing += ", no fragmentation OOM, " + headroomWords(headroom, limit, limitKind)

@@ -28,24 +28,7 @@ func leakSpan(l LeakAnswer, ins []*Input) (first, last int64, secPerStep float64
 		}
 		break
 	}
-	for _, in := range ins {
-		if in.StepLog == nil || in.Source != l.FromFile {
-			continue
-		}
-		for _, s := range in.StepLog.Series {
-			var d []float64
-			for i := 1; i < len(s.Records); i++ {
-				a, b := s.Records[i-1], s.Records[i]
-				if a.HasTime && b.HasTime && b.Step > a.Step && b.Time > a.Time {
-					d = append(d, (b.Time-a.Time)/float64(b.Step-a.Step))
-				}
-			}
-			if len(d) > 0 {
-				secPerStep = medianOf(d)
-			}
-			break
-		}
-	}
+	secPerStep = runStepFacts(ins).SecPerStep
 	return first, last, secPerStep
 }
 
@@ -114,7 +97,7 @@ func forecast(v *Verdict) *Forecast {
 	}
 	f := runStepFacts(v.Inputs)
 	limit, kind := processLimit(f, v.OOMs, v.Inputs)
-	reserved := f.lastReserved
+	reserved := f.LastReserved
 	if reserved < 0 {
 		for _, in := range v.Inputs {
 			if st := in.OOMFacts().SnapshotStats; st != nil {

@@ -1193,7 +1193,6 @@ func JudgeWith(name string, ins []*Input, o JudgeOptions) Verdict {
 		v.OOMs = []OOMAnswer{}
 	}
 	v.Frag = judgeFrag(ins, o)
-	v.Frag = fragOverRun(v.Frag, ins, o.SnapshotSplit) // fragrun.go
 	v.Frag = addRetries(v.Frag, ins)
 	v.Frag = fragCost(v.Frag, v.OOMs, ins) // fragcost.go
 	chainOOMs(&v)                          // oomchain.go
