@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/torchmem/torchmem/cmd/internal/report"
@@ -97,5 +98,29 @@ func runLeaks(stdout, stderr io.Writer, args []string, o *leaksOptions) error {
 	if err := report.Generate(stdout, r); err != nil {
 		return err
 	}
+	if why := exitWithoutLeak(ev); why != "" {
+		fmt.Fprintln(stderr, "torchmem: "+why)
+	}
 	return exitOf(ev)
+}
+
+// exitWithoutLeak says why leaks exits 1 when no verdict is LEAK: the
+// exit is every command's (an OOM is an error finding), so the reason is
+// said, not hidden behind CLEAN lines.
+func exitWithoutLeak(ev *rules.Evaluation) string {
+	if ev.ExitCode() != rules.ExitFindings {
+		return ""
+	}
+	for _, v := range ev.Verdicts {
+		if v.Leak.Verdict == rules.LeakVerdictLeak {
+			return ""
+		}
+	}
+	var ids []string
+	for _, f := range ev.Findings {
+		if f.Severity == rules.Error && !slices.Contains(ids, f.Rule) {
+			ids = append(ids, f.Rule)
+		}
+	}
+	return "exit 1 without a leak: " + strings.Join(ids, ", ") + " (errors every command exits on; torchmem check lists them)"
 }

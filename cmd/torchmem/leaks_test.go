@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 )
 
 func TestLeaksExitCodesAndJSON(t *testing.T) {
@@ -115,5 +117,37 @@ func TestLeaksPerRankDirectory(t *testing.T) {
 	text, _, _ := torchmem(t, "leaks", dir)
 	if !strings.Contains(text, "ACROSS RANKS") || !strings.Contains(text, "rank 1 (leaks 4.00 MB per step where the others do not") {
 		t.Errorf("table does not name the odd rank:\n%s", text)
+	}
+}
+
+// An OOM with no leak: one error (the trace's event and the snapshot's
+// entry are one OOM), the exit every command gives, and leaks says why it
+// exits 1 while its verdict is CLEAN; the OOM line names the leak that
+// filled the memory when there is one.
+func TestLeaksOnAnOOMSaysWhy(t *testing.T) {
+	dir := memtest.Testdata("gpu", "alloc_retry_oom")
+	_, errOut, code := torchmem(t, "leaks", dir)
+	if code != exitFindings || !strings.Contains(errOut, "exit 1 without a leak: snapshot.oom") {
+		t.Errorf("exit %d, stderr %q", code, errOut)
+	}
+	out, _, _ := torchmem(t, "check", dir, "--format", "json")
+	var doc struct {
+		Findings []struct {
+			Rule string `json:"rule"`
+		} `json:"findings"`
+	}
+	decodeJSON(t, out, &doc)
+	n := 0
+	for _, f := range doc.Findings {
+		if f.Rule == "memory.oom" || f.Rule == "snapshot.oom" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d OOM findings, want one: %+v", n, doc.Findings)
+	}
+	out, _, _ = torchmem(t, "analyze", memtest.Testdata("gpu", "evidence", "oom_fraction"))
+	if !strings.Contains(out, "the chain: the leak at evidence_cases.py:353 (256.00 MB/step since step 2, 2.00 GB by step 9) filled the process's limit") {
+		t.Errorf("no chain in:\n%s", out)
 	}
 }
