@@ -191,6 +191,17 @@ func Checklist(v Verdict, fs []Finding) []CheckItem {
 		sa := withMemory[0].Frag().SmallAllocs
 		return fmt.Sprintf("%.0f allocations of <= %s per step (%.0f%% of all)", sa.PerStep, memtimeline.FormatBytes(sa.MaxBytes), 100*sa.Fraction), true
 	})
+	// Fragmentation by what it cost (fragcost.go): the verdict's answer.
+	fr := CheckItem{ID: "fragmentation-cost", Item: "No fragmentation that costs (cudaMalloc retries, an OOM with the bytes free in the cache, split memory over the headroom, reserved growing while allocated is flat)", Rules: []string{RuleSnapshotSplit, frag.ReservedGap}}
+	switch f := v.Frag; {
+	case f == nil || f.Verdict == frag.VerdictUnknown || f.Cost == "":
+		fr.Status, fr.Detail, fr.Record = CheckNotMeasurable, "nothing records the allocator's retries or split memory", recordStepLog
+	case f.Verdict == frag.VerdictFragmented:
+		fr.Status, fr.Detail = CheckFail, "cost: "+f.Cost
+	default:
+		fr.Status, fr.Detail = CheckPass, f.Cost
+	}
+	add(fr)
 	traceItem("op-self-1gb", "No operator over 1 GB Self CUDA Mem per step", RuleOpSelfPerStep, func() (string, bool) {
 		return "every operator under torch's rule of thumb", true
 	})
