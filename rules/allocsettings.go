@@ -73,7 +73,29 @@ func settingsMismatches(env map[string]string, st snapshot.AllocatorSettings) []
 // as many events as the limit the steps log records (or the snippet's
 // default), with frees whose allocation is not in the history.
 func historyOverflow(rep *snapshot.Report, limit int64) string {
-	return historyOverflowOf(historyEvents(rep), limit)
+	return historyOverflowOf(historyEvents(rep), 0, limit)
+}
+
+// orphanFrees counts the history's frees whose allocation is not in it:
+// what a ring buffer that dropped its oldest events leaves (or a history
+// started after those blocks were allocated).
+func orphanFrees(s *snapshot.Snapshot) int64 {
+	var n int64
+	for _, tr := range s.DeviceTraces {
+		live := map[uint64]bool{}
+		for _, e := range tr {
+			switch e.Action {
+			case snapshot.ActionAlloc:
+				live[e.Addr] = true
+			case snapshot.ActionFreeCompleted:
+				if !live[e.Addr] {
+					n++
+				}
+				delete(live, e.Addr)
+			}
+		}
+	}
+	return n
 }
 
 // historyEvents counts a snapshot's history entries.
@@ -85,20 +107,30 @@ func historyEvents(rep *snapshot.Report) int64 {
 	return n
 }
 
-func historyOverflowOf(n, limit int64) string {
+func historyOverflowOf(n, orphans, limit int64) string {
 	lim := limit
-	if lim <= 0 {
+	switch {
+	case lim > 0:
+	case orphans > 0 && n >= 1000 && n%1000 == 0:
+		// No limit recorded: a round count of events with frees whose
+		// allocation is gone is a ring buffer that filled.
+		lim = n
+	default:
 		lim = snippetMaxEntries
 	}
 	if n < lim {
 		return ""
 	}
 	s := fmt.Sprintf("the snapshot's allocator history holds %d events, its max_entries", n)
-	if limit <= 0 {
+	switch {
+	case limit > 0:
+	case lim == n && n != snippetMaxEntries:
+		s = fmt.Sprintf("the snapshot's allocator history holds %d events, a round number, and %d frees whose allocation it does not hold: it reached its max_entries", n, orphans)
+	default:
 		s = fmt.Sprintf("the snapshot's allocator history holds %d events, TorchMemProfile's default max_entries", n)
 	}
 	return s + ": the ring buffer dropped its oldest events, so the history covers only the last part of the run " +
-		"(a free is never dropped before its allocation, so what it shows alive was alive; what was allocated earlier is not in it); " +
+		"(a free is never dropped before its allocation, so what it shows alive was alive; what was allocated earlier is not in it, and no leak is measured from the dropped part); " +
 		"raise max_entries (TORCHMEM_MAX_ENTRIES) to see more"
 }
 
@@ -106,26 +138,50 @@ func historyOverflowOf(n, limit int64) string {
 // and not in force, and a history that overflowed.
 func allocSettings(ins []*Input) string {
 	f := runStepFacts(ins)
-	var parts []string
+	parts := envConflicts(f)
 	for _, in := range ins {
 		var st *snapshot.AllocatorSettings
-		var events int64
+		var events, orphans int64
 		switch {
 		case in.IsDigest() && in.Digest.AllocSettings != nil:
-			st, events = in.Digest.AllocSettings, in.Digest.HistoryEvents
+			st, events, orphans = in.Digest.AllocSettings, in.Digest.HistoryEvents, in.Digest.HistoryOrphanFrees
 		case in.Has(SourceSnapshot):
 			rep := in.SnapshotReport()
-			st, events = &rep.Settings, historyEvents(rep)
+			st, events, orphans = &rep.Settings, historyEvents(rep), orphanFrees(in.Snapshot)
 		default:
 			continue
 		}
 		for _, m := range settingsMismatches(f.AllocConf, *st) {
 			parts = append(parts, m+": the setting asked for is not in effect (set it before the first CUDA allocation, e.g. before importing code that touches the GPU; pytorch/pytorch#183387)")
 		}
-		if o := historyOverflowOf(events, f.HistoryMax); o != "" {
+		if o := historyOverflowOf(events, orphans, f.HistoryMax); o != "" {
 			parts = append(parts, o)
 		}
 		break
 	}
 	return strings.Join(parts, "; ")
+}
+
+// envConflicts says where PYTORCH_ALLOC_CONF and PYTORCH_CUDA_ALLOC_CONF
+// ask for different values of one setting: only one is in effect.
+func envConflicts(f StepFacts) []string {
+	a, okA := f.AllocConf["PYTORCH_ALLOC_CONF"]
+	c, okC := f.AllocConf["PYTORCH_CUDA_ALLOC_CONF"]
+	if !okA || !okC {
+		return nil
+	}
+	ca, cc := parseAllocConf(a), parseAllocConf(c)
+	var out []string
+	for k, va := range ca {
+		vc, ok := cc[k]
+		if !ok || strings.EqualFold(va, vc) {
+			continue
+		}
+		s := fmt.Sprintf("PYTORCH_ALLOC_CONF asks for %s:%s and PYTORCH_CUDA_ALLOC_CONF for %s:%s: only one of them is in effect", k, va, k, vc)
+		if k == "expandable_segments" && f.HasSplit && f.SplitPeak == 0 && f.MaxReserved > 0 {
+			s += " (the steps log's inactive split stays 0 B at every step, as with expandable segments on)"
+		}
+		out = append(out, s+"; set one variable (an allocator snapshot's allocator_settings says which won)")
+	}
+	return out
 }

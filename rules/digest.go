@@ -81,6 +81,8 @@ type Digest struct {
 	StepFacts     *StepFacts                  `json:"step_facts,omitempty"`
 	AllocSettings *snapshot.AllocatorSettings `json:"allocator_settings,omitempty"`
 	HistoryEvents int64                       `json:"history_events,omitempty"`
+	// HistoryOrphanFrees: the history's frees without their allocation.
+	HistoryOrphanFrees int64 `json:"history_orphan_frees,omitempty"`
 	// Findings are every built-in rule's findings with default thresholds.
 	Findings []DigestFinding `json:"findings"`
 }
@@ -126,7 +128,7 @@ func MakeDigest(in *Input) *Digest {
 	d.StepFacts = in.StepFacts()
 	if in.Has(SourceSnapshot) {
 		st := in.SnapshotReport().Settings
-		d.AllocSettings, d.HistoryEvents = &st, historyEvents(in.SnapshotReport())
+		d.AllocSettings, d.HistoryEvents, d.HistoryOrphanFrees = &st, historyEvents(in.SnapshotReport()), orphanFrees(in.Snapshot)
 	}
 	for _, f := range findings {
 		d.Findings = append(d.Findings, DigestFinding{Finding: f, BelowThreshold: f.belowThreshold})

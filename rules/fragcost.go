@@ -293,13 +293,21 @@ func reservedGrowth(recs []steplog.Record) *ReservedGrowth {
 	allocChange := theilSen(steps, alloc) * float64(steps[n-1]-steps[0])
 	third := n * 2 / 3
 	early := slices.Max(res[:third])
-	rises := 0
+	// Regularly: rises in at least a quarter of the steps, in both
+	// halves. A cache that meets a new largest shape now and then (an LM
+	// with varying lengths) rises in a few steps and is not this.
+	rises, firstHalf, secondHalf := 0, 0, 0
 	for i := 1; i < n; i++ {
 		if res[i] > res[i-1] {
 			rises++
+			if i < n/2 {
+				firstHalf++
+			} else {
+				secondHalf++
+			}
 		}
 	}
-	if z < mkZ || growth < reservedGrowthMinBytes || growth < 0.1*res[0] || res[n-1] <= early || rises < 3 || math.Abs(allocChange) > growth/10 {
+	if z < mkZ || growth < reservedGrowthMinBytes || growth < 0.1*res[0] || res[n-1] <= early || rises < max(3, (n-1)/4) || firstHalf < 2 || secondHalf < 2 || math.Abs(allocChange) > growth/10 {
 		return nil
 	}
 	g := &ReservedGrowth{FirstStep: steps[0], LastStep: steps[n-1], GrowthBytes: int64(growth), BytesPerStep: int64(slope),

@@ -870,7 +870,7 @@ func pct(a, b int64) string {
 	if f < 1 {
 		return "under 1%"
 	}
-	return fmt.Sprintf("%.0f%%", f)
+	return fmt.Sprintf("%.0f%%", math.Floor(f)) // 99.6% of a request is not all of it
 }
 
 // judgeFrag prefers a snapshot (it sees inside segments) to a trace.
