@@ -165,3 +165,81 @@ func TestHistoryOverflow(t *testing.T) {
 		t.Errorf("one under: %q", s)
 	}
 }
+
+// The round-4 recordings of issue #40, each against its truth.json: every
+// healthy run (AMP, compile, checkpointing, expandable segments on and
+// off, varying lengths, ...) is never FRAGMENTED; retries under a cap and
+// reserved growing while allocated is flat are, with their cost; the leak
+// that ends in an OOM under a fraction names the leak in its OOM; an
+// overflowing history and conflicting settings are said.
+func TestFragCostOnRound4(t *testing.T) {
+	r4 := filepath.Join(gpuData, "round4")
+	dirs, _ := filepath.Glob(filepath.Join(r4, "*_clean"))
+	if len(dirs) < 15 {
+		t.Fatalf("%d healthy round-4 recordings", len(dirs))
+	}
+	for _, d := range dirs {
+		v := judgeDir(t, d)
+		if v.Frag != nil && v.Frag.Verdict == frag.VerdictFragmented {
+			t.Errorf("%s: healthy, yet FRAGMENTED: %s", filepath.Base(d), v.Frag.Cost)
+		}
+	}
+	for _, c := range []struct {
+		dir, cost, text string
+	}{
+		{"retries_under_cap", CostAllocRetries, "29 cudaMalloc retries at steps 1-29 (each a cache flush and a synchronize)"},
+		{"reserved_growth_flat_allocated", CostReservedGrowth, "while allocated changed 0 B"},
+	} {
+		v := judgeDir(t, filepath.Join(r4, c.dir))
+		if f := v.Frag; f == nil || f.Verdict != frag.VerdictFragmented || !slices.Contains(f.Costs, c.cost) || !strings.Contains(f.Cost, c.text) {
+			t.Errorf("%s: %+v", c.dir, v.Frag)
+		}
+	}
+	v := judgeDir(t, filepath.Join(r4, "leak_to_oom_fraction"))
+	if len(v.OOMs) != 1 || v.OOMs[0].Cause != OOMProcessLimit || !strings.Contains(v.OOMs[0].FilledBy, "the leak at round4_cases.py:526 (128.00 MB/step since step") ||
+		v.Leak.Forecast != nil {
+		t.Errorf("leak_to_oom_fraction: %+v; leak forecast %+v", v.OOMs, v.Leak.Forecast)
+	}
+	if v := judgeDir(t, filepath.Join(r4, "history_overflow")); v.Frag == nil || !strings.Contains(v.Frag.Settings, "3000 events") {
+		t.Errorf("history_overflow: %+v", v.Frag)
+	}
+	if v := judgeDir(t, filepath.Join(r4, "alloc_conf_conflict")); v.Frag == nil || !strings.Contains(v.Frag.Settings, "only one of them is in effect") {
+		t.Errorf("alloc_conf_conflict: %+v", v.Frag)
+	}
+}
+
+// Time to OOM: a real leaking steps log (staircase_p2) given the limit
+// the snippet now records forecasts the steps left at the leak's rate to
+// the limit minus the last reserved, and the time at the log's median step
+// time; without a limit or capacity anywhere there is no forecast, and a
+// leak with a trace is forecast against the device's capacity, saying
+// the fraction is not recorded.
+func TestLeakForecast(t *testing.T) {
+	src := filepath.Join(gpuData, "round4", "staircase_p2", "run_rank0.steps.jsonl")
+	if v := JudgeAll(loadInputs(t, src))[0]; v.Leak.Verdict != "leak" || v.Leak.Forecast != nil {
+		t.Fatalf("no limit recorded: %s, forecast %+v", v.Leak.Verdict, v.Leak.Forecast)
+	}
+	const capacity = 150109880320
+	var lastReserved int64
+	logged := rewriteSteps(t, src, func(rec map[string]any, i int) {
+		if i == 0 {
+			rec["total_memory"], rec["memory_fraction"] = capacity, 0.5
+		}
+		lastReserved = num(rec["reserved_bytes.all.current"])
+	})
+	v := JudgeAll(loadInputs(t, logged))[0]
+	fc := v.Leak.Forecast
+	if fc == nil {
+		t.Fatalf("no forecast: %+v", v.Leak)
+	}
+	limit := int64(capacity / 2)
+	want := (limit - lastReserved + v.Leak.BytesPerStep - 1) / v.Leak.BytesPerStep
+	if fc.LimitBytes != limit || fc.HeadroomBytes != limit-lastReserved || fc.Steps != want || fc.SecPerStep <= 0 ||
+		!strings.Contains(fc.Text, "the process's 69.90 GB limit fills in ~") || !strings.Contains(fc.Text, "s/step") {
+		t.Errorf("forecast %+v, want %d steps", fc, want)
+	}
+	v = judgeDir(t, filepath.Join(gpuData, "small_leak_big_model"))
+	if fc := v.Leak.Forecast; fc == nil || !strings.Contains(fc.Text, "at 512.00 KB/step, the 139.80 GB device fills in ~") || !strings.Contains(fc.Text, "memory fraction is not recorded") {
+		t.Errorf("with a trace: %+v", fc)
+	}
+}
