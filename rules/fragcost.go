@@ -72,11 +72,14 @@ const AdviceReservedGrowth = "Reserved grows while allocated does not: the cache
 // and reserved growth. A summary keeps them, so that the verdict from
 // summaries is the one from the files.
 type StepFacts struct {
-	Source           string            `json:"source"`
-	Retries          int64             `json:"retries"`
-	RetryFirst       int64             `json:"retry_first_step"`
-	RetryLast        int64             `json:"retry_last_step"`
-	RetrySteps       int               `json:"retry_steps"`
+	Source       string `json:"source"`
+	Retries      int64  `json:"retries"`
+	RetryFirst   int64  `json:"retry_first_step"`
+	RetryLast    int64  `json:"retry_last_step"`
+	RetrySteps   int    `json:"retry_steps"`
+	RetryRecords int    `json:"retry_records"`
+	// What names the log: "step log" or "memory_summary()".
+	What             string            `json:"what"`
 	RetryBeforeFirst bool              `json:"retry_before_first,omitempty"`
 	OOMRetries       int64             `json:"oom_retries"`
 	HasRetries       bool              `json:"has_retries"`
@@ -120,6 +123,10 @@ func (in *Input) StepFacts() *StepFacts {
 		}
 		f := newStepFacts()
 		f.Source, f.Limit, f.AllocConf, f.HistoryMax = in.Source, in.StepLog.LimitBytes(), in.StepLog.AllocConf, in.StepLog.HistoryMaxEntries
+		f.What = "step log"
+		if in.Is(SourceSummary) {
+			f.What = "memory_summary()"
+		}
 		for _, s := range in.StepLog.Series {
 			addSeriesFacts(&f, s.Records)
 		}
@@ -132,7 +139,7 @@ func addSeriesFacts(f *StepFacts, recs []steplog.Record) {
 	// allocator flushes its cache and retries once, and counts it.
 	var net, oomRetries int64
 	var rf, rl int64 = -1, -1
-	steps, seen := 0, false
+	steps, seen, records := 0, false, 0
 	prevR, prevO := int64(-1), int64(-1)
 	var gaps []float64
 	for i, r := range recs {
@@ -161,6 +168,7 @@ func addSeriesFacts(f *StepFacts, recs []steplog.Record) {
 			continue
 		}
 		seen = true
+		records++
 		var d, o int64
 		if prevR < 0 {
 			d, o = r.AllocRetries, max(r.OOMs, 0)
@@ -190,7 +198,7 @@ func addSeriesFacts(f *StepFacts, recs []steplog.Record) {
 	}
 	f.OOMRetries = max(f.OOMRetries, oomRetries)
 	if net > f.Retries {
-		f.Retries, f.RetryFirst, f.RetryLast, f.RetrySteps = net, rf, rl, steps
+		f.Retries, f.RetryFirst, f.RetryLast, f.RetrySteps, f.RetryRecords = net, rf, rl, steps, records
 	}
 	if len(gaps) > 0 && f.SecPerStep == 0 {
 		f.SecPerStep = medianOf(gaps)
@@ -228,6 +236,7 @@ func runStepFacts(ins []*Input) StepFacts {
 		out.HistoryMax = max(out.HistoryMax, f.HistoryMax)
 		if f.Retries > out.Retries {
 			out.Retries, out.RetryFirst, out.RetryLast, out.RetrySteps, out.RetryBeforeFirst, out.Source = f.Retries, f.RetryFirst, f.RetryLast, f.RetrySteps, f.RetryBeforeFirst, f.Source
+			out.RetryRecords, out.What = f.RetryRecords, f.What
 		}
 		out.OOMRetries = max(out.OOMRetries, f.OOMRetries)
 		out.HasRetries = out.HasRetries || f.HasRetries
@@ -495,7 +504,7 @@ func fragCost(ans *FragAnswer, ooms []OOMAnswer, ins []*Input) *FragAnswer {
 		ans.AllocRetries, ans.Retries = f.Retries, ""
 		switch {
 		case f.Retries > 0:
-			ans.Retries = fmt.Sprintf("%d cudaMalloc retries in %d steps (step log)", f.Retries, f.RetrySteps) + retryMeaning
+			ans.Retries = fmt.Sprintf("%d cudaMalloc retries in %d of %d steps (%s)", f.Retries, f.RetrySteps, f.RetryRecords, f.What) + retryMeaning
 			if f.OOMRetries > 0 {
 				ans.Retries += fmt.Sprintf("; %d more came with the OOM (the allocator flushes its cache once before it raises out-of-memory)", f.OOMRetries)
 			}

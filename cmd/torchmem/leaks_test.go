@@ -147,7 +147,7 @@ func TestLeaksOnAnOOMSaysWhy(t *testing.T) {
 		t.Errorf("%d OOM findings, want one: %+v", n, doc.Findings)
 	}
 	out, _, _ = torchmem(t, "analyze", memtest.Testdata("gpu", "evidence", "oom_fraction"))
-	if !strings.Contains(out, "the chain: the leak at evidence_cases.py:353 (256.00 MB/step since step 2, 2.00 GB by step 9) filled the process's limit") {
+	if !strings.Contains(strings.Join(strings.Fields(out), " "), "the chain: the leak at evidence_cases.py:353 (256.00 MB/step since step 2, 2.00 GB by step 9) filled the process's limit") {
 		t.Errorf("no chain in:\n%s", out)
 	}
 }

@@ -19,6 +19,9 @@ import (
 type fragJSON struct {
 	Trace string `json:"trace"`
 	rules.FragReport
+	// Costs and Cost are the evaluation's: what fragmentation cost.
+	Costs []string `json:"costs"`
+	Cost  string   `json:"cost,omitempty"`
 }
 
 // stepOffset places a time on the report's step clock: "ProfilerStep#3 +81.2 ms".
@@ -274,8 +277,24 @@ func (r *Report) writeFrag(w io.Writer) error {
 
 func writeFragTrace(w io.Writer, ev *rules.Evaluation, in *rules.Input, format string) error {
 	rep := ev.FragReport(in)
+	costs, cost := []string{}, ""
+	if a := ev.FragOf(in); a != nil && rep.Verdict != rules.FragVerdictUnknown {
+		// The verdict is the evaluation's, by what fragmentation cost;
+		// the trace's signals are the measurements behind it.
+		rep.Verdict, cost = a.Verdict, a.Cost
+		if a.Costs != nil {
+			costs = a.Costs
+		}
+		if cost != "" {
+			word := "Cost: "
+			if a.Verdict != rules.FragVerdictFragmented {
+				word = "No cost: "
+			}
+			rep.Reasons = append([]string{word + cost}, rep.Reasons...)
+		}
+	}
 	if format == JSON {
-		return WriteJSON(w, fragJSON{Trace: in.Source, FragReport: rep})
+		return WriteJSON(w, fragJSON{Trace: in.Source, FragReport: rep, Costs: costs, Cost: cost})
 	}
 	writeFragReport(w, in.Source, &rep, format)
 	return nil
