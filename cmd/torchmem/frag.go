@@ -22,17 +22,27 @@ func newFragCmd() *cobra.Command {
 	def := rules.DefaultFragOptions()
 	cmd := &cobra.Command{
 		Use:   "frag INPUT...",
-		Short: "Is the CUDA caching allocator fragmented: 4 KB floods, reserved-allocated gap, cudaMalloc churn",
-		Long: `Reads a profiler trace (recorded with profile_memory=True) and asks whether
-the caching allocator wastes memory, by its own rules: requests of <= 1 MiB
-come from the small pool's 2 MiB segments, larger ones from the large pool,
-and a free block of one pool never serves the other. FRAGMENTED means:
+		Short: "Is the CUDA caching allocator fragmented, and what did it cost: retries, OOMs, headroom, floods, churn",
+		Long: `Reads a profiler trace (recorded with profile_memory=True), an allocator
+snapshot, a steps log or memory_summary() tables, and asks whether the
+caching allocator's fragmentation cost something. Split free memory inside
+segments is the allocator working as designed; FRAGMENTED means it cost:
 
-  - a flood of small blocks: thousands of allocations of <= 4 KiB per step
-    making most of all allocations (the sites that make them are listed); or
-  - new segments added while their own pool already held at least the
-    requested bytes idle (not in one piece), at least --min-gap-bytes of
-    them, with reserved running far above allocated (--min-gap-fraction).
+  - cudaMalloc retries (torch's num_alloc_retries, net of the one retry an
+    OOM makes before it is raised): each a cache flush and a synchronize;
+  - an OOM while the cache held enough free bytes for the request (at the
+    failure: a trace's OOM event, or the snapshot's segments with the
+    history after the OOM undone), none in a piece the request could use;
+  - reserved at the process's limit (capacity x memory fraction, when the
+    steps log records it) with more split memory than the headroom; or
+  - reserved growing regularly while allocated stays flat.
+
+Otherwise the verdict is OK with the figure measured and what it did not
+cost (0 retries, the headroom). The trace's signals are the measurements:
+a flood of small blocks (thousands of allocations of <= 4 KiB per step
+making most of all allocations), new segments added while their own pool
+already held the requested bytes idle (--min-gap-bytes, --min-gap-fraction);
+their rules warn on their own.
 
 cudaMalloc/cudaFree after the first step (the cache keeps missing, or
 torch.cuda.empty_cache() in the loop gives segments back that the next step
