@@ -525,11 +525,14 @@ func fragCost(ans *FragAnswer, ooms []OOMAnswer, ins []*Input) *FragAnswer {
 		ans.AllocConf = formatAllocConf(f.AllocConf)
 	}
 	figure := ""
-	if split >= 0 && (f.HasSplit || ans.WastedBytes == split) {
+	switch {
+	case split >= 0 && (f.HasSplit || ans.WastedBytes == split):
 		figure = mb(split) + " split inside used segments"
 		if splitStep >= 0 && f.SplitPeak > 0 {
 			figure += fmt.Sprintf(" at the worst step (step %d)", splitStep)
 		}
+	case ans.Wasted != "":
+		figure = mb(ans.WastedBytes) + " " + ans.Wasted // a trace's gap at peak
 	}
 	if len(costs) > 0 {
 		ans.Verdict = frag.VerdictFragmented
@@ -551,7 +554,11 @@ func fragCost(ans *FragAnswer, ooms []OOMAnswer, ins []*Input) *FragAnswer {
 		return ans
 	}
 	nothing := "it cost nothing: 0 cudaMalloc retries"
-	if !f.HasRetries && ans.AllocRetries == 0 {
+	switch {
+	case f.HasRetries:
+	case slices.ContainsFunc(ins, func(in *Input) bool { return in.Is(SourceTrace) }):
+		nothing += " in the profiled window"
+	default:
 		nothing = "it cost nothing seen: no cudaMalloc retry recorded"
 	}
 	nothing += ", no fragmentation OOM, " + headroomWords(headroom, limit, limitKind)

@@ -375,6 +375,12 @@ func writeFragSummary(w io.Writer, ev *rules.Evaluation, in *rules.Input, format
 // of the frag view, and its reason.
 func fragVerdictOf(ev *rules.Evaluation, in *rules.Input) (verdict, reason string) {
 	if a := ev.FragOf(in); a != nil {
+		switch {
+		case a.Cost != "" && a.Verdict == rules.FragVerdictFragmented:
+			return a.Verdict, "cost: " + a.Cost
+		case a.Cost != "":
+			return a.Verdict, a.Cost
+		}
 		return a.Verdict, a.Reason
 	}
 	switch {
