@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules/leak"
 )
@@ -99,9 +100,26 @@ func forecast(v *Verdict) *Forecast {
 	limit, kind := processLimit(f, v.OOMs, v.Inputs)
 	reserved := f.LastReserved
 	if reserved < 0 {
+		// Without a steps log: the snapshot's reserved at its dump, else
+		// the trace's peak reserved.
 		for _, in := range v.Inputs {
 			if st := in.OOMFacts().SnapshotStats; st != nil {
 				reserved = max(reserved, st.ReservedBytes)
+			}
+		}
+	}
+	if reserved < 0 {
+		for _, in := range v.Inputs {
+			var s *chrometrace.Summary
+			switch {
+			case in.IsDigest():
+				s = in.Digest.TraceSummary
+			case in.Has(SourceTrace):
+				ts := in.TraceSummary(-1)
+				s = &ts
+			}
+			if s != nil && !s.ReservedNotRecorded && s.PeakReservedBytes > 0 {
+				reserved = max(reserved, s.PeakReservedBytes)
 			}
 		}
 	}
@@ -128,7 +146,11 @@ func forecast(v *Verdict) *Forecast {
 		fc.Seconds = float64(fc.Steps) * fc.SecPerStep
 		fc.Text += fmt.Sprintf(" (~%s at %.2g s/step)", roughDuration(fc.Seconds), fc.SecPerStep)
 	}
-	fc.Text += fmt.Sprintf(" (%s headroom after reserved %s at the last logged step", memtimeline.FormatBytes(fc.HeadroomBytes), memtimeline.FormatBytes(reserved))
+	at := "at the last logged step"
+	if f.LastReserved < 0 {
+		at = "recorded"
+	}
+	fc.Text += fmt.Sprintf(" (%s headroom after reserved %s %s", memtimeline.FormatBytes(fc.HeadroomBytes), memtimeline.FormatBytes(reserved), at)
 	if kind == limitCapacity {
 		fc.Text += "; the memory fraction is not recorded, a lower one fills sooner"
 	}

@@ -80,7 +80,7 @@ func TestMemorySummaryInput(t *testing.T) {
 		return strings.Replace(s, "| Non-releasable memory |      0 B   |", "| Non-releasable memory |   1536 MiB |", 1)
 	})
 	out, _, code = torchmem(t, "frag", bad)
-	if code != exitFindings || !strings.Contains(out, "cudaMalloc retried 3 times") || !strings.Contains(out, "non-releasable memory reached 34%") {
+	if code != exitFindings || !strings.Contains(out, "cost: 3 cudaMalloc retries") || !strings.Contains(out, "non-releasable memory reached 34%") {
 		t.Errorf("frag, retries: exit %d\n%s", code, out)
 	}
 	out, _, _ = torchmem(t, "check", bad)

@@ -377,7 +377,7 @@ func fragVerdictOf(ev *rules.Evaluation, in *rules.Input) (verdict, reason strin
 	if a := ev.FragOf(in); a != nil {
 		switch {
 		case a.Cost != "" && a.Verdict == rules.FragVerdictFragmented:
-			return a.Verdict, "cost: " + a.Cost
+			return a.Verdict, "cost: " + a.Cost + "; measured: " + a.Reason
 		case a.Cost != "":
 			return a.Verdict, a.Cost
 		}
