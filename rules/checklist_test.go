@@ -42,7 +42,8 @@ func TestChecklistOnRecordings(t *testing.T) {
 		{"late_start_leak", gpu("late_start_leak", all...), map[string]string{"leak": CheckFail, "kept-in-lists": CheckFail, "eval-no-grad": CheckPass}},
 		{"amp_item_sync_slow_loader", gpu("amp_item_sync_slow_loader", "trace.json.gz"),
 			map[string]string{"item-every-step": CheckFail, "gpu-waits-for-data": CheckFail, "memory-logs": CheckNotMeasurable}},
-		{"frag_small_allocs", seed("frag_small_allocs"), map[string]string{"small-alloc-flood": CheckFail, "leak": CheckPass}},
+		{"frag_small_allocs", seed("frag_small_allocs"), map[string]string{"small-alloc-flood": CheckFail, "leak": CheckPass, "fragmentation-cost": CheckPass}},
+		{"alloc_retry", gpu("alloc_retry", all...), map[string]string{"fragmentation-cost": CheckFail, "leak": CheckPass}},
 		{"big_transformer", seed("big_transformer"), map[string]string{"op-self-1gb": CheckFail, "top-five-ops": CheckPass, "leak": CheckPass}},
 		{"no_memory", seed("no_memory"), map[string]string{"leak": CheckNotMeasurable, "small-alloc-flood": CheckNotMeasurable, "top-five-ops": CheckNotMeasurable, "item-every-step": CheckPass}},
 		{"snapshot only", gpu("leak_hook_every_step", "snapshot.pickle"), map[string]string{"leak": CheckFail, "zero-grad": CheckNotMeasurable, "gpu-waits-for-data": CheckNotMeasurable}},
@@ -66,7 +67,7 @@ func TestChecklistOnRecordings(t *testing.T) {
 					t.Errorf("%s: incomplete %+v", it.ID, it)
 				}
 			}
-			if len(items) != 11 {
+			if len(items) != 12 {
 				t.Errorf("%d items", len(items))
 			}
 			for id, want := range c.want {
