@@ -137,6 +137,24 @@ func forecast(v *Verdict) *Forecast {
 	}
 	fc.Steps = int64(math.Ceil(float64(fc.HeadroomBytes) / float64(l.BytesPerStep)))
 	_, _, fc.SecPerStep = leakSpan(l, v.Inputs)
+	profiled := ""
+	if fc.SecPerStep == 0 {
+		// No steps log with times: a trace's median ProfilerStep, which
+		// the profiler slows (an upper bound of the time).
+		for _, in := range v.Inputs {
+			var ns int64
+			switch {
+			case in.IsDigest():
+				ns = in.Digest.StepTimeNs
+			case in.Has(SourceTrace):
+				ns = medianStepNs(in.Trace)
+			}
+			if ns > 0 {
+				fc.SecPerStep, profiled = float64(ns)/1e9, ", a profiled step"
+				break
+			}
+		}
+	}
 	what := "the " + memtimeline.FormatBytes(limit) + " device"
 	if kind == limitLogged {
 		what = "the process's " + memtimeline.FormatBytes(limit) + " limit"
@@ -144,7 +162,7 @@ func forecast(v *Verdict) *Forecast {
 	fc.Text = fmt.Sprintf("at %s/step, %s fills in ~%s steps", memtimeline.FormatBytes(l.BytesPerStep), what, groupThousands(fc.Steps))
 	if fc.SecPerStep > 0 {
 		fc.Seconds = float64(fc.Steps) * fc.SecPerStep
-		fc.Text += fmt.Sprintf(" (~%s at %.2g s/step)", roughDuration(fc.Seconds), fc.SecPerStep)
+		fc.Text += fmt.Sprintf(" (~%s at %.2g s/step%s)", roughDuration(fc.Seconds), fc.SecPerStep, profiled)
 	}
 	at := "at the last logged step"
 	if f.LastReserved < 0 {
