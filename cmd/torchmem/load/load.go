@@ -27,6 +27,7 @@ import (
 	"strings"
 
 	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/internal/crash"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/exported"
 	"github.com/torchmem/torchmem/memtimeline/memsummary"
@@ -537,11 +538,16 @@ func Load(args []string, o Options) ([]*File, error) {
 	g.SetLimit(par)
 	for i, s := range srcs {
 		g.Go(func() error {
-			f, skip, err := Read(s, &o)
-			if f != nil && o.Reduce != nil {
-				f = o.Reduce(f)
+			var r result
+			if bug := crash.Run(s.Path, func() {
+				r.f, r.skip, r.err = Read(s, &o)
+				if r.f != nil && o.Reduce != nil {
+					r.f = o.Reduce(r.f)
+				}
+			}); bug != nil {
+				r = result{err: bug}
 			}
-			res[i] = result{f, skip, err}
+			res[i] = r
 			if o.Done != nil {
 				o.Done()
 			}
@@ -549,6 +555,12 @@ func Load(args []string, o Options) ([]*File, error) {
 		})
 	}
 	g.Wait() //nolint:errcheck // every goroutine returns nil
+	for _, r := range res {
+		var bug *crash.Bug
+		if errors.As(r.err, &bug) {
+			panic(bug) // to the command's top: a bug, not a bad file
+		}
+	}
 	warn := o.Warn
 	if warn == nil {
 		warn = func(string) {}
