@@ -325,7 +325,7 @@ func (m *snapMapper) fields(v pickle.Value, l *loc, fn func(key string, v pickle
 		if k.Kind() != pickle.KindStr {
 			continue
 		}
-		if err := fn(m.a.Strs[k.Index()], vals[i]); err != nil {
+		if err := fn(m.a.Strs.At(k.Index()), vals[i]); err != nil {
 			return err
 		}
 	}
@@ -658,7 +658,7 @@ func (m *snapMapper) pyRepr(v pickle.Value) string {
 	case pickle.KindFloat:
 		return fmt.Sprint(m.a.Floats[v.Index()])
 	case pickle.KindStr, pickle.KindBytes:
-		return m.a.Strs[v.Index()]
+		return m.a.Strs.At(v.Index())
 	}
 	return "<" + v.Kind().String() + ">"
 }
