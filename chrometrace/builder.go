@@ -188,12 +188,14 @@ func (b *builder) intern(s string) StrID {
 	if id, ok := b.strs[s]; ok {
 		return id
 	}
+	key := s
 	if !b.local {
 		s = strings.Clone(s)
+		key = s
 	}
 	id := StrID(len(b.t.Strings))
-	b.t.Strings = append(b.t.Strings, s)
-	b.strs[s] = id
+	b.t.Strings = append(b.t.Strings, OneLine(s))
+	b.strs[key] = id
 	return id
 }
 
@@ -642,6 +644,9 @@ func (b *builder) setMeta(meta map[string][]byte) error {
 	if raw, ok := meta["deviceProperties"]; ok {
 		if err := json.Unmarshal(raw, &m.Devices); err != nil {
 			b.warnOnce("deviceProperties could not be read: " + err.Error())
+		}
+		for i := range m.Devices {
+			m.Devices[i].Name = OneLine(m.Devices[i].Name)
 		}
 	}
 	if raw, ok := meta["distributedInfo"]; ok {

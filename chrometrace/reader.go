@@ -45,7 +45,7 @@ func (o *ReadOptions) skip() skipSet { return skipSet{py: o.SkipPyFrames, flows:
 // MaxEvents caps the events of one trace, MaxMemoryEvents its [memory]
 // events: what the reader builds, whatever the bytes (1 GB of gzipped
 // "{}" is 358 million events; 1 GB of tiny [memory] events 7 million,
-// which took 1.8 GB). MaxEvents is 70 times the events of a 1 GB trace;
+// which took 1.8 GB). MaxEvents is the events of an 18 GB trace (a 1 GB one has 3.5 million; an endless trace on stdin stops there, at about 4 GB);
 // MaxMemoryEvents ten times the memory events of one (a real trace has
 // one in ten; 4 million cost analyze and report about 1 GB, see the
 // README's Performance). The CLI's --max-events and --max-memory-events
@@ -57,7 +57,7 @@ var (
 
 // The caps' defaults.
 const (
-	DefaultMaxEvents       int64 = 1 << 28
+	DefaultMaxEvents       int64 = 1 << 26
 	DefaultMaxMemoryEvents       = 4 << 20
 )
 

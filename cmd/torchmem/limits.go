@@ -73,7 +73,7 @@ func addLimitFlags(root *cobra.Command) {
 	setCap(&chrometrace.MaxEvents, chrometrace.DefaultMaxEvents)
 	setCap(&chrometrace.MaxMemoryEvents, chrometrace.DefaultMaxMemoryEvents)
 	root.PersistentFlags().Var(&capFlag{set: func(n int) { chrometrace.MaxEvents = int64(n) }, n: int(chrometrace.DefaultMaxEvents), max: 1 << 40},
-		"max-events", "most events read from one trace (e.g. 256M)")
+		"max-events", "most events read from one trace, 64M by default (an 18 GB trace; e.g. 256M)")
 	root.PersistentFlags().Var(&capFlag{set: func(n int) { chrometrace.MaxMemoryEvents = n }, n: chrometrace.DefaultMaxMemoryEvents, max: 1 << 36},
 		"max-memory-events", "most [memory] events read from one trace; about 250 bytes of memory each in analyze and report (e.g. 16M)")
 	root.PersistentFlags().Var(&capFlag{set: func(n int) {

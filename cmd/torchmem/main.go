@@ -92,6 +92,9 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 	pre := root.PersistentPreRunE
 	root.PersistentPreRunE = func(cmd *cobra.Command, a []string) error {
 		inputs = a
+		if bugHook != nil {
+			bugHook(a)
+		}
 		return pre(cmd, a)
 	}
 	root.SetArgs(args)
@@ -113,6 +116,10 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 	fmt.Fprintln(stderr, "Run 'torchmem --help' for usage.")
 	return exitBadInput
 }
+
+// bugHook, set by tests only, runs before every command: a test makes it
+// panic to see the crash handling end to end.
+var bugHook func(args []string)
 
 // reportBug prints a recovered panic as what it is, a bug in torchmem,
 // naming the file it was reading (or the command's inputs), and returns

@@ -238,6 +238,9 @@ func checkShape(b []byte) error {
 			for i++; i < len(b) && b[i] != '"'; i++ {
 				if b[i] == '\\' {
 					i++
+					if i < len(b) && lineBreakEscape(b[i:]) {
+						return errors.New("a line break inside a string: not a torchmem summary (torchmem writes every name on one line)")
+					}
 				}
 			}
 		case '{', '[':
@@ -259,6 +262,19 @@ func checkShape(b []byte) error {
 		}
 	}
 	return nil
+}
+
+// lineBreakEscape says whether e, what follows a backslash in a JSON
+// string, is a newline or carriage return (\n, \r, \u000a, \u000d).
+func lineBreakEscape(e []byte) bool {
+	switch {
+	case e[0] == 'n' || e[0] == 'r':
+		return true
+	case e[0] == 'u' && len(e) >= 5:
+		u := strings.ToLower(string(e[1:5]))
+		return u == "000a" || u == "000d"
+	}
+	return false
 }
 
 var jsonDelim = [256]bool{' ': true, '\t': true, '\r': true, '\n': true, ',': true, ':': true, '}': true, ']': true, '"': true, '{': true, '[': true}

@@ -31,7 +31,9 @@ func NewSnapshots(files []SnapshotFile, leaks int, o Options) *Report {
 func (r *Report) writeSnapshots(w io.Writer) error {
 	return EachInput(w, r.Format, r.Snapshots, func(w io.Writer, f SnapshotFile) error {
 		if r.Format == Markdown {
-			return MarkdownFenced(w, f.Path, func(w io.Writer) error { return writeSnapshotReport(w, f.Path, f.Report, Text, r.Top, r.snapshotLeaks) })
+			// The file is named in the escaped heading only: in the block
+			// a name is inert, but need not be there at all.
+			return MarkdownFenced(w, f.Path, func(w io.Writer) error { return writeSnapshotReport(w, "", f.Report, Text, r.Top, r.snapshotLeaks) })
 		}
 		return writeSnapshotReport(w, f.Path, f.Report, r.Format, r.Top, r.snapshotLeaks)
 	})
@@ -52,7 +54,10 @@ func writeSnapshotReport(w io.Writer, path string, rep *snapshot.Report, format 
 		return WriteJSON(w, snapshotJSON{File: path, Report: rep})
 	}
 	st := rep.Stats
-	fmt.Fprintf(w, "Allocator snapshot %s: %d segments on device(s) %s, %d blocks\n",
+	if path != "" {
+		path = " " + path
+	}
+	fmt.Fprintf(w, "Allocator snapshot%s: %d segments on device(s) %s, %d blocks\n",
 		path, st.Segments, joinInts(st.Devices), st.Blocks)
 	fmt.Fprintln(w, "Sizes in binary units as torch prints them (1 MB = 1 MiB); Bytes are exact.")
 	fmt.Fprintln(w)

@@ -868,6 +868,9 @@ func (d *pickleDecoder) run() (Value, error) {
 				str = string(b)
 			}
 			d.built += 16 + int64(len(str))
+			if k == KindStr {
+				str = chrometrace.OneLine(str) // a name may not start a line of output
+			}
 			d.a.Strs.Add(str)
 			d.push(mkval(k, uint64(d.a.Strs.Len()-1)))
 		case opEMPTYDICT:
