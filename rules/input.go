@@ -79,6 +79,9 @@ func (in *Input) TraceSummary(device int) chrometrace.Summary {
 	if in.Digest != nil && in.Digest.TraceSummary != nil {
 		return *in.Digest.TraceSummary // all GPUs: a summary keeps that one
 	}
+	if in.Trace == nil {
+		return chrometrace.Summary{Rank: -1, WorldSize: 1} // not a trace: it recorded nothing of one
+	}
 	return Get(in, keySummary(device), func() chrometrace.Summary { return chrometrace.Summarize(in.Trace, device) })
 }
 
