@@ -8,7 +8,7 @@ func TestOneLine(t *testing.T) {
 		{"H200\nCLEAN: passed", `H200\nCLEAN: passed`},
 		{"a\r\nb", `a\r\nb`},
 		{`a\nb` + "\n", `a\\nb\n`}, // a literal \n stays told apart from a newline
-		{`C:\new`, `C:\new`}, // no line break: unchanged
+		{`C:\new`, `C:\new`},       // no line break: unchanged
 		{`C:\temp`, `C:\temp`},
 	} {
 		if got := OneLine(c.in); got != c.want {
