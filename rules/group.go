@@ -42,7 +42,7 @@ type groupKey struct {
 func GroupInputs(ins []*Input) []Group {
 	keyOf := make([]groupKey, len(ins))
 	for i, in := range ins {
-		dir := filepath.Dir(in.Source)
+		dir := groupDir(in.Source)
 		base := filepath.Base(in.Source)
 		k := groupKey{dir: dir, rank: in.rankOrContents()}
 		if m := snippetName.FindStringSubmatch(base); m != nil {
@@ -136,7 +136,7 @@ func GroupInputs(ins []*Input) []Group {
 		if g.Rank >= 0 {
 			parts = append(parts, fmt.Sprintf("rank %d", g.Rank))
 		}
-		where := filepath.Dir(g.Inputs[0].Source)
+		where := groupDir(g.Inputs[0].Source)
 		if g.Run != "" {
 			where = filepath.Join(where, g.Run)
 		}

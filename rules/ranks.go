@@ -112,7 +112,7 @@ var rankFolder = regexp.MustCompile(`(?i)^rank[_-]?\d+$`)
 func runKey(v Verdict) string {
 	dir := ""
 	if len(v.Sources) > 0 {
-		dir = filepath.Dir(v.Sources[0])
+		dir = groupDir(v.Sources[0])
 		if rankFolder.MatchString(filepath.Base(dir)) {
 			dir = filepath.Dir(dir)
 		}

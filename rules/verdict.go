@@ -65,6 +65,9 @@ type LeakEvidence struct {
 	BytesPerSecond float64 `json:"bytes_per_second,omitempty"`
 	smiRun         *smi.GrowthRun
 	smiGPU         string
+	// series names a snapshot series' evidence in sentences ("the 3
+	// snapshots at steps 10, 20, 30"): its Source is only the last dump.
+	series string
 }
 
 // LeakAnswer is the leak verdict of a run and rank, from all its evidence.
@@ -420,6 +423,9 @@ func describeEvidence(e LeakEvidence) string {
 
 // from names the evidence a figure comes from.
 func (k kindCount) from(e LeakEvidence) string {
+	if e.series != "" {
+		return e.series // names its steps
+	}
 	if d := describeEvidence(e); d != "" {
 		return k.name(e) + " (" + d + ")"
 	}
@@ -546,6 +552,9 @@ func countKinds(ev []LeakEvidence) kindCount {
 
 // name is how a sentence names the evidence's source.
 func (k kindCount) name(e LeakEvidence) string {
+	if e.series != "" {
+		return e.series
+	}
 	if k[e.Kind] > 1 {
 		return string(e.Kind) + " " + filepath.Base(e.Source)
 	}
@@ -1088,6 +1097,7 @@ func JudgeWith(name string, ins []*Input, o JudgeOptions) Verdict {
 			v.Rank = r
 		}
 	}
+	ev = append(ev, snapshotSeriesEvidence(ins)...)
 	smiLeakRates(ev, ins)
 	v.Leak = judgeLeak(ev)
 	v.GPU = judgeGPU(ins)

@@ -1,0 +1,136 @@
+package rules
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/torchmem/torchmem/memtimeline/snapshot"
+	"github.com/torchmem/torchmem/rules/leak"
+)
+
+// seriesSnap is a tiny synthetic snapshot: a parameter block that never
+// changes and, when leak > 0, n leaked blocks of leak bytes allocated at
+// train.py:42 (no stacks when bare). Edge cases only; the real dump trees
+// are under testdata/gpu/round4.
+func seriesSnap(n int, leakBytes int64, bare bool) *snapshot.Snapshot {
+	stack := func(line int, fn string) []snapshot.Frame {
+		if bare {
+			return nil
+		}
+		return []snapshot.Frame{{Filename: "/job/train.py", Line: line, Name: fn}, {Filename: "/job/train.py", Line: 90, Name: "<module>"}}
+	}
+	seg := snapshot.Segment{TotalSize: 64 << 20, Blocks: []snapshot.Block{{Address: 1, Size: 32 << 20, State: snapshot.BlockActiveAllocated, Frames: stack(10, "build")}}}
+	for i := range n {
+		seg.Blocks = append(seg.Blocks, snapshot.Block{Address: uint64(100 + i), Size: leakBytes, State: snapshot.BlockActiveAllocated, Frames: stack(42, "forward")})
+	}
+	// A CUDA graph's private pool that grows: a pool, not a leak.
+	pool := snapshot.Segment{TotalSize: 8 << 20, PoolID: [2]int64{1, 2}}
+	for i := range n {
+		pool.Blocks = append(pool.Blocks, snapshot.Block{Address: uint64(1000 + i), Size: 1 << 20, State: snapshot.BlockActiveAllocated, Frames: stack(77, "graphed")})
+	}
+	return &snapshot.Snapshot{Segments: []snapshot.Segment{seg, pool}}
+}
+
+func seriesInputs(t *testing.T, root string, iters []int, ranks int, leaky int64, bare bool) []*Input {
+	t.Helper()
+	var ins []*Input
+	for _, it := range iters {
+		for r := range ranks {
+			n := 0
+			if int64(r) == leaky {
+				n = it / 10
+			}
+			p := filepath.Join(root, "memory_snapshot", fmt.Sprintf("iteration_%d", it), fmt.Sprintf("rank%d_memory_snapshot.pickle", r))
+			in, err := NewInput(p, int64(r), Data{Snapshot: seriesSnap(n, 4<<20, bare)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ins = append(ins, in)
+		}
+	}
+	return ins
+}
+
+// A TorchTitan dump tree: each rank's snapshots across iteration folders
+// are one run and rank; rank 1 holds 4 MiB more per 10 steps at
+// train.py:42 and is named beside rank 0, from the snapshots alone.
+func TestSnapshotSeriesTitanTree(t *testing.T) {
+	ins := seriesInputs(t, "dump", []int{10, 20, 30}, 2, 1, false)
+	groups := GroupInputs(ins)
+	if len(groups) != 2 {
+		t.Fatalf("%d groups, want one per rank", len(groups))
+	}
+	for _, g := range groups {
+		if len(g.Inputs) != 3 || !strings.Contains(g.Name, "dump") || strings.Contains(g.Name, "iteration_") {
+			t.Errorf("group %q: %d inputs, want the rank's 3 dumps under the dump's root", g.Name, len(g.Inputs))
+		}
+	}
+	vs := JudgeAll(ins)
+	byRank := map[int64]Verdict{}
+	for _, v := range vs {
+		byRank[v.Rank] = v
+	}
+	l := byRank[1].Leak
+	if l.Verdict != leak.VerdictLeak || l.BytesPerStep != (4<<20)/10 {
+		t.Fatalf("rank 1: %s %d B/step (%s), want a leak of 4 MiB per 10 steps", l.Verdict, l.BytesPerStep, l.Reason)
+	}
+	if l.Location == nil || l.Location.Line != 42 {
+		t.Errorf("rank 1's line: %+v, want train.py:42", l.Location)
+	}
+	if !strings.Contains(l.Reason, "+4.00 MB, +4.00 MB per dump") || l.From != "the 3 snapshots at steps 10, 20, 30" {
+		t.Errorf("rank 1's reason %q from %q: want the growth per dump and the dumps' steps", l.Reason, l.From)
+	}
+	if v := byRank[0].Leak.Verdict; v != leak.VerdictClean {
+		t.Errorf("rank 0: %s (%s), want clean (its graph pool grows: a pool, not a leak)", v, byRank[0].Leak.Reason)
+	}
+	cr := CompareRanks(vs)
+	if cr == nil || len(cr.Outliers) != 1 || cr.Outliers[0] != 1 {
+		t.Fatalf("cross-rank: %+v, want rank 1 alone", cr)
+	}
+}
+
+// Blocks with no stack: the growth per dump is told, the line is not;
+// two dumps cannot tell a leak from a warm-up; an OOM exit dump is left
+// out of the series.
+func TestSnapshotSeriesEdges(t *testing.T) {
+	v := JudgeAll(seriesInputs(t, "bare", []int{10, 20, 30}, 1, 0, true))[0]
+	if v.Leak.Verdict != leak.VerdictLeak || v.Leak.Location != nil || !strings.Contains(v.Leak.Reason, "no recorded stack") {
+		t.Errorf("no stacks: %s at %+v (%s), want a leak with no line", v.Leak.Verdict, v.Leak.Location, v.Leak.Reason)
+	}
+	v = JudgeAll(seriesInputs(t, "two", []int{10, 20}, 1, 0, false))[0]
+	if v.Leak.Verdict != leak.VerdictUnknown || !strings.Contains(v.Leak.Reason, "two dumps") {
+		t.Errorf("two dumps: %s (%s), want unknown", v.Leak.Verdict, v.Leak.Reason)
+	}
+	ins := seriesInputs(t, "exit", []int{10, 20}, 1, 0, false)
+	in, err := NewInput(filepath.Join("exit", "memory_snapshot", "iteration_29_exit", "rank0_memory_snapshot.pickle"), 0, Data{Snapshot: seriesSnap(50, 4<<20, false)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v = JudgeAll(append(ins, in))[0]
+	if v.Leak.Verdict == leak.VerdictLeak || len(v.Sources) != 3 {
+		t.Errorf("exit dump: %s over %d sources, want it grouped but not in the series", v.Leak.Verdict, len(v.Sources))
+	}
+}
+
+func TestDumpPlaceOf(t *testing.T) {
+	for _, c := range []struct {
+		path, root string
+		iter       int64
+		exit, ok   bool
+	}{
+		{"out/memory_snapshot/iteration_10/rank1_memory_snapshot.pickle", "out", 10, false, true},
+		{"out/memory_snapshot/iteration_0_exit/rank1_memory_snapshot.pickle", "out", 0, true, true},
+		{"out/profile_traces/iteration_20/rank0_trace.json", "out", 20, false, true},
+		{"out/profiling/memory_snapshot/step_000000000030/000001_step_30.pickle", "out", 30, false, true},
+		{"out/profiling/traces/iteration_30/leaf/rank1_trace.json.gz", "out", 30, false, true},
+		{"tune/iteration_5/rank0_memory_snapshot.pickle", "tune", 5, false, true},
+		{"run/vm_1_20261201-101010_rank0.snapshot.pickle.gz", "", 0, false, false},
+	} {
+		p, ok := DumpPlaceOf(filepath.FromSlash(c.path))
+		if ok != c.ok || ok && (p.Root != filepath.FromSlash(c.root) || p.Iteration != c.iter || p.Exit != c.exit) {
+			t.Errorf("%s: %+v %v", c.path, p, ok)
+		}
+	}
+}
