@@ -92,6 +92,9 @@ func CompareRanks(vs []Verdict) *CrossRank {
 			}
 		}
 		h := cr.Headline
+		if j := byRun[k][0].Job; j != "" {
+			h = j + "; " + h
+		}
 		if len(byRun) > 1 {
 			h = runName(byRun[k][0]) + ": " + h
 		}

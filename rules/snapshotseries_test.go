@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 	"github.com/torchmem/torchmem/memtimeline/snapshot"
 	"github.com/torchmem/torchmem/rules/leak"
 )
@@ -132,5 +133,38 @@ func TestDumpPlaceOf(t *testing.T) {
 		if ok != c.ok || ok && (p.Root != filepath.FromSlash(c.root) || p.Iteration != c.iter || p.Exit != c.exit) {
 			t.Errorf("%s: %+v %v", c.path, p, ok)
 		}
+	}
+}
+
+// A real 2-rank DDP job recorded by the snippet before it named jobs
+// (testdata/gpu/watch/ddp: vm_681_..._rank0, vm_682_..._rank1, launched in
+// the same second): one run, rank 1's leak compared with rank 0, and the
+// verdict says the ids were joined. Two single-rank runs launched together
+// stay apart.
+func TestJobOfProcessRunIDs(t *testing.T) {
+	dir := memtest.Testdata("gpu", "watch", "ddp")
+	var paths []string
+	for _, n := range []string{"vm_681_20261201-211637_rank0.steps.jsonl", "vm_682_20261201-211637_rank1.steps.jsonl", "vm_681_20261201-211637_rank0_step7.pt.trace.json.gz"} {
+		paths = append(paths, filepath.Join(dir, n))
+	}
+	ins := loadInputs(t, paths...)
+	vs := JudgeAll(ins)
+	if len(vs) != 2 || vs[0].Run != "vm_681_20261201-211637" || vs[1].Run != vs[0].Run || !strings.Contains(vs[1].Job, "vm_682_20261201-211637") {
+		t.Fatalf("verdicts %+v: want ranks 0 and 1 of one run, joined", vs)
+	}
+	cr := CompareRanks(vs)
+	if cr == nil || len(cr.Outliers) != 1 || cr.Outliers[0] != 1 || !strings.Contains(cr.Headline, "one job of 2 ranks") {
+		t.Fatalf("cross-rank %+v: want rank 1 named, the job said", cr)
+	}
+	to, _ := joinJobRuns(map[string]map[int64]bool{
+		"vm_10_20261201-211637": {0: true}, "vm_11_20261201-211638": {0: true},
+		"vm_12_20261201-211637": {0: true, 1: true}, "vm_13_20261201-211900": {1: true},
+	})
+	if len(to) != 0 {
+		t.Errorf("joined %v: two rank-0 runs, or a run of two ranks, are not one job's ranks", to)
+	}
+	to, _ = joinJobRuns(map[string]map[int64]bool{"h_1_20261201-000000": {0: true}, "h_2_20261201-000005": {1: true}, "h_3_20261201-000040": {2: true}})
+	if len(to) != 2 || to["h_2_20261201-000005"] != "h_1_20261201-000000" {
+		t.Errorf("joined %v: want the two launched 5 s apart, not the one 40 s later", to)
 	}
 }

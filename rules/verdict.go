@@ -182,8 +182,11 @@ type PeakAnswer struct {
 // Verdict is the answer for one run and rank.
 type Verdict struct {
 	// Name labels the group ("rank 0", the file name for a lone input).
-	Name    string      `json:"name"`
-	Run     string      `json:"run,omitempty"`
+	Name string `json:"name"`
+	Run  string `json:"run,omitempty"`
+	// Job says when several process run ids were read as one job's ranks
+	// (older snippets: one run id per process), and which.
+	Job     string      `json:"job,omitempty"`
 	Rank    int64       `json:"rank"`
 	Sources []string    `json:"sources"`
 	Leak    LeakAnswer  `json:"leak"`
