@@ -50,7 +50,7 @@ func snapshotSeriesEvidence(group []*Input) []LeakEvidence {
 	var dumps []seriesDump
 	seen := map[int64]bool{}
 	for _, in := range group {
-		if !in.Has(SourceSnapshot) {
+		if !in.Is(SourceSnapshot) {
 			continue
 		}
 		if p, ok := DumpPlaceOf(in.Source); ok && p.Exit {
@@ -61,7 +61,7 @@ func snapshotSeriesEvidence(group []*Input) []LeakEvidence {
 			continue
 		}
 		seen[st] = true
-		d := seriesDump{in: in, step: st, sites: in.Snapshot.LiveSites()}
+		d := seriesDump{in: in, step: st, sites: in.LiveSites()}
 		for _, s := range d.sites {
 			if s.Pool == ([2]int64{}) {
 				d.total += s.Bytes
@@ -74,6 +74,18 @@ func snapshotSeriesEvidence(group []*Input) []LeakEvidence {
 	}
 	slices.SortFunc(dumps, func(a, b seriesDump) int { return cmp.Compare(a.step, b.step) })
 	return []LeakEvidence{judgeSeries(dumps)}
+}
+
+// LiveSites are the snapshot's live blocks by site (memoized), or its
+// digest's.
+func (in *Input) LiveSites() []snapshot.LiveSite {
+	if in.IsDigest() {
+		return in.Digest.LiveSites
+	}
+	if !in.Has(SourceSnapshot) {
+		return nil
+	}
+	return Memo(in, "snapshot:live-sites", in.Snapshot.LiveSites)
 }
 
 // siteKey names a live site across dumps: its user frame (line and
@@ -193,7 +205,7 @@ func judgeSeries(dumps []seriesDump) LeakEvidence {
 		e.Leaks = len(growers)
 		e.GrowthFirst, e.GrowthLast = steps[top.from], steps[n-1]
 		e.LeakKind = leak.KindUnknown
-		where := "blocks with no recorded stack (the history was off when they were allocated, or the snapshots were taken with include_traces=False): the growth is told, the line is not"
+		where := "memory with no recorded stack (the history was off when it was allocated, or the snapshots were taken with include_traces=False: the growth is told, the line is not)"
 		if top.s.key != "" {
 			chain := leak.SnapshotChain(top.s.site.Site, top.s.site.Stack)
 			e.Holding = chain
@@ -202,10 +214,11 @@ func judgeSeries(dumps []seriesDump) LeakEvidence {
 				e.Location = site.LocationOf([]string{top.s.site.Site.String()})
 			}
 			e.StackNote = "from the snapshots' live blocks: each block's stack as it was allocated"
-			where = top.s.site.Site.String()
+			where = snapshot.FrameName(top.s.site.Site, top.s.site.Stack)
 		}
-		e.Reason = fmt.Sprintf("%s hold more at every dump from step %d: %s (%s per dump, %s per step)",
-			name, steps[top.from], where, perDump(top.from, top.s.bytes), memtimeline.FormatBytes(top.perStep))
+		e.KindEvidence = fmt.Sprintf("%s holds more at every dump from step %d (%s per dump, %s per step)",
+			where, steps[top.from], perDump(top.from, top.s.bytes), memtimeline.FormatBytes(top.perStep))
+		e.Reason = name + ": " + e.KindEvidence
 		if len(growers) > 1 {
 			e.Reason += fmt.Sprintf("; %d sites grow, %s per step in all", len(growers), memtimeline.FormatBytes(e.BytesPerStep))
 		}
@@ -215,8 +228,9 @@ func judgeSeries(dumps []seriesDump) LeakEvidence {
 		e.BytesPerStep = totalPS
 		e.GrowthFirst, e.GrowthLast = steps[totalFrom], steps[n-1]
 		e.LeakKind = leak.KindUnknown
-		e.Reason = fmt.Sprintf("%s hold more at every dump from step %d (%s per dump, %s per step), spread over sites none of which grows regularly alone; %s",
-			name, steps[totalFrom], perDump(totalFrom, totals), memtimeline.FormatBytes(totalPS), heldText)
+		e.KindEvidence = fmt.Sprintf("live memory grows at every dump from step %d (%s per dump, %s per step), spread over sites none of which grows regularly alone",
+			steps[totalFrom], perDump(totalFrom, totals), memtimeline.FormatBytes(totalPS))
+		e.Reason = name + ": " + e.KindEvidence + "; " + heldText
 	case n-1 < minSeriesRises:
 		e.Reason = fmt.Sprintf("%s: two dumps (%s between them) cannot tell a leak from a warm-up; a third dump at the same point of a later step can", name, signedBytes(totals[n-1]-totals[0]))
 	default:

@@ -2,10 +2,12 @@ package rules
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/memtest"
 	"github.com/torchmem/torchmem/memtimeline/snapshot"
 	"github.com/torchmem/torchmem/rules/leak"
@@ -166,5 +168,119 @@ func TestJobOfProcessRunIDs(t *testing.T) {
 	to, _ = joinJobRuns(map[string]map[int64]bool{"h_1_20261201-000000": {0: true}, "h_2_20261201-000005": {1: true}, "h_3_20261201-000040": {2: true}})
 	if len(to) != 2 || to["h_2_20261201-000005"] != "h_1_20261201-000000" {
 		t.Errorf("joined %v: want the two launched 5 s apart, not the one 40 s later", to)
+	}
+}
+
+// seriesTruth is what titan_layout.py and round4_cases.py planted.
+type seriesTruth struct {
+	LeakyRank        int64            `json:"leaky_rank"`
+	LeakBytesPerStep map[string]int64 `json:"leak_bytes_per_step"`
+	LeakSite         struct {
+		File string `json:"file"`
+		Line int    `json:"line"`
+	} `json:"leak_site"`
+}
+
+// dumpFiles lists a dump tree's snapshots (and traces, with traces).
+func dumpFiles(t *testing.T, dir string, traces bool) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		n := d.Name()
+		if strings.HasSuffix(n, ".pickle") || traces && (strings.HasSuffix(n, "_trace.json") || strings.HasSuffix(n, ".pt.trace.json.gz")) {
+			out = append(out, p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// The round-4 framework layouts recorded on the H200 (2 gloo ranks, rank 1
+// keeping 2 MiB per step, dumps at iterations 10, 20, 30): each rank's
+// files across iteration folders are one run and rank; rank 1 leaks at its
+// line and is named beside rank 0, from the snapshots alone as from
+// snapshots and traces; the series of dumps says the same figure.
+func TestRealFrameworkDumpTrees(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		traces bool
+	}{{"titan_layout", false}, {"titan_layout", true}, {"tune_layout", true}} {
+		t.Run(fmt.Sprintf("%s/traces=%v", c.name, c.traces), func(t *testing.T) {
+			dir := memtest.Testdata("gpu", "round4", c.name)
+			var truth seriesTruth
+			memtest.ReadJSON(t, filepath.Join(dir, "truth.json"), &truth)
+			files := dumpFiles(t, dir, c.traces)
+			want := 6
+			if c.traces {
+				want = 12
+			}
+			if len(files) != want {
+				t.Fatalf("%d files, want %d", len(files), want)
+			}
+			vs := JudgeAll(loadInputs(t, files...))
+			if len(vs) != 2 {
+				t.Fatalf("%d verdicts, want one per rank", len(vs))
+			}
+			for _, v := range vs {
+				if len(v.Sources) != want/2 {
+					t.Errorf("%s: %d files, want its %d", v.Name, len(v.Sources), want/2)
+				}
+				l := v.Leak
+				if v.Rank != truth.LeakyRank {
+					if l.Verdict != leak.VerdictClean {
+						t.Errorf("%s: %s (%s), want clean", v.Name, l.Verdict, l.Reason)
+					}
+					continue
+				}
+				if l.Verdict != leak.VerdictLeak || l.BytesPerStep != truth.LeakBytesPerStep["1"] || l.Location == nil ||
+					filepath.Base(l.Location.File) != truth.LeakSite.File || l.Location.Line != truth.LeakSite.Line {
+					t.Errorf("%s: %s %d B/step at %+v, want %d at %s:%d", v.Name, l.Verdict, l.BytesPerStep, l.Location, truth.LeakBytesPerStep["1"], truth.LeakSite.File, truth.LeakSite.Line)
+				}
+				series := 0
+				for _, e := range l.Evidence {
+					if e.series != "" {
+						series++
+						if e.Verdict != leak.VerdictLeak || e.BytesPerStep != truth.LeakBytesPerStep["1"] || e.Location == nil || e.Location.Line != truth.LeakSite.Line {
+							t.Errorf("series: %s %d B/step at %+v (%s)", e.Verdict, e.BytesPerStep, e.Location, e.Reason)
+						}
+					}
+				}
+				if series != 1 {
+					t.Errorf("%d series evidences, want the rank's dumps as one", series)
+				}
+			}
+			if cr := CompareRanks(vs); cr == nil || len(cr.Outliers) != 1 || cr.Outliers[0] != truth.LeakyRank {
+				t.Errorf("cross-rank %+v: want rank %d alone", cr, truth.LeakyRank)
+			}
+		})
+	}
+}
+
+// Four dumps taken with the history off (testdata/gpu/round4/
+// snapshot_series_nohistory, 4 MiB kept per step, dumps every 10 steps):
+// the leak per dump and per step from the blocks alone, no line claimed.
+func TestRealSnapshotSeriesNoHistory(t *testing.T) {
+	dir := memtest.Testdata("gpu", "round4", "snapshot_series_nohistory")
+	var truth struct {
+		Leak struct {
+			BytesPerStep int64 `json:"bytes_per_step"`
+			BytesPerDump int64 `json:"bytes_per_dump"`
+		} `json:"leak"`
+	}
+	memtest.ReadJSON(t, filepath.Join(dir, "truth.json"), &truth)
+	vs := JudgeAll(loadInputs(t, dumpFiles(t, dir, false)...))
+	if len(vs) != 1 {
+		t.Fatalf("%d verdicts, want one", len(vs))
+	}
+	l := vs[0].Leak
+	perDump := "+" + memtimeline.FormatBytes(truth.Leak.BytesPerDump)
+	if l.Verdict != leak.VerdictLeak || l.BytesPerStep != truth.Leak.BytesPerStep || strings.Count(l.KindEvidence, perDump) != 3 || l.Location != nil {
+		t.Errorf("%s %d B/step at %+v (%s), want %d per step, %s at each of 3 dumps, no line", l.Verdict, l.BytesPerStep, l.Location, l.KindEvidence, truth.Leak.BytesPerStep, perDump)
 	}
 }

@@ -559,7 +559,12 @@ func (k kindCount) name(e LeakEvidence) string {
 		return e.series
 	}
 	if k[e.Kind] > 1 {
-		return string(e.Kind) + " " + filepath.Base(e.Source)
+		name := filepath.Base(e.Source)
+		if _, ok := DumpPlaceOf(e.Source); ok {
+			// a dump tree's files differ by their iteration folder
+			name = filepath.Join(filepath.Base(filepath.Dir(e.Source)), name)
+		}
+		return string(e.Kind) + " " + name
 	}
 	switch e.Kind {
 	case SourceSteps:
@@ -595,7 +600,7 @@ func (k kindCount) figures(es []LeakEvidence) string {
 func (k kindCount) agreement(best LeakEvidence, leaks, cleans []LeakEvidence) (string, string) {
 	var agree, differ []LeakEvidence
 	for _, e := range leaks {
-		if e.Source == best.Source && e.Kind == best.Kind {
+		if e.Source == best.Source && e.Kind == best.Kind && e.series == best.series {
 			continue
 		}
 		d := math.Abs(float64(e.BytesPerStep - best.BytesPerStep))

@@ -12,14 +12,14 @@ type LiveSite struct {
 	// Site is the block's user frame (UserFrame); the zero Frame for
 	// blocks that carry no stack (the history was off when they were
 	// allocated, or the snapshot was taken with include_traces=False).
-	Site Frame
+	Site Frame `json:"site"`
 	// Stack is the stack of the site's largest block, innermost first.
-	Stack  []Frame
-	Bytes  int64
-	Blocks int
+	Stack  []Frame `json:"stack,omitempty"`
+	Bytes  int64   `json:"bytes"`
+	Blocks int     `json:"blocks"`
 	// Pool is the private pool the blocks live in (CUDA graphs,
 	// torch.cuda.MemPool); the zero value for the default pool.
-	Pool [2]int64
+	Pool [2]int64 `json:"pool"`
 }
 
 // NoStack reports whether the site's blocks carry no recorded stack.
