@@ -284,3 +284,43 @@ func TestRealSnapshotSeriesNoHistory(t *testing.T) {
 		t.Errorf("%s %d B/step at %+v (%s), want %d per step, %s at each of 3 dumps, no line", l.Verdict, l.BytesPerStep, l.Location, l.KindEvidence, truth.Leak.BytesPerStep, perDump)
 	}
 }
+
+// Jobs recorded with the snippet's defaults under torchrun (no
+// TORCHMEM_RUN_ID; testdata/gpu/round4: the rendezvous id, or the
+// launching agent under a static rendezvous): one run, and the cross-rank
+// answer names the leaking rank.
+func TestRealDefaultRunIDJobs(t *testing.T) {
+	for _, run := range []string{"ddp4_defaults_leak", "fsdp2_defaults_leak", "ddp2_static_rdzv_leak"} {
+		t.Run(run, func(t *testing.T) {
+			dir := memtest.Testdata("gpu", "round4", run)
+			var truth struct {
+				WorldSize int   `json:"world_size"`
+				LeakyRank int64 `json:"leaky_rank"`
+			}
+			memtest.ReadJSON(t, filepath.Join(dir, "truth.json"), &truth)
+			entries, err := os.ReadDir(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var paths []string
+			for _, e := range entries {
+				if n := e.Name(); strings.Contains(n, ".pt.trace.json") || strings.Contains(n, ".pickle") || strings.HasSuffix(n, ".steps.jsonl") {
+					paths = append(paths, filepath.Join(dir, n))
+				}
+			}
+			vs := JudgeAll(loadInputs(t, paths...))
+			if len(vs) != truth.WorldSize {
+				t.Fatalf("%d verdicts, want one per rank", len(vs))
+			}
+			for _, v := range vs {
+				if v.Run != vs[0].Run {
+					t.Errorf("rank %d in run %q, rank %d in %q: want one run", v.Rank, v.Run, vs[0].Rank, vs[0].Run)
+				}
+			}
+			cr := CompareRanks(vs)
+			if cr == nil || len(cr.Outliers) != 1 || cr.Outliers[0] != truth.LeakyRank {
+				t.Fatalf("cross-rank %+v: want rank %d", cr, truth.LeakyRank)
+			}
+		})
+	}
+}
