@@ -194,8 +194,10 @@ type Verdict struct {
 	Frag    *FragAnswer `json:"fragmentation,omitempty"`
 	Peak    *PeakAnswer `json:"peak,omitempty"`
 	// GPU is nvidia-smi against torch's numbers, and per process.
-	GPU    *GPUAnswer `json:"gpu,omitempty"`
-	Inputs []*Input   `json:"-"`
+	GPU *GPUAnswer `json:"gpu,omitempty"`
+	// Host is pinned host memory, from a steps log that records it.
+	Host   *HostAnswer `json:"pinned_host,omitempty"`
+	Inputs []*Input    `json:"-"`
 }
 
 // rankOrContents is the loader's rank, else one a memory_summary log
@@ -348,6 +350,7 @@ func summaryEvidence(in *Input) []LeakEvidence {
 			devs = append(devs, s.Device)
 		}
 		r := steplog.Record{Step: s.Step, AllocatedBytes: s.AllocatedBytes, ReservedBytes: s.ReservedBytes, ActiveBytes: s.ActiveBytes, PeakAllocatedBytes: s.AllocatedPeakBytes, PeakReservedBytes: s.ReservedPeakBytes, AllocRetries: s.Retries, InactiveSplitBytes: s.NonReleasableBytes, Line: s.Line}
+		r.NotRecorded()
 		if !s.Time.IsZero() {
 			r.Time, r.HasTime = float64(s.Time.UnixNano())/1e9, true
 		}
@@ -1117,6 +1120,7 @@ func JudgeWith(name string, ins []*Input, o JudgeOptions) Verdict {
 	v.Frag = fragOverRun(v.Frag, ins, o.SnapshotSplit) // fragrun.go
 	v.Frag = addRetries(v.Frag, ins)
 	v.Peak = judgePeak(ins)
+	v.Host = judgeHost(ins)
 	return v
 }
 
@@ -1127,6 +1131,8 @@ func (v *Verdict) Status() string {
 		return "LEAK"
 	case len(v.OOMs) > 0:
 		return "OOM"
+	case v.Host != nil && v.Host.Verdict == leak.VerdictLeak:
+		return "LEAK" // of pinned host memory: its own line says so
 	}
 	return strings.ToUpper(v.Leak.Verdict)
 }
