@@ -125,7 +125,12 @@ type rawArgs struct {
 	TotalReserved  rawJSON `json:"Total Reserved"`
 	DeviceType     int64   `json:"Device Type"`
 	DeviceID       int64   `json:"Device Id"`
-	ExternalID     int64   `json:"External id"`
+	// OptDeviceType and OptDeviceID are another build's spelling of the
+	// two ("device_option Type", "device_option Id"), read when the usual
+	// keys are absent.
+	OptDeviceType rawJSON `json:"device_option Type"`
+	OptDeviceID   rawJSON `json:"device_option Id"`
+	ExternalID    int64   `json:"External id"`
 	// externalIDOld is torch 1.8/1.9's spelling on GPU events.
 	ExternalIDOld  int64       `json:"external id"`
 	SeqNr          json.Number `json:"Sequence number"`

@@ -509,10 +509,19 @@ func kindList(ks []Kind) string {
 
 var rankInName = regexp.MustCompile(`(?i)rank[_-]?(\d+)`)
 
+// titanRank is TorchTitan's newer snapshot name, <rank:06d>_step_<N>.pickle
+// (torchtitan/tools/profiler.py), which has no "rank" in it.
+var titanRank = regexp.MustCompile(`^(\d+)_step_\d+\.pickle`)
+
 // RankFromName reads a rank number from a path's file name
 // ("host_rank3_step10"), else from its directory's ("rank3/trace.json"),
 // or returns -1.
 func RankFromName(path string) int64 {
+	if m := titanRank.FindStringSubmatch(filepath.Base(path)); m != nil {
+		if n, err := strconv.ParseInt(m[1], 10, 64); err == nil {
+			return n
+		}
+	}
 	for _, s := range []string{filepath.Base(path), filepath.Base(filepath.Dir(path))} {
 		if m := rankInName.FindStringSubmatch(s); m != nil {
 			if n, err := strconv.ParseInt(m[1], 10, 64); err == nil {
