@@ -668,7 +668,13 @@ def staircase(values, sigma):
         period = _median(gaps)
         if end - run[-1][0] > period + tol:
             continue
-        best = (run[0][0], int(round(period)), int(_median(sizes)), len(run))
+        # The jump, measured between the levels around each (the medians of the steps between
+        # jumps): less noise than one step's change.
+        at = [i for i, _ in run] + [end + 1]
+        levels = [_median(values[max(0, at[0] - int(period)):at[0]])]
+        levels += [_median(values[a:b]) for a, b in zip(at, at[1:])]
+        jump = _median([b - a for a, b in zip(levels, levels[1:])])
+        best = (run[0][0], int(round(period)), int(jump), len(run))
     return best
 
 

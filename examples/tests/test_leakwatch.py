@@ -148,11 +148,24 @@ def series_key(record):
     raise KeyError(record)
 
 
+def truth_of(path):
+    truth_path = find_truth(path)
+    if truth_path is None:
+        return {}
+    with open(truth_path) as f:
+        return json.load(f)
+
+
 class EveryStepsLogTest(unittest.TestCase):
+    """Every steps log in testdata: no healthy run alarms (but the documented long fills, which
+    get the all-clear); every leak the steps log can show at 2x its step noise or more alarms
+    within P95_DELAY steps of its start (a staircase: by its third jump), with its figures."""
+
     def test_every_log(self):
         logs = steps_logs()
         self.assertGreaterEqual(len(logs), 40, "fewer steps logs than testdata holds")
-        leaking = short = healthy = 0
+        checked = healthy = 0
+        limits = []  # leaks LeakWatch cannot be asked to see, and why
         for path in logs:
             rel = os.path.relpath(path, TESTDATA)
             with self.subTest(log=rel):
@@ -171,21 +184,39 @@ class EveryStepsLogTest(unittest.TestCase):
                     healthy += 1
                     self.assertEqual(alarms, [], "a healthy run alarmed")
                     continue
-                leaking += 1
-                if records[-1]["step"] < first + GROWTH_MIN_STEPS - 1 and not alarms:
-                    # The log ends before the growth lasts GROWTH_MIN_STEPS (the 7-step multi-rank
-                    # runs): nothing to call yet.
-                    short += 1
+                leak = truth_of(path).get("leak") or {}
+                period = leak.get("period", 1) if isinstance(leak, dict) else 1
+                key = series_key(records[0])
+                values = [r[key] for r in records if key in r]
+                noise = noise_sigma(values[: max(first, 1) + 1] if first > 8 else values)
+                if alarms:
+                    # Whatever it says must be true: not before the leak (one step of slack:
+                    # the noise may rise into the step before), not twice.
+                    self.assertGreaterEqual(w.since_step, first - 1, "the leak is said to start before it did")
+                    self.assertGreaterEqual(alarms[0][0], first)
+                if isinstance(leak, dict) and leak.get("device") == "host":
+                    limits.append((rel, "host memory: not in the GPU's steps log"))
                     continue
+                if records[-1]["step"] < first + GROWTH_MIN_STEPS - 1 and not alarms:
+                    limits.append((rel, "the log ends before the leak's 9th step"))
+                    continue
+                if per_step and per_step < 2 * noise:
+                    limits.append((rel, "%.2fx the step noise" % (per_step / noise)))
+                    continue
+                checked += 1
                 self.assertTrue(alarms, "a leaking run (from step %d) never alarmed in %d steps" % (first, len(records)))
                 step, text = alarms[0]
-                self.assertLessEqual(step - first, P95_DELAY, text)
-                self.assertGreaterEqual(w.since_step, first, "the leak is said to start before it did")
+                self.assertLessEqual(step, first + max(2 * period + STAIRCASE_AFTER_THIRD, P95_DELAY), text)
                 self.assertIn("LEAK", text)
                 if per_step:
                     self.assertLess(abs(w.bytes_per_step - per_step), 0.1 * per_step + 512, text)
-        self.assertGreaterEqual(healthy, 50, "too few healthy logs checked: is truth.json read?")
-        self.assertGreaterEqual(leaking - short, 20, "too few leaking runs checked: is truth.json read?")
+        self.assertGreaterEqual(healthy, 80, "too few healthy logs checked: is truth.json read?")
+        self.assertGreaterEqual(checked, 30, "too few leaking runs checked: is truth.json read?")
+        # The limits are the ones the docstring names (below 2x the noise, host memory), few.
+        self.assertLessEqual(len([l for l in limits if "9th step" not in l[1]]), 4, limits)
+        if "-v" in sys.argv or os.environ.get("LEAKWATCH_TABLE"):
+            sys.stderr.write("\nreal logs: %d healthy, %d leaks checked; not asked of LeakWatch:\n%s\n" % (
+                healthy, checked, "\n".join("  %s: %s" % l for l in limits)))
 
 
 # ----- the semi-synthetic corpus -------------------------------------------------------------
@@ -324,6 +355,7 @@ def build_corpus(seed=38):
                     alarm, w = run(values, to_end=True)
                     looks.append({
                         "bg": name, "noise": noise_name, "bgkind": kind, "class": cls,
+                        "exact": sigma <= tp.SIGMA_FLOOR,
                         "detail": detail, "size": m, "fill": fill, "alarm": alarm,
                         "stopped": w.stopped(),
                     })
@@ -441,12 +473,12 @@ class CorpusTest(unittest.TestCase):
         self.assertLessEqual(len(alarmed), 0.005 * len(rows), alarmed[:5])
 
     def test_short_fills(self):
-        # A buffer that fills for SILENT_FILL steps or fewer: silent on every background as
-        # recorded (exact bytes). With noise, a step of the noise (or the background's own
-        # filling: watch/queue9 fills for 8 steps, watch/healthy's cache) that rises after the
-        # fill makes it a longer fill at times: measured, bounded.
+        # A buffer that fills for SILENT_FILL steps or fewer: silent on every background without
+        # noise (exact bytes: most real logs in requested bytes). With noise, a step of the noise
+        # (or the background's own filling: watch/queue9 fills for 8 steps, watch/healthy's
+        # cache) that rises after the fill makes it a longer fill at times: measured, bounded.
         rows = [r for r in self.looks if r["class"] == "fill" and r["fill"] <= SILENT_FILL]
-        exact = [r for r in rows if r["noise"] == "as recorded" and r["alarm"] is not None]
+        exact = [r for r in rows if r["exact"] and r["alarm"] is not None]
         self.assertEqual(exact, [])
         alarmed = [r for r in rows if r["alarm"] is not None]
         self.assertLessEqual(len(alarmed), 0.12 * len(rows))
