@@ -278,6 +278,17 @@ func joinShares(in []memtimeline.Share) string {
 	return strings.Join(cs, ", ")
 }
 
+// hostLine is the pinned-host-memory verdict in a line.
+func hostLine(h *rules.HostAnswer) string {
+	switch h.Verdict {
+	case rules.LeakVerdictLeak:
+		return "LEAK: " + h.Reason
+	case rules.LeakVerdictClean:
+		return "OK: " + h.Reason
+	}
+	return "unknown: " + h.Reason
+}
+
 // verdictHeader names the group and its files.
 func verdictHeader(v rules.Verdict) string {
 	if len(v.Sources) == 1 && v.Name == v.Sources[0] {
@@ -314,6 +325,9 @@ func writeVerdictText(w io.Writer, vs []rules.Verdict, width int) {
 		xl, xt := answerEntries(v)
 		for i := range xl {
 			lines = append(lines, wrapEntry(xl[i], xt[i], width)...)
+		}
+		if v.Host != nil {
+			lines = append(lines, wrapEntry("HOST", hostLine(v.Host), width)...)
 		}
 		if v.Peak != nil {
 			lines = append(lines, wrapEntry("PEAK", peakLine(v.Peak), width)...)
@@ -355,6 +369,9 @@ func writeVerdictMarkdown(w io.Writer, vs []rules.Verdict) {
 		xl, xt := answerEntries(v)
 		for i := range xl {
 			fmt.Fprintf(w, "- **%s** %s\n", xl[i], mdEscape(xt[i]))
+		}
+		if v.Host != nil {
+			fmt.Fprintf(w, "- **HOST** %s\n", mdEscape(hostLine(v.Host)))
 		}
 		if v.Peak != nil {
 			fmt.Fprintf(w, "- **PEAK** %s\n", mdEscape(peakLine(v.Peak)))
