@@ -349,7 +349,7 @@ func (l *Log) StepLog() *steplog.Log {
 			}
 			last[k] = step
 		}
-		rec := steplog.Record{Step: step, AllocatedBytes: s.AllocatedBytes, ReservedBytes: s.ReservedBytes, ActiveBytes: s.ActiveBytes,
+		rec := steplog.Record{Step: step, AllocatedBytes: s.AllocatedBytes, RequestedBytes: -1, ReservedBytes: s.ReservedBytes, ActiveBytes: s.ActiveBytes,
 			PeakAllocatedBytes: s.AllocatedPeakBytes, PeakReservedBytes: s.ReservedPeakBytes, AllocRetries: s.Retries, InactiveSplitBytes: s.NonReleasableBytes, Line: s.Line}
 		if !s.Time.IsZero() {
 			rec.Time, rec.HasTime = float64(s.Time.UnixNano())/1e9, true

@@ -39,6 +39,11 @@ type Record struct {
 	AllocatedBytes int64
 	ReservedBytes  int64
 	ActiveBytes    int64
+	// RequestedBytes is what the caller asked for
+	// (requested_bytes.all.current), without the allocator's rounding: the
+	// growth model reads it when the log has it (far less noise than
+	// allocated). -1 when the line has none.
+	RequestedBytes int64
 	// Peak values since the process started (or since the last
 	// reset_peak_memory_stats), when the line has them.
 	PeakAllocatedBytes int64
@@ -85,6 +90,7 @@ var stepKeys = map[string][]string{
 	"allocated":      {"allocated", "allocated_bytes.all.current", "allocated_bytes", "memory_allocated", "mem_allocated", "alloc", "allocated_mib", "allocated_mb", "memory_allocated_mb", "allocated_gib", "allocated_gb"},
 	"reserved":       {"reserved", "reserved_bytes.all.current", "reserved_bytes", "memory_reserved", "mem_reserved", "reserved_mib", "reserved_mb", "memory_reserved_mb", "reserved_gib", "reserved_gb"},
 	"active":         {"active", "active_bytes.all.current", "active_bytes"},
+	"requested":      {"requested", "requested_bytes.all.current", "requested_bytes"},
 	"peak_allocated": {"max_allocated", "peak_allocated", "allocated_bytes.all.peak", "max_memory_allocated", "max_allocated_bytes", "max_allocated_mb"},
 	"peak_reserved":  {"max_reserved", "peak_reserved", "reserved_bytes.all.peak", "max_memory_reserved", "max_reserved_bytes", "max_reserved_mb"},
 	"device":         {"device", "rank", "local_rank", "gpu"},
@@ -250,7 +256,7 @@ func Read(r io.Reader) (*Log, error) {
 // step key (the caller numbers lines then).
 func parseStepRecord(log *Log, text string) (Record, string, error) {
 	rec := Record{Step: -1, AllocatedBytes: -1, ReservedBytes: -1,
-		ActiveBytes: -1, PeakAllocatedBytes: -1, PeakReservedBytes: -1, AllocRetries: -1, InactiveSplitBytes: -1}
+		ActiveBytes: -1, RequestedBytes: -1, PeakAllocatedBytes: -1, PeakReservedBytes: -1, AllocRetries: -1, InactiveSplitBytes: -1}
 	if !lines.IsText(text) {
 		return rec, "", errors.New("binary data")
 	}
@@ -270,7 +276,7 @@ func parseStepRecord(log *Log, text string) (Record, string, error) {
 	}
 	log.Keys["allocated"] = key
 	for q, dst := range map[string]*int64{
-		"reserved": &rec.ReservedBytes, "active": &rec.ActiveBytes,
+		"reserved": &rec.ReservedBytes, "active": &rec.ActiveBytes, "requested": &rec.RequestedBytes,
 		"peak_allocated": &rec.PeakAllocatedBytes, "peak_reserved": &rec.PeakReservedBytes,
 		"alloc_retries": &rec.AllocRetries, "inactive_split": &rec.InactiveSplitBytes,
 	} {
