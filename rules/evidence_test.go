@@ -51,9 +51,9 @@ func TestEvidenceWeighing(t *testing.T) {
 		agree   string // in LeakAnswer.Agreement
 	}{
 		{"evidence/bounded_queue_cap", leak.VerdictClean, "outweighs", "the trace keeps"},
-		{"evidence/seqlen_cache", leak.VerdictClean, "outweighs", "shows no sustained growth"},
+		{"evidence/seqlen_cache", leak.VerdictClean, "outweighs", "measured a plateau after the growth"},
 		{"late_start_leak", leak.VerdictLeak, "grows every step over steps 6..11", "agree"},
-		{"evidence/periodic_eval", leak.VerdictLeak, "grows every 5 steps over steps 4..29", "the snapshot 1.60 MB/step"},
+		{"evidence/periodic_eval", leak.VerdictLeak, "grows 8.00 MB every 5 steps over steps 4..29", "the snapshot 1.60 MB/step"},
 		{"evidence/trace_off_leak", leak.VerdictLeak, "the step log", "the snapshot 256.00 KB/step"},
 		{"grad_accum", leak.VerdictClean, "the step log", "all agree"},
 	} {

@@ -2,6 +2,8 @@ package steplog
 
 import (
 	"compress/gzip"
+	"fmt"
+	"math/rand/v2"
 	"io"
 	"os"
 	"path/filepath"
@@ -89,4 +91,74 @@ func abs64(x int64) int64 {
 		return -x
 	}
 	return x
+}
+
+// The four real leaks issue #38 reports the old rule missing, rebuilt on a
+// real healthy log (hf_trainer_clean: its allocated and requested bytes
+// after every step) with the allocator's uneven rounding in allocated
+// bytes; requested bytes carry the exact leak. Each is judged with and
+// without requested bytes in the log.
+func TestIssue38Cases(t *testing.T) {
+	const mib = 1 << 20
+	bg := readRealLog(t, "hf_trainer_clean").Series[0].Records
+	rng := rand.New(rand.NewPCG(38, 4))
+	// build returns n records on bg's level: kept(step) is the leak's
+	// bytes after step, noise(step) the allocator's extra in allocated.
+	build := func(n int, kept func(s int) int64, noise func(s int) int64, requested bool) *Log {
+		s := &Series{}
+		for i := range n {
+			b := bg[min(i, len(bg)-1)]
+			r := b
+			r.Step = int64(i)
+			r.RequestedBytes = -1
+			if requested {
+				r.RequestedBytes = b.RequestedBytes + kept(i)
+			}
+			r.AllocatedBytes = b.AllocatedBytes + kept(i) + noise(i)
+			s.Records = append(s.Records, r)
+		}
+		return &Log{Series: []*Series{s}}
+	}
+	uneven := map[int]int64{}
+	// 1: 4 MiB a step from step 12 to 44, allocated rising 2..6 MiB a step.
+	var acc int64
+	for s := 12; s <= 44; s++ {
+		acc += int64(2+rng.IntN(5)) * mib
+		uneven[s] = acc - int64(s-11)*4*mib
+	}
+	plusMinus2 := func(int) int64 { return int64(rng.IntN(3)-1) * 2 * mib }
+	cases := []struct {
+		name   string
+		n      int
+		kept   func(s int) int64
+		noise  func(s int) int64
+		start  int64 // 0: any
+		period int64
+		jump   int64 // 0: any
+	}{
+		{"keeps 4 MiB from step 12, uneven 2-6 MiB rises", 45, func(s int) int64 { return int64(max(0, s-11)) * 4 * mib },
+			func(s int) int64 { return uneven[s] }, 12, 1, 0},
+		{"torch.compile keeps logits, 11 steps", 12, func(s int) int64 { return int64(s) * 4 * mib },
+			func(s int) int64 { return int64(rng.IntN(5)-2) * mib * int64(min(s, 1)) }, 0, 1, 0},
+		{"eval every 5 steps keeps 8 MiB", 40, func(s int) int64 { return int64((s+1)/5) * 8 * mib }, plusMinus2, 4, 5, 8 * mib},
+		{"optimizer re-created every 10 steps", 45, func(s int) int64 { return int64(s/10) * 131 * mib }, plusMinus2, 10, 10, 131 * mib},
+	}
+	for _, c := range cases {
+		for _, req := range []bool{true, false} {
+			rep := Analyze(build(c.n, c.kept, c.noise, req), DefaultOptions()).Series[0]
+			g := rep.Growth
+			name := fmt.Sprintf("%s (requested %v)", c.name, req)
+			if rep.Verdict != VerdictGrowing || g == nil {
+				t.Errorf("%s: %s (%s), want growing", name, rep.Verdict, rep.Reason)
+				continue
+			}
+			t.Logf("%s: %s", name, rep.Reason)
+			if !req {
+				continue // allocated: the verdict only; the figures from requested
+			}
+			if (c.start > 0 && g.FirstStep != c.start) || g.Period != c.period || (c.jump > 0 && g.JumpBytes != c.jump) {
+				t.Errorf("%s: growth %+v (%s); want from step %d, period %d, jump %d", name, g, rep.Reason, c.start, c.period, c.jump)
+			}
+		}
+	}
 }
