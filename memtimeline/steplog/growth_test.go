@@ -3,8 +3,8 @@ package steplog
 import (
 	"compress/gzip"
 	"fmt"
-	"math/rand/v2"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
