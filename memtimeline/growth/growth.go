@@ -567,6 +567,9 @@ func (r Result) Describe(what string) string {
 		}
 		return fmt.Sprintf("%s rose %s %s, then stayed flat for %d steps to the end of the log: bounded (a cache or queue that filled up), not a leak", what, fb(r.FillBytes), over, r.PlateauSteps)
 	case Flat:
+		if r.Sigma <= Default().SigmaFloor {
+			return fmt.Sprintf("%s stays flat over steps %d..%d", what, r.Start, r.End)
+		}
 		return fmt.Sprintf("%s stays flat over steps %d..%d (within its step noise of %s)", what, r.Start, r.End, fb(r.Sigma))
 	}
 	return fmt.Sprintf("%s: inconclusive (%s)", what, r.Why)
