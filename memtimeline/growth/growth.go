@@ -59,6 +59,10 @@ type Params struct {
 	ZCrit float64
 	// JumpK: a jump is a rise above JumpK * sigma.
 	JumpK float64
+	// SmoothK: changes above SmoothK * sigma are taken out (down to the
+	// typical step around them) before the trend test, so that one-time
+	// jumps do not make a trend.
+	SmoothK float64
 	// FallBack is how many steps after a jump its level is taken over.
 	FallBack int
 	// MinSteps is the fewest points of a significant trend; MinJumps the
@@ -81,7 +85,7 @@ type Params struct {
 
 // Default returns the calibrated constants.
 func Default() Params {
-	return Params{SigmaFloor: 64, ZCrit: 3.09, JumpK: 6, FallBack: 3, MinSteps: 9, MinJumps: 3,
+	return Params{SigmaFloor: 64, ZCrit: 3.09, JumpK: 6, SmoothK: 6, FallBack: 3, MinSteps: 9, MinJumps: 3,
 		PlateauMin: 10, PlateauC: 3, MinFlat: 5, ShortTail: 8, MaxPoints: 400}
 }
 
@@ -173,6 +177,21 @@ func Analyze(steps []int64, y []float64, p Params) Result {
 		head := median(y[:min(3, e)])
 		fill := tail - head
 		grew = fill > p.PlateauC*sigma
+		// The tail is evidence that the growth stopped only if growth at
+		// the rate it had would have shown in it (a small leak under
+		// heavy churn is flat within the noise over a few dozen steps).
+		// Its rate: half the fill over the steps from where it first got
+		// half way (running median of 3, against noise) to the plateau.
+		mid := e
+		for i := 0; i < e; i++ {
+			if median(y[max(0, i-1):min(n, i+2)]) > head+fill/2 {
+				mid = i
+				break
+			}
+		}
+		rate := fill / 2 / max(1, x[e]-x[mid])
+		visible := rate*(x[n-1]-x[e]) > p.PlateauC*sigma
+		grew = grew && visible
 		if L >= need && grew {
 			r.Verdict = Plateau
 			r.Start, r.End = steps[0], steps[e]
@@ -186,7 +205,7 @@ func Analyze(steps []int64, y []float64, p Params) Result {
 
 	// A staircase reaching the end, and a trend in the series without its
 	// jumps from the change point on.
-	z, excess := smooth(y, d, p.JumpK*sigma, p.FallBack)
+	z, excess := smooth(y, d, p.SmoothK*sigma, p.FallBack)
 	st, stair := staircase(steps, y, d, excess, sigma, jumps, drops, n, p)
 	s := changePoint(x, z, p.MinSteps)
 	trend := false
