@@ -239,6 +239,11 @@ func Analyze(steps []int64, y []float64, p Params) Result {
 	case trend:
 		r.Verdict = Growth
 		r.Start, r.End = steps[s], steps[n-1]
+		if s > 0 {
+			// z[s] is the line's base, at the flat part's level: the first
+			// step that grew is the next.
+			r.Start = steps[s+1]
+		}
 		r.BytesPerStep = zslope
 		// Jumps that recur inside the growth are part of it (rises of
 		// uneven size, the larger ones above the noise); one or two are
