@@ -18,7 +18,9 @@
 //   - Trend: the series with its jumps taken out is split at the change
 //     point s (a flat part at its median, then a Theil-Sen line, least
 //     absolute residual); growth is significant when the Mann-Kendall Z of
-//     [s, end] is >= ZCrit (one-sided) over >= MinSteps points.
+//     [s, end] is >= ZCrit (one-sided) over >= MinSteps points, in the
+//     series, in the series without its jumps, and without its largest
+//     rise.
 //   - Plateau, measured: the longest tail with no jump, Mann-Kendall not
 //     significant either way and |slope| * L <= PlateauC * sigma, of length
 //     L >= max(PlateauMin, 2 x the longest interval between jumps before
@@ -217,6 +219,12 @@ func Analyze(steps []int64, y []float64, p Params) Result {
 		_, r.Z = mannKendall(z[s:], 0)
 		zslope, _ = theilSen(x[s:], z[s:])
 		trend = r.Z >= p.ZCrit && zy >= p.ZCrit && zslope > 0
+		if trend {
+			// Not the work of one rise alone: without the largest, the
+			// trend stays significant (one-time jumps below the jump
+			// threshold on a noisy series).
+			trend = withoutLargest(z[s:], 1) >= p.ZCrit
+		}
 	}
 	switch {
 	case stair:
@@ -370,6 +378,45 @@ func flatTail(x, y []float64, sigma float64, jumps, drops []int, p Params) int {
 		}
 	}
 	return best
+}
+
+// withoutLargest is the Mann-Kendall score of v with its k largest rises
+// taken out (each replaced by the median rise).
+func withoutLargest(v []float64, k int) float64 {
+	n := len(v)
+	if n < 3 {
+		return 0
+	}
+	d := make([]float64, n-1)
+	for i := range d {
+		d[i] = v[i+1] - v[i]
+	}
+	m := median(d)
+	idx := make([]int, len(d))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortFunc(idx, func(a, b int) int {
+		switch {
+		case d[a] > d[b]:
+			return -1
+		case d[a] < d[b]:
+			return 1
+		}
+		return 0
+	})
+	for _, i := range idx[:min(k, len(idx))] {
+		if d[i] > m {
+			d[i] = m
+		}
+	}
+	w := make([]float64, n)
+	w[0] = v[0]
+	for i := range d {
+		w[i+1] = w[i] + d[i]
+	}
+	_, z := mannKendall(w, 0)
+	return z
 }
 
 // wholeFlat: no trend either way over the whole series, the drift of its
