@@ -62,6 +62,9 @@ type Digest struct {
 	Lines         int             `json:"lines,omitempty"`
 	GPUs          int             `json:"gpus,omitempty"`
 	SnapshotStats *snapshot.Stats `json:"snapshot_stats,omitempty"`
+	// LiveSites are a snapshot's live blocks by site and pool, the largest
+	// DigestLiveSites (a snapshot series is judged from them).
+	LiveSites []snapshot.LiveSite `json:"live_sites,omitempty"`
 	// Tables and MemorySummaryFrag are a memory_summary() log's tables
 	// and its allocator figures per device.
 	Tables            int               `json:"tables,omitempty"`
@@ -93,6 +96,9 @@ const TimelinePoints = 512
 // HolderSamples is how many moments of a digest's chart list what held
 // the most memory.
 const HolderSamples = 100
+
+// DigestLiveSites is how many live sites of a snapshot a digest keeps.
+const DigestLiveSites = 200
 
 // DigestTopRows is how many operator rows and diff sites a digest keeps.
 const DigestTopRows = 25
@@ -171,6 +177,10 @@ func MakeDigest(in *Input) *Digest {
 		d.Side = trimSide(diff.NewSnapshotSide(in.Source, in.SnapshotReport()), DigestTopRows)
 		st := in.SnapshotReport().Stats
 		d.SnapshotStats = &st
+		d.LiveSites = in.LiveSites()
+		if len(d.LiveSites) > DigestLiveSites {
+			d.LiveSites = d.LiveSites[:DigestLiveSites]
+		}
 	}
 	return d
 }

@@ -73,23 +73,31 @@ func judge(rep *SeriesReport, recs []Record) {
 	rep.Model = res.Verdict
 	what := value + " bytes"
 	rep.Reason = res.Describe(what)
-	g := &Growth{Value: value, BytesPerStep: int64(math.Round(res.BytesPerStep)), FirstStep: res.Start, LastStep: res.End,
-		Period: 1, Accelerating: res.Accelerating, SigmaBytes: int64(math.Round(res.Sigma)), Z: finite(res.Z)}
-	if res.Staircase {
-		g.Period, g.Jumps, g.JumpBytes = res.Period, res.Jumps, int64(math.Round(res.Jump))
-	}
+	g := growthOf(res, value)
 	switch res.Verdict {
 	case growth.Growth:
 		rep.Verdict, rep.Growth, rep.BytesPerStep = VerdictGrowing, g, g.BytesPerStep
 	case growth.Plateau:
-		g.Bounded, g.FillBytes, g.FlatAfter = true, int64(math.Round(res.FillBytes)), res.PlateauSteps
-		g.BytesPerStep = 0
 		rep.Verdict, rep.Growth = VerdictFlat, g
 	case growth.Flat:
 		rep.Verdict = VerdictFlat
 	default:
 		rep.Verdict = VerdictUnknown
 	}
+}
+
+// growthOf is the model's result as a Growth (value names what it read).
+func growthOf(res growth.Result, value string) *Growth {
+	g := &Growth{Value: value, BytesPerStep: int64(math.Round(res.BytesPerStep)), FirstStep: res.Start, LastStep: res.End,
+		Period: 1, Accelerating: res.Accelerating, SigmaBytes: int64(math.Round(res.Sigma)), Z: finite(res.Z)}
+	if res.Staircase {
+		g.Period, g.Jumps, g.JumpBytes = res.Period, res.Jumps, int64(math.Round(res.Jump))
+	}
+	if res.Verdict == growth.Plateau {
+		g.Bounded, g.FillBytes, g.FlatAfter = true, int64(math.Round(res.FillBytes)), res.PlateauSteps
+		g.BytesPerStep = 0
+	}
+	return g
 }
 
 func finite(z float64) float64 {

@@ -39,11 +39,6 @@ type Record struct {
 	AllocatedBytes int64
 	ReservedBytes  int64
 	ActiveBytes    int64
-	// RequestedBytes is what the caller asked for
-	// (requested_bytes.all.current), without the allocator's rounding: the
-	// growth model reads it when the log has it (far less noise than
-	// allocated). -1 when the line has none.
-	RequestedBytes int64
 	// Peak values since the process started (or since the last
 	// reset_peak_memory_stats), when the line has them.
 	PeakAllocatedBytes int64
@@ -56,6 +51,24 @@ type Record struct {
 	// blocks inside segments that also hold live ones (fragmentation the
 	// cache cannot give back), -1 when the line has none.
 	InactiveSplitBytes int64
+	// HostActiveBytes and HostAllocatedBytes are pinned host memory
+	// (torch.cuda.host_memory_stats(), the snippet's "host." keys): in use
+	// by live tensors, and held by the caching host allocator
+	// (cudaHostAlloc'd, in use or cached); -1 when the line has none.
+	HostActiveBytes    int64
+	HostAllocatedBytes int64
+	// PrivatePoolBytes is reserved_bytes_by_private_pools summed over the
+	// pools (CUDA graphs, torch.cuda.MemPool); RequestedBytes is
+	// requested_bytes.all.current (what the caller asked for, without the
+	// allocator's rounding: the growth model reads it when the log has it,
+	// far less noise than allocated); DeviceAllocs, DeviceFrees and
+	// OOMRejections are torch's num_device_alloc, num_device_free and
+	// num_oom_rejections so far. -1 when the line has none.
+	PrivatePoolBytes int64
+	RequestedBytes   int64
+	DeviceAllocs     int64
+	DeviceFrees      int64
+	OOMRejections    int64
 	// Line is the 1-based line number in the file.
 	Line int
 }
@@ -90,13 +103,23 @@ var stepKeys = map[string][]string{
 	"allocated":      {"allocated", "allocated_bytes.all.current", "allocated_bytes", "memory_allocated", "mem_allocated", "alloc", "allocated_mib", "allocated_mb", "memory_allocated_mb", "allocated_gib", "allocated_gb"},
 	"reserved":       {"reserved", "reserved_bytes.all.current", "reserved_bytes", "memory_reserved", "mem_reserved", "reserved_mib", "reserved_mb", "memory_reserved_mb", "reserved_gib", "reserved_gb"},
 	"active":         {"active", "active_bytes.all.current", "active_bytes"},
-	"requested":      {"requested", "requested_bytes.all.current", "requested_bytes"},
 	"peak_allocated": {"max_allocated", "peak_allocated", "allocated_bytes.all.peak", "max_memory_allocated", "max_allocated_bytes", "max_allocated_mb"},
 	"peak_reserved":  {"max_reserved", "peak_reserved", "reserved_bytes.all.peak", "max_memory_reserved", "max_reserved_bytes", "max_reserved_mb"},
 	"device":         {"device", "rank", "local_rank", "gpu"},
 	"alloc_retries":  {"num_alloc_retries", "alloc_retries", "cuda_malloc_retries"},
 	"inactive_split": {"inactive_split", "inactive_split_bytes.all.current", "inactive_split_bytes"},
+	"host_active":    {"host.active_bytes.current", "host_active_bytes", "pinned_active_bytes"},
+	"host_allocated": {"host.allocated_bytes.current", "host_allocated_bytes", "pinned_bytes", "pinned_memory_bytes"},
+	"requested":      {"requested_bytes.all.current", "requested_bytes"},
+	"device_allocs":  {"num_device_alloc"},
+	"device_frees":   {"num_device_free"},
+	"oom_rejections": {"num_oom_rejections"},
 }
+
+// privatePoolPrefix starts the keys of each private pool's reserved bytes
+// (reserved_bytes_by_private_pools.<pool id>.current, as the snippet
+// flattens memory_stats).
+const privatePoolPrefix = "reserved_bytes_by_private_pools."
 
 // stepNested names objects whose keys count as the line's own.
 var stepNested = []string{"memory_stats", "stats", "memory", "mem"}
@@ -256,7 +279,8 @@ func Read(r io.Reader) (*Log, error) {
 // step key (the caller numbers lines then).
 func parseStepRecord(log *Log, text string) (Record, string, error) {
 	rec := Record{Step: -1, AllocatedBytes: -1, ReservedBytes: -1,
-		ActiveBytes: -1, RequestedBytes: -1, PeakAllocatedBytes: -1, PeakReservedBytes: -1, AllocRetries: -1, InactiveSplitBytes: -1}
+		ActiveBytes: -1, PeakAllocatedBytes: -1, PeakReservedBytes: -1, AllocRetries: -1, InactiveSplitBytes: -1,
+		HostActiveBytes: -1, HostAllocatedBytes: -1, PrivatePoolBytes: -1, RequestedBytes: -1, DeviceAllocs: -1, DeviceFrees: -1, OOMRejections: -1}
 	if !lines.IsText(text) {
 		return rec, "", errors.New("binary data")
 	}
@@ -276,9 +300,12 @@ func parseStepRecord(log *Log, text string) (Record, string, error) {
 	}
 	log.Keys["allocated"] = key
 	for q, dst := range map[string]*int64{
-		"reserved": &rec.ReservedBytes, "active": &rec.ActiveBytes, "requested": &rec.RequestedBytes,
+		"reserved": &rec.ReservedBytes, "active": &rec.ActiveBytes,
 		"peak_allocated": &rec.PeakAllocatedBytes, "peak_reserved": &rec.PeakReservedBytes,
 		"alloc_retries": &rec.AllocRetries, "inactive_split": &rec.InactiveSplitBytes,
+		"host_active": &rec.HostActiveBytes, "host_allocated": &rec.HostAllocatedBytes,
+		"requested": &rec.RequestedBytes, "device_allocs": &rec.DeviceAllocs, "device_frees": &rec.DeviceFrees,
+		"oom_rejections": &rec.OOMRejections,
 	} {
 		if key, v, ok := lookupStepKey(obj, q); ok {
 			if *dst, err = stepBytes(key, v); err != nil {
@@ -286,6 +313,17 @@ func parseStepRecord(log *Log, text string) (Record, string, error) {
 			}
 			log.Keys[q] = key
 		}
+	}
+	for k, v := range obj {
+		if !strings.HasPrefix(k, privatePoolPrefix) || !strings.HasSuffix(k, ".current") {
+			continue
+		}
+		b, err := stepBytes(k, v)
+		if err != nil {
+			return rec, "", err
+		}
+		rec.PrivatePoolBytes = max(rec.PrivatePoolBytes, 0) + b
+		log.Keys["private_pools"] = privatePoolPrefix + "<pool>.current"
 	}
 	if key, v, ok := lookupStepKey(obj, "step"); ok {
 		num, isNum := v.(json.Number)
@@ -345,4 +383,13 @@ func LooksLike(head []byte) bool {
 		}
 	}
 	return false
+}
+
+// NotRecorded marks the figures that only a memory_stats() line carries
+// (pinned host memory, private pools, requested bytes, device
+// allocation and OOM-rejection counts) as missing: a record built from
+// another source (memory_summary() tables) did not measure them.
+func (r *Record) NotRecorded() {
+	r.HostActiveBytes, r.HostAllocatedBytes, r.PrivatePoolBytes, r.RequestedBytes = -1, -1, -1, -1
+	r.DeviceAllocs, r.DeviceFrees, r.OOMRejections = -1, -1, -1
 }
