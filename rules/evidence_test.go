@@ -54,9 +54,9 @@ func TestEvidenceWeighing(t *testing.T) {
 		agree   string // in LeakAnswer.Agreement
 	}{
 		{"evidence/bounded_queue_cap", leak.VerdictClean, "outweighs", "the trace keeps"},
-		{"evidence/seqlen_cache", leak.VerdictClean, "outweighs", "shows no sustained growth"},
+		{"evidence/seqlen_cache", leak.VerdictClean, "outweighs", "measured a plateau after the growth"},
 		{"late_start_leak", leak.VerdictLeak, "grows every step over steps 6..11", "agree"},
-		{"evidence/periodic_eval", leak.VerdictLeak, "grows every 5 steps over steps 4..29", "the snapshot 1.60 MB/step"},
+		{"evidence/periodic_eval", leak.VerdictLeak, "grows 8.00 MB every 5 steps over steps 4..29", "the snapshot 1.60 MB/step"},
 		{"evidence/trace_off_leak", leak.VerdictLeak, "the step log", "the snapshot 256.00 KB/step"},
 		{"grad_accum", leak.VerdictClean, "the step log", "all agree"},
 	} {
@@ -76,7 +76,7 @@ func TestEvidenceWeighing(t *testing.T) {
 			if truth.Leak.PeriodSteps > 1 {
 				want = truth.Leak.BytesPerJump / truth.Leak.PeriodSteps
 			}
-			if a.BytesPerStep != want {
+			if d := a.BytesPerStep - want; d > 1 || d < -1 { // jump / period, rounded
 				t.Errorf("%d B/step, planted %d", a.BytesPerStep, want)
 			}
 			if s := truth.Leak.Site; s != nil && (a.Location == nil || a.Location.Line != s.Line || filepath.Base(a.Location.File) != s.File) {

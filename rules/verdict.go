@@ -60,6 +60,11 @@ type LeakEvidence struct {
 	GrowthLast  int64 `json:"growth_last_step,omitempty"`
 	Period      int64 `json:"period_steps,omitempty"`
 	Sustained   bool  `json:"sustained,omitempty"`
+	// JumpBytes is a staircase's jump (a leak every Period steps); Plateau:
+	// a log measured a plateau after growth (positive evidence that the
+	// growth stopped: a bounded queue or cache).
+	JumpBytes int64 `json:"jump_bytes,omitempty"`
+	Plateau   bool  `json:"plateau,omitempty"`
 	// BytesPerSecond is the growth rate of a log with times but no steps
 	// (nvidia-smi); smiRun and smiGPU locate that growth for smiLeakRates.
 	BytesPerSecond float64 `json:"bytes_per_second,omitempty"`
@@ -460,6 +465,9 @@ func describeEvidence(e LeakEvidence) string {
 		every := "every step"
 		if e.Period > 1 {
 			every = fmt.Sprintf("every %d steps", e.Period)
+			if e.JumpBytes > 0 {
+				every = memtimeline.FormatBytes(e.JumpBytes) + " " + every
+			}
 		}
 		s += fmt.Sprintf("; grows %s over steps %d..%d", every, e.GrowthFirst, e.GrowthLast)
 	}

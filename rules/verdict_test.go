@@ -585,3 +585,36 @@ func TestVerdictRetries(t *testing.T) {
 		t.Errorf("trace alone: %+v, want %d retries (truth's retries_per_step over the window)", v.Frag, want)
 	}
 }
+
+// A log overrules a window only with positive evidence: a trace window
+// that saw growth is overruled by a longer log that measured a plateau
+// after it (the bounded queue), never by a log the growth model finds
+// inconclusive (rises at random, too short a tail), and a log that grows
+// agrees with it.
+func TestLogOverrulesOnlyWithEvidence(t *testing.T) {
+	window := LeakEvidence{Source: "r/trace.json.gz", Kind: SourceTrace, Verdict: leak.VerdictLeak, BytesPerStep: 4 << 20, Steps: 4, FirstStep: 2, LastStep: 5,
+		GrowthFirst: 2, GrowthLast: 5, Period: 1, R2: 1}
+	logOf := func(dir string) LeakEvidence {
+		t.Helper()
+		paths, _ := filepath.Glob(filepath.Join(gpuData, dir, "*steps.jsonl"))
+		ins := loadInputs(t, paths...)
+		ev := ins[0].LeakEvidence()
+		if len(ev) != 1 {
+			t.Fatalf("%s: %d evidence", dir, len(ev))
+		}
+		return ev[0]
+	}
+	for _, c := range []struct {
+		dir, verdict, agree string
+	}{
+		{"evidence/bounded_queue_cap", leak.VerdictClean, "measured a plateau"}, // fills 9 steps, flat 21
+		{"watch/healthy", leak.VerdictLeak, ""},                                 // a cache filling at random: inconclusive
+		{"watch/leak", leak.VerdictLeak, "agree"},                               // grows from step 10
+	} {
+		lg := logOf(c.dir)
+		a := judgeLeak([]LeakEvidence{window, lg})
+		if a.Verdict != c.verdict || !strings.Contains(a.Agreement, c.agree) {
+			t.Errorf("%s (log %s: %s): %s, agreement %q; want %s with %q", c.dir, lg.Verdict, lg.Reason, a.Verdict, a.Agreement, c.verdict, c.agree)
+		}
+	}
+}

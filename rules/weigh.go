@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/growth"
 	"github.com/torchmem/torchmem/memtimeline/steplog"
 	"github.com/torchmem/torchmem/rules/leak"
 )
@@ -12,25 +13,31 @@ import (
 // Sources are weighed on one measure: the steps each one covers (a step
 // log's records, a trace's profiled window, the steps an allocator
 // history annotates), never the length of the leak one of them found. The
-// source covering the most steps gives the figure; a source that covers
-// more steps than the leaking one, past the leak's last step, and saw no
-// sustained growth (a step log that levels off: a queue or cache that
-// filled up) overrules it, and the verdict says both.
+// source covering the most steps gives the figure. A source overrules
+// another only with positive evidence: one that covers more steps than
+// the leaking one, past the leak's last step, and measured that memory
+// stopped growing (a step log's measured plateau after a fill: a queue or
+// cache that filled up; or flat over the whole log) overrules it, and the
+// verdict says both. A log the growth model finds inconclusive (too
+// short, rises at random, a noisy tail) overrules nothing; a log with a
+// significant trend agrees with a window that sees the same line.
 
-// logVerdict turns a step log's (or memory_summary() log's) regularity
-// verdict into leak evidence: growth with its steps and period, or a clean
-// verdict that is sustained unless the log only rose and fell (noise).
+// logVerdict turns a step log's (or memory_summary() log's) growth-model
+// verdict into leak evidence: growth with its start, period and jump; a
+// clean verdict with evidence (a measured plateau after a fill, or flat
+// over the whole log), which is sustained and may overrule a shorter
+// window; or unknown (the model is inconclusive), which overrules nothing.
 func logVerdict(e *LeakEvidence, s steplog.SeriesReport) {
 	switch s.Verdict {
 	case steplog.VerdictGrowing:
 		e.Verdict, e.BytesPerStep = leak.VerdictLeak, s.BytesPerStep
 		if g := s.Growth; g != nil {
-			e.GrowthFirst, e.GrowthLast, e.Period = g.FirstStep, g.LastStep, g.Period
+			e.GrowthFirst, e.GrowthLast, e.Period, e.JumpBytes = g.FirstStep, g.LastStep, g.Period, g.JumpBytes
 		}
 	case steplog.VerdictFlat:
 		e.Verdict = leak.VerdictClean
-		// Noise (rises and falls alike) cannot say that memory stays flat.
-		e.Sustained = s.Growth != nil || !s.Noisy
+		e.Sustained = s.Model == growth.Plateau || s.Model == growth.Flat
+		e.Plateau = s.Model == growth.Plateau
 	default:
 		e.Verdict = leak.VerdictUnknown
 	}
@@ -63,8 +70,12 @@ func overruled(ans *LeakAnswer, k kindCount, over LeakEvidence, leaks []LeakEvid
 	ans.Verdict, ans.Reason = leak.VerdictClean, over.Reason
 	ans.From, ans.FromFile = k.from(over)+": it covers more steps than "+k.figures(leaks)+" and outweighs them", over.Source
 	b := leaks[0]
-	ans.Agreement = fmt.Sprintf("differ: %s keeps %s per step over steps %d..%d, but %s covers %d steps (%d..%d) and shows no sustained growth",
-		k.name(b), memtimeline.FormatBytes(b.BytesPerStep), growthFirst(b), growthLast(b), k.name(over), over.Steps, over.FirstStep, over.LastStep)
+	shows := "shows no sustained growth"
+	if over.Plateau {
+		shows = "measured a plateau after the growth (positive evidence that it stopped)"
+	}
+	ans.Agreement = fmt.Sprintf("differ: %s keeps %s per step over steps %d..%d, but %s covers %d steps (%d..%d) and %s",
+		k.name(b), memtimeline.FormatBytes(b.BytesPerStep), growthFirst(b), growthLast(b), k.name(over), over.Steps, over.FirstStep, over.LastStep, shows)
 	ans.Settle = "the window keeps memory while it grows but the run levels off: a bounded queue or a cache that filled up; if it should not grow even that far, bound it sooner (deque(maxlen=...)) or profile a later window (a later wait= in the schedule)"
 }
 

@@ -8,13 +8,15 @@
 // MaxRecords, MaxSeries and MaxInputBytes caps); it produces a Log, one
 // Series of Records per device.
 //
-// Analysis: Analyze judges each series by regularity (regular.go: the
-// one rule for step logs, also followed by the snippet's LeakWatch): the
-// log must end in 3 or more consecutive steady rises, or 2 or more rises
-// exactly every P steps with flat records between; rises that stop and
-// stay flat are bounded, not growth; size decides nothing. A least-squares
-// line of allocated and reserved bytes is kept for the table only. Other
-// readers produce a Log too (a memory_summary() text: memsummary.Log.
+// Analysis: Analyze judges each series with the growth model
+// (memtimeline/growth, growth.go here: the one model of a step series,
+// also followed by the snippet's LeakWatch), on requested bytes when the
+// log has them, else allocated bytes: growing (a significant trend from
+// the step it starts, or a staircase of regular jumps), flat with evidence
+// (a measured plateau after a fill, or flat throughout), or unknown (the
+// model is inconclusive); size decides nothing. A least-squares line of
+// allocated and reserved bytes is kept for the table only. Other readers
+// produce a Log too (a memory_summary() text: memsummary.Log.
 // StepLog), so the same test runs on them; the report's run timeline
 // (memtimeline/chart) draws it on the run's clock.
 package steplog

@@ -4,13 +4,14 @@ import (
 	"fmt"
 
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/growth"
 )
 
 // Pinned host memory. A DataLoader with pin_memory=True, or a cache that
 // keeps pinned tensors, holds page-locked host memory that no GPU figure
 // shows. torch.cuda.host_memory_stats() counts it (the snippet writes it
 // with each steps line, prefixed "host."), and it is judged like device
-// memory: by the regularity rule over the steps (Regularity), on the bytes
+// memory: by the growth model over the steps (memtimeline/growth), on the bytes
 // the caching host allocator holds (host.allocated_bytes.current:
 // cudaHostAlloc'd, in use or cached for reuse; it gives them back only on
 // empty_cache), else on the bytes in use (host.active_bytes.current).
@@ -84,27 +85,22 @@ func AnalyzeHost(s *Series, opts Options) *HostReport {
 		rep.Reason = fmt.Sprintf("%d steps with pinned host memory, need %d", len(vals), opts.MinFitSteps)
 		return rep
 	}
-	g, noisy := Regularity(steps, vals)
-	rep.Growth = g
+	fv := make([]float64, len(vals))
+	for i, v := range vals {
+		fv[i] = float64(v)
+	}
+	res := growth.Analyze(steps, fv, growth.Default())
+	g := growthOf(res, figure)
 	from, to := steps[0], steps[len(steps)-1]
-	switch {
-	case g != nil && !g.Bounded:
-		rep.Verdict, rep.BytesPerStep = VerdictGrowing, g.BytesPerStep
-		if g.Period == 1 {
-			rep.Reason = fmt.Sprintf("pinned host memory grows %s per step over steps %d..%d (%s %s now)", memtimeline.FormatBytes(g.BytesPerStep), g.FirstStep, g.LastStep, memtimeline.FormatBytes(rep.LastBytes), figure)
-		} else {
-			rep.Reason = fmt.Sprintf("pinned host memory grows %s every %d steps (%d rises, steps %d..%d): %s per step (%s %s now)", memtimeline.FormatBytes(g.RiseBytes), g.Period, g.Rises, g.FirstStep, g.LastStep, memtimeline.FormatBytes(g.BytesPerStep), memtimeline.FormatBytes(rep.LastBytes), figure)
-		}
-		if g.Accelerating {
-			rep.Reason += ", more each time"
-		}
-	case g != nil:
-		rep.Verdict = VerdictFlat
-		rep.Reason = fmt.Sprintf("pinned host memory %s filled by %s a step over steps %d..%d, then stayed flat for %d steps: bounded (a pool or queue that filled up)", figure, memtimeline.FormatBytes(g.RiseBytes), g.FirstStep, g.LastStep, g.FlatAfter)
-	case noisy:
-		rep.Verdict = VerdictFlat
-		rep.Reason = fmt.Sprintf("pinned host memory %s rises and falls alike over steps %d..%d: no regular growth", figure, from, to)
-	default:
+	now := fmt.Sprintf(" (%s %s now)", memtimeline.FormatBytes(rep.LastBytes), figure)
+	switch res.Verdict {
+	case growth.Growth:
+		rep.Growth, rep.Verdict, rep.BytesPerStep = g, VerdictGrowing, g.BytesPerStep
+		rep.Reason = res.Describe("pinned host memory") + now
+	case growth.Plateau:
+		rep.Growth, rep.Verdict = g, VerdictFlat
+		rep.Reason = fmt.Sprintf("pinned host memory %s rose %s over steps %d..%d, then stayed flat for %d steps: bounded (a pool or queue that filled up)", figure, memtimeline.FormatBytes(g.FillBytes), g.FirstStep, g.LastStep, g.FlatAfter)
+	case growth.Flat:
 		rep.Verdict = VerdictFlat
 		lo, hi := vals[0], vals[0]
 		for _, v := range vals {
@@ -113,8 +109,10 @@ func AnalyzeHost(s *Series, opts Options) *HostReport {
 		if lo == hi {
 			rep.Reason = fmt.Sprintf("pinned host memory %s steady at %s over steps %d..%d", figure, memtimeline.FormatBytes(lo), from, to)
 		} else {
-			rep.Reason = fmt.Sprintf("pinned host memory %s between %s and %s over steps %d..%d, no regular growth", figure, memtimeline.FormatBytes(lo), memtimeline.FormatBytes(hi), from, to)
+			rep.Reason = fmt.Sprintf("pinned host memory %s between %s and %s over steps %d..%d, no growth", figure, memtimeline.FormatBytes(lo), memtimeline.FormatBytes(hi), from, to)
 		}
+	default:
+		rep.Reason = fmt.Sprintf("pinned host memory %s: inconclusive (%s)", figure, res.Why)
 	}
 	return rep
 }

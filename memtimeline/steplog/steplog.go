@@ -62,7 +62,9 @@ type Record struct {
 	HostAllocatedBytes int64
 	// PrivatePoolBytes is reserved_bytes_by_private_pools summed over the
 	// pools (CUDA graphs, torch.cuda.MemPool); RequestedBytes is
-	// requested_bytes.all.current; DeviceAllocs, DeviceFrees and
+	// requested_bytes.all.current (what the caller asked for, without the
+	// allocator's rounding: the growth model reads it when the log has it,
+	// far less noise than allocated); DeviceAllocs, DeviceFrees and
 	// OOMRejections are torch's num_device_alloc, num_device_free and
 	// num_oom_rejections so far. -1 when the line has none.
 	PrivatePoolBytes int64

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/growth"
 )
 
 // Options tunes Analyze; DefaultOptions gives the command's
@@ -26,7 +26,7 @@ func DefaultOptions() Options {
 const (
 	VerdictGrowing = "growing"
 	VerdictFlat    = "flat"
-	// VerdictUnknown: too few steps to fit a line.
+	// VerdictUnknown: too few steps, or the model is inconclusive.
 	VerdictUnknown = "unknown"
 )
 
@@ -58,15 +58,14 @@ type SeriesReport struct {
 	// recorded (max_memory_allocated); -1 when it has none.
 	MaxAllocatedBytes int64
 
-	// Verdict is growing, flat or unknown, from the regularity of the
-	// allocated bytes (Regularity), not from the fitted line.
+	// Verdict is growing, flat or unknown, from the growth model
+	// (growth.go), not from the fitted line; Model is the model's own
+	// verdict (growth, plateau, flat or inconclusive: unknown).
 	Verdict string
-	// Growth is the regular pattern found (nil: none); a Bounded one
-	// stopped and leaves the verdict flat.
+	Model   growth.Verdict
+	// Growth is the growth found (nil: none); a Bounded one stopped and
+	// leaves the verdict flat.
 	Growth *Growth
-	// Noisy: flat because allocated rises and falls alike (it cannot say
-	// that memory stays flat).
-	Noisy bool
 	// BytesPerStep is the growth per step when growing, else the fitted
 	// slope rounded to whole bytes.
 	BytesPerStep int64
@@ -135,35 +134,9 @@ func analyzeStepSeries(s *Series, opts Options) SeriesReport {
 		rep.Reason = fmt.Sprintf("%d steps to fit, need %d", tr.FitSteps, opts.MinFitSteps)
 		return rep
 	}
-	// The verdict is regularity (regular.go), not a fit: the line above
-	// stays for the table only.
-	var steps, vals []int64
-	for _, r := range fitRecs {
-		if r.AllocatedBytes >= 0 {
-			steps, vals = append(steps, r.Step), append(vals, r.AllocatedBytes)
-		}
-	}
-	g, noisy := Regularity(steps, vals)
-	rep.Growth = g
-	from, to := fitRecs[0].Step, fitRecs[len(fitRecs)-1].Step
-	switch {
-	case g != nil && !g.Bounded:
-		rep.Verdict = VerdictGrowing
-		rep.BytesPerStep = g.BytesPerStep
-		rep.Reason = g.Describe()
-	case g != nil:
-		rep.Verdict = VerdictFlat
-		rep.Reason = g.Describe()
-	case noisy:
-		rep.Verdict, rep.Noisy = VerdictFlat, true
-		rep.Reason = fmt.Sprintf("allocated rises and falls alike over steps %d-%d: no regular growth", from, to)
-	case tr.GrowthBytes > 0:
-		rep.Verdict = VerdictFlat
-		rep.Reason = fmt.Sprintf("allocated does not rise regularly over steps %d-%d (a one-time rise of %s is not growth)", from, to, memtimeline.FormatBytes(tr.GrowthBytes))
-	default:
-		rep.Verdict = VerdictFlat
-		rep.Reason = fmt.Sprintf("allocated does not rise over steps %d-%d", from, to)
-	}
+	// The verdict is the growth model's (growth.go), not the fitted
+	// line: the line stays for the table only.
+	judge(&rep, fitRecs)
 	return rep
 }
 

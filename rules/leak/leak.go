@@ -290,7 +290,8 @@ func regularRun(bytes, blocks []int64, minSteps int) (run, bool) {
 
 // MinPeriodicSteps is how many steps a periodic site must keep memory in:
 // two jumps the same distance apart, nothing kept between (the step-log
-// rule, memtimeline/steplog's Regularity, read per site).
+// rule the old steplog Regularity followed, read per site; step logs now
+// use memtimeline/growth).
 const MinPeriodicSteps = 2
 
 // periodicRun finds a site that keeps memory every P >= 2 steps and

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jedib0t/go-pretty/v6/table"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/growth"
 	"github.com/torchmem/torchmem/memtimeline/steplog"
 	"github.com/torchmem/torchmem/rules"
 )
@@ -59,10 +60,10 @@ func writeStepsTable(w io.Writer, path string, log *steplog.Log, a steplog.Analy
 		if g := s.Growth; g != nil {
 			pattern = fmt.Sprintf("every step, %d..%d", g.FirstStep, g.LastStep)
 			if g.Period > 1 {
-				pattern = fmt.Sprintf("every %d steps, %d..%d", g.Period, g.FirstStep, g.LastStep)
+				pattern = fmt.Sprintf("%s every %d steps, %d..%d", memtimeline.FormatBytes(g.JumpBytes), g.Period, g.FirstStep, g.LastStep)
 			}
 			if g.Bounded {
-				pattern += ", then flat"
+				pattern += fmt.Sprintf(", then flat %d steps", g.FlatAfter)
 			}
 		}
 		if s.Allocated.FitSteps >= 2 {
@@ -146,7 +147,7 @@ func stepsJSONReport(path string, log *steplog.Log, a steplog.Analysis) stepsRep
 	o := a.Options
 	rep := stepsReportJSON{File: path, Records: log.Lines, Keys: log.Keys, Warnings: log.Warnings,
 		Options: map[string]any{"warmup_steps": o.WarmupSteps, "min_fit_steps": o.MinFitSteps,
-			"min_consecutive_rises": steplog.MinConsecutiveRises, "min_periodic_rises": steplog.MinPeriodicRises},
+			"growth_model": growthParams()},
 		Series: []stepsSeriesJSON{}}
 	if rep.Warnings == nil {
 		rep.Warnings = []string{}
@@ -167,4 +168,11 @@ func stepsJSONReport(path string, log *steplog.Log, a steplog.Analysis) stepsRep
 		rep.Series = append(rep.Series, j)
 	}
 	return rep
+}
+
+// growthParams are the growth model's constants, for the JSON report.
+func growthParams() map[string]any {
+	p := growth.Default()
+	return map[string]any{"z_crit": p.ZCrit, "jump_sigmas": p.JumpK, "min_trend_steps": p.MinSteps, "min_jumps": p.MinJumps,
+		"plateau_min_steps": p.PlateauMin, "plateau_sigmas": p.PlateauC, "sigma_floor_bytes": p.SigmaFloor}
 }

@@ -1,0 +1,647 @@
+// Package growth is the one statistical model of growth of a step series
+// (one value per finished step: a steps log, memory_summary() tables, the
+// snippet's LeakWatch window). Every reader that judges growth over steps
+// calls Analyze; the snippet's LeakWatch follows the same model and the
+// same constants in Python.
+//
+// The model (GROWTH-SPEC, issue #38):
+//
+//   - d[i] = y[i] - y[i-1]; the noise sigma is 1.4826 * MAD(d), floored at
+//     SigmaFloor (the allocator's granularity), so a staircase's jumps are
+//     outliers of d and do not inflate it.
+//   - Jumps: d[i] > JumpK*sigma that do not fall back (the level over the
+//     next FallBack steps stays at least half the jump above the level
+//     before it). A staircase is >= MinJumps jumps at regular intervals
+//     (each within max(1, p/5) of their median p) that end within one
+//     period of the end and keep their height (the level at the end keeps
+//     at least half of their sum).
+//   - Trend: the series with its jumps taken out is split at the change
+//     point s (a flat part at its median, then a Theil-Sen line, least
+//     absolute residual); growth is significant when the Mann-Kendall Z of
+//     [s, end] is >= ZCrit (one-sided) over >= MinSteps points, in the
+//     series, in the series without its jumps, and without its largest
+//     rise.
+//   - Plateau, measured: the longest tail with no jump, Mann-Kendall not
+//     significant either way and |slope| * L <= PlateauC * sigma, of length
+//     L >= max(PlateauMin, 2 x the longest interval between jumps before
+//     it), after a rise of more than PlateauC * sigma.
+//
+// Verdicts: Growth (a leak: significant trend or staircase, no plateau at
+// the end), Plateau (grew, then a measured plateau: a cache or queue that
+// filled), Flat (the whole series is flat by the plateau test and has at
+// least MinFlat points), Inconclusive (anything else; it never overrules
+// another source). Size never decides the verdict.
+package growth
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/torchmem/torchmem/memtimeline"
+)
+
+// Verdict of one series.
+type Verdict string
+
+// The verdicts.
+const (
+	Growth       Verdict = "growth"
+	Plateau      Verdict = "plateau"
+	Flat         Verdict = "flat"
+	Inconclusive Verdict = "inconclusive"
+)
+
+// Params are the model's constants; Default gives the calibrated ones
+// (corpus_test.go measures them).
+type Params struct {
+	// SigmaFloor is the smallest noise, in bytes.
+	SigmaFloor float64
+	// ZCrit is the one-sided Mann-Kendall score of significant growth.
+	ZCrit float64
+	// JumpK: a jump is a rise above JumpK * sigma.
+	JumpK float64
+	// SmoothK: changes above SmoothK * sigma are taken out (down to the
+	// typical step around them) before the trend test, so that one-time
+	// jumps do not make a trend.
+	SmoothK float64
+	// FallBack is how many steps after a jump its level is taken over.
+	FallBack int
+	// MinSteps is the fewest points of a significant trend; MinJumps the
+	// fewest jumps of a staircase.
+	MinSteps int
+	MinJumps int
+	// PlateauMin is the shortest plateau; PlateauC bounds its drift
+	// (|slope| * L) in sigmas.
+	PlateauMin int
+	PlateauC   float64
+	// MinFlat is the fewest points of a Flat verdict.
+	MinFlat int
+	// ShortTail: growth that stopped, then stayed flat for ShortTail
+	// steps or more (too few for a plateau) is inconclusive, not growth.
+	ShortTail int
+	// MaxPoints bounds the work: a longer series is reduced to MaxPoints
+	// block medians first (Theil-Sen and Mann-Kendall are quadratic).
+	MaxPoints int
+}
+
+// Default returns the calibrated constants.
+func Default() Params {
+	return Params{SigmaFloor: 64, ZCrit: 3.09, JumpK: 6, SmoothK: 6, FallBack: 3, MinSteps: 9, MinJumps: 3,
+		PlateauMin: 10, PlateauC: 3, MinFlat: 5, ShortTail: 8, MaxPoints: 400}
+}
+
+// Result is the model's reading of one series.
+type Result struct {
+	Verdict Verdict `json:"verdict"`
+	// Points is how many values the model read; Sigma the step noise.
+	Points int     `json:"points"`
+	Sigma  float64 `json:"sigma_bytes"`
+	// Growth: the step it starts at (the change point, or the first jump
+	// of a staircase) and the last step it covers; the growth per step
+	// (Theil-Sen slope, or jump / period), the Mann-Kendall score of the
+	// trend and the steps it rests on.
+	Start        int64   `json:"start_step"`
+	End          int64   `json:"end_step"`
+	BytesPerStep float64 `json:"bytes_per_step"`
+	Z            float64 `json:"z"`
+	// Staircase: jumps every Period steps of Jump bytes (their mean);
+	// Jumps counts them.
+	Staircase bool    `json:"staircase,omitempty"`
+	Period    int64   `json:"period_steps,omitempty"`
+	Jump      float64 `json:"jump_bytes,omitempty"`
+	Jumps     int     `json:"jumps,omitempty"`
+	// Accelerating: the second half grows clearly faster than the first.
+	Accelerating bool `json:"accelerating,omitempty"`
+	// Plateau: the fill rose FillBytes from step Start to step End, then
+	// stayed flat for PlateauSteps steps from PlateauFrom.
+	FillBytes    float64 `json:"fill_bytes,omitempty"`
+	PlateauFrom  int64   `json:"plateau_from_step,omitempty"`
+	PlateauSteps int     `json:"plateau_steps,omitempty"`
+	// Why says, for Inconclusive, what is missing.
+	Why string `json:"why,omitempty"`
+}
+
+// Analyze reads the series y (one value per step, steps[i] its step
+// number, increasing) with p's constants.
+func Analyze(steps []int64, y []float64, p Params) Result {
+	if len(steps) != len(y) {
+		panic("growth.Analyze: steps and values differ in length")
+	}
+	steps, y = reduce(steps, y, p.MaxPoints)
+	n := len(y)
+	r := Result{Verdict: Inconclusive, Points: n, Start: -1, End: -1}
+	if n < 3 {
+		r.Why = fmt.Sprintf("%d values: too few to tell", n)
+		return r
+	}
+	x := make([]float64, n)
+	for i, s := range steps {
+		x[i] = float64(s - steps[0])
+	}
+	d := make([]float64, n-1)
+	for i := 1; i < n; i++ {
+		d[i-1] = y[i] - y[i-1]
+	}
+	sigma := max(1.4826*mad(d), p.SigmaFloor)
+	r.Sigma = sigma
+	jumps, drops := findJumps(y, d, sigma, p)
+
+	// The longest flat tail: a plateau when something rose before it.
+	e := flatTail(x, y, sigma, jumps, drops, p)
+	if e == 0 && n >= p.MinFlat {
+		r.Verdict = Flat
+		r.Start, r.End = steps[0], steps[n-1]
+		r.BytesPerStep, _ = theilSen(x, y)
+		return r
+	}
+	if e > 0 && n >= p.MinFlat && wholeFlat(x, y, sigma, p) {
+		// Up and back down (a bump that fell back): flat over the whole.
+		r.Verdict = Flat
+		r.Start, r.End = steps[0], steps[n-1]
+		r.BytesPerStep, _ = theilSen(x, y)
+		return r
+	}
+	grew, L := false, n-e
+	if e < n {
+		need := p.PlateauMin
+		prev := -1
+		for _, j := range jumps {
+			if j > e {
+				break
+			}
+			if prev >= 0 {
+				need = max(need, 2*(j-prev))
+			}
+			prev = j
+		}
+		tail := median(y[e:])
+		head := median(y[:min(3, e)])
+		fill := tail - head
+		grew = fill > p.PlateauC*sigma
+		// The tail is evidence that the growth stopped only if growth at
+		// the rate it had would have shown in it (a small leak under
+		// heavy churn is flat within the noise over a few dozen steps).
+		// Its rate: half the fill over the steps from where it first got
+		// half way (running median of 3, against noise) to the plateau.
+		mid := e
+		for i := 0; i < e; i++ {
+			if median(y[max(0, i-1):min(n, i+2)]) > head+fill/2 {
+				mid = i
+				break
+			}
+		}
+		rate := fill / 2 / max(1, x[e]-x[mid])
+		visible := rate*(x[n-1]-x[e]) > p.PlateauC*sigma
+		grew = grew && visible
+		if L >= need && grew {
+			r.Verdict = Plateau
+			r.Start, r.End = steps[0], steps[e]
+			if len(jumps) > 0 && jumps[0] <= e {
+				r.Start = steps[jumps[0]]
+			}
+			r.FillBytes, r.PlateauFrom, r.PlateauSteps = fill, steps[e], L
+			return r
+		}
+	}
+
+	// A staircase reaching the end, and a trend in the series without its
+	// jumps from the change point on.
+	z, excess := smooth(y, d, p.SmoothK*sigma, p.FallBack)
+	st, stair := staircase(steps, y, d, excess, sigma, jumps, drops, n, p)
+	s := changePoint(x, z, p.MinSteps)
+	trend := false
+	var zslope float64
+	if n-s >= p.MinSteps {
+		// Significant in the series (the data) and in the series without
+		// its jumps (not the work of one-time jumps alone).
+		_, zy := mannKendall(y[s:], 0)
+		_, r.Z = mannKendall(z[s:], 0)
+		zslope, _ = theilSen(x[s:], z[s:])
+		trend = r.Z >= p.ZCrit && zy >= p.ZCrit && zslope > 0
+		if trend {
+			// Not the work of one rise alone: without the largest, the
+			// trend stays significant (one-time jumps below the jump
+			// threshold on a noisy series).
+			trend = withoutLargest(z[s:], 1) >= p.ZCrit
+		}
+	}
+	switch {
+	case stair:
+		r.Verdict = Growth
+		r.Staircase, r.Period, r.Jump, r.Jumps = true, st.period, st.jump, st.count
+		r.Start, r.End = steps[st.first], steps[n-1]
+		r.BytesPerStep = st.jump / float64(st.period)
+		r.Accelerating = st.accelerating
+		if trend {
+			r.BytesPerStep += zslope
+			r.Start = steps[min(s, st.first)]
+		} else {
+			r.Z = math.Inf(1)
+		}
+		return r
+	case trend && grew && L >= p.ShortTail:
+		// It grew, then stopped: a tail too short for a plateau.
+		r.Why = fmt.Sprintf("it grew, then stayed flat for the last %d steps: too short a tail to call it a plateau (need %d), too long to call it growing", L, p.PlateauMin)
+		return r
+	case trend:
+		r.Verdict = Growth
+		r.Start, r.End = steps[s], steps[n-1]
+		if s > 0 {
+			// z[s] is the line's base, at the flat part's level: the first
+			// step that grew is the next.
+			r.Start = steps[s+1]
+		}
+		r.BytesPerStep = zslope
+		// Jumps that recur inside the growth are part of it (rises of
+		// uneven size, the larger ones above the noise); one or two are
+		// one-time.
+		var in []int
+		for _, j := range jumps {
+			if j > s {
+				in = append(in, j)
+			}
+		}
+		if span := x[n-1] - x[s]; len(in) >= p.MinJumps && span > 0 && spread(in, s, n) {
+			var sum float64
+			for _, j := range in {
+				sum += excess[j-1]
+			}
+			r.BytesPerStep += sum / span
+		}
+		r.Accelerating = accelerating(x[s:], y[s:], sigma)
+		return r
+	}
+	switch {
+	case n < p.MinSteps && len(jumps) < p.MinJumps:
+		r.Why = fmt.Sprintf("%d values: too few to tell growth (a trend needs %d, a staircase %d rises)", n, p.MinSteps, p.MinJumps)
+	case len(jumps) >= p.MinJumps:
+		r.Why = fmt.Sprintf("%d rises at irregular steps, not leveling off yet: a cache filling with new keys, or a leak", len(jumps))
+	case len(jumps) > 0 && e < n:
+		r.Why = fmt.Sprintf("%d one-time rise(s), then flat for %d steps: too short a tail to call it a plateau (need %d)", len(jumps), n-e, p.PlateauMin)
+	case len(jumps) > 0:
+		r.Why = fmt.Sprintf("%d one-time rise(s); no steady growth", len(jumps))
+	default:
+		r.Why = "no significant trend, and the series moves more than its noise"
+	}
+	return r
+}
+
+// reduce bounds the series to at most maxPoints block medians.
+func reduce(steps []int64, y []float64, maxPoints int) ([]int64, []float64) {
+	n := len(y)
+	if maxPoints <= 0 || n <= maxPoints {
+		return steps, y
+	}
+	b := (n + maxPoints - 1) / maxPoints
+	var s2 []int64
+	var y2 []float64
+	for i := 0; i < n; i += b {
+		j := min(n, i+b)
+		s2 = append(s2, steps[j-1])
+		y2 = append(y2, median(y[i:j]))
+	}
+	return s2, y2
+}
+
+// findJumps returns the indices i (of y) where the series jumps up by
+// more than JumpK*sigma and stays up, and those where it drops as much
+// and stays down.
+func findJumps(y, d []float64, sigma float64, p Params) (jumps, drops []int) {
+	n := len(y)
+	for i := 1; i < n; i++ {
+		di := d[i-1]
+		if math.Abs(di) <= p.JumpK*sigma {
+			continue
+		}
+		before := median(y[max(0, i-p.FallBack):i])
+		after := median(y[i:min(n, i+p.FallBack)])
+		if di > 0 && after-before >= di/2 {
+			jumps = append(jumps, i)
+		}
+		if di < 0 && before-after >= -di/2 {
+			drops = append(drops, i)
+		}
+	}
+	return jumps, drops
+}
+
+// spread: the jumps recur over all of [s, n): none of the gaps before the
+// first, between them or after the last is over twice their median gap
+// (plus one step).
+func spread(in []int, s, n int) bool {
+	gaps := make([]float64, 0, len(in)-1)
+	for i := 1; i < len(in); i++ {
+		gaps = append(gaps, float64(in[i]-in[i-1]))
+	}
+	lim := 2*median(gaps) + 1
+	if float64(in[0]-s) > lim || float64(n-1-in[len(in)-1]) > lim {
+		return false
+	}
+	return slices.Max(gaps) <= lim
+}
+
+// flatTail returns the smallest e such that y[e:] is flat: no jump or drop
+// after e, the Mann-Kendall score within ZCrit either way and the drift
+// |slope| * L within PlateauC * sigma. n when not even the last two points
+// are.
+func flatTail(x, y []float64, sigma float64, jumps, drops []int, p Params) int {
+	n := len(y)
+	stop := 0 // the tail may not hold a jump or a drop
+	for _, j := range jumps {
+		stop = max(stop, j)
+	}
+	for _, j := range drops {
+		stop = max(stop, j)
+	}
+	best := n
+	// Mann-Kendall S of y[e:], grown one point at a time from the end.
+	s := 0
+	for e := n - 1; e >= stop; e-- {
+		for j := e + 1; j < n; j++ {
+			switch dd := y[j] - y[e]; {
+			case dd > 0:
+				s++
+			case dd < 0:
+				s--
+			}
+		}
+		L := n - e
+		if L < 3 {
+			continue
+		}
+		z := mkZ(s, L, tieGroups(y[e:], 0))
+		slope := lagSlope(x[e:], y[e:])
+		span := x[n-1] - x[e]
+		if math.Abs(z) < p.ZCrit && math.Abs(slope)*span <= p.PlateauC*sigma {
+			best = e
+		}
+	}
+	return best
+}
+
+// withoutLargest is the Mann-Kendall score of v with its k largest rises
+// taken out (each replaced by the median rise).
+func withoutLargest(v []float64, k int) float64 {
+	n := len(v)
+	if n < 3 {
+		return 0
+	}
+	d := make([]float64, n-1)
+	for i := range d {
+		d[i] = v[i+1] - v[i]
+	}
+	m := median(d)
+	idx := make([]int, len(d))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortFunc(idx, func(a, b int) int {
+		switch {
+		case d[a] > d[b]:
+			return -1
+		case d[a] < d[b]:
+			return 1
+		}
+		return 0
+	})
+	for _, i := range idx[:min(k, len(idx))] {
+		if d[i] > m {
+			d[i] = m
+		}
+	}
+	w := make([]float64, n)
+	w[0] = v[0]
+	for i := range d {
+		w[i+1] = w[i] + d[i]
+	}
+	_, z := mannKendall(w, 0)
+	return z
+}
+
+// wholeFlat: no trend either way over the whole series, the drift of its
+// robust line within PlateauC sigmas, and it ends where it began.
+func wholeFlat(x, y []float64, sigma float64, p Params) bool {
+	n := len(y)
+	_, z := mannKendall(y, 0)
+	slope, _ := theilSen(x, y)
+	k := min(3, n)
+	return math.Abs(z) < p.ZCrit && math.Abs(slope)*(x[n-1]-x[0]) <= p.PlateauC*sigma &&
+		math.Abs(median(y[n-k:])-median(y[:k])) <= p.PlateauC*sigma
+}
+
+// stairs is a staircase found at the end of a series.
+type stairs struct {
+	first, count int
+	period       int64
+	jump         float64
+	accelerating bool
+}
+
+// staircase finds >= MinJumps regular jumps ending within one period of
+// the end of the series that keep their height.
+func staircase(steps []int64, y, d, excess []float64, sigma float64, jumps, drops []int, n int, p Params) (stairs, bool) {
+	// A staircase's jumps stand out from the steps between them (a leak
+	// of uneven steps, the larger ones above the noise, is a trend).
+	var stand []int
+	for _, j := range jumps {
+		if excess[j-1] > p.JumpK*sigma {
+			stand = append(stand, j)
+		}
+	}
+	jumps = stand
+	if len(jumps) < p.MinJumps {
+		return stairs{}, false
+	}
+	// The jumps alike in size (within 3x: a fill before a leak, or a
+	// sawtooth under it, is not one of its steps), anchored on one of the
+	// last three jumps; then from the last back while the intervals stay
+	// regular. The anchor giving the most jumps wins.
+	var at []int
+	var ivs []int
+	for a := len(jumps) - 1; a >= max(0, len(jumps)-3); a-- {
+		ref := d[jumps[a]-1]
+		var alike []int
+		for _, j := range jumps[:a+1] {
+			if v := d[j-1]; v <= 3*ref && 3*v >= ref {
+				alike = append(alike, j)
+			}
+		}
+		k := len(alike) - 1
+		var iv []int
+		for k > 0 {
+			cand := append(slices.Clone(iv), alike[k]-alike[k-1])
+			pm := median(intsToFloats(cand))
+			tol := max(1, pm/5)
+			ok := true
+			for _, v := range cand {
+				ok = ok && math.Abs(float64(v)-pm) <= tol
+			}
+			if !ok {
+				break
+			}
+			iv = cand
+			k--
+		}
+		if len(iv)+1 > len(at) {
+			at, ivs = alike[k:], iv
+		}
+	}
+	count := len(at)
+	if count < p.MinJumps {
+		return stairs{}, false
+	}
+	pm := median(intsToFloats(ivs))
+	last := at[len(at)-1]
+	if float64(n-1-last) > pm+max(1, pm/5) {
+		return stairs{}, false
+	}
+	// No fall-back: the series does not drop, from the first jump on, by
+	// half a jump or more.
+	jumpMed := median(func() []float64 {
+		v := make([]float64, len(at))
+		for i, j := range at {
+			v[i] = d[j-1]
+		}
+		return v
+	}())
+	for _, j := range drops {
+		if j > at[0] && -d[j-1] >= jumpMed/2 {
+			return stairs{}, false
+		}
+	}
+	// Nothing else rises like them in between: other jumps of a quarter
+	// of theirs or more make it rises at random (a cache filling with new
+	// keys), not a staircase.
+	for _, j := range jumps {
+		if j > at[0] && !slices.Contains(at, j) && 4*d[j-1] >= jumpMed {
+			return stairs{}, false
+		}
+	}
+	var sum float64
+	rises := make([]int64, len(at))
+	for i, j := range at {
+		sum += d[j-1]
+		rises[i] = int64(d[j-1])
+	}
+	// The steps keep their height: the level at the end holds at least
+	// half of what the jumps added.
+	before := median(y[max(0, at[0]-p.FallBack):at[0]])
+	endLevel := median(y[max(last, n-max(1, int(pm))):])
+	if endLevel-before < sum/2 {
+		return stairs{}, false
+	}
+	period := max((steps[last]-steps[at[0]])/int64(len(at)-1), 1)
+	return stairs{first: at[0], count: count, period: period, jump: sum / float64(count),
+		accelerating: memtimeline.IncreasingRises(rises)}, true
+}
+
+func intsToFloats(v []int) []float64 {
+	out := make([]float64, len(v))
+	for i, x := range v {
+		out[i] = float64(x)
+	}
+	return out
+}
+
+// smooth is y with the excess of every change beyond thr, up or down,
+// taken out: each such change is replaced by the typical step around it
+// (the median of the other changes within FallBack steps either side, 0
+// when there are none). What is left is the series' slow part, which
+// one-time jumps and spikes do not move. excess[i] is what was taken out
+// at change i (0 for the others).
+func smooth(y, d []float64, thr float64, w int) (z, excess []float64) {
+	big := func(v float64) bool { return math.Abs(v) > thr }
+	z = slices.Clone(y)
+	excess = make([]float64, len(d))
+	var off float64
+	for i := 1; i < len(y); i++ {
+		if v := d[i-1]; big(v) {
+			var near []float64
+			for j := max(0, i-1-w); j <= min(len(d)-1, i-1+w); j++ {
+				if !big(d[j]) {
+					near = append(near, d[j])
+				}
+			}
+			excess[i-1] = v - median(near)
+			off += excess[i-1]
+		}
+		z[i] = y[i] - off
+	}
+	return z, excess
+}
+
+// changePoint returns the s that best splits z into a flat part z[:s] (at
+// its median) and a line z[s:] (robust slope), by least total absolute
+// residual, with at least minSteps points after s. 0: one line throughout.
+func changePoint(x, z []float64, minSteps int) int {
+	n := len(z)
+	best, bestCost := 0, math.Inf(1)
+	for s := 0; s <= n-minSteps; s++ {
+		var cost float64
+		if s > 0 {
+			m := median(z[:s])
+			for _, v := range z[:s] {
+				cost += math.Abs(v - m)
+			}
+		}
+		xs, zs := x[s:], z[s:]
+		b := lagSlope(xs, zs)
+		res := make([]float64, len(zs))
+		for i := range zs {
+			res[i] = zs[i] - b*xs[i]
+		}
+		a := median(res)
+		for _, v := range res {
+			cost += math.Abs(v - a)
+		}
+		if math.IsInf(bestCost, 1) || cost < bestCost-1e-9*math.Abs(bestCost) {
+			best, bestCost = s, cost
+		}
+	}
+	return best
+}
+
+// accelerating: the second half's slope is above 1.5 times the first's
+// and the difference over the half is above the noise.
+func accelerating(x, y []float64, sigma float64) bool {
+	n := len(y)
+	if n < 8 {
+		return false
+	}
+	h := n / 2
+	a, _ := theilSen(x[:h], y[:h])
+	b, _ := theilSen(x[h:], y[h:])
+	return a > 0 && b > 1.5*a && (b-a)*(x[n-1]-x[h]) > 3*sigma
+}
+
+// Describe says the result in a phrase about "what" (e.g. "requested
+// bytes"): "grows 4.00 MB every step from step 12 (steps 12..44)".
+func (r Result) Describe(what string) string {
+	fb := func(v float64) string { return memtimeline.FormatBytes(int64(math.Round(v))) }
+	switch r.Verdict {
+	case Growth:
+		var s string
+		if r.Staircase && r.Period > 1 {
+			s = fmt.Sprintf("%s grows in jumps of %s every %d steps (%d jumps from step %d): %s per step", what, fb(r.Jump), r.Period, r.Jumps, r.Start, fb(r.BytesPerStep))
+		} else {
+			s = fmt.Sprintf("%s grows %s per step from step %d to the end of the log (step %d)", what, fb(r.BytesPerStep), r.Start, r.End)
+		}
+		if r.Accelerating {
+			s += ", faster over time (accelerating)"
+		}
+		return s
+	case Plateau:
+		over := fmt.Sprintf("over steps %d..%d", r.Start, r.End)
+		if r.Start == r.End {
+			over = fmt.Sprintf("at step %d", r.Start)
+		}
+		return fmt.Sprintf("%s rose %s %s, then stayed flat for %d steps to the end of the log: bounded (a cache or queue that filled up), not a leak", what, fb(r.FillBytes), over, r.PlateauSteps)
+	case Flat:
+		if r.Sigma <= Default().SigmaFloor {
+			return fmt.Sprintf("%s stays flat over steps %d..%d", what, r.Start, r.End)
+		}
+		return fmt.Sprintf("%s stays flat over steps %d..%d (within its step noise of %s)", what, r.Start, r.End, fb(r.Sigma))
+	}
+	return fmt.Sprintf("%s: inconclusive (%s)", what, r.Why)
+}
