@@ -161,7 +161,7 @@ func Checklist(v Verdict, fs []Finding) []CheckItem {
 		case len(traces) == 0:
 			zg.Status, zg.Detail, zg.Record = CheckNotMeasurable, "no profiler trace", recordTrace
 		default:
-			zg.Status, zg.Detail, zg.Record = CheckNotMeasurable, fmt.Sprintf("%d optimizer step(s) in the window: two are needed (Optimizer.step# annotations of a torch.optim optimizer)", steps),
+			zg.Status, zg.Detail, zg.Record = CheckNotMeasurable, fmt.Sprintf("%d optimizer %s in the window: two are needed (Optimizer.step# annotations of a torch.optim optimizer)", steps, fmtutil.Plural(float64(steps), "step", "steps")),
 				"a profiled window spanning at least two optimizer steps"
 		}
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules/frag"
+	"github.com/torchmem/torchmem/rules/internal/fmtutil"
 )
 
 // fragMinSplitBytes is the least inactive split worth calling
@@ -55,8 +56,8 @@ func fragOverRun(ans *FragAnswer, ins []*Input, fraction float64) *FragAnswer {
 			}
 			a := &FragAnswer{Source: in.Source, Verdict: frag.VerdictFragmented, WastedBytes: peak,
 				Wasted: "free but split inside used segments at the worst step (step log)",
-				Reason: fmt.Sprintf("the cache wasted memory mid-run%s: inactive split (free but split inside segments that also hold live blocks) passed %.0f%% of reserved in %d step(s) between steps %d and %d, peaking at %s (%.0f%% of %s reserved) at step %d; %s at the end of the log",
-					dev, 100*fraction, over, first, last, memtimeline.FormatBytes(peak), 100*float64(peak)/float64(peakReserved), memtimeline.FormatBytes(peakReserved), peakStep, memtimeline.FormatBytes(end))}
+				Reason: fmt.Sprintf("the cache wasted memory mid-run%s: inactive split (free but split inside segments that also hold live blocks) passed %.0f%% of reserved in %d %s between steps %d and %d, peaking at %s (%.0f%% of %s reserved) at step %d; %s at the end of the log",
+					dev, 100*fraction, over, fmtutil.Plural(float64(over), "step", "steps"), first, last, memtimeline.FormatBytes(peak), 100*float64(peak)/float64(peakReserved), memtimeline.FormatBytes(peakReserved), peakStep, memtimeline.FormatBytes(end))}
 			if ans != nil {
 				a.Reason += fmt.Sprintf("; the %s alone says %s (%s): it sees one moment", sourceWord(ans.Wasted), ans.Verdict, ans.Reason)
 				a.AllocRetries, a.Retries = ans.AllocRetries, ans.Retries

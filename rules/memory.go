@@ -18,7 +18,16 @@ import (
 
 // Leaks is the input's leak report with default options.
 func (in *Input) Leaks() leak.Report {
-	return in.LeaksWith(leak.DefaultOptions())
+	return in.LeaksWith(in.leakOptions())
+}
+
+// leakOptions are the input's leak options: LeakOptions, else the
+// defaults.
+func (in *Input) leakOptions() leak.Options {
+	if in.LeakOptions != nil {
+		return *in.LeakOptions
+	}
+	return leak.DefaultOptions()
 }
 
 // Operators is the input's per-operator table (all GPUs).
@@ -310,8 +319,8 @@ func checkOpSelfPerStep(r *Rule, in *Input) []Finding {
 		Title: fmt.Sprintf("%d %s over torch's rule of thumb of %s Self CUDA Mem %s", len(over), fmtutil.Plural(float64(len(over)), "operator", "operators"),
 			memtimeline.FormatBytes(int64(r.Threshold)), per),
 		Detail: fmt.Sprintf("Self CUDA Mem %s: %s. Self CUDA Mem sums what each call allocates minus what it frees itself, so it measures allocation volume "+
-			"over %d step(s), not memory held; what operators hold at the peak is in memory.op-self-limit and torchmem stacks --sort peak.",
-			per, strings.Join(parts, ", "), steps),
+			"over %d %s, not memory held; what operators hold at the peak is in memory.op-self-limit and torchmem stacks --sort peak.",
+			per, strings.Join(parts, ", "), steps, fmtutil.Plural(float64(steps), "step", "steps")),
 		Advice:   "Worth a look when memory is tight: fewer or smaller temporaries in these operators (in-place ops, fused kernels, torch.compile) lower the allocator's traffic.",
 		Operator: over[0].name,
 		Metrics:  map[string]float64{"operators": float64(len(over)), "top_self_bytes_per_step": float64(over[0].self) / float64(steps), "steps": float64(steps)},

@@ -974,6 +974,13 @@ func judgePeak(ins []*Input) *PeakAnswer {
 				break
 			}
 		}
+		// The run's peak is torch's own (allocated_bytes.all.peak) when a
+		// step log of the run records a higher one than the profiled
+		// window's: the same figure steps gives. The holders stay the
+		// window's (Composition says when).
+		if logged := loggedPeak(ins); logged != nil && logged.AllocatedBytes > ans.AllocatedBytes {
+			ans.Source, ans.AllocatedBytes, ans.Step = logged.Source, logged.AllocatedBytes, logged.Step
+		}
 		return ans
 	}
 	// Without a trace, an allocator snapshot's history names the lines
@@ -989,6 +996,9 @@ func judgePeak(ins []*Input) *PeakAnswer {
 		ans = &PeakAnswer{Source: in.Source, AllocatedBytes: c.AllocatedBytes, TNs: c.TNs, Composition: c, Holders: topHolders(c)}
 	}
 	if ans != nil {
+		if logged := loggedPeak(ins); logged != nil && logged.AllocatedBytes > ans.AllocatedBytes {
+			ans.Source, ans.AllocatedBytes, ans.Step = logged.Source, logged.AllocatedBytes, logged.Step
+		}
 		return ans
 	}
 	// Without a trace, torch's own timeline knows the peak and its
@@ -1009,6 +1019,13 @@ func judgePeak(ins []*Input) *PeakAnswer {
 				Note: "torch's export_memory_timeline categories at its peak (tensors only: allocator blocks that are no tensor are not in it); no trace to name lines"}}
 		return ans
 	}
+	return loggedPeak(ins)
+}
+
+// loggedPeak is the highest peak the run's per-step logs record (torch's
+// allocated_bytes.all.peak where logged), nil without a log.
+func loggedPeak(ins []*Input) *PeakAnswer {
+	var ans *PeakAnswer
 	for _, in := range ins {
 		if !in.HasSteps() {
 			continue

@@ -16,7 +16,15 @@ func VerdictLine(ev *rules.Evaluation) string {
 	if !ev.Passed() {
 		status = "FAIL"
 	}
-	return fmt.Sprintf("torchmem: %s: %d errors, %d warnings, %d notes in %d inputs", status, ev.Errors, ev.Warnings, ev.Notes, len(ev.Inputs))
+	return fmt.Sprintf("torchmem: %s: %s, %s, %s in %s", status, count(ev.Errors, "error", "errors"), count(ev.Warnings, "warning", "warnings"), count(ev.Notes, "note", "notes"), count(len(ev.Inputs), "input", "inputs"))
+}
+
+// count is n with its noun, singular for one: "1 error", "2 errors".
+func count[N int | int64](n N, one, many string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, one)
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 func writeFindingsText(w io.Writer, fs []rules.Finding) {
@@ -54,7 +62,8 @@ func writeFindingsMarkdown(w io.Writer, ev *rules.Evaluation) {
 		icon = "❌"
 	}
 	fmt.Fprintf(w, "%s **%s**\n\n", icon, VerdictLine(ev))
-	writeVerdictMarkdown(w, ev.Verdicts) // the answer before the table
+	writeCrossRank(w, ev.CrossRank, Markdown) // the run's answer (which rank) first
+	writeVerdictMarkdown(w, ev.Verdicts)      // each rank's, before the table
 	writeChecklistMarkdown(w, ev)
 	if len(fs) == 0 {
 		return

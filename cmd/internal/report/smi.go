@@ -91,7 +91,11 @@ func writeSMITable(w io.Writer, path string, log *smi.Log, a smi.Analysis) {
 
 		fmt.Fprintln(w)
 		if len(g.Leaks) == 0 {
-			fmt.Fprintf(w, "Leak: none (no steady growth of %s or more lasting %s)\n", memtimeline.FormatBytes(o.MinGrowthBytes), o.MinGrowthDuration)
+			if o.MinGrowthBytes > 0 {
+				fmt.Fprintf(w, "Leak: none (no steady growth of %s or more lasting %s)\n", memtimeline.FormatBytes(o.MinGrowthBytes), o.MinGrowthDuration)
+			} else {
+				fmt.Fprintf(w, "Leak: none (no steady growth lasting %s)\n", o.MinGrowthDuration)
+			}
 			if r := g.StillGrowing; r != nil {
 				fmt.Fprintf(w, "  but memory.used was still rising at the end: %s from %s to %s, %.1f MiB/s (%s); too short to call, log longer\n",
 					memtimeline.FormatBytes(r.GrowthBytes), clock(r.Start), clock(r.End), r.SlopeBytesPerSec/(1<<20), r.Reason)

@@ -88,7 +88,7 @@ func writeStepsTable(w io.Writer, path string, log *steplog.Log, a steplog.Analy
 		}
 		warm := ""
 		if s.SkippedWarmup > 0 {
-			warm = fmt.Sprintf(" (first %d step(s) left out as warm-up)", s.SkippedWarmup)
+			warm = fmt.Sprintf(" (the first %s left out as warm-up)", count(s.SkippedWarmup, "step", "steps"))
 		}
 		fmt.Fprintf(w, "%s%s: %s%s\n", prefix, s.Verdict, s.Reason, warm)
 	}

@@ -193,10 +193,19 @@ func peakLine(p *rules.PeakAnswer) string {
 	if p.RelativeToWindowStart {
 		s += " above the profiled window's start (the trace records no allocator totals)"
 	}
-	if p.Step != "" {
+	c := p.Composition
+	if c != nil && c.AllocatedBytes < p.AllocatedBytes && !p.RelativeToWindowStart {
+		// torch's peak from the step log, above the profiled window's: the
+		// holders are the window's.
+		s += " by " + p.Step + " (torch's allocated_bytes.all.peak, " + filepath.Base(p.Source) + ")"
+		s += "; in the profiled window " + memtimeline.FormatBytes(c.AllocatedBytes)
+		if c.Step != "" {
+			s += " at " + c.Step
+		}
+	} else if p.Step != "" {
 		s += " at " + p.Step
 	}
-	if c := p.Composition; c != nil && c.Phase != "" {
+	if c != nil && c.Phase != "" {
 		s += " (" + c.Phase + ")"
 	}
 	var hs []string
