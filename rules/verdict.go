@@ -89,13 +89,15 @@ type LeakAnswer struct {
 	StackNote string         `json:"stack_note,omitempty"`
 	Location  *site.Location `json:"location,omitempty"`
 	Operator  string         `json:"operator,omitempty"`
-	// Leaks is how many distinct leaks the best source found.
-	Leaks  int    `json:"leaks,omitempty"`
+	// Leaks is how many distinct leaks the best source found (0: none, or
+	// no source counts them); always present, so that one trace and the
+	// folder holding it give one shape.
+	Leaks  int    `json:"leaks"`
 	Reason string `json:"reason"`
 	// Agreement says which sources agree or disagree, with their figures;
 	// Settle says what to record when they disagree.
-	Agreement string         `json:"agreement,omitempty"`
-	Settle    string         `json:"settle,omitempty"`
+	Agreement string         `json:"agreement"`
+	Settle    string         `json:"settle"`
 	Evidence  []LeakEvidence `json:"evidence"`
 }
 
@@ -480,6 +482,11 @@ func judgeLeak(ev []LeakEvidence) LeakAnswer {
 			}
 		}
 		ans.Leaks = b.Leaks
+		if ans.Leaks == 0 && site != nil {
+			// A log counts growth, not leaks: the count of the source
+			// that names the line.
+			ans.Leaks = site.Leaks
+		}
 		if site != nil {
 			ans.Holding, ans.Location, ans.StackNote = site.Holding, site.Location, site.StackNote
 			if ans.Operator = site.Operator; ans.Operator == "" {

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -190,5 +191,62 @@ func TestPeakIsTorchsPeak(t *testing.T) {
 		if len(doc.Verdicts) != 1 || doc.Verdicts[0].Peak.AllocatedBytes != want {
 			t.Errorf("analyze %s: peak %+v, want %d", in, doc.Verdicts, want)
 		}
+	}
+}
+
+// The checklist's top-five-operators item and memory.top-ops-share's
+// finding measure one thing: the same operators, the same share.
+func TestTopOpsOneMetric(t *testing.T) {
+	t.Chdir(filepath.Join("..", ".."))
+	out, _, _ := torchmem(t, "check", "--format", "json", "testdata/gpu/leak_retain_graph/trace.json.gz")
+	var doc struct {
+		Checklists []struct {
+			Items []struct{ ID, Detail string } `json:"items"`
+		} `json:"checklists"`
+		Findings []struct{ Rule, Title, Detail string } `json:"findings"`
+	}
+	decodeJSON(t, out, &doc)
+	var item, finding string
+	for _, it := range doc.Checklists[0].Items {
+		if it.ID == "top-five-ops" {
+			item = it.Detail
+		}
+	}
+	for _, f := range doc.Findings {
+		if f.Rule == "memory.top-ops-share" {
+			finding = f.Title + ": " + f.Detail
+		}
+	}
+	if finding == "" || item != strings.TrimSuffix(finding, ".") {
+		t.Errorf("checklist says %q\nthe finding says %q", item, finding)
+	}
+}
+
+// One trace and the folder holding it give the verdict one shape: the
+// same fields in verdicts[].leak and its location.
+func TestVerdictShapeByInputCount(t *testing.T) {
+	t.Chdir(filepath.Join("..", ".."))
+	shape := func(in string) (leakKeys, locKeys []string) {
+		out, _, _ := torchmem(t, "analyze", "--format", "json", in)
+		var doc struct {
+			Verdicts []struct {
+				Leak map[string]json.RawMessage `json:"leak"`
+			} `json:"verdicts"`
+		}
+		decodeJSON(t, out, &doc)
+		if len(doc.Verdicts) != 1 {
+			t.Fatalf("%s: %d verdicts", in, len(doc.Verdicts))
+		}
+		var loc map[string]json.RawMessage
+		if err := json.Unmarshal(doc.Verdicts[0].Leak["location"], &loc); err != nil {
+			t.Fatalf("%s: location: %v", in, err)
+		}
+		return slices.Sorted(maps.Keys(doc.Verdicts[0].Leak)), slices.Sorted(maps.Keys(loc))
+	}
+	dir := "testdata/gpu/leak_retain_graph"
+	l1, c1 := shape(dir + "/trace.json.gz")
+	l2, c2 := shape(dir)
+	if !slices.Equal(l1, l2) || !slices.Equal(c1, c2) {
+		t.Errorf("one trace: leak %v, location %v\nits folder: leak %v, location %v", l1, c1, l2, c2)
 	}
 }
