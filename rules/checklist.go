@@ -201,7 +201,7 @@ func Checklist(v Verdict, fs []Finding) []CheckItem {
 		top.Status = CheckPass
 		if f, ok := first("memory.top-ops-share"); ok {
 			top.Detail = strings.TrimSuffix(f.Title+": "+f.Detail, ".")
-		} else if names, n, total := topOpsShare(withMemory[0]); total > 0 && !withMemory[0].IsDigest() {
+		} else if names, n, total := topOpsShare(withMemory[0]); total > 0 {
 			top.Detail = fmt.Sprintf("%d operators make %.0f%% of allocated bytes: %s allocate %s of %s", len(names), 100*fmtutil.Ratio(n, total), strings.Join(names, ", "), memtimeline.FormatBytes(n), memtimeline.FormatBytes(total))
 		} else {
 			top.Detail = "the top five operators make less than the rule's share of allocated bytes"

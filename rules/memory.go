@@ -319,6 +319,12 @@ func checkOpSelfPerStep(r *Rule, in *Input) []Finding {
 // key_averages table, ProfilerStep windows left out) and their bytes
 // against all operators'. total is 0 without operators.
 func topOpsShare(in *Input) (names []string, top, total int64) {
+	if in.IsDigest() {
+		if t := in.Digest.TopOps; t != nil {
+			return t.Names, t.TopBytes, t.TotalBytes
+		}
+		return nil, 0, 0
+	}
 	ops := slices.DeleteFunc(slices.Clone(in.Operators()), func(o chrometrace.OperatorStats) bool {
 		return o.Name == "ProfilerStep*" // a window, not an operator
 	})
@@ -331,4 +337,11 @@ func topOpsShare(in *Input) (names []string, top, total int64) {
 		names = append(names, o.Name)
 	}
 	return names, top, total
+}
+
+// topOps is topOpsShare kept in a digest.
+type topOps struct {
+	Names      []string `json:"names"`
+	TopBytes   int64    `json:"top_bytes"`
+	TotalBytes int64    `json:"total_bytes"`
 }

@@ -8,8 +8,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/jedib0t/go-pretty/v6/text"
-
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules"
@@ -42,7 +40,7 @@ func wrapEntry(label, body string, width int) []string {
 	const indent = 9
 	pad := strings.Repeat(" ", indent)
 	avail := max(20, width-indent)
-	wrapped := strings.Split(text.WrapSoft(body, avail), "\n")
+	wrapped := strings.Split(wrapAtJoints(body, avail), "\n")
 	out := make([]string, len(wrapped))
 	for i, l := range wrapped {
 		l = strings.TrimRight(l, " ")
