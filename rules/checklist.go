@@ -131,6 +131,10 @@ func Checklist(v Verdict, fs []Finding) []CheckItem {
 		for _, k := range bad {
 			if kinds[k] {
 				it.Status, it.Detail = CheckFail, why
+				if v.Leak.Verdict == leak.VerdictLeak && v.Leak.Kind == k && v.Leak.Fix != "" {
+					// One wording of the fix: the verdict's.
+					it.Detail = fmt.Sprintf("the run's leak (%s, %s) is of this kind: the verdict gives its fix", v.Leak.Figure(), k)
+				}
 				add(it)
 				return
 			}

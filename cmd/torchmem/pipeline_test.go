@@ -250,3 +250,50 @@ func TestVerdictShapeByInputCount(t *testing.T) {
 		t.Errorf("one trace: leak %v, location %v\nits folder: leak %v, location %v", l1, c1, l2, c2)
 	}
 }
+
+// One vocabulary: steps, smi and snapshot... answer first in the words
+// every command uses (LEAK, CLEAN), counts agree with their nouns, and
+// no checklist says FAIL under a PASS.
+func TestOneVocabulary(t *testing.T) {
+	t.Chdir(filepath.Join("..", ".."))
+	for _, c := range []struct {
+		args []string
+		word string
+	}{
+		{[]string{"steps", "testdata/gpu/hf_trainer_leak/vm_816_20261201-080229_rank0.steps.jsonl"}, "LEAK: "},
+		{[]string{"smi", "testdata/smi/nvidia_smi_leak.csv"}, "LEAK: "},
+		{[]string{"smi", "testdata/smi/per_process/healthy/nvidia_smi.csv"}, "CLEAN: "},
+		{[]string{"diff", "testdata/gpu/diff_pair/base/trace.json.gz", "testdata/gpu/diff_pair/head_leak/trace.json.gz"}, ": LEAK (new in HEAD): "},
+	} {
+		out, _, _ := torchmem(t, c.args...)
+		if first := strings.Join(strings.Fields(strings.SplitN(out, "\n\n", 2)[0]), " "); !strings.Contains(first, c.word) {
+			t.Errorf("%v: the answer does not come first in the common words (%q):\n%.300s", c.args, c.word, out)
+		}
+		if bad := regexp.MustCompile(`\b1 (errors|warnings|notes|inputs|processes|records|stretches|periods)\b|\(s\)|\(es\)|growing|Leak: `).FindString(out); bad != "" {
+			t.Errorf("%v: %q in\n%.500s", c.args, bad, out)
+		}
+	}
+	out, _, _ := torchmem(t, "check", "testdata/gpu/leak_retain_graph/trace.json.gz")
+	if !strings.HasPrefix(out, "torchmem: FAIL: 1 error, 0 warnings, 2 notes in 1 input\n") {
+		t.Errorf("check's verdict line: %.100q", out)
+	}
+}
+
+// analyze says the fix, the why and the chain once: the verdict's LEAK
+// entry; the finding and the checklist point to it.
+func TestAnalyzeSaysItOnce(t *testing.T) {
+	t.Chdir(filepath.Join("..", ".."))
+	for _, in := range []string{"testdata/gpu/leak_retain_graph/trace.json.gz", "testdata/gpu/leak_retain_graph"} {
+		out, _, _ := torchmem(t, "analyze", in)
+		flat := strings.Join(strings.Fields(out), " ")
+		if n := strings.Count(flat, "Drop retain_graph=True"); n != 1 {
+			t.Errorf("%s: the fix appears %d times:\n%s", in, n, out)
+		}
+		if n := strings.Count(flat, "the graph is kept alive after backward"); n != 1 {
+			t.Errorf("%s: the why appears %d times", in, n)
+		}
+		if strings.Contains(flat, "): main > ") {
+			t.Errorf("%s: a chain with another separator than the verdict's", in)
+		}
+	}
+}

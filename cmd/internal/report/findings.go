@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 
 	"github.com/jedib0t/go-pretty/v6/table"
@@ -27,12 +28,25 @@ func count[N int | int64](n N, one, many string) string {
 	return fmt.Sprintf("%d %s", n, many)
 }
 
+// leakSites is the list of a leak finding's sites in its detail.
+var leakSites = regexp.MustCompile(`\d+ sites: .*$`)
+
+// writeFindingsText prints the findings under the verdict blocks: a leak
+// finding names its rule and figure, and leaves why, the chain and the
+// fix to the LEAK entry above (said once).
 func writeFindingsText(w io.Writer, fs []rules.Finding) {
 	if len(fs) == 0 {
 		fmt.Fprintln(w, "No findings.")
 		return
 	}
 	for _, f := range fs {
+		if rules.IsLeakRule(f.Rule) {
+			d := "why, the holding chain and the fix: the LEAK entry above"
+			if m := leakSites.FindString(f.Detail); m != "" {
+				d = m + " " + d
+			}
+			f.Detail, f.Advice = d, ""
+		}
 		fmt.Fprintf(w, "[%s] %s: %s\n", strings.ToUpper(f.Severity.String()), f.Rule, f.Title)
 		if f.Location != nil {
 			fmt.Fprintf(w, "    at %s", f.Location)
