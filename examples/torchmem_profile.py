@@ -160,7 +160,7 @@ except ModuleNotFoundError as _err:  # pip users: the wheel installs without tor
         "here: install it (https://pytorch.org/get-started/locally/); the torchmem command "
         "itself needs no torch",
         name="torch",
-    ) from _err
+    ) from None  # one error, not torch's ModuleNotFoundError chained before it
 
 __all__ = [
     "TorchMemProfile",

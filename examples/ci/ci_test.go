@@ -167,6 +167,64 @@ func TestActionYAML(t *testing.T) {
 	}
 }
 
+// With no torchmem on PATH the action builds one from its own checkout
+// (torchmem is not published: no pip install of a name PyPI does not
+// have): its build step, run as the runner runs it, leaves a working
+// torchmem in a directory it adds to GITHUB_PATH.
+func TestActionBuildsFromSource(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	b, err := os.ReadFile(filepath.Join("action", "action.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a struct {
+		Inputs map[string]map[string]any `yaml:"inputs"`
+		Runs   struct {
+			Steps []step `yaml:"steps"`
+		} `yaml:"runs"`
+	}
+	if err := yaml.Unmarshal(b, &a); err != nil {
+		t.Fatal(err)
+	}
+	if d := a.Inputs["version"]["default"]; d != "source" {
+		t.Errorf("input version defaults to %v, want source (build from the action's checkout)", d)
+	}
+	var build *step
+	for i, s := range a.Runs.Steps {
+		if strings.Contains(s.Run, "pip install") {
+			t.Errorf("step %q pip installs torchmem, which is not on PyPI yet", s.Name)
+		}
+		if strings.Contains(s.Run, "go build") {
+			build = &a.Runs.Steps[i]
+		}
+	}
+	if build == nil {
+		t.Fatal("no step builds torchmem")
+	}
+	actionPath, err := filepath.Abs("action")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	ghPath := filepath.Join(dir, "github_path")
+	cmd := exec.Command("bash", "-e", "-c", build.Run)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Join(runtime.GOROOT(), "bin")+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"VERSION="+a.Inputs["version"]["default"].(string), "GITHUB_ACTION_PATH="+actionPath, "RUNNER_TEMP="+dir, "GITHUB_PATH="+ghPath)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the build step failed: %v\n%s", err, out)
+	}
+	p, _ := os.ReadFile(ghPath)
+	binDir := strings.TrimSpace(string(p))
+	v, err := exec.Command(filepath.Join(binDir, "torchmem"), "--version").CombinedOutput()
+	if err != nil || !strings.Contains(string(v), "torchmem") {
+		t.Errorf("the built torchmem in %q (GITHUB_PATH) does not run: %v %s", binDir, err, v)
+	}
+}
+
 // The workflows pass directories (the snippet's output) to torchmem, never
 // globs of *.json: a glob names every JSON file there (memory_stats.json,
 // key_averages.json), each one then a named input that must be good.

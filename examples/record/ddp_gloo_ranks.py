@@ -66,6 +66,7 @@ def main():
     parser.add_argument("out_dir")
     parser.add_argument("--leaky-rank", type=int, default=-1)
     parser.add_argument("--fsdp2", action="store_true")
+    parser.add_argument("--steps", type=int, default=STEPS)
     args = parser.parse_args()
     started = time.time()
     torch.cuda.set_device(0)  # every rank on the one GPU
@@ -86,7 +87,7 @@ def main():
 
     with TorchMemProfile(out_dir=args.out_dir, wait=WAIT, warmup=WARMUP, active=ACTIVE,
                          repeat=1, ranks="all") as tm:
-        for _ in range(STEPS):
+        for _ in range(args.steps):
             step()
             tm.step()
     files = sorted(os.path.basename(p) for p in tm.written)
@@ -109,7 +110,9 @@ def main():
                 "leak_bytes_per_step": {str(r): BATCH * HIDDEN * 4 if r == args.leaky_rank else 0
                                         for r in range(world)},
                 "leak_site": site("# LEAK SITE") if args.leaky_rank >= 0 else None,
-                "schedule": {"wait": WAIT, "warmup": WARMUP, "active": ACTIVE, "steps": STEPS},
+                "schedule": {"wait": WAIT, "warmup": WARMUP, "active": ACTIVE, "steps": args.steps},
+                "run_id_env": {k: os.environ.get(k) for k in ("TORCHMEM_RUN_ID",
+                                                              "TORCHELASTIC_RUN_ID")},
                 "ranks": gathered,
                 "torch": torch.__version__,
                 "gpu": torch.cuda.get_device_name(),

@@ -80,7 +80,7 @@ build_one() {
   (cd "$root" && CGO_ENABLED=0 GOOS="${target%/*}" GOARCH="${target#*/}" \
     "$GO" build -trimpath -ldflags="-s -w" -o "$stage/bin/torchmem" ./cmd/torchmem)
   # The package's files, and the snippet copied from its single source.
-  cp "$here/pyproject.toml" "$here/setup.py" "$here/description.md" "$stage/"
+  cp "$here/pyproject.toml" "$here/setup.py" "$here/description.md" "$root/LICENSE" "$stage/"
   cp -R "$here/torchmem" "$stage/torchmem"
   rm -rf "$stage/torchmem/__pycache__"
   cp "$root/examples/torchmem_profile.py" "$stage/torchmem_profile.py"

@@ -211,6 +211,24 @@ func checkWheel(t *testing.T, path, version string) wheelInfo {
 		t.Errorf("%s: METADATA Name %v Version %v, want torchmem %s", base, meta["Name"], meta["Version"], version)
 	}
 
+	// The license: said in METADATA (License, or License-Expression from
+	// setuptools with PEP 639) and its text carried in .dist-info
+	// (licenses/LICENSE under PEP 639), byte for byte the repository's.
+	if lic := append(meta["License"], meta["License-Expression"]...); !slices.Contains(lic, "Apache-2.0") {
+		t.Errorf("%s: METADATA License %q License-Expression %q, want Apache-2.0", base, meta["License"], meta["License-Expression"])
+	}
+	license, err := os.ReadFile(filepath.Join(repoRoot, "LICENSE"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	licName := distInfo + "LICENSE"
+	if files[licName] == nil {
+		licName = distInfo + "licenses/LICENSE"
+	}
+	if got := read(licName); !bytes.Equal(got, license) || !bytes.Contains(got, []byte("Apache License")) {
+		t.Errorf("%s: %s is not the repository's LICENSE (%d bytes, want %d)", base, licName, len(got), len(license))
+	}
+
 	// RECORD: every file, with its hash.
 	record := map[string]string{}
 	for _, line := range strings.Split(strings.TrimSpace(string(read(distInfo+"RECORD"))), "\n") {
@@ -383,14 +401,31 @@ func checkInstall(t *testing.T, py, whl, version string) {
 
 	// The example trace the wheel carries (README: torchmem analyze
 	// "$(python -m torchmem.example)") leaks: analyze says so and exits 1.
+	// It prints the path and nothing else: no RuntimeWarning that the
+	// module was imported before it ran (the package once imported it).
 	out, errOut, code := runIn("python", "-m", "torchmem.example")
 	trace := strings.TrimSpace(out)
-	if code != 0 || !strings.HasPrefix(trace, dir) || !strings.HasSuffix(trace, "leak_module_cache.trace.json.gz") {
-		t.Fatalf("python -m torchmem.example: exit %d, %q %q; want the bundled trace inside the venv", code, out, errOut)
+	if code != 0 || !strings.HasPrefix(trace, dir) || !strings.HasSuffix(trace, "leak_module_cache.trace.json.gz") || errOut != "" {
+		t.Fatalf("python -m torchmem.example: exit %d, %q %q; want the bundled trace inside the venv and an empty stderr", code, out, errOut)
+	}
+	if out, errOut, code := runIn("python", "-c", "import torchmem; print(torchmem.example_trace())"); code != 0 || strings.TrimSpace(out) != trace || errOut != "" {
+		t.Errorf("torchmem.example_trace(): exit %d, %q %q; want %s", code, out, errOut, trace)
 	}
 	out, errOut, code = runIn("torchmem", "analyze", trace)
 	if code != 1 || !strings.Contains(out, "leak_module_cache.trace.json.gz") || !strings.Contains(strings.ToLower(out), "leak") {
 		t.Errorf("torchmem analyze %s from the venv: exit %d (want 1: it leaks)\nstdout:\n%s\nstderr:\n%s", trace, code, out, errOut)
+	}
+
+	// Without torch (the venv has none) the snippet's names fail with one
+	// error that says torch is needed: no chained traceback before it.
+	for _, imp := range []string{"from torchmem import TorchMemProfile", "import torchmem_profile"} {
+		out, errOut, code := runIn("python", "-c", imp)
+		lines := strings.Split(strings.TrimSpace(errOut), "\n")
+		last := lines[len(lines)-1]
+		if code != 1 || out != "" || !strings.HasPrefix(last, "ModuleNotFoundError: ") || !strings.Contains(last, "needs torch") ||
+			strings.Contains(errOut, "During handling") || strings.Contains(errOut, "direct cause") || strings.Count(errOut, "Traceback") != 1 || len(lines) > 6 {
+			t.Errorf("python -c %q without torch: exit %d, %d lines of stderr, want one ModuleNotFoundError saying torch is needed, unchained:\n%s", imp, code, len(lines), errOut)
+		}
 	}
 
 	out, errOut, code = runIn("python", "-c", importCheck, version)

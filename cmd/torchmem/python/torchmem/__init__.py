@@ -26,7 +26,15 @@ import sys
 import sysconfig
 
 from torchmem._version import __version__
-from torchmem.example import example_trace
+
+
+def example_trace():
+    """The path of the bundled example trace (torchmem.example, imported
+    here on first use: importing it with the package made `python -m
+    torchmem.example` warn that the module was already in sys.modules)."""
+    from torchmem.example import example_trace as path
+
+    return path()
 
 
 def find_torchmem_bin():
@@ -53,10 +61,18 @@ def find_torchmem_bin():
 def __getattr__(name):
     # The snippet's names (TorchMemProfile, TorchMemCallback, ...) come from
     # torchmem_profile, its one source, imported on first use because it
-    # imports torch. An ImportError of torch or of a framework the snippet
-    # needs for that name reaches the caller as it is.
+    # imports torch. Without torch that is one ModuleNotFoundError saying
+    # so; an ImportError of a framework the snippet needs for that name
+    # reaches the caller as it is.
     if not name.startswith("_"):
-        import torchmem_profile
+        try:
+            import torchmem_profile
+        except ModuleNotFoundError as e:
+            if e.name != "torch":
+                raise
+            # The snippet's own sentence (torch is needed, where to get
+            # it), without the chain of imports that led to it.
+            raise ModuleNotFoundError(str(e), name="torch") from None
 
         try:
             return getattr(torchmem_profile, name)
