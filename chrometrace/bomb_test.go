@@ -93,3 +93,54 @@ func TestReadGzipBomb(t *testing.T) {
 		t.Errorf("peak heap %d bytes, want under 512 MiB", peak)
 	}
 }
+
+// TestReadSmallEventBombs: events of a few bytes, many of them. 1 GB of
+// gzipped "{}" took 1.8 GB (a speculative chunk decoded 350,000 empty
+// events at once, then again on the exact path), and 1 GB of tiny
+// [memory] events 1.8 GB: the reader now decodes at most batchEvents per
+// batch, gives an event without "ph" to the exact path at once, and stops
+// at MaxEvents and MaxMemoryEvents (set low here: the input is generated
+// as read, the caps are what the test measures).
+func TestReadSmallEventBombs(t *testing.T) {
+	s := func(x string) []byte { return []byte(x) }
+	memEv := `,{"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":1,"args":{"Bytes":512,"Total Allocated":512,"Device Id":0,"Device Type":1,"Addr":1}}`
+	cases := []struct {
+		name  string
+		r     func() io.Reader
+		what  string // CountLimitError.What; "" for success
+		heap  uint64
+		setup func()
+	}{
+		{"64 MB of empty events", func() io.Reader {
+			return &bombtest.Reader{Head: s(`{"traceEvents":[{}`), Fill: s(`,{}`), N: 3 * (64 << 20 / 3), Tail: s(`]}`)}
+		}, "", 48 << 20, func() {}},
+		{"empty events past MaxEvents", func() io.Reader {
+			return &bombtest.Reader{Head: s(`{"traceEvents":[{}`), Fill: s(`,{}`), N: 3 << 30, Tail: s(`]}`)}
+		}, "events", 48 << 20, func() { MaxEvents = 1 << 22 }},
+		{"[memory] events past MaxMemoryEvents", func() io.Reader {
+			return &bombtest.Reader{Head: s(`{"traceEvents":[` + bombEvent), Fill: s(memEv), N: int64(len(memEv)) << 30, Tail: s(`]}`)}
+		}, "[memory] events", 96 << 20, func() { MaxMemoryEvents = 1 << 19 }},
+	}
+	for _, spec := range []bool{true, false} {
+		for _, c := range cases {
+			t.Run(c.name+map[bool]string{true: "/speculative", false: "/exact"}[spec], func(t *testing.T) {
+				defer func(old bool, e int64, m int) { speculate, MaxEvents, MaxMemoryEvents = old, e, m }(speculate, MaxEvents, MaxMemoryEvents)
+				speculate = spec
+				c.setup()
+				var err error
+				peak := bombtest.PeakHeap(func() { _, err = Read(c.r(), ReadOptions{}) })
+				var ce *CountLimitError
+				switch {
+				case c.what == "" && err != nil:
+					t.Fatalf("error %v", err)
+				case c.what != "" && (!errors.As(err, &ce) || ce.What != c.what):
+					t.Fatalf("error %v, want a *CountLimitError on %s", err, c.what)
+				}
+				t.Logf("peak heap %d MB (%v)", peak>>20, err)
+				if peak > c.heap {
+					t.Errorf("peak heap %d MB, want under %d MB", peak>>20, c.heap>>20)
+				}
+			})
+		}
+	}
+}

@@ -188,12 +188,14 @@ func (b *builder) intern(s string) StrID {
 	if id, ok := b.strs[s]; ok {
 		return id
 	}
+	key := s
 	if !b.local {
 		s = strings.Clone(s)
+		key = s
 	}
 	id := StrID(len(b.t.Strings))
-	b.t.Strings = append(b.t.Strings, s)
-	b.strs[s] = id
+	b.t.Strings = append(b.t.Strings, OneLine(s))
+	b.strs[key] = id
 	return id
 }
 
@@ -429,6 +431,15 @@ func (b *builder) add(ev *rawEvent) error {
 				DeviceType: DeviceType(ev.Args.DeviceType),
 				DeviceID:   int8(ev.Args.DeviceID),
 			}
+			if ev.Args.DeviceType == 0 {
+				// another build's spelling: device_option Type / Id
+				if dt, ok := rawInt(ev.Args.OptDeviceType); ok {
+					m.DeviceType = DeviceType(dt)
+					if id, ok := rawInt(ev.Args.OptDeviceID); ok {
+						m.DeviceID = int8(id)
+					}
+				}
+			}
 			var ok1, ok2, ok3 bool
 			if m.Addr, ok1 = rawUint(ev.Args.Addr); ok1 {
 				m.Fields |= MemAddr
@@ -547,7 +558,7 @@ func (b *builder) finish() {
 // those traces. Each figure that cannot be derived is named in a warning.
 func (b *builder) memorySchema() {
 	t := b.t
-	var device, withAlloc, withReserved int64
+	var device, withAlloc, withReserved, reservedZero, maxAlloc int64
 	for i := range t.Memory {
 		e := &t.Memory[i]
 		if !e.DeviceType.IsGPU() {
@@ -562,6 +573,12 @@ func (b *builder) memorySchema() {
 		}
 		if e.Fields&MemTotalReserved != 0 {
 			withReserved++
+			if e.TotalReserved == 0 {
+				reservedZero++
+			}
+		}
+		if e.Fields&MemTotalAllocated != 0 {
+			maxAlloc = max(maxAlloc, e.TotalAllocated)
 		}
 	}
 	if device == 0 {
@@ -588,6 +605,16 @@ func (b *builder) memorySchema() {
 			e.TotalAllocated = sum[k]
 		}
 		t.Warnings = append(t.Warnings, "[memory] events record no Total Allocated (torch before 1.10): allocated memory is the running sum of their Bytes from the start of the profiled window, relative to what was allocated before it")
+	}
+	if withReserved > 0 && reservedZero == withReserved && maxAlloc > 0 {
+		// A build that writes the key but never fills it in (Total
+		// Reserved: 0 while memory is allocated): not a measurement.
+		for i := range t.Memory {
+			t.Memory[i].Fields &^= MemTotalReserved
+			t.Memory[i].TotalReserved = 0
+		}
+		withReserved = 0
+		t.Warnings = append(t.Warnings, fmt.Sprintf("every device [memory] event records Total Reserved 0 while Total Allocated reaches %s: this build does not fill it in", fmt.Sprintf("%.2f MB", float64(maxAlloc)/(1<<20))))
 	}
 	if withReserved == 0 {
 		t.MemorySchema.NoReserved = true
@@ -642,6 +669,9 @@ func (b *builder) setMeta(meta map[string][]byte) error {
 	if raw, ok := meta["deviceProperties"]; ok {
 		if err := json.Unmarshal(raw, &m.Devices); err != nil {
 			b.warnOnce("deviceProperties could not be read: " + err.Error())
+		}
+		for i := range m.Devices {
+			m.Devices[i].Name = OneLine(m.Devices[i].Name)
 		}
 	}
 	if raw, ok := meta["distributedInfo"]; ok {

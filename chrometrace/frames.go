@@ -110,6 +110,30 @@ func shortFrame(name string) string {
 	return name
 }
 
+// hookRegistrations are torch.nn.Module's methods that register a hook on
+// a module (torch/nn/modules/module.py): called again every step, they pile
+// up hooks that each run (and may keep memory) every call.
+var hookRegistrations = map[string]bool{
+	"register_forward_hook":           true,
+	"register_forward_pre_hook":       true,
+	"register_full_backward_hook":     true,
+	"register_backward_hook":          true,
+	"register_full_backward_pre_hook": true,
+}
+
+// HookRegistration returns the method's name when a frame is torch's own
+// registration of a module hook ("torch/nn/modules/module.py(1688):
+// register_forward_hook"), "" otherwise. The registration shows in a trace
+// whether or not the hook itself does (a lambda or a builtin runs without a
+// Python frame of its own).
+func HookRegistration(name string) string {
+	f, ok := ParseFrame(name)
+	if !ok || !hookRegistrations[f.Name] || !strings.HasSuffix(f.Filename, "torch/nn/modules/module.py") {
+		return ""
+	}
+	return f.Name
+}
+
 // NormalizeFrame drops object addresses from built-in frames
 // ("<built-in method append of list object at 0x7f09...>"), which would
 // otherwise make every call a site of its own.

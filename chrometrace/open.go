@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/pgzip"
 )
 
@@ -34,6 +35,9 @@ func Open(path string) (*Input, error) {
 	return in, nil
 }
 
+// smallGzip: a gzip file shorter than this is inflated without pgzip.
+const smallGzip = 128 << 10
+
 // Input is a possibly decompressed byte stream with look-ahead.
 type Input struct {
 	*bufio.Reader
@@ -53,15 +57,29 @@ func NewInput(r io.Reader) (*Input, error) {
 	}
 	in := &Input{}
 	if len(head) == 2 && head[0] == gzipMagic[0] && head[1] == gzipMagic[1] {
-		// pgzip decompresses ahead in its own goroutine, so inflating and
-		// parsing overlap on two cores (measured 270 MB/s against 190).
-		zr, err := pgzip.NewReaderN(br, 1<<20, 4)
-		if err != nil {
-			return nil, fmt.Errorf("corrupt gzip: %w", err)
-		}
 		in.Gzipped = true
-		in.closers = append(in.closers, zr)
-		in.Reader = bufio.NewReaderSize(&gzipErrReader{zr}, 1<<20)
+		if _, err := br.Peek(smallGzip); err != nil {
+			// A small file (a summary, a short log; a reduce reads
+			// thousands): one inflater with small buffers. pgzip's four
+			// 1 MiB blocks and 1 MiB of read-ahead per file were most of
+			// what 10,000 summaries allocated.
+			zr, err := gzip.NewReader(br)
+			if err != nil {
+				return nil, fmt.Errorf("corrupt gzip: %w", err)
+			}
+			in.closers = append(in.closers, zr)
+			in.Reader = bufio.NewReaderSize(&gzipErrReader{zr}, 64<<10)
+		} else {
+			// pgzip decompresses ahead in its own goroutine, so inflating
+			// and parsing overlap on two cores (measured 270 MB/s against
+			// 190).
+			zr, err := pgzip.NewReaderN(br, 1<<20, 4)
+			if err != nil {
+				return nil, fmt.Errorf("corrupt gzip: %w", err)
+			}
+			in.closers = append(in.closers, zr)
+			in.Reader = bufio.NewReaderSize(&gzipErrReader{zr}, 1<<20)
+		}
 		if _, err := in.Reader.Peek(1); err != nil {
 			if err == io.EOF {
 				return nil, ErrEmpty

@@ -42,6 +42,47 @@ type skipSet struct{ py, flows bool }
 
 func (o *ReadOptions) skip() skipSet { return skipSet{py: o.SkipPyFrames, flows: o.SkipFlows} }
 
+// MaxEvents caps the events of one trace, MaxMemoryEvents its [memory]
+// events: what the reader builds, whatever the bytes (1 GB of gzipped
+// "{}" is 358 million events; 1 GB of tiny [memory] events 7 million,
+// which took 1.8 GB). MaxEvents is the events of an 18 GB trace (a 1 GB one has 3.5 million; an endless trace on stdin stops there, at about 4 GB);
+// MaxMemoryEvents ten times the memory events of one (a real trace has
+// one in ten; 4 million cost analyze and report about 1 GB, see the
+// README's Performance). The CLI's --max-events and --max-memory-events
+// set them; past one, Read fails with a *CountLimitError.
+var (
+	MaxEvents       int64 = DefaultMaxEvents
+	MaxMemoryEvents       = DefaultMaxMemoryEvents
+)
+
+// The caps' defaults.
+const (
+	DefaultMaxEvents       int64 = 1 << 26
+	DefaultMaxMemoryEvents       = 4 << 20
+)
+
+// CountLimitError is a trace past MaxEvents or MaxMemoryEvents.
+type CountLimitError struct {
+	What  string // "events", "[memory] events"
+	Limit int64
+	Flag  string
+}
+
+func (e *CountLimitError) Error() string {
+	return fmt.Sprintf("more than %d %s in one trace, the cap on what the reader builds (--%s raises it)", e.Limit, e.What, e.Flag)
+}
+
+// overCount says whether what was merged so far is past a cap.
+func (b *builder) overCount() error {
+	switch {
+	case b.t.Events > MaxEvents:
+		return &CountLimitError{What: "events", Limit: MaxEvents, Flag: "max-events"}
+	case b.memory.n > MaxMemoryEvents:
+		return &CountLimitError{What: "[memory] events", Limit: int64(MaxMemoryEvents), Flag: "max-memory-events"}
+	}
+	return nil
+}
+
 // MaxEventBytes is the default cap on one JSON value and one run of white
 // space in a trace: 64 MiB, hundreds of times the largest event a profiler
 // writes (a long "Call stack" is tens of KB), so the reader's memory stays
@@ -84,7 +125,12 @@ type rawArgs struct {
 	TotalReserved  rawJSON `json:"Total Reserved"`
 	DeviceType     int64   `json:"Device Type"`
 	DeviceID       int64   `json:"Device Id"`
-	ExternalID     int64   `json:"External id"`
+	// OptDeviceType and OptDeviceID are another build's spelling of the
+	// two ("device_option Type", "device_option Id"), read when the usual
+	// keys are absent.
+	OptDeviceType rawJSON `json:"device_option Type"`
+	OptDeviceID   rawJSON `json:"device_option Id"`
+	ExternalID    int64   `json:"External id"`
 	// externalIDOld is torch 1.8/1.9's spelling on GPU events.
 	ExternalIDOld  int64       `json:"external id"`
 	SeqNr          json.Number `json:"Sequence number"`
@@ -135,6 +181,7 @@ type batch struct {
 	speculative bool
 	sep         []byte
 	failed      bool
+	noPh        bool // the fast decoder met an event without "ph" (speculative batches)
 	// local holds the batch's events converted on the worker, with
 	// batch-local string and thread ids; the merger only renumbers them.
 	local *builder
@@ -158,8 +205,13 @@ func (bt *batch) convert() {
 	bt.events = bt.events[:0]
 }
 
-// batchBytes is the size of an exact-path batch (a variable for tests).
+// batchBytes is the size of an exact-path batch (a variable for tests);
+// batchEvents caps its events (a real 1 MiB holds 3,000 to 5,000), so
+// that a batch of tiny events ("{}") does not decode into a million
+// structs at once.
 var batchBytes = 1 << 20
+
+const batchEvents = 1 << 14
 
 // Read parses a whole Kineto Chrome trace from r, streaming: memory use is
 // the compact model plus a few MB of batches, whatever the input size. A
@@ -379,7 +431,7 @@ func readEventsExact(sp *splitter, b *builder, workers int, opts ReadOptions, fi
 			cur.starts = append(cur.starts, int32(len(cur.data)))
 			cur.inputOffsets = append(cur.inputOffsets, sp.offset()-int64(len(elem)))
 			cur.data = append(cur.data, elem...)
-			if len(cur.data) >= batchBytes {
+			if len(cur.data) >= batchBytes || len(cur.starts) >= batchEvents {
 				if !send() {
 					return
 				}
@@ -399,6 +451,10 @@ func readEventsExact(sp *splitter, b *builder, workers int, opts ReadOptions, fi
 					b.warnOnce(p.warn)
 				}
 				b.merge(p.local)
+				if err := b.overCount(); err != nil {
+					firstErr = err
+					close(stop)
+				}
 				if opts.Progress != nil {
 					opts.Progress(b.t.Events)
 				}
@@ -510,6 +566,7 @@ func decodeFast(bt *batch) bool {
 	spec := bt.speculative
 	if fastDecode(bt.data, &bt.scratch, func(ev *rawEvent) bool {
 		if spec && ev.Ph == "" {
+			bt.noPh = true
 			return false
 		}
 		l.add(ev)
@@ -701,6 +758,10 @@ func readEventsSpeculative(sp *splitter, b *builder, workers int, opts ReadOptio
 		if firstErr == nil {
 			b.t.speculativeBatches++
 			b.merge(p.local)
+			if err := b.overCount(); err != nil {
+				stopOnce()
+				firstErr = err
+			}
 			if opts.Progress != nil {
 				opts.Progress(b.t.Events)
 			}
@@ -802,10 +863,18 @@ func cutSpeculative(sp *splitter, jobs chan<- *batch, free <-chan *batch, stop <
 // decodeSpeculative decodes a speculative batch, marking it failed unless
 // it is a complete array of objects that all have a "ph".
 func decodeSpeculative(bt *batch) {
+	bt.noPh = false
 	if decodeFast(bt) {
 		if bt.local.t.Events == 0 {
 			bt.failed = true
 		}
+		return
+	}
+	if bt.noPh {
+		// The exact path decides about an event without "ph"; sonic would
+		// only decode the whole chunk first (a chunk of "{}" is 350,000
+		// events).
+		bt.failed = true
 		return
 	}
 	err := sonicValidating.UnmarshalFromString(unsafeString(bt.data), &bt.events)

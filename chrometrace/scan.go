@@ -191,6 +191,10 @@ func scanArgs(b []byte, i int, a *rawArgs) (int, bool) {
 			i, ok = intField(b, i, &a.DeviceType)
 		case "Device Id":
 			i, ok = intField(b, i, &a.DeviceID)
+		case "device_option Type":
+			a.OptDeviceType, i, ok = scanRaw(b, i)
+		case "device_option Id":
+			a.OptDeviceID, i, ok = scanRaw(b, i)
 		case "External id":
 			i, ok = intField(b, i, &a.ExternalID)
 		case "external id":

@@ -65,6 +65,9 @@ type Digest struct {
 	Lines         int             `json:"lines,omitempty"`
 	GPUs          int             `json:"gpus,omitempty"`
 	SnapshotStats *snapshot.Stats `json:"snapshot_stats,omitempty"`
+	// LiveSites are a snapshot's live blocks by site and pool, the largest
+	// DigestLiveSites (a snapshot series is judged from them).
+	LiveSites []snapshot.LiveSite `json:"live_sites,omitempty"`
 	// Tables and MemorySummaryFrag are a memory_summary() log's tables
 	// and its allocator figures per device.
 	Tables            int               `json:"tables,omitempty"`
@@ -96,6 +99,9 @@ const TimelinePoints = 512
 // HolderSamples is how many moments of a digest's chart list what held
 // the most memory.
 const HolderSamples = 100
+
+// DigestLiveSites is how many live sites of a snapshot a digest keeps.
+const DigestLiveSites = 200
 
 // DigestTopRows is how many operator rows and diff sites a digest keeps.
 const DigestTopRows = 25
@@ -176,6 +182,10 @@ func MakeDigest(in *Input) *Digest {
 		d.Side = trimSide(diff.NewSnapshotSide(in.Source, in.SnapshotReport()), DigestTopRows)
 		st := in.SnapshotReport().Stats
 		d.SnapshotStats = &st
+		d.LiveSites = in.LiveSites()
+		if len(d.LiveSites) > DigestLiveSites {
+			d.LiveSites = d.LiveSites[:DigestLiveSites]
+		}
 	}
 	return d
 }

@@ -10,9 +10,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/internal/crash"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules/frag"
 	"github.com/torchmem/torchmem/rules/leak"
@@ -222,15 +222,13 @@ func Evaluate(rs RuleSet, ins []*Input, o EvalOptions) *Evaluation {
 		}
 	}
 	ev.Checklists = make([]NamedChecklist, len(ev.Verdicts))
-	var wg sync.WaitGroup
+	var g crash.Group
 	for i, v := range ev.Verdicts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		g.Go(func() {
 			ev.Checklists[i] = NamedChecklist{Name: v.Name, Items: rs.markDisabled(v, warnBelowError(v, Checklist(v, all), all))}
-		}()
+		})
 	}
-	wg.Wait()
+	g.Wait()
 	ev.CrossRank = CompareRanks(ev.Verdicts)
 	return ev
 }

@@ -26,6 +26,9 @@ type Group struct {
 	Run    string
 	Rank   int64
 	Inputs []*Input
+	// Joined lists the process run ids read as this one job's (older
+	// snippets named each rank's files by its own process), rank order.
+	Joined []string
 }
 
 type groupKey struct {
@@ -42,7 +45,7 @@ type groupKey struct {
 func GroupInputs(ins []*Input) []Group {
 	keyOf := make([]groupKey, len(ins))
 	for i, in := range ins {
-		dir := filepath.Dir(in.Source)
+		dir := groupDir(in.Source)
 		base := filepath.Base(in.Source)
 		k := groupKey{dir: dir, rank: in.rankOrContents()}
 		if m := snippetName.FindStringSubmatch(base); m != nil {
@@ -54,6 +57,36 @@ func GroupInputs(ins []*Input) []Group {
 			k.run = "\x00" // not the snippet's: one run per folder
 		}
 		keyOf[i] = k
+	}
+	// The ranks of one job under older snippets' per-process run ids are
+	// one run (jobruns.go).
+	runRanks := map[string]map[string]map[int64]bool{}
+	for _, k := range keyOf {
+		if k.run == "\x00" {
+			continue
+		}
+		if runRanks[k.dir] == nil {
+			runRanks[k.dir] = map[string]map[int64]bool{}
+		}
+		if runRanks[k.dir][k.run] == nil {
+			runRanks[k.dir][k.run] = map[int64]bool{}
+		}
+		runRanks[k.dir][k.run][k.rank] = true
+	}
+	joinedRuns := map[[2]string][]string{}
+	for dir, runs := range runRanks {
+		to, joined := joinJobRuns(runs)
+		if len(to) == 0 {
+			continue
+		}
+		for i := range keyOf {
+			if t, ok := to[keyOf[i].run]; ok && keyOf[i].dir == dir {
+				keyOf[i].run = t
+			}
+		}
+		for run, ids := range joined {
+			joinedRuns[[2]string{dir, run}] = ids
+		}
 	}
 	// A file not named by the snippet (a training log with
 	// memory_summary() tables, nvidia-smi) beside the snippet's files of
@@ -118,6 +151,7 @@ func GroupInputs(ins []*Input) []Group {
 		g := Group{Rank: k.rank, Inputs: []*Input{in}}
 		if k.run != "\x00" {
 			g.Run = k.run
+			g.Joined = joinedRuns[[2]string{k.dir, k.run}]
 		}
 		out = append(out, g)
 	}
@@ -136,7 +170,7 @@ func GroupInputs(ins []*Input) []Group {
 		if g.Rank >= 0 {
 			parts = append(parts, fmt.Sprintf("rank %d", g.Rank))
 		}
-		where := filepath.Dir(g.Inputs[0].Source)
+		where := groupDir(g.Inputs[0].Source)
 		if g.Run != "" {
 			where = filepath.Join(where, g.Run)
 		}
@@ -159,6 +193,7 @@ func JudgeAllWith(ins []*Input, o JudgeOptions) []Verdict {
 	for _, g := range GroupInputs(ins) {
 		v := JudgeWith(g.Name, g.Inputs, o)
 		v.Run = g.Run
+		v.Job = JoinedNote(g.Joined)
 		if g.Rank >= 0 {
 			v.Rank = g.Rank
 		}

@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"runtime/debug"
 	"slices"
-	"sync"
 	"unsafe"
 
 	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/internal/crash"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules/frag"
 	"github.com/torchmem/torchmem/rules/leak"
@@ -79,6 +79,9 @@ func (in *Input) TraceSummary(device int) chrometrace.Summary {
 	if in.Digest != nil && in.Digest.TraceSummary != nil {
 		return *in.Digest.TraceSummary // all GPUs: a summary keeps that one
 	}
+	if in.Trace == nil {
+		return chrometrace.Summary{Rank: -1, WorldSize: 1} // not a trace: it recorded nothing of one
+	}
 	return Get(in, keySummary(device), func() chrometrace.Summary { return chrometrace.Summarize(in.Trace, device) })
 }
 
@@ -125,17 +128,16 @@ func (in *Input) Prepare(site memtimeline.SiteOptions) {
 		return
 	}
 	in.prepareShared()
-	var wg sync.WaitGroup
+	var g crash.Group // a panic reaches the caller, and the command's top
 	for _, f := range []func(){
 		func() { in.Leaks() },
 		func() { in.Frag() },
 		func() { in.Sites(site) },
 		func() { in.TraceSummary(-1) },
 	} {
-		wg.Add(1)
-		go func() { defer wg.Done(); f() }()
+		g.Go(f)
 	}
-	wg.Wait()
+	g.Wait()
 }
 
 // prepareShared computes the passes the other analyses build on before
@@ -196,11 +198,10 @@ func (in *Input) SnapshotLeaksWith(o leak.Options) leak.Report {
 func RunWith(rs []Rule, in *Input, site memtimeline.SiteOptions) []Finding {
 	var out []Finding
 	in.prepareShared() // before the rules, which read it too
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); out = Run(rs, in) }()
+	var g crash.Group
+	g.Go(func() { out = Run(rs, in) })
 	in.Prepare(site)
-	wg.Wait()
+	g.Wait()
 	return out
 }
 

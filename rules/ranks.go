@@ -92,6 +92,9 @@ func CompareRanks(vs []Verdict) *CrossRank {
 			}
 		}
 		h := cr.Headline
+		if j := byRun[k][0].Job; j != "" {
+			h = j + "; " + h
+		}
 		if len(byRun) > 1 {
 			h = runName(byRun[k][0]) + ": " + h
 		}
@@ -112,7 +115,7 @@ var rankFolder = regexp.MustCompile(`(?i)^rank[_-]?\d+$`)
 func runKey(v Verdict) string {
 	dir := ""
 	if len(v.Sources) > 0 {
-		dir = filepath.Dir(v.Sources[0])
+		dir = groupDir(v.Sources[0])
 		if rankFolder.MatchString(filepath.Base(dir)) {
 			dir = filepath.Dir(dir)
 		}

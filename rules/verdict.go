@@ -65,6 +65,9 @@ type LeakEvidence struct {
 	BytesPerSecond float64 `json:"bytes_per_second,omitempty"`
 	smiRun         *smi.GrowthRun
 	smiGPU         string
+	// series names a snapshot series' evidence in sentences ("the 3
+	// snapshots at steps 10, 20, 30"): its Source is only the last dump.
+	series string
 }
 
 // LeakAnswer is the leak verdict of a run and rank, from all its evidence.
@@ -181,8 +184,11 @@ type PeakAnswer struct {
 // Verdict is the answer for one run and rank.
 type Verdict struct {
 	// Name labels the group ("rank 0", the file name for a lone input).
-	Name    string      `json:"name"`
-	Run     string      `json:"run,omitempty"`
+	Name string `json:"name"`
+	Run  string `json:"run,omitempty"`
+	// Job says when several process run ids were read as one job's ranks
+	// (older snippets: one run id per process), and which.
+	Job     string      `json:"job,omitempty"`
 	Rank    int64       `json:"rank"`
 	Sources []string    `json:"sources"`
 	Leak    LeakAnswer  `json:"leak"`
@@ -190,8 +196,10 @@ type Verdict struct {
 	Frag    *FragAnswer `json:"fragmentation,omitempty"`
 	Peak    *PeakAnswer `json:"peak,omitempty"`
 	// GPU is nvidia-smi against torch's numbers, and per process.
-	GPU    *GPUAnswer `json:"gpu,omitempty"`
-	Inputs []*Input   `json:"-"`
+	GPU *GPUAnswer `json:"gpu,omitempty"`
+	// Host is pinned host memory, from a steps log that records it.
+	Host   *HostAnswer `json:"pinned_host,omitempty"`
+	Inputs []*Input    `json:"-"`
 }
 
 // rankOrContents is the loader's rank, else one a memory_summary log
@@ -344,6 +352,7 @@ func summaryEvidence(in *Input) []LeakEvidence {
 			devs = append(devs, s.Device)
 		}
 		r := steplog.Record{Step: s.Step, AllocatedBytes: s.AllocatedBytes, ReservedBytes: s.ReservedBytes, ActiveBytes: s.ActiveBytes, PeakAllocatedBytes: s.AllocatedPeakBytes, PeakReservedBytes: s.ReservedPeakBytes, AllocRetries: s.Retries, InactiveSplitBytes: s.NonReleasableBytes, Line: s.Line}
+		r.NotRecorded()
 		if !s.Time.IsZero() {
 			r.Time, r.HasTime = float64(s.Time.UnixNano())/1e9, true
 		}
@@ -422,6 +431,9 @@ func describeEvidence(e LeakEvidence) string {
 
 // from names the evidence a figure comes from.
 func (k kindCount) from(e LeakEvidence) string {
+	if e.series != "" {
+		return e.series // names its steps
+	}
 	if d := describeEvidence(e); d != "" {
 		return k.name(e) + " (" + d + ")"
 	}
@@ -553,8 +565,16 @@ func countKinds(ev []LeakEvidence) kindCount {
 
 // name is how a sentence names the evidence's source.
 func (k kindCount) name(e LeakEvidence) string {
+	if e.series != "" {
+		return e.series
+	}
 	if k[e.Kind] > 1 {
-		return string(e.Kind) + " " + filepath.Base(e.Source)
+		name := filepath.Base(e.Source)
+		if _, ok := DumpPlaceOf(e.Source); ok {
+			// a dump tree's files differ by their iteration folder
+			name = filepath.Join(filepath.Base(filepath.Dir(e.Source)), name)
+		}
+		return string(e.Kind) + " " + name
 	}
 	switch e.Kind {
 	case SourceSteps:
@@ -590,7 +610,7 @@ func (k kindCount) figures(es []LeakEvidence) string {
 func (k kindCount) agreement(best LeakEvidence, leaks, cleans []LeakEvidence) (string, string) {
 	var agree, differ []LeakEvidence
 	for _, e := range leaks {
-		if e.Source == best.Source && e.Kind == best.Kind {
+		if e.Source == best.Source && e.Kind == best.Kind && e.series == best.series {
 			continue
 		}
 		d := math.Abs(float64(e.BytesPerStep - best.BytesPerStep))
@@ -1112,6 +1132,7 @@ func JudgeWith(name string, ins []*Input, o JudgeOptions) Verdict {
 			v.Rank = r
 		}
 	}
+	ev = append(ev, snapshotSeriesEvidence(ins)...)
 	smiLeakRates(ev, ins)
 	v.Leak = judgeLeak(ev)
 	v.GPU = judgeGPU(ins)
@@ -1123,6 +1144,7 @@ func JudgeWith(name string, ins []*Input, o JudgeOptions) Verdict {
 	v.Frag = fragOverRun(v.Frag, ins, o.SnapshotSplit) // fragrun.go
 	v.Frag = addRetries(v.Frag, ins)
 	v.Peak = judgePeak(ins)
+	v.Host = judgeHost(ins)
 	return v
 }
 
@@ -1133,6 +1155,8 @@ func (v *Verdict) Status() string {
 		return "LEAK"
 	case len(v.OOMs) > 0:
 		return "OOM"
+	case v.Host != nil && v.Host.Verdict == leak.VerdictLeak:
+		return "LEAK" // of pinned host memory: its own line says so
 	}
 	return strings.ToUpper(v.Leak.Verdict)
 }

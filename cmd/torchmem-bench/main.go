@@ -330,6 +330,9 @@ func run(c config) error {
 				return fmt.Errorf("%s %s: %w", j.name, filepath.Base(j.input), err)
 			}
 			samples[i] = append(samples[i], s)
+			// Each measurement as it comes, so that an interrupted run still tells.
+			logf("round %d: %s %s: wall %.2f s, user %.2f s, sys %.2f s, peak RSS %s", r+1, j.name, filepath.Base(j.input),
+				s.wall.Seconds(), s.user.Seconds(), s.sys.Seconds(), mib(s.maxRSS))
 		}
 		loads = append(loads, fmt.Sprintf("round %d: %s -> %s", r+1, before, loadavg()))
 	}

@@ -59,6 +59,9 @@ func runAnnotate(stdout, stderr io.Writer, trace, output, rulesFile string) erro
 	}
 	if st, err := os.Stat(trace); err == nil && st.IsDir() {
 		return badInput(fmt.Errorf("%s: is a directory; annotate writes one trace: name one trace file", trace))
+	} else if err == nil && !st.Mode().IsRegular() {
+		// A FIFO gives its data once: the second read would block.
+		return badInput(fmt.Errorf("%s: not a regular file (a FIFO or device); annotate reads the trace twice (to analyze it, then to copy it): save it to a file first", trace))
 	}
 	if err := checkOutput(output, []string{trace}); err != nil {
 		return err

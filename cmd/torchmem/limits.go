@@ -70,6 +70,12 @@ func addLimitFlags(root *cobra.Command) {
 	setCap(&memtimeline.MaxSeries, memtimeline.DefaultMaxSeries)
 	root.PersistentFlags().Var(&capFlag{set: func(n int) { memtimeline.MaxInputBytes = int64(n) }, n: int(memtimeline.DefaultMaxInputBytes), max: 1 << 50},
 		"max-input-bytes", "largest input (after decompression) read from a snapshot, timeline, nvidia-smi or per-step log (e.g. 64GiB)")
+	setCap(&chrometrace.MaxEvents, chrometrace.DefaultMaxEvents)
+	setCap(&chrometrace.MaxMemoryEvents, chrometrace.DefaultMaxMemoryEvents)
+	root.PersistentFlags().Var(&capFlag{set: func(n int) { chrometrace.MaxEvents = int64(n) }, n: int(chrometrace.DefaultMaxEvents), max: 1 << 40},
+		"max-events", "most events read from one trace, 64M by default (an 18 GB trace; e.g. 256M)")
+	root.PersistentFlags().Var(&capFlag{set: func(n int) { chrometrace.MaxMemoryEvents = n }, n: chrometrace.DefaultMaxMemoryEvents, max: 1 << 36},
+		"max-memory-events", "most [memory] events read from one trace; about 250 bytes of memory each in analyze and report (e.g. 16M)")
 	root.PersistentFlags().Var(&capFlag{set: func(n int) {
 		memtimeline.MaxRecords = n
 		memtimeline.MaxSeries = max(n/64, memtimeline.DefaultMaxSeries)

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/torchmem/torchmem/cmd/internal/escape"
 	"github.com/torchmem/torchmem/cmd/internal/report"
+	"github.com/torchmem/torchmem/internal/crash"
 )
 
 // Exit codes are part of the interface: CI jobs branch on them.
@@ -16,6 +18,9 @@ const (
 	exitOK       = 0
 	exitFindings = 1
 	exitBadInput = 2
+	// exitBug: torchmem crashed (a recovered panic). Never the input's
+	// fault, and not 2, so that CI tells a bug from a bad file.
+	exitBug = 3
 )
 
 // exitError carries an exit code through cobra's RunE. Silent errors have
@@ -49,7 +54,7 @@ func main() {
 
 // run executes the command line and returns the process exit code; tests
 // call it directly.
-func run(args []string, stdout, stderr io.Writer) int {
+func run(args []string, stdout, stderr io.Writer) (code int) {
 	// Everything printed goes through the terminal filter: names from the
 	// inputs cannot reach a terminal as control sequences, whatever the
 	// command or format (see package escape).
@@ -76,6 +81,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 			wrapped.Flush() //nolint:errcheck // the terminal writer's flush reports
 		}
 	}()
+	// A panic is a bug in torchmem, whatever the input: say so, name the
+	// files being read, and exit 3 (see exitBug).
+	var inputs []string
+	defer func() {
+		if b := crash.Recovered(recover(), ""); b != nil {
+			code = reportBug(stderr, b, inputs)
+		}
+	}()
+	pre := root.PersistentPreRunE
+	root.PersistentPreRunE = func(cmd *cobra.Command, a []string) error {
+		inputs = a
+		if bugHook != nil {
+			bugHook(a)
+		}
+		return pre(cmd, a)
+	}
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -94,4 +115,27 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stderr, "torchmem:", err)
 	fmt.Fprintln(stderr, "Run 'torchmem --help' for usage.")
 	return exitBadInput
+}
+
+// bugHook, set by tests only, runs before every command: a test makes it
+// panic to see the crash handling end to end.
+var bugHook func(args []string)
+
+// reportBug prints a recovered panic as what it is, a bug in torchmem,
+// naming the file it was reading (or the command's inputs), and returns
+// exitBug.
+func reportBug(stderr io.Writer, b *crash.Bug, inputs []string) int {
+	where := b.File
+	if where == "" && len(inputs) > 0 {
+		where = strings.Join(inputs, " ")
+	}
+	if where != "" {
+		where = " while reading " + escape.Terminal(where)
+	}
+	fmt.Fprintf(stderr, "torchmem: bug in torchmem%s: %s\n", where, escape.Terminal(fmt.Sprint(b.Value)))
+	fmt.Fprintln(stderr, "torchmem: this is torchmem's fault, not the input's (exit code 3); please report it with the stack below and, if you can, the file:")
+	for _, l := range strings.Split(strings.TrimRight(string(b.Stack), "\n"), "\n") {
+		fmt.Fprintln(stderr, escape.Terminal(l))
+	}
+	return exitBug
 }

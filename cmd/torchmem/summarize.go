@@ -15,6 +15,7 @@ import (
 
 	"github.com/torchmem/torchmem/cmd/internal/escape"
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
+	"github.com/torchmem/torchmem/internal/crash"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules/summary"
 )
@@ -89,6 +90,7 @@ type summarized struct {
 	skip     bool
 	err      error
 	warnings []string
+	bug      *crash.Bug
 }
 
 func runSummarize(stdout, stderr io.Writer, args []string, o *summarizeOptions) error {
@@ -144,13 +146,20 @@ func runSummarize(stdout, stderr io.Writer, args []string, o *summarizeOptions) 
 	g.SetLimit(jobs)
 	for i, s := range srcs {
 		g.Go(func() error {
-			res[i] = summarizeOne(s, filepath.Join(o.output, names[i]), &opts)
+			if bug := crash.Run(s.Path, func() { res[i] = summarizeOne(s, filepath.Join(o.output, names[i]), &opts) }); bug != nil {
+				res[i].bug = bug
+			}
 			bar.Add(1)
 			return nil
 		})
 	}
 	g.Wait() //nolint:errcheck // every goroutine returns nil
 	bar.Finish()
+	for _, r := range res {
+		if r.bug != nil {
+			panic(r.bug) // to the command's top: a bug, not a bad file
+		}
+	}
 
 	var firstErr error
 	written := 0

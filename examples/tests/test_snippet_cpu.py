@@ -45,6 +45,8 @@ class FakeGPU:
         self.calls += 1
         out = {k: 0 for k in tp.STEP_STAT_KEYS}
         out["allocated_bytes.all.current"] = self.allocated[i]
+        # LeakWatch reads requested bytes (no allocator rounding); the script gives both.
+        out["requested_bytes.all.current"] = self.allocated[i]
         out["allocated_bytes.all.peak"] = max(self.allocated[: i + 1])
         res = self.reserved[i] if self.reserved else self.allocated[i]
         out["reserved_bytes.all.current"] = res
@@ -206,9 +208,11 @@ class WatchdogTest(unittest.TestCase):
         alloc = [300 * MiB + 8 * MiB * ((i + 1) // 5) for i in range(40)]  # 8 MiB at steps 4, 9, ...
         tm, err = run_fake(alloc, 40)
         alarm = tm.alarms[0]
-        self.assertIn("(8.00 MB every 5 steps)", alarm["message"])
-        m = re.search(r"allocator history of steps (\d+)-(\d+)", alarm["message"])
-        self.assertEqual(int(m.group(2)) - int(m.group(1)) + 1, 11, alarm["message"])
+        self.assertIn("8.00 MB every 5 steps (1.60 MB per step)", alarm["message"])
+        self.assertIn("will capture the allocator history of the next 11 steps", alarm["message"])
+        # Said when it is done: the 11 steps after the alarm's.
+        m = re.search(r"captured the allocator history of steps (\d+)-(\d+) into", err)
+        self.assertEqual((int(m.group(1)), int(m.group(2))), (alarm["step"] + 1, alarm["step"] + 11), err)
         self.assertEqual(tm.fake.history, [True, None, True, None])  # window, then the capture
 
     def test_healthy_runs_stay_quiet(self):
@@ -225,7 +229,24 @@ class WatchdogTest(unittest.TestCase):
         alloc = [300 * MiB + 4 * MiB * min(i, 9) for i in range(30)]
         tm, err = run_fake(alloc, 30)
         self.assertEqual(err.count("LEAK"), 2, err)  # the alarm, then the all-clear naming it
-        self.assertIn("stopped growing at step 10", err)
+        self.assertIn("stopped growing at step 9 and stayed flat for 10 steps", err)
+
+    def test_the_alarm_says_what_will_be_captured_and_the_dump_what_was(self):
+        # The reported bug: an alarm at the run's last step said it "captured the allocator
+        # history of steps 45-48", steps that never ran. The alarm says what it will do; the
+        # dump says which steps ran under the capture.
+        alloc = leaking(19, 10, 4 * MiB)  # the alarm comes after step 18, the last one
+        tm, err = run_fake(alloc, 19)
+        alarm = tm.alarms[0]
+        self.assertEqual(alarm["step"], 18, err)
+        self.assertNotIn("captured", alarm["message"])
+        self.assertIn("will capture the allocator history of the next 4 steps into", alarm["message"])
+        self.assertIn("the run ended before a step ran after the LEAK alarm", err)
+        self.assertNotRegex(err, r"steps? (19|2\d)\b")
+        # Two steps after the alarm, then the block ends: those two are said, not four.
+        tm, err = run_fake(leaking(21, 10, 4 * MiB), 21)
+        self.assertEqual(tm.alarms[0]["step"], 18, err)
+        self.assertIn("captured the allocator history of steps 19-20 into", err)
 
     def test_watch_off(self):
         tm, err = run_fake(leaking(30, 0, 4 * MiB), 30, env={"TORCHMEM_WATCH": "0"})

@@ -62,6 +62,11 @@ type Log struct {
 // \r, dumped tensors) are skipped, not buffered.
 const summaryMaxLine = 64 << 10
 
+// MaxTables caps the tables read from one log: an eighth of
+// memtimeline.MaxRecords (256K by default, 8 million lines of tables). A
+// table costs 150 bytes held; 2 million title lines alone took 1.2 GB.
+func MaxTables() int { return max(memtimeline.MaxRecords/8, 1) }
+
 // ErrNotSummary marks a text with no memory_summary() table in it.
 var ErrNotSummary = errors.New("no torch.cuda.memory_summary() table in it")
 
@@ -175,8 +180,8 @@ func Read(r io.Reader) (*Log, error) {
 				s.Time = parseLogTime(m)
 			}
 			open[rank] = s
-			if len(log.Samples)+len(open) > memtimeline.MaxRecords {
-				return nil, memtimeline.RecordsError("memory_summary() tables")
+			if len(log.Samples)+len(open) > MaxTables() {
+				return nil, &memtimeline.LimitError{What: "memory_summary() tables (an eighth of the records cap: a table is about 30 lines, and 150 bytes held)", Limit: int64(MaxTables()), Flag: "max-records"}
 			}
 			if len(open) > memtimeline.MaxSeries {
 				return nil, memtimeline.SeriesError("ranks with memory_summary() tables")
@@ -351,6 +356,7 @@ func (l *Log) StepLog() *steplog.Log {
 		}
 		rec := steplog.Record{Step: step, AllocatedBytes: s.AllocatedBytes, ReservedBytes: s.ReservedBytes, ActiveBytes: s.ActiveBytes,
 			PeakAllocatedBytes: s.AllocatedPeakBytes, PeakReservedBytes: s.ReservedPeakBytes, AllocRetries: s.Retries, InactiveSplitBytes: s.NonReleasableBytes, Line: s.Line}
+		rec.NotRecorded()
 		if !s.Time.IsZero() {
 			rec.Time, rec.HasTime = float64(s.Time.UnixNano())/1e9, true
 		}

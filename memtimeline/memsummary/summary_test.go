@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/chrometrace/bombtest"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/memtest"
 	"github.com/torchmem/torchmem/memtimeline/steplog"
@@ -265,5 +266,25 @@ func TestReadCutGzip(t *testing.T) {
 	log, err := Read(in)
 	if err != nil || len(log.Samples) == 0 || !strings.Contains(strings.Join(log.Warnings, ";"), "cut off") {
 		t.Fatalf("%v %+v", err, log)
+	}
+}
+
+// TestReadManyTitleLines: a log of nothing but table titles builds one
+// table (150 bytes) per line; two million of them took 1.2 GB before the
+// records cap stopped it. The tables now stop at MaxTables, an eighth of
+// the records cap, in memory bounded by it.
+func TestReadManyTitleLines(t *testing.T) {
+	defer func(old int) { memtimeline.MaxRecords = old }(memtimeline.MaxRecords)
+	memtimeline.MaxRecords = 1 << 17
+	line := []byte("2026-01-01 00:00:00 INFO rank0: | PyTorch CUDA memory summary, device ID 0 |\n")
+	r := &bombtest.Reader{Fill: line, N: int64(len(line)) * 1 << 20}
+	var err error
+	peak := bombtest.PeakHeap(func() { _, err = Read(r) })
+	var le *memtimeline.LimitError
+	if !errors.As(err, &le) || le.Limit != int64(MaxTables()) || !strings.Contains(err.Error(), "memory_summary() tables") {
+		t.Fatalf("error %v, want the tables cap of %d", err, MaxTables())
+	}
+	if peak > 16<<20 {
+		t.Errorf("peak heap %d MB for %d tables, want under 16 MB", peak>>20, MaxTables())
 	}
 }

@@ -164,3 +164,15 @@ func ReadJSON(t testing.TB, path string, v any) {
 		t.Fatalf("%s: %v", path, err)
 	}
 }
+
+// Allocated is how many bytes of heap fn allocates (the runtime's
+// cumulative count, so freed memory counts too): fuzz targets bound it by
+// the input's length, so that an input that costs memory out of
+// proportion to its size fails like one that panics.
+func Allocated(fn func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	fn()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}

@@ -1,9 +1,11 @@
 package snapshot
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 
@@ -142,8 +144,9 @@ var MaxValueBytes = 64 << 20
 
 // LooksLike is the loader's content test: head starts like a
 // pickle of protocol 2 or later, which is what
-// torch.cuda.memory._dump_snapshot writes.
-func LooksLike(head []byte) bool { return pickle.IsPickle(head) }
+// torch.cuda.memory._dump_snapshot writes, or like a JSON snapshot
+// (LooksLikeJSON).
+func LooksLike(head []byte) bool { return pickle.IsPickle(head) || LooksLikeJSON(head) }
 
 // Read decodes an allocator snapshot pickle from r (uncompressed;
 // chrometrace.Open handles gzip). It never executes or resolves classes,
@@ -151,6 +154,11 @@ func LooksLike(head []byte) bool { return pickle.IsPickle(head) }
 // what is wrong and where (pickle byte offset or field path); wrap them
 // with the file name.
 func Read(r io.Reader) (*Snapshot, error) {
+	br := bufio.NewReader(r)
+	if head, _ := br.Peek(64); !pickle.IsPickle(head) && LooksLikeJSON(head) {
+		return ReadJSON(br)
+	}
+	r = br
 	a, root, err := pickle.Decode(r, MaxValueBytes)
 	if err != nil {
 		return nil, err
@@ -325,7 +333,7 @@ func (m *snapMapper) fields(v pickle.Value, l *loc, fn func(key string, v pickle
 		if k.Kind() != pickle.KindStr {
 			continue
 		}
-		if err := fn(m.a.Strs[k.Index()], vals[i]); err != nil {
+		if err := fn(m.a.Strs.At(k.Index()), vals[i]); err != nil {
 			return err
 		}
 	}
@@ -341,6 +349,23 @@ func (m *snapMapper) int(v pickle.Value, l *loc, key string) (int64, error) {
 		return 0, m.fail(l, key, "a %v, want an int that fits 64 bits", v.Kind())
 	}
 	return n, nil
+}
+
+// line reads a frame's line number. torch writes an unknown line as
+// (size_t)-1, 18446744073709551615 (frames of torch.compile's fake
+// tensors, testdata/gpu/round4/snapshot_fields): 0, like no line.
+func (m *snapMapper) line(v pickle.Value, l *loc, key string) (int, error) {
+	if n, ok := m.a.Int64(v); ok {
+		if n < 0 || n > math.MaxInt32 {
+			return 0, nil
+		}
+		return int(n), nil
+	}
+	if _, ok := m.a.Uint64(v); ok {
+		return 0, nil
+	}
+	_, err := m.int(v, l, key)
+	return 0, err
 }
 
 func (m *snapMapper) addr(v pickle.Value, l *loc, key string) (uint64, error) {
@@ -579,9 +604,7 @@ func (m *snapMapper) stack(v pickle.Value, owner *loc) ([]Frame, error) {
 				f.Name, err = m.str(v, l, key)
 				f.Name = m.intern(f.Name)
 			case "line":
-				var n int64
-				n, err = m.int(v, l, key)
-				f.Line = int(n)
+				f.Line, err = m.line(v, l, key)
 			}
 			return err
 		})
@@ -658,7 +681,7 @@ func (m *snapMapper) pyRepr(v pickle.Value) string {
 	case pickle.KindFloat:
 		return fmt.Sprint(m.a.Floats[v.Index()])
 	case pickle.KindStr, pickle.KindBytes:
-		return m.a.Strs[v.Index()]
+		return m.a.Strs.At(v.Index())
 	}
 	return "<" + v.Kind().String() + ">"
 }

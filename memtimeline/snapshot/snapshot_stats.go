@@ -159,6 +159,15 @@ type Report struct {
 	// order; BackwardSteps those in which autograd's backward allocated.
 	Steps         []int `json:"steps"`
 	BackwardSteps []int `json:"backward_steps"`
+	// Pools are the private pools (CUDA graphs, torch.cuda.MemPool) and
+	// what each holds; Labels the history's allocations by
+	// compile_context and user_metadata; Annotations the
+	// record_function ranges by name; NoHistory what a snapshot without
+	// history cannot tell. Each only when the snapshot has it.
+	Pools       []PoolUse       `json:"pools,omitempty"`
+	Labels      []LabelUse      `json:"labels,omitempty"`
+	Annotations []AnnotationUse `json:"annotations,omitempty"`
+	NoHistory   string          `json:"no_history,omitempty"`
 }
 
 // DefaultBarWidth is the number of cells in a segment fill bar.
@@ -182,6 +191,7 @@ func Analyze(s *Snapshot, barWidth int) *Report {
 		rep.Settings.Recorded = []string{} // none recorded: [] in JSON, not null
 	}
 	rep.Steps, rep.BackwardSteps = s.stepsWithBackward()
+	rep.Pools, rep.Labels, rep.Annotations, rep.NoHistory = s.Pools(), s.Labels(), s.AnnotationNames(), s.NoHistory()
 	for _, tr := range s.DeviceTraces {
 		for _, e := range tr {
 			rep.TraceEntries[e.Action]++

@@ -51,6 +51,22 @@ type Record struct {
 	// blocks inside segments that also hold live ones (fragmentation the
 	// cache cannot give back), -1 when the line has none.
 	InactiveSplitBytes int64
+	// HostActiveBytes and HostAllocatedBytes are pinned host memory
+	// (torch.cuda.host_memory_stats(), the snippet's "host." keys): in use
+	// by live tensors, and held by the caching host allocator
+	// (cudaHostAlloc'd, in use or cached); -1 when the line has none.
+	HostActiveBytes    int64
+	HostAllocatedBytes int64
+	// PrivatePoolBytes is reserved_bytes_by_private_pools summed over the
+	// pools (CUDA graphs, torch.cuda.MemPool); RequestedBytes is
+	// requested_bytes.all.current; DeviceAllocs, DeviceFrees and
+	// OOMRejections are torch's num_device_alloc, num_device_free and
+	// num_oom_rejections so far. -1 when the line has none.
+	PrivatePoolBytes int64
+	RequestedBytes   int64
+	DeviceAllocs     int64
+	DeviceFrees      int64
+	OOMRejections    int64
 	// Line is the 1-based line number in the file.
 	Line int
 }
@@ -90,7 +106,18 @@ var stepKeys = map[string][]string{
 	"device":         {"device", "rank", "local_rank", "gpu"},
 	"alloc_retries":  {"num_alloc_retries", "alloc_retries", "cuda_malloc_retries"},
 	"inactive_split": {"inactive_split", "inactive_split_bytes.all.current", "inactive_split_bytes"},
+	"host_active":    {"host.active_bytes.current", "host_active_bytes", "pinned_active_bytes"},
+	"host_allocated": {"host.allocated_bytes.current", "host_allocated_bytes", "pinned_bytes", "pinned_memory_bytes"},
+	"requested":      {"requested_bytes.all.current", "requested_bytes"},
+	"device_allocs":  {"num_device_alloc"},
+	"device_frees":   {"num_device_free"},
+	"oom_rejections": {"num_oom_rejections"},
 }
+
+// privatePoolPrefix starts the keys of each private pool's reserved bytes
+// (reserved_bytes_by_private_pools.<pool id>.current, as the snippet
+// flattens memory_stats).
+const privatePoolPrefix = "reserved_bytes_by_private_pools."
 
 // stepNested names objects whose keys count as the line's own.
 var stepNested = []string{"memory_stats", "stats", "memory", "mem"}
@@ -250,7 +277,8 @@ func Read(r io.Reader) (*Log, error) {
 // step key (the caller numbers lines then).
 func parseStepRecord(log *Log, text string) (Record, string, error) {
 	rec := Record{Step: -1, AllocatedBytes: -1, ReservedBytes: -1,
-		ActiveBytes: -1, PeakAllocatedBytes: -1, PeakReservedBytes: -1, AllocRetries: -1, InactiveSplitBytes: -1}
+		ActiveBytes: -1, PeakAllocatedBytes: -1, PeakReservedBytes: -1, AllocRetries: -1, InactiveSplitBytes: -1,
+		HostActiveBytes: -1, HostAllocatedBytes: -1, PrivatePoolBytes: -1, RequestedBytes: -1, DeviceAllocs: -1, DeviceFrees: -1, OOMRejections: -1}
 	if !lines.IsText(text) {
 		return rec, "", errors.New("binary data")
 	}
@@ -273,6 +301,9 @@ func parseStepRecord(log *Log, text string) (Record, string, error) {
 		"reserved": &rec.ReservedBytes, "active": &rec.ActiveBytes,
 		"peak_allocated": &rec.PeakAllocatedBytes, "peak_reserved": &rec.PeakReservedBytes,
 		"alloc_retries": &rec.AllocRetries, "inactive_split": &rec.InactiveSplitBytes,
+		"host_active": &rec.HostActiveBytes, "host_allocated": &rec.HostAllocatedBytes,
+		"requested": &rec.RequestedBytes, "device_allocs": &rec.DeviceAllocs, "device_frees": &rec.DeviceFrees,
+		"oom_rejections": &rec.OOMRejections,
 	} {
 		if key, v, ok := lookupStepKey(obj, q); ok {
 			if *dst, err = stepBytes(key, v); err != nil {
@@ -280,6 +311,17 @@ func parseStepRecord(log *Log, text string) (Record, string, error) {
 			}
 			log.Keys[q] = key
 		}
+	}
+	for k, v := range obj {
+		if !strings.HasPrefix(k, privatePoolPrefix) || !strings.HasSuffix(k, ".current") {
+			continue
+		}
+		b, err := stepBytes(k, v)
+		if err != nil {
+			return rec, "", err
+		}
+		rec.PrivatePoolBytes = max(rec.PrivatePoolBytes, 0) + b
+		log.Keys["private_pools"] = privatePoolPrefix + "<pool>.current"
 	}
 	if key, v, ok := lookupStepKey(obj, "step"); ok {
 		num, isNum := v.(json.Number)
@@ -339,4 +381,13 @@ func LooksLike(head []byte) bool {
 		}
 	}
 	return false
+}
+
+// NotRecorded marks the figures that only a memory_stats() line carries
+// (pinned host memory, private pools, requested bytes, device
+// allocation and OOM-rejection counts) as missing: a record built from
+// another source (memory_summary() tables) did not measure them.
+func (r *Record) NotRecorded() {
+	r.HostActiveBytes, r.HostAllocatedBytes, r.PrivatePoolBytes, r.RequestedBytes = -1, -1, -1, -1
+	r.DeviceAllocs, r.DeviceFrees, r.OOMRejections = -1, -1, -1
 }

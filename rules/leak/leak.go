@@ -604,6 +604,13 @@ func siteKind(a *siteSeries, hooks map[string]growingFrame, known bool) string {
 	if hookOnModule(a.site.Frames, hooks) != "" {
 		return KindHook
 	}
+	// A module hook registered in every step, the memory made inside a
+	// module, and no hook of the user's seen running on that module (a
+	// hook that shows up is judged by its own calls, above): the hook
+	// runs without a frame (a lambda), and its copies keep the memory.
+	if _, ok := hooks[registeredKey]; ok && underModule(a.site.Frames) && moduleHooks(a.site.Frames, hooks) == "" {
+		return KindHook
+	}
 	if !known {
 		return KindUnknown
 	}
@@ -754,6 +761,15 @@ func explainLeak(l *Leak, hooks map[string]growingFrame) (evidence, fix string) 
 					h, joinCounts(g.counts), g.first, g.last),
 				fmt.Sprintf("Register the hook (%s) once, outside the loop, or keep its handle and call handle.remove()", h)
 		}
+		if g, ok := hooks[registeredKey]; ok {
+			from, in := "", ""
+			if g.caller != "" {
+				from, in = " from "+g.caller, " (in "+g.caller+")"
+			}
+			return fmt.Sprintf("%s was called%s in each of steps #%d..#%d (%s times), and memory made inside the module is kept from each of %s: a hook registered every step and never removed keeps it (the hook itself runs without a Python frame in the trace, as a lambda does)",
+					g.register, from, g.first, g.last, joinCounts(g.counts), steps),
+				fmt.Sprintf("Register the hook once, outside the loop%s, or keep the handle %s returns and call handle.remove()", in, g.register)
+		}
 	}
 	if top.keptLines {
 		return fmt.Sprintf("%s keeps tensors made by %d or more lines from each of %s: a container (a list, a KV cache) or an autograd graph kept with its outputs; an allocator snapshot records no autograd graph, so it cannot tell which (a trace with profile_memory and with_stack can)", where, max(top.allocPoints, 2), steps),
@@ -792,7 +808,14 @@ type growingFrame struct {
 	// dispatch (torch/nn/modules/module.py) called it: the modules it is
 	// registered on as a hook.
 	modules map[string]bool
+	// For registeredKey: the registration method called every step
+	// (register_forward_hook...) and the user's frame that called it.
+	register, caller string
 }
+
+// registeredKey is where growingFrames files a module hook registered in
+// each profiled step (a key no frame name can be).
+const registeredKey = "\x00hook registered every step"
 
 // keeperKey is where growingFrames files the hooks that run on a module
 // (a key no frame name can be).
@@ -883,6 +906,11 @@ func growingFrames(t *chrometrace.Trace, steps []chrometrace.Step, stepOf func(i
 		}
 	}
 	out := map[string]growingFrame{}
+	// Hooks registered in every step: the registration is evidence of its
+	// own, whether or not the hook shows up as a frame (a lambda does not).
+	if g, ok := registeredEveryStep(t, steps, stepOf, byID); ok {
+		out[registeredKey] = g
+	}
 	// Every user hook, growing or not, by the module it runs on: a hook
 	// registered once that keeps the module's output is the keeper a
 	// container leak names (keeperKey).
@@ -926,6 +954,68 @@ func growingFrames(t *chrometrace.Trace, steps []chrometrace.Step, stepOf func(i
 		}
 	}
 	return out
+}
+
+// registeredEveryStep finds a module hook registration
+// (chrometrace.HookRegistration) called in each of 3 or more profiled
+// steps, all of them: a hook registered again every step and never removed
+// piles up, each copy running every call.
+func registeredEveryStep(t *chrometrace.Trace, steps []chrometrace.Step, stepOf func(int64) int, byID *frameIDs) (growingFrame, bool) {
+	if len(steps) < 3 {
+		return growingFrame{}, false
+	}
+	reg := make([]string, len(t.Strings)) // by name id: the method, "" when not one
+	seen := false
+	for i, n := range t.Strings {
+		if strings.Contains(n, "register_") {
+			reg[i] = chrometrace.HookRegistration(n)
+			seen = seen || reg[i] != ""
+		}
+	}
+	if !seen {
+		return growingFrame{}, false
+	}
+	counts := make([]int, len(steps))
+	var g growingFrame
+	for i := range t.PyFrames {
+		f := &t.PyFrames[i]
+		if reg[f.Name] == "" {
+			continue
+		}
+		k := stepOf(f.Start)
+		if k < 0 || f.Start > steps[k].End() {
+			continue
+		}
+		counts[k]++
+		if g.register == "" {
+			g.register = reg[f.Name]
+			// The user's code that called it: the nearest frame up that is
+			// not a library's.
+			for q, ok := byID.get(f.Thread, f.ParentID); ok; q, ok = byID.get(f.Thread, t.PyFrames[q].ParentID) {
+				if n := t.Str(t.PyFrames[q].Name); !chrometrace.IsLibraryFrame(n) && !strings.HasPrefix(n, "nn.Module:") {
+					g.caller = chrometrace.NormalizeFrame(n)
+					break
+				}
+			}
+		}
+	}
+	for _, c := range counts {
+		if c == 0 {
+			return growingFrame{}, false
+		}
+	}
+	g.counts, g.first, g.last = counts, steps[0].Number, steps[len(steps)-1].Number
+	return g, true
+}
+
+// underModule reports whether a site's frames run inside an nn.Module.
+func underModule(frames []string) bool {
+	for _, f := range frames {
+		if strings.HasPrefix(f, "nn.Module:") {
+			return true
+		}
+	}
+	return false
 }
 
 // frameIDs finds a Python frame by its thread and "Python id" (the last

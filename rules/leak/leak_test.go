@@ -315,3 +315,94 @@ func TestAcceleratingHookLeak(t *testing.T) {
 		t.Errorf("findings %+v", fs)
 	}
 }
+
+// withoutFrames is the trace with the Python frames of the named functions
+// taken out, their children handed to their parents: how a hook that runs
+// without a frame of its own (a lambda) records.
+func withoutFrames(tr *chrometrace.Trace, function string) (*chrometrace.Trace, int) {
+	c := *tr
+	type key struct {
+		thread chrometrace.ThreadID
+		id     int32
+	}
+	parent := map[key]int32{}
+	for _, f := range tr.PyFrames {
+		if p, ok := chrometrace.ParseFrame(tr.Str(f.Name)); ok && p.Name == function {
+			parent[key{f.Thread, f.ID}] = f.ParentID
+		}
+	}
+	c.PyFrames = make([]chrometrace.PyFrame, 0, len(tr.PyFrames))
+	for _, f := range tr.PyFrames {
+		if _, gone := parent[key{f.Thread, f.ID}]; gone {
+			continue
+		}
+		for {
+			p, ok := parent[key{f.Thread, f.ParentID}]
+			if !ok {
+				break
+			}
+			f.ParentID = p
+		}
+		c.PyFrames = append(c.PyFrames, f)
+	}
+	return &c, len(parent)
+}
+
+// A module hook registered in every profiled step is a hook leak from the
+// registration itself, whether or not the hook shows up as a frame; one
+// registered once, before the window, keeps a container (testdata:
+// evidence/hook_every_step, evidence/hook_once, leak_hook_every_step,
+// round4/hook_lambda_traced (a lambda the profiler recorded), on the H200;
+// a hook without a frame is the recorded trace with the hook's frames taken
+// out).
+func TestHookKindFromTheRegistration(t *testing.T) {
+	cases := []struct {
+		dir, file, hook, kind, evidence string
+	}{
+		{"evidence/hook_every_step", "run_rank0_step8.pt.trace.json.gz", "", leak.KindHook, "keep_output, a hook on the module that makes this memory, ran 3,4,5,6,7,8 times"},
+		{"evidence/hook_every_step", "run_rank0_step8.pt.trace.json.gz", "keep_output", leak.KindHook, "register_forward_hook was called from evidence_cases.py(212): hook_every_step in each of steps #2..#7 (1,1,1,1,1,1 times)"},
+		{"leak_hook_every_step", "trace.json.gz", "hook", leak.KindHook, "register_forward_hook was called from leak_hook_every_step.py(30): register_debug_hook in each of steps #2..#7"},
+		{"round4/hook_lambda_traced", "run_rank0_step6.pt.trace.json.gz", "", leak.KindHook, "round4_cases.py(443): <lambda>, a hook on the module that makes this memory, ran 3,4,5,6 times"},
+		{"round4/hook_lambda_traced", "run_rank0_step6.pt.trace.json.gz", "<lambda>", leak.KindHook, "register_forward_hook was called from round4_cases.py(442): body in each of steps #2..#5 (1,1,1,1 times)"},
+		{"evidence/hook_once", "run_rank0_step8.pt.trace.json.gz", "", leak.KindContainer, "registered once: its calls do not grow"},
+		{"evidence/hook_once", "run_rank0_step8.pt.trace.json.gz", "keep_output", leak.KindContainer, "a list, dict or cache keeps it"},
+	}
+	for _, c := range cases {
+		t.Run(c.dir+"/"+c.hook, func(t *testing.T) {
+			tr := memtest.Trace(t, memtest.Testdata("gpu", c.dir, c.file))
+			if c.hook != "" {
+				var n int
+				if tr, n = withoutFrames(tr, c.hook); n == 0 {
+					t.Fatalf("the trace has no frame of %s to take out", c.hook)
+				}
+			}
+			rep := leak.Analyze(leak.TraceData(tr, -1), leak.DefaultOptions())
+			if len(rep.Leaks) != 1 {
+				t.Fatalf("%d leaks: %s", len(rep.Leaks), rep.Reason)
+			}
+			l := rep.Leaks[0]
+			if l.Kind != c.kind || !strings.Contains(l.Evidence, c.evidence) || l.Fix == "" {
+				t.Errorf("kind %s, evidence %q, fix %q; want %s, %q", l.Kind, l.Evidence, l.Fix, c.kind, c.evidence)
+			}
+			if l.BytesPerStep != 1<<20 && l.BytesPerStep != 2<<20 && l.BytesPerStep != 4<<20 {
+				t.Errorf("%d bytes/step", l.BytesPerStep)
+			}
+		})
+	}
+}
+
+func TestHookRegistrationFrames(t *testing.T) {
+	for name, want := range map[string]string{
+		"torch/nn/modules/module.py(1688): register_forward_hook":                                 "register_forward_hook",
+		"torch/nn/modules/module.py(1620): register_full_backward_pre_hook":                       "register_full_backward_pre_hook",
+		"/usr/lib/python3/dist-packages/torch/nn/modules/module.py(1460): register_backward_hook": "register_backward_hook",
+		"leak_hook_every_step.py(30): register_debug_hook":                                        "",
+		"train.py(12): register_forward_hook":                                                     "", // the user's own function of that name
+		"torch/nn/modules/module.py(600): register_buffer":                                        "",
+		"nn.Module: Linear_0": "",
+	} {
+		if got := chrometrace.HookRegistration(name); got != want {
+			t.Errorf("HookRegistration(%q) = %q, want %q", name, got, want)
+		}
+	}
+}

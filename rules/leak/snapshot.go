@@ -200,3 +200,10 @@ func snapshotChain(c snapshot.LeakCandidate) []string {
 	}
 	return fmtutil.NonNil(chrometrace.UserChain(names))
 }
+
+// SnapshotChain is the user call chain of a snapshot stack (innermost
+// first) whose user frame is site, outermost first, as leak findings name
+// it.
+func SnapshotChain(site snapshot.Frame, stack []snapshot.Frame) []string {
+	return snapshotChain(snapshot.LeakCandidate{Site: site, Stack: stack})
+}

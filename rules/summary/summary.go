@@ -91,13 +91,18 @@ func (s *Summary) Write(w io.Writer) error {
 
 // Read reads a summary (already decompressed: the loader undoes gzip).
 func Read(r io.Reader) (*Summary, error) {
-	lr := &io.LimitedReader{R: r, N: MaxBytes + 1}
-	dec := json.NewDecoder(lr)
+	b, err := io.ReadAll(io.LimitReader(r, MaxBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("torchmem summary: %w", err)
+	}
+	if len(b) > MaxBytes {
+		return nil, fmt.Errorf("larger than %d MiB: not a torchmem summary", MaxBytes>>20)
+	}
+	if err := checkShape(b); err != nil {
+		return nil, err
+	}
 	var s Summary
-	if err := dec.Decode(&s); err != nil {
-		if lr.N <= 0 {
-			return nil, fmt.Errorf("larger than %d MiB: not a torchmem summary", MaxBytes>>20)
-		}
+	if err := json.NewDecoder(bytes.NewReader(b)).Decode(&s); err != nil {
 		return nil, fmt.Errorf("torchmem summary: %w", err)
 	}
 	switch {
@@ -112,6 +117,9 @@ func Read(r io.Reader) (*Summary, error) {
 	}
 	if _, err := rules.ParseSourceKind(string(s.Kind)); err != nil {
 		return nil, fmt.Errorf("torchmem summary: %w", err)
+	}
+	if err := s.complete(); err != nil {
+		return nil, err
 	}
 	if s.Findings == nil {
 		s.Findings = []rules.DigestFinding{}
@@ -202,4 +210,106 @@ func Names(sources []string) []string {
 		}
 	}
 	return out
+}
+
+// Caps on what a summary read back may build, whatever its bytes: a 3 KB
+// gzip of a million empty objects would otherwise build a million charts
+// (1 GB). A real summary has about 800 objects and arrays and a few
+// thousand values; the caps hold a hundredfold that.
+const (
+	// MaxContainers caps a summary's JSON objects and arrays together.
+	MaxContainers = 1 << 18
+	// MaxValues caps its values of any kind (numbers, strings, ...).
+	MaxValues = 1 << 22
+	// MaxCharts caps its memory charts (one per GPU of the trace).
+	MaxCharts = 1 << 10
+)
+
+// checkShape counts b's JSON values without building them and refuses a
+// document past the caps above. b need not be valid JSON (the decoder
+// says what is wrong with it): the count only bounds what decoding it
+// would build.
+func checkShape(b []byte) error {
+	containers, values := 0, 0
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; c {
+		case '"':
+			values++
+			for i++; i < len(b) && b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++
+					if i < len(b) && lineBreakEscape(b[i:]) {
+						return errors.New("a line break inside a string: not a torchmem summary (torchmem writes every name on one line)")
+					}
+				}
+			}
+		case '{', '[':
+			containers++
+			values++
+		case ' ', '\t', '\r', '\n', ',', ':', '}', ']':
+		default:
+			// a number, true, false or null: one value up to its end
+			values++
+			for i+1 < len(b) && !jsonDelim[b[i+1]] {
+				i++
+			}
+		}
+		if containers > MaxContainers {
+			return fmt.Errorf("more than %d JSON objects and arrays: not a torchmem summary (a real one has about a thousand)", MaxContainers)
+		}
+		if values > MaxValues {
+			return fmt.Errorf("more than %d JSON values: not a torchmem summary (a real one has a few thousand)", MaxValues)
+		}
+	}
+	return nil
+}
+
+// lineBreakEscape says whether e, what follows a backslash in a JSON
+// string, is a newline or carriage return (\n, \r, \u000a, \u000d).
+func lineBreakEscape(e []byte) bool {
+	switch {
+	case e[0] == 'n' || e[0] == 'r':
+		return true
+	case e[0] == 'u' && len(e) >= 5:
+		u := strings.ToLower(string(e[1:5]))
+		return u == "000a" || u == "000d"
+	}
+	return false
+}
+
+var jsonDelim = [256]bool{' ': true, '\t': true, '\r': true, '\n': true, ',': true, ':': true, '}': true, ']': true, '"': true, '{': true, '[': true}
+
+// complete says what a summary of its kind lacks of what summarize always
+// writes (nil when nothing): the analyses the commands read back. A summary
+// without them is not one torchmem wrote, and the commands would otherwise
+// answer (or pass a gate) on evidence it does not hold.
+func (s *Summary) complete() error {
+	var missing []string
+	need := func(ok bool, key string) {
+		if !ok {
+			missing = append(missing, key)
+		}
+	}
+	need(s.OOMFacts != nil, "oom_facts")
+	switch s.Kind {
+	case rules.SourceTrace:
+		need(s.Leaks != nil, "leaks")
+		need(s.Frag != nil, "fragmentation")
+		need(s.TraceSummary != nil, "trace_summary")
+		need(s.Side != nil, "diff_side")
+		need(s.ZeroGrad != nil, "zero_grad")
+	case rules.SourceSnapshot:
+		need(s.Leaks != nil, "leaks")
+		need(s.Side != nil, "diff_side")
+		need(s.SnapshotStats != nil, "snapshot_stats")
+	case rules.SourceTimeline:
+		need(s.TorchTimeline != nil, "torch_timeline")
+	}
+	if len(s.Charts) > MaxCharts {
+		return fmt.Errorf("%d memory charts, more than %d (one per GPU): not a torchmem summary", len(s.Charts), MaxCharts)
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("torchmem summary of a %s without %s, which summarize always writes: not a summary torchmem wrote, or a damaged one", s.Kind, strings.Join(missing, ", "))
+	}
+	return nil
 }

@@ -166,7 +166,45 @@ var markdownReplacer = strings.NewReplacer(
 // exactly s (on one line), never as a code span, emphasis, link, image or
 // HTML, and it cannot end a table cell.
 func Markdown(s string) string {
-	return markdownReplacer.Replace(oneLine(s))
+	return defuseAutolinks(markdownReplacer.Replace(oneLine(s)))
+}
+
+// defuseAutolinks keeps GitHub's autolink extension from turning a URL or
+// a "www." name in escaped Markdown text into a live link: it backslash-
+// escapes the ':' of "://" and the '.' of "www." (CommonMark escapes of
+// punctuation; the text renders the same, and the extension, which only
+// matches within one run of text, no longer sees a URL) and the '@' of an
+// e-mail address.
+func defuseAutolinks(s string) string {
+	if !strings.Contains(s, "://") && !strings.Contains(strings.ToLower(s), "www.") && !strings.Contains(s, "@") {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] == ':' && strings.HasPrefix(s[i:], "://"):
+			b.WriteString(`\:`)
+		case s[i] == '.' && i >= 3 && strings.EqualFold(s[i-3:i], "www"):
+			b.WriteString(`\.`)
+		case s[i] == '@':
+			b.WriteString(`\@`)
+		default:
+			b.WriteByte(s[i])
+		}
+	}
+	return b.String()
+}
+
+// SARIFText escapes a SARIF message.text: it is plain text in which
+// "[text](target)" is an embedded link (SARIF 2.1.0, 3.11.6), and viewers
+// (GitHub code scanning) render it as Markdown. '\', '[' and ']' are
+// backslash-escaped as the standard says, URLs defused as in Markdown,
+// and line breaks written as \n, so a name in a message can neither link
+// nor start a line.
+func SARIFText(s string) string {
+	s = strings.NewReplacer(`\`, `\\`, `[`, `\[`, `]`, `\]`, "\n", `\n`, "\r", `\r`).Replace(s)
+	return defuseAutolinks(s)
 }
 
 // MarkdownCode returns s as a Markdown code span (`s`), on one line. The

@@ -37,7 +37,12 @@ func TestMarkdown(t *testing.T) {
 		{"2.55 GB", "2.55 GB"},
 		{"a`b", "a\\`b"},
 		{"<img src=z onerror=alert(1)>", "&lt;img src=z onerror=alert(1)&gt;"},
-		{"[x](https://evil)", `\[x\](https://evil)`},
+		{"[x](https://evil)", `\[x\](https\://evil)`},
+		// GitHub autolinks a bare URL, www. name or e-mail address: each
+		// is broken by an escape that renders as nothing.
+		{"forward https://evil.example/x", `forward https\://evil.example/x`},
+		{"see www.evil.example", `see www\.evil.example`},
+		{"mail a@evil.example", `mail a\@evil.example`},
 		{"a|b", "a&#124;b"},
 		{"two\nlines", "two lines"},
 		{"__init__ *x*", `\_\_init\_\_ \*x\*`},
@@ -223,4 +228,17 @@ func FuzzTerminal(f *testing.F) {
 			t.Fatalf("TerminalWriter(%q) = %q, want %q", s, buf.String(), terminal(s, "\n\t"))
 		}
 	})
+}
+
+func TestSARIFText(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"aten::mm at x.py:3", "aten::mm at x.py:3"},
+		{"[click](https://evil.example/y)", `\[click\](https\://evil.example/y)`},
+		{`a\b`, `a\\b`},
+		{"two\n[PASS] lines", `two\n\[PASS\] lines`},
+	} {
+		if got := SARIFText(tc.in); got != tc.want {
+			t.Errorf("SARIFText(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
 }

@@ -311,6 +311,16 @@ func writeFragSnapshot(w io.Writer, ev *rules.Evaluation, in *rules.Input, forma
 		return WriteJSON(w, fragSnapshotJSON{path, verdict, reason, st.ReservedBytes, st.AllocatedBytes, st.ActiveBytes, st.InactiveSplitBytes, st.LargestFreeBlock, st.FreeBytes,
 			rep.SegmentFills, rep.Settings, rep.OOMs, pools})
 	}
+	if format == Markdown {
+		// The verdict in Markdown, then the snapshot's tables and fill map
+		// as snapshot --format markdown writes them (a fenced block that
+		// names the file only in its escaped heading).
+		fmt.Fprintf(w, "### %s\n\n**Verdict: %s**: %s\n\n", mdEscape(path), strings.ToUpper(verdict), mdEscape(reason))
+		if verdict == rules.FragVerdictFragmented {
+			fmt.Fprintf(w, "What to try: %s\n\n", mdEscape(rules.AdviceSplitFree))
+		}
+		return markdownBlock(w, func(w io.Writer) error { return writeSnapshotReport(w, "", rep, Text, 20, 0) })
+	}
 	fmt.Fprintf(w, "Verdict: %s: %s\n", strings.ToUpper(verdict), reason)
 	if verdict == rules.FragVerdictFragmented {
 		fmt.Fprintln(w, "What to try: "+rules.AdviceSplitFree)

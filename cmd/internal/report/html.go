@@ -205,6 +205,9 @@ func buildReportAnswer(idPrefix string, v rules.Verdict) (reportAnswer, error) {
 	for i := range labels {
 		a.Lines = append(a.Lines, reportLine{Label: labels[i], Text: texts[i]})
 	}
+	if v.Host != nil {
+		a.Lines = append(a.Lines, reportLine{Label: "HOST", Text: hostLine(v.Host)})
+	}
 	if p := v.Peak; p != nil {
 		a.Lines = append(a.Lines, reportLine{Label: "PEAK", Text: peakLine(p)})
 		if c := p.Composition; c != nil && c.AllocatedBytes > 0 {

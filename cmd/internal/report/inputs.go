@@ -42,6 +42,14 @@ func EachInput[T any](w io.Writer, format string, items []T, render func(w io.Wr
 // (segment fill bars, sparklines, wide tables). The fence is longer than
 // any run of backticks in the text, so nothing in it can close the block.
 func MarkdownFenced(w io.Writer, title string, render func(io.Writer) error) error {
+	if _, err := fmt.Fprintf(w, "### %s\n\n", mdEscape(title)); err != nil {
+		return err
+	}
+	return markdownBlock(w, render)
+}
+
+// markdownBlock writes what render writes as a fenced code block.
+func markdownBlock(w io.Writer, render func(io.Writer) error) error {
 	var b bytes.Buffer
 	if err := render(&b); err != nil {
 		return err
@@ -51,6 +59,6 @@ func MarkdownFenced(w io.Writer, title string, render func(io.Writer) error) err
 		fence += "`"
 	}
 	text := strings.TrimRight(b.String(), "\n")
-	_, err := fmt.Fprintf(w, "### %s\n\n%stext\n%s\n%s\n", mdEscape(title), fence, text, fence)
+	_, err := fmt.Fprintf(w, "%stext\n%s\n%s\n", fence, text, fence)
 	return err
 }

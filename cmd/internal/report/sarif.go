@@ -178,7 +178,7 @@ func writeSARIF(w io.Writer, fs []rules.Finding, rs []rules.Rule, root, version 
 		} else if where != "" {
 			msg += " (at " + where + ", outside the source root " + root + ")"
 		}
-		res.Message = sarifText{msg}
+		res.Message = sarifText{escape.SARIFText(msg)}
 		run.Results = append(run.Results, res)
 	}
 	return WriteJSON(w, sarifLog{Schema: "https://json.schemastore.org/sarif-2.1.0.json", Version: "2.1.0", Runs: []sarifRun{run}})

@@ -31,7 +31,9 @@ func NewSnapshots(files []SnapshotFile, leaks int, o Options) *Report {
 func (r *Report) writeSnapshots(w io.Writer) error {
 	return EachInput(w, r.Format, r.Snapshots, func(w io.Writer, f SnapshotFile) error {
 		if r.Format == Markdown {
-			return MarkdownFenced(w, f.Path, func(w io.Writer) error { return writeSnapshotReport(w, f.Path, f.Report, Text, r.Top, r.snapshotLeaks) })
+			// The file is named in the escaped heading only: in the block
+			// a name is inert, but need not be there at all.
+			return MarkdownFenced(w, f.Path, func(w io.Writer) error { return writeSnapshotReport(w, "", f.Report, Text, r.Top, r.snapshotLeaks) })
 		}
 		return writeSnapshotReport(w, f.Path, f.Report, r.Format, r.Top, r.snapshotLeaks)
 	})
@@ -52,7 +54,10 @@ func writeSnapshotReport(w io.Writer, path string, rep *snapshot.Report, format 
 		return WriteJSON(w, snapshotJSON{File: path, Report: rep})
 	}
 	st := rep.Stats
-	fmt.Fprintf(w, "Allocator snapshot %s: %d segments on device(s) %s, %d blocks\n",
+	if path != "" {
+		path = " " + path
+	}
+	fmt.Fprintf(w, "Allocator snapshot%s: %d segments on device(s) %s, %d blocks\n",
 		path, st.Segments, joinInts(st.Devices), st.Blocks)
 	fmt.Fprintln(w, "Sizes in binary units as torch prints them (1 MB = 1 MiB); Bytes are exact.")
 	fmt.Fprintln(w)
@@ -86,9 +91,48 @@ func writeSnapshotReport(w io.Writer, path string, rep *snapshot.Report, format 
 	fmt.Fprintln(w)
 
 	renderLeakCandidates(w, rep, leaks)
+	renderFields(w, rep)
 	renderSettings(w, rep.Settings)
 	renderOOMs(w, rep.OOMs, len(rep.TraceEntries) > 0)
 	return nil
+}
+
+// renderFields shows the newer snapshot fields where the snapshot has
+// them: private pools, the history's labels, record_function ranges, and
+// what a snapshot without history cannot tell.
+func renderFields(w io.Writer, rep *snapshot.Report) {
+	if rep.NoHistory != "" {
+		fmt.Fprintf(w, "History: %s\n\n", rep.NoHistory)
+	}
+	if len(rep.Pools) > 0 {
+		fmt.Fprintln(w, "Private pools (memory kept for CUDA graphs and torch.cuda.MemPool: a pool, not a leak; the allocator serves only its owner from it):")
+		for _, p := range rep.Pools {
+			line := fmt.Sprintf("  pool (%d, %d), %s: %s reserved in %d segments, %s allocated", p.Pool[0], p.Pool[1], p.Kind,
+				memtimeline.FormatBytes(p.ReservedBytes), p.Segments, memtimeline.FormatBytes(p.AllocatedBytes))
+			if len(p.Sites) > 0 {
+				line += "; held by " + strings.Join(p.Sites, ", ")
+			}
+			fmt.Fprintln(w, line)
+		}
+		fmt.Fprintln(w)
+	}
+	if len(rep.Labels) > 0 {
+		fmt.Fprintln(w, "Allocations by label (the history's compile_context: the torch.compile region, N/A outside; user_metadata: your own labels, torch.cuda.memory._set_memory_metadata):")
+		t := NewTable()
+		t.AppendHeader(table.Row{"Field", "Value", "Allocs", "Allocated", "Never freed"})
+		for _, l := range rep.Labels {
+			t.AppendRow(table.Row{l.Field, l.Value, l.Allocs, memtimeline.FormatBytes(l.AllocBytes), memtimeline.FormatBytes(l.LiveBytes)})
+		}
+		Table(w, t, Text)
+		fmt.Fprintln(w)
+	}
+	if len(rep.Annotations) > 0 {
+		var parts []string
+		for _, a := range rep.Annotations {
+			parts = append(parts, fmt.Sprintf("%s x%d", a.Name, a.Ranges))
+		}
+		fmt.Fprintf(w, "Annotations (record_function ranges recorded with the history): %s\n\n", strings.Join(parts, ", "))
+	}
 }
 
 func largestFreeNote(st snapshot.Stats) string {

@@ -250,6 +250,17 @@ func joinShares(in []memtimeline.Share) string {
 	return strings.Join(cs, ", ")
 }
 
+// hostLine is the pinned-host-memory verdict in a line.
+func hostLine(h *rules.HostAnswer) string {
+	switch h.Verdict {
+	case rules.LeakVerdictLeak:
+		return "LEAK: " + h.Reason
+	case rules.LeakVerdictClean:
+		return "OK: " + h.Reason
+	}
+	return "unknown: " + h.Reason
+}
+
 // verdictHeader names the group and its files.
 func verdictHeader(v rules.Verdict) string {
 	if len(v.Sources) == 1 && v.Name == v.Sources[0] {
@@ -282,6 +293,9 @@ func writeVerdictText(w io.Writer, vs []rules.Verdict, width int) {
 			if v.Frag.Retries != "" {
 				lines = append(lines, wrapEntry("RETRY", v.Frag.Retries, width)...)
 			}
+		}
+		if v.Host != nil {
+			lines = append(lines, wrapEntry("HOST", hostLine(v.Host), width)...)
 		}
 		if v.Peak != nil {
 			lines = append(lines, wrapEntry("PEAK", peakLine(v.Peak), width)...)
@@ -319,6 +333,9 @@ func writeVerdictMarkdown(w io.Writer, vs []rules.Verdict) {
 			if v.Frag.Retries != "" {
 				fmt.Fprintf(w, "- **RETRY** %s\n", mdEscape(v.Frag.Retries))
 			}
+		}
+		if v.Host != nil {
+			fmt.Fprintf(w, "- **HOST** %s\n", mdEscape(hostLine(v.Host)))
 		}
 		if v.Peak != nil {
 			fmt.Fprintf(w, "- **PEAK** %s\n", mdEscape(peakLine(v.Peak)))

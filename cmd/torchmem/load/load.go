@@ -27,6 +27,7 @@ import (
 	"strings"
 
 	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/internal/crash"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/exported"
 	"github.com/torchmem/torchmem/memtimeline/memsummary"
@@ -296,6 +297,9 @@ type Source struct {
 	Path string
 	// Dir is the directory argument it was found in ("" when named).
 	Dir string
+	// NotRegular: found in a directory, and not a regular file (a FIFO,
+	// socket or device): named in a warning, never opened.
+	NotRegular bool
 }
 
 // Named says whether the user named this input (it must then be good).
@@ -331,7 +335,7 @@ func Expand(args []string) ([]Source, error) {
 			out = append(out, Source{Path: a})
 			continue
 		}
-		var found []string
+		var found, odd []string
 		root := filepath.Clean(a)
 		err = filepath.WalkDir(a, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
@@ -359,11 +363,19 @@ func Expand(args []string) ([]Source, error) {
 				}
 				return nil
 			}
-			if d.Type()&fs.ModeType != 0 && d.Type()&fs.ModeSymlink == 0 && d.Type()&fs.ModeNamedPipe == 0 {
-				return nil // sockets, devices
-			}
-			if len(found) >= maxFiles {
+			if len(found)+len(odd) >= maxFiles {
 				return fs.SkipAll
+			}
+			regular := d.Type().IsRegular()
+			if d.Type()&fs.ModeSymlink != 0 {
+				st, err := os.Stat(p)
+				regular = err != nil || st.Mode().IsRegular() // a broken link is reported when opened
+			}
+			if !regular {
+				// A FIFO would block the read (nothing writes it), a device
+				// never ends: in a folder only regular files are read.
+				odd = append(odd, p)
+				return nil
 			}
 			found = append(found, p)
 			return nil
@@ -375,6 +387,10 @@ func Expand(args []string) ([]Source, error) {
 		for _, p := range found {
 			out = append(out, Source{Path: p, Dir: a})
 		}
+		slices.Sort(odd)
+		for _, p := range odd {
+			out = append(out, Source{Path: p, Dir: a, NotRegular: true})
+		}
 	}
 	return out, nil
 }
@@ -383,10 +399,16 @@ func Expand(args []string) ([]Source, error) {
 // reads (a config.json): such files are named together, in one warning.
 var errNotRead = errors.New("not a file torchmem reads")
 
+// errNotRegular is a FIFO, socket or device found in a directory.
+var errNotRegular = errors.New("not a regular file (a FIFO, socket or device: reading it could block or never end)")
+
 // Read opens and parses one source. For a source found in a directory,
 // skip reports that it is not of a kind the command reads (its content was
 // only peeked at).
 func Read(src Source, o *Options) (f *File, skip bool, err error) {
+	if src.NotRegular {
+		return nil, false, &Error{Path: src.Path, Err: errNotRegular}
+	}
 	r, err := Open(src.Path, o)
 	if err != nil {
 		return nil, false, err
@@ -487,10 +509,19 @@ func kindList(ks []Kind) string {
 
 var rankInName = regexp.MustCompile(`(?i)rank[_-]?(\d+)`)
 
+// titanRank is TorchTitan's newer snapshot name, <rank:06d>_step_<N>.pickle
+// (torchtitan/tools/profiler.py), which has no "rank" in it.
+var titanRank = regexp.MustCompile(`^(\d+)_step_\d+\.pickle`)
+
 // RankFromName reads a rank number from a path's file name
 // ("host_rank3_step10"), else from its directory's ("rank3/trace.json"),
 // or returns -1.
 func RankFromName(path string) int64 {
+	if m := titanRank.FindStringSubmatch(filepath.Base(path)); m != nil {
+		if n, err := strconv.ParseInt(m[1], 10, 64); err == nil {
+			return n
+		}
+	}
 	for _, s := range []string{filepath.Base(path), filepath.Base(filepath.Dir(path))} {
 		if m := rankInName.FindStringSubmatch(s); m != nil {
 			if n, err := strconv.ParseInt(m[1], 10, 64); err == nil {
@@ -537,11 +568,16 @@ func Load(args []string, o Options) ([]*File, error) {
 	g.SetLimit(par)
 	for i, s := range srcs {
 		g.Go(func() error {
-			f, skip, err := Read(s, &o)
-			if f != nil && o.Reduce != nil {
-				f = o.Reduce(f)
+			var r result
+			if bug := crash.Run(s.Path, func() {
+				r.f, r.skip, r.err = Read(s, &o)
+				if r.f != nil && o.Reduce != nil {
+					r.f = o.Reduce(r.f)
+				}
+			}); bug != nil {
+				r = result{err: bug}
 			}
-			res[i] = result{f, skip, err}
+			res[i] = r
 			if o.Done != nil {
 				o.Done()
 			}
@@ -549,6 +585,12 @@ func Load(args []string, o Options) ([]*File, error) {
 		})
 	}
 	g.Wait() //nolint:errcheck // every goroutine returns nil
+	for _, r := range res {
+		var bug *crash.Bug
+		if errors.As(r.err, &bug) {
+			panic(bug) // to the command's top: a bug, not a bad file
+		}
+	}
 	warn := o.Warn
 	if warn == nil {
 		warn = func(string) {}
@@ -556,7 +598,7 @@ func Load(args []string, o Options) ([]*File, error) {
 	var out []*File
 	perDir := map[string]int{}
 	var firstErr error
-	var notRead []string
+	var notRead, notRegular []string
 	for i, r := range res {
 		s := srcs[i]
 		switch {
@@ -566,6 +608,8 @@ func Load(args []string, o Options) ([]*File, error) {
 			}
 		case r.err != nil && errors.Is(r.err, errNotRead):
 			notRead = append(notRead, s.Path)
+		case r.err != nil && errors.Is(r.err, errNotRegular):
+			notRegular = append(notRegular, s.Path)
 		case r.err != nil:
 			warn("skipping " + r.err.Error())
 		case r.skip:
@@ -581,7 +625,10 @@ func Load(args []string, o Options) ([]*File, error) {
 		return nil, firstErr
 	}
 	if len(notRead) > 0 {
-		warn(skippedLine(notRead))
+		warn(skippedLine(notRead, "torchmem does not read"))
+	}
+	if len(notRegular) > 0 {
+		warn(skippedLine(notRegular, "not regular (FIFOs, sockets or devices: reading one could block or never end)"))
 	}
 	want := "nothing torchmem reads"
 	if len(o.Kinds) > 0 {
@@ -603,11 +650,16 @@ func Load(args []string, o Options) ([]*File, error) {
 	if len(out) == 0 {
 		return nil, errors.New(want + " in the inputs")
 	}
+	for _, f := range out {
+		// From here on the path is a name to print: on one line, so that
+		// a file named "x\n[PASS] ..." cannot start a line of output.
+		f.Path = chrometrace.OneLine(f.Path)
+	}
 	return out, nil
 }
 
 // skippedLine names the files passed over, in one line (at most 8 named).
-func skippedLine(paths []string) string {
+func skippedLine(paths []string, why string) string {
 	const named = 8
 	what := "file"
 	if len(paths) > 1 {
@@ -617,5 +669,5 @@ func skippedLine(paths []string) string {
 	if len(paths) > named {
 		list += fmt.Sprintf(" and %d more", len(paths)-named)
 	}
-	return fmt.Sprintf("skipping %d %s torchmem does not read: %s", len(paths), what, list)
+	return fmt.Sprintf("skipping %d %s %s: %s", len(paths), what, why, chrometrace.OneLine(list))
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"slices"
 	"unsafe"
 
 	"github.com/torchmem/torchmem/chrometrace"
@@ -147,7 +149,7 @@ func (v Value) inlineInt() int64 { return int64(uint64(v)<<(64-payloadBits)) >> 
 type Arena struct {
 	Wide   []uint64
 	Floats []float64
-	Strs   []string
+	Strs   paged[string]
 	Lists  paged[[]Value]
 	// A dict is its values (dictVals) and the list of its keys, shared by
 	// every dict with the same keys in the same order (dictShape indexes
@@ -160,12 +162,16 @@ type Arena struct {
 	// InputBytes is the length of the pickle, which bounds how much work
 	// its contents may legitimately cause (see snapMapper.spend).
 	InputBytes int64
+	// Built is what decoding built, in bytes (see BuiltBudget).
+	Built     int64
+	wideBuilt int64 // Wide values appended (pickleDecoder.built)
 }
 
 func (a *Arena) intVal(n int64) Value {
 	if n >= inlineMin && n <= inlineMax {
 		return mkval(KindInt, uint64(n))
 	}
+	a.wideBuilt += 8
 	a.Wide = append(a.Wide, uint64(n))
 	return mkval(KindWideInt, uint64(len(a.Wide)-1))
 }
@@ -174,6 +180,7 @@ func (a *Arena) uintVal(n uint64) Value {
 	if n <= math.MaxInt64 {
 		return a.intVal(int64(n))
 	}
+	a.wideBuilt += 8
 	a.Wide = append(a.Wide, n)
 	return mkval(KindWideUint, uint64(len(a.Wide)-1))
 }
@@ -182,7 +189,7 @@ func (a *Arena) Str(v Value) (string, bool) {
 	if v.Kind() != KindStr {
 		return "", false
 	}
-	return a.Strs[v.Index()], true
+	return a.Strs.At(v.Index()), true
 }
 
 // Int64 converts an int (or bool, a Python int subclass) handle.
@@ -260,7 +267,20 @@ type pickleDecoder struct {
 	vscratch   []Value
 	// limit is Decode's maxValueBytes.
 	limit int
+	// grown holds the dicts that got items after their first batch
+	// (CPython writes a dict of more than 1000 items in batches; a hostile
+	// file SETITEMs one dict a key at a time): their keys and values grow
+	// in place, amortized, and take their shared key list at STOP, instead
+	// of storing a new key list and copying the values at every batch
+	// (quadratic: a 100 KB pickle took 12.9 GB).
+	grown map[int]*grownDict
+	// built counts what the decoder has built (containers, their items,
+	// strs, floats and wide ints): the memory the input costs, which
+	// Decode bounds by the input's length (see budget).
+	built int64
 }
+
+type grownDict struct{ keys, vals []Value }
 
 const pickleBufSize = 256 << 10
 
@@ -286,6 +306,7 @@ func Decode(r io.Reader, maxValueBytes int) (*Arena, Value, error) {
 		return nil, 0, err
 	}
 	d.a.InputBytes = d.offset()
+	d.a.Built = d.built + d.a.wideBuilt
 	return &d.a, root, nil
 }
 
@@ -371,6 +392,35 @@ func truncated(err error) error {
 }
 
 var errTruncated = errors.New("truncated pickle (input ends before STOP)")
+
+// A pickle may build what its length pays for: the decoder counts the
+// bytes of memory each value costs it (a list's header and items, a dict,
+// a str's header and text, a float, a memo slot) and refuses a pickle
+// that has built more than BuiltSlack plus BuiltPerByte times the bytes
+// read so far. The allocator snapshots of testdata build 1.1 to 3.9 bytes
+// per byte of pickle; bombs of small objects 12 (100 MB of "]0" built
+// 1.2 GB of empty lists) to 32 (nested 1-tuples), and are refused after
+// a few MB. Bombs as dense as a snapshot (a list appended to, small strs)
+// cost what a snapshot of their size costs, and a list or dict stops at
+// the one-value limit (--max-value-bytes).
+const (
+	BuiltSlack   = 16 << 20
+	BuiltPerByte = 8
+)
+
+// BuiltBudget is the bytes a pickle may have built after offset bytes.
+func BuiltBudget(offset int64) int64 { return BuiltSlack + BuiltPerByte*offset }
+
+// DensityError is a pickle that builds more values than its length allows
+// (BuiltBudget): small objects made to cost memory, not a snapshot.
+type DensityError struct {
+	Offset int64
+	Built  int64
+}
+
+func (e *DensityError) Error() string {
+	return fmt.Sprintf("pickle byte %d: %d bytes of values built from %d bytes of pickle, more than %d times its length: small objects made to cost memory, not an allocator snapshot (at most 4 times)", e.Offset, e.Built, e.Offset, BuiltPerByte)
+}
 
 // ValueLimitError is a pickle value over the decoder's limit (the
 // snapshot reader passes snapshot.MaxValueBytes).
@@ -469,11 +519,13 @@ func (d *pickleDecoder) popMark() ([]Value, bool) {
 }
 
 func (d *pickleDecoder) newList(k Kind, items []Value) Value {
+	d.built += 24 + 8*int64(len(items))
 	d.a.Lists.Add(items)
 	return mkval(k, uint64(d.a.Lists.Len()-1))
 }
 
 func (d *pickleDecoder) memoPut(idx uint64, v Value) {
+	d.built += 8
 	switch {
 	case idx < uint64(d.memo.Len()):
 		d.memo.Set(int(idx), v)
@@ -549,6 +601,7 @@ func (d *pickleDecoder) sharedList(items []Value) []Value {
 
 // newDict stores a dict with the interleaved key/value items.
 func (d *pickleDecoder) newDict(items []Value) Value {
+	d.built += 28
 	d.a.dictVals.Add(nil)
 	d.a.dictShape.Add(0)
 	i := d.a.dictVals.Len() - 1
@@ -560,28 +613,61 @@ func (d *pickleDecoder) newDict(items []Value) Value {
 
 // setItems adds interleaved key/value items to dict i.
 func (d *pickleDecoder) setItems(i int, items []Value) {
+	d.built += 8 * int64(len(items))
+	if g, ok := d.grown[i]; ok || len(d.a.dictVals.At(i)) > 0 {
+		if !ok {
+			g = &grownDict{keys: slices.Clone(d.a.shapes[d.a.dictShape.At(i)]), vals: slices.Clone(d.a.dictVals.At(i))}
+			if d.grown == nil {
+				d.grown = map[int]*grownDict{}
+			}
+			d.grown[i] = g
+		}
+		for j := 0; j+1 < len(items); j += 2 {
+			g.keys = append(g.keys, d.canon(items[j]))
+			g.vals = append(g.vals, items[j+1])
+		}
+		return
+	}
 	keys := append(d.kscratch[:0], d.a.shapes[d.a.dictShape.At(i)]...)
 	vals := d.vscratch[:0]
 	for j := 0; j+1 < len(items); j += 2 {
-		k := items[j]
-		if k.Kind() == KindStr {
-			s := d.a.Strs[k.Index()]
-			if c, ok := d.canonKey[s]; ok {
-				k = c
-			} else if len(d.canonKey) < 1<<16 {
-				d.canonKey[s] = k
-			}
-		}
-		keys = append(keys, k)
+		keys = append(keys, d.canon(items[j]))
 		vals = append(vals, items[j+1])
 	}
 	d.a.dictShape.Set(i, d.shape(keys))
-	if old := d.a.dictVals.At(i); len(old) == 0 {
-		d.a.dictVals.Set(i, d.store(vals))
-	} else {
-		d.a.dictVals.Set(i, append(old, vals...)) // old has cap == len: a copy
-	}
+	d.a.dictVals.Set(i, d.store(vals))
 	d.kscratch, d.vscratch = keys[:0], vals[:0]
+}
+
+// dictLen is how many items dict i holds so far.
+func (d *pickleDecoder) dictLen(i int) int {
+	if g, ok := d.grown[i]; ok {
+		return len(g.vals)
+	}
+	return len(d.a.dictVals.At(i))
+}
+
+// canon maps a str key to the first handle seen for its text.
+func (d *pickleDecoder) canon(k Value) Value {
+	if k.Kind() == KindStr {
+		s := d.a.Strs.At(k.Index())
+		if c, ok := d.canonKey[s]; ok {
+			return c
+		} else if len(d.canonKey) < 1<<16 {
+			d.canonKey[s] = k
+		}
+	}
+	return k
+}
+
+// settle gives the grown dicts their shared key lists (see grown).
+func (d *pickleDecoder) settle() {
+	for _, i := range slices.Sorted(maps.Keys(d.grown)) {
+		g := d.grown[i]
+		d.a.dictShape.Set(i, d.shape(g.keys))
+		d.a.dictVals.Set(i, g.vals)
+	}
+	d.grown = nil
 }
 
 // shape returns the id of the stored key list equal to keys, storing a
@@ -622,6 +708,9 @@ func (d *pickleDecoder) run() (Value, error) {
 	maxStack := max(d.limit/8, 1<<10)
 	for {
 		opOff := d.offset()
+		if built := d.built + d.a.wideBuilt; built > BuiltBudget(opOff) {
+			return 0, &DensityError{Offset: opOff, Built: built}
+		}
 		if len(d.stack) > maxStack || len(d.marks) > maxStack {
 			return 0, &ValueLimitError{Offset: opOff, What: fmt.Sprintf("a value of %d stack items (%d marks)", len(d.stack), len(d.marks)), Limit: d.limit}
 		}
@@ -653,6 +742,7 @@ func (d *pickleDecoder) run() (Value, error) {
 			if !ok || len(d.stack) != 0 || len(d.marks) != 0 {
 				return 0, d.errorf(opOff, op, "malformed pickle: STOP with %d values and %d marks on the stack", len(d.stack)+btoi(ok), len(d.marks))
 			}
+			d.settle()
 			return v, nil
 		case opMARK:
 			d.marks = append(d.marks, len(d.stack))
@@ -736,6 +826,7 @@ func (d *pickleDecoder) run() (Value, error) {
 			if err != nil {
 				return 0, err
 			}
+			d.built += 8
 			d.a.Floats = append(d.a.Floats, math.Float64frombits(binary.BigEndian.Uint64(b)))
 			d.push(mkval(KindFloat, uint64(len(d.a.Floats)-1)))
 		case opSHORTBINUNICODE, opBINUNICODE, opBINUNICODE8,
@@ -776,8 +867,12 @@ func (d *pickleDecoder) run() (Value, error) {
 			if !fresh {
 				str = string(b)
 			}
-			d.a.Strs = append(d.a.Strs, str)
-			d.push(mkval(k, uint64(len(d.a.Strs)-1)))
+			d.built += 16 + int64(len(str))
+			if k == KindStr {
+				str = chrometrace.OneLine(str) // a name may not start a line of output
+			}
+			d.a.Strs.Add(str)
+			d.push(mkval(k, uint64(d.a.Strs.Len()-1)))
 		case opEMPTYDICT:
 			d.push(d.newDict(nil))
 		case opEMPTYLIST:
@@ -841,7 +936,12 @@ func (d *pickleDecoder) run() (Value, error) {
 			if target.Kind() != want {
 				return 0, d.errorf(opOff, op, "malformed pickle: appending to a %v", target.Kind())
 			}
-			if cur := d.a.Lists.At(target.Index()); len(cur) == 0 {
+			d.built += 8 * int64(len(items))
+			cur := d.a.Lists.At(target.Index())
+			if n := len(cur) + len(items); n > d.limit/8 {
+				return 0, &ValueLimitError{Offset: opOff, What: fmt.Sprintf("a %v of %d items", target.Kind(), n), Limit: d.limit}
+			}
+			if len(cur) == 0 {
 				d.a.Lists.Set(target.Index(), d.sharedList(items))
 			} else {
 				d.a.Lists.Set(target.Index(), append(cur, items...))
@@ -868,6 +968,9 @@ func (d *pickleDecoder) run() (Value, error) {
 				return 0, d.errorf(opOff, op, "malformed pickle: setting items on a non-dict")
 			}
 			di := d.stack[len(d.stack)-1].Index()
+			if n := d.dictLen(di) + len(items)/2; n > d.limit/16 {
+				return 0, &ValueLimitError{Offset: opOff, What: fmt.Sprintf("a dict of %d items", n), Limit: d.limit}
+			}
 			d.setItems(di, items)
 		case opMEMOIZE:
 			if len(d.stack) == 0 {
