@@ -6,9 +6,7 @@ package rules
 // so a clean run shows what was verified, not only what went wrong.
 
 import (
-	"cmp"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/torchmem/torchmem/memtimeline"
@@ -133,6 +131,10 @@ func Checklist(v Verdict, fs []Finding) []CheckItem {
 		for _, k := range bad {
 			if kinds[k] {
 				it.Status, it.Detail = CheckFail, why
+				if v.Leak.Verdict == leak.VerdictLeak && v.Leak.Kind == k && v.Leak.Fix != "" {
+					// One wording of the fix: the verdict's.
+					it.Detail = fmt.Sprintf("the run's leak (%s, %s) is of this kind: the verdict gives its fix", v.Leak.Figure(), k)
+				}
 				add(it)
 				return
 			}
@@ -161,7 +163,7 @@ func Checklist(v Verdict, fs []Finding) []CheckItem {
 		case len(traces) == 0:
 			zg.Status, zg.Detail, zg.Record = CheckNotMeasurable, "no profiler trace", recordTrace
 		default:
-			zg.Status, zg.Detail, zg.Record = CheckNotMeasurable, fmt.Sprintf("%d optimizer step(s) in the window: two are needed (Optimizer.step# annotations of a torch.optim optimizer)", steps),
+			zg.Status, zg.Detail, zg.Record = CheckNotMeasurable, fmt.Sprintf("%d optimizer %s in the window: two are needed (Optimizer.step# annotations of a torch.optim optimizer)", steps, fmtutil.Plural(float64(steps), "step", "steps")),
 				"a profiled window spanning at least two optimizer steps"
 		}
 	}
@@ -205,29 +207,19 @@ func Checklist(v Verdict, fs []Finding) []CheckItem {
 	traceItem("op-self-1gb", "No operator over 1 GB Self CUDA Mem per step", RuleOpSelfPerStep, func() (string, bool) {
 		return "every operator under torch's rule of thumb", true
 	})
-	top := CheckItem{ID: "top-five-ops", Item: "Top five operators' share of memory held at the peak (80% or more: start with them)", Rules: []string{RuleOpSelfLimit, "memory.top-ops-share"}}
+	// memory.top-ops-share's metric, its finding's words when it fired:
+	// one rule, one figure.
+	top := CheckItem{ID: "top-five-ops", Item: "Top five operators' share of allocated bytes (80% or more: start with them)", Rules: []string{RuleOpSelfLimit, "memory.top-ops-share"}}
 	if len(withMemory) == 0 {
 		top.Status, top.Detail, top.Record = CheckNotMeasurable, "no trace with GPU memory events", recordTrace
-	} else if n := withoutAddr(withMemory[0]); n > 0 {
-		// What each operator holds at the peak pairs blocks by address.
-		top.Status, top.Detail, top.Record = CheckNotMeasurable, fmt.Sprintf("%d memory events record no Addr (torch before 1.10): what each operator holds at the peak is not recorded", n), recordTrace
 	} else {
-		hs, peak := withMemory[0].OpHoldings()
-		hs = slices.Clone(hs)
-		slices.SortStableFunc(hs, func(a, b OpHolding) int { return cmp.Compare(b.HeldAtPeak, a.HeldAtPeak) })
-		var held, window int64
-		var names []string
-		for i, h := range hs {
-			window += h.HeldAtPeak
-			if i < 5 && h.HeldAtPeak > 0 {
-				held += h.HeldAtPeak
-				names = append(names, h.Operator)
-			}
-		}
 		top.Status = CheckPass
-		top.Detail = fmt.Sprintf("%s hold %s (%.0f%%) of the %s peak", strings.Join(names, ", "), memtimeline.FormatBytes(held), 100*fmtutil.Ratio(held, peak), memtimeline.FormatBytes(peak))
-		if pre := peak - window; pre > 0 {
-			top.Detail += fmt.Sprintf("; %s of it was allocated before the profiled window (weights, optimizer state)", memtimeline.FormatBytes(pre))
+		if f, ok := first("memory.top-ops-share"); ok {
+			top.Detail = strings.TrimSuffix(f.Title+": "+f.Detail, ".")
+		} else if names, n, total := topOpsShare(withMemory[0]); total > 0 {
+			top.Detail = fmt.Sprintf("%d operators make %.0f%% of allocated bytes: %s allocate %s of %s", len(names), 100*fmtutil.Ratio(n, total), strings.Join(names, ", "), memtimeline.FormatBytes(n), memtimeline.FormatBytes(total))
+		} else {
+			top.Detail = "the top five operators make less than the rule's share of allocated bytes"
 		}
 		if f, ok := first(RuleOpSelfLimit); ok {
 			top.Status, top.Detail = CheckFail, f.Title

@@ -84,9 +84,9 @@ func CompareSides(base, head *DiffSide, g DiffGates, top int) *DiffAnswer {
 func diffHeadline(d *diff.Diff, leaks, violations []string, budgets int) string {
 	switch {
 	case len(leaks) > 0 && len(violations) > 0:
-		return fmt.Sprintf("NEW LEAK: %s; OVER BUDGET: %s", strings.Join(leaks, "; "), strings.Join(violations, "; "))
+		return fmt.Sprintf("LEAK (new in HEAD): %s; OVER BUDGET: %s", strings.Join(leaks, "; "), strings.Join(violations, "; "))
 	case len(leaks) > 0:
-		return fmt.Sprintf("NEW LEAK: %s", strings.Join(leaks, "; "))
+		return fmt.Sprintf("LEAK (new in HEAD): %s", strings.Join(leaks, "; "))
 	case len(violations) > 0:
 		return fmt.Sprintf("OVER BUDGET: %s", strings.Join(violations, "; "))
 	case !d.Changed:

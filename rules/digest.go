@@ -49,6 +49,9 @@ type Digest struct {
 	OpHoldings    []OpHolding     `json:"op_holdings,omitempty"`
 	OpHoldingPeak int64           `json:"op_holdings_peak_bytes,omitempty"`
 	GPUActivity   bool            `json:"gpu_activity,omitempty"`
+	// TopOps is memory.top-ops-share's metric (topOpsShare), which the
+	// top rows alone cannot give.
+	TopOps *topOps `json:"top_ops,omitempty"`
 	// TraceBaseNs is the trace's clock origin (to line its peak up with
 	// torch's memory timeline of the same run).
 	TraceBaseNs int64 `json:"trace_base_ns,omitempty"`
@@ -172,6 +175,8 @@ func MakeDigest(in *Input) *Digest {
 		slices.SortStableFunc(hs, func(a, b OpHolding) int { return cmp.Compare(b.HeldAtPeak, a.HeldAtPeak) })
 		d.OpHoldings, d.OpHoldingPeak = hs[:min(len(hs), DigestTopRows)], peak
 		d.GPUActivity = in.hasGPUSteps()
+		names, top, total := topOpsShare(in)
+		d.TopOps = &topOps{Names: names, TopBytes: top, TotalBytes: total}
 		d.TraceBaseNs = in.Trace.Meta.BaseTimeNanoseconds
 		d.Charts = traceCharts(in)
 		sites := in.Sites(DefaultSiteOptions())

@@ -37,6 +37,18 @@ func NewRuleSet(cfg *Config) (RuleSet, error) {
 	}
 	set := RuleSet{Rules: rs, Disabled: []string{}}
 	if cfg != nil {
+		// memory.leak's threshold is the run's: a leak's severity must not
+		// depend on which file measured it (a trace alone against the
+		// folder holding it and its snapshot and step log). The other
+		// per-step leak rules take it unless the config sets theirs.
+		if rc, ok := cfg.Rules[RuleLeak]; ok && rc.Threshold != nil {
+			for i := range set.Rules {
+				id := set.Rules[i].ID
+				if own, ok := cfg.Rules[id]; (id == "snapshot.leak" || id == "steps.growth") && (!ok || own.Threshold == nil) {
+					set.Rules[i].Threshold = rc.Threshold.Value
+				}
+			}
+		}
 		for id, rc := range cfg.Rules {
 			if rc.Disabled {
 				set.Disabled = append(set.Disabled, id)
@@ -109,8 +121,40 @@ type EvalOptions struct {
 	Sites *memtimeline.SiteOptions
 }
 
-// Checklist statuses beyond pass, fail and not measurable.
-const CheckNotChecked = "not checked"
+// Checklist statuses beyond pass, fail and not measurable: not checked
+// (the rule is disabled), and warn (the rule fired at warning severity or
+// below: a leak under the threshold is found, yet the gate passes).
+const (
+	CheckNotChecked = "not checked"
+	CheckWarn       = "warn"
+)
+
+// warnBelowError turns a failed item into warn when every finding of its
+// rules on the run is below error severity, so that no item says FAIL
+// under a gate that passed.
+func warnBelowError(v Verdict, items []CheckItem, fs []Finding) []CheckItem {
+	mine := map[string]bool{}
+	for _, s := range v.Sources {
+		mine[s] = true
+	}
+	for i := range items {
+		it := &items[i]
+		if it.Status != CheckFail {
+			continue
+		}
+		seen, errs := false, false
+		for _, f := range fs {
+			if mine[f.Source] && slices.Contains(it.Rules, f.Rule) {
+				seen = true
+				errs = errs || f.Severity >= Error
+			}
+		}
+		if seen && !errs {
+			it.Status = CheckWarn
+		}
+	}
+	return items
+}
 
 // NamedChecklist is one run and rank's checklist.
 type NamedChecklist struct {
@@ -182,7 +226,7 @@ func Evaluate(rs RuleSet, ins []*Input, o EvalOptions) *Evaluation {
 	var g crash.Group
 	for i, v := range ev.Verdicts {
 		g.Go(func() {
-			ev.Checklists[i] = NamedChecklist{Name: v.Name, Items: rs.markDisabled(v, Checklist(v, all))}
+			ev.Checklists[i] = NamedChecklist{Name: v.Name, Items: rs.markDisabled(v, warnBelowError(v, Checklist(v, all), all))}
 		})
 	}
 	g.Wait()

@@ -10,6 +10,7 @@ import (
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/smi"
 	"github.com/torchmem/torchmem/memtimeline/steplog"
+	"github.com/torchmem/torchmem/rules/internal/fmtutil"
 	"github.com/torchmem/torchmem/rules/leak"
 )
 
@@ -189,7 +190,7 @@ func processesSentence(a smi.AppsAnalysis) string {
 		if !s.Start.IsZero() {
 			d = " for " + s.End.Sub(s.Start).Round(100*time.Millisecond).String()
 		}
-		parts = append(parts, fmt.Sprintf("%d processes shared%s%s (pids %s; %s together at most)", s.MaxProcesses, gpu, d, strings.Join(pids, ", "), memtimeline.FormatBytes(s.PeakBytes)))
+		parts = append(parts, fmt.Sprintf("%d %s shared%s%s (pids %s; %s together at most)", s.MaxProcesses, fmtutil.Plural(float64(s.MaxProcesses), "process", "processes"), gpu, d, strings.Join(pids, ", "), memtimeline.FormatBytes(s.PeakBytes)))
 	}
 	if len(parts) == 0 {
 		var procs []string

@@ -181,7 +181,7 @@ func releaseScratch(t *chrometrace.Trace) {
 }
 
 // SnapshotLeaks is the leak report of an allocator snapshot input.
-func (in *Input) SnapshotLeaks() leak.Report { return in.SnapshotLeaksWith(leak.DefaultOptions()) }
+func (in *Input) SnapshotLeaks() leak.Report { return in.SnapshotLeaksWith(in.leakOptions()) }
 
 // SnapshotLeaksWith is the snapshot's leak report with opts.
 func (in *Input) SnapshotLeaksWith(o leak.Options) leak.Report {

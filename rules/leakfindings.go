@@ -33,7 +33,7 @@ func leakFindings(rep leak.Report, threshold float64) []Finding {
 			fmt.Fprintf(&d, " It accelerates: each step keeps %s more than the step before.", memtimeline.FormatBytes(l.AccelerationBytes))
 		}
 		if len(top.Stack) > 0 {
-			fmt.Fprintf(&d, " Held through: %s;", strings.Join(top.Stack, " > "))
+			fmt.Fprintf(&d, " Held through: %s;", strings.Join(top.Stack, " → "))
 		}
 		if len(l.Sites) > 1 {
 			fmt.Fprintf(&d, " %d sites:", len(l.Sites))

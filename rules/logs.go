@@ -13,7 +13,7 @@ import (
 func init() {
 	Register(&Rule{
 		ID:          RuleSMILeak,
-		Description: "nvidia-smi: memory.used grows steadily and never falls back (a leak seen from outside the process)",
+		Description: "nvidia-smi: memory.used grows steadily and never falls back (a leak seen from outside the process, at any size; growth under the threshold in bytes is a warning)",
 		Severity:    Error,
 		Threshold:   64 << 20,
 		Unit:        "bytes",

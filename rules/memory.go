@@ -18,7 +18,16 @@ import (
 
 // Leaks is the input's leak report with default options.
 func (in *Input) Leaks() leak.Report {
-	return in.LeaksWith(leak.DefaultOptions())
+	return in.LeaksWith(in.leakOptions())
+}
+
+// leakOptions are the input's leak options: LeakOptions, else the
+// defaults.
+func (in *Input) leakOptions() leak.Options {
+	if in.LeakOptions != nil {
+		return *in.LeakOptions
+	}
+	return leak.DefaultOptions()
 }
 
 // Operators is the input's per-operator table (all GPUs).
@@ -97,29 +106,16 @@ func init() {
 		Unit:        "fraction",
 		Reads:       []SourceKind{SourceTrace},
 		Check: func(r *Rule, in *Input) []Finding {
-			ops := slices.DeleteFunc(slices.Clone(in.Operators()), func(o chrometrace.OperatorStats) bool {
-				return o.Name == "ProfilerStep*" // a window, not an operator
-			})
-			var total int64
-			for _, o := range ops {
-				total += o.AllocBytes
-			}
+			names, top, total := topOpsShare(in)
 			if total == 0 {
 				return nil
-			}
-			slices.SortFunc(ops, func(a, b chrometrace.OperatorStats) int { return cmp.Compare(b.AllocBytes, a.AllocBytes) })
-			var top int64
-			var names []string
-			for _, o := range ops[:min(5, len(ops))] {
-				top += o.AllocBytes
-				names = append(names, o.Name)
 			}
 			share := float64(top) / float64(total)
 			if share <= r.Threshold {
 				return nil
 			}
 			return []Finding{{
-				Title:    fmt.Sprintf("5 operators make %.0f%% of allocated bytes", 100*share),
+				Title:    fmt.Sprintf("%d operators make %.0f%% of allocated bytes", len(names), 100*share),
 				Detail:   fmt.Sprintf("%s allocate %s of %s.", strings.Join(names, ", "), memtimeline.FormatBytes(top), memtimeline.FormatBytes(total)),
 				Advice:   "Start with these operators' call sites: torchmem stacks --sort alloc.",
 				Operator: names[0],
@@ -310,10 +306,42 @@ func checkOpSelfPerStep(r *Rule, in *Input) []Finding {
 		Title: fmt.Sprintf("%d %s over torch's rule of thumb of %s Self CUDA Mem %s", len(over), fmtutil.Plural(float64(len(over)), "operator", "operators"),
 			memtimeline.FormatBytes(int64(r.Threshold)), per),
 		Detail: fmt.Sprintf("Self CUDA Mem %s: %s. Self CUDA Mem sums what each call allocates minus what it frees itself, so it measures allocation volume "+
-			"over %d step(s), not memory held; what operators hold at the peak is in memory.op-self-limit and torchmem stacks --sort peak.",
-			per, strings.Join(parts, ", "), steps),
+			"over %d %s, not memory held; what operators hold at the peak is in memory.op-self-limit and torchmem stacks --sort peak.",
+			per, strings.Join(parts, ", "), steps, fmtutil.Plural(float64(steps), "step", "steps")),
 		Advice:   "Worth a look when memory is tight: fewer or smaller temporaries in these operators (in-place ops, fused kernels, torch.compile) lower the allocator's traffic.",
 		Operator: over[0].name,
 		Metrics:  map[string]float64{"operators": float64(len(over)), "top_self_bytes_per_step": float64(over[0].self) / float64(steps), "steps": float64(steps)},
 	}}
+}
+
+// topOpsShare is memory.top-ops-share's metric, the one the checklist
+// shows too: the five operators that allocate the most bytes (torch's
+// key_averages table, ProfilerStep windows left out) and their bytes
+// against all operators'. total is 0 without operators.
+func topOpsShare(in *Input) (names []string, top, total int64) {
+	if in.IsDigest() {
+		if t := in.Digest.TopOps; t != nil {
+			return t.Names, t.TopBytes, t.TotalBytes
+		}
+		return nil, 0, 0
+	}
+	ops := slices.DeleteFunc(slices.Clone(in.Operators()), func(o chrometrace.OperatorStats) bool {
+		return o.Name == "ProfilerStep*" // a window, not an operator
+	})
+	for _, o := range ops {
+		total += o.AllocBytes
+	}
+	slices.SortFunc(ops, func(a, b chrometrace.OperatorStats) int { return cmp.Compare(b.AllocBytes, a.AllocBytes) })
+	for _, o := range ops[:min(5, len(ops))] {
+		top += o.AllocBytes
+		names = append(names, o.Name)
+	}
+	return names, top, total
+}
+
+// topOps is topOpsShare kept in a digest.
+type topOps struct {
+	Names      []string `json:"names"`
+	TopBytes   int64    `json:"top_bytes"`
+	TotalBytes int64    `json:"total_bytes"`
 }

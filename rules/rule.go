@@ -14,6 +14,7 @@ import (
 	"github.com/torchmem/torchmem/memtimeline/smi"
 	"github.com/torchmem/torchmem/memtimeline/snapshot"
 	"github.com/torchmem/torchmem/memtimeline/steplog"
+	"github.com/torchmem/torchmem/rules/leak"
 	"github.com/torchmem/torchmem/rules/site"
 )
 
@@ -111,6 +112,12 @@ type Input struct {
 	// SMIOptions are how an nvidia-smi log is analyzed (the smi command's
 	// flags); nil: smi's defaults.
 	SMIOptions *smi.Options
+	// LeakOptions are how a trace's or snapshot's leaks are found (the
+	// leaks command's --device, --depth, --steady-steps); nil: leak's
+	// defaults. The verdict, the rules and the leak tables all read this
+	// one analysis, so that a filter applies to the answer, not only to a
+	// table.
+	LeakOptions *leak.Options
 
 	mu    sync.Mutex
 	cache map[string]*memoEntry

@@ -15,17 +15,17 @@ const (
 
 // WithSMI is the rule set with the nvidia-smi analysis' options in force
 // (the smi command's flags): the options that are thresholds become the
-// smi rules' thresholds (smi.leak's growth, smi.memory-high's fraction,
+// smi rules' thresholds (smi.memory-high's fraction,
 // smi.starvation's utilization), so that the findings, the verdict and
-// the checklist judge with them. The rest (how long growth must last, its
+// the checklist judge with them (smi.leak's threshold only sets the
+// severity of a leak: growth is a leak by its regularity, at any size).
+// The rest (how long growth must last, its
 // fit) is how the log is measured: the inputs carry it (Input.SMIOptions),
 // and with both the rules and the verdict share one analysis.
 func (s RuleSet) WithSMI(o smi.Options) RuleSet {
 	s.Rules = slices.Clone(s.Rules)
 	for i := range s.Rules {
 		switch s.Rules[i].ID {
-		case RuleSMILeak:
-			s.Rules[i].Threshold = float64(o.MinGrowthBytes)
 		case RuleSMIMemoryHigh:
 			s.Rules[i].Threshold = o.Threshold
 		case RuleSMIStarvation:
@@ -41,12 +41,10 @@ func (s RuleSet) WithSMI(o smi.Options) RuleSet {
 // Evaluate gives every log these options, so that the verdict's evidence,
 // the smi tables and the findings read one analysis. smi.leak's threshold
 // sets severity, not the verdict (a leak is regular growth, at any size):
-// a lower threshold finds smaller growth, a higher one makes the growth
-// under it a warning (the rule's belowThreshold) and leaves the verdict
-// LEAK, as memory.leak's does.
+// growth under it is a warning (the rule's belowThreshold) and leaves the
+// verdict LEAK, as memory.leak's does.
 func (s RuleSet) smiOptionsOf(in *Input) smi.Options {
 	o := in.smiOptions()
-	o.MinGrowthBytes = min(o.MinGrowthBytes, int64(s.threshold(RuleSMILeak)))
 	o.Threshold = s.threshold(RuleSMIMemoryHigh)
 	o.StarveUtilPct = s.threshold(RuleSMIStarvation)
 	return o

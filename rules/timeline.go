@@ -288,10 +288,10 @@ func checkPageableH2D(r *Rule, in *Input) []Finding {
 	return []Finding{{
 		Title: fmt.Sprintf("%.3g pageable host-to-device %s per step (%s per step)", perStep, fmtutil.Plural(perStep, "copy", "copies"),
 			memtimeline.FormatBytes(int64(float64(bytes)/steps))),
-		Detail: fmt.Sprintf("%d copies from pageable host memory, %s in all (largest %s), over %d step(s). "+
+		Detail: fmt.Sprintf("%d %s from pageable host memory, %s in all (largest %s), over %d %s. "+
 			"The driver stages pageable memory through a pinned buffer, so the copy cannot overlap with "+
 			"compute and the host waits for it: %s per step in the copy calls. Issued by: %s.%s",
-			n, memtimeline.FormatBytes(bytes), memtimeline.FormatBytes(largest), len(w.List), fmtutil.FormatNs(int64(float64(blocked)/steps)),
+			n, fmtutil.Plural(float64(n), "copy", "copies"), memtimeline.FormatBytes(bytes), memtimeline.FormatBytes(largest), len(w.List), fmtutil.Plural(float64(len(w.List)), "step", "steps"), fmtutil.FormatNs(int64(float64(blocked)/steps)),
 			describeSites(sites), w.Note()),
 		Advice: "Pin the source: DataLoader(..., pin_memory=True) for batches, tensor.pin_memory() for " +
 			"buffers you reuse, then .to(device, non_blocking=True). Create constants and scalars " +
@@ -546,9 +546,9 @@ func checkIdleGaps(r *Rule, in *Input) []Finding {
 		}
 		out = append(out, Finding{
 			Title: title,
-			Detail: fmt.Sprintf("On GPU %d no kernel, copy or memset ran for %.0f%% of the median step (max %.0f%%, %.0f%% of all %d step(s) together). %s "+
+			Detail: fmt.Sprintf("On GPU %d no kernel, copy or memset ran for %.0f%% of the median step (max %.0f%%, %.0f%% of all %d %s together). %s "+
 				"The largest gap, %s in %s, began %s into the step; %s.%s",
-				dev, 100*median, 100*sorted[len(sorted)-1], 100*float64(idleTotal)/float64(max(stepTotal, 1)), len(w.List), shape,
+				dev, 100*median, 100*sorted[len(sorted)-1], 100*float64(idleTotal)/float64(max(stepTotal, 1)), len(w.List), fmtutil.Plural(float64(len(w.List)), "step", "steps"), shape,
 				fmtutil.FormatNs(gapLen), stepLabel, fmtutil.FormatNs(worst.Gap.Start-w.List[worstStep].Start), hostText, w.Note()),
 			Advice:   advice,
 			Operator: op,

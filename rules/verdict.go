@@ -97,13 +97,15 @@ type LeakAnswer struct {
 	StackNote string         `json:"stack_note,omitempty"`
 	Location  *site.Location `json:"location,omitempty"`
 	Operator  string         `json:"operator,omitempty"`
-	// Leaks is how many distinct leaks the best source found.
-	Leaks  int    `json:"leaks,omitempty"`
+	// Leaks is how many distinct leaks the best source found (0: none, or
+	// no source counts them); always present, so that one trace and the
+	// folder holding it give one shape.
+	Leaks  int    `json:"leaks"`
 	Reason string `json:"reason"`
 	// Agreement says which sources agree or disagree, with their figures;
 	// Settle says what to record when they disagree.
-	Agreement string         `json:"agreement,omitempty"`
-	Settle    string         `json:"settle,omitempty"`
+	Agreement string         `json:"agreement"`
+	Settle    string         `json:"settle"`
 	Evidence  []LeakEvidence `json:"evidence"`
 	// Forecast is when the leak fills the memory the process may use
 	// (nil when the headroom is not known, or the run ran out already).
@@ -539,6 +541,11 @@ func judgeLeak(ev []LeakEvidence) LeakAnswer {
 			}
 		}
 		ans.Leaks = b.Leaks
+		if ans.Leaks == 0 && site != nil {
+			// A log counts growth, not leaks: the count of the source
+			// that names the line.
+			ans.Leaks = site.Leaks
+		}
 		if site != nil {
 			ans.Holding, ans.Location, ans.StackNote = site.Holding, site.Location, site.StackNote
 			if ans.Operator = site.Operator; ans.Operator == "" {
@@ -1099,6 +1106,13 @@ func judgePeak(ins []*Input) *PeakAnswer {
 				break
 			}
 		}
+		// The run's peak is torch's own (allocated_bytes.all.peak) when a
+		// step log of the run records a higher one than the profiled
+		// window's: the same figure steps gives. The holders stay the
+		// window's (Composition says when).
+		if logged := loggedPeak(ins); logged != nil && logged.AllocatedBytes > ans.AllocatedBytes {
+			ans.Source, ans.AllocatedBytes, ans.Step = logged.Source, logged.AllocatedBytes, logged.Step
+		}
 		return ans
 	}
 	// Without a trace, an allocator snapshot's history names the lines
@@ -1114,6 +1128,9 @@ func judgePeak(ins []*Input) *PeakAnswer {
 		ans = &PeakAnswer{Source: in.Source, AllocatedBytes: c.AllocatedBytes, TNs: c.TNs, Composition: c, Holders: topHolders(c)}
 	}
 	if ans != nil {
+		if logged := loggedPeak(ins); logged != nil && logged.AllocatedBytes > ans.AllocatedBytes {
+			ans.Source, ans.AllocatedBytes, ans.Step = logged.Source, logged.AllocatedBytes, logged.Step
+		}
 		return ans
 	}
 	// Without a trace, torch's own timeline knows the peak and its
@@ -1134,6 +1151,13 @@ func judgePeak(ins []*Input) *PeakAnswer {
 				Note: "torch's export_memory_timeline categories at its peak (tensors only: allocator blocks that are no tensor are not in it); no trace to name lines"}}
 		return ans
 	}
+	return loggedPeak(ins)
+}
+
+// loggedPeak is the highest peak the run's per-step logs record (torch's
+// allocated_bytes.all.peak where logged), nil without a log.
+func loggedPeak(ins []*Input) *PeakAnswer {
+	var ans *PeakAnswer
 	for _, in := range ins {
 		if !in.HasSteps() {
 			continue

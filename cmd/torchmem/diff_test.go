@@ -64,19 +64,19 @@ func TestDiffFailsOnNewLeak(t *testing.T) {
 		code       int
 		headline   string
 	}{
-		{gpuDiff("base"), gpuDiff("head_leak"), nil, exitFindings, "❌ **torchmem diff: NEW LEAK: HEAD leaks 4.00 MB per step at diff\\_train.py(35): forward via aten::clone (BASE clean)"},
-		{realTrace("compiled_model"), realTrace("leak_module_cache"), nil, exitFindings, "❌ **torchmem diff: NEW LEAK: HEAD leaks 4.00 MB per step at gen\\_traces.py(143)"},
-		{realTrace("leak_module_cache"), gpuDiff("head_leak"), nil, exitFindings, "❌ **torchmem diff: NEW LEAK: new leak suspect in HEAD: 4.00 MB per step at diff\\_train.py(35)"},
+		{gpuDiff("base"), gpuDiff("head_leak"), nil, exitFindings, "❌ **torchmem diff: LEAK (new in HEAD): HEAD leaks 4.00 MB per step at diff\\_train.py(35): forward via aten::clone (BASE clean)"},
+		{realTrace("compiled_model"), realTrace("leak_module_cache"), nil, exitFindings, "❌ **torchmem diff: LEAK (new in HEAD): HEAD leaks 4.00 MB per step at gen\\_traces.py(143)"},
+		{realTrace("leak_module_cache"), gpuDiff("head_leak"), nil, exitFindings, "❌ **torchmem diff: LEAK (new in HEAD): new leak suspect in HEAD: 4.00 MB per step at diff\\_train.py(35)"},
 		{realTrace("leak_module_cache"), gpuDiff("head_leak"), []string{"--leak-threshold", "8MiB"}, exitOK, "✅"},
 		{realTrace("leak_module_cache"), realTrace("compiled_model"), nil, exitOK, "✅ **torchmem diff: peak allocated"},
 		// Recorded with the snippet: a leak that starts mid-window, and a
 		// 512 KiB leak under the 1 MiB threshold (HEAD leaks, BASE does not).
-		{recorded(t, "pinned_nonblocking"), recorded(t, "late_start_leak"), nil, exitFindings, "❌ **torchmem diff: NEW LEAK: HEAD leaks 4.00 MB per step at late\\_start\\_leak.py(27): step via aten::clone (BASE clean)"},
-		{recorded(t, "grad_accum"), recorded(t, "small_leak_big_model"), nil, exitFindings, "❌ **torchmem diff: NEW LEAK: HEAD leaks 512.00 KB per step at small\\_leak\\_big\\_model.py(38)"},
+		{recorded(t, "pinned_nonblocking"), recorded(t, "late_start_leak"), nil, exitFindings, "❌ **torchmem diff: LEAK (new in HEAD): HEAD leaks 4.00 MB per step at late\\_start\\_leak.py(27): step via aten::clone (BASE clean)"},
+		{recorded(t, "grad_accum"), recorded(t, "small_leak_big_model"), nil, exitFindings, "❌ **torchmem diff: LEAK (new in HEAD): HEAD leaks 512.00 KB per step at small\\_leak\\_big\\_model.py(38)"},
 		{recorded(t, "late_start_leak"), recorded(t, "pinned_nonblocking"), nil, exitOK, "✅"},
 		// Budgets still apply on top of the leak gate.
 		{gpuDiff("base"), gpuDiff("head"), []string{"--fail-if", "peak_allocated>+5%"}, exitFindings, "❌ **torchmem diff: OVER BUDGET"},
-		{gpuDiff("base"), gpuDiff("head_leak"), []string{"--fail-if", "peak_allocated>+1000%"}, exitFindings, "❌ **torchmem diff: NEW LEAK"},
+		{gpuDiff("base"), gpuDiff("head_leak"), []string{"--fail-if", "peak_allocated>+1000%"}, exitFindings, "❌ **torchmem diff: LEAK (new in HEAD)"},
 	}
 	for _, c := range cases {
 		args := append([]string{"diff", c.base, c.head, "--format", "markdown"}, c.args...)
@@ -97,7 +97,7 @@ func TestDiffFailsOnNewLeak(t *testing.T) {
 	out, _, _ = torchmem(t, "diff", gpuDiff("base"), gpuDiff("head_leak"))
 	// The headline, wrapped at the width: its first paragraph.
 	headline := strings.Join(strings.Fields(strings.SplitN(out, "\n\n", 2)[0]), " ")
-	if !strings.Contains(headline, ": NEW LEAK: HEAD leaks 4.00 MB per step") {
+	if !strings.Contains(headline, ": LEAK (new in HEAD): HEAD leaks 4.00 MB per step") {
 		t.Errorf("text headline: %s", headline)
 	}
 	refused(t, "--leak-threshold", "diff", gpuDiff("base"), gpuDiff("head"), "--leak-threshold", "lots")

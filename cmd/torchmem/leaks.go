@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/cmd/internal/report"
 	"github.com/torchmem/torchmem/rules"
 )
@@ -86,14 +87,22 @@ func runLeaks(stdout, stderr io.Writer, args []string, o *leaksOptions) error {
 	if !bounded && slices.ContainsFunc(ins, func(in *rules.Input) bool { return in.IsDigest() }) {
 		fmt.Fprintf(stderr, "torchmem: warning: summaries hold the leak analysis made with the default options (--device, --depth and --min-bytes-per-step apply to traces)\n")
 	}
-	// The answer (verdicts, findings, exit code) is the one every command
-	// gives; the per-file reports below are made with this command's
-	// options, through the same memo (the defaults are computed once).
+	// The answer (verdicts, findings, exit code) and the per-file tables
+	// read one leak analysis, made with this command's options: --device
+	// filters the verdict as it filters the table.
+	opts := rules.LeakOptions{Device: o.device, MinBytesPerStep: o.minBytes, SteadySteps: o.steady, Depth: o.depth, MinSteps: def.MinSteps}
+	if opts != def {
+		if err := checkDevice(ins, o.device); err != nil {
+			return badInput(err)
+		}
+		for _, in := range ins {
+			in.LeakOptions = &opts
+		}
+	}
 	ev := rules.Evaluate(rs, ins, rules.EvalOptions{})
 	if ev.Unmeasured != nil {
 		return badInput(ev.Unmeasured)
 	}
-	opts := rules.LeakOptions{Device: o.device, MinBytesPerStep: o.minBytes, SteadySteps: o.steady, Depth: o.depth, MinSteps: def.MinSteps}
 	r := report.New(ev, report.Options{View: report.ViewLeaks, Format: o.format, Top: o.top, Leak: opts})
 	if err := report.Generate(stdout, r); err != nil {
 		return err
@@ -123,4 +132,38 @@ func exitWithoutLeak(ev *rules.Evaluation) string {
 		}
 	}
 	return "exit 1 without a leak: " + strings.Join(ids, ", ") + " (errors every command exits on; torchmem check lists them)"
+}
+
+// checkDevice refuses a --device no trace recorded memory on: the answer
+// for it could only be "clean" by absence, which a gate must not pass.
+func checkDevice(ins []*rules.Input, device int) error {
+	if device < 0 {
+		return nil
+	}
+	seen := map[int]bool{}
+	traces := 0
+	for _, in := range ins {
+		if !in.Has(rules.SourceTrace) {
+			continue
+		}
+		traces++
+		for i := range in.Trace.Memory {
+			if m := &in.Trace.Memory[i]; m.DeviceType != chrometrace.DeviceCPU {
+				seen[int(m.DeviceID)] = true
+			}
+		}
+	}
+	if traces == 0 || seen[device] {
+		return nil
+	}
+	var have []string
+	for d := range seen {
+		have = append(have, fmt.Sprint(d))
+	}
+	slices.Sort(have)
+	recorded := "no GPU"
+	if len(have) > 0 {
+		recorded = "GPU " + strings.Join(have, ", ")
+	}
+	return fmt.Errorf("--device %d: the traces record no memory event on GPU %d (they record %s)", device, device, recorded)
 }

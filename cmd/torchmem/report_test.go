@@ -54,7 +54,7 @@ func TestReportLoadsNothingFromTheNetwork(t *testing.T) {
 	if m := remote.FindString(s); m != "" {
 		t.Errorf("page refers to the network: %q", m)
 	}
-	for _, want := range []string{"Memory over time", "Leak verdict: leak", "gen_traces.py(143): forward", "torchmem-chart", "ProfilerStep#2 keeps 4.00 MB"} {
+	for _, want := range []string{"Memory over time", "Leak verdict: leak", "gen_traces.py(143): forward", "torchmem-chart", "ProfilerStep#2 kept 4.00 MB (4.00 MB so far)"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("page lacks %q", want)
 		}

@@ -33,7 +33,7 @@ func TestSMIPerProcess(t *testing.T) {
 		t.Errorf("shared: holder row %q\n%s", row, out)
 	}
 	out, _, code = torchmem(t, "smi", "testdata/smi/per_process/healthy")
-	if code != 0 || strings.Contains(out, "ZOMBIE") || !strings.Contains(out, "per-process log, 1 processes") {
+	if code != 0 || strings.Contains(out, "ZOMBIE") || !strings.Contains(out, "per-process log, 1 process,") {
 		t.Errorf("healthy: exit %d\n%s", code, out)
 	}
 }

@@ -94,7 +94,7 @@ func TestSMICommandErrors(t *testing.T) {
 	for _, c := range cases {
 		refused(t, c.want, c.args...)
 	}
-	if out, stderr, code := torchmem(t, "smi", good); code != exitOK || !strings.Contains(out, "Leak: none") {
+	if out, stderr, code := torchmem(t, "smi", good); code != exitOK || !strings.Contains(out, "CLEAN: ") {
 		t.Errorf("one-sample log: exit %d, stderr %q, out %q", code, stderr, out)
 	}
 }
@@ -126,7 +126,7 @@ func TestSMICommandGzipped(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, stderr, code := torchmem(t, "smi", p)
-	if code != exitFindings || !strings.Contains(out, "Leak: steady growth in 1 stretch") {
+	if code != exitFindings || !strings.Contains(out, "LEAK: ") {
 		t.Errorf("exit %d, stderr %q, out:\n%s", code, stderr, out)
 	}
 }

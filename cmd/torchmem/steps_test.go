@@ -74,7 +74,7 @@ func TestStepsCommandErrors(t *testing.T) {
 	for _, c := range cases {
 		refused(t, c.want, c.args...)
 	}
-	if out, _, code := torchmem(t, "steps", good); code != exitOK || !strings.Contains(out, "unknown") {
+	if out, _, code := torchmem(t, "steps", good); code != exitOK || !strings.HasPrefix(out, "UNKNOWN: ") {
 		t.Errorf("one step: exit %d, out %q", code, out)
 	}
 }

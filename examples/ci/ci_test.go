@@ -47,7 +47,7 @@ func TestActionScript(t *testing.T) {
 		want                     []string
 	}{
 		{"new leak", testdata("diff_pair", "base"), testdata("diff_pair", "head_leak"), "", "1",
-			[]string{"❌ **torchmem diff: NEW LEAK", "```mermaid", "xychart-beta", "diff\\_train.py(35)"}},
+			[]string{"❌ **torchmem diff: LEAK (new in HEAD)", "```mermaid", "xychart-beta", "diff\\_train.py(35)"}},
 		{"no leak, within budget", testdata("diff_pair", "base"), testdata("diff_pair", "head"), "peak_allocated>+50%\n\n", "0",
 			[]string{"✅ **torchmem diff:", "```mermaid", "within budget"}},
 		{"over budget", testdata("diff_pair", "base"), testdata("diff_pair", "head"), "  peak_reserved>+0%  ", "1",

@@ -152,9 +152,10 @@ const chartRuntimeJS = `(function () {
   }
   function fmtBytes(b) {
     var a = Math.abs(b);
-    if (a >= 1073741824) return (b / 1073741824).toFixed(2) + " GiB";
-    if (a >= 1048576) return (b / 1048576).toFixed(1) + " MiB";
-    if (a >= 1024) return (b / 1024).toFixed(1) + " KiB";
+    // As torch prints and the text says: GB = 2^30 bytes, MB = 2^20.
+    if (a >= 1073741824) return (b / 1073741824).toFixed(2) + " GB";
+    if (a >= 1048576) return (b / 1048576).toFixed(2) + " MB";
+    if (a >= 1024) return (b / 1024).toFixed(2) + " KB";
     return b + " B";
   }
   opt.yAxis[0].axisLabel = {formatter: fmtBytes};

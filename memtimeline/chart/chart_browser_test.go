@@ -142,7 +142,7 @@ func TestChartRendersInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := eval[string](t, ctx, `document.getElementById("demo").innerText`)
-	if !strings.Contains(text, " ms — ProfilerStep#") || !strings.Contains(text, "allocated: ") || !strings.Contains(text, "iB") {
+	if !strings.Contains(text, " ms — ProfilerStep#") || !strings.Contains(text, "allocated: ") || !regexp.MustCompile(`[0-9] [KMG]B\b`).MatchString(text) || strings.Contains(text, "iB") {
 		t.Errorf("tooltip text %q lacks time, step and allocated bytes", text)
 	}
 	t.Logf("%d drawn pixels, series %v, tooltip %q", inked, names, text)

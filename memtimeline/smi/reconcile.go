@@ -68,7 +68,7 @@ type Reconciliation struct {
 	Constant bool  `json:"constant"`
 	// GapGrowthBytes is how much the gap grew from the first stable step to
 	// the last while reserved grew ReservedGrowthBytes; GapGrows is set
-	// when the gap grew by at least MinGrowthBytes more than reserved did:
+	// when the gap grew by at least GapGrowthMin more than reserved did:
 	// memory outside torch's allocator.
 	GapGrowthBytes      int64 `json:"gap_growth_bytes"`
 	ReservedGrowthBytes int64 `json:"reserved_growth_bytes"`
@@ -91,6 +91,11 @@ type Reconciliation struct {
 // called constant: nvidia-smi prints whole MiB, so the gap is read to the
 // MiB.
 const GapTolerance = 1 << 20
+
+// GapGrowthMin is how much the gap between nvidia-smi and torch's
+// reserved must grow to be memory growing outside torch (well above
+// nvidia-smi's 1 MiB resolution and a CUDA context's workspaces).
+const GapGrowthMin = 64 << 20
 
 // ClockOffset finds the offset (a multiple of 15 minutes, within a day's
 // time zones) that puts the most torch points inside the smi samples'
@@ -206,7 +211,7 @@ func Reconcile(g *GPU, pts []TorchPoint, procs []*Process, opts Options) (Reconc
 	r.Constant = r.Stable > 0 && r.GapMax-r.GapMin <= GapTolerance
 	r.GapGrowthBytes = last.OutsideBytes - first.OutsideBytes
 	r.ReservedGrowthBytes = lastRes - firstRes
-	r.GapGrows = r.GapGrowthBytes >= opts.MinGrowthBytes
+	r.GapGrows = r.GapGrowthBytes >= max(opts.MinGrowthBytes, GapGrowthMin)
 	r.matchProcess(procs, pts, off)
 	return r, true
 }

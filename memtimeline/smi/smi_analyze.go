@@ -67,7 +67,9 @@ func DefaultOptions() Options {
 		MinGrowthDuration: 10 * time.Second,
 		MinGrowthSamples:  10,
 		MinGrowthRises:    8,
-		MinGrowthBytes:    64 << 20,
+		// A leak is regular growth at any size (smi.leak's threshold sets
+		// its severity): no minimum growth.
+		MinGrowthBytes:    0,
 		MaxRiseFraction:   0.25,
 		MinGrowthR2:       0.9,
 		JitterBytes:       16 << 20,

@@ -49,6 +49,10 @@ type SeriesReport struct {
 	// Reserved is nil when the log has no reserved bytes.
 	Reserved *Trend
 
+	// PeakAllocatedBytes is torch's peak (allocated_bytes.all.peak, the
+	// highest allocated at any moment, not only at the logged points) when
+	// the log records it, else the highest logged allocated; its step is
+	// the first line that shows it. The same for reserved.
 	PeakAllocatedBytes int64
 	PeakAllocatedStep  int64
 	// PeakReservedBytes is -1 without reserved bytes.
@@ -118,6 +122,15 @@ func analyzeStepSeries(s *Series, opts Options) SeriesReport {
 		}
 		hasReserved = hasReserved || r.ReservedBytes >= 0
 		rep.MaxAllocatedBytes = max(rep.MaxAllocatedBytes, r.PeakAllocatedBytes)
+	}
+	// torch's own peaks, where logged: what happened between the lines.
+	for _, r := range recs {
+		if r.PeakAllocatedBytes > rep.PeakAllocatedBytes {
+			rep.PeakAllocatedBytes, rep.PeakAllocatedStep = r.PeakAllocatedBytes, r.Step
+		}
+		if r.PeakReservedBytes > rep.PeakReservedBytes {
+			rep.PeakReservedBytes, rep.PeakReservedStep = r.PeakReservedBytes, r.Step
+		}
 	}
 	if len(recs)-opts.WarmupSteps >= opts.MinFitSteps {
 		rep.SkippedWarmup = max(opts.WarmupSteps, 0)

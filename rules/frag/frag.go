@@ -747,11 +747,11 @@ func (rep *Report) judge(opts Options, steadySteps int) {
 	}
 	switch {
 	case steadySteps == 0:
-		churn.Detail = fmt.Sprintf("no steady state to judge: %d profiled step(s); %d cudaMalloc and %d cudaFree in the window", len(rep.Steps), sc.CudaMalloc, sc.CudaFree)
+		churn.Detail = fmt.Sprintf("no steady state to judge: %d profiled %s; %d cudaMalloc and %d cudaFree in the window", len(rep.Steps), fmtutil.Plural(float64(len(rep.Steps)), "step", "steps"), sc.CudaMalloc, sc.CudaFree)
 	default:
 		churn.Fired = sc.ChurnPerStep >= opts.MinChurnPerStep
-		churn.Detail = fmt.Sprintf("%d %s in %d steady-state step(s) after the first: %.1f per step (limit %.1f); %d cudaMalloc, %d cudaFree",
-			sc.ChurnCalls, callName, steadySteps, sc.ChurnPerStep, opts.MinChurnPerStep, sc.SteadyCudaMalloc, sc.SteadyCudaFree)
+		churn.Detail = fmt.Sprintf("%d %s in %d steady-state %s after the first: %.1f per step (limit %.1f); %d cudaMalloc, %d cudaFree",
+			sc.ChurnCalls, callName, steadySteps, fmtutil.Plural(float64(steadySteps), "step", "steps"), sc.ChurnPerStep, opts.MinChurnPerStep, sc.SteadyCudaMalloc, sc.SteadyCudaFree)
 		if grow := sc.SteadyCudaMalloc + sc.SteadyCudaFree - sc.ChurnCalls; grow > 0 {
 			churn.Detail += fmt.Sprintf("; %d cudaMalloc in steps reaching a new peak are growth, not churn (see torchmem leaks)", grow)
 		}

@@ -549,7 +549,7 @@ func Analyze(d Data, opts Options) Report {
 	case rep.UnreleasedBytes == 0:
 		rep.Reason = "no growth: every block allocated in the profiled steps was freed"
 	default:
-		rep.Reason = fmt.Sprintf("no growth: no site keeps memory from %d consecutive steps; %s still alive at the end was made once or by the last step(s) (%s from the last %d: outputs, gradients, optimizer state)",
+		rep.Reason = fmt.Sprintf("no growth: no site keeps memory from %d consecutive steps; %s still alive at the end was made once or by the last steps (%s from the last %d: outputs, gradients, optimizer state)",
 			minSteps, memtimeline.FormatBytes(rep.UnreleasedBytes), memtimeline.FormatBytes(endBytes), lastSurvivors)
 	}
 	return rep
@@ -738,10 +738,10 @@ func explainLeak(l *Leak, hooks map[string]growingFrame) (evidence, fix string) 
 				memtimeline.FormatBytes(kept), by, steps),
 			"Stop keeping a tensor per step: store .item() or .cpu() values, bound it (collections.deque(maxlen=N)), or clear it each step"
 	case KindAutogradGraph:
-		return fmt.Sprintf("tensors made in the forward pass that recorded an autograd graph (%d site(s)) survive %s and no backward ran over them: outputs that require grad are kept, and the activations their graph saved stay with them", len(l.Sites), steps),
+		return fmt.Sprintf("tensors made in the forward pass that recorded an autograd graph (%d %s) survive %s and no backward ran over them: outputs that require grad are kept, and the activations their graph saved stay with them", len(l.Sites), fmtutil.Plural(float64(len(l.Sites)), "site", "sites"), steps),
 			"Run evaluation under torch.no_grad() (or torch.inference_mode()); keep out.detach() or out.cpu() if the outputs are needed"
 	case KindRetainGraph:
-		return fmt.Sprintf("backward ran over these operators in each of %s, yet the %d tensor site(s) it saved survive: the graph is kept alive after backward (retain_graph=True with the loss or outputs kept)", steps, len(l.Sites)),
+		return fmt.Sprintf("backward ran over these operators in each of %s, yet the %d tensor %s it saved survive: the graph is kept alive after backward (retain_graph=True with the loss or outputs kept)", steps, len(l.Sites), fmtutil.Plural(float64(len(l.Sites)), "site", "sites")),
 			"Drop retain_graph=True unless the same graph is backwarded twice, and keep loss.item() or loss.detach() rather than the loss"
 	case KindHook:
 		for _, f := range top.Stack {

@@ -19,8 +19,9 @@ type Location struct {
 	Line     int    `json:"line"`
 	Function string `json:"function,omitempty"`
 	// DefLine is the line of Function's def when Line is not recorded
-	// (a trace names frames by their def line); 0 unknown.
-	DefLine int `json:"def_line,omitempty"`
+	// (a trace names frames by their def line); 0 unknown. Always
+	// present, so that a location has one shape whatever file gave it.
+	DefLine int `json:"def_line"`
 }
 
 // Line 0 is a line the source did not record (a trace's frame that began

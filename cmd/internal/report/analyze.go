@@ -104,10 +104,11 @@ func (r *Report) writeAnalyze(w io.Writer) error {
 		return WriteJSON(w, analyzeJSON{ev.Verdicts, ev.Checklists, ev.CrossRank, r.Inputs})
 	case Markdown:
 		writeFindingsMarkdown(w, ev)
-		writeCrossRank(w, ev.CrossRank, Markdown)
 	default:
-		writeVerdictText(w, ev.Verdicts, r.Width)
+		// The run's answer (which rank differs, by how much) before each
+		// rank's.
 		writeCrossRank(w, ev.CrossRank, Text)
+		writeVerdictText(w, ev.Verdicts, r.Width)
 		writeChecklistText(w, ev)
 		for _, a := range r.Inputs {
 			writeAnalysisText(w, a)
@@ -166,7 +167,7 @@ func writeAnalysisText(w io.Writer, a InputAnalysis) {
 	}
 	if in.Has(rules.SourceSMIApps) {
 		a := in.SMIApps
-		fmt.Fprintf(w, "nvidia-smi per-process log: %d processes, %d sampling rounds, %d rows\n", len(a.Processes), a.Rounds, a.Rows)
+		fmt.Fprintf(w, "nvidia-smi per-process log: %s, %s, %s\n", count(len(a.Processes), "process", "processes"), count(a.Rounds, "sampling round", "sampling rounds"), count(a.Rows, "row", "rows"))
 	}
 	if in.Is(rules.SourceSummary) {
 		if in.Has(rules.SourceSummary) {

@@ -36,6 +36,7 @@ func (r *Report) writeCheck(w io.Writer) error {
 	default:
 		fmt.Fprintln(w, VerdictLine(ev))
 		fmt.Fprintln(w)
+		writeCrossRank(w, ev.CrossRank, Text)
 		writeVerdictText(w, ev.Verdicts, r.Width)
 		writeChecklistText(w, ev)
 		writeFindingsText(w, ev.Findings)

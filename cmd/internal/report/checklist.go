@@ -18,6 +18,8 @@ func checkMark(status string) string {
 		return "pass"
 	case rules.CheckFail:
 		return "FAIL"
+	case rules.CheckWarn:
+		return "warn"
 	case rules.CheckNotChecked:
 		return "off"
 	}
@@ -45,7 +47,7 @@ func writeChecklistText(w io.Writer, ev *rules.Evaluation) {
 
 // writeChecklistMarkdown writes the checklist as a table per run and rank.
 func writeChecklistMarkdown(w io.Writer, ev *rules.Evaluation) {
-	icons := map[string]string{rules.CheckPass: "✅ pass", rules.CheckFail: "❌ fail", rules.CheckNotMeasurable: "➖ not measurable", rules.CheckNotChecked: "⏸ not checked"}
+	icons := map[string]string{rules.CheckPass: "✅ pass", rules.CheckFail: "❌ fail", rules.CheckWarn: "⚠️ warn", rules.CheckNotMeasurable: "➖ not measurable", rules.CheckNotChecked: "⏸ not checked"}
 	for _, cl := range ev.Checklists {
 		items := cl.Items
 		title := "**Checklist**"

@@ -113,11 +113,8 @@ func writeDiffText(w io.Writer, a *rules.DiffAnswer, format string) {
 		}
 		tw.AppendHeader(header)
 		for _, m := range ms {
-			name := m.Name
-			if format != Markdown {
-				name = truncate(name, 90)
-			}
-			row := table.Row{name, memtimeline.FormatBytes(m.Base), memtimeline.FormatBytes(m.Head), signed(m.Delta)}
+			// Whole: the table wraps a long name at its joints.
+			row := table.Row{m.Name, memtimeline.FormatBytes(m.Base), memtimeline.FormatBytes(m.Head), signed(m.Delta)}
 			if perStep {
 				row = append(row, signed(m.DeltaPerStep))
 			}

@@ -38,7 +38,7 @@ func TestStepChartMermaid(t *testing.T) {
 	if n > maxChartSteps || n != len(strings.Split(lines[0][1], ", ")) || n != len(strings.Split(lines[1][1], ", ")) {
 		t.Errorf("%d labels, lines %d and %d values", n, len(strings.Split(lines[0][1], ", ")), len(strings.Split(lines[1][1], ", ")))
 	}
-	if !strings.HasSuffix(lines[1][1], ", 1978") || !strings.Contains(out, "y-axis \"MiB\" 0 --> 2500") {
+	if !strings.HasSuffix(lines[1][1], ", 1978") || !strings.Contains(out, "y-axis \"MB\" 0 --> 2500") {
 		t.Errorf("last head bucket should peak at 1978 MiB, axis at 2500:\n%s", out)
 	}
 	if !strings.Contains(out, "Base has 1000 steps, head 990: the chart shows the first 990 of each.") {

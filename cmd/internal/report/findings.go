@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 
 	"github.com/jedib0t/go-pretty/v6/table"
@@ -16,15 +17,36 @@ func VerdictLine(ev *rules.Evaluation) string {
 	if !ev.Passed() {
 		status = "FAIL"
 	}
-	return fmt.Sprintf("torchmem: %s: %d errors, %d warnings, %d notes in %d inputs", status, ev.Errors, ev.Warnings, ev.Notes, len(ev.Inputs))
+	return fmt.Sprintf("torchmem: %s: %s, %s, %s in %s", status, count(ev.Errors, "error", "errors"), count(ev.Warnings, "warning", "warnings"), count(ev.Notes, "note", "notes"), count(len(ev.Inputs), "input", "inputs"))
 }
 
+// count is n with its noun, singular for one: "1 error", "2 errors".
+func count[N int | int64](n N, one, many string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, one)
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// leakSites is the list of a leak finding's sites in its detail.
+var leakSites = regexp.MustCompile(`\d+ sites: .*$`)
+
+// writeFindingsText prints the findings under the verdict blocks: a leak
+// finding names its rule and figure, and leaves why, the chain and the
+// fix to the LEAK entry above (said once).
 func writeFindingsText(w io.Writer, fs []rules.Finding) {
 	if len(fs) == 0 {
 		fmt.Fprintln(w, "No findings.")
 		return
 	}
 	for _, f := range fs {
+		if rules.IsLeakRule(f.Rule) {
+			d := "why, the holding chain and the fix: the LEAK entry above"
+			if m := leakSites.FindString(f.Detail); m != "" {
+				d = m + " " + d
+			}
+			f.Detail, f.Advice = d, ""
+		}
 		fmt.Fprintf(w, "[%s] %s: %s\n", strings.ToUpper(f.Severity.String()), f.Rule, f.Title)
 		if f.Location != nil {
 			fmt.Fprintf(w, "    at %s", f.Location)
@@ -54,7 +76,8 @@ func writeFindingsMarkdown(w io.Writer, ev *rules.Evaluation) {
 		icon = "❌"
 	}
 	fmt.Fprintf(w, "%s **%s**\n\n", icon, VerdictLine(ev))
-	writeVerdictMarkdown(w, ev.Verdicts) // the answer before the table
+	writeCrossRank(w, ev.CrossRank, Markdown) // the run's answer (which rank) first
+	writeVerdictMarkdown(w, ev.Verdicts)      // each rank's, before the table
 	writeChecklistMarkdown(w, ev)
 	if len(fs) == 0 {
 		return

@@ -120,7 +120,7 @@ func writeFragReport(w io.Writer, path string, rep *rules.FragReport, format str
 	gapRow("Largest reserved - allocated", rep.LargestGap, "")
 	tw.AppendRow(table.Row{"New segments while their pool held the bytes idle", fmt.Sprint(rep.FragmentedMisses), memtimeline.FormatBytes(rep.FragmentedMissBytes) + " reserved: memory held but not in one piece for the request"})
 	for _, p := range rep.Pools {
-		tw.AppendRow(table.Row{fmt.Sprintf("%s pool", strings.ToUpper(p.Pool[:1])+p.Pool[1:]), fmt.Sprintf("%d segment miss(es), %s", p.Misses, memtimeline.FormatBytes(p.MissBytes)),
+		tw.AppendRow(table.Row{fmt.Sprintf("%s pool", strings.ToUpper(p.Pool[:1])+p.Pool[1:]), fmt.Sprintf("%s, %s", count(p.Misses, "segment miss", "segment misses"), memtimeline.FormatBytes(p.MissBytes)),
 			fmt.Sprintf("at the end: %s in segments made in the window, at least %s idle", memtimeline.FormatBytes(p.SegmentBytes), memtimeline.FormatBytes(p.IdleAtLeastBytes))})
 	}
 	sc := rep.SegmentCalls

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -418,32 +419,58 @@ func (ri *reportInput) addChart(spec chart.Spec) error {
 	return nil
 }
 
-// leakMarkers pins, at the end of each step that leaves blocks behind, how
-// much it kept: the growth shows on the chart where it happens.
-// The chart's step bands are the trace's ProfilerSteps in time order.
+// leakMarkers pins, at the end of each step in which a leak kept memory,
+// what it kept then and so far: the growth shows on the chart where it
+// happens, with annotate's figures (leakKeptByStep, leakMarkerName).
 func leakMarkers(spec chart.Spec, l rules.LeakReport) []chart.Marker {
 	var out []chart.Marker
-	steps := spec.Steps
-	var kept int64
-	for i, s := range l.Steps {
-		if i >= len(steps) || s.SurvivorBytes == 0 {
-			continue
+	ends := map[string]int64{}
+	for _, s := range spec.Steps {
+		ends[s.Name] = s.EndNs
+	}
+	for li := range l.Leaks {
+		byStep := leakKeptByStep(l, li)
+		var kept int64
+		for _, n := range slices.Sorted(maps.Keys(byStep)) {
+			b := byStep[n]
+			if b == 0 {
+				continue
+			}
+			kept += b
+			end, ok := ends[fmt.Sprintf("ProfilerStep#%d", n)]
+			if !ok {
+				continue
+			}
+			// The allocated level at the step's end, for the pin's height.
+			a := spec.Allocated
+			k, _ := slices.BinarySearch(a.T, end+1)
+			if k == 0 {
+				continue
+			}
+			out = append(out, chart.Marker{Name: leakMarkerName(li, n, b, kept), TNs: end, Bytes: a.V[k-1]})
 		}
-		kept += s.SurvivorBytes
-		end := steps[i].EndNs
-		// The allocated level at the step's end, for the pin's height.
-		a := spec.Allocated
-		k, _ := slices.BinarySearch(a.T, end+1)
-		if k == 0 {
-			continue
-		}
-		out = append(out, chart.Marker{
-			Name:  fmt.Sprintf("%s keeps %s (%s so far)", s.Name, memtimeline.FormatBytes(s.SurvivorBytes), memtimeline.FormatBytes(kept)),
-			TNs:   end,
-			Bytes: a.V[k-1],
-		})
 	}
 	return out
+}
+
+// leakKeptByStep is what leak li of l kept from each ProfilerStep (by
+// step number): the sum of its sites' bytes, the figure its bytes per
+// step is made of. annotate's track and markers and the report's chart
+// markers read it, so they say the same.
+func leakKeptByStep(l rules.LeakReport, li int) map[int64]int64 {
+	byStep := map[int64]int64{}
+	for _, s := range l.Leaks[li].Sites {
+		for k, b := range s.BytesByStep {
+			byStep[s.FirstStep+int64(k)] += b
+		}
+	}
+	return byStep
+}
+
+// leakMarkerName labels leak li's marker at step n: what the step kept and
+// what the leak kept so far.
+func leakMarkerName(li int, n, bytes, kept int64) string {
+	return fmt.Sprintf("leak %d: ProfilerStep#%d kept %s (%s so far)", li+1, n, memtimeline.FormatBytes(bytes), memtimeline.FormatBytes(kept))
 }
 
 // snapshotSummaryKV is an allocator snapshot's summary on the page, from

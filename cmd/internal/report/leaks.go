@@ -74,12 +74,14 @@ func (r *Report) writeLeaks(w io.Writer) error {
 		}
 		return WriteJSON(w, out)
 	}
+	// The run's answer (which rank differs, by how much) first, then
+	// each rank's.
+	writeCrossRank(w, ev.CrossRank, r.Format)
 	if r.Format == Markdown {
 		writeVerdictMarkdown(w, ev.Verdicts)
 	} else {
 		writeVerdictText(w, ev.Verdicts, r.Width)
 	}
-	writeCrossRank(w, ev.CrossRank, r.Format)
 	for _, f := range r.LeakFiles {
 		writeLeakReport(w, f, r.Format)
 	}
@@ -142,8 +144,8 @@ func writeLeakReport(w io.Writer, r LeakFile, format string) {
 		if format == Markdown {
 			esc, nl = mdEscape, "  \n"
 		}
-		fmt.Fprintf(w, "\nLeak %d: %s, %s per step, steps #%d..#%d%s, %d site(s)%s  why: %s%s  fix: %s%s",
-			i+1, l.Kind, memtimeline.FormatBytes(l.BytesPerStep), l.FirstStep, l.LastStep, accel, len(l.Sites), nl, esc(l.Evidence), nl, esc(l.Fix), nl)
+		fmt.Fprintf(w, "\nLeak %d: %s, %s per step, steps #%d..#%d%s, %s%s  why: %s%s  fix: %s%s",
+			i+1, l.Kind, memtimeline.FormatBytes(l.BytesPerStep), l.FirstStep, l.LastStep, accel, count(len(l.Sites), "site", "sites"), nl, esc(l.Evidence), nl, esc(l.Fix), nl)
 		if len(l.Sites) > 0 && l.Sites[0].HoldingLine != "" {
 			fmt.Fprintf(w, "  holding line: %s%s", esc(l.Sites[0].HoldingLine), nl)
 		}

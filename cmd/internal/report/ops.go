@@ -100,10 +100,7 @@ func writeOperatorTable(w io.Writer, rows []chrometrace.OperatorStats, by chrome
 		return memtimeline.FormatBytes(n)
 	}
 	for _, r := range rows {
-		name := r.Name
-		if format == Text && len(name) > 60 {
-			name = name[:57] + "..."
-		}
+		name := r.Name // whole: the table wraps a long name at its joints
 		mean := "-"
 		if r.Allocs > 0 {
 			mean = bytesCol(meanAlloc(r))

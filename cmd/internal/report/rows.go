@@ -47,13 +47,6 @@ func meanAlloc(r chrometrace.OperatorStats) int64 {
 	return r.AllocBytes / r.Allocs
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-3] + "..."
-}
-
 // topN is how many of n rows top keeps: all for 0.
 func topN(top, n int) int {
 	if top <= 0 || top > n {

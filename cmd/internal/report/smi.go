@@ -72,6 +72,16 @@ func writeSMITable(w io.Writer, path string, log *smi.Log, a smi.Analysis) {
 		if g.Name != "" {
 			title += " (" + g.Name + ")"
 		}
+		// The answer first, in every command's words.
+		if len(g.Leaks) > 0 {
+			var grew int64
+			for _, l := range g.Leaks {
+				grew += l.GrowthBytes
+			}
+			fmt.Fprintf(w, "LEAK: %s: GPU %s: memory.used grew %s steadily in %s\n", path, g.Key, memtimeline.FormatBytes(grew), count(len(g.Leaks), "stretch", "stretches"))
+		} else {
+			fmt.Fprintf(w, "CLEAN: %s: GPU %s: no steady growth of memory.used lasting %s\n", path, g.Key, o.MinGrowthDuration)
+		}
 		fmt.Fprintf(w, "%s: %s, %d samples every %s from %s to %s (%s)\n", path, title, g.Samples,
 			fmtSMIDuration(g.Interval), g.Start.Format(smi.TimeLayout), clock(g.End), fmtSMIDuration(g.End.Sub(g.Start)))
 		mem := fmt.Sprintf("  memory.used peak %s at %s, last %s", memtimeline.FormatBytes(g.PeakUsedBytes), clock(g.PeakTime), memtimeline.FormatBytes(g.FinalUsedBytes))
@@ -91,13 +101,17 @@ func writeSMITable(w io.Writer, path string, log *smi.Log, a smi.Analysis) {
 
 		fmt.Fprintln(w)
 		if len(g.Leaks) == 0 {
-			fmt.Fprintf(w, "Leak: none (no steady growth of %s or more lasting %s)\n", memtimeline.FormatBytes(o.MinGrowthBytes), o.MinGrowthDuration)
+			if o.MinGrowthBytes > 0 {
+				fmt.Fprintf(w, "Steady growth: none of %s or more lasting %s\n", memtimeline.FormatBytes(o.MinGrowthBytes), o.MinGrowthDuration)
+			} else {
+				fmt.Fprintf(w, "Steady growth: none lasting %s\n", o.MinGrowthDuration)
+			}
 			if r := g.StillGrowing; r != nil {
 				fmt.Fprintf(w, "  but memory.used was still rising at the end: %s from %s to %s, %.1f MiB/s (%s); too short to call, log longer\n",
 					memtimeline.FormatBytes(r.GrowthBytes), clock(r.Start), clock(r.End), r.SlopeBytesPerSec/(1<<20), r.Reason)
 			}
 		} else {
-			fmt.Fprintf(w, "Leak: steady growth in %d stretch(es)\n", len(g.Leaks))
+			fmt.Fprintf(w, "Steady growth (a leak) in %s:\n", count(len(g.Leaks), "stretch", "stretches"))
 			t := NewTable()
 			t.AppendHeader(table.Row{"start", "end", "duration", "from", "to", "growth", "rate MiB/s", "R^2", "new highs", "samples", "then"})
 			for _, l := range g.Leaks {
@@ -161,8 +175,8 @@ func writeSMITable(w io.Writer, path string, log *smi.Log, a smi.Analysis) {
 			fmt.Fprintf(w, "Above %.0f%% of memory.total: memory.total not logged\n", 100*al.Threshold)
 			continue
 		}
-		fmt.Fprintf(w, "Above %.0f%% of memory.total (%s): %s in %d period(s)\n", 100*al.Threshold, memtimeline.FormatBytes(al.ThresholdBytes),
-			fmtSMIDuration(al.Duration), len(al.Periods))
+		fmt.Fprintf(w, "Above %.0f%% of memory.total (%s): %s in %s\n", 100*al.Threshold, memtimeline.FormatBytes(al.ThresholdBytes),
+			fmtSMIDuration(al.Duration), count(len(al.Periods), "period", "periods"))
 		if len(al.Periods) > 0 {
 			t := NewTable()
 			t.AppendHeader(table.Row{"start", "end", "duration", "max used", "samples"})

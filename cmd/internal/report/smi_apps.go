@@ -76,7 +76,7 @@ func writeSMIAppsTable(w io.Writer, path string, log *smi.AppsLog, withGPU bool,
 			when += " every " + fmtSMIDuration(a.Interval)
 		}
 	}
-	fmt.Fprintf(w, "%s: nvidia-smi per-process log, %d processes, %s\n", path, len(a.Processes), when)
+	fmt.Fprintf(w, "%s: nvidia-smi per-process log, %s, %s\n", path, count(len(a.Processes), "process", "processes"), when)
 	if !withGPU {
 		fmt.Fprintln(w, "  (no GPU log beside it: give the --query-gpu log of the same run for utilization and the end of the run)")
 	}
@@ -130,7 +130,7 @@ func writeSMIAppsTable(w io.Writer, path string, log *smi.AppsLog, withGPU bool,
 		if gpu != "" {
 			gpu = " GPU " + gpu
 		}
-		fmt.Fprintf(w, "Shared%s%s: %d processes at once at most (pids %s), %s together at most\n", gpu, span, s.MaxProcesses, strings.Join(pids, ", "), memtimeline.FormatBytes(s.PeakBytes))
+		fmt.Fprintf(w, "Shared%s%s: %s at once at most (pids %s), %s together at most\n", gpu, span, count(s.MaxProcesses, "process", "processes"), strings.Join(pids, ", "), memtimeline.FormatBytes(s.PeakBytes))
 	}
 	for _, u := range a.Unaccounted {
 		fmt.Fprintf(w, "GPU %s: memory.used is %s above the processes' sum (median of %d rounds): memory no process holds (the driver's)\n", u.GPUKey, memtimeline.FormatBytes(u.Bytes), u.Samples)

@@ -46,8 +46,32 @@ func stepsKeyList(log *steplog.Log) string {
 	return strings.Join(parts, ", ")
 }
 
+// stepsWord is a step log's verdict in the one vocabulary of every
+// command's text: LEAK, CLEAN, UNKNOWN (steplog's growing, flat).
+func stepsWord(v string) string {
+	switch v {
+	case steplog.VerdictGrowing:
+		return "LEAK"
+	case steplog.VerdictFlat:
+		return "CLEAN"
+	}
+	return strings.ToUpper(v)
+}
+
 func writeStepsTable(w io.Writer, path string, log *steplog.Log, a steplog.Analysis) {
-	fmt.Fprintf(w, "%s: %d records; keys %s\n", path, log.Lines, stepsKeyList(log))
+	// The answer first: each series' verdict and why, then the figures.
+	for _, s := range a.Series {
+		prefix := ""
+		if s.Device != "" {
+			prefix = "device " + s.Device + ": "
+		}
+		warm := ""
+		if s.SkippedWarmup > 0 {
+			warm = fmt.Sprintf(" (the first %s left out as warm-up)", count(s.SkippedWarmup, "step", "steps"))
+		}
+		fmt.Fprintf(w, "%s: %s: %s%s%s\n", stepsWord(s.Verdict), path, prefix, s.Reason, warm)
+	}
+	fmt.Fprintf(w, "%s: %s; keys %s\n", path, count(log.Lines, "record", "records"), stepsKeyList(log))
 	t := NewTable()
 	t.AppendHeader(table.Row{"device", "steps", "verdict", "allocated per step", "pattern", "fit R^2", "allocated first → last", "peak allocated (step)", "reserved per step", "peak reserved (step)"})
 	for _, s := range a.Series {
@@ -78,21 +102,10 @@ func writeStepsTable(w io.Writer, path string, log *steplog.Log, a steplog.Analy
 		if s.PeakReservedBytes >= 0 {
 			resPeak = fmt.Sprintf("%s (%d)", memtimeline.FormatBytes(s.PeakReservedBytes), s.PeakReservedStep)
 		}
-		t.AppendRow(table.Row{dev, steps, s.Verdict, perStep, pattern, r2, span,
+		t.AppendRow(table.Row{dev, steps, stepsWord(s.Verdict), perStep, pattern, r2, span,
 			fmt.Sprintf("%s (%d)", memtimeline.FormatBytes(s.PeakAllocatedBytes), s.PeakAllocatedStep), resPerStep, resPeak})
 	}
 	fmt.Fprintln(w, t.Render())
-	for _, s := range a.Series {
-		prefix := ""
-		if s.Device != "" {
-			prefix = "device " + s.Device + ": "
-		}
-		warm := ""
-		if s.SkippedWarmup > 0 {
-			warm = fmt.Sprintf(" (first %d step(s) left out as warm-up)", s.SkippedWarmup)
-		}
-		fmt.Fprintf(w, "%s%s: %s%s\n", prefix, s.Verdict, s.Reason, warm)
-	}
 }
 
 type stepsTrendJSON struct {

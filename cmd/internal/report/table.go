@@ -83,27 +83,30 @@ func (t *escapingTable) Length() int {
 	return n
 }
 
+// escapedCells is row r with every string cell escaped by esc.
+func escapedCells(r table.Row, esc func(string) string) table.Row {
+	out := make(table.Row, len(r))
+	for i, c := range r {
+		switch v := c.(type) {
+		case escape.MarkdownText:
+			out[i] = escape.Terminal(string(v)) // already Markdown; no terminal controls either way
+		case string:
+			out[i] = esc(v)
+		case fmt.Stringer:
+			out[i] = esc(v.String())
+		default:
+			out[i] = c
+		}
+	}
+	return out
+}
+
 // fill hands the rows, escaped by esc, to go-pretty.
 func (t *escapingTable) fill(esc func(string) string) {
 	t.Writer.ResetHeaders()
 	t.Writer.ResetRows()
 	t.Writer.ResetFooters()
-	cells := func(r table.Row) table.Row {
-		out := make(table.Row, len(r))
-		for i, c := range r {
-			switch v := c.(type) {
-			case escape.MarkdownText:
-				out[i] = escape.Terminal(string(v)) // already Markdown; no terminal controls either way
-			case string:
-				out[i] = esc(v)
-			case fmt.Stringer:
-				out[i] = esc(v.String())
-			default:
-				out[i] = c
-			}
-		}
-		return out
-	}
+	cells := func(r table.Row) table.Row { return escapedCells(r, esc) }
 	for _, r := range t.header {
 		t.Writer.AppendHeader(cells(r.row), r.cfg...)
 	}
@@ -120,9 +123,13 @@ func (t *escapingTable) fill(esc func(string) string) {
 }
 
 // Render fits the table to the output width (Width): when it is
-// wider, the widest columns wrap (at spaces where they can) at one common
-// width, the largest that fits, so that no cell is cut and no line runs
-// past the width; narrow columns (numbers) keep their room.
+// wider, the widest columns wrap at one common width, the largest that
+// fits, so that no cell is cut and no line runs past the width; narrow
+// columns (numbers) keep their room. Cells wrap at spaces, and a name
+// longer than its column at its own joints (after "::", "_", "/", "."),
+// never inside a word; a column is not made narrower than its longest
+// such piece. A table that cannot fit so (many columns on a narrow
+// screen) is printed as one block of "header  value" lines per row.
 func (t *escapingTable) Render() string {
 	t.fill(escape.TerminalLines)
 	out := t.Writer.Render()
@@ -149,28 +156,152 @@ func (t *escapingTable) Render() string {
 		}
 		used += w
 	}
-	// A column is not made narrower than its longest word (an operator
-	// name, a figure), up to 24 cells and a fifth of the width: a name
-	// broken mid-word is harder to read (and to search) than a table a
-	// little wider than the screen; on a narrow screen, fitting wins.
-	words := t.longestWords()
+	pieces := t.longestPieces()
 	for i, w := range ws {
 		if w > capWidth {
-			t.limitColumn(i+1, max(capWidth, min(words[i], 24, width/5), 6))
+			t.limitColumn(i+1, max(capWidth, pieces[i], 4))
 		}
 	}
-	return t.Writer.Render()
+	if out := t.Writer.Render(); textWidth(out) <= width {
+		return out
+	}
+	return t.renderRecords(width)
 }
 
-// longestWords is the longest space-free run of each column's cells.
-func (t *escapingTable) longestWords() []int {
+// joints are the characters after which a long name may wrap: it reads
+// as the name, and searching for either half still finds it.
+const joints = "_:/.-,>()#=[]"
+
+// longestPieces is, per column, the widest run of a cell between spaces
+// and joints (a joint ends its piece): the narrowest the column can be
+// without breaking a word.
+func (t *escapingTable) longestPieces() []int {
 	return t.widestPerColumn(func(cell string) int {
-		w := 0
-		for _, word := range strings.Fields(cell) {
-			w = max(w, text.StringWidthWithoutEscSequences(word))
+		w, cur := 0, 0
+		for _, r := range cell {
+			switch {
+			case r == ' ' || r == '\n':
+				cur = 0
+			case strings.ContainsRune(joints, r):
+				w, cur = max(w, cur+1), 0
+			default:
+				cur++
+				w = max(w, cur)
+			}
 		}
 		return w
 	})
+}
+
+// wrapAtJoints wraps s to width w at spaces; a word longer than w breaks
+// after its last joint that fits (a hard break only for a word with no
+// joint in reach).
+func wrapAtJoints(s string, w int) string {
+	if w <= 0 {
+		return s
+	}
+	var lines []string
+	for _, line := range strings.Split(s, "\n") {
+		cur, curW := "", 0
+		flush := func() { lines, cur, curW = append(lines, cur), "", 0 }
+		for _, word := range strings.Fields(line) {
+			ww := text.StringWidthWithoutEscSequences(word)
+			if curW > 0 && curW+1+ww > w {
+				flush()
+			}
+			for ww > w {
+				if curW > 0 {
+					flush()
+				}
+				head := cutAtJoint(word, w)
+				lines = append(lines, head)
+				word = strings.TrimPrefix(word, head)
+				ww = text.StringWidthWithoutEscSequences(word)
+			}
+			if curW > 0 {
+				cur += " "
+				curW++
+			}
+			cur += word
+			curW += ww
+		}
+		if cur != "" || len(lines) == 0 || line == "" {
+			flush()
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// cutAtJoint is the head of a word longer than w to put on a line: up to
+// its last joint within w characters (the whole of w only for a word
+// with no joint in reach).
+func cutAtJoint(word string, w int) string {
+	rs := []rune(word)
+	if len(rs) <= w {
+		return word
+	}
+	for i := w; i > 0; i-- {
+		if strings.ContainsRune(joints, rs[i-1]) {
+			return string(rs[:i])
+		}
+	}
+	return string(rs[:w])
+}
+
+// renderRecords prints the table as one block per row, each cell on a
+// line under its header ("steps   0-23"), for a width too narrow for its
+// columns side by side.
+func (t *escapingTable) renderRecords(width int) string {
+	var heads []string
+	for _, h := range t.header {
+		for i, c := range escapedCells(h.row, escape.TerminalLines) {
+			for len(heads) <= i {
+				heads = append(heads, "")
+			}
+			if s := strings.TrimSpace(fmt.Sprint(c)); s != "" {
+				heads[i] = strings.TrimSpace(heads[i] + " " + s)
+			}
+		}
+	}
+	labelW := 0
+	for _, h := range heads {
+		labelW = max(labelW, text.StringWidthWithoutEscSequences(h))
+	}
+	labelW = min(labelW, width/3)
+	var b strings.Builder
+	n := 0
+	for _, r := range append(slices.Clone(t.rows), t.footer...) {
+		if r.separator {
+			continue
+		}
+		n++
+		if n > 1 {
+			b.WriteString("\n")
+		}
+		for i, c := range escapedCells(r.row, escape.TerminalLines) {
+			v := strings.TrimSpace(fmt.Sprint(c))
+			if v == "" {
+				continue
+			}
+			label := ""
+			if i < len(heads) {
+				label = heads[i]
+			}
+			labels := strings.Split(wrapAtJoints(label, labelW), "\n")
+			values := strings.Split(wrapAtJoints(v, width-labelW-4), "\n")
+			for k := range max(len(labels), len(values)) {
+				l, val := "", ""
+				if k < len(labels) {
+					l = labels[k]
+				}
+				if k < len(values) {
+					val = values[k]
+				}
+				fmt.Fprintf(&b, "  %-*s  %s\n", labelW, l, val)
+			}
+		}
+	}
+	return strings.TrimRight(b.String(), "\n")
 }
 
 // columnWidths are the widest cell (its widest line) of each column.
@@ -200,7 +331,7 @@ func (t *escapingTable) limitColumn(n, w int) {
 		t.columns = append(t.columns, table.ColumnConfig{Number: n})
 		i = len(t.columns) - 1
 	}
-	t.columns[i].WidthMax, t.columns[i].WidthMaxEnforcer = w, text.WrapSoft
+	t.columns[i].WidthMax, t.columns[i].WidthMaxEnforcer = w, wrapAtJoints
 	t.Writer.SetColumnConfigs(t.columns)
 }
 

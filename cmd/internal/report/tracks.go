@@ -143,12 +143,7 @@ func NewTracks(in *rules.Input, findings []rules.Finding) (Tracks, error) {
 	// the first step's start; a marker at each step that kept memory.
 	if l := in.Leaks(); l.Verdict == rules.LeakVerdictLeak && len(steps) > 0 {
 		for li, lk := range l.Leaks {
-			byStep := map[int64]int64{}
-			for _, s := range lk.Sites {
-				for k, b := range s.BytesByStep {
-					byStep[s.FirstStep+int64(k)] += b
-				}
-			}
+			byStep := leakKeptByStep(l, li)
 			where := ""
 			if len(lk.Sites) > 0 {
 				where = lk.Sites[0].Site
@@ -173,7 +168,7 @@ func NewTracks(in *rules.Input, findings []rules.Finding) (Tracks, error) {
 					return a, err
 				}
 				a.Leak++
-				if err := add(traceEvent{Name: fmt.Sprintf("leak %d: ProfilerStep#%d kept %s", li+1, s.Number, memtimeline.FormatBytes(b)), Cat: annotateCat, Ph: "i", Scope: "g",
+				if err := add(traceEvent{Name: leakMarkerName(li, s.Number, b, kept), Cat: annotateCat, Ph: "i", Scope: "g",
 					TS: microsTS(s.End()), Pid: firstPid, Tid: 0, Args: map[string]any{"bytes": b, "kept_so_far_bytes": kept, "kind": lk.Kind, "site": where, "fix": lk.Fix}}); err != nil {
 					return a, err
 				}

@@ -8,8 +8,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/jedib0t/go-pretty/v6/text"
-
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules"
@@ -42,7 +40,7 @@ func wrapEntry(label, body string, width int) []string {
 	const indent = 9
 	pad := strings.Repeat(" ", indent)
 	avail := max(20, width-indent)
-	wrapped := strings.Split(text.WrapSoft(body, avail), "\n")
+	wrapped := strings.Split(wrapAtJoints(body, avail), "\n")
 	out := make([]string, len(wrapped))
 	for i, l := range wrapped {
 		l = strings.TrimRight(l, " ")
@@ -228,10 +226,19 @@ func peakLine(p *rules.PeakAnswer) string {
 	if p.RelativeToWindowStart {
 		s += " above the profiled window's start (the trace records no allocator totals)"
 	}
-	if p.Step != "" {
+	c := p.Composition
+	if c != nil && c.AllocatedBytes < p.AllocatedBytes && !p.RelativeToWindowStart {
+		// torch's peak from the step log, above the profiled window's: the
+		// holders are the window's.
+		s += " by " + p.Step + " (torch's allocated_bytes.all.peak, " + filepath.Base(p.Source) + ")"
+		s += "; in the profiled window " + memtimeline.FormatBytes(c.AllocatedBytes)
+		if c.Step != "" {
+			s += " at " + c.Step
+		}
+	} else if p.Step != "" {
 		s += " at " + p.Step
 	}
-	if c := p.Composition; c != nil && c.Phase != "" {
+	if c != nil && c.Phase != "" {
 		s += " (" + c.Phase + ")"
 	}
 	var hs []string

@@ -83,7 +83,8 @@ func hangingWrap(line string, width int) string {
 	}
 	hang = min(hang, width/2)
 	// Greedy by words: the first line has the width after the indent, the
-	// others after the hang; a word longer than a line is split.
+	// others after the hang; a word longer than a line is split at a
+	// joint (cutAtJoint).
 	var lines []string
 	cur, curW, limit := "", 0, width-indent
 	flush := func() {
@@ -96,7 +97,7 @@ func hangingWrap(line string, width int) string {
 			flush()
 		}
 		for curW == 0 && ww > limit {
-			head := text.Trim(word, limit)
+			head := cutAtJoint(word, limit)
 			lines = append(lines, head)
 			cur, curW, limit = "", 0, width-hang
 			word = strings.TrimPrefix(word, head)
