@@ -202,32 +202,7 @@ func wrapAtJoints(s string, w int) string {
 	}
 	var lines []string
 	for _, line := range strings.Split(s, "\n") {
-		cur, curW := "", 0
-		flush := func() { lines, cur, curW = append(lines, cur), "", 0 }
-		for _, word := range strings.Fields(line) {
-			ww := text.StringWidthWithoutEscSequences(word)
-			if curW > 0 && curW+1+ww > w {
-				flush()
-			}
-			for ww > w {
-				if curW > 0 {
-					flush()
-				}
-				head := cutAtJoint(word, w)
-				lines = append(lines, head)
-				word = strings.TrimPrefix(word, head)
-				ww = text.StringWidthWithoutEscSequences(word)
-			}
-			if curW > 0 {
-				cur += " "
-				curW++
-			}
-			cur += word
-			curW += ww
-		}
-		if cur != "" || len(lines) == 0 || line == "" {
-			flush()
-		}
+		lines = append(lines, fillWords(strings.Fields(line), w, w)...)
 	}
 	return strings.Join(lines, "\n")
 }

@@ -85,13 +85,29 @@ func hangingWrap(line string, width int) string {
 	// Greedy by words: the first line has the width after the indent, the
 	// others after the hang; a word longer than a line is split at a
 	// joint (cutAtJoint).
+	lines := fillWords(strings.Split(body, " "), width-indent, width-hang)
+	var out strings.Builder
+	for i, l := range lines {
+		if i == 0 {
+			out.WriteString(strings.Repeat(" ", indent) + l)
+		} else {
+			out.WriteString("\n" + strings.Repeat(" ", hang) + l)
+		}
+	}
+	return out.String()
+}
+
+// fillWords fills lines greedily with words: the first line holds first
+// columns, the others rest; a word longer than a line is split at a joint
+// (cutAtJoint). Both wrappers (table cells, hanging paragraphs) use it.
+func fillWords(words []string, first, rest int) []string {
 	var lines []string
-	cur, curW, limit := "", 0, width-indent
+	cur, curW, limit := "", 0, first
 	flush := func() {
 		lines = append(lines, cur)
-		cur, curW, limit = "", 0, width-hang
+		cur, curW, limit = "", 0, rest
 	}
-	for _, word := range strings.Split(body, " ") {
+	for _, word := range words {
 		ww := text.StringWidthWithoutEscSequences(word)
 		if curW > 0 && curW+1+ww > limit {
 			flush()
@@ -99,7 +115,7 @@ func hangingWrap(line string, width int) string {
 		for curW == 0 && ww > limit {
 			head := cutAtJoint(word, limit)
 			lines = append(lines, head)
-			cur, curW, limit = "", 0, width-hang
+			limit = rest
 			word = strings.TrimPrefix(word, head)
 			ww = text.StringWidthWithoutEscSequences(word)
 		}
@@ -113,13 +129,5 @@ func hangingWrap(line string, width int) string {
 	if cur != "" || len(lines) == 0 {
 		lines = append(lines, cur)
 	}
-	var out strings.Builder
-	for i, l := range lines {
-		if i == 0 {
-			out.WriteString(strings.Repeat(" ", indent) + l)
-		} else {
-			out.WriteString("\n" + strings.Repeat(" ", hang) + l)
-		}
-	}
-	return out.String()
+	return lines
 }
