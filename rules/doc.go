@@ -36,5 +36,10 @@
 //	memory.go, timeline.go     OOMs, operator limits, GPU-timeline rules
 //	logs.go, summary.go        per-step logs, nvidia-smi, memory_summary()
 //	verdict.go, checklist.go   one verdict per run and rank, the checklist
+//	leakevidence.go,           the verdict's parts: what each input says
+//	  leakanswer.go,             about growth and how it is weighed and
+//	  oomanswer.go,              worded; OOMs and their cause; the
+//	  fraganswer.go,             fragmentation answer; the peak and what
+//	  peakanswer.go              fills it
 //	diffside.go                a trace input reduced for diff
 package rules
