@@ -207,14 +207,7 @@ func Analyze(d Data, opts Options) Report {
 		Misses: []FragmentedMiss{}, Pools: []PoolUse{},
 		SegmentCalls: SegmentCalls{TopSites: []CodeSite{}},
 	}
-	// GPU memory events of the selected device(s), in time order.
-	var mem []int32
-	for i := range t.Memory {
-		e := &t.Memory[i]
-		if e.DeviceType.IsGPU() && e.Bytes != 0 && (opts.Device < 0 || int(e.DeviceID) == opts.Device) {
-			mem = append(mem, int32(i))
-		}
-	}
+	mem := gpuEvents(t, opts.Device)
 	if len(mem) == 0 {
 		rep.Verdict = VerdictUnknown
 		rep.Reason = "the trace has no GPU memory events: profile with profile_memory=True"
@@ -224,38 +217,85 @@ func Analyze(d Data, opts Options) Report {
 		rep.Reasons = append(rep.Reasons, rep.Reason)
 		return rep
 	}
-	slices.SortStableFunc(mem, func(a, b int32) int { return cmp.Compare(t.Memory[a].TS, t.Memory[b].TS) })
 	if rep.Device < 0 {
 		rep.Device = busiestDevice(t, mem)
 	}
-
-	steps := slices.Clone(t.Steps)
-	slices.SortFunc(steps, func(a, b chrometrace.Step) int { return cmp.Compare(a.Start, b.Start) })
-	rep.WholeWindow = len(steps) == 0
-	stepOf := chrometrace.NewStepCursor(steps).Of // -1: before the first step
-	stepName := func(k int) string {
-		if k < 0 {
-			if rep.WholeWindow {
-				return "whole window"
-			}
-			return "before first step"
-		}
-		return fmt.Sprintf("ProfilerStep#%d", steps[k].Number)
+	clock := newStepClock(t.Steps)
+	rep.WholeWindow = clock.whole()
+	for k, s := range clock.steps {
+		rep.Steps = append(rep.Steps, Step{Name: clock.name(k), Number: s.Number, Steady: k > 0, StartNS: s.Start, DurNS: s.Dur})
 	}
-	for k, s := range steps {
-		rep.Steps = append(rep.Steps, Step{Name: stepName(k), Number: s.Number, Steady: k > 0, StartNS: s.Start, DurNS: s.Dur})
-	}
-	nSteps := max(1, len(steps))
 
-	// Traffic, histogram, small allocations and their sites.
 	attr := d.Attribution()
-	siteOpts := memtimeline.SiteOptions{Device: opts.Device, Depth: opts.Depth}
+	rep.countTraffic(t, mem, clock, memtimeline.NewSiteIndex(attr, memtimeline.SiteOptions{Device: opts.Device, Depth: opts.Depth}), opts)
+	calls := runtimeCalls(t)
+	refills := rep.followReserved(t, attr, mem, calls, clock)
+	rep.countSegmentCalls(t, attr, mem, calls, refills, clock, opts)
+
+	rep.judge(opts, steadyCount(rep.Steps))
+	if t.MemorySchema.NoReserved {
+		// torch < 1.10: no Total Reserved, so no segment, gap or pool
+		// figure; only the allocation sizes were judged.
+		note := "reserved memory is not recorded in this trace (torch before 1.10): the reserved-allocated gap, new segments and pool misses are not measured, only allocation sizes"
+		rep.Reasons = append(rep.Reasons, note)
+		if rep.Verdict == VerdictOK {
+			rep.Verdict = VerdictUnknown
+			rep.Reason = note + "; " + strings.Join(rep.Reasons[:len(rep.Reasons)-1], "; ")
+		} else {
+			rep.Reason += "; " + note
+		}
+	}
+	return rep
+}
+
+// gpuEvents are the GPU memory events of the selected device(s) (-1 all),
+// in time order, as Memory indices.
+func gpuEvents(t *chrometrace.Trace, device int) []int32 {
+	var mem []int32
+	for i := range t.Memory {
+		e := &t.Memory[i]
+		if e.DeviceType.IsGPU() && e.Bytes != 0 && (device < 0 || int(e.DeviceID) == device) {
+			mem = append(mem, int32(i))
+		}
+	}
+	slices.SortStableFunc(mem, func(a, b int32) int { return cmp.Compare(t.Memory[a].TS, t.Memory[b].TS) })
+	return mem
+}
+
+// stepClock places times in the trace's ProfilerSteps, in start order.
+type stepClock struct {
+	steps []chrometrace.Step
+	of    func(int64) int // -1: before the first step
+}
+
+func newStepClock(steps []chrometrace.Step) stepClock {
+	steps = slices.Clone(steps)
+	slices.SortFunc(steps, func(a, b chrometrace.Step) int { return cmp.Compare(a.Start, b.Start) })
+	return stepClock{steps: steps, of: chrometrace.NewStepCursor(steps).Of}
+}
+
+// whole: no ProfilerStep annotations, the window is one step.
+func (c stepClock) whole() bool { return len(c.steps) == 0 }
+
+// name is step k's name in the report.
+func (c stepClock) name(k int) string {
+	if k < 0 {
+		if c.whole() {
+			return "whole window"
+		}
+		return "before first step"
+	}
+	return fmt.Sprintf("ProfilerStep#%d", c.steps[k].Number)
+}
+
+// countTraffic counts allocations and frees per step, the size
+// histogram, and the small allocations with their sites.
+func (rep *Report) countTraffic(t *chrometrace.Trace, mem []int32, clock stepClock, siteIndex *memtimeline.SiteIndex, opts Options) {
 	smallSites := newSiteCounter()
-	siteIndex := memtimeline.NewSiteIndex(attr, siteOpts)
 	var smallInSteps int64
 	for _, i := range mem {
 		e := &t.Memory[i]
-		k := stepOf(e.TS)
+		k := clock.of(e.TS)
 		var st *Step
 		if k >= 0 {
 			st = &rep.Steps[k]
@@ -296,6 +336,7 @@ func Analyze(d Data, opts Options) Report {
 	for b := range rep.Histogram {
 		rep.Histogram[b].Fraction = fmtutil.Ratio(rep.Histogram[b].Count, rep.Allocs)
 	}
+	nSteps := max(1, len(clock.steps))
 	sa := &rep.SmallAllocs
 	sa.Fraction = fmtutil.Ratio(sa.Count, rep.Allocs)
 	if rep.WholeWindow {
@@ -304,130 +345,164 @@ func Analyze(d Data, opts Options) Report {
 		sa.PerStep = float64(smallInSteps) / float64(nSteps)
 	}
 	sa.TopSites = smallSites.top(opts.TopSites, sa.Count, nSteps)
+}
 
-	// Reserved minus allocated over time on one GPU, segment grows and
-	// drops, followed per pool (pool.go).
-	type pending struct{ frees int64 }
-	calls := runtimeCalls(t)
-	oomRetry := oomRetryCalls(t, calls, mem, rep.Device)
-	oomTS := oomTimes(t, rep.Device)
+// refills marks what the allocator did around an out-of-memory: the
+// runtime calls of its retry (by calls index), and the segments that grew
+// the cache back to where it was before the retry's flush (by event time,
+// and counted per step).
+type refills struct {
+	oomRetry map[int]bool
+	isRefill map[int64]bool
+	perStep  []int64
+}
+
+// reservedWalk follows reserved minus allocated over time on one GPU,
+// segment grows and drops, per pool (pool.go).
+type reservedWalk struct {
+	rep        *Report
+	clock      stepClock
+	pools      *poolSim
+	poolMisses [2]PoolUse
+	oomTS      []int64
+	refillTo   int64 // reserved before an OOM retry's flush, while growing back
+	refills    refills
+}
+
+// followReserved walks the analysed GPU's events: the gap at the peak and
+// at its largest, per-step peaks, reserved drops and segment grows, and
+// the pools' misses.
+func (rep *Report) followReserved(t *chrometrace.Trace, attr *chrometrace.Attribution, mem []int32, calls []runtimeCall, clock stepClock) refills {
+	w := &reservedWalk{
+		rep: rep, clock: clock, pools: newPoolSim(), oomTS: oomTimes(t, rep.Device), refillTo: -1,
+		refills: refills{oomRetry: oomRetryCalls(t, calls, mem, rep.Device), isRefill: map[int64]bool{}, perStep: make([]int64, len(rep.Steps))},
+	}
 	nextCall := 0
 	var prev *chrometrace.MemoryEvent
-	pools := newPoolSim()
-	poolMisses := [2]PoolUse{}
-	refillTo := int64(-1) // reserved before an OOM retry's flush, while growing back
-	isRefill := map[int64]bool{}
-	// countMiss counts a new segment of grown bytes for allocation e as a
-	// miss when its pool already held the requested bytes idle.
-	countMiss := func(e *chrometrace.MemoryEvent, k int, grown int64) {
-		idle := pools.idleFor(e.Bytes)
-		if idle < e.Bytes {
-			return
-		}
-		p := poolOf(e.Bytes)
-		rep.FragmentedMisses++
-		rep.FragmentedMissBytes += grown
-		poolMisses[p].Misses++
-		poolMisses[p].MissBytes += grown
-		if len(rep.Misses) < 20 {
-			rep.Misses = append(rep.Misses, FragmentedMiss{TS: e.TS, Step: stepName(k), Pool: poolNames[p], RequestBytes: e.Bytes, GrownBytes: grown, PoolIdleBytes: idle})
-		}
-	}
-	refillGrows := make([]int64, len(rep.Steps))
 	for _, i := range mem {
 		e := &t.Memory[i]
 		if int(e.DeviceID) != rep.Device {
 			continue
 		}
-		k := stepOf(e.TS)
 		// cudaFree calls since the previous event of this GPU explain a drop.
-		var freesBefore pending
+		var freesBefore int64
 		var emptyCache bool
 		for nextCall < len(calls) && calls[nextCall].ts <= e.TS {
 			c := calls[nextCall]
 			if !c.malloc {
-				freesBefore.frees++
+				freesBefore++
 				emptyCache = emptyCache || underEmptyCache(attr.PyStackAt(t.HostOps[c.op].Thread, c.ts))
 			}
 			nextCall++
 		}
-		gap := e.TotalReserved - e.TotalAllocated
-		point := func() *GapPoint {
-			return &GapPoint{TS: e.TS, Step: stepName(k), Allocated: e.TotalAllocated, Reserved: e.TotalReserved, Gap: gap, Fraction: fmtutil.Ratio(gap, e.TotalReserved)}
-		}
-		// Without Total Reserved (torch < 1.10) there is no gap to measure.
-		if !t.MemorySchema.NoReserved && (rep.GapAtPeak == nil || e.TotalAllocated > rep.GapAtPeak.Allocated) {
-			rep.GapAtPeak = point()
-		}
-		if !t.MemorySchema.NoReserved && (rep.LargestGap == nil || gap > rep.LargestGap.Gap) {
-			rep.LargestGap = point()
-		}
-		if k >= 0 {
-			st := &rep.Steps[k]
-			st.PeakAllocated = max(st.PeakAllocated, e.TotalAllocated)
-			st.PeakReserved = max(st.PeakReserved, e.TotalReserved)
-		}
-		retrySegment := int64(0) // a segment made right after the cache was given back
-		if prev != nil && e.TotalReserved < prev.TotalReserved {
-			dropped := prev.TotalReserved - e.TotalReserved
-			if k >= 0 {
-				rep.Steps[k].ReservedReturnedBytes += dropped
-			}
-			retry := oomBetween(oomTS, prev.TS, e.TS)
-			if retry {
-				refillTo = max(refillTo, prev.TotalReserved)
-			}
-			rep.ReservedDrops = append(rep.ReservedDrops, ReservedDrop{TS: e.TS, Step: stepName(k), Bytes: dropped, ReservedAfter: e.TotalReserved,
-				CudaFreeCalls: freesBefore.frees, EmptyCache: emptyCache, OOMRetry: retry})
-			released := dropped
-			if e.Bytes > 0 && !pools.inUsedSegment(e.Addr) {
-				// Reserved fell at an allocation: a cudaMalloc failed, the
-				// allocator gave its unused segments back and made a new one
-				// for this block. The drop is net of that segment.
-				retrySegment = segmentSize(e.Bytes)
-				released += retrySegment
-				rep.AllocRetries++
-				rep.ReservedDrops[len(rep.ReservedDrops)-1].AllocRetry = true
-				countMiss(e, k, retrySegment) // against the cache before it was given back
-			}
-			pools.release(released)
-		}
-		grown := int64(0)
-		if prev != nil && e.TotalReserved > prev.TotalReserved {
-			grown = e.TotalReserved - prev.TotalReserved
-			if k >= 0 {
-				rep.Steps[k].SegmentGrows++
-				rep.Steps[k].ReservedGrownBytes += grown
-			}
-			if refillTo >= 0 && e.TotalReserved <= refillTo {
-				isRefill[e.TS] = true
-				if k >= 0 {
-					refillGrows[k]++
-				}
-			} else {
-				refillTo = -1
-			}
-		}
-		if e.Bytes > 0 {
-			if retrySegment > 0 {
-				pools.grow(e.Addr, e.Bytes, retrySegment)
-			}
-			if grown > 0 {
-				countMiss(e, k, grown)
-				pools.grow(e.Addr, e.Bytes, grown)
-			}
-			pools.alloc(e.Addr, e.Bytes)
-		} else {
-			pools.free(e.Addr, -e.Bytes)
-		}
+		w.event(t, e, prev, freesBefore, emptyCache)
 		prev = e
 	}
-	rep.Pools = pools.use()
+	rep.Pools = w.pools.use()
 	for p := range rep.Pools {
-		rep.Pools[p].Misses, rep.Pools[p].MissBytes = poolMisses[p].Misses, poolMisses[p].MissBytes
+		rep.Pools[p].Misses, rep.Pools[p].MissBytes = w.poolMisses[p].Misses, w.poolMisses[p].MissBytes
 	}
+	return w.refills
+}
 
-	// cudaMalloc / cudaFree per step, and which steady-state calls are churn.
+// event follows one memory event e of the analysed GPU (prev: the one
+// before, nil for the first), with the cudaFree calls made since prev.
+func (w *reservedWalk) event(t *chrometrace.Trace, e, prev *chrometrace.MemoryEvent, freesBefore int64, emptyCache bool) {
+	rep := w.rep
+	k := w.clock.of(e.TS)
+	gap := e.TotalReserved - e.TotalAllocated
+	point := func() *GapPoint {
+		return &GapPoint{TS: e.TS, Step: w.clock.name(k), Allocated: e.TotalAllocated, Reserved: e.TotalReserved, Gap: gap, Fraction: fmtutil.Ratio(gap, e.TotalReserved)}
+	}
+	// Without Total Reserved (torch < 1.10) there is no gap to measure.
+	if !t.MemorySchema.NoReserved && (rep.GapAtPeak == nil || e.TotalAllocated > rep.GapAtPeak.Allocated) {
+		rep.GapAtPeak = point()
+	}
+	if !t.MemorySchema.NoReserved && (rep.LargestGap == nil || gap > rep.LargestGap.Gap) {
+		rep.LargestGap = point()
+	}
+	if k >= 0 {
+		st := &rep.Steps[k]
+		st.PeakAllocated = max(st.PeakAllocated, e.TotalAllocated)
+		st.PeakReserved = max(st.PeakReserved, e.TotalReserved)
+	}
+	retrySegment := int64(0) // a segment made right after the cache was given back
+	if prev != nil && e.TotalReserved < prev.TotalReserved {
+		dropped := prev.TotalReserved - e.TotalReserved
+		if k >= 0 {
+			rep.Steps[k].ReservedReturnedBytes += dropped
+		}
+		retry := oomBetween(w.oomTS, prev.TS, e.TS)
+		if retry {
+			w.refillTo = max(w.refillTo, prev.TotalReserved)
+		}
+		rep.ReservedDrops = append(rep.ReservedDrops, ReservedDrop{TS: e.TS, Step: w.clock.name(k), Bytes: dropped, ReservedAfter: e.TotalReserved,
+			CudaFreeCalls: freesBefore, EmptyCache: emptyCache, OOMRetry: retry})
+		released := dropped
+		if e.Bytes > 0 && !w.pools.inUsedSegment(e.Addr) {
+			// Reserved fell at an allocation: a cudaMalloc failed, the
+			// allocator gave its unused segments back and made a new one
+			// for this block. The drop is net of that segment.
+			retrySegment = segmentSize(e.Bytes)
+			released += retrySegment
+			rep.AllocRetries++
+			rep.ReservedDrops[len(rep.ReservedDrops)-1].AllocRetry = true
+			w.countMiss(e, k, retrySegment) // against the cache before it was given back
+		}
+		w.pools.release(released)
+	}
+	grown := int64(0)
+	if prev != nil && e.TotalReserved > prev.TotalReserved {
+		grown = e.TotalReserved - prev.TotalReserved
+		if k >= 0 {
+			rep.Steps[k].SegmentGrows++
+			rep.Steps[k].ReservedGrownBytes += grown
+		}
+		if w.refillTo >= 0 && e.TotalReserved <= w.refillTo {
+			w.refills.isRefill[e.TS] = true
+			if k >= 0 {
+				w.refills.perStep[k]++
+			}
+		} else {
+			w.refillTo = -1
+		}
+	}
+	if e.Bytes > 0 {
+		if retrySegment > 0 {
+			w.pools.grow(e.Addr, e.Bytes, retrySegment)
+		}
+		if grown > 0 {
+			w.countMiss(e, k, grown)
+			w.pools.grow(e.Addr, e.Bytes, grown)
+		}
+		w.pools.alloc(e.Addr, e.Bytes)
+	} else {
+		w.pools.free(e.Addr, -e.Bytes)
+	}
+}
+
+// countMiss counts a new segment of grown bytes for allocation e as a
+// miss when its pool already held the requested bytes idle.
+func (w *reservedWalk) countMiss(e *chrometrace.MemoryEvent, k int, grown int64) {
+	idle := w.pools.idleFor(e.Bytes)
+	if idle < e.Bytes {
+		return
+	}
+	rep := w.rep
+	p := poolOf(e.Bytes)
+	rep.FragmentedMisses++
+	rep.FragmentedMissBytes += grown
+	w.poolMisses[p].Misses++
+	w.poolMisses[p].MissBytes += grown
+	if len(rep.Misses) < 20 {
+		rep.Misses = append(rep.Misses, FragmentedMiss{TS: e.TS, Step: w.clock.name(k), Pool: poolNames[p], RequestBytes: e.Bytes, GrownBytes: grown, PoolIdleBytes: idle})
+	}
+}
+
+// countSegmentCalls counts cudaMalloc / cudaFree per step, and which
+// steady-state calls are churn (with their sites); without runtime events
+// in the trace, from the reserved memory's grows and drops.
+func (rep *Report) countSegmentCalls(t *chrometrace.Trace, attr *chrometrace.Attribution, mem []int32, calls []runtimeCall, rf refills, clock stepClock, opts Options) {
 	sc := &rep.SegmentCalls
 	sc.Source = "cuda_runtime"
 	if !hasRuntimeEvents(t) {
@@ -441,12 +516,12 @@ func Analyze(d Data, opts Options) Report {
 	}
 	callSites := newSiteCounter()
 	for ci, c := range calls {
-		if oomRetry[ci] {
+		if rf.oomRetry[ci] {
 			rep.OOMRetryCalls++
-		} else if c.malloc && isRefill[nextMemTS(t, mem, rep.Device, c.ts)] {
+		} else if c.malloc && rf.isRefill[nextMemTS(t, mem, rep.Device, c.ts)] {
 			rep.RefillMallocs++
 		}
-		k := stepOf(c.ts)
+		k := clock.of(c.ts)
 		if c.malloc {
 			sc.CudaMalloc++
 			sc.CudaMallocNS += c.dur
@@ -477,58 +552,16 @@ func Analyze(d Data, opts Options) Report {
 		} else {
 			sc.SteadyCudaFree++
 		}
-		if oomRetry[ci] || (c.malloc && isRefill[nextMemTS(t, mem, rep.Device, c.ts)]) {
+		if rf.oomRetry[ci] || (c.malloc && rf.isRefill[nextMemTS(t, mem, rep.Device, c.ts)]) {
 			continue // the allocator's OOM retry, and growing back after it
 		}
 		if !c.malloc || !st.NewPeak {
 			st.ChurnCalls++
-			for j, f := range stack {
-				stack[j] = chrometrace.NormalizeFrame(f)
-			}
-			chain := attr.HostOpChain(int(c.op))
-			if !c.malloc && underEmptyCache(stack) {
-				// Python code, not an operator, made these calls: name it.
-				chain = append(chain, emptyCacheOp)
-			}
-			site := memtimeline.Site{Frames: memtimeline.UserFrames(stack), Operator: strings.Join(append(chain, t.Str(t.HostOps[c.op].Name)), " > ")}
-			if opts.Depth > 0 && len(site.Frames) > opts.Depth {
-				site.Frames = site.Frames[len(site.Frames)-opts.Depth:]
-			}
-			callSites.add(site, 0)
+			callSites.add(churnSite(t, attr, c, stack, opts.Depth), 0)
 		}
 	}
 	if sc.Source == "reserved" {
-		// No runtime events: a reserved rise is one new segment, a drop at
-		// least one cudaFree.
-		for k := range rep.Steps {
-			st := &rep.Steps[k]
-			st.CudaMalloc = st.SegmentGrows
-			st.CudaFree = 0
-		}
-		retryDrops := make([]int64, len(rep.Steps))
-		for _, d := range rep.ReservedDrops {
-			if k := stepIndex(rep.Steps, d.Step); k >= 0 {
-				rep.Steps[k].CudaFree++
-				if d.OOMRetry {
-					retryDrops[k]++
-					rep.OOMRetryCalls++
-				}
-			}
-		}
-		for k := range rep.Steps {
-			st := &rep.Steps[k]
-			sc.CudaMalloc += st.CudaMalloc
-			sc.CudaFree += st.CudaFree
-			rep.RefillMallocs += refillGrows[k]
-			if st.Steady {
-				sc.SteadyCudaMalloc += st.CudaMalloc
-				sc.SteadyCudaFree += st.CudaFree
-				st.ChurnCalls = st.CudaFree - retryDrops[k]
-				if !st.NewPeak {
-					st.ChurnCalls += st.CudaMalloc - refillGrows[k]
-				}
-			}
-		}
+		rep.callsFromReserved(rf.perStep)
 	}
 	steadySteps := 0
 	for _, st := range rep.Steps {
@@ -541,21 +574,61 @@ func Analyze(d Data, opts Options) Report {
 		sc.ChurnPerStep = float64(sc.ChurnCalls) / float64(steadySteps)
 	}
 	sc.TopSites = callSites.top(opts.TopSites, sc.ChurnCalls, max(1, steadySteps))
+}
 
-	rep.judge(opts, steadySteps)
-	if t.MemorySchema.NoReserved {
-		// torch < 1.10: no Total Reserved, so no segment, gap or pool
-		// figure; only the allocation sizes were judged.
-		note := "reserved memory is not recorded in this trace (torch before 1.10): the reserved-allocated gap, new segments and pool misses are not measured, only allocation sizes"
-		rep.Reasons = append(rep.Reasons, note)
-		if rep.Verdict == VerdictOK {
-			rep.Verdict = VerdictUnknown
-			rep.Reason = note + "; " + strings.Join(rep.Reasons[:len(rep.Reasons)-1], "; ")
-		} else {
-			rep.Reason += "; " + note
+// churnSite is the code site of a churning runtime call c made under the
+// Python stack, its innermost depth user frames (0: all).
+func churnSite(t *chrometrace.Trace, attr *chrometrace.Attribution, c runtimeCall, stack []string, depth int) memtimeline.Site {
+	for j, f := range stack {
+		stack[j] = chrometrace.NormalizeFrame(f)
+	}
+	chain := attr.HostOpChain(int(c.op))
+	if !c.malloc && underEmptyCache(stack) {
+		// Python code, not an operator, made these calls: name it.
+		chain = append(chain, emptyCacheOp)
+	}
+	site := memtimeline.Site{Frames: memtimeline.UserFrames(stack), Operator: strings.Join(append(chain, t.Str(t.HostOps[c.op].Name)), " > ")}
+	if depth > 0 && len(site.Frames) > depth {
+		site.Frames = site.Frames[len(site.Frames)-depth:]
+	}
+	return site
+}
+
+// callsFromReserved counts segment calls without runtime events in the
+// trace: a reserved rise is one new segment, a drop at least one cudaFree;
+// refillGrows are each step's rises growing the cache back after an OOM
+// retry.
+func (rep *Report) callsFromReserved(refillGrows []int64) {
+	sc := &rep.SegmentCalls
+	for k := range rep.Steps {
+		st := &rep.Steps[k]
+		st.CudaMalloc = st.SegmentGrows
+		st.CudaFree = 0
+	}
+	retryDrops := make([]int64, len(rep.Steps))
+	for _, d := range rep.ReservedDrops {
+		if k := stepIndex(rep.Steps, d.Step); k >= 0 {
+			rep.Steps[k].CudaFree++
+			if d.OOMRetry {
+				retryDrops[k]++
+				rep.OOMRetryCalls++
+			}
 		}
 	}
-	return rep
+	for k := range rep.Steps {
+		st := &rep.Steps[k]
+		sc.CudaMalloc += st.CudaMalloc
+		sc.CudaFree += st.CudaFree
+		rep.RefillMallocs += refillGrows[k]
+		if st.Steady {
+			sc.SteadyCudaMalloc += st.CudaMalloc
+			sc.SteadyCudaFree += st.CudaFree
+			st.ChurnCalls = st.CudaFree - retryDrops[k]
+			if !st.NewPeak {
+				st.ChurnCalls += st.CudaMalloc - refillGrows[k]
+			}
+		}
+	}
 }
 
 // busiestDevice is the GPU with the highest allocated total: the one whose
