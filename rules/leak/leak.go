@@ -209,22 +209,9 @@ func Analyze(d Data, opts Options) Report {
 	t := d.Trace
 	rep := Report{Steps: []StepSurvivors{}, Suspects: []Suspect{}, Leaks: []Leak{}}
 	minSteps := max(3, opts.MinSteps)
-	gpuEvents := 0
-	for i := range t.Memory {
-		if t.Memory[i].DeviceType.IsGPU() {
-			gpuEvents++
-		}
-	}
-	if gpuEvents == 0 {
+	if reason := unreadable(t); reason != "" {
 		rep.Verdict = VerdictUnknown
-		rep.Reason = "the trace has no GPU memory events: profile with profile_memory=True"
-		return rep
-	}
-	if t.MemorySchema.WithoutAddr > 0 {
-		// Survivors are blocks paired by address: without Addr (torch
-		// before 1.10) no block can be followed from one step to the next.
-		rep.Verdict = VerdictUnknown
-		rep.Reason = fmt.Sprintf("%d GPU memory events record no Addr (torch before 1.10): which step's blocks stay alive is not recorded; profile with torch 1.10 or later, or log torch.cuda.memory_stats() after every step (the snippet's steps.jsonl)", t.MemorySchema.WithoutAddr)
+		rep.Reason = reason
 		return rep
 	}
 	lts := d.Lifetimes()
@@ -250,11 +237,55 @@ func Analyze(d Data, opts Options) Report {
 	}
 
 	attr := d.Attribution()
-	siteOpts := memtimeline.SiteOptions{Device: opts.Device, Depth: opts.Depth}
 	// Sites by their number in index (nil: no survivor there).
-	index := memtimeline.NewSiteIndex(attr, siteOpts)
-	var sites []*siteSeries
-	var order []*siteSeries
+	index := memtimeline.NewSiteIndex(attr, memtimeline.SiteOptions{Device: opts.Device, Depth: opts.Depth})
+	sites, order := rep.collectSurvivors(lts, stepOf, index)
+
+	if rep.WholeWindow {
+		rep.wholeWindow(order)
+		return rep
+	}
+	if len(steps) < minSteps {
+		rep.Verdict = VerdictUnknown
+		rep.Reason = fmt.Sprintf("only %d profiled steps: at least %d are needed to tell a leak from the last steps' outputs (raise active= in the profiler schedule)", len(steps), minSteps)
+		return rep
+	}
+	markRetention(lts, stepOf, index, sites)
+
+	hooks := growingFrames(t, steps, stepOf)
+	rep.addSuspects(t, attr, order, steps, stepOf, hooks, minSteps)
+	if rep.group(hooks, "stays allocated") {
+		return rep
+	}
+	rep.clean(minSteps)
+	return rep
+}
+
+// unreadable says why the trace cannot answer (no GPU memory events, or
+// events without addresses), "" when it can.
+func unreadable(t *chrometrace.Trace) string {
+	gpuEvents := 0
+	for i := range t.Memory {
+		if t.Memory[i].DeviceType.IsGPU() {
+			gpuEvents++
+		}
+	}
+	if gpuEvents == 0 {
+		return "the trace has no GPU memory events: profile with profile_memory=True"
+	}
+	if t.MemorySchema.WithoutAddr > 0 {
+		// Survivors are blocks paired by address: without Addr (torch
+		// before 1.10) no block can be followed from one step to the next.
+		return fmt.Sprintf("%d GPU memory events record no Addr (torch before 1.10): which step's blocks stay alive is not recorded; profile with torch 1.10 or later, or log torch.cuda.memory_stats() after every step (the snippet's steps.jsonl)", t.MemorySchema.WithoutAddr)
+	}
+	return ""
+}
+
+// collectSurvivors counts each step's allocations and survivors (blocks
+// still alive at the end) and what each site kept from each step: sites
+// by their number in index (nil: no survivor there), and in order of
+// first survivor.
+func (rep *Report) collectSurvivors(lts []memtimeline.Lifetime, stepOf func(int64) int, index *memtimeline.SiteIndex) (sites, order []*siteSeries) {
 	for _, lt := range lts {
 		switch lt.State {
 		case memtimeline.Preexisting:
@@ -280,7 +311,7 @@ func Analyze(d Data, opts Options) Report {
 		}
 		agg := sites[key]
 		if agg == nil {
-			agg = &siteSeries{site: index.Site(key), bytes: make([]int64, len(steps)), blocks: make([]int64, len(steps)), first: lt.Alloc}
+			agg = &siteSeries{site: index.Site(key), bytes: make([]int64, len(rep.Steps)), blocks: make([]int64, len(rep.Steps)), first: lt.Alloc}
 			sites[key] = agg
 			order = append(order, agg)
 		}
@@ -290,25 +321,25 @@ func Analyze(d Data, opts Options) Report {
 		agg.blocks[k]++
 		agg.allocs = append(agg.allocs, lt.Alloc)
 	}
+	return sites, order
+}
 
-	if rep.WholeWindow {
-		rep.Verdict = VerdictUnknown
-		rep.Reason = fmt.Sprintf("no ProfilerStep annotations (profile with a schedule and call prof.step()): the whole window was treated as one step; %s allocated in it is still alive at the end", memtimeline.FormatBytes(rep.UnreleasedBytes))
-		for _, a := range order {
-			rep.Suspects = append(rep.Suspects, Suspect{Bytes: a.site.LiveBytesAtEnd, Blocks: a.blocks[0], Operator: a.site.Operator, ForwardOp: a.site.ForwardOp,
-				Stack: fmtutil.NonNil(a.site.Frames), Site: site.Label(a.site.Frames, a.site.Operator), FirstStep: -1, LastStep: -1, StepsWithSurvivors: 1, Kind: KindUnknown})
-		}
-		sortSuspects(rep.Suspects)
-		return rep
+// wholeWindow answers a trace without ProfilerSteps: unknown, with every
+// site that kept memory to the end as a suspect.
+func (rep *Report) wholeWindow(order []*siteSeries) {
+	rep.Verdict = VerdictUnknown
+	rep.Reason = fmt.Sprintf("no ProfilerStep annotations (profile with a schedule and call prof.step()): the whole window was treated as one step; %s allocated in it is still alive at the end", memtimeline.FormatBytes(rep.UnreleasedBytes))
+	for _, a := range order {
+		rep.Suspects = append(rep.Suspects, Suspect{Bytes: a.site.LiveBytesAtEnd, Blocks: a.blocks[0], Operator: a.site.Operator, ForwardOp: a.site.ForwardOp,
+			Stack: fmtutil.NonNil(a.site.Frames), Site: site.Label(a.site.Frames, a.site.Operator), FirstStep: -1, LastStep: -1, StepsWithSurvivors: 1, Kind: KindUnknown})
 	}
-	if len(steps) < minSteps {
-		rep.Verdict = VerdictUnknown
-		rep.Reason = fmt.Sprintf("only %d profiled steps: at least %d are needed to tell a leak from the last steps' outputs (raise active= in the profiler schedule)", len(steps), minSteps)
-		return rep
-	}
+	sortSuspects(rep.Suspects)
+}
 
-	// Blocks freed after living across step boundaries tell a bounded
-	// buffer (kept K steps, then freed) from a leak.
+// markRetention records per site the most step boundaries a freed block
+// lived across: blocks freed after living across step boundaries tell a
+// bounded buffer (kept K steps, then freed) from a leak.
+func markRetention(lts []memtimeline.Lifetime, stepOf func(int64) int, index *memtimeline.SiteIndex, sites []*siteSeries) {
 	for _, lt := range lts {
 		if lt.State != memtimeline.Freed {
 			continue
@@ -322,8 +353,12 @@ func Analyze(d Data, opts Options) Report {
 			agg.maxRetention = max(agg.maxRetention, b-a)
 		}
 	}
+}
 
-	hooks := growingFrames(t, steps, stepOf)
+// addSuspects makes a suspect of every site whose survivors form a
+// regular run longer than its retention, with its kind from the autograd
+// and hook evidence.
+func (rep *Report) addSuspects(t *chrometrace.Trace, attr *chrometrace.Attribution, order []*siteSeries, steps []chrometrace.Step, stepOf func(int64) int, hooks map[string]growingFrame, minSteps int) {
 	type cand struct {
 		agg *siteSeries
 		r   run
@@ -343,22 +378,7 @@ func Analyze(d Data, opts Options) Report {
 	}
 	for _, c := range cands {
 		a, r := c.agg, c.r
-		for _, i := range a.allocs {
-			if k := stepOf(t.Memory[i].TS); k < r.lo || k > r.hi {
-				continue
-			}
-			switch graph.blockKind(int(i)) {
-			case blockGraph:
-				a.graphBlocks++
-			case blockGraphBackwardRan:
-				a.graphBlocks++
-				a.backwardRanBlocks++
-			case blockBackwardMade:
-				a.backwardMadeBlocks++
-			default:
-				a.noGraphBlocks++
-			}
-		}
+		a.countGraphBlocks(t, graph, stepOf, r)
 		s := Suspect{
 			BytesPerStep: r.bytesPerStep, Operator: a.site.Operator, ForwardOp: a.site.ForwardOp,
 			Stack: fmtutil.NonNil(a.site.Frames), Site: site.Label(a.site.Frames, a.site.Operator),
@@ -379,9 +399,32 @@ func Analyze(d Data, opts Options) Report {
 		}
 		rep.Suspects = append(rep.Suspects, s)
 	}
-	if rep.group(hooks, "stays allocated") {
-		return rep
+}
+
+// countGraphBlocks sorts the site's survivors from the run's steps by
+// their autograd evidence.
+func (a *siteSeries) countGraphBlocks(t *chrometrace.Trace, graph *graphIndex, stepOf func(int64) int, r run) {
+	for _, i := range a.allocs {
+		if k := stepOf(t.Memory[i].TS); k < r.lo || k > r.hi {
+			continue
+		}
+		switch graph.blockKind(int(i)) {
+		case blockGraph:
+			a.graphBlocks++
+		case blockGraphBackwardRan:
+			a.graphBlocks++
+			a.backwardRanBlocks++
+		case blockBackwardMade:
+			a.backwardMadeBlocks++
+		default:
+			a.noGraphBlocks++
+		}
 	}
+}
+
+// clean sets the verdict of a trace without a leak, and says what is
+// still alive at the end instead.
+func (rep *Report) clean(minSteps int) {
 	rep.Verdict = VerdictClean
 	lastSurvivors := 0
 	var endBytes int64
@@ -396,5 +439,4 @@ func Analyze(d Data, opts Options) Report {
 		rep.Reason = fmt.Sprintf("no growth: no site keeps memory from %d consecutive steps; %s still alive at the end was made once or by the last steps (%s from the last %d: outputs, gradients, optimizer state)",
 			minSteps, memtimeline.FormatBytes(rep.UnreleasedBytes), memtimeline.FormatBytes(endBytes), lastSurvivors)
 	}
-	return rep
 }
