@@ -89,7 +89,7 @@ func newChecklist(v Verdict, fs []Finding) *checklist {
 			if in.hasGPUSteps() {
 				c.withDevice = append(c.withDevice, in)
 			}
-		case in.HasSteps():
+		case in.hasSteps():
 			c.stepLog = true
 		}
 	}
@@ -181,8 +181,8 @@ func (c *checklist) leakItems() {
 
 // zeroGradItem: gradients reset between optimizer steps.
 func (c *checklist) zeroGradItem() {
-	zg := CheckItem{ID: "zero-grad", Item: "Gradients reset between optimizer steps (zero_grad)", Rules: []string{RuleMissingZeroGrad}}
-	if f, ok := c.first(RuleMissingZeroGrad); ok {
+	zg := CheckItem{ID: "zero-grad", Item: "Gradients reset between optimizer steps (zero_grad)", Rules: []string{ruleMissingZeroGrad}}
+	if f, ok := c.first(ruleMissingZeroGrad); ok {
 		zg.Status, zg.Detail = CheckFail, f.Title+findingPlace(f)
 	} else {
 		pairs, steps := 0, 0
@@ -228,7 +228,7 @@ func (c *checklist) allocationItems() {
 		return fmt.Sprintf("%.0f allocations of <= %s per step (%.0f%% of all)", sa.PerStep, memtimeline.FormatBytes(sa.MaxBytes), 100*sa.Fraction), true
 	})
 	// Fragmentation by what it cost (fragcost.go): the verdict's answer.
-	fr := CheckItem{ID: "fragmentation-cost", Item: "No fragmentation that costs (cudaMalloc retries, an OOM with the bytes free in the cache, split memory over the headroom, reserved growing while allocated is flat)", Rules: []string{RuleSnapshotSplit, frag.ReservedGap}}
+	fr := CheckItem{ID: "fragmentation-cost", Item: "No fragmentation that costs (cudaMalloc retries, an OOM with the bytes free in the cache, split memory over the headroom, reserved growing while allocated is flat)", Rules: []string{ruleSnapshotSplit, frag.ReservedGap}}
 	switch f := c.v.Frag; {
 	case f == nil || f.Verdict == frag.VerdictUnknown || f.Cost == "":
 		fr.Status, fr.Detail, fr.Record = CheckNotMeasurable, "nothing records the allocator's retries or split memory", recordStepLog
@@ -238,7 +238,7 @@ func (c *checklist) allocationItems() {
 		fr.Status, fr.Detail = CheckPass, f.Cost
 	}
 	c.add(fr)
-	traceItem("op-self-1gb", "No operator over 1 GB Self CUDA Mem per step", RuleOpSelfPerStep, func() (string, bool) {
+	traceItem("op-self-1gb", "No operator over 1 GB Self CUDA Mem per step", ruleOpSelfPerStep, func() (string, bool) {
 		return "every operator under torch's rule of thumb", true
 	})
 	c.topOpsItem()
@@ -247,7 +247,7 @@ func (c *checklist) allocationItems() {
 // topOpsItem: memory.top-ops-share's metric, its finding's words when it
 // fired: one rule, one figure.
 func (c *checklist) topOpsItem() {
-	top := CheckItem{ID: "top-five-ops", Item: "Top five operators' share of allocated bytes (80% or more: start with them)", Rules: []string{RuleOpSelfLimit, "memory.top-ops-share"}}
+	top := CheckItem{ID: "top-five-ops", Item: "Top five operators' share of allocated bytes (80% or more: start with them)", Rules: []string{ruleOpSelfLimit, "memory.top-ops-share"}}
 	if len(c.withMemory) == 0 {
 		top.Status, top.Detail, top.Record = CheckNotMeasurable, "no trace with GPU memory events", recordTrace
 	} else {
@@ -259,7 +259,7 @@ func (c *checklist) topOpsItem() {
 		} else {
 			top.Detail = "the top five operators make less than the rule's share of allocated bytes"
 		}
-		if f, ok := c.first(RuleOpSelfLimit); ok {
+		if f, ok := c.first(ruleOpSelfLimit); ok {
 			top.Status, top.Detail = CheckFail, f.Title
 		}
 	}

@@ -23,7 +23,7 @@ func NewInputSide(in *Input) *diff.Side {
 	for _, st := range leaks.Steps {
 		s.StepSurvivors = append(s.StepSurvivors, st.SurvivorBytes)
 	}
-	s.StepPeakAllocated = StepPeakAllocated(in.Trace)
+	s.StepPeakAllocated = stepPeakAllocated(in.Trace)
 	for _, op := range in.Operators() {
 		if !op.OnDevice {
 			s.Operators[op.Name] += op.SelfDeviceMemory

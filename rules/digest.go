@@ -24,7 +24,7 @@ import (
 // as from the files. The file format around it is package rules/summary.
 type Digest struct {
 	// Verdict is the input judged on its own: its leak evidence, OOMs,
-	// fragmentation and peak answers, which Judge combines with the other
+	// fragmentation and peak answers, which judge combines with the other
 	// inputs of its run and rank like those of a raw input.
 	Verdict Verdict `json:"verdict"`
 	// Leaks is the leak report (per-step survivors, leaks with their sites,
@@ -43,7 +43,7 @@ type Digest struct {
 	// Side is the input reduced for `torchmem diff` (its site and operator
 	// maps cut to the largest entries).
 	Side *diff.Side `json:"diff_side,omitempty"`
-	// ZeroGrad, OpHoldings (the top rows, with the peak they refer to) and
+	// ZeroGrad, opHoldings (the top rows, with the peak they refer to) and
 	// GPUActivity are what the checklist reads of a trace.
 	ZeroGrad      *ZeroGradReport `json:"zero_grad,omitempty"`
 	OpHoldings    []OpHolding     `json:"op_holdings,omitempty"`
@@ -58,7 +58,7 @@ type Digest struct {
 	// TorchTimeline is an export_memory_timeline file's categories over
 	// time, at most TimelinePoints instants with the total's peaks kept.
 	TorchTimeline *exported.Timeline `json:"torch_timeline,omitempty"`
-	// Sites are the top allocation sites by bytes (DefaultSiteOptions).
+	// Sites are the top allocation sites by bytes (defaultSiteOptions).
 	Sites []memtimeline.Site `json:"sites,omitempty"`
 	// Lines counts a log's lines (step log) or rows (nvidia-smi); GPUs the
 	// GPUs an nvidia-smi log saw; SnapshotStats a snapshot's totals.
@@ -66,7 +66,7 @@ type Digest struct {
 	GPUs          int             `json:"gpus,omitempty"`
 	SnapshotStats *snapshot.Stats `json:"snapshot_stats,omitempty"`
 	// LiveSites are a snapshot's live blocks by site and pool, the largest
-	// DigestLiveSites (a snapshot series is judged from them).
+	// digestLiveSites (a snapshot series is judged from them).
 	LiveSites []snapshot.LiveSite `json:"live_sites,omitempty"`
 	// Tables and MemorySummaryFrag are a memory_summary() log's tables
 	// and its allocator figures per device.
@@ -75,7 +75,7 @@ type Digest struct {
 	// Charts are the trace's memory charts per GPU (allocated and
 	// reserved, at most TimelinePoints instants each with every peak and
 	// trough kept; ProfilerStep bands, OOM markers, what held the most at
-	// HolderSamples moments), as the report draws them.
+	// holderSamples moments), as the report draws them.
 	Charts []chart.Spec `json:"charts,omitempty"`
 	// OOMFacts are the input's out-of-memory records, judged with the
 	// other inputs of its run and rank at the reduce.
@@ -105,15 +105,15 @@ type DigestFinding struct {
 // trough of the total survives (memtimeline.DownsampleIndices).
 const TimelinePoints = 512
 
-// HolderSamples is how many moments of a digest's chart list what held
+// holderSamples is how many moments of a digest's chart list what held
 // the most memory.
-const HolderSamples = 100
+const holderSamples = 100
 
-// DigestLiveSites is how many live sites of a snapshot a digest keeps.
-const DigestLiveSites = 200
+// digestLiveSites is how many live sites of a snapshot a digest keeps.
+const digestLiveSites = 200
 
-// DigestTopRows is how many operator rows and diff sites a digest keeps.
-const DigestTopRows = 25
+// digestTopRows is how many operator rows and diff sites a digest keeps.
+const digestTopRows = 25
 
 // NeedsFullTrace says, in one line, what a summary cannot answer.
 const NeedsFullTrace = "a summary holds verdicts, leaks, peaks, fragmentation, findings and the top operators; the full operator and stack tables, other thresholds (--rules, --min-bytes-per-step) and the per-allocation views need the trace itself"
@@ -125,11 +125,11 @@ func MakeDigest(in *Input) *Digest {
 	rs := Builtin()
 	var findings []Finding
 	if in.Has(SourceTrace) {
-		findings = RunWith(rs, in, DefaultSiteOptions())
+		findings = RunWith(rs, in, defaultSiteOptions())
 	} else {
 		findings = Run(rs, in)
 	}
-	d := &Digest{Verdict: Judge(in.Source, []*Input{in}), Findings: []DigestFinding{}}
+	d := &Digest{Verdict: judge(in.Source, []*Input{in}), Findings: []DigestFinding{}}
 	d.Verdict.Rank = in.Rank
 	d.Verdict.Inputs = nil // the raw input is what a digest lets go of
 	of := in.OOMFacts()
@@ -166,22 +166,22 @@ func MakeDigest(in *Input) *Digest {
 			}
 			return 0
 		})
-		d.Operators = ops[:min(len(ops), DigestTopRows)]
-		d.Side = trimSide(NewInputSide(in), DigestTopRows)
+		d.Operators = ops[:min(len(ops), digestTopRows)]
+		d.Side = trimSide(NewInputSide(in), digestTopRows)
 		zg := in.ZeroGrad()
 		d.ZeroGrad = &zg
-		hs, peak := in.OpHoldings()
+		hs, peak := in.opHoldings()
 		hs = slices.Clone(hs)
 		slices.SortStableFunc(hs, func(a, b OpHolding) int { return cmp.Compare(b.HeldAtPeak, a.HeldAtPeak) })
-		d.OpHoldings, d.OpHoldingPeak = hs[:min(len(hs), DigestTopRows)], peak
+		d.OpHoldings, d.OpHoldingPeak = hs[:min(len(hs), digestTopRows)], peak
 		d.GPUActivity = in.hasGPUSteps()
 		names, top, total := topOpsShare(in)
 		d.TopOps = &topOps{Names: names, TopBytes: top, TotalBytes: total}
 		d.TraceBaseNs = in.Trace.Meta.BaseTimeNanoseconds
 		d.Charts = traceCharts(in)
-		sites := in.Sites(DefaultSiteOptions())
+		sites := in.Sites(defaultSiteOptions())
 		slices.SortStableFunc(sites, func(a, b memtimeline.Site) int { return cmp.Compare(b.AllocBytes, a.AllocBytes) })
-		d.Sites = sites[:min(len(sites), DigestTopRows)]
+		d.Sites = sites[:min(len(sites), digestTopRows)]
 	case SourceSummary:
 		d.Lines, d.Tables, d.MemorySummaryFrag = in.Summary.Lines, len(in.Summary.Samples), in.Summary.Frag()
 	case SourceSteps:
@@ -193,19 +193,19 @@ func MakeDigest(in *Input) *Digest {
 	case SourceSnapshot:
 		l := in.SnapshotLeaks()
 		d.Leaks = &l
-		d.Side = trimSide(diff.NewSnapshotSide(in.Source, in.SnapshotReport()), DigestTopRows)
+		d.Side = trimSide(diff.NewSnapshotSide(in.Source, in.SnapshotReport()), digestTopRows)
 		st := in.SnapshotReport().Stats
 		d.SnapshotStats = &st
 		d.LiveSites = in.LiveSites()
-		if len(d.LiveSites) > DigestLiveSites {
-			d.LiveSites = d.LiveSites[:DigestLiveSites]
+		if len(d.LiveSites) > digestLiveSites {
+			d.LiveSites = d.LiveSites[:digestLiveSites]
 		}
 	}
 	return d
 }
 
-// DefaultSiteOptions are the allocation sites analyze and report show.
-func DefaultSiteOptions() memtimeline.SiteOptions {
+// defaultSiteOptions are the allocation sites analyze and report show.
+func defaultSiteOptions() memtimeline.SiteOptions {
 	return memtimeline.SiteOptions{Device: -1, Depth: 5}
 }
 
@@ -346,7 +346,7 @@ func traceCharts(in *Input) []chart.Spec {
 	var out []chart.Spec
 	for i, spec := range chart.TraceSpecs(t, "") {
 		if i < len(tls) {
-			spec.Holders = memtimeline.HolderSamples(t, in.Attribution(), in.Lifetimes(-1), tls[i].Device, HolderSamples, 3)
+			spec.Holders = memtimeline.HolderSamples(t, in.Attribution(), in.Lifetimes(-1), tls[i].Device, holderSamples, 3)
 		}
 		// The same instants for both lines (they share their times): those
 		// that keep allocated's peaks and troughs and those that keep

@@ -104,7 +104,7 @@ func DefaultJudgeOptions() JudgeOptions { return DefaultRuleSet().JudgeOptions()
 
 // JudgeOptions are the verdict's thresholds from the rules in force.
 func (s RuleSet) JudgeOptions() JudgeOptions {
-	o := JudgeOptions{SnapshotSplit: s.threshold(RuleSnapshotSplit), Frag: frag.DefaultOptions()}
+	o := JudgeOptions{SnapshotSplit: s.threshold(ruleSnapshotSplit), Frag: frag.DefaultOptions()}
 	if s.fragOptions != nil {
 		o.Frag = *s.fragOptions
 	}
@@ -203,9 +203,9 @@ func Evaluate(rs RuleSet, ins []*Input, o EvalOptions) *Evaluation {
 	for _, fs := range perInput {
 		all = append(all, fs...)
 	}
-	ev.Verdicts = JudgeAllWith(ins, rs.JudgeOptions())
-	all = overruledLeakFindings(ev.Verdicts, MergeLeakFindings(ev.Verdicts, all))
-	all = MergeOOMFindings(ev.Verdicts, all)
+	ev.Verdicts = judgeAllWith(ins, rs.JudgeOptions())
+	all = overruledLeakFindings(ev.Verdicts, mergeLeakFindings(ev.Verdicts, all))
+	all = mergeOOMFindings(ev.Verdicts, all)
 	all = append(all, verdictLeakFindings(rs, ev.Verdicts, all)...)
 	slices.SortStableFunc(all, func(a, b Finding) int { return int(b.Severity) - int(a.Severity) })
 	if all == nil {

@@ -46,7 +46,7 @@ func fragMeasure(o frag.Options) frag.Options {
 // fragJudged is a trace's fragmentation report judged with the
 // thresholds in force: the one judgment behind the verdict.
 func fragJudged(in *Input, o frag.Options) frag.Report {
-	f := in.FragWith(fragMeasure(o))
+	f := in.fragWith(fragMeasure(o))
 	if f.Verdict != frag.VerdictUnknown {
 		f.Rejudge(o) // a copy: the memo keeps the measurements
 	}

@@ -89,7 +89,7 @@ func (in *Input) TraceSummary(device int) chrometrace.Summary {
 // copy): renderers sort it their way.
 func (in *Input) Sites(o memtimeline.SiteOptions) []memtimeline.Site {
 	if in.Digest != nil {
-		return slices.Clone(in.Digest.Sites) // the top rows with DefaultSiteOptions
+		return slices.Clone(in.Digest.Sites) // the top rows with defaultSiteOptions
 	}
 	return slices.Clone(Get(in, keySites(o), func() []memtimeline.Site {
 		return memtimeline.Sites(in.Trace, in.Attribution(), in.Lifetimes(o.Device), o)
@@ -107,8 +107,8 @@ func (in *Input) LeaksWith(o leak.Options) leak.Report {
 	})
 }
 
-// FragWith is the trace's fragmentation report with opts.
-func (in *Input) FragWith(o frag.Options) frag.Report {
+// fragWith is the trace's fragmentation report with opts.
+func (in *Input) fragWith(o frag.Options) frag.Report {
 	if in.Digest != nil {
 		if in.Digest.Frag != nil {
 			return *in.Digest.Frag
@@ -120,10 +120,10 @@ func (in *Input) FragWith(o frag.Options) frag.Report {
 	})
 }
 
-// Prepare computes the analyses every report of a trace input needs, the
+// prepare computes the analyses every report of a trace input needs, the
 // independent ones at once (they share attribution and lifetimes through
 // the cache), so that what follows only reads them.
-func (in *Input) Prepare(site memtimeline.SiteOptions) {
+func (in *Input) prepare(site memtimeline.SiteOptions) {
 	if in.Trace == nil {
 		return
 	}
@@ -194,13 +194,13 @@ func (in *Input) SnapshotLeaksWith(o leak.Options) leak.Report {
 }
 
 // RunWith applies rules to in while the analyses its reports show are
-// computed beside them (Prepare); findings come out as Run's.
+// computed beside them (prepare); findings come out as Run's.
 func RunWith(rs []Rule, in *Input, site memtimeline.SiteOptions) []Finding {
 	var out []Finding
 	in.prepareShared() // before the rules, which read it too
 	var g crash.Group
 	g.Go(func() { out = Run(rs, in) })
-	in.Prepare(site)
+	in.prepare(site)
 	g.Wait()
 	return out
 }

@@ -212,7 +212,7 @@ func (k kindCount) name(e LeakEvidence) string {
 	}
 	if k[e.Kind] > 1 {
 		name := filepath.Base(e.Source)
-		if _, ok := DumpPlaceOf(e.Source); ok {
+		if _, ok := dumpPlaceOf(e.Source); ok {
 			// a dump tree's files differ by their iteration folder
 			name = filepath.Join(filepath.Base(filepath.Dir(e.Source)), name)
 		}

@@ -109,7 +109,7 @@ func (in *Input) OOMFacts() OOMFacts {
 				a := OOMAnswer{Source: in.Source, RequestBytes: o.Bytes, AllocatedBytes: o.TotalAllocated, ReservedBytes: o.TotalReserved,
 					FreeInCacheBytes: max(0, o.TotalReserved-o.TotalAllocated), LargestFreeBlock: -1, DeviceFreeBytes: -1, CapacityBytes: -1}
 				if i == 0 {
-					a.Composition = in.OOMComposition()
+					a.Composition = in.oomComposition()
 				}
 				f.TraceOOMs = append(f.TraceOOMs, a)
 			}
@@ -271,8 +271,8 @@ func pct(a, b int64) string {
 	return fmt.Sprintf("%.0f%%", math.Floor(f)) // 99.6% of a request is not all of it
 }
 
-// OOMComposition is what was alive at the trace's first out-of-memory.
-func (in *Input) OOMComposition() *memtimeline.Composition {
+// oomComposition is what was alive at the trace's first out-of-memory.
+func (in *Input) oomComposition() *memtimeline.Composition {
 	return Memo(in, "verdict:oom-composition", func() *memtimeline.Composition {
 		if !in.Has(SourceTrace) || len(in.Trace.OOMs) == 0 {
 			return nil

@@ -207,10 +207,10 @@ func roughDuration(sec float64) string {
 // oomRules report the same out-of-memory error from different files.
 var oomRules = []string{"memory.oom", "snapshot.oom"}
 
-// MergeOOMFindings turns a group's OOM findings (a trace's event and a
+// mergeOOMFindings turns a group's OOM findings (a trace's event and a
 // snapshot's entry of the same error) into one finding carrying the
 // verdict's cause and chain: one OOM is one error.
-func MergeOOMFindings(vs []Verdict, fs []Finding) []Finding {
+func mergeOOMFindings(vs []Verdict, fs []Finding) []Finding {
 	groupOf := map[string]int{}
 	for i, v := range vs {
 		for _, s := range v.Sources {

@@ -137,7 +137,7 @@ func judgePeak(ins []*Input) *PeakAnswer {
 func loggedPeak(ins []*Input) *PeakAnswer {
 	var ans *PeakAnswer
 	for _, in := range ins {
-		if !in.HasSteps() {
+		if !in.hasSteps() {
 			continue
 		}
 		if in.IsDigest() {

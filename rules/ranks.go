@@ -163,7 +163,7 @@ func compareRun(vs []Verdict) *CrossRank {
 		verdicts[i] = r.Leak
 	}
 	majority := majorityOf(verdicts)
-	for i, odd := range MinorityOutliers(verdicts) {
+	for i, odd := range minorityOutliers(verdicts) {
 		if !odd {
 			continue
 		}
@@ -257,11 +257,11 @@ func majorityOf(vals []string) string {
 	return majority
 }
 
-// MinorityOutliers marks the values in the minority when the others
+// minorityOutliers marks the values in the minority when the others
 // agree (the one rank that leaks, or the one that does not): with more
 // than two, only when one value holds a strict majority; of two that
 // differ, the one that is not clean.
-func MinorityOutliers(vals []string) []bool {
+func minorityOutliers(vals []string) []bool {
 	out := make([]bool, len(vals))
 	if len(vals) < 2 {
 		return out

@@ -39,8 +39,8 @@ func (s Severity) String() string {
 	return "unknown"
 }
 
-// ParseSeverity reads "info", "warning" or "error".
-func ParseSeverity(s string) (Severity, error) {
+// parseSeverity reads "info", "warning" or "error".
+func parseSeverity(s string) (Severity, error) {
 	switch strings.ToLower(s) {
 	case "info", "note":
 		return Info, nil
@@ -59,7 +59,7 @@ func (s *Severity) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &str); err != nil {
 		return err
 	}
-	v, err := ParseSeverity(str)
+	v, err := parseSeverity(str)
 	*s = v
 	return err
 }
@@ -182,8 +182,8 @@ var (
 	registry   []*Rule
 )
 
-// Register adds a built-in rule; each rule's file calls it from init.
-func Register(r *Rule) {
+// register adds a built-in rule; each rule's file calls it from init.
+func register(r *Rule) {
 	registryMu.Lock()
 	defer registryMu.Unlock()
 	registry = append(registry, r)

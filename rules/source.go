@@ -42,8 +42,8 @@ const (
 	SourceSummary SourceKind = "memory-summary"
 )
 
-// SourceKinds are every kind of input, as `torchmem rules` lists them.
-var SourceKinds = []SourceKind{SourceTrace, SourceSnapshot, SourceSteps, SourceSMI, SourceSMIApps, SourceTimeline, SourceSummary}
+// sourceKinds are every kind of input, as `torchmem rules` lists them.
+var sourceKinds = []SourceKind{SourceTrace, SourceSnapshot, SourceSteps, SourceSMI, SourceSMIApps, SourceTimeline, SourceSummary}
 
 // sourceUnknown is the kind of an Input that holds nothing (a test's
 // bare literal); NewInput refuses one.
@@ -52,10 +52,10 @@ const sourceUnknown SourceKind = "unknown"
 // ParseSourceKind reads a kind's name (a summary file names the kind of
 // the file it was made from).
 func ParseSourceKind(s string) (SourceKind, error) {
-	if k := SourceKind(s); slices.Contains(SourceKinds, k) {
+	if k := SourceKind(s); slices.Contains(sourceKinds, k) {
 		return k, nil
 	}
-	return "", fmt.Errorf("unknown kind of input %q (want one of %s)", s, joinKinds(SourceKinds, ", "))
+	return "", fmt.Errorf("unknown kind of input %q (want one of %s)", s, joinKinds(sourceKinds, ", "))
 }
 
 // Data is what the loader read from one file: exactly one field is set.
@@ -70,7 +70,7 @@ type Data struct {
 	Summary  *memsummary.Log
 }
 
-// kinds are the kinds of d's set fields, in SourceKinds order.
+// kinds are the kinds of d's set fields, in sourceKinds order.
 func (d Data) kinds() []SourceKind {
 	var ks []SourceKind
 	for _, c := range []struct {
@@ -161,7 +161,7 @@ func (in *Input) Has(k SourceKind) bool { return in.Digest == nil && in.Is(k) }
 // the digest's, the raw data is gone.
 func (in *Input) IsDigest() bool { return in.Digest != nil }
 
-// HasSteps says whether in reads as per-step memory_stats(): a steps log,
+// hasSteps says whether in reads as per-step memory_stats(): a steps log,
 // or memory_summary() tables logged with their step (a summary of either
 // included).
-func (in *Input) HasSteps() bool { return in.Is(SourceSteps) || in.Is(SourceSummary) }
+func (in *Input) hasSteps() bool { return in.Is(SourceSteps) || in.Is(SourceSummary) }

@@ -37,8 +37,8 @@ func TestNewInputKindFromData(t *testing.T) {
 		if c.want == SourceSummary && in.StepLog == nil {
 			t.Error("a memory_summary() input reads as a step log too")
 		}
-		if in.HasSteps() != (c.want == SourceSteps || c.want == SourceSummary) {
-			t.Errorf("%s: HasSteps %v", c.want, in.HasSteps())
+		if in.hasSteps() != (c.want == SourceSteps || c.want == SourceSummary) {
+			t.Errorf("%s: HasSteps %v", c.want, in.hasSteps())
 		}
 	}
 	if _, err := NewInput("f", -1, Data{}); err == nil {

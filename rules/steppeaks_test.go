@@ -19,7 +19,7 @@ func TestStepPeakAllocated(t *testing.T) {
 	} {
 		tr := memtest.GPUTrace(t, tc.path)
 		in := &Input{Source: tc.path, Rank: -1, Trace: tr}
-		peaks := StepPeakAllocated(tr)
+		peaks := stepPeakAllocated(tr)
 		if len(peaks) != len(tr.Steps) {
 			t.Fatalf("%s: %d peaks for %d steps", tc.path, len(peaks), len(tr.Steps))
 		}

@@ -21,7 +21,7 @@ func summaryName(d memsummary.Frag) string {
 }
 
 func init() {
-	Register(&Rule{
+	register(&Rule{
 		ID:          "summary.alloc-retries",
 		Description: "cudaMalloc retried during a memory_summary() log: the allocator had to free its cache to satisfy a request (memory pressure or fragmentation)",
 		Severity:    Warning,
@@ -44,7 +44,7 @@ func init() {
 			return out
 		},
 	})
-	Register(&Rule{
+	register(&Rule{
 		ID:          "summary.non-releasable",
 		Description: "Non-releasable memory in a memory_summary() log is a large share of reserved: free space split inside blocks in use, which empty_cache() cannot return",
 		Severity:    Warning,

@@ -28,7 +28,7 @@ const (
 )
 
 func init() {
-	Register(&Rule{
+	register(&Rule{
 		ID:          ruleSyncCopy,
 		Description: "a device-to-host copy (loss.item(), .cpu(), print(tensor)) in nearly every profiler step: the host waits for the GPU each step",
 		Severity:    Warning,
@@ -37,7 +37,7 @@ func init() {
 		Reads:       []SourceKind{SourceTrace},
 		Check:       checkSyncCopy,
 	})
-	Register(&Rule{
+	register(&Rule{
 		ID: rulePinnedBlocking,
 		Description: "host-to-device copies from pinned memory that the host waits for (a synchronize after each copy) in nearly every " +
 			"step: .to(device) without non_blocking=True wastes the pinning",
@@ -47,7 +47,7 @@ func init() {
 		Reads:     []SourceKind{SourceTrace},
 		Check:     checkPinnedBlocking,
 	})
-	Register(&Rule{
+	register(&Rule{
 		ID:          rulePageableH2D,
 		Description: "host-to-device copies from pageable (unpinned) memory: staged through a driver buffer and synchronous for the host",
 		Severity:    Warning,
@@ -56,7 +56,7 @@ func init() {
 		Reads:       []SourceKind{SourceTrace},
 		Check:       checkPageableH2D,
 	})
-	Register(&Rule{
+	register(&Rule{
 		ID: ruleIdleGaps,
 		Description: "the GPU runs nothing for a large part of the median step, and the trace names why: the host fetching data " +
 			"(input starvation), or waiting in a synchronize or a pageable copy every step",
@@ -66,7 +66,7 @@ func init() {
 		Reads:     []SourceKind{SourceTrace},
 		Check:     checkIdleGaps,
 	})
-	Register(&Rule{
+	register(&Rule{
 		ID: ruleLaunchBound,
 		Description: "the GPU runs nothing for a large part of the median step while the host launches work slower than it runs " +
 			"(no data loading, sync or pageable copy in the gaps): launch or CPU bound, common for small models",
@@ -76,7 +76,7 @@ func init() {
 		Reads:     []SourceKind{SourceTrace},
 		Check:     checkIdleGaps,
 	})
-	Register(&Rule{
+	register(&Rule{
 		ID: ruleLowMemcpyBW,
 		Description: "host<->device copies of 1 MiB or more far slower than the best such copy in the same trace " +
 			"(usually pageable against pinned memory)",

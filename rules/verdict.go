@@ -55,12 +55,12 @@ func (in *Input) rankOrContents() int64 {
 
 // Input.SnapshotLeaks, Attribution and Lifetimes are in input.go.
 
-// Judge is the verdict of one run and rank from all of its inputs, with
+// judge is the verdict of one run and rank from all of its inputs, with
 // the built-in rules' thresholds.
-func Judge(name string, ins []*Input) Verdict { return JudgeWith(name, ins, DefaultJudgeOptions()) }
+func judge(name string, ins []*Input) Verdict { return judgeWith(name, ins, DefaultJudgeOptions()) }
 
-// JudgeWith is Judge with the thresholds in force.
-func JudgeWith(name string, ins []*Input, o JudgeOptions) Verdict {
+// judgeWith is judge with the thresholds in force.
+func judgeWith(name string, ins []*Input, o JudgeOptions) Verdict {
 	v := Verdict{Name: name, Rank: -1, Inputs: ins, Sources: []string{}}
 	var ev []LeakEvidence
 	for _, in := range ins {

@@ -21,11 +21,11 @@ import (
 	"github.com/torchmem/torchmem/chrometrace"
 )
 
-// RuleMissingZeroGrad is the rule's id.
-const RuleMissingZeroGrad = "training.missing-zero-grad"
+// ruleMissingZeroGrad is the rule's id.
+const ruleMissingZeroGrad = "training.missing-zero-grad"
 
-// AdviceZeroGrad is what to do about it.
-const AdviceZeroGrad = "Reset gradients once per optimizer step: call optimizer.zero_grad(set_to_none=True) after optimizer.step() " +
+// adviceZeroGrad is what to do about it.
+const adviceZeroGrad = "Reset gradients once per optimizer step: call optimizer.zero_grad(set_to_none=True) after optimizer.step() " +
 	"(or before loss.backward()). Without it every step applies the sum of all gradients so far. To accumulate gradients on " +
 	"purpose, call step() and zero_grad() together every k batches."
 
@@ -62,9 +62,9 @@ type ZeroGradReport struct {
 	StepOp int
 }
 
-// AnalyzeZeroGrad pairs consecutive optimizer steps and asks whether the
+// analyzeZeroGrad pairs consecutive optimizer steps and asks whether the
 // gradients were reset between them.
-func AnalyzeZeroGrad(t *chrometrace.Trace) ZeroGradReport {
+func analyzeZeroGrad(t *chrometrace.Trace) ZeroGradReport {
 	rep := ZeroGradReport{StepOp: -1}
 	var evs []gradEvent
 	// AccumulateGrad's children tell in place from fresh: index the
@@ -162,7 +162,7 @@ func (in *Input) ZeroGrad() ZeroGradReport {
 		}
 		return ZeroGradReport{}
 	}
-	return Get(in, keyZeroGrad, func() ZeroGradReport { return AnalyzeZeroGrad(in.Trace) })
+	return Get(in, keyZeroGrad, func() ZeroGradReport { return analyzeZeroGrad(in.Trace) })
 }
 
 func checkMissingZeroGrad(r *Rule, in *Input) []Finding {
@@ -184,7 +184,7 @@ func checkMissingZeroGrad(r *Rule, in *Input) []Finding {
 			"backward added into the existing gradients in place (%d AccumulateGrad calls doing aten::add_) and nothing reset them, "+
 			"so each step applies the gradients of every earlier step as well. Memory does not grow: this is a training bug, not a leak.",
 			rep.OptimizerSteps, t.Str(op.Name), rep.ZeroGrads, rep.Offending, len(rep.Intervals), adds),
-		Advice:   AdviceZeroGrad,
+		Advice:   adviceZeroGrad,
 		Operator: t.Str(op.Name),
 		Location: pyFrameIndex(in).UserLocation(op.Thread, op.Start),
 		Metrics: map[string]float64{"optimizer_steps": float64(rep.OptimizerSteps), "zero_grads": float64(rep.ZeroGrads),
@@ -194,8 +194,8 @@ func checkMissingZeroGrad(r *Rule, in *Input) []Finding {
 }
 
 func init() {
-	Register(&Rule{
-		ID: RuleMissingZeroGrad,
+	register(&Rule{
+		ID: ruleMissingZeroGrad,
 		Description: "optimizer steps without a gradient reset in between (no zero_grad, backward adding into the old .grad): " +
 			"every step applies all earlier gradients too",
 		Severity:  Warning,
