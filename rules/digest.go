@@ -13,6 +13,7 @@ import (
 	"github.com/torchmem/torchmem/rules/diff"
 	"github.com/torchmem/torchmem/rules/frag"
 	"github.com/torchmem/torchmem/rules/leak"
+	"github.com/torchmem/torchmem/rules/zerograd"
 )
 
 // A Digest is one input's analyses without its raw data: what `torchmem
@@ -45,10 +46,10 @@ type Digest struct {
 	Side *diff.Side `json:"diff_side,omitempty"`
 	// ZeroGrad, opHoldings (the top rows, with the peak they refer to) and
 	// GPUActivity are what the checklist reads of a trace.
-	ZeroGrad      *ZeroGradReport `json:"zero_grad,omitempty"`
-	OpHoldings    []OpHolding     `json:"op_holdings,omitempty"`
-	OpHoldingPeak int64           `json:"op_holdings_peak_bytes,omitempty"`
-	GPUActivity   bool            `json:"gpu_activity,omitempty"`
+	ZeroGrad      *zerograd.Report `json:"zero_grad,omitempty"`
+	OpHoldings    []OpHolding      `json:"op_holdings,omitempty"`
+	OpHoldingPeak int64            `json:"op_holdings_peak_bytes,omitempty"`
+	GPUActivity   bool             `json:"gpu_activity,omitempty"`
 	// TopOps is memory.top-ops-share's metric (topOpsShare), which the
 	// top rows alone cannot give.
 	TopOps *topOps `json:"top_ops,omitempty"`

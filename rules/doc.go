@@ -21,6 +21,7 @@
 //	leak/        leak verdicts from regularity (traces, snapshots)
 //	frag/        fragmentation by the allocator's own rules (traces, snapshots)
 //	gpu/         GPU-timeline analyses: step windows, host copies, busy and idle time, idle causes
+//	zerograd/    optimizer steps without a gradient reset (traces)
 //	diff/        what changed between two runs, budgets, the leak gate
 //	site/        how every output names a code site and its location
 //	summary/     the file `torchmem summarize` writes (a Digest)

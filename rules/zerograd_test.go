@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/memtimeline/memtest"
+	"github.com/torchmem/torchmem/rules/zerograd"
 )
 
 // recording is a snippet-v2 recording: its one trace and its truth.
@@ -73,7 +74,7 @@ func TestMissingZeroGradOnRecordings(t *testing.T) {
 	}
 	// Intended accumulation: 3 optimizer steps, each with its zero_grad,
 	// and fresh gradients after each reset.
-	rep := analyzeZeroGrad(memtest.Trace(t, recordingTrace(t, "grad_accum")))
+	rep := zerograd.Analyze(memtest.Trace(t, recordingTrace(t, "grad_accum")))
 	if rep.OptimizerSteps != 3 || rep.ZeroGrads != 3 || len(rep.Intervals) != 2 || rep.Offending != 0 || rep.Intervals[0].FreshGrads == 0 {
 		t.Errorf("grad_accum: %+v", rep)
 	}
