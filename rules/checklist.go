@@ -303,7 +303,7 @@ func (c *checklist) logsItem() {
 }
 
 // withoutAddr counts the input's GPU memory events that record no Addr
-// (torch < 1.10); 0 for an input read as a summary.
+// (torch < 1.10); 0 for an input read as a digest.
 func withoutAddr(in *Input) int64 {
 	if !in.Has(SourceTrace) {
 		return 0

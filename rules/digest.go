@@ -21,7 +21,7 @@ import (
 // small file, and what every multi-input command answers from where the
 // raw file is absent (the reduce step). An Input with a Digest has none of
 // Trace, Snapshot, ... set; the shared analyses below read the digest
-// instead, so the verdict of a run and rank is the same from the summaries
+// instead, so the verdict of a run and rank is the same from the digests
 // as from the files. The file format around it is package rules/summary.
 type Digest struct {
 	// Verdict is the input judged on its own: its leak evidence, OOMs,
@@ -34,8 +34,8 @@ type Digest struct {
 	Leaks *leak.Report `json:"leaks,omitempty"`
 	// Frag is the trace's fragmentation report (default options).
 	Frag *frag.Report `json:"fragmentation,omitempty"`
-	// TraceSummary is what the trace recorded (steps, GPU, peaks).
-	TraceSummary *chrometrace.Summary `json:"trace_summary,omitempty"`
+	// Overview is what the trace recorded (steps, GPU, peaks).
+	Overview *chrometrace.Summary `json:"trace_summary,omitempty"`
 	// StepTimeNs is the median ProfilerStep duration (0: no steps).
 	StepTimeNs int64 `json:"step_time_ns,omitempty"`
 	// Operators are the top rows of the per-operator table by Self CUDA
@@ -94,7 +94,7 @@ type Digest struct {
 	Findings []DigestFinding `json:"findings"`
 }
 
-// DigestFinding is a finding as a summary keeps it.
+// DigestFinding is a finding as a digest keeps it.
 type DigestFinding struct {
 	Finding
 	// BelowThreshold: the rule fired on evidence with a size under its
@@ -116,11 +116,11 @@ const digestLiveSites = 200
 // digestTopRows is how many operator rows and diff sites a digest keeps.
 const digestTopRows = 25
 
-// NeedsFullTrace says, in one line, what a summary cannot answer.
+// NeedsFullTrace says, in one line, what a digest cannot answer.
 const NeedsFullTrace = "a summary holds verdicts, leaks, peaks, fragmentation, findings and the top operators; the full operator and stack tables, other thresholds (--rules, --min-bytes-per-step) and the per-allocation views need the trace itself"
 
-// MakeDigest computes in's digest: every analysis a summary keeps. in is
-// a file's input (summarize reads no summaries): what it keeps follows its
+// MakeDigest computes in's digest: every analysis a digest keeps. in is
+// a file's input (summarize reads no digests): what it keeps follows its
 // kind.
 func MakeDigest(in *Input) *Digest {
 	rs := Builtin()
@@ -149,8 +149,8 @@ func MakeDigest(in *Input) *Digest {
 		d.Leaks = &l
 		f := in.Frag()
 		d.Frag = &f
-		s := in.TraceSummary(-1)
-		d.TraceSummary = &s
+		s := in.Overview(-1)
+		d.Overview = &s
 		d.StepTimeNs = medianStepNs(in.Trace)
 		ops := slices.Clone(in.Operators())
 		slices.SortStableFunc(ops, func(a, b chrometrace.OperatorStats) int {
@@ -183,8 +183,8 @@ func MakeDigest(in *Input) *Digest {
 		sites := in.Sites(defaultSiteOptions())
 		slices.SortStableFunc(sites, func(a, b memtimeline.Site) int { return cmp.Compare(b.AllocBytes, a.AllocBytes) })
 		d.Sites = sites[:min(len(sites), digestTopRows)]
-	case SourceSummary:
-		d.Lines, d.Tables, d.MemorySummaryFrag = in.Summary.Lines, len(in.Summary.Samples), in.Summary.Frag()
+	case SourceMemSummary:
+		d.Lines, d.Tables, d.MemorySummaryFrag = in.MemSummary.Lines, len(in.MemSummary.Samples), in.MemSummary.Frag()
 	case SourceSteps:
 		d.Lines = in.StepLog.Lines
 	case SourceSMI:
@@ -224,7 +224,7 @@ func medianStepNs(t *chrometrace.Trace) int64 {
 }
 
 // StepTimeNs is the median ProfilerStep duration of a trace input (from
-// its digest for a summary); 0 when it has none.
+// its digest for one read back); 0 when it has none.
 func (in *Input) StepTimeNs() int64 {
 	switch {
 	case in.IsDigest():
@@ -236,7 +236,7 @@ func (in *Input) StepTimeNs() int64 {
 }
 
 // trimSide keeps a side's n largest operators and sites: a diff names the
-// largest movers, and a summary must stay small.
+// largest movers, and a digest must stay small.
 func trimSide(s *diff.Side, n int) *diff.Side {
 	keep := func(m map[string]int64) map[string]int64 {
 		if len(m) <= n {
@@ -276,9 +276,9 @@ func trimSide(s *diff.Side, n int) *diff.Side {
 	return s
 }
 
-// digestFindings are a summary's findings under the rules rs: a rule left
+// digestFindings are a digest's findings under the rules rs: a rule left
 // out (disabled) drops its findings, a configured severity replaces the
-// built-in one. Thresholds were applied when the summary was made.
+// built-in one. Thresholds were applied when the digest was made.
 func digestFindings(rs []Rule, in *Input) []Finding {
 	var out []Finding
 	for _, f := range in.Digest.Findings {

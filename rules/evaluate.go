@@ -242,7 +242,7 @@ func (in *Input) HasMemoryEvidence() bool {
 	case !in.Is(SourceTrace):
 		return true
 	case in.IsDigest():
-		return in.Digest.TraceSummary == nil || in.Digest.TraceSummary.MemoryEvents > 0 || in.Digest.TraceSummary.OOMEvents > 0
+		return in.Digest.Overview == nil || in.Digest.Overview.MemoryEvents > 0 || in.Digest.Overview.OOMEvents > 0
 	}
 	return len(in.Trace.Memory) > 0 || len(in.Trace.OOMs) > 0
 }
@@ -339,7 +339,7 @@ func leakRuleOf(kind SourceKind) string {
 	switch kind {
 	case SourceSnapshot:
 		return "snapshot.leak"
-	case SourceSteps, SourceSummary:
+	case SourceSteps, SourceMemSummary:
 		return "steps.growth"
 	case SourceSMI:
 		return "smi.leak"

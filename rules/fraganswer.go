@@ -112,7 +112,7 @@ func judgeFrag(ins []*Input, o JudgeOptions) *FragAnswer {
 		return ans
 	}
 	for _, in := range ins { // without a trace that can tell, memory_summary() tables
-		if a := summaryFrag(in, o.SnapshotSplit); a != nil {
+		if a := memSummaryFrag(in, o.SnapshotSplit); a != nil {
 			return a
 		}
 	}
@@ -150,7 +150,7 @@ func addRetries(ans *FragAnswer, ins []*Input) *FragAnswer {
 			if first >= 0 && prev-first > n {
 				n, steps, records, from = prev-first, up, seen, in.Source
 				what = "step log"
-				if in.Is(SourceSummary) {
+				if in.Is(SourceMemSummary) {
 					what = "memory_summary()"
 				}
 			}

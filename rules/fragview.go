@@ -89,11 +89,11 @@ func (ev *Evaluation) FragOf(in *Input) *FragAnswer {
 // inactive split, judged by the same limit), and cudaMalloc retries
 // during the log mean the allocator had to free its cache and try again.
 // Nil without tables.
-func summaryFrag(in *Input, limit float64) *FragAnswer {
-	if !in.Has(SourceSummary) {
+func memSummaryFrag(in *Input, limit float64) *FragAnswer {
+	if !in.Has(SourceMemSummary) {
 		return nil
 	}
-	devs := in.Summary.Frag()
+	devs := in.MemSummary.Frag()
 	if len(devs) == 0 {
 		return nil
 	}

@@ -37,7 +37,7 @@ func (in *Input) hostMemory() []*steplog.HostReport {
 }
 
 // judgeHost is the group's pinned-host-memory answer: its first steps log
-// that records it (a summary's, as judged where it was made); nil when none
+// that records it (a digest's, as judged where it was made); nil when none
 // does.
 func judgeHost(ins []*Input) *HostAnswer {
 	for _, in := range ins {

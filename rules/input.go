@@ -34,7 +34,7 @@ var (
 	keyLifetimes   = NewKey[[]memtimeline.Lifetime]("lifetimes")
 )
 
-func keySummary(device int) Key[chrometrace.Summary] {
+func keyOverview(device int) Key[chrometrace.Summary] {
 	return NewKey[chrometrace.Summary](fmt.Sprintf("summary:%d", device))
 }
 
@@ -73,16 +73,16 @@ func (in *Input) Lifetimes(device int) []memtimeline.Lifetime {
 	})
 }
 
-// TraceSummary is what the trace is and what it recorded (device -1: all
+// Overview is what the trace is and what it recorded (device -1: all
 // GPUs).
-func (in *Input) TraceSummary(device int) chrometrace.Summary {
-	if in.Digest != nil && in.Digest.TraceSummary != nil {
-		return *in.Digest.TraceSummary // all GPUs: a summary keeps that one
+func (in *Input) Overview(device int) chrometrace.Summary {
+	if in.Digest != nil && in.Digest.Overview != nil {
+		return *in.Digest.Overview // all GPUs: a digest keeps that one
 	}
 	if in.Trace == nil {
 		return chrometrace.Summary{Rank: -1, WorldSize: 1} // not a trace: it recorded nothing of one
 	}
-	return Get(in, keySummary(device), func() chrometrace.Summary { return chrometrace.Summarize(in.Trace, device) })
+	return Get(in, keyOverview(device), func() chrometrace.Summary { return chrometrace.Summarize(in.Trace, device) })
 }
 
 // Sites are the trace's allocation sites. The slice is the caller's (a
@@ -133,7 +133,7 @@ func (in *Input) prepare(site memtimeline.SiteOptions) {
 		func() { in.Leaks() },
 		func() { in.Frag() },
 		func() { in.Sites(site) },
-		func() { in.TraceSummary(-1) },
+		func() { in.Overview(-1) },
 	} {
 		g.Go(f)
 	}
@@ -205,7 +205,7 @@ func RunWith(rs []Rule, in *Input, site memtimeline.SiteOptions) []Finding {
 	return out
 }
 
-// digestLeaks is a summary's leak report.
+// digestLeaks is a digest's leak report.
 func (in *Input) digestLeaks() leak.Report {
 	if in.Digest.Leaks != nil {
 		return *in.Digest.Leaks

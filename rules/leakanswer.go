@@ -221,7 +221,7 @@ func (k kindCount) name(e LeakEvidence) string {
 	switch e.Kind {
 	case SourceSteps:
 		return "the step log"
-	case SourceSummary:
+	case SourceMemSummary:
 		return "the memory_summary() log"
 	case SourceSMI:
 		return "nvidia-smi"
@@ -277,11 +277,11 @@ func (k kindCount) agreement(best LeakEvidence, leaks, cleans []LeakEvidence) (s
 			switch c.Kind {
 			case SourceTrace, SourceSnapshot:
 				windowClean = true
-			case SourceSteps, SourceSummary:
+			case SourceSteps, SourceMemSummary:
 				logClean = true
 			}
 		}
-		bestIsLog := best.Kind == SourceSteps || best.Kind == SourceSummary || best.Kind == SourceSMI
+		bestIsLog := best.Kind == SourceSteps || best.Kind == SourceMemSummary || best.Kind == SourceSMI
 		switch {
 		case bestIsLog && windowClean:
 			settle = "the step log grows but the profiled window does not: the leak starts after the window or comes and goes; profile later steps (a later wait= in the schedule, or TORCHMEM_ACTIVE) and keep the allocator history on, then run torchmem again"

@@ -92,15 +92,15 @@ func leakEvidence(in *Input) []LeakEvidence {
 		out = append(out, reportEvidence(in, SourceSnapshot, in.SnapshotLeaks()))
 	case SourceSteps:
 		stepEvidence(SourceSteps)
-	case SourceSummary:
+	case SourceMemSummary:
 		// memory_summary() tables logged with a step number read like a
 		// step log of the steps they were printed at. NewInput gives the
 		// log its tables as steps, read as a step log's; an Input made
-		// without them is judged from the tables (summaryEvidence).
+		// without them is judged from the tables (memSummaryEvidence).
 		if in.StepLog != nil {
-			stepEvidence(SourceSummary)
+			stepEvidence(SourceMemSummary)
 		} else {
-			out = append(out, summaryEvidence(in)...)
+			out = append(out, memSummaryEvidence(in)...)
 		}
 	case SourceSMI:
 		a := in.SMIAnalysis()
@@ -181,10 +181,10 @@ func reportEvidence(in *Input, kind SourceKind, rep leak.Report) LeakEvidence {
 
 // summaryEvidence fits the allocated bytes of logged memory_summary()
 // tables over the steps they name, per device.
-func summaryEvidence(in *Input) []LeakEvidence {
+func memSummaryEvidence(in *Input) []LeakEvidence {
 	byDev := map[int]*steplog.Series{}
 	var devs []int
-	for _, s := range in.Summary.Samples {
+	for _, s := range in.MemSummary.Samples {
 		if s.Step < 0 || s.AllocatedBytes < 0 {
 			continue
 		}
@@ -207,7 +207,7 @@ func summaryEvidence(in *Input) []LeakEvidence {
 		}
 	}
 	if len(devs) == 0 {
-		return []LeakEvidence{{Source: in.Source, Kind: SourceSummary, Verdict: leak.VerdictUnknown, FirstStep: -1, LastStep: -1,
+		return []LeakEvidence{{Source: in.Source, Kind: SourceMemSummary, Verdict: leak.VerdictUnknown, FirstStep: -1, LastStep: -1,
 			Reason: "the memory_summary() tables carry no step number (log \"step N\" before each)"}}
 	}
 	log := &steplog.Log{TotalMemoryBytes: -1, MemoryFraction: -1, HistoryMaxEntries: -1}
@@ -216,7 +216,7 @@ func summaryEvidence(in *Input) []LeakEvidence {
 	}
 	var out []LeakEvidence
 	for _, s := range steplog.Analyze(log, steplog.DefaultOptions()).Series {
-		e := LeakEvidence{Source: in.Source, Kind: SourceSummary, Steps: s.Records, FirstStep: s.FirstStep, LastStep: s.LastStep, Reason: "memory_summary() tables: " + s.Reason}
+		e := LeakEvidence{Source: in.Source, Kind: SourceMemSummary, Steps: s.Records, FirstStep: s.FirstStep, LastStep: s.LastStep, Reason: "memory_summary() tables: " + s.Reason}
 		logVerdict(&e, s)
 		out = append(out, e)
 	}
@@ -230,7 +230,7 @@ func sourceRank(kind SourceKind) int {
 	switch kind {
 	case SourceSteps:
 		return 0
-	case SourceSummary:
+	case SourceMemSummary:
 		return 1
 	case SourceSnapshot:
 		return 2

@@ -94,7 +94,7 @@ func init() {
 		Severity:    Error,
 		Threshold:   1 << 20,
 		Unit:        "bytes_per_step",
-		Reads:       []SourceKind{SourceSteps, SourceSummary},
+		Reads:       []SourceKind{SourceSteps, SourceMemSummary},
 		Check: func(r *Rule, in *Input) []Finding {
 			var out []Finding
 			for _, s := range in.StepAnalysis().Series {

@@ -113,9 +113,9 @@ func forecast(v *Verdict) *Forecast {
 			var s *chrometrace.Summary
 			switch {
 			case in.IsDigest():
-				s = in.Digest.TraceSummary
+				s = in.Digest.Overview
 			case in.Has(SourceTrace):
-				ts := in.TraceSummary(-1)
+				ts := in.Overview(-1)
 				s = &ts
 			}
 			if s != nil && !s.ReservedNotRecorded && s.PeakReservedBytes > 0 {

@@ -17,7 +17,7 @@ import (
 // so a rank that differs from the others (it leaks where they do not, it
 // keeps more per step, its peak or its step time stands out) is where to
 // look first. It is computed from the verdicts (one per run and rank), so
-// it is the same from the traces as from their summaries.
+// it is the same from the traces as from their digests.
 
 // RankRow is one rank's figures beside the others'.
 type RankRow struct {

@@ -94,16 +94,16 @@ type Input struct {
 	// kind asks InputKind or Is, not which field is nil.
 	Kind SourceKind
 	// Rank is the distributed rank, or -1 when unknown.
-	Rank     int64
-	Trace    *chrometrace.Trace
-	SMI      *smi.Log
-	SMIApps  *smi.AppsLog
-	StepLog  *steplog.Log
-	Snapshot *snapshot.Snapshot
-	Timeline *exported.Timeline
-	Summary  *memsummary.Log
+	Rank       int64
+	Trace      *chrometrace.Trace
+	SMI        *smi.Log
+	SMIApps    *smi.AppsLog
+	StepLog    *steplog.Log
+	Snapshot   *snapshot.Snapshot
+	Timeline   *exported.Timeline
+	MemSummary *memsummary.Log
 	// Digest is set instead of the fields above for an input read back
-	// from a summary (torchmem summarize); Kind is then the kind of the
+	// from a digest (torchmem summarize); Kind is then the kind of the
 	// file it was made from.
 	Digest *Digest
 	// StepOptions are how a step log is fitted (the steps command's
@@ -167,7 +167,7 @@ type Rule struct {
 	Threshold float64
 	Unit      string
 	// Reads are the kinds of input the rule reads: Run calls Check only on
-	// an input of one of them (never on a summary's digest, whose findings
+	// an input of one of them (never on a digest read back, whose findings
 	// were computed when it was summarized), so Check may take the data of
 	// its kinds as there.
 	Reads []SourceKind

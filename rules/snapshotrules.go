@@ -16,7 +16,7 @@ func (in *Input) SnapshotReport() *snapshot.Report {
 }
 
 // SnapshotStats are an allocator snapshot's figures, from the file or
-// from its summary; false for an input of another kind, or a summary that
+// from its digest; false for an input of another kind, or a digest that
 // kept none.
 func (in *Input) SnapshotStats() (snapshot.Stats, bool) {
 	switch {

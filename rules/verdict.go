@@ -37,11 +37,11 @@ type Verdict struct {
 // rankOrContents is the loader's rank, else one a memory_summary log
 // names in its logger prefix ("rank0:").
 func (in *Input) rankOrContents() int64 {
-	if in.Rank >= 0 || !in.Has(SourceSummary) {
+	if in.Rank >= 0 || !in.Has(SourceMemSummary) {
 		return in.Rank
 	}
 	r := int64(-1)
-	for _, s := range in.Summary.Samples {
+	for _, s := range in.MemSummary.Samples {
 		switch {
 		case s.Rank < 0:
 		case r < 0:

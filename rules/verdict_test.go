@@ -34,7 +34,7 @@ func loadInput(t testing.TB, path string) *Input {
 	case strings.HasSuffix(base, ".jsonl"):
 		in.StepLog = memtest.Decode(t, path, steplog.Read)
 	case strings.HasSuffix(base, ".log"):
-		in.Summary = memtest.Decode(t, path, memsummary.Read)
+		in.MemSummary = memtest.Decode(t, path, memsummary.Read)
 	default:
 		in.Trace = memtest.Trace(t, path)
 		if d := in.Trace.Meta.Distributed; d != nil {
@@ -468,7 +468,7 @@ func TestVerdictWithLoggedMemorySummary(t *testing.T) {
 	}
 	found := false
 	for _, e := range vs[0].Leak.Evidence {
-		if e.Kind == SourceSummary {
+		if e.Kind == SourceMemSummary {
 			found = e.Verdict == leak.VerdictLeak && e.BytesPerStep == 8<<20
 			t.Logf("%+v", e)
 		}

@@ -200,7 +200,7 @@ func ruleInput(f *load.File) (*rules.Input, error) {
 		in, err = f.Summarized.Input()
 	} else {
 		in, err = rules.NewInput(f.Path, f.Rank, rules.Data{Trace: f.Trace, Snapshot: f.Snapshot, StepLog: f.Steps,
-			SMI: f.SMI, SMIApps: f.SMIApps, Timeline: f.Timeline, Summary: f.Summary})
+			SMI: f.SMI, SMIApps: f.SMIApps, Timeline: f.Timeline, MemSummary: f.Summary})
 	}
 	if err != nil {
 		return nil, badInput(load.FileError(f.Path, err))

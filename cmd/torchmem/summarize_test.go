@@ -178,8 +178,8 @@ func TestSummaryIsSmallAndVersioned(t *testing.T) {
 	if f.Kind != load.Summarized || s == nil || s.SchemaVersion != summary.SchemaVersion || s.Format != summary.Format || s.Kind != "trace" || s.Source != trace {
 		t.Fatalf("read back: kind %s, %+v", f.Kind, s)
 	}
-	if s.TraceSummary == nil || s.TraceSummary.PeakAllocatedBytes <= 0 || len(s.Operators) == 0 || len(s.Charts) == 0 || s.Leaks == nil || s.Frag == nil {
-		t.Errorf("summary lacks parts: trace summary %v, %d operators, %d charts, leaks %v, frag %v", s.TraceSummary, len(s.Operators), len(s.Charts), s.Leaks != nil, s.Frag != nil)
+	if s.Overview == nil || s.Overview.PeakAllocatedBytes <= 0 || len(s.Operators) == 0 || len(s.Charts) == 0 || s.Leaks == nil || s.Frag == nil {
+		t.Errorf("summary lacks parts: trace summary %v, %d operators, %d charts, leaks %v, frag %v", s.Overview, len(s.Operators), len(s.Charts), s.Leaks != nil, s.Frag != nil)
 	}
 	// The charts keep the trace's peak exactly.
 	var peak int64
@@ -191,8 +191,8 @@ func TestSummaryIsSmallAndVersioned(t *testing.T) {
 			t.Errorf("chart %s has %d points", c.Title, c.Allocated.Len())
 		}
 	}
-	if peak != s.TraceSummary.PeakAllocatedBytes {
-		t.Errorf("downsampled chart peak %d, trace peak %d", peak, s.TraceSummary.PeakAllocatedBytes)
+	if peak != s.Overview.PeakAllocatedBytes {
+		t.Errorf("downsampled chart peak %d, trace peak %d", peak, s.Overview.PeakAllocatedBytes)
 	}
 }
 

@@ -55,7 +55,7 @@ func FuzzReadSummary(f *testing.F) {
 			_ = ev.FragOf(in)
 			_ = rules.NewInputSide(in)
 			_ = in.Leaks()
-			_ = in.TraceSummary(-1)
+			_ = in.Overview(-1)
 		})
 		if limit := fuzzAllocBase + fuzzAllocPerByte*uint64(len(data)); used > limit {
 			t.Fatalf("allocated %d bytes for %d bytes of input (limit %d; err %v)", used, len(data), limit, err)

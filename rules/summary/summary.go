@@ -295,7 +295,7 @@ func (s *Summary) complete() error {
 	case rules.SourceTrace:
 		need(s.Leaks != nil, "leaks")
 		need(s.Frag != nil, "fragmentation")
-		need(s.TraceSummary != nil, "trace_summary")
+		need(s.Overview != nil, "trace_summary")
 		need(s.Side != nil, "diff_side")
 		need(s.ZeroGrad != nil, "zero_grad")
 	case rules.SourceSnapshot:

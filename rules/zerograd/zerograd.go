@@ -144,4 +144,3 @@ func Analyze(t *chrometrace.Trace) Report {
 	}
 	return rep
 }
-

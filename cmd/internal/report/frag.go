@@ -268,7 +268,7 @@ func (r *Report) writeFrag(w io.Writer) error {
 		switch in := f.Input; {
 		case in.Has(rules.SourceSnapshot):
 			return writeFragSnapshot(w, f.Eval, in, r.Format)
-		case in.Has(rules.SourceSummary):
+		case in.Has(rules.SourceMemSummary):
 			return writeFragSummary(w, f.Eval, in, r.Format)
 		}
 		return writeFragTrace(w, f.Eval, f.Input, r.Format)
@@ -353,7 +353,7 @@ func writeFragSnapshot(w io.Writer, ev *rules.Evaluation, in *rules.Input, forma
 // limit, or cudaMalloc retries during the log).
 func writeFragSummary(w io.Writer, ev *rules.Evaluation, in *rules.Input, format string) error {
 	path := in.Source
-	doc := fragSummaryDocJSON{File: path, Devices: in.Summary.Frag()}
+	doc := fragSummaryDocJSON{File: path, Devices: in.MemSummary.Frag()}
 	doc.Verdict, doc.Reason = fragVerdictOf(ev, in)
 	if format == JSON {
 		return WriteJSON(w, doc)
@@ -396,7 +396,7 @@ func fragVerdictOf(ev *rules.Evaluation, in *rules.Input) (verdict, reason strin
 	switch {
 	case in.Has(rules.SourceSnapshot):
 		return rules.FragVerdictUnknown, "the snapshot holds no reserved memory"
-	case in.Has(rules.SourceSummary):
+	case in.Has(rules.SourceMemSummary):
 		return rules.FragVerdictUnknown, "no memory_summary() tables"
 	}
 	return rules.FragVerdictUnknown, ""
