@@ -22,7 +22,7 @@ import (
 // raw file is absent (the reduce step). An Input with a Digest has none of
 // Trace, Snapshot, ... set; the shared analyses below read the digest
 // instead, so the verdict of a run and rank is the same from the digests
-// as from the files. The file format around it is package rules/summary.
+// as from the files. The file format around it is package rules/digest.
 type Digest struct {
 	// Verdict is the input judged on its own: its leak evidence, OOMs,
 	// fragmentation and peak answers, which judge combines with the other

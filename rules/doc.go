@@ -24,7 +24,7 @@
 //	zerograd/    optimizer steps without a gradient reset (traces)
 //	diff/        what changed between two runs, budgets, the leak gate
 //	site/        how every output names a code site and its location
-//	summary/     the file `torchmem summarize` writes (a Digest)
+//	digest/      the file `torchmem summarize` writes (a Digest, in a File)
 //
 // Files of the engine:
 //

@@ -14,13 +14,13 @@ import (
 // TestCommandsImportNoAnalysis holds the one-answer design: the commands
 // render what rules.Evaluate concluded and never call an analysis
 // themselves, so cmd/torchmem imports rules (and the digest format
-// rules/summary, which is built on rules), never an analysis package
+// rules/digest, which is built on rules), never an analysis package
 // below it.
 func TestCommandsImportNoAnalysis(t *testing.T) {
 	const module = "github.com/torchmem/torchmem/"
 	allowed := map[string]bool{
-		module + "rules":         true,
-		module + "rules/summary": true, // the summary file format (summarize writes it, load reads it)
+		module + "rules":        true,
+		module + "rules/digest": true, // the digest file format (summarize writes it, load reads it)
 	}
 	for _, dir := range []string{".", "load"} {
 		pkg, err := build.ImportDir(dir, 0)

@@ -16,7 +16,7 @@ import (
 	"github.com/torchmem/torchmem/cmd/internal/escape"
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/rules"
-	"github.com/torchmem/torchmem/rules/summary"
+	"github.com/torchmem/torchmem/rules/digest"
 )
 
 // progressMinBytes: smaller files load faster than a bar could be read.
@@ -86,7 +86,7 @@ func loadInputs(stderr io.Writer, args []string, command string, topts chrometra
 					return f // refused where the inputs are made
 				}
 				reduced.Add(1)
-				s := summary.Make(in, size, version, f.Warnings)
+				s := digest.Make(in, size, version, f.Warnings)
 				s.RestoreCharts()
 				return &load.File{Path: f.Path, Kind: load.Summarized, Rank: f.Rank, Summarized: s, Warnings: f.Warnings}
 			}
