@@ -146,6 +146,16 @@ func Analyze(steps []int64, y []float64, p Params) Result {
 	sigma := max(1.4826*mad(d), p.SigmaFloor)
 	r.Sigma = sigma
 	jumps, drops := findJumps(y, d, sigma, p)
+	if yb, ok := dropBumps(y, d, jumps, drops); ok {
+		// A block that rose and fell back by as much (a buffer held for
+		// a while, then freed) is no part of the growth: the model reads
+		// the series without it.
+		y = yb
+		for i := 1; i < n; i++ {
+			d[i-1] = y[i] - y[i-1]
+		}
+		jumps, drops = findJumps(y, d, sigma, p)
+	}
 
 	// The longest flat tail: a plateau when something rose before it.
 	e := flatTail(x, y, sigma, jumps, drops, p)
@@ -207,8 +217,12 @@ func Analyze(steps []int64, y []float64, p Params) Result {
 
 	// A staircase reaching the end, and a trend in the series without its
 	// jumps from the change point on.
-	z, excess := smooth(y, d, p.SmoothK*sigma, p.FallBack)
-	st, stair := staircase(steps, y, d, excess, sigma, jumps, drops, n, p)
+	// The trend reads z, the series without the changes that stand out
+	// from its typical step; a staircase's jumps stand out from the steps
+	// between them (from 0 when it rises every step).
+	z, excess := smooth(y, d, p.SmoothK*sigma, p.FallBack, median(d))
+	zs, stand := smooth(y, d, p.SmoothK*sigma, p.FallBack, 0)
+	st, stair := staircase(steps, y, d, stand, sigma, jumps, drops, n, p)
 	s := changePoint(x, z, p.MinSteps)
 	trend := false
 	var zslope float64
@@ -233,11 +247,17 @@ func Analyze(steps []int64, y []float64, p Params) Result {
 		r.Start, r.End = steps[st.first], steps[n-1]
 		r.BytesPerStep = st.jump / float64(st.period)
 		r.Accelerating = st.accelerating
-		if trend {
-			r.BytesPerStep += zslope
-			r.Start = steps[min(s, st.first)]
-		} else {
-			r.Z = math.Inf(1)
+		r.Z = math.Inf(1)
+		// A slow growth under the stairs: the series without them (zs)
+		// still grows significantly.
+		if n-s >= p.MinSteps {
+			if _, zz := mannKendall(zs[s:], 0); zz >= p.ZCrit {
+				if b, _ := theilSen(x[s:], zs[s:]); b > 0 {
+					r.Z = zz
+					r.BytesPerStep += b
+					r.Start = steps[min(s, st.first)]
+				}
+			}
 		}
 		return r
 	case trend && grew && L >= p.ShortTail:
@@ -258,7 +278,7 @@ func Analyze(steps []int64, y []float64, p Params) Result {
 		// one-time.
 		var in []int
 		for _, j := range jumps {
-			if j > s {
+			if j > s && excess[j-1] > p.JumpK*sigma {
 				in = append(in, j)
 			}
 		}
@@ -307,6 +327,8 @@ func reduce(steps []int64, y []float64, maxPoints int) ([]int64, []float64) {
 // findJumps returns the indices i (of y) where the series jumps up by
 // more than JumpK*sigma and stays up, and those where it drops as much
 // and stays down.
+// A rise every step by the same amount is thus a staircase of period 1
+// when the series has no other noise.
 func findJumps(y, d []float64, sigma float64, p Params) (jumps, drops []int) {
 	n := len(y)
 	for i := 1; i < n; i++ {
@@ -324,6 +346,48 @@ func findJumps(y, d []float64, sigma float64, p Params) (jumps, drops []int) {
 		}
 	}
 	return jumps, drops
+}
+
+// dropBumps takes out of y every block that rose by a jump and fell back
+// by a drop of the same size (within a quarter) later, with no other
+// jump between: each such drop is paired with the latest unpaired jump
+// before it, and the values between them are lowered by the jump's
+// excess over the typical step. ok is false when there is none.
+func dropBumps(y, d []float64, jumps, drops []int) ([]float64, bool) {
+	if len(jumps) == 0 || len(drops) == 0 {
+		return y, false
+	}
+	m := median(d)
+	used := make([]bool, len(jumps))
+	var out []float64
+	for _, k := range drops {
+		// the latest jump before the drop, unpaired
+		a := -1
+		for i, j := range jumps {
+			if j < k && !used[i] {
+				a = i
+			}
+		}
+		if a < 0 {
+			continue
+		}
+		j := jumps[a]
+		up, down := d[j-1]-m, -(d[k-1] - m)
+		if math.Abs(up-down) > up/4 {
+			continue
+		}
+		used[a] = true
+		if out == nil {
+			out = slices.Clone(y)
+		}
+		for i := j; i < k; i++ {
+			out[i] -= up
+		}
+	}
+	if out == nil {
+		return y, false
+	}
+	return out, true
 }
 
 // spread: the jumps recur over all of [s, n): none of the gaps before the
@@ -544,14 +608,14 @@ func intsToFloats(v []int) []float64 {
 	return out
 }
 
-// smooth is y with the excess of every change beyond thr, up or down,
+// smooth is y with the excess of every change beyond ref +- thr,
 // taken out: each such change is replaced by the typical step around it
-// (the median of the other changes within FallBack steps either side, 0
+// (the median of the other changes within FallBack steps either side, ref
 // when there are none). What is left is the series' slow part, which
 // one-time jumps and spikes do not move. excess[i] is what was taken out
 // at change i (0 for the others).
-func smooth(y, d []float64, thr float64, w int) (z, excess []float64) {
-	big := func(v float64) bool { return math.Abs(v) > thr }
+func smooth(y, d []float64, thr float64, w int, ref float64) (z, excess []float64) {
+	big := func(v float64) bool { return math.Abs(v-ref) > thr }
 	z = slices.Clone(y)
 	excess = make([]float64, len(d))
 	var off float64
@@ -563,7 +627,11 @@ func smooth(y, d []float64, thr float64, w int) (z, excess []float64) {
 					near = append(near, d[j])
 				}
 			}
-			excess[i-1] = v - median(near)
+			typical := ref
+			if len(near) > 0 {
+				typical = median(near)
+			}
+			excess[i-1] = v - typical
 			off += excess[i-1]
 		}
 		z[i] = y[i] - off
