@@ -15,14 +15,20 @@
 //     (each within max(1, p/5) of their median p) that end within one
 //     period of the end and keep their height (the level at the end keeps
 //     at least half of their sum).
-//   - Trend: the series with its jumps taken out is split at the change
+//   - Bumps: a jump paired with a later drop of its size (a buffer held
+//     for a while, then freed) is taken out before the rest reads the
+//     series.
+//   - Trend: the series without the changes that stand out from its
+//     typical (median) step by SmoothK*sigma is split at the change
 //     point s (a flat part at its median, then a Theil-Sen line, least
 //     absolute residual); growth is significant when the Mann-Kendall Z of
 //     [s, end] is >= ZCrit (one-sided) over >= MinSteps points, in the
 //     series, in the series without its jumps, and without its largest
 //     rise.
 //   - Plateau, measured: the longest tail with no jump, Mann-Kendall not
-//     significant either way and |slope| * L <= PlateauC * sigma, of length
+//     significant either way and |slope| * L <= PlateauC * sigma (the
+//     tail's own noise when lower: a fill before it inflates the series'
+//     MAD, and the flat runs of a staircase must not pass), of length
 //     L >= max(PlateauMin, 2 x the longest interval between jumps before
 //     it), after a rise of more than PlateauC * sigma.
 //
@@ -349,10 +355,11 @@ func findJumps(y, d []float64, sigma float64, p Params) (jumps, drops []int) {
 }
 
 // dropBumps takes out of y every block that rose by a jump and fell back
-// by a drop of the same size (within a quarter) later, with no other
-// jump between: each such drop is paired with the latest unpaired jump
-// before it, and the values between them are lowered by the jump's
-// excess over the typical step. ok is false when there is none.
+// later by a drop of the same size (within a quarter): each drop is
+// paired with the latest unpaired jump of its size before it, and the
+// values between them are lowered by the jump's excess over the typical
+// step (smaller rises inside the block keep their height). ok is false
+// when there is none.
 func dropBumps(y, d []float64, jumps, drops []int) ([]float64, bool) {
 	if len(jumps) == 0 || len(drops) == 0 {
 		return y, false
@@ -361,10 +368,11 @@ func dropBumps(y, d []float64, jumps, drops []int) ([]float64, bool) {
 	used := make([]bool, len(jumps))
 	var out []float64
 	for _, k := range drops {
-		// the latest jump before the drop, unpaired
+		// the latest unpaired jump before the drop of its size
+		down := -(d[k-1] - m)
 		a := -1
 		for i, j := range jumps {
-			if j < k && !used[i] {
+			if up := d[j-1] - m; j < k && !used[i] && math.Abs(up-down) <= up/4 {
 				a = i
 			}
 		}
@@ -372,10 +380,7 @@ func dropBumps(y, d []float64, jumps, drops []int) ([]float64, bool) {
 			continue
 		}
 		j := jumps[a]
-		up, down := d[j-1]-m, -(d[k-1] - m)
-		if math.Abs(up-down) > up/4 {
-			continue
-		}
+		up := d[j-1] - m
 		used[a] = true
 		if out == nil {
 			out = slices.Clone(y)
@@ -435,13 +440,27 @@ func flatTail(x, y []float64, sigma float64, jumps, drops []int, p Params) int {
 			continue
 		}
 		z := mkZ(s, L, tieGroups(y[e:], 0))
+		if math.Abs(z) >= p.ZCrit {
+			continue
+		}
 		slope := lagSlope(x[e:], y[e:])
 		span := x[n-1] - x[e]
-		if math.Abs(z) < p.ZCrit && math.Abs(slope)*span <= p.PlateauC*sigma {
+		// Flat within the tail's own noise when that is below the
+		// series' (a fill before it inflates the series' MAD).
+		if math.Abs(slope)*span <= p.PlateauC*min(sigma, tailNoise(y[e:], p.SigmaFloor)) {
 			best = e
 		}
 	}
 	return best
+}
+
+// tailNoise is 1.4826 * MAD of v's step-to-step changes, at least floor.
+func tailNoise(v []float64, floor float64) float64 {
+	d := make([]float64, len(v)-1)
+	for i := range d {
+		d[i] = v[i+1] - v[i]
+	}
+	return max(1.4826*mad(d), floor)
 }
 
 // withoutLargest is the Mann-Kendall score of v with its k largest rises
@@ -713,3 +732,4 @@ func (r Result) Describe(what string) string {
 	}
 	return fmt.Sprintf("%s: inconclusive (%s)", what, r.Why)
 }
+
