@@ -732,4 +732,3 @@ func (r Result) Describe(what string) string {
 	}
 	return fmt.Sprintf("%s: inconclusive (%s)", what, r.Why)
 }
-
