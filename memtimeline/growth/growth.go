@@ -65,7 +65,11 @@ type Params struct {
 	SigmaFloor float64
 	// ZCrit is the one-sided Mann-Kendall score of significant growth.
 	ZCrit float64
-	// JumpK: a jump is a rise above JumpK * sigma.
+	// JumpK: a jump is a rise above JumpK * sigma. The snippet's
+	// LeakWatch uses the same value (JUMP_K): measured on the corpus,
+	// 4 / 5 / 6 give recall 99.57 / 99.57 / 99.54% and false alarms
+	// 0.40 / 0.34 / 0.32% here, and LeakWatch, which alarms at a
+	// staircase's third jump, 99.1 / 98.6 / 97.9% of the staircases.
 	JumpK float64
 	// SmoothK: changes above SmoothK * sigma are taken out (down to the
 	// typical step around them) before the trend test, so that one-time
@@ -93,7 +97,7 @@ type Params struct {
 
 // Default returns the calibrated constants.
 func Default() Params {
-	return Params{SigmaFloor: 64, ZCrit: 3.09, JumpK: 6, SmoothK: 6, FallBack: 3, MinSteps: 9, MinJumps: 3,
+	return Params{SigmaFloor: 64, ZCrit: 3.09, JumpK: 4, SmoothK: 6, FallBack: 3, MinSteps: 9, MinJumps: 3,
 		PlateauMin: 10, PlateauC: 3, MinFlat: 5, ShortTail: 8, MaxPoints: 400}
 }
 
