@@ -530,11 +530,12 @@ def _median(xs):
 
 def noise_sigma(values):
     """The step noise of a series: 1.4826 x the median absolute deviation of its step-to-step
-    changes (a staircase's jumps are outliers there, so it keeps the noise between them), and of
-    its changes over two steps / sqrt(2) when smaller (a staircase of period 2 jumps every other
-    step), floored at SIGMA_FLOOR."""
+    changes (a staircase's jumps are outliers there, so it keeps the noise between them), or of
+    its changes over two steps when smaller (a staircase of period 2 jumps every other step: its
+    changes over two steps are the jump and the noise), floored at SIGMA_FLOOR; the Go model's
+    sigma (memtimeline/growth)."""
     best = None
-    for lag, scale in ((1, 1.0), (2, math.sqrt(2.0))):
+    for lag, scale in ((1, 1.0), (2, 1.0)):
         d = [b - a for a, b in zip(values, values[lag:])]
         if len(d) < 2:
             continue

@@ -8,7 +8,9 @@
 //
 //   - d[i] = y[i] - y[i-1]; the noise sigma is 1.4826 * MAD(d), floored at
 //     SigmaFloor (the allocator's granularity), so a staircase's jumps are
-//     outliers of d and do not inflate it.
+//     outliers of d and do not inflate it; or 1.4826 * MAD of the changes
+//     over two steps when lower (a staircase of period 2: half the d are
+//     its jumps). LeakWatch's noise_sigma is the same.
 //   - Jumps: d[i] > JumpK*sigma that do not fall back (the level over the
 //     next FallBack steps stays at least half the jump above the level
 //     before it). A staircase is >= MinJumps jumps at regular intervals
@@ -154,6 +156,16 @@ func Analyze(steps []int64, y []float64, p Params) Result {
 		d[i-1] = y[i] - y[i-1]
 	}
 	sigma := max(1.4826*mad(d), p.SigmaFloor)
+	if n > 4 {
+		// A staircase of period 2 rises every other step: its jumps are
+		// half the step-to-step changes, not outliers of them; the
+		// changes over two steps keep only the noise.
+		d2 := make([]float64, n-2)
+		for i := 2; i < n; i++ {
+			d2[i-2] = y[i] - y[i-2]
+		}
+		sigma = max(min(sigma, 1.4826*mad(d2)), p.SigmaFloor)
+	}
 	r.Sigma = sigma
 	jumps, drops := findJumps(y, d, sigma, p)
 	if yb, ok := dropBumps(y, d, jumps, drops); ok {
