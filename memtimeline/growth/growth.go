@@ -265,9 +265,14 @@ func Analyze(steps []int64, y []float64, p Params) Result {
 	switch {
 	case stair:
 		r.Verdict = Growth
+		// A jump at every value read is growth at every record (a log
+		// written every few steps), told per step, not as stairs.
 		r.Staircase, r.Period, r.Jump, r.Jumps = true, st.period, st.jump, st.count
 		r.Start, r.End = steps[st.first], steps[n-1]
 		r.BytesPerStep = st.jump / float64(st.period)
+		if st.everyPoint {
+			r.Staircase, r.Period, r.Jump, r.Jumps = false, 0, 0, 0
+		}
 		r.Accelerating = st.accelerating
 		r.Z = math.Inf(1)
 		// A slow growth under the stairs: the series without them (zs)
@@ -535,6 +540,9 @@ type stairs struct {
 	period       int64
 	jump         float64
 	accelerating bool
+	// everyPoint: a jump at every value read (a log that records every
+	// few steps): a rise at each record, not stairs between flat runs.
+	everyPoint bool
 }
 
 // staircase finds >= MinJumps regular jumps ending within one period of
@@ -632,7 +640,7 @@ func staircase(steps []int64, y, d, excess []float64, sigma float64, jumps, drop
 	}
 	period := max((steps[last]-steps[at[0]])/int64(len(at)-1), 1)
 	return stairs{first: at[0], count: count, period: period, jump: sum / float64(count),
-		accelerating: memtimeline.IncreasingRises(rises)}, true
+		accelerating: memtimeline.IncreasingRises(rises), everyPoint: pm == 1}, true
 }
 
 func intsToFloats(v []int) []float64 {
