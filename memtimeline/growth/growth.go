@@ -310,11 +310,9 @@ func Analyze(steps []int64, y []float64, p Params) Result {
 			}
 		}
 		if span := x[n-1] - x[s]; len(in) >= p.MinJumps && span > 0 && spread(in, s, n) {
-			var sum float64
-			for _, j := range in {
-				sum += excess[j-1]
-			}
-			r.BytesPerStep += sum / span
+			// Jumps that recur over the whole growth are part of its
+			// slope: the robust line through the series itself.
+			r.BytesPerStep, _ = theilSen(x[s:], y[s:])
 		}
 		r.Accelerating = accelerating(x[s:], y[s:], sigma)
 		return r
