@@ -26,12 +26,13 @@ type Options struct {
 	// plateau), and a straight line fits it with R^2 >= MinGrowthR2; and
 	// memory does not then hold flat (no new high, no drop) for at least
 	// as long as it grew (a load or a cache filled once). Regularity is
-	// the growth model's too (memtimeline/growth, one sample a step): a
-	// window that fails the jump-size or R^2 test but that the model
-	// reads as growth (a significant Mann-Kendall trend from its change
-	// point, or a staircase) with the duration, samples and new highs
-	// above is a leak, at the model's rate. Size never decides it
-	// (MinGrowthBytes is 0; smi.leak's threshold sets the severity).
+	// the growth model's (memtimeline/growth, one sample a step): a
+	// window it does not read as growth is no leak whatever its fit, and
+	// one that fails the jump-size or R^2 test but that the model reads
+	// as growth (a significant Mann-Kendall trend from its change point,
+	// or a staircase) with the duration, samples and new highs above is
+	// a leak, at the model's rate. Size never decides it (MinGrowthBytes
+	// is 0; smi.leak's threshold sets the severity).
 	MinGrowthDuration time.Duration
 	MinGrowthSamples  int
 	MinGrowthRises    int
@@ -660,15 +661,18 @@ func judgeRun(all []Sample, pos []int, s, e int, opts Options) (run GrowthRun, l
 		slope, r2 := f.fit(a, b)
 		w.SlopeBytesPerSec, w.R2 = slope*(1<<20), r2
 		w.Leak, w.Reason = judgeWindow(w, opts)
-		if w.Leak {
-			return w
-		}
 		// The growth model of a step series (one sample a step) has the
 		// last word on regularity: a staircase, or a trend significant by
 		// Mann-Kendall, from its change point on, is growth whatever the
 		// size of its rises and however well a straight line fits.
 		res := modelOf(all, pos, s+a, s+b)
 		if res.Verdict != growth.Growth {
+			if w.Leak {
+				w.Leak, w.Reason = false, res.Describe("memory.used (the growth model, one sample a step)")
+			}
+			return w
+		}
+		if w.Leak {
 			return w
 		}
 		m := w
