@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/growth"
 	"github.com/torchmem/torchmem/memtimeline/steplog"
 	"github.com/torchmem/torchmem/rules/frag"
 )
@@ -56,8 +57,6 @@ type ReservedGrowth struct {
 const (
 	reservedGrowthMinBytes = 64 << 20
 	reservedGrowthMinSteps = 8
-	// mkZ is the one-sided Mann-Kendall significance (p = 0.001).
-	mkZ = 3.09
 )
 
 // AdviceReservedGrowth says what to do when reserved grows and allocated
@@ -279,8 +278,8 @@ func formatAllocConf(m map[string]string) string {
 // flat: a significant Mann-Kendall trend of reserved (after the first
 // step, which warms the cache up), still rising in the last third, at
 // least 64 MiB and 10%, while allocated changes by under a tenth of it.
-// (A simple robust test; the growth model of memtimeline/growth replaces
-// it when it lands.)
+// The trend (Theil-Sen slope, Mann-Kendall score against the model's
+// z_crit) is the growth model's (memtimeline/growth.TrendOf).
 func reservedGrowth(recs []steplog.Record) *ReservedGrowth {
 	var steps []int64
 	var res, alloc []float64
@@ -296,10 +295,11 @@ func reservedGrowth(recs []steplog.Record) *ReservedGrowth {
 	if n < reservedGrowthMinSteps {
 		return nil
 	}
-	z := mannKendallZ(res)
-	slope := theilSen(steps, res)
-	growth := res[n-1] - res[0]
-	allocChange := theilSen(steps, alloc) * float64(steps[n-1]-steps[0])
+	gp := growth.Default()
+	tr := growth.TrendOf(steps, res, gp)
+	z, slope := tr.Z, tr.Slope
+	rise := res[n-1] - res[0]
+	allocChange := growth.TrendOf(steps, alloc, gp).Slope * float64(steps[n-1]-steps[0])
 	third := n * 2 / 3
 	early := slices.Max(res[:third])
 	// Regularly: rises in at least a quarter of the steps, in both
@@ -316,71 +316,14 @@ func reservedGrowth(recs []steplog.Record) *ReservedGrowth {
 			}
 		}
 	}
-	if z < mkZ || growth < reservedGrowthMinBytes || growth < 0.1*res[0] || res[n-1] <= early || rises < max(3, (n-1)/4) || firstHalf < 2 || secondHalf < 2 || math.Abs(allocChange) > growth/10 {
+	if !tr.Grows(gp) || rise < reservedGrowthMinBytes || rise < 0.1*res[0] || res[n-1] <= early || rises < max(3, (n-1)/4) || firstHalf < 2 || secondHalf < 2 || math.Abs(allocChange) > rise/10 {
 		return nil
 	}
-	g := &ReservedGrowth{FirstStep: steps[0], LastStep: steps[n-1], GrowthBytes: int64(growth), BytesPerStep: int64(slope),
+	g := &ReservedGrowth{FirstStep: steps[0], LastStep: steps[n-1], GrowthBytes: int64(rise), BytesPerStep: int64(slope),
 		AllocatedChangeBytes: int64(allocChange), Rises: rises, Z: z, Advice: AdviceReservedGrowth}
 	g.Reason = fmt.Sprintf("reserved grew %s over steps %d-%d (%s per step, rising in %d steps, Mann-Kendall z %.1f) while allocated changed %s",
 		memtimeline.FormatBytes(g.GrowthBytes), g.FirstStep, g.LastStep, memtimeline.FormatBytes(g.BytesPerStep), rises, z, signedBytes(g.AllocatedChangeBytes))
 	return g
-}
-
-// theilSen is the median of the pairwise slopes (per step).
-func theilSen(x []int64, y []float64) float64 {
-	var s []float64
-	for i := range y {
-		for j := i + 1; j < len(y) && len(s) < 1<<16; j++ {
-			if x[j] != x[i] {
-				s = append(s, (y[j]-y[i])/float64(x[j]-x[i]))
-			}
-		}
-	}
-	if len(s) == 0 {
-		return 0
-	}
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-// mannKendallZ is the Mann-Kendall trend statistic with the tie-corrected
-// variance: Z = (S - sign S) / sqrt(Var S).
-func mannKendallZ(y []float64) float64 {
-	n := len(y)
-	var s float64
-	for i := 0; i < n; i++ {
-		for j := i + 1; j < n; j++ {
-			switch {
-			case y[j] > y[i]:
-				s++
-			case y[j] < y[i]:
-				s--
-			}
-		}
-	}
-	ties := map[float64]int{}
-	for _, v := range y {
-		ties[v]++
-	}
-	v := float64(n*(n-1)*(2*n+5)) / 18
-	for _, t := range ties {
-		if t > 1 {
-			v -= float64(t*(t-1)*(2*t+5)) / 18
-		}
-	}
-	if v <= 0 {
-		return 0
-	}
-	switch {
-	case s > 0:
-		return (s - 1) / math.Sqrt(v)
-	case s < 0:
-		return (s + 1) / math.Sqrt(v)
-	}
-	return 0
 }
 
 // Limit kinds: how the process's memory limit is known.

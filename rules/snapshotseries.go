@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/growth"
 	"github.com/torchmem/torchmem/memtimeline/snapshot"
 	"github.com/torchmem/torchmem/rules/leak"
 	"github.com/torchmem/torchmem/rules/site"
@@ -102,8 +103,31 @@ func siteKey(s snapshot.LiveSite) string {
 // step (the largest at most twice the smallest; two rises within 10%) or
 // each larger than the last. It returns the bytes per step (the median
 // rate) and the index of the first growing dump, or ok false.
+//
+// With enough dumps for the growth model (memtimeline/growth: a
+// staircase needs MinJumps rises) the model decides, as for every step
+// series: growth (a trend, or regular jumps without fall-back, reaching
+// the last dump) at its bytes per step. Three dumps are too few for it:
+// then the two rises must agree.
 func seriesGrowth(steps, vals []int64) (perStep int64, from int, ok bool) {
 	n := len(vals)
+	if p := growth.Default(); n-1 >= p.MinJumps {
+		y := make([]float64, n)
+		for i, v := range vals {
+			y[i] = float64(v)
+		}
+		r := growth.Analyze(steps, y, p)
+		if r.Verdict != growth.Growth || r.BytesPerStep < 0.5 {
+			return 0, 0, false
+		}
+		// r.Start is the first dump the growth raised: from is the one
+		// before it.
+		first := 0
+		for first < n-1 && steps[first] < r.Start {
+			first++
+		}
+		return int64(r.BytesPerStep + 0.5), max(0, first-1), true
+	}
 	from = n - 1
 	for from > 0 && vals[from] > vals[from-1] && steps[from] > steps[from-1] {
 		from--

@@ -324,3 +324,30 @@ func TestRealDefaultRunIDJobs(t *testing.T) {
 		})
 	}
 }
+
+// TestSnapshotSeriesModel: with four dumps or more the growth model
+// judges each site's bytes across them: blocks kept at every dump are a
+// leak at the model's bytes per step; a site that comes and goes between
+// dumps is not, however often it is up at a dump.
+func TestSnapshotSeriesModel(t *testing.T) {
+	dumps := func(root string, counts []int) []*Input {
+		var ins []*Input
+		for i, n := range counts {
+			p := filepath.Join(root, "memory_snapshot", fmt.Sprintf("iteration_%d", 10*(i+1)), "rank0_memory_snapshot.pickle")
+			in, err := NewInput(p, 0, Data{Snapshot: seriesSnap(n, 4<<20, false)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ins = append(ins, in)
+		}
+		return ins
+	}
+	l := JudgeAll(dumps("kept", []int{1, 2, 3, 4, 5}))[0].Leak
+	if l.Verdict != leak.VerdictLeak || l.BytesPerStep != (4<<20)/10 {
+		t.Errorf("4 MiB kept every 10 steps: %s %d B/step (%s), want a leak of %d", l.Verdict, l.BytesPerStep, l.Reason, (4<<20)/10)
+	}
+	l = JudgeAll(dumps("comes-and-goes", []int{1, 3, 1, 3, 1, 3}))[0].Leak
+	if l.Verdict == leak.VerdictLeak {
+		t.Errorf("a site up and down between dumps: %s (%s), want no leak", l.Verdict, l.Reason)
+	}
+}

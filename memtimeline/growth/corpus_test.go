@@ -332,6 +332,7 @@ type synthCase struct {
 	steps int     // how many steps the leak lasts
 	start int     // the record the leak starts at
 	truth float64 // bytes per step
+	bg    string  // the background's name
 	log   *steplog.Log
 }
 
@@ -389,7 +390,7 @@ func synthesize(bgs []background) (cases []synthCase, skipped int) {
 					for i := range v {
 						v[i] += size * float64(i+1)
 					}
-					cases = append(cases, synthCase{class: "constant", leak: true, size: m, steps: n, start: 1, truth: size, log: logOf(v, base)})
+					cases = append(cases, synthCase{class: "constant", leak: true, size: m, steps: n, start: 1, truth: size, bg: b.name, log: logOf(v, base)})
 					// late start, lasting >= 12 steps
 					st := int(float64(n) * (0.2 + 0.5*rng.Float64()))
 					st = min(st, n-12)
@@ -397,7 +398,7 @@ func synthesize(bgs []background) (cases []synthCase, skipped int) {
 					for i := st; i < n; i++ {
 						v[i] += size * float64(i-st+1)
 					}
-					cases = append(cases, synthCase{class: "late start", leak: true, size: m, steps: n - st, start: st + 1, truth: size, log: logOf(v, base)})
+					cases = append(cases, synthCase{class: "late start", leak: true, size: m, steps: n - st, start: st + 1, truth: size, bg: b.name, log: logOf(v, base)})
 					// uneven: each step keeps 0.5..1.5x the size
 					v = slices.Clone(bg)
 					var acc float64
@@ -406,8 +407,10 @@ func synthesize(bgs []background) (cases []synthCase, skipped int) {
 						acc += size * (0.5 + rng.Float64())
 						v[i] += acc
 					}
-					cases = append(cases, synthCase{class: "uneven", leak: true, size: m, steps: n - st, start: st + 1, truth: acc / float64(n-st), log: logOf(v, base)})
-					// staircase: a jump of size every p steps, >= 3 jumps, >= 12 steps
+					cases = append(cases, synthCase{class: "uneven", leak: true, size: m, steps: n - st, start: st + 1, truth: acc / float64(n-st), bg: b.name, log: logOf(v, base)})
+					// staircase: a jump of p*size every p steps (size per
+					// step, the issue's measure of a leak), >= 3 jumps,
+					// >= 12 steps
 					p := 2 + rng.IntN(min(24, (n-1)/3-1))
 					{
 						first := rng.IntN(max(1, n-max(12, 3*p)))
@@ -417,9 +420,9 @@ func synthesize(bgs []background) (cases []synthCase, skipped int) {
 							if (i-first)%p == 0 {
 								jumps++
 							}
-							v[i] += size * float64(jumps)
+							v[i] += size * float64(p) * float64(jumps)
 						}
-						cases = append(cases, synthCase{class: fmt.Sprintf("staircase p%s", periodBand(p)), leak: true, size: m, steps: n - first, start: first + 1, truth: size / float64(p), log: logOf(v, base)})
+						cases = append(cases, synthCase{class: fmt.Sprintf("staircase p%s", periodBand(p)), leak: true, size: m, steps: n - first, start: first + 1, truth: size, bg: b.name, log: logOf(v, base)})
 					}
 					// accelerating: the step's size grows from 0.5x to 1.5x
 					v = slices.Clone(bg)
@@ -428,7 +431,7 @@ func synthesize(bgs []background) (cases []synthCase, skipped int) {
 						acc += size * (0.5 + float64(i)/float64(n))
 						v[i] += acc
 					}
-					cases = append(cases, synthCase{class: "accelerating", leak: true, size: m, steps: n, start: 1, truth: acc / float64(n), log: logOf(v, base)})
+					cases = append(cases, synthCase{class: "accelerating", leak: true, size: m, steps: n, start: 1, truth: acc / float64(n), bg: b.name, log: logOf(v, base)})
 				}
 				if m < 2 {
 					continue // look-alikes: rises well above the noise
@@ -442,7 +445,7 @@ func synthesize(bgs []background) (cases []synthCase, skipped int) {
 						for i := range v {
 							v[i] += size * float64(min(i+1, r))
 						}
-						cases = append(cases, synthCase{class: "warm-up ramp", size: m, log: logOf(v, base)})
+						cases = append(cases, synthCase{class: "warm-up ramp", size: m, bg: b.name, log: logOf(v, base)})
 					}
 					// a cache that fills for 3..30 steps at random sizes, then stays >= 10 steps
 					f := 3 + rng.IntN(28)
@@ -456,7 +459,7 @@ func synthesize(bgs []background) (cases []synthCase, skipped int) {
 							}
 							v[i] += acc
 						}
-						cases = append(cases, synthCase{class: "cache fills", size: m, log: logOf(v, base)})
+						cases = append(cases, synthCase{class: "cache fills", size: m, bg: b.name, log: logOf(v, base)})
 					}
 					// spikes that fall back within 1..3 steps
 					v := slices.Clone(bg)
@@ -466,7 +469,7 @@ func synthesize(bgs []background) (cases []synthCase, skipped int) {
 							v[i] += size
 						}
 					}
-					cases = append(cases, synthCase{class: "spikes", size: m, log: logOf(v, base)})
+					cases = append(cases, synthCase{class: "spikes", size: m, bg: b.name, log: logOf(v, base)})
 					// one or two one-time jumps that stay
 					v = slices.Clone(bg)
 					for k := 0; k < 1+rep; k++ {
@@ -475,10 +478,10 @@ func synthesize(bgs []background) (cases []synthCase, skipped int) {
 							v[i] += size
 						}
 					}
-					cases = append(cases, synthCase{class: "one-time jumps", size: m, log: logOf(v, base)})
+					cases = append(cases, synthCase{class: "one-time jumps", size: m, bg: b.name, log: logOf(v, base)})
 				}
 			}
-			cases = append(cases, synthCase{class: "background", log: logOf(bg, base)})
+			cases = append(cases, synthCase{class: "background", bg: b.name, log: logOf(bg, base)})
 		}
 	}
 	return cases, skipped
@@ -513,6 +516,7 @@ type quality struct {
 	realMissed, realFalseNames    []string
 	accept, acceptFound           int // planted leaks >= 2x noise, >= 12 steps (constant, late, uneven, staircase)
 	acceptWithin10, acceptMeasure int
+	bandFound, bandWithin10       map[string]int // the acceptance set by size band
 	lookalikes, lookalikeFalse    int
 	skipped                       int
 	table                         string
@@ -557,25 +561,40 @@ func measure(t testing.TB) quality {
 	leakCells := map[string]map[string]*cell{}
 	lookCells := map[string]*cell{}
 	var classes []string
-	debug := map[string]int{}
+	// GROWTH_MISSES=1 prints every miss (and every figure off by more than
+	// 10%) of the acceptance set and every false alarm, one line each:
+	// the class, size, background, verdict, the model's reason and the
+	// step-to-step changes in KiB (GROWTH_MISSES=d).
+	dump := os.Getenv("GROWTH_MISSES")
 	show := func(c synthCase, rep steplog.SeriesReport, what string) {
-		key := what + c.class
-		if os.Getenv("GROWTH_DEBUG") == "" || debug[key] >= 4 || c.size < 20 && os.Getenv("GROWTH_DEBUG") == "big" {
+		if dump == "" {
 			return
 		}
-		debug[key]++
-		var d []string
-		recs := c.log.Series[0].Records
-		for i := 1; i < len(recs); i++ {
-			d = append(d, fmt.Sprintf("%.4g", float64(recs[i].AllocatedBytes-recs[i-1].AllocatedBytes)/1024))
+		fmt.Printf("%s %s size %.1f steps %d start %d truth %.0f bg %q: %s %d (%s)\n", what, c.class, c.size, c.steps, c.start, c.truth, c.bg, rep.Verdict, rep.BytesPerStep, rep.Reason)
+		if dump == "d" {
+			var d []string
+			recs := c.log.Series[0].Records
+			for i := 1; i < len(recs); i++ {
+				d = append(d, fmt.Sprintf("%.4g", float64(recs[i].AllocatedBytes-recs[i-1].AllocatedBytes)/1024))
+			}
+			fmt.Printf("  d(KiB)=%s\n", strings.Join(d, " "))
 		}
-		fmt.Printf("%s %s size %.1f start %d truth %.0f: %s %d (%s)\n  d(KiB)=%s\n", what, c.class, c.size, c.start, c.truth, rep.Verdict, rep.BytesPerStep, rep.Reason, strings.Join(d, " "))
+		if dump == "y" {
+			var v []string
+			for _, r := range c.log.Series[0].Records {
+				v = append(v, fmt.Sprint(r.RequestedBytes))
+			}
+			fmt.Printf("  y=%s\n", strings.Join(v, ","))
+		}
 	}
+	q.bandFound, q.bandWithin10 = map[string]int{}, map[string]int{}
 	for _, c := range cases {
 		rep := verdict(c.log)
 		found := rep.Verdict == steplog.VerdictGrowing
-		if c.leak && c.size >= 2 && c.steps >= 12 && (!found || math.Abs(float64(rep.BytesPerStep)-c.truth) > 0.1*c.truth) {
-			show(c, rep, "MISS/OFF")
+		if inAccept(c) && !found {
+			show(c, rep, "MISS")
+		} else if inAccept(c) && math.Abs(float64(rep.BytesPerStep)-c.truth) > 0.1*c.truth {
+			show(c, rep, "OFF")
 		}
 		if !c.leak && found {
 			show(c, rep, "FALSE")
@@ -615,13 +634,15 @@ func measure(t testing.TB) quality {
 				ce.within++
 			}
 		}
-		if c.size >= 2 && c.steps >= 12 && c.class != "accelerating" {
+		if inAccept(c) {
 			q.accept++
 			if found {
 				q.acceptFound++
 				q.acceptMeasure++
+				q.bandFound[band]++
 				if within {
 					q.acceptWithin10++
+					q.bandWithin10[band]++
 				}
 			}
 		}
@@ -629,7 +650,7 @@ func measure(t testing.TB) quality {
 	slices.Sort(classes)
 	fmt.Fprintf(&b, "SEMI-SYNTHETIC: %d backgrounds (real healthy series, requested and allocated; tileable ones also with +-2 MiB jitter), %d cases, %d background lengths skipped (a background that drifts is used at its own length only)\n", len(bgs), len(cases), skipped)
 	bands := []string{"<2x", "2-5x", "5-20x", "20-50x"}
-	fmt.Fprintf(&b, "  recall by class and size (per-step size, per-jump for staircases, in step-noise sigmas)\n")
+	fmt.Fprintf(&b, "  recall by class and size (bytes per step in step-noise sigmas; a staircase's is jump / period)\n")
 	fmt.Fprintf(&b, "  %-20s", "class")
 	for _, bd := range bands {
 		fmt.Fprintf(&b, " %14s", bd)
@@ -646,6 +667,28 @@ func measure(t testing.TB) quality {
 		}
 		fmt.Fprintf(&b, "\n")
 	}
+	fmt.Fprintf(&b, "  bytes/step within 10%% of the truth, share of the detected\n")
+	fmt.Fprintf(&b, "  %-20s", "class")
+	for _, bd := range bands {
+		fmt.Fprintf(&b, " %14s", bd)
+	}
+	fmt.Fprintf(&b, "\n")
+	for _, cl := range classes {
+		fmt.Fprintf(&b, "  %-20s", cl)
+		for _, bd := range bands {
+			if ce := leakCells[cl][bd]; ce != nil && ce.hit > 0 {
+				fmt.Fprintf(&b, " %6.1f%% (%4d)", 100*float64(ce.within)/float64(ce.hit), ce.hit)
+			} else {
+				fmt.Fprintf(&b, " %14s", "-")
+			}
+		}
+		fmt.Fprintf(&b, "\n")
+	}
+	fmt.Fprintf(&b, "  acceptance set, bytes/step within 10%% by band:")
+	for _, bd := range bands[1:] {
+		fmt.Fprintf(&b, " %s %.1f%% (%d)", bd, pct(q.bandWithin10[bd], q.bandFound[bd]), q.bandFound[bd])
+	}
+	fmt.Fprintf(&b, "\n")
 	fmt.Fprintf(&b, "  acceptance set (>=2x noise, >=12 steps; constant, late start, uneven, staircases): recall %.2f%% (%d/%d); bytes/step within 10%%: %.1f%% of detected\n",
 		pct(q.acceptFound, q.accept), q.acceptFound, q.accept, pct(q.acceptWithin10, q.acceptMeasure))
 	fmt.Fprintf(&b, "  false alarms on healthy look-alikes: %.2f%% (%d/%d)\n", pct(q.lookalikeFalse, q.lookalikes), q.lookalikeFalse, q.lookalikes)
@@ -661,6 +704,13 @@ func measure(t testing.TB) quality {
 	return q
 }
 
+// inAccept: the issue's acceptance set, leaks of at least 2x the step
+// noise per step lasting at least 12 steps (constant, late start, uneven,
+// staircases; accelerating ones are reported, not held).
+func inAccept(c synthCase) bool {
+	return c.leak && c.size >= 2 && c.steps >= 12 && c.class != "accelerating"
+}
+
 func pct(a, b int) float64 {
 	if b == 0 {
 		return 0
@@ -668,15 +718,15 @@ func pct(a, b int) float64 {
 	return 100 * float64(a) / float64(b)
 }
 
-// The figures the model holds on the corpus. Issue #38 asks for recall
-// >= 99% on the acceptance set; the model reaches the floor below
-// (README.md's table says where it falls short: staircases whose jumps are
-// 2-20x a noisy background's step noise). False alarms and the figure meet
-// the issue's targets. A change to the model must not fall below them.
+// The figures the model holds on the corpus, the issue's acceptance
+// (#38): recall >= 99% on the acceptance set, false alarms <= 0.5% on
+// look-alikes, bytes/step within 10% on >= 95% of the detected leaks in
+// every size band of the acceptance set. Measured: recall 99.57%, false
+// alarms 0.40%, within 10%: 98.2% / 98.7% / 99.0% (2-5x, 5-20x, 20-50x).
 const (
-	floorRecall    = 93.5 // % of the acceptance set found (measured 93.61%)
-	ceilFalseAlarm = 0.5  // % of look-alikes called growth (measured 0.24%)
-	floorWithin10  = 95.0 // % of found leaks with bytes/step within 10% (measured 98.2%)
+	floorRecall    = 99.0
+	ceilFalseAlarm = 0.5
+	floorWithin10  = 95.0
 )
 
 // TestCorpusQuality prints the quality table (-v) and holds the figures:
@@ -699,5 +749,12 @@ func TestCorpusQuality(t *testing.T) {
 	}
 	if r := pct(q.acceptWithin10, q.acceptMeasure); r < floorWithin10 {
 		t.Errorf("bytes/step within 10%% on %.1f%% of detected leaks < %.0f%%", r, floorWithin10)
+	}
+	for _, bd := range []string{"2-5x", "5-20x", "20-50x"} {
+		if q.bandFound[bd] == 0 {
+			t.Errorf("no detected leak in the %s band", bd)
+		} else if r := pct(q.bandWithin10[bd], q.bandFound[bd]); r < floorWithin10 {
+			t.Errorf("bytes/step within 10%% on %.1f%% of detected %s leaks < %.0f%%", r, bd, floorWithin10)
+		}
 	}
 }

@@ -182,3 +182,36 @@ func mkZ(s, n int, ties []int) float64 {
 func pOneSided(z float64) float64 {
 	return 0.5 * math.Erfc(z/math.Sqrt2)
 }
+
+// Trend is the robust trend of a series: the Theil-Sen slope per step
+// and the Mann-Kendall score (tie-corrected) of the series in order.
+type Trend struct {
+	Slope float64
+	Z     float64
+}
+
+// TrendOf is the trend of y over steps (increasing), the model's own
+// test: other rules that ask "does this series grow" (reserved growing
+// while allocated stays flat, a site growing between snapshots) read it
+// rather than a test of their own. A series longer than MaxPoints is
+// reduced to block medians first, as Analyze does.
+func TrendOf(steps []int64, y []float64, p Params) Trend {
+	if len(steps) != len(y) {
+		panic("growth.TrendOf: steps and values differ in length")
+	}
+	steps, y = reduce(steps, y, p.MaxPoints)
+	if len(y) < 2 {
+		return Trend{}
+	}
+	x := make([]float64, len(y))
+	for i, s := range steps {
+		x[i] = float64(s - steps[0])
+	}
+	slope, _ := theilSen(x, y)
+	_, z := mannKendall(y, 0)
+	return Trend{Slope: slope, Z: z}
+}
+
+// Grows: the trend is significant growth (Z >= ZCrit, one-sided, and a
+// positive slope).
+func (t Trend) Grows(p Params) bool { return t.Z >= p.ZCrit && t.Slope > 0 }

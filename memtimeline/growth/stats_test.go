@@ -42,3 +42,16 @@ func TestMannKendall(t *testing.T) {
 		t.Errorf("p(3.09) = %v, want 0.001", p)
 	}
 }
+
+func TestTrendOf(t *testing.T) {
+	p := Default()
+	steps := []int64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}
+	up := []float64{0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 110}
+	if tr := TrendOf(steps, up, p); !tr.Grows(p) || tr.Slope != 10 {
+		t.Errorf("a line rising 10 a step: %+v", tr)
+	}
+	flat := []float64{5, 3, 5, 3, 5, 3, 5, 3, 5, 3, 5, 3}
+	if tr := TrendOf(steps, flat, p); tr.Grows(p) {
+		t.Errorf("a sawtooth with no trend grows: %+v", tr)
+	}
+}

@@ -41,6 +41,11 @@ type Summary struct {
 	ActivePeakBytes        int64 `json:"active_peak_bytes"`
 	NonReleasableBytes     int64 `json:"non_releasable_bytes"`
 	NonReleasablePeakBytes int64 `json:"non_releasable_peak_bytes"`
+	// RequestedBytes is the "Requested memory" row (torch 2.1 and
+	// later): what the callers asked for, without the allocator's
+	// rounding; -1 when the table has no such row.
+	RequestedBytes     int64 `json:"requested_bytes"`
+	RequestedPeakBytes int64 `json:"requested_peak_bytes"`
 	// Allocations is the "Allocations" row's current count.
 	Allocations int64 `json:"allocations"`
 	// Retries counts cudaMalloc retries: the allocator freed its cache and
@@ -166,7 +171,7 @@ func Read(r io.Reader) (*Log, error) {
 		row := text[bar:]
 		if m := summaryTitle.FindStringSubmatch(row); m != nil {
 			finish(rank)
-			s := &Summary{Line: log.Lines, Device: atoiOr(m[1], -1), Rank: rank, Step: -1}
+			s := &Summary{Line: log.Lines, Device: atoiOr(m[1], -1), Rank: rank, Step: -1, RequestedBytes: -1, RequestedPeakBytes: -1}
 			if st, ok := lastStep[rank]; ok {
 				s.Step = st
 			} else if st, ok := lastStep[-1]; ok {
@@ -245,6 +250,8 @@ func summaryRow(s *Summary, row string) bool {
 		s.AllocatedBytes, s.AllocatedPeakBytes = cur, peak
 	case "Active memory":
 		s.ActiveBytes, s.ActivePeakBytes = cur, peak
+	case "Requested memory":
+		s.RequestedBytes, s.RequestedPeakBytes = cur, peak
 	case "GPU reserved memory":
 		s.ReservedBytes, s.ReservedPeakBytes = cur, peak
 	case "Non-releasable memory":
@@ -357,6 +364,12 @@ func (l *Log) StepLog() *steplog.Log {
 		rec := steplog.Record{Step: step, AllocatedBytes: s.AllocatedBytes, ReservedBytes: s.ReservedBytes, ActiveBytes: s.ActiveBytes,
 			PeakAllocatedBytes: s.AllocatedPeakBytes, PeakReservedBytes: s.ReservedPeakBytes, AllocRetries: s.Retries, InactiveSplitBytes: s.NonReleasableBytes, OOMs: s.OOMs, Line: s.Line}
 		rec.NotRecorded()
+		// Requested bytes are the series the growth model reads first
+		// (no allocator rounding), as requested_bytes in a steps log.
+		rec.RequestedBytes = s.RequestedBytes
+		if s.RequestedBytes >= 0 {
+			out.Keys["requested"] = "Requested memory (memory_summary)"
+		}
 		if !s.Time.IsZero() {
 			rec.Time, rec.HasTime = float64(s.Time.UnixNano())/1e9, true
 		}

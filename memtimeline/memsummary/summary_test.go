@@ -288,3 +288,51 @@ func TestReadManyTitleLines(t *testing.T) {
 		t.Errorf("peak heap %d MB for %d tables, want under 16 MB", peak>>20, MaxTables())
 	}
 }
+
+// TestRequestedRow: the "Requested memory" row (torch 2.1+) is read and
+// becomes the series' requested bytes, the value the growth model reads
+// first, as requested_bytes in a steps log. The real log of
+// testdata/gpu/logged_memory_summary (torch 2.11, 8 MiB kept a step).
+func TestRequestedRow(t *testing.T) {
+	f, err := os.Open(filepath.Join("..", "..", "testdata", "gpu", "logged_memory_summary", "train.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	log, err := Read(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := log.Samples[0]
+	if first.RequestedBytes != 226384<<10 || first.RequestedPeakBytes != 250980<<10 {
+		t.Errorf("requested %d (peak %d), want the row's 226384 KiB (250980 KiB)", first.RequestedBytes, first.RequestedPeakBytes)
+	}
+	sl := log.StepLog()
+	for _, r := range sl.Series[0].Records {
+		if r.RequestedBytes <= 0 {
+			t.Fatalf("step %d: requested bytes %d, want the table's", r.Step, r.RequestedBytes)
+		}
+	}
+	s := steplog.Analyze(sl, steplog.DefaultOptions()).Series[0]
+	if s.Verdict != steplog.VerdictGrowing || s.Growth == nil || s.Growth.Value != "requested" || s.BytesPerStep != 8<<20 {
+		t.Errorf("%s %d B/step on %+v: %s; want growing 8 MiB a step on requested bytes", s.Verdict, s.BytesPerStep, s.Growth, s.Reason)
+	}
+	// A table without the row (torch before 2.1): not recorded (-1), and
+	// the model reads allocated bytes.
+	var lines []string
+	for _, l := range strings.Split(summaryTables(t)[0], "\n") {
+		if !strings.Contains(l, "Requested memory") {
+			lines = append(lines, l)
+		}
+	}
+	old, err := Read(strings.NewReader(strings.Join(lines, "\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := old.Samples[0].RequestedBytes; r != -1 {
+		t.Errorf("requested %d where the table has no row, want -1", r)
+	}
+	if r := old.StepLog().Series[0].Records[0].RequestedBytes; r != -1 {
+		t.Errorf("step record's requested %d where the table has no row, want -1", r)
+	}
+}

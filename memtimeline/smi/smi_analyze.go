@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/growth"
 )
 
 // Options tunes Analyze. DefaultOptions gives the values the
@@ -24,7 +25,14 @@ type Options struct {
 	// growth (steady growth, not a process that loads and then sits on a
 	// plateau), and a straight line fits it with R^2 >= MinGrowthR2; and
 	// memory does not then hold flat (no new high, no drop) for at least
-	// as long as it grew (a load or a cache filled once).
+	// as long as it grew (a load or a cache filled once). Regularity is
+	// the growth model's (memtimeline/growth, one sample a step): a
+	// window it does not read as growth is no leak whatever its fit, and
+	// one that fails the jump-size or R^2 test but that the model reads
+	// as growth (a significant Mann-Kendall trend from its change point,
+	// or a staircase) with the duration, samples and new highs above is
+	// a leak, at the model's rate. Size never decides it (MinGrowthBytes
+	// is 0; smi.leak's threshold sets the severity).
 	MinGrowthDuration time.Duration
 	MinGrowthSamples  int
 	MinGrowthRises    int
@@ -633,7 +641,8 @@ func judgeRun(all []Sample, pos []int, s, e int, opts Options) (run GrowthRun, l
 		}
 	}
 	// window describes relative samples a..b holding rises lo..hi.
-	window := func(a, b, lo, hi int) GrowthRun {
+	var window func(a, b, lo, hi int) GrowthRun
+	window = func(a, b, lo, hi int) GrowthRun {
 		ga, gb := all[pos[s+a]], all[pos[s+b]]
 		w := GrowthRun{
 			DroppedTo: -1,
@@ -652,7 +661,45 @@ func judgeRun(all []Sample, pos []int, s, e int, opts Options) (run GrowthRun, l
 		slope, r2 := f.fit(a, b)
 		w.SlopeBytesPerSec, w.R2 = slope*(1<<20), r2
 		w.Leak, w.Reason = judgeWindow(w, opts)
-		return w
+		// The growth model of a step series (one sample a step) has the
+		// last word on regularity: a staircase, or a trend significant by
+		// Mann-Kendall, from its change point on, is growth whatever the
+		// size of its rises and however well a straight line fits.
+		res := modelOf(all, pos, s+a, s+b)
+		if res.Verdict != growth.Growth {
+			if w.Leak {
+				w.Leak, w.Reason = false, res.Describe("memory.used (the growth model, one sample a step)")
+			}
+			return w
+		}
+		if w.Leak {
+			return w
+		}
+		m := w
+		if st := int(res.Start); st > 0 && a+st < b {
+			// From the model's start: the window holding the rises after it.
+			nlo := lo
+			for nlo <= hi && riseAt[nlo] <= a+st {
+				nlo++
+			}
+			if nlo > hi {
+				return w
+			}
+			if m = window(a+st, b, nlo, hi); m.Leak {
+				return m
+			}
+		}
+		if m.Duration < opts.MinGrowthDuration || m.Samples < opts.MinGrowthSamples || m.Rises < opts.MinGrowthRises {
+			return w
+		}
+		m.Leak, m.Reason = true, growthReason(res, m)
+		// The rate is the model's (Theil-Sen, or jump / period: a
+		// one-time jump inside the growth does not steepen it), per
+		// sample, over the mean sampling interval.
+		if m.Samples > 1 && m.Duration > 0 {
+			m.SlopeBytesPerSec = res.BytesPerStep * float64(m.Samples-1) / m.Duration.Seconds()
+		}
+		return m
 	}
 	run = window(0, e-s, 0, R-1)
 	if run.Leak {
@@ -794,4 +841,26 @@ func Buckets(g *GPU, n int) []Bucket {
 		}
 	}
 	return out
+}
+
+// modelOf is the growth model's (memtimeline/growth) reading of samples
+// a..b (compact indices), one sample a step: its Start is relative to a.
+func modelOf(all []Sample, pos []int, a, b int) growth.Result {
+	steps := make([]int64, 0, b-a+1)
+	vals := make([]float64, 0, b-a+1)
+	for k := a; k <= b; k++ {
+		steps = append(steps, int64(k-a))
+		vals = append(vals, float64(all[pos[k]].UsedBytes))
+	}
+	return growth.Analyze(steps, vals, growth.Default())
+}
+
+// growthReason says a window the growth model calls growth.
+func growthReason(res growth.Result, w GrowthRun) string {
+	if res.Staircase {
+		return fmt.Sprintf("regular growth (the growth model): %d jumps of %s, one every %d samples, over %s",
+			res.Jumps, memtimeline.FormatBytes(int64(res.Jump)), res.Period, roundDuration(w.Duration))
+	}
+	return fmt.Sprintf("regular growth (the growth model): a significant trend (Mann-Kendall z %.1f) over %d samples, %s",
+		res.Z, w.Samples, roundDuration(w.Duration))
 }
