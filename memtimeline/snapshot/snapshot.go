@@ -333,6 +333,10 @@ func (m *snapMapper) snapshot(root pickle.Value) (*Snapshot, error) {
 	m.a = nil
 	if m.release {
 		debug.FreeOSMemory()
+		// Unpacking allocates the entries and nothing else: no garbage
+		// for a collection to find, which would only scan the entries
+		// as they are written (and put a write barrier on each).
+		defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	}
 	for i, sp := range spans {
 		if sp.n < 0 {

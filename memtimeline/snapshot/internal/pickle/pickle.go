@@ -445,6 +445,15 @@ func (d *pickleDecoder) peekUpTo(n int) ([]byte, error) {
 
 // next returns the next n bytes (n <= len(buf)), valid until the next read.
 func (d *pickleDecoder) next(n int) ([]byte, error) {
+	if d.end-d.pos >= n { // inlined: most reads are in the buffer
+		b := d.buf[d.pos : d.pos+n]
+		d.pos += n
+		return b, nil
+	}
+	return d.nextFill(n)
+}
+
+func (d *pickleDecoder) nextFill(n int) ([]byte, error) {
 	if err := d.fill(n); err != nil {
 		return nil, truncated(err)
 	}
@@ -456,6 +465,14 @@ func (d *pickleDecoder) next(n int) ([]byte, error) {
 // memoIndex reads a memo index: one byte (BINPUT, BINGET) or four,
 // little-endian (LONGBINPUT, LONGBINGET).
 func (d *pickleDecoder) memoIndex(long bool) (uint64, error) {
+	switch {
+	case !long && d.pos < d.end:
+		d.pos++
+		return uint64(d.buf[d.pos-1]), nil
+	case long && d.end-d.pos >= 4:
+		d.pos += 4
+		return uint64(binary.LittleEndian.Uint32(d.buf[d.pos-4:])), nil
+	}
 	n := 1
 	if long {
 		n = 4
