@@ -343,6 +343,9 @@ func (m *snapMapper) snapshot(root pickle.Value) (*Snapshot, error) {
 			continue
 		}
 		out := make([]TraceEntry, sp.n)
+		if m.release {
+			adviseHuge(out)
+		}
 		for k := range out {
 			if err := m.spend(m.entry(sp.first+uint32(k), &out[k])); err != nil {
 				return nil, err
