@@ -122,7 +122,7 @@ func (r *records) next(x *rec) {
 // would convert it; anything else stays a dict, for trace to read, or to
 // refuse with the entry's location.
 func (m *snapMapper) Record(a *pickle.Arena, keys, vals []pickle.Value) (uint32, bool) {
-	if a.Growing() || len(keys) > 16 {
+	if len(keys) > 16 {
 		return 0, false
 	}
 	m.a = a

@@ -173,9 +173,13 @@ type Arena struct {
 	// Built is what decoding built, in bytes (see BuiltBudget).
 	Built     int64
 	wideBuilt int64 // Wide values appended (pickleDecoder.built)
-	// growing: some dict got items in more than one batch, and Dict reads
-	// its first batch only until STOP (pickleDecoder.grown).
-	growing bool
+	// grown holds the dicts that got items after their first batch
+	// (CPython writes a dict of more than 1000 items in batches; a hostile
+	// file SETITEMs one dict a key at a time): their keys and values grow
+	// in place, amortized, and take their shared key list at STOP, instead
+	// of storing a new key list and copying the values at every batch
+	// (quadratic: a 100 KB pickle took 12.9 GB). By dict slot.
+	grown map[int]*grownDict
 }
 
 func (a *Arena) intVal(n int64) Value {
@@ -250,13 +254,11 @@ func (a *Arena) Dict(d Value) (keys, vals []Value) {
 		return nil, nil
 	}
 	slot := int(ref &^ refFrozen)
+	if g, ok := a.grown[slot]; ok { // before STOP (settle)
+		return g.keys, g.vals
+	}
 	return a.shapes[a.dictShape.At(slot)], a.dictVals.At(slot)
 }
-
-// Growing reports that Dict may not yet hold every item of a dict (one
-// got items in several batches; they settle at STOP): a Recorder then
-// takes nothing.
-func (a *Arena) Growing() bool { return a.growing }
 
 // Record returns the id a Recorder gave dict handle d.
 func (a *Arena) Record(d Value) (uint32, bool) {
@@ -344,13 +346,6 @@ type pickleDecoder struct {
 	vscratch   []Value
 	// limit is Decode's maxValueBytes.
 	limit int
-	// grown holds the dicts that got items after their first batch
-	// (CPython writes a dict of more than 1000 items in batches; a hostile
-	// file SETITEMs one dict a key at a time): their keys and values grow
-	// in place, amortized, and take their shared key list at STOP, instead
-	// of storing a new key list and copying the values at every batch
-	// (quadratic: a 100 KB pickle took 12.9 GB).
-	grown map[int]*grownDict // by dict slot
 	// one and two hold APPEND's and SETITEM's items without allocating.
 	one [1]Value
 	two [2]Value
@@ -786,14 +781,13 @@ func (d *pickleDecoder) setItems(i int, items []Value, batch bool) error {
 		return nil
 	}
 	slot := int(ref)
-	g, ok := d.grown[slot]
+	g, ok := d.a.grown[slot]
 	if !ok {
 		g = &grownDict{keys: slices.Clone(d.a.shapes[d.a.dictShape.At(slot)]), vals: slices.Clone(d.a.dictVals.At(slot))}
-		if d.grown == nil {
-			d.grown = map[int]*grownDict{}
+		if d.a.grown == nil {
+			d.a.grown = map[int]*grownDict{}
 		}
-		d.grown[slot] = g
-		d.a.growing = true
+		d.a.grown[slot] = g
 	}
 	for j := 0; j+1 < len(items); j += 2 {
 		g.keys = append(g.keys, d.canon(items[j]))
@@ -809,7 +803,7 @@ func (d *pickleDecoder) dictLen(i int) int {
 		return 0
 	}
 	slot := int(ref &^ refFrozen)
-	if g, ok := d.grown[slot]; ok {
+	if g, ok := d.a.grown[slot]; ok {
 		return len(g.vals)
 	}
 	return len(d.a.dictVals.At(slot))
@@ -845,13 +839,12 @@ func (d *pickleDecoder) canonStr(k Value) Value {
 
 // settle gives the grown dicts their shared key lists (see grown).
 func (d *pickleDecoder) settle() {
-	for _, i := range slices.Sorted(maps.Keys(d.grown)) {
-		g := d.grown[i]
+	for _, i := range slices.Sorted(maps.Keys(d.a.grown)) {
+		g := d.a.grown[i]
 		d.a.dictShape.Set(i, d.shape(g.keys))
 		d.a.dictVals.Set(i, g.vals)
 	}
-	d.grown = nil
-	d.a.growing = false
+	d.a.grown = nil
 }
 
 // shape returns the id of the stored key list equal to keys, storing a
