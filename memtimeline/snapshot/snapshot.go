@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime/debug"
 	"slices"
 	"strings"
 
@@ -158,14 +159,15 @@ func Read(r io.Reader) (*Snapshot, error) {
 	if head, _ := br.Peek(64); !pickle.IsPickle(head) && LooksLikeJSON(head) {
 		return ReadJSON(br)
 	}
-	r = br
-	a, root, err := pickle.Decode(r, MaxValueBytes)
+	m := &snapMapper{frames: map[int]Frame{}, stacks: map[uint32]uint32{}, strs: map[string]string{},
+		contexts: map[EntryContext]uint32{}, actionIDs: map[string]uint32{}, budget: math.MaxInt64}
+	a, root, err := pickle.DecodeRecords(br, MaxValueBytes, m)
 	if err != nil {
 		return nil, err
 	}
-	m := &snapMapper{a: a, frames: map[int]Frame{}, stacks: map[*pickle.Value][]Frame{}, strs: map[string]string{},
-		contexts: map[EntryContext]*EntryContext{},
-		budget:   8*a.InputBytes + 1<<20}
+	m.a = a
+	m.budget = 8*a.InputBytes + 1<<20
+	m.release = a.InputBytes >= releaseAfter
 	return m.snapshot(root)
 }
 
@@ -174,11 +176,26 @@ func Read(r io.Reader) (*Snapshot, error) {
 // a switch on its keys; error locations are only built on failure.
 type snapMapper struct {
 	a      *pickle.Arena
-	frames map[int]Frame             // frame dict index -> frame
-	stacks map[*pickle.Value][]Frame // first item of a frames list -> stack
-	strs   map[string]string
-	// contexts shares TraceEntry.Context between entries.
-	contexts map[EntryContext]*EntryContext
+	frames map[int]Frame // frame dict index -> frame
+	// stacks maps a frames list (its pickle.ListID: equal lists share
+	// one) to its stack, stackList[id-1].
+	stacks    map[uint32]uint32
+	stackList [][]Frame
+	strs      map[string]string
+	// contexts shares TraceEntry.Context between entries (contextList[id-1]).
+	contexts    map[EntryContext]uint32
+	contextList []*EntryContext
+	// The trace entries the decoder handed over as records (Record), and
+	// their actions (actions[id-1]).
+	recs      records
+	actions   []string
+	actionIDs map[string]uint32
+	// release: give the decoder's garbage back to the OS (releaseAfter).
+	release bool
+	// The last action str handle and its id; entryField's cache.
+	lastAction   pickle.Value
+	lastActionID uint32
+	fieldCache   [1 << fieldCacheBits]fieldCacheEntry
 	// budget caps the fields and items the mapping may visit. The memo lets
 	// a few bytes reference a huge dict or list again and again (a 4 MB
 	// file could name a million-key dict a million times); a real snapshot
@@ -186,6 +203,10 @@ type snapMapper struct {
 	// multiple of the input size means a hostile file, not a big one.
 	budget int64
 }
+
+// releaseAfter is the pickle size from which Read returns the decoder's
+// garbage to the OS before it builds the trace entries.
+const releaseAfter = 64 << 20
 
 var errTooRepetitive = errors.New("not an allocator snapshot: it refers to the same objects far more often than a real snapshot does (refusing to expand it)")
 
@@ -268,6 +289,7 @@ func (m *snapMapper) snapshot(root pickle.Value) (*Snapshot, error) {
 		return nil, m.fail(locTop, "", "a dict without segments or device_traces (keys: %s)", m.keys(root))
 	}
 	var err error
+	var spans []recordSpan
 	if v, ok := m.a.DictGet(root, "segments"); ok {
 		if s.Segments, err = m.segments(v); err != nil {
 			return nil, err
@@ -278,8 +300,15 @@ func (m *snapMapper) snapshot(root pickle.Value) (*Snapshot, error) {
 		if err != nil {
 			return nil, err
 		}
+		spans = make([]recordSpan, len(devs))
 		s.DeviceTraces = make([][]TraceEntry, len(devs))
 		for i, dv := range devs {
+			if spans[i], err = m.recordSpan(dv); err != nil {
+				return nil, err
+			}
+			if spans[i].n >= 0 {
+				continue // unpacked below, once the arena is gone
+			}
 			if s.DeviceTraces[i], err = m.trace(dv, &loc{parent: locTraces, idx: i}); err != nil {
 				return nil, err
 			}
@@ -295,7 +324,66 @@ func (m *snapMapper) snapshot(root pickle.Value) (*Snapshot, error) {
 			return nil, err
 		}
 	}
+	// What is left are the traces that are runs of records: the arena
+	// is garbage now, and with it the decoder's memo and outgrown
+	// slices. A large snapshot gives their pages back before its
+	// []TraceEntry are made, so that the peak is the records and the
+	// entries, not those too (634 MB snapshot: 604 MiB peak RSS before,
+	// with the arena live).
+	m.a = nil
+	if m.release {
+		debug.FreeOSMemory()
+		// Unpacking allocates the entries and nothing else: no garbage
+		// for a collection to find, which would only scan the entries
+		// as they are written (and put a write barrier on each).
+		defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	}
+	for i, sp := range spans {
+		if sp.n < 0 {
+			continue
+		}
+		out := make([]TraceEntry, sp.n)
+		if m.release {
+			adviseHuge(out)
+		}
+		for k := range out {
+			if err := m.spend(m.entry(sp.first+uint32(k), &out[k])); err != nil {
+				return nil, err
+			}
+		}
+		s.DeviceTraces[i] = out
+	}
+	m.recs = records{}
 	return s, nil
+}
+
+// recordSpan is a device trace that is a run of records, first to
+// first+n-1 (the trace of a pickle that Python wrote); n is -1 for
+// anything else.
+type recordSpan struct {
+	first uint32
+	n     int
+}
+
+func (m *snapMapper) recordSpan(v pickle.Value) (recordSpan, error) {
+	if v.Kind() != pickle.KindList && v.Kind() != pickle.KindTuple {
+		return recordSpan{n: -1}, nil
+	}
+	items := m.a.List(v)
+	if len(items) == 0 {
+		return recordSpan{n: -1}, nil
+	}
+	first, ok := m.a.Record(items[0])
+	if !ok {
+		return recordSpan{n: -1}, nil
+	}
+	for k, it := range items {
+		if id, ok := m.a.Record(it); !ok || id != first+uint32(k) {
+			return recordSpan{n: -1}, nil
+		}
+	}
+	// What m.list charges.
+	return recordSpan{first: first, n: len(items)}, m.spend(len(items))
 }
 
 func (m *snapMapper) keys(d pickle.Value) string {
@@ -312,7 +400,7 @@ func (m *snapMapper) keys(d pickle.Value) string {
 func (m *snapMapper) list(v pickle.Value, l *loc, key string) ([]pickle.Value, error) {
 	switch v.Kind() {
 	case pickle.KindList, pickle.KindTuple:
-		items := m.a.Lists.At(v.Index())
+		items := m.a.List(v)
 		return items, m.spend(len(items))
 	}
 	return nil, m.fail(l, key, "a %v, want a list", v.Kind())
@@ -524,8 +612,14 @@ func (m *snapMapper) trace(v pickle.Value, devLoc *loc) ([]TraceEntry, error) {
 	l := &loc{parent: devLoc, idx: 0}
 	var ctx EntryContext
 	for i, ev := range items {
-		l.idx = i
 		e := &out[i]
+		if id, ok := m.a.Record(ev); ok {
+			if err := m.spend(m.entry(id, e)); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		l.idx = i
 		err := m.fields(ev, l, func(key string, v pickle.Value) error {
 			var err error
 			switch key {
@@ -554,12 +648,7 @@ func (m *snapMapper) trace(v pickle.Value, devLoc *loc) ([]TraceEntry, error) {
 			return nil, err
 		}
 		if ctx != (EntryContext{}) {
-			c, ok := m.contexts[ctx]
-			if !ok {
-				c = &EntryContext{CompileContext: ctx.CompileContext, UserMetadata: ctx.UserMetadata}
-				m.contexts[ctx] = c
-			}
-			e.Context = c
+			e.Context = m.contextList[m.contextID(ctx)-1]
 			ctx = EntryContext{}
 		}
 	}
@@ -569,20 +658,30 @@ func (m *snapMapper) trace(v pickle.Value, devLoc *loc) ([]TraceEntry, error) {
 // stack converts a "frames" list, sharing the result with every other
 // holder of the same pickle list (the decoder already merged equal lists).
 func (m *snapMapper) stack(v pickle.Value, owner *loc) ([]Frame, error) {
+	id, err := m.stackID(v, owner)
+	if id == 0 || err != nil {
+		return nil, err
+	}
+	return m.stackList[id-1], nil
+}
+
+// stackID is stack's stack as an id (stackList[id-1]; 0: none). The
+// frame dicts it reads are frozen: a record may already hold them.
+func (m *snapMapper) stackID(v pickle.Value, owner *loc) (uint32, error) {
 	if v.Kind() == pickle.KindNone {
-		return nil, nil
+		return 0, nil
 	}
 	items, err := m.list(v, owner, "frames")
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	if len(items) == 0 {
-		return nil, nil
+		return 0, nil
 	}
-	// The decoder stores equal lists once; the slice's first element
-	// identifies it (with its length, as a prefix could share the start).
-	if st, ok := m.stacks[&items[0]]; ok && len(st) == len(items) {
-		return st, nil
+	// The decoder stores equal lists once (one ListID).
+	lid := m.a.ListID(v)
+	if id, ok := m.stacks[lid]; ok {
+		return id, nil
 	}
 	st := make([]Frame, len(items))
 	for i, fv := range items {
@@ -609,12 +708,15 @@ func (m *snapMapper) stack(v pickle.Value, owner *loc) ([]Frame, error) {
 			return err
 		})
 		if err != nil {
-			return nil, err
+			return 0, err
 		}
 		m.frames[fv.Index()] = *f
+		m.a.Freeze(fv)
 	}
-	m.stacks[&items[0]] = st
-	return st, nil
+	m.stackList = append(m.stackList, st)
+	id := uint32(len(m.stackList))
+	m.stacks[lid] = id
+	return id, nil
 }
 
 func (m *snapMapper) settings(d pickle.Value) (AllocatorSettings, error) {

@@ -55,32 +55,44 @@ func PeakComposition(s *Snapshot) *memtimeline.Composition {
 		if best != nil && peak+before <= best.AllocatedBytes {
 			continue
 		}
-		// Second pass: the blocks alive at the peak, by line.
+		// Second pass: the blocks alive at the peak, by line. A block
+		// keeps its stack; lines are made for the blocks still alive,
+		// once per stack (entries share their stacks).
 		type block struct {
-			size int64
-			line string
+			size  int64
+			stack stackKey
 		}
 		alive := map[uint64]block{}
+		stacks := map[stackKey][]Frame{}
 		for _, e := range entries[:peakAt+1] {
 			switch e.Action {
 			case ActionAlloc:
-				f := UserFrame(e.Frames)
-				line := "C++: " + cppName(f.Name)
-				if f.IsPython() {
-					line = fmt.Sprintf("%s(%d): %s", filepath.Base(f.Filename), f.Line, f.Name)
+				k := keyOf(e.Frames)
+				if _, ok := stacks[k]; !ok {
+					stacks[k] = e.Frames
 				}
-				alive[e.Addr] = block{memtimeline.BlockSize(e.Size), line}
+				alive[e.Addr] = block{memtimeline.BlockSize(e.Size), k}
 			case ActionFreeCompleted:
 				delete(alive, e.Addr)
 			}
 		}
+		lineOf := map[stackKey]string{}
 		lines := map[string]*memtimeline.Share{}
 		var seen int64
 		for _, b := range alive {
-			sh := lines[b.line]
+			line, ok := lineOf[b.stack]
+			if !ok {
+				f := UserFrame(stacks[b.stack])
+				line = "C++: " + cppName(f.Name)
+				if f.IsPython() {
+					line = fmt.Sprintf("%s(%d): %s", filepath.Base(f.Filename), f.Line, f.Name)
+				}
+				lineOf[b.stack] = line
+			}
+			sh := lines[line]
 			if sh == nil {
-				sh = &memtimeline.Share{Name: b.line}
-				lines[b.line] = sh
+				sh = &memtimeline.Share{Name: line}
+				lines[line] = sh
 			}
 			sh.Bytes += b.size
 			sh.Blocks++
@@ -97,4 +109,18 @@ func PeakComposition(s *Snapshot) *memtimeline.Composition {
 		}
 	}
 	return best
+}
+
+// stackKey identifies a stack slice: its first frame and its length
+// (entries with the same stack share one slice).
+type stackKey struct {
+	first *Frame
+	n     int
+}
+
+func keyOf(st []Frame) stackKey {
+	if len(st) == 0 {
+		return stackKey{}
+	}
+	return stackKey{&st[0], len(st)}
 }

@@ -491,7 +491,19 @@ type Interval struct{ Start, End int64 }
 // deviceBusy merges each device's kernel, memcpy and memset ranges over all
 // streams into disjoint sorted intervals.
 func DeviceBusy(t *chrometrace.Trace) map[int16][]Interval {
-	raw := map[int16][]Interval{}
+	// Counted first, so that each device's intervals take one array of
+	// their size, not append's outgrown ones (a 1 GB trace: 15 MB).
+	count := map[int16]int{}
+	for i := range t.DeviceOps {
+		switch t.DeviceOps[i].Cat {
+		case chrometrace.CatKernel, chrometrace.CatGPUMemcpy, chrometrace.CatGPUMemset:
+			count[t.DeviceOps[i].Device]++
+		}
+	}
+	raw := make(map[int16][]Interval, len(count))
+	for dev, n := range count {
+		raw[dev] = make([]Interval, 0, n)
+	}
 	for i := range t.DeviceOps {
 		d := &t.DeviceOps[i]
 		switch d.Cat {
@@ -508,6 +520,9 @@ func DeviceBusy(t *chrometrace.Trace) map[int16][]Interval {
 				continue
 			}
 			merged = append(merged, iv)
+		}
+		if len(merged) < cap(l)/2 {
+			merged = slices.Clone(merged) // the rest of l is garbage then
 		}
 		raw[dev] = slices.Clip(merged)
 	}

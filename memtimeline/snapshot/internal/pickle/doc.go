@@ -11,6 +11,9 @@
 // is plain data, and resolving classes is how pickles run code.
 //
 // Decode returns the Arena and the root Value; an Arena's accessors (Str,
-// Int64, Uint64, Dict, DictGet, Lists, Floats) read the values back.
-// Only memtimeline/snapshot uses it.
+// Int64, Uint64, Dict, DictGet, List, ListID, Floats) read the values back.
+// DecodeRecords takes a Recorder, which may pack each dict into a record of
+// its own as soon as the dict is complete (Record then names it): the
+// snapshot reader packs its millions of trace entries that way, so that they
+// never exist as generic dicts. Only memtimeline/snapshot uses it.
 package pickle

@@ -113,10 +113,10 @@ const (
 	KindFloat    // payload: index into Arena.Floats
 	KindStr      // payload: index into Arena.Strs
 	KindBytes    // payload: index into Arena.Strs
-	KindList     // payload: index into Arena.Lists
-	KindTuple    // payload: index into Arena.Lists (immutable)
-	KindSet      // payload: index into Arena.Lists
-	KindDict     // payload: index into Arena.dictVals and Arena.dictShape
+	KindList     // payload: index into Arena.listRef
+	KindTuple    // payload: index into Arena.listRef (immutable)
+	KindSet      // payload: index into Arena.listRef
+	KindDict     // payload: index into Arena.dictRef
 )
 
 var kindNames = [...]string{"None", "bool", "bool", "int", "int", "int", "float", "str", "bytes", "list", "tuple", "set", "dict"}
@@ -150,12 +150,20 @@ type Arena struct {
 	Wide   []uint64
 	Floats []float64
 	Strs   paged[string]
-	Lists  paged[[]Value]
-	// A dict is its values (dictVals) and the list of its keys, shared by
-	// every dict with the same keys in the same order (dictShape indexes
-	// shapes): a snapshot's millions of trace entries have one key list,
-	// which halves what their dicts take. Keys and values pair by position,
-	// duplicates and order as in the file.
+	// A list handle is 4 bytes (listRef) naming its items' slot in lists
+	// (slot 0: no items). Equal lists share one slot (sharedList): the
+	// millions of "frames" lists of a trace, one per entry, cost their
+	// handle and no items. A slot that a handle grew by appending is its
+	// own (refOwned); a frozen list (refFrozen) was taken by a record and
+	// may not change.
+	listRef paged[uint32]
+	lists   paged[[]Value]
+	// A dict handle is 4 bytes (dictRef): 0 while it is empty, refRecord
+	// plus the record's id once a Recorder took it, else its slot in
+	// dictVals and dictShape: its values and the list of its keys, shared
+	// by every dict with the same keys in the same order (shapes). Keys
+	// and values pair by position, duplicates and order as in the file.
+	dictRef   paged[uint32]
 	dictVals  paged[[]Value]
 	dictShape paged[uint32]
 	shapes    [][]Value // shapes[0] is the empty key list
@@ -165,6 +173,13 @@ type Arena struct {
 	// Built is what decoding built, in bytes (see BuiltBudget).
 	Built     int64
 	wideBuilt int64 // Wide values appended (pickleDecoder.built)
+	// grown holds the dicts that got items after their first batch
+	// (CPython writes a dict of more than 1000 items in batches; a hostile
+	// file SETITEMs one dict a key at a time): their keys and values grow
+	// in place, amortized, and take their shared key list at STOP, instead
+	// of storing a new key list and copying the values at every batch
+	// (quadratic: a 100 KB pickle took 12.9 GB). By dict slot.
+	grown map[int]*grownDict
 }
 
 func (a *Arena) intVal(n int64) Value {
@@ -231,11 +246,71 @@ func (a *Arena) DictGet(d Value, key string) (Value, bool) {
 	return 0, false
 }
 
-// Dict returns a Dict handle's keys and values, paired by index.
+// Dict returns a Dict handle's keys and values, paired by index; a dict
+// that a Recorder took (Record) reads as empty.
 func (a *Arena) Dict(d Value) (keys, vals []Value) {
-	i := d.Index()
-	return a.shapes[a.dictShape.At(i)], a.dictVals.At(i)
+	ref := a.dictRef.At(d.Index())
+	if ref == 0 || ref&refRecord != 0 {
+		return nil, nil
+	}
+	slot := int(ref &^ refFrozen)
+	if g, ok := a.grown[slot]; ok { // before STOP (settle)
+		return g.keys, g.vals
+	}
+	return a.shapes[a.dictShape.At(slot)], a.dictVals.At(slot)
 }
+
+// Record returns the id a Recorder gave dict handle d.
+func (a *Arena) Record(d Value) (uint32, bool) {
+	if d.Kind() != KindDict {
+		return 0, false
+	}
+	ref := a.dictRef.At(d.Index())
+	return ref &^ refRecord, ref&refRecord != 0
+}
+
+// List returns the items of a list, tuple or set handle.
+func (a *Arena) List(v Value) []Value {
+	return a.lists.At(int(a.listRef.At(v.Index()) & refSlot))
+}
+
+// ListID names the stored items of a list, tuple or set handle: equal
+// lists built by appending to an empty one share it (sharedList).
+func (a *Arena) ListID(v Value) uint32 { return a.listRef.At(v.Index()) & refSlot }
+
+// Freeze makes a later change to container v an error: a Recorder that
+// took v's contents into a record calls it, so that no record disagrees
+// with the pickle's data.
+func (a *Arena) Freeze(v Value) {
+	switch v.Kind() {
+	case KindList, KindTuple, KindSet:
+		a.listRef.Set(v.Index(), a.listRef.At(v.Index())|refFrozen)
+	case KindDict:
+		if ref := a.dictRef.At(v.Index()); ref&refRecord == 0 {
+			a.dictRef.Set(v.Index(), ref|refFrozen)
+		}
+	}
+}
+
+// Reference bits of listRef and dictRef.
+const (
+	refRecord = 1 << 31 // dictRef: the rest is a record id
+	refFrozen = 1 << 30 // the container may not change
+	refOwned  = 1 << 29 // listRef: the slot is this handle's alone
+	refSlot   = refOwned - 1
+)
+
+// A Recorder may take each dict as a compact record of its own when the
+// dict gets its items (one SETITEMS, as Python writes a dict of fewer
+// than 1000 items), so that millions of trace entries never exist as
+// generic dicts. keys and vals pair by position and alias decoder memory:
+// read them during the call only. The dict then reads as empty (Dict)
+// and Record returns id; a later change to it is an error.
+type Recorder interface {
+	Record(a *Arena, keys, vals []Value) (id uint32, ok bool)
+}
+
+var errChanged = errors.New("a container changed after a trace entry took it (Python's pickle never writes this): not an allocator snapshot")
 
 // pickleDecoder is the unpickling machine: a value stack, a mark stack and
 // the memo, fed from its own buffer (slices of it are handed out without
@@ -254,10 +329,14 @@ type pickleDecoder struct {
 	memo   paged[Value]
 	sparse map[uint64]Value // memo slots set out of order (never by CPython)
 	proto  int
-	// listIndex finds a stored list with the same contents, so that the
-	// thousands of identical "frames" lists of a trace share one slice.
-	listIndex map[uint64][][]Value
-	slab      []Value
+	// listIndex finds a stored list slot with the same contents, so that
+	// the thousands of identical "frames" lists of a trace share one slot.
+	listIndex map[uint64][]uint32
+	rec       Recorder
+	// strIndex shares the text of equal short strs (frame file and
+	// function names that a writer did not memoize).
+	strIndex map[string]string
+	slab     []Value
 	// shapeIndex finds a stored key list (Arena.shapes) by its hash;
 	// canonKey maps a key string to the first handle seen for it, so that
 	// key lists of writers that do not memoize keys still share.
@@ -267,13 +346,11 @@ type pickleDecoder struct {
 	vscratch   []Value
 	// limit is Decode's maxValueBytes.
 	limit int
-	// grown holds the dicts that got items after their first batch
-	// (CPython writes a dict of more than 1000 items in batches; a hostile
-	// file SETITEMs one dict a key at a time): their keys and values grow
-	// in place, amortized, and take their shared key list at STOP, instead
-	// of storing a new key list and copying the values at every batch
-	// (quadratic: a 100 KB pickle took 12.9 GB).
-	grown map[int]*grownDict
+	// one and two hold APPEND's and SETITEM's items without allocating.
+	one [1]Value
+	two [2]Value
+	// canonCache: handle+1 -> canon(handle) (see canon).
+	canonCache [1 << canonCacheBits][2]Value
 	// built counts what the decoder has built (containers, their items,
 	// strs, floats and wide ints): the memory the input costs, which
 	// Decode bounds by the input's length (see budget).
@@ -288,9 +365,17 @@ const pickleBufSize = 256 << 10
 // no str, bytes or container may be over maxValueBytes (ValueLimitError).
 // It may read past the STOP opcode.
 func Decode(r io.Reader, maxValueBytes int) (*Arena, Value, error) {
-	d := &pickleDecoder{src: r, buf: make([]byte, 4<<10), listIndex: make(map[uint64][][]Value), limit: max(maxValueBytes, 1),
-		shapeIndex: map[uint64][]uint32{}, canonKey: map[string]Value{}}
+	return DecodeRecords(r, maxValueBytes, nil)
+}
+
+// DecodeRecords is Decode with a Recorder (nil: none).
+func DecodeRecords(r io.Reader, maxValueBytes int, rec Recorder) (*Arena, Value, error) {
+	d := &pickleDecoder{src: r, buf: make([]byte, 4<<10), listIndex: map[uint64][]uint32{}, limit: max(maxValueBytes, 1),
+		shapeIndex: map[uint64][]uint32{}, canonKey: map[string]Value{}, strIndex: map[string]string{}, rec: rec}
 	d.a.shapes = [][]Value{nil}
+	d.a.lists.Add(nil)    // slot 0: no items
+	d.a.dictVals.Add(nil) // slot 0: unused (dictRef 0 is an empty dict)
+	d.a.dictShape.Add(0)
 	head, err := d.peekUpTo(2)
 	if len(head) == 0 && err != nil {
 		if err == io.EOF {
@@ -355,6 +440,15 @@ func (d *pickleDecoder) peekUpTo(n int) ([]byte, error) {
 
 // next returns the next n bytes (n <= len(buf)), valid until the next read.
 func (d *pickleDecoder) next(n int) ([]byte, error) {
+	if d.end-d.pos >= n { // inlined: most reads are in the buffer
+		b := d.buf[d.pos : d.pos+n]
+		d.pos += n
+		return b, nil
+	}
+	return d.nextFill(n)
+}
+
+func (d *pickleDecoder) nextFill(n int) ([]byte, error) {
 	if err := d.fill(n); err != nil {
 		return nil, truncated(err)
 	}
@@ -366,6 +460,14 @@ func (d *pickleDecoder) next(n int) ([]byte, error) {
 // memoIndex reads a memo index: one byte (BINPUT, BINGET) or four,
 // little-endian (LONGBINPUT, LONGBINGET).
 func (d *pickleDecoder) memoIndex(long bool) (uint64, error) {
+	switch {
+	case !long && d.pos < d.end:
+		d.pos++
+		return uint64(d.buf[d.pos-1]), nil
+	case long && d.end-d.pos >= 4:
+		d.pos += 4
+		return uint64(binary.LittleEndian.Uint32(d.buf[d.pos-4:])), nil
+	}
 	n := 1
 	if long {
 		n = 4
@@ -518,12 +620,6 @@ func (d *pickleDecoder) popMark() ([]Value, bool) {
 	return items, true
 }
 
-func (d *pickleDecoder) newList(k Kind, items []Value) Value {
-	d.built += 24 + 8*int64(len(items))
-	d.a.Lists.Add(items)
-	return mkval(k, uint64(d.a.Lists.Len()-1))
-}
-
 func (d *pickleDecoder) memoPut(idx uint64, v Value) {
 	d.built += 8
 	switch {
@@ -575,99 +671,180 @@ func (d *pickleDecoder) store(items []Value) []Value {
 
 const slabSize = 32 << 10 // pvals
 
-// sharedList returns stored items for a fresh list, reusing an equal list
-// stored before. CPython shares the frame dicts of a traceback through the
-// memo but builds a new list per trace entry; sharing equal lists here keeps
-// the arena (and the []Frame slices built from it) proportional to the
-// distinct stacks rather than to the trace length.
-func (d *pickleDecoder) sharedList(items []Value) []Value {
+// sharedList returns the slot of stored items for a fresh list, reusing an
+// equal list stored before. CPython shares the frame dicts of a traceback
+// through the memo but builds a new list per trace entry; sharing equal
+// lists here keeps the arena (and the []Frame slices built from it)
+// proportional to the distinct stacks rather than to the trace length.
+func (d *pickleDecoder) sharedList(items []Value) uint32 {
 	if len(items) < 2 {
-		return d.store(items)
+		return d.addListSlot(d.store(items))
 	}
 	h := uint64(14695981039346656037)
 	for _, it := range items {
 		h ^= uint64(it)
 		h *= 1099511628211
 	}
-	for _, other := range d.listIndex[h] {
-		if len(other) == len(items) && equalVals(other, items) {
-			return other
+	for _, slot := range d.listIndex[h] {
+		if other := d.a.lists.At(int(slot)); len(other) == len(items) && equalVals(other, items) {
+			return slot
 		}
 	}
-	out := d.store(items)
-	d.listIndex[h] = append(d.listIndex[h], out)
-	return out
+	slot := d.addListSlot(d.store(items))
+	d.listIndex[h] = append(d.listIndex[h], slot)
+	return slot
 }
 
-// newDict stores a dict with the interleaved key/value items.
+func (d *pickleDecoder) addListSlot(items []Value) uint32 {
+	d.a.lists.Add(items)
+	return uint32(d.a.lists.Len() - 1)
+}
+
+// newList stores a list, tuple or set of items (which the caller stored:
+// the slot is the handle's own).
+func (d *pickleDecoder) newList(k Kind, items []Value) Value {
+	d.built += 24 + 8*int64(len(items))
+	var ref uint32
+	if len(items) > 0 {
+		ref = d.addListSlot(items) | refOwned
+	}
+	d.a.listRef.Add(ref)
+	return mkval(k, uint64(d.a.listRef.Len()-1))
+}
+
+// appendItems adds items to list handle i.
+func (d *pickleDecoder) appendItems(i int, items []Value) error {
+	ref := d.a.listRef.At(i)
+	if ref&refFrozen != 0 {
+		return errChanged
+	}
+	slot := int(ref & refSlot)
+	cur := d.a.lists.At(slot)
+	switch {
+	case len(items) == 0:
+	case len(cur) == 0:
+		d.a.listRef.Set(i, d.sharedList(items))
+	case ref&refOwned != 0:
+		if n := len(cur) + len(items); n > cap(cur) {
+			// Double (append grows a large slice by a quarter, copying
+			// a device's trace list of millions of entries ten times).
+			grown := make([]Value, len(cur), max(2*cap(cur), n))
+			copy(grown, cur)
+			cur = grown
+		}
+		d.a.lists.Set(slot, append(cur, items...))
+	default:
+		// Shared: a copy of its own (cur's cap is its length).
+		d.a.listRef.Set(i, d.addListSlot(append(cur, items...))|refOwned)
+	}
+	return nil
+}
+
+// newDict makes a dict with the interleaved key/value items.
 func (d *pickleDecoder) newDict(items []Value) Value {
 	d.built += 28
-	d.a.dictVals.Add(nil)
-	d.a.dictShape.Add(0)
-	i := d.a.dictVals.Len() - 1
+	d.a.dictRef.Add(0)
+	i := d.a.dictRef.Len() - 1
 	if len(items) > 0 {
-		d.setItems(i, items)
+		d.setItems(i, items, true)
 	}
 	return mkval(KindDict, uint64(i))
 }
 
-// setItems adds interleaved key/value items to dict i.
-func (d *pickleDecoder) setItems(i int, items []Value) {
+// setItems adds interleaved key/value items to dict handle i; batch says
+// they came in one SETITEMS or DICT (a Recorder may take them).
+func (d *pickleDecoder) setItems(i int, items []Value, batch bool) error {
 	d.built += 8 * int64(len(items))
-	if g, ok := d.grown[i]; ok || len(d.a.dictVals.At(i)) > 0 {
-		if !ok {
-			g = &grownDict{keys: slices.Clone(d.a.shapes[d.a.dictShape.At(i)]), vals: slices.Clone(d.a.dictVals.At(i))}
-			if d.grown == nil {
-				d.grown = map[int]*grownDict{}
-			}
-			d.grown[i] = g
-		}
+	ref := d.a.dictRef.At(i)
+	if ref&(refRecord|refFrozen) != 0 {
+		return errChanged
+	}
+	if len(items) == 0 {
+		return nil
+	}
+	if ref == 0 {
+		keys, vals := d.kscratch[:0], d.vscratch[:0]
 		for j := 0; j+1 < len(items); j += 2 {
-			g.keys = append(g.keys, d.canon(items[j]))
-			g.vals = append(g.vals, items[j+1])
+			keys = append(keys, d.canon(items[j]))
+			vals = append(vals, items[j+1])
 		}
-		return
+		d.kscratch, d.vscratch = keys[:0], vals[:0]
+		if batch && d.rec != nil {
+			if id, ok := d.rec.Record(&d.a, keys, vals); ok && id < refRecord {
+				d.a.dictRef.Set(i, refRecord|id)
+				return nil
+			}
+		}
+		d.a.dictShape.Add(d.shape(keys))
+		d.a.dictVals.Add(d.store(vals))
+		d.a.dictRef.Set(i, uint32(d.a.dictVals.Len()-1))
+		return nil
 	}
-	keys := append(d.kscratch[:0], d.a.shapes[d.a.dictShape.At(i)]...)
-	vals := d.vscratch[:0]
+	slot := int(ref)
+	g, ok := d.a.grown[slot]
+	if !ok {
+		g = &grownDict{keys: slices.Clone(d.a.shapes[d.a.dictShape.At(slot)]), vals: slices.Clone(d.a.dictVals.At(slot))}
+		if d.a.grown == nil {
+			d.a.grown = map[int]*grownDict{}
+		}
+		d.a.grown[slot] = g
+	}
 	for j := 0; j+1 < len(items); j += 2 {
-		keys = append(keys, d.canon(items[j]))
-		vals = append(vals, items[j+1])
+		g.keys = append(g.keys, d.canon(items[j]))
+		g.vals = append(g.vals, items[j+1])
 	}
-	d.a.dictShape.Set(i, d.shape(keys))
-	d.a.dictVals.Set(i, d.store(vals))
-	d.kscratch, d.vscratch = keys[:0], vals[:0]
+	return nil
 }
 
-// dictLen is how many items dict i holds so far.
+// dictLen is how many items dict handle i holds so far.
 func (d *pickleDecoder) dictLen(i int) int {
-	if g, ok := d.grown[i]; ok {
+	ref := d.a.dictRef.At(i)
+	if ref == 0 || ref&refRecord != 0 {
+		return 0
+	}
+	slot := int(ref &^ refFrozen)
+	if g, ok := d.a.grown[slot]; ok {
 		return len(g.vals)
 	}
-	return len(d.a.dictVals.At(i))
+	return len(d.a.dictVals.At(slot))
 }
 
 // canon maps a str key to the first handle seen for its text.
 func (d *pickleDecoder) canon(k Value) Value {
 	if k.Kind() == KindStr {
-		s := d.a.Strs.At(k.Index())
-		if c, ok := d.canonKey[s]; ok {
-			return c
-		} else if len(d.canonKey) < 1<<16 {
-			d.canonKey[s] = k
+		// Memoized keys repeat their handle: a direct-mapped cache of
+		// handles spares hashing the text of each.
+		c := &d.canonCache[(uint64(k)*0x9E3779B97F4A7C15)>>(64-canonCacheBits)]
+		if c[0] == k+1 {
+			return c[1]
 		}
+		v := d.canonStr(k)
+		*c = [2]Value{k + 1, v}
+		return v
+	}
+	return k
+}
+
+const canonCacheBits = 10
+
+func (d *pickleDecoder) canonStr(k Value) Value {
+	s := d.a.Strs.At(k.Index())
+	if c, ok := d.canonKey[s]; ok {
+		return c
+	} else if len(d.canonKey) < 1<<16 {
+		d.canonKey[s] = k
 	}
 	return k
 }
 
 // settle gives the grown dicts their shared key lists (see grown).
 func (d *pickleDecoder) settle() {
-	for _, i := range slices.Sorted(maps.Keys(d.grown)) {
-		g := d.grown[i]
+	for _, i := range slices.Sorted(maps.Keys(d.a.grown)) {
+		g := d.a.grown[i]
 		d.a.dictShape.Set(i, d.shape(g.keys))
 		d.a.dictVals.Set(i, g.vals)
 	}
-	d.grown = nil
+	d.a.grown = nil
 }
 
 // shape returns the id of the stored key list equal to keys, storing a
@@ -721,22 +898,8 @@ func (d *pickleDecoder) run() (Value, error) {
 		}
 		op := d.buf[d.pos]
 		d.pos++
+		var err error
 		switch op {
-		case opPROTO:
-			b, err := d.next(1)
-			if err != nil {
-				return 0, err
-			}
-			if b[0] < 2 || b[0] > 5 {
-				return 0, d.errorf(opOff, op, "unsupported pickle protocol %d (want 2 to 5)", b[0])
-			}
-			d.proto = int(b[0])
-		case opFRAME:
-			// Framing is a hint for buffered readers; the opcodes inside
-			// are decoded as a plain stream.
-			if _, err := d.next(8); err != nil {
-				return 0, err
-			}
 		case opSTOP:
 			v, ok := d.pop()
 			if !ok || len(d.stack) != 0 || len(d.marks) != 0 {
@@ -744,265 +907,358 @@ func (d *pickleDecoder) run() (Value, error) {
 			}
 			d.settle()
 			return v, nil
-		case opMARK:
-			d.marks = append(d.marks, len(d.stack))
-		case opPOP:
-			if _, ok := d.pop(); !ok {
-				if len(d.marks) == 0 {
-					return 0, d.errorf(opOff, op, "malformed pickle: POP on an empty stack")
-				}
-				d.popMark() // POP of a bare MARK drops the mark (CPython does too)
-			}
-		case opPOPMARK:
-			if _, ok := d.popMark(); !ok {
-				return 0, d.errorf(opOff, op, "malformed pickle: POP_MARK without MARK")
-			}
-		case opDUP:
-			v, ok := d.pop()
-			if !ok {
-				return 0, d.errorf(opOff, op, "malformed pickle: DUP on an empty stack")
-			}
-			d.push(v)
-			d.push(v)
-		case opNONE:
-			d.push(mkval(KindNone, 0))
-		case opNEWTRUE:
-			d.push(mkval(KindTrue, 0))
-		case opNEWFALSE:
-			d.push(mkval(KindFalse, 0))
-		case opBININT1:
-			b, err := d.next(1)
-			if err != nil {
-				return 0, err
-			}
-			d.push(mkval(KindInt, uint64(b[0])))
-		case opBININT2:
-			b, err := d.next(2)
-			if err != nil {
-				return 0, err
-			}
-			d.push(mkval(KindInt, uint64(binary.LittleEndian.Uint16(b))))
-		case opBININT:
-			b, err := d.next(4)
-			if err != nil {
-				return 0, err
-			}
-			d.push(d.a.intVal(int64(int32(binary.LittleEndian.Uint32(b)))))
-		case opLONG1, opLONG4:
-			var n uint64
-			if op == opLONG1 {
-				b, err := d.next(1)
-				if err != nil {
-					return 0, err
-				}
-				n = uint64(b[0])
-			} else {
-				b, err := d.next(4)
-				if err != nil {
-					return 0, err
-				}
-				ln := int32(binary.LittleEndian.Uint32(b))
-				if ln < 0 {
-					return 0, d.errorf(opOff, op, "malformed pickle: LONG4 with negative length %d", ln)
-				}
-				n = uint64(ln)
-			}
-			// CPython writes the minimal two's complement, so anything
-			// over 9 bytes cannot fit 64 bits.
-			if n > 9 {
-				return 0, d.errorf(opOff, op, "integer of %d bytes overflows 64 bits", n)
-			}
-			b, _, err := d.readBytes(n)
-			if err != nil {
-				return 0, err
-			}
-			v, err := d.long(b)
-			if err != nil {
-				return 0, d.errorf(opOff, op, "%v", err)
-			}
-			d.push(v)
-		case opBINFLOAT:
-			b, err := d.next(8)
-			if err != nil {
-				return 0, err
-			}
-			d.built += 8
-			d.a.Floats = append(d.a.Floats, math.Float64frombits(binary.BigEndian.Uint64(b)))
-			d.push(mkval(KindFloat, uint64(len(d.a.Floats)-1)))
+		case opPROTO, opFRAME, opMARK, opPOP, opPOPMARK, opDUP:
+			err = d.stackOp(op, opOff)
+		case opNONE, opNEWTRUE, opNEWFALSE, opBININT1, opBININT2, opBININT, opLONG1, opLONG4, opBINFLOAT:
+			err = d.scalarOp(op, opOff)
 		case opSHORTBINUNICODE, opBINUNICODE, opBINUNICODE8,
 			opSHORTBINBYTES, opBINBYTES, opBINBYTES8, opBYTEARRAY8:
-			var n uint64
-			switch op {
-			case opSHORTBINUNICODE, opSHORTBINBYTES:
-				b, err := d.next(1)
-				if err != nil {
-					return 0, err
-				}
-				n = uint64(b[0])
-			case opBINUNICODE, opBINBYTES:
-				b, err := d.next(4)
-				if err != nil {
-					return 0, err
-				}
-				n = uint64(binary.LittleEndian.Uint32(b))
-			default:
-				b, err := d.next(8)
-				if err != nil {
-					return 0, err
-				}
-				n = binary.LittleEndian.Uint64(b)
-			}
-			k := KindBytes
-			if op == opSHORTBINUNICODE || op == opBINUNICODE || op == opBINUNICODE8 {
-				k = KindStr
-			}
-			if n > uint64(d.limit) {
-				return 0, &ValueLimitError{Offset: opOff, What: fmt.Sprintf("a %v of %d bytes", k, n), Limit: d.limit}
-			}
-			b, fresh, err := d.readBytes(n)
-			if err != nil {
-				return 0, err
-			}
-			str := unsafe.String(unsafe.SliceData(b), len(b))
-			if !fresh {
-				str = string(b)
-			}
-			d.built += 16 + int64(len(str))
-			if k == KindStr {
-				str = chrometrace.OneLine(str) // a name may not start a line of output
-			}
-			d.a.Strs.Add(str)
-			d.push(mkval(k, uint64(d.a.Strs.Len()-1)))
-		case opEMPTYDICT:
-			d.push(d.newDict(nil))
-		case opEMPTYLIST:
-			d.push(d.newList(KindList, nil))
-		case opEMPTYTUPLE:
-			d.push(d.newList(KindTuple, nil))
-		case opEMPTYSET:
-			d.push(d.newList(KindSet, nil))
-		case opTUPLE1, opTUPLE2, opTUPLE3:
-			n := int(op-opTUPLE1) + 1
-			lo := 0
-			if len(d.marks) > 0 {
-				lo = d.marks[len(d.marks)-1]
-			}
-			if len(d.stack)-lo < n {
-				return 0, d.errorf(opOff, op, "malformed pickle: TUPLE%d with %d values on the stack", n, len(d.stack)-lo)
-			}
-			items := d.store(d.stack[len(d.stack)-n:])
-			d.stack = d.stack[:len(d.stack)-n]
-			d.push(d.newList(KindTuple, items))
-		case opTUPLE, opLIST, opFROZENSET, opDICT:
-			items, ok := d.popMark()
-			if !ok {
-				return 0, d.errorf(opOff, op, "malformed pickle: opcode without MARK")
-			}
-			switch op {
-			case opTUPLE:
-				d.push(d.newList(KindTuple, d.store(items)))
-			case opLIST:
-				d.push(d.newList(KindList, d.store(items)))
-			case opFROZENSET:
-				d.push(d.newList(KindSet, d.store(items)))
-			default:
-				if len(items)%2 != 0 {
-					return 0, d.errorf(opOff, op, "malformed pickle: DICT with an odd number of items")
-				}
-				d.push(d.newDict(items))
-			}
+			err = d.stringOp(op, opOff)
+		case opEMPTYDICT, opEMPTYLIST, opEMPTYTUPLE, opEMPTYSET, opTUPLE1, opTUPLE2, opTUPLE3,
+			opTUPLE, opLIST, opFROZENSET, opDICT:
+			err = d.buildOp(op, opOff)
 		case opAPPEND, opAPPENDS, opADDITEMS:
-			var items []Value
-			if op == opAPPEND {
-				v, ok := d.pop()
-				if !ok {
-					return 0, d.errorf(opOff, op, "malformed pickle: APPEND on an empty stack")
-				}
-				items = []Value{v}
-			} else {
-				var ok bool
-				if items, ok = d.popMark(); !ok {
-					return 0, d.errorf(opOff, op, "malformed pickle: opcode without MARK")
-				}
-			}
-			if len(d.stack) == 0 {
-				return 0, d.errorf(opOff, op, "malformed pickle: nothing to append to")
-			}
-			target := d.stack[len(d.stack)-1]
-			want := KindList
-			if op == opADDITEMS {
-				want = KindSet
-			}
-			if target.Kind() != want {
-				return 0, d.errorf(opOff, op, "malformed pickle: appending to a %v", target.Kind())
-			}
-			d.built += 8 * int64(len(items))
-			cur := d.a.Lists.At(target.Index())
-			if n := len(cur) + len(items); n > d.limit/8 {
-				return 0, &ValueLimitError{Offset: opOff, What: fmt.Sprintf("a %v of %d items", target.Kind(), n), Limit: d.limit}
-			}
-			if len(cur) == 0 {
-				d.a.Lists.Set(target.Index(), d.sharedList(items))
-			} else {
-				d.a.Lists.Set(target.Index(), append(cur, items...))
-			}
+			err = d.appendOp(op, opOff)
 		case opSETITEM, opSETITEMS:
-			var items []Value
-			if op == opSETITEM {
-				v, ok1 := d.pop()
-				k, ok2 := d.pop()
-				if !ok1 || !ok2 {
-					return 0, d.errorf(opOff, op, "malformed pickle: SETITEM needs a key and a value")
-				}
-				items = []Value{k, v}
-			} else {
-				var ok bool
-				if items, ok = d.popMark(); !ok {
-					return 0, d.errorf(opOff, op, "malformed pickle: SETITEMS without MARK")
-				}
-				if len(items)%2 != 0 {
-					return 0, d.errorf(opOff, op, "malformed pickle: SETITEMS with an odd number of items")
-				}
-			}
-			if len(d.stack) == 0 || d.stack[len(d.stack)-1].Kind() != KindDict {
-				return 0, d.errorf(opOff, op, "malformed pickle: setting items on a non-dict")
-			}
-			di := d.stack[len(d.stack)-1].Index()
-			if n := d.dictLen(di) + len(items)/2; n > d.limit/16 {
-				return 0, &ValueLimitError{Offset: opOff, What: fmt.Sprintf("a dict of %d items", n), Limit: d.limit}
-			}
-			d.setItems(di, items)
-		case opMEMOIZE:
-			if len(d.stack) == 0 {
-				return 0, d.errorf(opOff, op, "malformed pickle: MEMOIZE on an empty stack")
-			}
-			d.memoPut(uint64(d.memo.Len()+len(d.sparse)), d.stack[len(d.stack)-1])
-		case opBINPUT, opLONGBINPUT:
-			idx, err := d.memoIndex(op == opLONGBINPUT)
-			if err != nil {
-				return 0, err
-			}
-			if len(d.stack) == 0 {
-				return 0, d.errorf(opOff, op, "malformed pickle: PUT on an empty stack")
-			}
-			d.memoPut(idx, d.stack[len(d.stack)-1])
-		case opBINGET, opLONGBINGET:
-			idx, err := d.memoIndex(op == opLONGBINGET)
-			if err != nil {
-				return 0, err
-			}
-			v, ok := d.memoGet(idx)
-			if !ok {
-				return 0, d.errorf(opOff, op, "malformed pickle: memo slot %d was never set", idx)
-			}
-			d.push(v)
+			err = d.setItemOp(op, opOff)
+		case opMEMOIZE, opBINPUT, opLONGBINPUT, opBINGET, opLONGBINGET:
+			err = d.memoOp(op, opOff)
 		default:
 			if name, ok := opNames[op]; ok {
 				return 0, fmt.Errorf("pickle byte %d: unsupported pickle opcode %s (0x%02x): %w", opOff, name, op, ErrNotPlainData)
 			}
 			return 0, d.errorf(opOff, op, "invalid pickle opcode (corrupt file or not a pickle)")
 		}
+		if err != nil {
+			return 0, err
+		}
 	}
+}
+
+// stackOp runs the opcodes that only move what is on the stack (and the
+// framing hints).
+func (d *pickleDecoder) stackOp(op byte, opOff int64) error {
+	switch op {
+	case opPROTO:
+		b, err := d.next(1)
+		if err != nil {
+			return err
+		}
+		if b[0] < 2 || b[0] > 5 {
+			return d.errorf(opOff, op, "unsupported pickle protocol %d (want 2 to 5)", b[0])
+		}
+		d.proto = int(b[0])
+	case opFRAME:
+		// Framing is a hint for buffered readers; the opcodes inside
+		// are decoded as a plain stream.
+		if _, err := d.next(8); err != nil {
+			return err
+		}
+	case opMARK:
+		d.marks = append(d.marks, len(d.stack))
+	case opPOP:
+		if _, ok := d.pop(); !ok {
+			if len(d.marks) == 0 {
+				return d.errorf(opOff, op, "malformed pickle: POP on an empty stack")
+			}
+			d.popMark() // POP of a bare MARK drops the mark (CPython does too)
+		}
+	case opPOPMARK:
+		if _, ok := d.popMark(); !ok {
+			return d.errorf(opOff, op, "malformed pickle: POP_MARK without MARK")
+		}
+	case opDUP:
+		v, ok := d.pop()
+		if !ok {
+			return d.errorf(opOff, op, "malformed pickle: DUP on an empty stack")
+		}
+		d.push(v)
+		d.push(v)
+	}
+	return nil
+}
+
+// scalarOp pushes None, a bool, an int or a float.
+func (d *pickleDecoder) scalarOp(op byte, opOff int64) error {
+	switch op {
+	case opNONE:
+		d.push(mkval(KindNone, 0))
+	case opNEWTRUE:
+		d.push(mkval(KindTrue, 0))
+	case opNEWFALSE:
+		d.push(mkval(KindFalse, 0))
+	case opBININT1:
+		b, err := d.next(1)
+		if err != nil {
+			return err
+		}
+		d.push(mkval(KindInt, uint64(b[0])))
+	case opBININT2:
+		b, err := d.next(2)
+		if err != nil {
+			return err
+		}
+		d.push(mkval(KindInt, uint64(binary.LittleEndian.Uint16(b))))
+	case opBININT:
+		b, err := d.next(4)
+		if err != nil {
+			return err
+		}
+		d.push(d.a.intVal(int64(int32(binary.LittleEndian.Uint32(b)))))
+	case opLONG1, opLONG4:
+		var n uint64
+		if op == opLONG1 {
+			b, err := d.next(1)
+			if err != nil {
+				return err
+			}
+			n = uint64(b[0])
+		} else {
+			b, err := d.next(4)
+			if err != nil {
+				return err
+			}
+			ln := int32(binary.LittleEndian.Uint32(b))
+			if ln < 0 {
+				return d.errorf(opOff, op, "malformed pickle: LONG4 with negative length %d", ln)
+			}
+			n = uint64(ln)
+		}
+		// CPython writes the minimal two's complement, so anything
+		// over 9 bytes cannot fit 64 bits.
+		if n > 9 {
+			return d.errorf(opOff, op, "integer of %d bytes overflows 64 bits", n)
+		}
+		b, _, err := d.readBytes(n)
+		if err != nil {
+			return err
+		}
+		v, err := d.long(b)
+		if err != nil {
+			return d.errorf(opOff, op, "%v", err)
+		}
+		d.push(v)
+	case opBINFLOAT:
+		b, err := d.next(8)
+		if err != nil {
+			return err
+		}
+		d.built += 8
+		d.a.Floats = append(d.a.Floats, math.Float64frombits(binary.BigEndian.Uint64(b)))
+		d.push(mkval(KindFloat, uint64(len(d.a.Floats)-1)))
+	}
+	return nil
+}
+
+// stringOp pushes a str or bytes payload.
+func (d *pickleDecoder) stringOp(op byte, opOff int64) error {
+	var n uint64
+	switch op {
+	case opSHORTBINUNICODE, opSHORTBINBYTES:
+		b, err := d.next(1)
+		if err != nil {
+			return err
+		}
+		n = uint64(b[0])
+	case opBINUNICODE, opBINBYTES:
+		b, err := d.next(4)
+		if err != nil {
+			return err
+		}
+		n = uint64(binary.LittleEndian.Uint32(b))
+	default:
+		b, err := d.next(8)
+		if err != nil {
+			return err
+		}
+		n = binary.LittleEndian.Uint64(b)
+	}
+	k := KindBytes
+	if op == opSHORTBINUNICODE || op == opBINUNICODE || op == opBINUNICODE8 {
+		k = KindStr
+	}
+	if n > uint64(d.limit) {
+		return &ValueLimitError{Offset: opOff, What: fmt.Sprintf("a %v of %d bytes", k, n), Limit: d.limit}
+	}
+	b, fresh, err := d.readBytes(n)
+	if err != nil {
+		return err
+	}
+	d.built += 16 + int64(len(b))
+	var str string
+	switch {
+	case fresh:
+		str = unsafe.String(unsafe.SliceData(b), len(b))
+	case k == KindStr && len(b) <= maxShared:
+		// Equal short strs share their text: a lookup by the bytes
+		// allocates nothing.
+		if s, ok := d.strIndex[string(b)]; ok {
+			d.a.Strs.Add(s)
+			d.push(mkval(k, uint64(d.a.Strs.Len()-1)))
+			return nil
+		}
+		str = string(b)
+	default:
+		str = string(b)
+	}
+	if k == KindStr {
+		str = chrometrace.OneLine(str) // a name may not start a line of output
+		if !fresh && len(b) <= maxShared && len(d.strIndex) < 1<<16 {
+			d.strIndex[string(b)] = str
+		}
+	}
+	d.a.Strs.Add(str)
+	d.push(mkval(k, uint64(d.a.Strs.Len()-1)))
+	return nil
+}
+
+// maxShared is the longest str whose text decoding shares (strIndex).
+const maxShared = 256
+
+// buildOp makes a container from nothing or from the items on the stack.
+func (d *pickleDecoder) buildOp(op byte, opOff int64) error {
+	switch op {
+	case opEMPTYDICT:
+		d.push(d.newDict(nil))
+	case opEMPTYLIST:
+		d.push(d.newList(KindList, nil))
+	case opEMPTYTUPLE:
+		d.push(d.newList(KindTuple, nil))
+	case opEMPTYSET:
+		d.push(d.newList(KindSet, nil))
+	case opTUPLE1, opTUPLE2, opTUPLE3:
+		n := int(op-opTUPLE1) + 1
+		lo := 0
+		if len(d.marks) > 0 {
+			lo = d.marks[len(d.marks)-1]
+		}
+		if len(d.stack)-lo < n {
+			return d.errorf(opOff, op, "malformed pickle: TUPLE%d with %d values on the stack", n, len(d.stack)-lo)
+		}
+		items := d.store(d.stack[len(d.stack)-n:])
+		d.stack = d.stack[:len(d.stack)-n]
+		d.push(d.newList(KindTuple, items))
+	default: // opTUPLE, opLIST, opFROZENSET, opDICT
+		items, ok := d.popMark()
+		if !ok {
+			return d.errorf(opOff, op, "malformed pickle: opcode without MARK")
+		}
+		switch op {
+		case opTUPLE:
+			d.push(d.newList(KindTuple, d.store(items)))
+		case opLIST:
+			d.push(d.newList(KindList, d.store(items)))
+		case opFROZENSET:
+			d.push(d.newList(KindSet, d.store(items)))
+		default:
+			if len(items)%2 != 0 {
+				return d.errorf(opOff, op, "malformed pickle: DICT with an odd number of items")
+			}
+			d.push(d.newDict(items))
+		}
+	}
+	return nil
+}
+
+// appendOp appends to the list (or adds to the set) under the items.
+func (d *pickleDecoder) appendOp(op byte, opOff int64) error {
+	var items []Value
+	if op == opAPPEND {
+		v, ok := d.pop()
+		if !ok {
+			return d.errorf(opOff, op, "malformed pickle: APPEND on an empty stack")
+		}
+		d.one[0] = v
+		items = d.one[:]
+	} else {
+		var ok bool
+		if items, ok = d.popMark(); !ok {
+			return d.errorf(opOff, op, "malformed pickle: opcode without MARK")
+		}
+	}
+	if len(d.stack) == 0 {
+		return d.errorf(opOff, op, "malformed pickle: nothing to append to")
+	}
+	target := d.stack[len(d.stack)-1]
+	want := KindList
+	if op == opADDITEMS {
+		want = KindSet
+	}
+	if target.Kind() != want {
+		return d.errorf(opOff, op, "malformed pickle: appending to a %v", target.Kind())
+	}
+	d.built += 8 * int64(len(items))
+	if n := len(d.a.List(target)) + len(items); n > d.limit/8 {
+		return &ValueLimitError{Offset: opOff, What: fmt.Sprintf("a %v of %d items", target.Kind(), n), Limit: d.limit}
+	}
+	if err := d.appendItems(target.Index(), items); err != nil {
+		return d.errorf(opOff, op, "%v", err)
+	}
+	return nil
+}
+
+// setItemOp sets items of the dict under them.
+func (d *pickleDecoder) setItemOp(op byte, opOff int64) error {
+	var items []Value
+	if op == opSETITEM {
+		v, ok1 := d.pop()
+		k, ok2 := d.pop()
+		if !ok1 || !ok2 {
+			return d.errorf(opOff, op, "malformed pickle: SETITEM needs a key and a value")
+		}
+		d.two = [2]Value{k, v}
+		items = d.two[:]
+	} else {
+		var ok bool
+		if items, ok = d.popMark(); !ok {
+			return d.errorf(opOff, op, "malformed pickle: SETITEMS without MARK")
+		}
+		if len(items)%2 != 0 {
+			return d.errorf(opOff, op, "malformed pickle: SETITEMS with an odd number of items")
+		}
+	}
+	if len(d.stack) == 0 || d.stack[len(d.stack)-1].Kind() != KindDict {
+		return d.errorf(opOff, op, "malformed pickle: setting items on a non-dict")
+	}
+	di := d.stack[len(d.stack)-1].Index()
+	if n := d.dictLen(di) + len(items)/2; n > d.limit/16 {
+		return &ValueLimitError{Offset: opOff, What: fmt.Sprintf("a dict of %d items", n), Limit: d.limit}
+	}
+	if err := d.setItems(di, items, op == opSETITEMS); err != nil {
+		return d.errorf(opOff, op, "%v", err)
+	}
+	return nil
+}
+
+// memoOp stores the top of the stack in the memo or pushes a memo slot.
+func (d *pickleDecoder) memoOp(op byte, opOff int64) error {
+	switch op {
+	case opMEMOIZE:
+		if len(d.stack) == 0 {
+			return d.errorf(opOff, op, "malformed pickle: MEMOIZE on an empty stack")
+		}
+		d.memoPut(uint64(d.memo.Len()+len(d.sparse)), d.stack[len(d.stack)-1])
+	case opBINPUT, opLONGBINPUT:
+		idx, err := d.memoIndex(op == opLONGBINPUT)
+		if err != nil {
+			return err
+		}
+		if len(d.stack) == 0 {
+			return d.errorf(opOff, op, "malformed pickle: PUT on an empty stack")
+		}
+		d.memoPut(idx, d.stack[len(d.stack)-1])
+	default: // opBINGET, opLONGBINGET
+		idx, err := d.memoIndex(op == opLONGBINGET)
+		if err != nil {
+			return err
+		}
+		v, ok := d.memoGet(idx)
+		if !ok {
+			return d.errorf(opOff, op, "malformed pickle: memo slot %d was never set", idx)
+		}
+		d.push(v)
+	}
+	return nil
 }
 
 func btoi(b bool) int {

@@ -52,7 +52,7 @@ func toAny(a *Arena, v Value) any {
 	case KindBytes:
 		return "bytes:" + hex.EncodeToString([]byte(a.Strs.At(v.Index())))
 	case KindList, KindTuple, KindSet:
-		items := a.Lists.At(v.Index())
+		items := a.List(v)
 		out := make([]any, len(items))
 		for i, it := range items {
 			out[i] = toAny(a, it)
