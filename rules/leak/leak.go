@@ -171,6 +171,9 @@ type Report struct {
 	UnreleasedBlocks int64 `json:"unreleased_blocks"`
 	PreexistingFrees int64 `json:"preexisting_frees"`
 	WholeWindow      bool  `json:"whole_window"`
+	// StepSeries, for a trace whose events record no Addr, is the
+	// allocated bytes at each step's end the verdict reads (noaddr.go).
+	StepSeries *StepSeries `json:"step_series,omitempty"`
 }
 
 // Kind is the kind of the input's largest leak, "" when it has none.
@@ -379,9 +382,9 @@ func Analyze(d Data, opts Options) Report {
 	if t.MemorySchema.WithoutAddr > 0 {
 		// Survivors are blocks paired by address: without Addr (torch
 		// before 1.10) no block can be followed from one step to the next.
-		rep.Verdict = VerdictUnknown
-		rep.Reason = fmt.Sprintf("%d GPU memory events record no Addr (torch before 1.10): which step's blocks stay alive is not recorded; profile with torch 1.10 or later, or log torch.cuda.memory_stats() after every step (the snippet's steps.jsonl)", t.MemorySchema.WithoutAddr)
-		return rep
+		// The allocated bytes at each step's end are still a step series
+		// (noaddr.go).
+		return analyzeWithoutAddr(t, opts, rep)
 	}
 	lts := d.Lifetimes()
 	steps := slices.Clone(t.Steps)
