@@ -26,7 +26,7 @@ func TestDumpTreeGoldens(t *testing.T) {
 					Rank int64 `json:"leaky_rank"`
 				}
 				memtest.ReadJSON(t, "testdata/gpu/round4/"+tree+"/truth.json", &truth)
-				out, errOut, code := torchmem(t, "analyze", "--format", format, "testdata/gpu/round4/"+tree)
+				out, errOut, code := torchmemShared(t, "analyze", "--format", format, "testdata/gpu/round4/"+tree)
 				if code != exitFindings {
 					t.Fatalf("exit %d, want %d (the leaking rank): %s", code, exitFindings, errOut)
 				}
@@ -45,7 +45,7 @@ func TestDumpTreeGoldens(t *testing.T) {
 					t.Errorf("no cross-rank answer naming rank %d:\n%.2000s", truth.Rank, out)
 				}
 				ext := map[string]string{formatText: "txt", formatJSON: "json"}[format]
-				checkGolden(t, "testdata/cmd/golden/analyze_"+tree+"."+ext, out)
+				checkGolden(t, "testdata/cmd/golden/dumptree/analyze_"+tree+"."+ext, out)
 			})
 		}
 	}
