@@ -166,9 +166,14 @@ func (c *checklist) leakItems() {
 				return
 			}
 		}
-		if measured {
+		switch {
+		case v.Leak.Verdict == leak.VerdictLeak && len(kinds) == 0:
+			// A leak whose sources do not tell its kind (a steps log, a
+			// trace without Addr) is not "no leak of this kind".
+			it.Status, it.Detail, it.Record = CheckNotMeasurable, "the leak's kind is not recorded: nothing among the inputs says which tensors stay", recordTrace
+		case measured:
 			it.Status, it.Detail = CheckPass, "no leak of this kind"
-		} else {
+		default:
 			it.Status, it.Detail, it.Record = CheckNotMeasurable, "the leak verdict is unknown", recordTrace
 		}
 		c.add(it)

@@ -50,6 +50,10 @@ type ReservedGrowth struct {
 	AllocConf string `json:"alloc_conf,omitempty"`
 	Reason    string `json:"reason"`
 	Advice    string `json:"advice"`
+	// Counts are the allocator's counts over the same steps; PrivatePools:
+	// private pools hold most of the growth (allocstats.go).
+	Counts       *AllocCounts `json:"alloc_counts,omitempty"`
+	PrivatePools bool         `json:"private_pools,omitempty"`
 }
 
 // reservedGrowthMinBytes: reserved must grow at least this much (and 10%)
@@ -94,6 +98,9 @@ type StepFacts struct {
 	Points           []SplitPoint      `json:"split_points,omitempty"`
 	Growth           *ReservedGrowth   `json:"reserved_growth,omitempty"`
 	SecPerStep       float64           `json:"seconds_per_step,omitempty"`
+	// Counts are the log's cudaMalloc/cudaFree, private pool and OOM
+	// rejection counts (allocstats.go).
+	Counts *AllocCounts `json:"alloc_counts,omitempty"`
 }
 
 // SplitPoint is a step whose inactive split is at least 64 MiB, with
@@ -208,8 +215,12 @@ func addSeriesFacts(f *StepFacts, recs []steplog.Record) {
 			if f.AllocConf != nil {
 				g.AllocConf = formatAllocConf(f.AllocConf)
 			}
+			explainReservedGrowth(g, recs)
 			f.Growth = g
 		}
+	}
+	if f.Counts == nil {
+		f.Counts = allocCounts(recs, -1, -1)
 	}
 }
 
@@ -253,6 +264,9 @@ func runStepFacts(ins []*Input) StepFacts {
 		}
 		if out.SecPerStep == 0 {
 			out.SecPerStep = f.SecPerStep
+		}
+		if out.Counts == nil {
+			out.Counts = f.Counts
 		}
 	}
 	if !any {
@@ -429,7 +443,7 @@ func fragCost(ans *FragAnswer, ooms []OOMAnswer, ins []*Input) *FragAnswer {
 			}
 		}
 	}
-	if g := f.Growth; g != nil {
+	if g := f.Growth; g != nil && !g.PrivatePools {
 		costs, kinds = append(costs, g.Reason), append(kinds, CostReservedGrowth)
 	}
 	if ans == nil {
@@ -447,7 +461,7 @@ func fragCost(ans *FragAnswer, ooms []OOMAnswer, ins []*Input) *FragAnswer {
 		ans.AllocRetries, ans.Retries = f.Retries, ""
 		switch {
 		case f.Retries > 0:
-			ans.Retries = fmt.Sprintf("%d cudaMalloc retries in %d of %d steps (%s)", f.Retries, f.RetrySteps, f.RetryRecords, f.What) + retryMeaning
+			ans.Retries = fmt.Sprintf("%d cudaMalloc retries in %d of %d steps (%s)", f.Retries, f.RetrySteps, f.RetryRecords, f.What) + retryMeaning + retryCounts(f.Counts)
 			if f.OOMRetries > 0 {
 				ans.Retries += fmt.Sprintf("; %d more came with the OOM (the allocator flushes its cache once before it raises out-of-memory)", f.OOMRetries)
 			}

@@ -136,13 +136,7 @@ func leakEvidence(in *Input) []LeakEvidence {
 // reportEvidence is the evidence of a trace or snapshot leak report.
 func reportEvidence(in *Input, kind SourceKind, rep leak.Report) LeakEvidence {
 	e := LeakEvidence{Source: in.Source, Kind: kind, Verdict: rep.Verdict, BytesPerStep: rep.GrowthBytesPerStep, Reason: rep.Reason, R2: 1, FirstStep: -1, LastStep: -1}
-	for _, s := range rep.Steps {
-		if e.Steps == 0 {
-			e.FirstStep = s.Number
-		}
-		e.Steps++
-		e.LastStep = s.Number
-	}
+	e.Steps, e.FirstStep, e.LastStep = rep.StepsCovered()
 	if rep.Verdict != leak.VerdictLeak {
 		e.BytesPerStep = 0
 		// A window or history with no growth in it saw no growth over
@@ -162,6 +156,9 @@ func reportEvidence(in *Input, kind SourceKind, rep leak.Report) LeakEvidence {
 	} else if len(rep.Suspects) > 0 {
 		s = &rep.Suspects[0]
 		e.LeakKind, e.KindEvidence, e.Fix, e.Leaks = s.Kind, s.Evidence, s.Fix, 1
+	} else if g := rep.StepSeries; g != nil {
+		e.GrowthFirst, e.GrowthLast, e.Period = g.GrowthFirst, g.GrowthLast, max(g.Period, 1)
+		e.StackNote = leak.NoAddrNote
 	}
 	if s != nil {
 		e.Holding, e.StackNote = s.Stack, s.StackNote

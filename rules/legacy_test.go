@@ -13,13 +13,16 @@ import (
 
 // A torch 1.8 trace (the TensorBoard plugin's resnet50 sample) records
 // [memory] events with Bytes alone: the verdict says what that cannot
-// tell (which step keeps memory, the cache's reserved memory) instead of
-// a leak from blocks all paired at address 0 or a negative idle cache,
-// and gives the peak as the running sum from the window's start.
+// tell (the cache's reserved memory) instead of a leak from blocks all
+// paired at address 0 or a negative idle cache, reads the leak from the
+// running sum at each step's end (every one of its 6 steps ends where
+// the window began: clean), and gives the peak as the running sum from
+// the window's start.
 func TestVerdictOnTorch18Trace(t *testing.T) {
 	dir := memtest.Testdata("public", "kineto_tb_plugin")
 	var truth struct {
-		Peak map[string]int64 `json:"running_sum_peak"`
+		Peak  map[string]int64 `json:"running_sum_peak"`
+		Steps []int64          `json:"steps"`
 	}
 	memtest.ReadJSON(t, dir+"/worker0.1623143089861.truth.json", &truth)
 	vs := judgeAll(loadInputs(t, dir+"/worker0.1623143089861.pt.trace.json.gz"))
@@ -27,7 +30,7 @@ func TestVerdictOnTorch18Trace(t *testing.T) {
 		t.Fatalf("%d verdicts", len(vs))
 	}
 	v := vs[0]
-	if v.Leak.Verdict != leak.VerdictUnknown || v.Leak.BytesPerStep != 0 {
+	if v.Leak.Verdict != leak.VerdictClean || v.Leak.BytesPerStep != 0 || len(v.Leak.Evidence) == 0 || v.Leak.Evidence[0].Steps != len(truth.Steps) {
 		t.Errorf("leak %s %d B/step: %s", v.Leak.Verdict, v.Leak.BytesPerStep, v.Leak.Reason)
 	}
 	if v.Frag == nil || v.Frag.Verdict != frag.VerdictUnknown || v.Frag.WastedBytes < 0 {

@@ -21,12 +21,14 @@ import (
 
 // RankRow is one rank's figures beside the others'.
 type RankRow struct {
-	Name               string `json:"name"`
-	Run                string `json:"run,omitempty"`
-	Rank               int64  `json:"rank"`
-	Leak               string `json:"leak"`
-	BytesPerStep       int64  `json:"bytes_per_step"`
-	PeakAllocatedBytes int64  `json:"peak_allocated_bytes"`
+	Name         string `json:"name"`
+	Run          string `json:"run,omitempty"`
+	Rank         int64  `json:"rank"`
+	Leak         string `json:"leak"`
+	BytesPerStep int64  `json:"bytes_per_step"`
+	// PeakAllocatedBytes is -1 when no input of the rank records it (a
+	// trace without memory events, snapshots alone).
+	PeakAllocatedBytes int64 `json:"peak_allocated_bytes"`
 	// StepTimeNs is the median ProfilerStep time of the rank's traces (0:
 	// none).
 	StepTimeNs int64 `json:"step_time_ns"`
@@ -135,7 +137,7 @@ func compareRun(vs []Verdict) *CrossRank {
 	ranks := map[int64]bool{}
 	for _, v := range vs {
 		ranks[v.Rank] = true
-		r := RankRow{Name: v.Name, Run: v.Run, Rank: v.Rank, Leak: v.Leak.Verdict, BytesPerStep: v.Leak.BytesPerStep}
+		r := RankRow{Name: v.Name, Run: v.Run, Rank: v.Rank, Leak: v.Leak.Verdict, BytesPerStep: v.Leak.BytesPerStep, PeakAllocatedBytes: -1}
 		if v.Peak != nil {
 			r.PeakAllocatedBytes = v.Peak.AllocatedBytes
 		}

@@ -342,11 +342,11 @@ func TestSnapshotSeriesModel(t *testing.T) {
 		}
 		return ins
 	}
-	l := JudgeAll(dumps("kept", []int{1, 2, 3, 4, 5}))[0].Leak
+	l := judgeAll(dumps("kept", []int{1, 2, 3, 4, 5}))[0].Leak
 	if l.Verdict != leak.VerdictLeak || l.BytesPerStep != (4<<20)/10 {
 		t.Errorf("4 MiB kept every 10 steps: %s %d B/step (%s), want a leak of %d", l.Verdict, l.BytesPerStep, l.Reason, (4<<20)/10)
 	}
-	l = JudgeAll(dumps("comes-and-goes", []int{1, 3, 1, 3, 1, 3}))[0].Leak
+	l = judgeAll(dumps("comes-and-goes", []int{1, 3, 1, 3, 1, 3}))[0].Leak
 	if l.Verdict == leak.VerdictLeak {
 		t.Errorf("a site up and down between dumps: %s (%s), want no leak", l.Verdict, l.Reason)
 	}

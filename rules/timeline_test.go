@@ -103,8 +103,8 @@ func TestTimelineRulesOnRealTraces(t *testing.T) {
 			if tc.name == "big_transformer" && testing.Short() {
 				t.Skip("76 MB of JSON for the oracle")
 			}
-			tr := memtest.Trace(t, tc.path)
-			o := memtest.ReadOracle(t, tc.path)
+			tr := memtest.SharedTrace(t, tc.path)
+			o := memtest.SharedOracle(t, tc.path)
 			for _, id := range timelineRuleIDs {
 				fs := findingsOf(t, tr, id)
 				if got := len(fs) > 0; got != tc.fires[id] {

@@ -36,7 +36,9 @@ func loadInput(t testing.TB, path string) *Input {
 	case strings.HasSuffix(base, ".log"):
 		in.MemSummary = memtest.Decode(t, path, memsummary.Read)
 	default:
-		in.Trace = memtest.Trace(t, path)
+		// One decoded copy per test binary (the verdict tests load the same
+		// recordings many times); no test changes a loaded trace.
+		in.Trace = memtest.SharedTrace(t, path)
 		if d := in.Trace.Meta.Distributed; d != nil {
 			in.Rank = d.Rank
 		}

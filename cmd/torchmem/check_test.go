@@ -88,7 +88,7 @@ func TestCheckMarkdownAndJSON(t *testing.T) {
 	if !strings.Contains(lines[0], "FAIL") || !strings.Contains(out, "| Severity |") {
 		t.Errorf("markdown:\n%s", out)
 	}
-	out, _, _ = torchmem(t, "check", realTrace("resnet_train_clean"), "--format", "json")
+	out, _, _ = torchmemShared(t, "check", realTrace("resnet_train_clean"), "--format", "json")
 	var doc struct {
 		Passed   bool              `json:"passed"`
 		Findings []json.RawMessage `json:"findings"`

@@ -23,8 +23,13 @@ func TestOlderInputsSayWhatIsNotRecorded(t *testing.T) {
 			[]string{"peak reserved not recorded", "above the window's start", "Steps:    6 profiled (ProfilerStep#5..#10)", "aten::empty"},
 			[]string{"peak reserved 0 B", "none annotated"}},
 		{[]string{"leaks", memtest.Testdata("public", "kineto_tb_plugin", "worker0.1623143089861.pt.trace.json.gz")}, exitOK,
-			[]string{"UNKNOWN", "record no Addr"},
+			[]string{"Verdict: CLEAN", "stays flat over steps 5..10", "record no Addr"},
 			[]string{"LEAK:", "retain_graph"}},
+		// The same schema (derived from a torch 2.11 leak): the step
+		// series grows, the line is said not to be recorded.
+		{[]string{"leaks", memtest.Testdata("gpu", "torch18_schema", "late_start_leak")}, exitFindings,
+			[]string{"Verdict: LEAK, 4.00 MB per step", "grows 4.00 MB per step from step 6", "which line keeps them, is not recorded"},
+			[]string{"Verdict: CLEAN", "retain_graph"}},
 	} {
 		t.Run(c.args[0], func(t *testing.T) {
 			out, code, err := execute(t, c.args...)

@@ -88,7 +88,7 @@ func TestEveryCommandAgrees(t *testing.T) {
 			var first []answer
 			firstCode := -1
 			for _, cmd := range []string{"analyze", "check", "leaks"} {
-				out, errOut, code := torchmem(t, cmd, "--format", "json", dir)
+				out, errOut, code := torchmemShared(t, cmd, "--format", "json", dir)
 				if code == exitBadInput {
 					if cmd == "analyze" && strings.Contains(errOut, "no GPU memory events") {
 						return // nothing measured: every command refuses alike (TestUnmeasured)
@@ -115,7 +115,7 @@ func TestEveryCommandAgrees(t *testing.T) {
 // stepsAgree: steps on a log and analyze on the same log give one
 // verdict, one figure per step, one peak and one exit code.
 func stepsAgree(t *testing.T, log string) {
-	out, _, code := torchmem(t, "steps", "--format", "json", log)
+	out, _, code := torchmemShared(t, "steps", "--format", "json", log)
 	var doc struct {
 		Inputs []struct {
 			Series []struct {
@@ -129,7 +129,7 @@ func stepsAgree(t *testing.T, log string) {
 		return // several devices in one log: analyze judges them together
 	}
 	s := doc.Inputs[0].Series[0]
-	aOut, _, aCode := torchmem(t, "analyze", "--format", "json", log)
+	aOut, _, aCode := torchmemShared(t, "analyze", "--format", "json", log)
 	as := answersOf(t, "analyze "+log, aOut)
 	if len(as) != 1 {
 		t.Fatalf("analyze %s: %d verdicts", log, len(as))
@@ -163,7 +163,7 @@ func TestFolderEqualsItsFiles(t *testing.T) {
 				}
 				files = append(files, filepath.Join(dir, e.Name()))
 			}
-			whole, errOut, code := torchmem(t, "analyze", "--format", "json", dir)
+			whole, errOut, code := torchmemShared(t, "analyze", "--format", "json", dir)
 			if code == exitBadInput {
 				return
 			}
@@ -183,7 +183,7 @@ func TestFolderEqualsItsFiles(t *testing.T) {
 			if json.Unmarshal([]byte(whole), &doc) != nil || len(doc.Verdicts) != 1 {
 				return // not one run
 			}
-			alone, _, code2 := torchmem(t, append([]string{"analyze", "--format", "json"}, files...)...)
+			alone, _, code2 := torchmemShared(t, append([]string{"analyze", "--format", "json"}, files...)...)
 			if code2 != code || alone != whole {
 				t.Errorf("the folder (exit %d) and its files given alone (exit %d) differ:\n%s", code, code2, firstDiff(whole, alone))
 			}

@@ -85,7 +85,7 @@ func TestDiffFailsOnNewLeak(t *testing.T) {
 			t.Errorf("%v: exit %d (want %d)\n%s%s", args[1:], code, c.code, firstLine(out), errOut)
 		}
 	}
-	out, _, code := torchmem(t, "diff", gpuDiff("base"), gpuDiff("head_leak"), "--format", "json")
+	out, _, code := torchmemShared(t, "diff", gpuDiff("base"), gpuDiff("head_leak"), "--format", "json")
 	var d struct {
 		Passed       bool     `json:"passed"`
 		NewLeak      []string `json:"new_leak"`

@@ -13,7 +13,7 @@ func TestDiffVerdictsAreTheEvaluations(t *testing.T) {
 	snap := func(name string) string { return memtest.Testdata("snapshots", name+".pickle.gz") }
 	analyzeLeak := func(path string) string {
 		t.Helper()
-		out, errOut, _ := torchmem(t, "analyze", path, "--format", "json")
+		out, errOut, _ := torchmemShared(t, "analyze", path, "--format", "json")
 		var doc struct {
 			Verdicts []struct {
 				Leak struct {
@@ -30,7 +30,7 @@ func TestDiffVerdictsAreTheEvaluations(t *testing.T) {
 		{gpuDiff("base"), gpuDiff("head_leak")},
 		{snap("leak_eval_no_grad"), snap("leak_module_cache")},
 	} {
-		out, errOut, _ := torchmem(t, "diff", pair[0], pair[1], "--format", "json")
+		out, errOut, _ := torchmemShared(t, "diff", pair[0], pair[1], "--format", "json")
 		var d struct {
 			Base string `json:"base_leak_verdict"`
 			Head string `json:"head_leak_verdict"`

@@ -12,7 +12,7 @@ import (
 
 func fragOutput(t *testing.T, name string, args ...string) (string, int) {
 	t.Helper()
-	out, errOut, code := torchmem(t, append([]string{"frag", realTrace(name)}, args...)...)
+	out, errOut, code := torchmemShared(t, append([]string{"frag", realTrace(name)}, args...)...)
 	if errOut != "" {
 		t.Errorf("stderr: %s", errOut)
 	}
@@ -127,7 +127,7 @@ func TestFragBadInputAndSnapshots(t *testing.T) {
 // From a snapshot: the figures for frag_small_allocs, and a verdict
 // from the free space split inside used segments.
 func TestFragSnapshot(t *testing.T) {
-	out, _, code := torchmem(t, "frag", filepath.Join(snapshotTestdata, "frag_small_allocs.pickle.gz"), "--format", "json")
+	out, _, code := torchmemShared(t, "frag", filepath.Join(snapshotTestdata, "frag_small_allocs.pickle.gz"), "--format", "json")
 	if code != exitOK {
 		t.Errorf("exit %d (split memory, no retry and no OOM: no cost)", code)
 	}

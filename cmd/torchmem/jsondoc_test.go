@@ -104,8 +104,10 @@ func TestJSONDocumented(t *testing.T) {
 		"frag": {filepath.Join(root, "testdata", "cmd", "frag_frag_small_allocs.json")},
 		"smi":  mustGlob(t, filepath.Join(root, "testdata", "smi", "*.smi.json.golden")),
 		// nvidia-smi beside torch's numbers: the verdict's gpu entry.
-		"analyze": mustGlob(t, filepath.Join(root, "testdata", "smi", "*.analyze.json.golden")),
-		"steps":   mustGlob(t, filepath.Join(root, "testdata", "steps", "*.steps.json.golden")),
+		"analyze": append(mustGlob(t, filepath.Join(root, "testdata", "smi", "*.analyze.json.golden")),
+			// The framework dump trees (TestDumpTreeGoldens).
+			mustGlob(t, filepath.Join(root, "testdata", "cmd", "golden", "dumptree", "*.json"))...),
+		"steps": mustGlob(t, filepath.Join(root, "testdata", "steps", "*.steps.json.golden")),
 	}
 	var seen []string
 	for _, g := range goldens {

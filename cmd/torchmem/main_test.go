@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/torchmem/torchmem/memtimeline/memtest"
@@ -30,6 +31,53 @@ func torchmem(t *testing.T, args ...string) (string, string, int) {
 	code := run(args, &out, &errb)
 	restoreGCPercent()
 	return out.String(), errb.String(), code
+}
+
+// torchmemShared is torchmem for a command line on testdata alone, run
+// once per test binary: the tests that check one answer from several
+// sides (every command agrees, a folder equals its files, the peak is
+// torch's, the goldens) ask for the same evaluation of the same folder,
+// and it is made once and shared. Only for read-only recordings under
+// testdata/ (a path argument anywhere else fails the test: a file a test
+// writes may change between two calls) and callers that change neither
+// the environment nor a package variable; the key is the arguments, the
+// working directory and COLUMNS.
+func torchmemShared(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !onTestdata(args) {
+		t.Fatalf("torchmemShared %v: only recordings under testdata/ are shared", args)
+	}
+	key := strings.Join(append([]string{wd, os.Getenv("COLUMNS")}, args...), "\x00")
+	e, _ := sharedRuns.LoadOrStore(key, &sharedRun{})
+	r := e.(*sharedRun)
+	r.once.Do(func() { r.out, r.errOut, r.code = torchmem(t, args...) })
+	return r.out, r.errOut, r.code
+}
+
+// onTestdata reports whether every path among args is under testdata/
+// (what torchmemShared may share).
+func onTestdata(args []string) bool {
+	for _, a := range args {
+		if _, err := os.Stat(a); err == nil && !strings.HasPrefix(a, "-") {
+			if abs, _ := filepath.Abs(a); !strings.Contains(filepath.ToSlash(abs), "/testdata/") {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// sharedRuns holds torchmemShared's results by key.
+var sharedRuns sync.Map // string -> *sharedRun
+
+type sharedRun struct {
+	once        sync.Once
+	out, errOut string
+	code        int
 }
 
 // decodeJSON unmarshals a command's JSON output into v, failing the test

@@ -16,7 +16,7 @@ import (
 func TestMemorySummaryEvidenceIsNamedAsItself(t *testing.T) {
 	t.Parallel()
 	log := memtest.Testdata("gpu", "logged_memory_summary", "train.log")
-	out, _, code := torchmem(t, "analyze", "--format", "json", log)
+	out, _, code := torchmemShared(t, "analyze", "--format", "json", log)
 	if code != exitFindings {
 		t.Fatalf("exit %d, want 1 (the log's planted leak)", code)
 	}

@@ -174,12 +174,12 @@ func TestPeakIsTorchsPeak(t *testing.T) {
 			want = max(want, int64(p))
 		}
 	}
-	out, _, _ := torchmem(t, "steps", "--format", "json", log)
+	out, _, _ := torchmemShared(t, "steps", "--format", "json", log)
 	if !strings.Contains(out, fmt.Sprintf(`"peak_allocated_bytes": %d`, want)) {
 		t.Errorf("steps --format json: no peak_allocated_bytes %d (torch's allocated_bytes.all.peak):\n%.1500s", want, out)
 	}
 	for _, in := range []string{log, dir} {
-		out, _, _ := torchmem(t, "analyze", "--format", "json", in)
+		out, _, _ := torchmemShared(t, "analyze", "--format", "json", in)
 		var doc struct {
 			Verdicts []struct {
 				Peak struct {
@@ -227,7 +227,7 @@ func TestTopOpsOneMetric(t *testing.T) {
 func TestVerdictShapeByInputCount(t *testing.T) {
 	t.Chdir(filepath.Join("..", ".."))
 	shape := func(in string) (leakKeys, locKeys []string) {
-		out, _, _ := torchmem(t, "analyze", "--format", "json", in)
+		out, _, _ := torchmemShared(t, "analyze", "--format", "json", in)
 		var doc struct {
 			Verdicts []struct {
 				Leak map[string]json.RawMessage `json:"leak"`

@@ -32,7 +32,11 @@ func summarizeDir(t *testing.T, args ...string) string {
 // and exit code.
 func verdictsOf(t *testing.T, args ...string) ([]rules.Verdict, int) {
 	t.Helper()
-	out, errOut, code := torchmem(t, append(args, "--format", "json")...)
+	run := torchmem
+	if onTestdata(args) {
+		run = torchmemShared // the same evaluation other tests ask for
+	}
+	out, errOut, code := run(t, append(args, "--format", "json")...)
 	if code == exitBadInput {
 		t.Fatalf("%v: exit 2: %s", args, errOut)
 	}

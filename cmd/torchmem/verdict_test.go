@@ -178,7 +178,7 @@ func TestReportPeakAgainstTorchAndOOM(t *testing.T) {
 func TestHFTrainerLeakOneAnswer(t *testing.T) {
 	t.Parallel() // see torchmem: which tests may run side by side
 	dir := memtest.Testdata("gpu", "hf_trainer_leak")
-	out, _, code := torchmem(t, "check", dir, "--format", "json")
+	out, _, code := torchmemShared(t, "check", dir, "--format", "json")
 	if code != exitFindings {
 		t.Errorf("exit %d", code)
 	}

@@ -169,6 +169,9 @@ type Report struct {
 	UnreleasedBlocks int64 `json:"unreleased_blocks"`
 	PreexistingFrees int64 `json:"preexisting_frees"`
 	WholeWindow      bool  `json:"whole_window"`
+	// StepSeries, for a trace whose events record no Addr, is the
+	// allocated bytes at each step's end the verdict reads (noaddr.go).
+	StepSeries *StepSeries `json:"step_series,omitempty"`
 }
 
 // Kind is the kind of the input's largest leak, "" when it has none.
@@ -213,6 +216,13 @@ func Analyze(d Data, opts Options) Report {
 		rep.Verdict = VerdictUnknown
 		rep.Reason = reason
 		return rep
+	}
+	if t.MemorySchema.WithoutAddr > 0 {
+		// Survivors are blocks paired by address: without Addr (torch
+		// before 1.10) no block can be followed from one step to the next.
+		// The allocated bytes at each step's end are still a step series
+		// (noaddr.go).
+		return analyzeWithoutAddr(t, opts, rep)
 	}
 	lts := d.Lifetimes()
 	steps := slices.Clone(t.Steps)
@@ -272,11 +282,6 @@ func unreadable(t *chrometrace.Trace) string {
 	}
 	if gpuEvents == 0 {
 		return "the trace has no GPU memory events: profile with profile_memory=True"
-	}
-	if t.MemorySchema.WithoutAddr > 0 {
-		// Survivors are blocks paired by address: without Addr (torch
-		// before 1.10) no block can be followed from one step to the next.
-		return fmt.Sprintf("%d GPU memory events record no Addr (torch before 1.10): which step's blocks stay alive is not recorded; profile with torch 1.10 or later, or log torch.cuda.memory_stats() after every step (the snippet's steps.jsonl)", t.MemorySchema.WithoutAddr)
 	}
 	return ""
 }

@@ -25,6 +25,15 @@ func stepTime(ns int64) string {
 	return fmt.Sprintf("%.1f ms", float64(ns)/1e6)
 }
 
+// peakCell is a rank's peak, "not recorded" when none of its inputs
+// records it.
+func peakCell(b int64) string {
+	if b < 0 {
+		return "not recorded"
+	}
+	return memtimeline.FormatBytes(b)
+}
+
 // crossRankRows are the rows a table shows: every outlier, then the
 // others up to crossRankMaxRows; hidden counts those left out.
 func crossRankRows(cr *rules.CrossRank) (rows []rules.RankRow, hidden int) {
@@ -59,7 +68,7 @@ func writeCrossRank(w io.Writer, cr *rules.CrossRank, format string) {
 	tw := NewTable()
 	tw.AppendHeader(table.Row{"Rank", "Leak", "Per step", "Peak allocated", "Step time", "Differs from the others"})
 	for _, r := range rows {
-		tw.AppendRow(table.Row{r.Rank, r.Leak, memtimeline.FormatBytes(r.BytesPerStep), memtimeline.FormatBytes(r.PeakAllocatedBytes), stepTime(r.StepTimeNs), strings.Join(r.Differs, "; ")})
+		tw.AppendRow(table.Row{r.Rank, r.Leak, memtimeline.FormatBytes(r.BytesPerStep), peakCell(r.PeakAllocatedBytes), stepTime(r.StepTimeNs), strings.Join(r.Differs, "; ")})
 	}
 	if hidden > 0 {
 		tw.AppendRow(table.Row{"…", fmt.Sprintf("%d more ranks like the others", hidden), "", "", "", ""})

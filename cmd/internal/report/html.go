@@ -161,7 +161,7 @@ func (r *Report) writePage(w io.Writer) error {
 		rows, hidden := crossRankRows(cr)
 		for _, r := range rows {
 			page.CrossRows = append(page.CrossRows, reportRankRow{RankRow: r, PerStep: memtimeline.FormatBytes(r.BytesPerStep),
-				Peak: memtimeline.FormatBytes(r.PeakAllocatedBytes), StepTime: stepTime(r.StepTimeNs), Differs: strings.Join(r.Differs, "; ")})
+				Peak: peakCell(r.PeakAllocatedBytes), StepTime: stepTime(r.StepTimeNs), Differs: strings.Join(r.Differs, "; ")})
 		}
 		page.CrossHidden = hidden
 	}
