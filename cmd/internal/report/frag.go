@@ -248,30 +248,18 @@ type fragSummaryDocJSON struct {
 	Devices []memsummary.Frag `json:"devices"`
 }
 
-// FragInput is one input of the frag view with the evaluation that judged
-// it (frag judges each file on its own, with the command's thresholds).
-type FragInput struct {
-	Eval  *rules.Evaluation
-	Input *rules.Input
-}
-
-// NewFrag builds the frag view: each input's fragmentation report.
-func NewFrag(inputs []FragInput, o Options) *Report {
-	o.View = ViewFrag
-	return &Report{Options: o, FragInputs: inputs}
-}
-
 // writeFrag writes each input's report: a trace's allocator traffic, a
 // snapshot's layout, a memory_summary() log's figures.
 func (r *Report) writeFrag(w io.Writer) error {
-	return EachInput(w, r.Format, r.FragInputs, func(w io.Writer, f FragInput) error {
-		switch in := f.Input; {
+	ev := r.Eval
+	return EachInput(w, r.Format, ev.Inputs, func(w io.Writer, in *rules.Input) error {
+		switch {
 		case in.Has(rules.SourceSnapshot):
-			return writeFragSnapshot(w, f.Eval, in, r.Format)
+			return writeFragSnapshot(w, ev, in, r.Format)
 		case in.Has(rules.SourceSummary):
-			return writeFragSummary(w, f.Eval, in, r.Format)
+			return writeFragSummary(w, ev, in, r.Format)
 		}
-		return writeFragTrace(w, f.Eval, f.Input, r.Format)
+		return writeFragTrace(w, ev, in, r.Format)
 	})
 }
 

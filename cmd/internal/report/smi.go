@@ -14,14 +14,6 @@ import (
 	"github.com/torchmem/torchmem/rules"
 )
 
-// NewSMI builds the smi view of ev, whose inputs are nvidia-smi logs: per
-// GPU log its leaks, idle-but-full stretches and time near out of memory;
-// per per-process log its processes beside the GPU log of its folder.
-func NewSMI(ev *rules.Evaluation, o Options) *Report {
-	o.View = ViewSMI
-	return &Report{Options: o, Eval: ev}
-}
-
 // writeSMI renders each log's memoized analysis (the Evaluation's).
 func (r *Report) writeSMI(w io.Writer) error {
 	ins := r.Eval.Inputs

@@ -19,13 +19,6 @@ type SnapshotFile struct {
 	Report *snapshot.Report
 }
 
-// NewSnapshots builds the snapshot view: each snapshot's report with
-// o.Top segments in the fill map and leaks candidate groups (0: all).
-func NewSnapshots(files []SnapshotFile, leaks int, o Options) *Report {
-	o.View = ViewSnapshot
-	return &Report{Options: o, Snapshots: files, snapshotLeaks: leaks}
-}
-
 // writeSnapshots writes each snapshot's report; Markdown fences the text,
 // whose meaning is in its alignment (the fill map).
 func (r *Report) writeSnapshots(w io.Writer) error {
@@ -33,9 +26,9 @@ func (r *Report) writeSnapshots(w io.Writer) error {
 		if r.Format == Markdown {
 			// The file is named in the escaped heading only: in the block
 			// a name is inert, but need not be there at all.
-			return MarkdownFenced(w, f.Path, func(w io.Writer) error { return writeSnapshotReport(w, "", f.Report, Text, r.Top, r.snapshotLeaks) })
+			return MarkdownFenced(w, f.Path, func(w io.Writer) error { return writeSnapshotReport(w, "", f.Report, Text, r.Top, r.Leaks) })
 		}
-		return writeSnapshotReport(w, f.Path, f.Report, r.Format, r.Top, r.snapshotLeaks)
+		return writeSnapshotReport(w, f.Path, f.Report, r.Format, r.Top, r.Leaks)
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
 
 	"github.com/torchmem/torchmem/chrometrace"
@@ -221,4 +222,21 @@ func NewTracks(in *rules.Input, findings []rules.Finding) (Tracks, error) {
 		a.Markers++
 	}
 	return a, nil
+}
+
+// Annotated is what annotate wrote: the tracks added to Trace, whose
+// Bytes were copied unchanged, and the Added events spliced in.
+type Annotated struct {
+	Tracks
+	Trace string
+	Bytes int64
+	Added int
+}
+
+// writeAnnotated says what annotate wrote.
+func (r *Report) writeAnnotated(w io.Writer) error {
+	a := r.Annotated
+	_, err := fmt.Fprintf(w, "wrote %s: the %d events of %s (%d bytes, unchanged) and %d added: %d counter values of allocated and reserved memory, %d of leaks, %d markers\n",
+		r.Output, r.Eval.Inputs[0].Trace.Events, a.Trace, a.Bytes, a.Added, a.Counters, a.Leak, a.Markers)
+	return err
 }
