@@ -8,6 +8,7 @@ package rules
 
 import (
 	"fmt"
+	"github.com/torchmem/torchmem/internal/more"
 	"slices"
 	"strings"
 
@@ -385,10 +386,7 @@ func unmeasured(ins []*Input) error {
 	}
 	what := names[0] + " has"
 	if len(names) > 1 {
-		what = fmt.Sprintf("none of the %d inputs (%s) has", len(names), strings.Join(names[:min(3, len(names))], ", "))
-		if len(names) > 3 {
-			what = strings.Replace(what, ") has", ", ...) has", 1)
-		}
+		what = fmt.Sprintf("none of the %d inputs (%s) has", len(names), more.Join(names, 3, ", "))
 	}
 	return fmt.Errorf("%s no GPU memory events (%s): nothing to measure memory by; %s", what, noMemoryCause(ins[0]), RecordMemory)
 }

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"github.com/torchmem/torchmem/internal/more"
 	"strings"
 
 	"github.com/torchmem/torchmem/memtimeline"
@@ -36,14 +37,11 @@ func leakFindings(rep leak.Report, threshold float64) []Finding {
 			fmt.Fprintf(&d, " Held through: %s;", strings.Join(top.Stack, " → "))
 		}
 		if len(l.Sites) > 1 {
-			fmt.Fprintf(&d, " %d sites:", len(l.Sites))
+			sites := make([]string, len(l.Sites))
 			for i, s := range l.Sites {
-				if i == 8 {
-					fmt.Fprintf(&d, " and %d more;", len(l.Sites)-i)
-					break
-				}
-				fmt.Fprintf(&d, " %s per step at %s;", memtimeline.FormatBytes(s.BytesPerStep), s.Site)
+				sites[i] = fmt.Sprintf("%s per step at %s", memtimeline.FormatBytes(s.BytesPerStep), s.Site)
 			}
+			fmt.Fprintf(&d, " %d sites: %s;", len(l.Sites), more.Join(sites, 8, "; "))
 		}
 		f := Finding{
 			Title:    title,

@@ -83,4 +83,3 @@ func runOps(stdout, stderr io.Writer, args []string, o *opsOptions) error {
 	}
 	return report.Generate(stdout, report.New(ev, report.Options{View: report.ViewOps, Format: o.format}))
 }
-

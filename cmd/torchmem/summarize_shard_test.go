@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/torchmem/torchmem/internal/rankname"
 	"os"
 	"path/filepath"
 	"slices"
@@ -42,7 +43,7 @@ func TestShardPick(t *testing.T) {
 			if gotNames[k] != "n"+s.Path {
 				t.Errorf("%s renamed %s", s.Path, gotNames[k])
 			}
-			if r := max(0, load.RankFromName(s.Path)); r%2 != i {
+			if r := max(0, rankname.FromPath(s.Path)); r%2 != i {
 				t.Errorf("shard %d got %s (rank %d)", i, s.Path, r)
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jedib0t/go-pretty/v6/table"
 	"github.com/jedib0t/go-pretty/v6/text"
@@ -34,13 +35,9 @@ func stepOffset(rep *rules.FragReport, step string, ts int64) string {
 	return step
 }
 
-// formatNS prints a duration in ms (µs when short).
-func formatNS(ns int64) string {
-	if ns < 100_000 && ns > -100_000 {
-		return fmt.Sprintf("%.1f µs", float64(ns)/1e3)
-	}
-	return fmt.Sprintf("%.1f ms", float64(ns)/1e6)
-}
+// formatNS prints nanoseconds as every duration prints
+// (memtimeline.FormatDuration).
+func formatNS(ns int64) string { return memtimeline.FormatDuration(time.Duration(ns)) }
 
 func writeFragReport(w io.Writer, path string, rep *rules.FragReport, format string) {
 	md := format == Markdown

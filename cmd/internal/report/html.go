@@ -486,7 +486,7 @@ func snapshotSummaryKV(st snapshot.Stats, ooms int) []reportKV {
 }
 
 func traceSummaryKV(t *chrometrace.Trace, s chrometrace.Summary) []reportKV {
-	kv := []reportKV{{"Events", fmt.Sprintf("%d over %.1f ms", s.Events, float64(s.DurationNs)/1e6)}}
+	kv := []reportKV{{"Events", fmt.Sprintf("%d over %s", s.Events, formatNS(s.DurationNs))}}
 	if s.GPU != "" {
 		kv = append(kv, reportKV{"GPU", fmt.Sprintf("%s, %s, CUDA %s", s.GPU, memtimeline.FormatBytes(s.GPUMemoryBytes), s.CUDARuntime)})
 	}

@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"math"
 	"io"
 	"sort"
 	"strconv"
@@ -145,8 +146,8 @@ func renderLeakCandidates(w io.Writer, rep *snapshot.Report, limit int) {
 		fmt.Fprintln(w)
 		return
 	}
-	fmt.Fprintf(w, "Leak candidates: allocations never freed in the recorded history (%d entries over %.3f s), by your innermost Python frame\n",
-		total, float64(chrometrace.SubSat(rep.TraceEndUS, rep.TraceStartUS))/1e6)
+	fmt.Fprintf(w, "Leak candidates: allocations never freed in the recorded history (%d entries over %s), by your innermost Python frame\n",
+		total, formatNS(min(chrometrace.SubSat(rep.TraceEndUS, rep.TraceStartUS), math.MaxInt64/1000)*1000))
 	if len(rep.Leaks) == 0 {
 		fmt.Fprintln(w, "none: everything allocated in the history was freed")
 		fmt.Fprintln(w)
