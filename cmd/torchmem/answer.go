@@ -119,13 +119,19 @@ func exitOf(ev *rules.Evaluation, g gate) error {
 	return nil
 }
 
-// warn and note are the commands' messages on stderr, beside the answer.
+// warn, note and say are the commands' messages on stderr, beside the
+// answer (the answer itself is the report package's to print).
 func warn(stderr io.Writer, format string, a ...any) {
 	fmt.Fprintf(stderr, "torchmem: warning: "+format+"\n", a...)
 }
 
 func note(stderr io.Writer, format string, a ...any) {
 	fmt.Fprintf(stderr, "torchmem: note: "+format+"\n", a...)
+}
+
+// say tells the user why the command ends as it does.
+func say(stderr io.Writer, format string, a ...any) {
+	fmt.Fprintf(stderr, "torchmem: "+format+"\n", a...)
 }
 
 // kindNames names kinds in a sentence: "a trace or a snapshot".

@@ -105,7 +105,7 @@ func runLeaks(stdout, stderr io.Writer, args []string, o *leaksOptions) error {
 		return err
 	}
 	if why := exitWithoutLeak(ev); why != "" {
-		fmt.Fprintln(stderr, "torchmem: "+why)
+		say(stderr, "%s", why)
 	}
 	return exitOf(ev, q.gate)
 }

@@ -2,8 +2,8 @@ package report
 
 import (
 	"fmt"
-	"math"
 	"io"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
