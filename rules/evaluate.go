@@ -8,12 +8,12 @@ package rules
 
 import (
 	"fmt"
-	"github.com/torchmem/torchmem/internal/more"
 	"slices"
 	"strings"
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/internal/crash"
+	"github.com/torchmem/torchmem/internal/more"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/smi"
 	"github.com/torchmem/torchmem/memtimeline/steplog"

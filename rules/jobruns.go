@@ -3,12 +3,13 @@ package rules
 import (
 	"cmp"
 	"fmt"
-	"github.com/torchmem/torchmem/internal/more"
-	"github.com/torchmem/torchmem/memtimeline"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/torchmem/torchmem/internal/more"
+	"github.com/torchmem/torchmem/memtimeline"
 )
 
 // One job, one run. Under torchrun every rank is its own process, so the

@@ -2,9 +2,9 @@ package rules
 
 import (
 	"fmt"
-	"github.com/torchmem/torchmem/internal/more"
 	"strings"
 
+	"github.com/torchmem/torchmem/internal/more"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules/internal/fmtutil"
 	"github.com/torchmem/torchmem/rules/leak"
@@ -13,8 +13,9 @@ import (
 
 // leakFindings makes one finding per leak: its bytes per step in all,
 // its kind with the evidence, its sites listed inside and the fix. A leak
-// under the threshold is still reported, as a warning.
-func leakFindings(rep leak.Report, threshold float64) []Finding {
+// under the threshold is still reported, as a warning. fromTrace: the
+// report is a trace's, whose frames name def lines (site.FromTrace).
+func leakFindings(rep leak.Report, threshold float64, fromTrace bool) []Finding {
 	if rep.Verdict != leak.VerdictLeak {
 		return nil
 	}
@@ -55,6 +56,9 @@ func leakFindings(rep leak.Report, threshold float64) []Finding {
 		}
 		if top.Operator == "" {
 			f.Operator = ""
+		}
+		if fromTrace {
+			f.Location = f.Location.FromTrace(top.LineNotRecorded)
 		}
 		out = append(out, f)
 	}

@@ -3,13 +3,13 @@ package rules
 import (
 	"cmp"
 	"fmt"
-	"github.com/torchmem/torchmem/internal/more"
-	"github.com/torchmem/torchmem/rules/frag"
 	"slices"
 	"strings"
 
 	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/internal/more"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/rules/frag"
 	"github.com/torchmem/torchmem/rules/internal/fmtutil"
 	"github.com/torchmem/torchmem/rules/leak"
 	"github.com/torchmem/torchmem/rules/site"
@@ -55,7 +55,7 @@ func init() {
 		Unit:        "bytes_per_step",
 		Reads:       []SourceKind{SourceTrace},
 		Check: func(r *Rule, in *Input) []Finding {
-			return leakFindings(in.Leaks(), r.Threshold)
+			return leakFindings(in.Leaks(), r.Threshold, true)
 		},
 	})
 	Register(&Rule{
@@ -242,7 +242,7 @@ func checkOpSelfLimit(r *Rule, in *Input) []Finding {
 		}
 		f := Finding{
 			Operator: h.Operator,
-			Location: site.LocationOf(h.LargestStack),
+			Location: site.LocationOf(h.LargestStack).FromTrace(false),
 			Advice: "See which lines call it (torchmem stacks --sort peak); large activations shrink with smaller batches or " +
 				"sequence lengths, activation checkpointing or lower precision; a single huge buffer can often be chunked.",
 			Metrics: map[string]float64{"held_at_peak_bytes": float64(h.HeldAtPeak), "largest_alloc_bytes": float64(h.Largest),

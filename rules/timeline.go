@@ -7,11 +7,11 @@ package rules
 import (
 	"cmp"
 	"fmt"
-	"github.com/torchmem/torchmem/internal/more"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/torchmem/torchmem/internal/more"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules/gpu"
 	"github.com/torchmem/torchmem/rules/internal/fmtutil"

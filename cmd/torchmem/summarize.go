@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"golang.org/x/sync/errgroup"
 	"io"
 	"os"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/internal/crash"
 	"github.com/torchmem/torchmem/rules/summary"
+	"golang.org/x/sync/errgroup"
 )
 
 func init() { subcommands = append(subcommands, newSummarizeCmd) }

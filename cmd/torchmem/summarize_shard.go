@@ -2,11 +2,11 @@ package main
 
 import (
 	"fmt"
-	"github.com/torchmem/torchmem/internal/rankname"
 	"strconv"
 	"strings"
 
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
+	"github.com/torchmem/torchmem/internal/rankname"
 )
 
 // shard is one task's part of the inputs in a cluster array job: the

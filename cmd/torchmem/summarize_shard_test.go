@@ -1,7 +1,6 @@
 package main
 
 import (
-	"github.com/torchmem/torchmem/internal/rankname"
 	"os"
 	"path/filepath"
 	"slices"
@@ -9,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
+	"github.com/torchmem/torchmem/internal/rankname"
 )
 
 func TestParseShard(t *testing.T) {

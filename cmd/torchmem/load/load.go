@@ -15,8 +15,6 @@ package load
 import (
 	"errors"
 	"fmt"
-	"github.com/torchmem/torchmem/internal/more"
-	"golang.org/x/sync/errgroup"
 	"io"
 	"io/fs"
 	"os"
@@ -27,6 +25,7 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/internal/crash"
+	"github.com/torchmem/torchmem/internal/more"
 	"github.com/torchmem/torchmem/internal/rankname"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/exported"
@@ -35,6 +34,7 @@ import (
 	"github.com/torchmem/torchmem/memtimeline/snapshot"
 	"github.com/torchmem/torchmem/memtimeline/steplog"
 	"github.com/torchmem/torchmem/rules/summary"
+	"golang.org/x/sync/errgroup"
 )
 
 // Kind is what an input holds, decided from its content.

@@ -2,7 +2,6 @@ package chart
 
 import (
 	"context"
-	"github.com/torchmem/torchmem/rules"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -15,6 +14,7 @@ import (
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/exported"
 	"github.com/torchmem/torchmem/memtimeline/memtest"
+	"github.com/torchmem/torchmem/rules"
 
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"

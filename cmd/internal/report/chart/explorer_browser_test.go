@@ -2,7 +2,6 @@ package chart
 
 import (
 	"fmt"
-	"github.com/torchmem/torchmem/rules"
 	"regexp"
 	"strconv"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/memtest"
+	"github.com/torchmem/torchmem/rules"
 )
 
 // brushJS selects [a, b] ms on chart id as a user's drag does.
