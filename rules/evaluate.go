@@ -243,13 +243,13 @@ func Evaluate(ins []*Input, o Options) *Evaluation {
 	}
 	for _, in := range ins {
 		if o.Leak != nil {
-			in.LeakOptions = o.Leak
+			in.leakOpts = o.Leak
 		}
 		if o.Steps != nil {
-			in.StepOptions = o.Steps
+			in.stepOpts = o.Steps
 		}
 		if o.SMI != nil && (in.Has(SourceSMI) || in.Has(SourceSMIApps)) {
-			in.SMIOptions = o.SMI
+			in.smiOpts = o.SMI
 		}
 	}
 	switch {
@@ -304,7 +304,7 @@ func evaluate(rs RuleSet, ins []*Input, sites *memtimeline.SiteOptions) *Evaluat
 	for _, in := range ins {
 		if in.Has(SourceSMI) || in.Has(SourceSMIApps) {
 			o := rs.smiOptionsOf(in)
-			in.SMIOptions = &o
+			in.smiOpts = &o
 		}
 	}
 	perInput := make([][]Finding, len(ins))

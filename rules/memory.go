@@ -25,8 +25,8 @@ func (in *Input) Leaks() leak.Report {
 // leakOptions are the input's leak options: LeakOptions, else the
 // defaults.
 func (in *Input) leakOptions() leak.Options {
-	if in.LeakOptions != nil {
-		return *in.LeakOptions
+	if in.leakOpts != nil {
+		return *in.leakOpts
 	}
 	return leak.DefaultOptions()
 }

@@ -20,7 +20,7 @@ const (
 // the checklist judge with them (smi.leak's threshold only sets the
 // severity of a leak: growth is a leak by its regularity, at any size).
 // The rest (how long growth must last, its
-// fit) is how the log is measured: the inputs carry it (Input.SMIOptions),
+// fit) is how the log is measured: Evaluate gives it to the inputs (Options.SMI),
 // and with both the rules and the verdict share one analysis.
 func (s RuleSet) withSMI(o smi.Options) RuleSet {
 	s.Rules = slices.Clone(s.Rules)
