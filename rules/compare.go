@@ -19,8 +19,8 @@ type CompareQuery struct {
 // The diff gates' rule ids: a comparison that fails a gate is a finding at
 // error severity, so that diff exits by the one policy.
 const (
-	RuleDiffLeak   = "diff.leak"
-	RuleDiffBudget = "diff.budget"
+	ruleDiffLeak   = "diff.leak"
+	ruleDiffBudget = "diff.budget"
 )
 
 // DiffPair is one compared pair: BASE's and HEAD's inputs of one kind and
@@ -67,7 +67,7 @@ func (g *diffGroup) side(arg string, rs RuleSet) *DiffSide {
 	} else if g.rank >= 0 {
 		source = fmt.Sprintf("%s (rank %d)", arg, g.rank)
 	}
-	return DiffSideOf(source, evaluate(rs, g.inputs, nil))
+	return diffSideOf(source, evaluate(rs, g.inputs, nil))
 }
 
 func kindOrder(k SourceKind) int {
@@ -132,21 +132,21 @@ func pairSides(base, head []*diffGroup, baseArg, headArg string) (pairs [][2]*di
 
 // compare is Evaluate with o.Compare: head's inputs against the query's
 // base, pair by pair, each side judged with rs. A pair that fails a gate
-// is a finding at error severity (RuleDiffLeak, RuleDiffBudget).
+// is a finding at error severity (ruleDiffLeak, ruleDiffBudget).
 func compare(head []*Input, rs RuleSet, o Options) *Evaluation {
 	q := o.Compare
 	ev := &Evaluation{RuleSet: rs, Options: o, Inputs: head, Findings: []Finding{}}
 	pairs, unpaired := pairSides(diffGroups(q.Base), diffGroups(head), q.BaseArg, q.HeadArg)
 	ev.Unpaired = unpaired
 	for _, p := range pairs {
-		a := CompareSides(p[0].side(q.BaseArg, rs), p[1].side(q.HeadArg, rs), q.Gates, q.Top)
+		a := compareSides(p[0].side(q.BaseArg, rs), p[1].side(q.HeadArg, rs), q.Gates, q.Top)
 		ev.Diffs = append(ev.Diffs, DiffPair{Answer: a, Base: p[0].inputs, Head: p[1].inputs})
 		source := p[1].inputs[0].Source
 		if len(a.NewLeak) > 0 {
-			ev.Findings = append(ev.Findings, Finding{Rule: RuleDiffLeak, Severity: Error, Source: source, Title: a.Headline})
+			ev.Findings = append(ev.Findings, Finding{Rule: ruleDiffLeak, Severity: Error, Source: source, Title: a.Headline})
 		}
 		if len(a.Violations) > 0 {
-			ev.Findings = append(ev.Findings, Finding{Rule: RuleDiffBudget, Severity: Error, Source: source, Title: a.Headline})
+			ev.Findings = append(ev.Findings, Finding{Rule: ruleDiffBudget, Severity: Error, Source: source, Title: a.Headline})
 		}
 	}
 	ev.count()
