@@ -341,152 +341,11 @@ func (b *builder) add(ev *rawEvent) error {
 	t.Events++
 	switch ev.Ph {
 	case "X":
-		start, dur, ok := b.times(ev)
-		if !ok {
-			return nil
-		}
-		cat := parseCategory(ev.Cat)
-		if ev.Cat == "" {
-			cat = legacyCategory(ev.Pid)
-		}
-		switch {
-		case cat.IsHostOperator():
-			op := HostOp{
-				Start:      start,
-				Dur:        dur,
-				Name:       b.intern(ev.Name),
-				Thread:     b.thread(ev.Pid, ev.Tid),
-				Cat:        cat,
-				ExternalID: ev.Args.ExternalID,
-				SeqNr:      numberOr(ev.Args.SeqNr, -1),
-				FwdThread:  int32Or(numberOr(ev.Args.FwdThread, -1), -1),
-				InputDims:  b.canonicalDims(ev.Args.InputDims),
-			}
-			if ev.Args.CallStack != "" {
-				op.CallStack = b.intern(ev.Args.CallStack)
-			}
-			b.hostOps.add(op)
-			if cat == CatCUDARuntime && len(ev.Args.CopySize) > 0 && op.ExternalID != 0 {
-				if n, ok := rawInt(ev.Args.CopySize); ok && n > 0 {
-					if b.copySizes == nil {
-						b.copySizes = map[int64]int64{}
-					}
-					b.copySizes[op.ExternalID] = n
-				}
-			}
-			// torch 1.8/1.9 wrote ProfilerStep#N as an Operator (cpu_op).
-			if (cat == CatUserAnnotation || cat == CatCPUOp) && strings.HasPrefix(ev.Name, profilerStepPrefix) {
-				if n, err := strconv.ParseInt(ev.Name[len(profilerStepPrefix):], 10, 64); err == nil {
-					t.Steps = append(t.Steps, Step{Number: n, Start: start, Dur: dur, Thread: op.Thread})
-				}
-			}
-		case cat == CatPythonFunction:
-			if b.skip.py {
-				// The lane is still registered, so that thread ids
-				// come out as when the frames are kept.
-				b.thread(ev.Pid, ev.Tid)
-				t.skippedPyFrames++
-				return nil
-			}
-			b.pyFrames.add(PyFrame{
-				Start:    start,
-				Dur:      dur,
-				Name:     b.intern(ev.Name),
-				Thread:   b.thread(ev.Pid, ev.Tid),
-				ID:       int32(numberOr(ev.Args.PythonID, -1)),
-				ParentID: int32(numberOr(ev.Args.PythonParentID, -1)),
-			})
-		case cat.IsDevice():
-			d := DeviceOp{
-				Start:      start,
-				Dur:        dur,
-				Name:       b.intern(ev.Name),
-				Thread:     b.thread(ev.Pid, ev.Tid),
-				Cat:        cat,
-				Device:     int16(ev.Args.Device),
-				ExternalID: cmp.Or(ev.Args.ExternalID, ev.Args.ExternalIDOld),
-				Bytes:      ev.Args.MemBytes,
-			}
-			if stream, ok := rawInt(ev.Args.Stream); ok {
-				d.Stream = int32(stream)
-			}
-			b.deviceOps.add(d)
-		case cat == CatOther && ev.Cat != "":
-			if b.unread == nil {
-				b.unread = map[StrID]int64{}
-			}
-			b.unread[b.intern(ev.Cat)]++
-		}
+		b.addComplete(ev)
 	case "i", "I":
-		switch ev.Name {
-		case "[memory]":
-			ts, _, ok := b.times(ev)
-			if !ok {
-				return nil
-			}
-			m := MemoryEvent{
-				TS:         ts,
-				Bytes:      ev.Args.Bytes,
-				Thread:     b.thread(ev.Pid, ev.Tid),
-				DeviceType: DeviceType(ev.Args.DeviceType),
-				DeviceID:   int8(ev.Args.DeviceID),
-			}
-			if ev.Args.DeviceType == 0 {
-				// another build's spelling: device_option Type / Id
-				if dt, ok := rawInt(ev.Args.OptDeviceType); ok {
-					m.DeviceType = DeviceType(dt)
-					if id, ok := rawInt(ev.Args.OptDeviceID); ok {
-						m.DeviceID = int8(id)
-					}
-				}
-			}
-			var ok1, ok2, ok3 bool
-			if m.Addr, ok1 = rawUint(ev.Args.Addr); ok1 {
-				m.Fields |= MemAddr
-			}
-			if m.TotalAllocated, ok2 = rawInt(ev.Args.TotalAllocated); ok2 {
-				m.Fields |= MemTotalAllocated
-			}
-			if m.TotalReserved, ok3 = rawInt(ev.Args.TotalReserved); ok3 {
-				m.Fields |= MemTotalReserved
-			}
-			b.memory.add(m)
-		case "[OutOfMemory]":
-			ts, _, ok := b.times(ev)
-			if !ok {
-				return nil
-			}
-			allocated, _ := rawInt(ev.Args.TotalAllocated)
-			reserved, _ := rawInt(ev.Args.TotalReserved)
-			t.OOMs = append(t.OOMs, OOMEvent{
-				TS:             ts,
-				Bytes:          ev.Args.Bytes,
-				TotalAllocated: allocated,
-				TotalReserved:  reserved,
-				Thread:         b.thread(ev.Pid, ev.Tid),
-				DeviceType:     DeviceType(ev.Args.DeviceType),
-				DeviceID:       int8(ev.Args.DeviceID),
-			})
-		}
+		b.addInstant(ev)
 	case "s", "f":
-		// Only fwdbwd flows are kept: they tie backward ops to the forward
-		// ops that created them. Launch links are implied by External id.
-		if ev.Cat != "fwdbwd" {
-			return nil
-		}
-		ts, _, ok := b.times(ev)
-		if !ok {
-			return nil
-		}
-		id, err := strconv.ParseInt(string(idText(ev.ID)), 10, 64)
-		if err != nil {
-			return nil
-		}
-		th := b.thread(ev.Pid, ev.Tid) // registered even when skipped: same thread ids
-		if b.skip.flows {
-			return nil
-		}
-		b.flows.add(Flow{TS: ts, ID: id, Thread: th, Cat: b.intern(ev.Cat), Start: ev.Ph == "s"})
+		b.addFlow(ev)
 	case "M":
 		if ev.Name == "thread_name" && ev.Args.MetaName != "" {
 			id := b.thread(ev.Pid, ev.Tid)
@@ -494,6 +353,173 @@ func (b *builder) add(ev *rawEvent) error {
 		}
 	}
 	return nil
+}
+
+// addComplete adds a complete event ("X"): a host op, a Python frame, a
+// device op, or a category counted as not read.
+func (b *builder) addComplete(ev *rawEvent) {
+	t := b.t
+	start, dur, ok := b.times(ev)
+	if !ok {
+		return
+	}
+	cat := parseCategory(ev.Cat)
+	if ev.Cat == "" {
+		cat = legacyCategory(ev.Pid)
+	}
+	switch {
+	case cat.IsHostOperator():
+		b.addHostOp(ev, cat, start, dur)
+	case cat == CatPythonFunction:
+		if b.skip.py {
+			// The lane is still registered, so that thread ids
+			// come out as when the frames are kept.
+			b.thread(ev.Pid, ev.Tid)
+			t.skippedPyFrames++
+			return
+		}
+		b.pyFrames.add(PyFrame{
+			Start:    start,
+			Dur:      dur,
+			Name:     b.intern(ev.Name),
+			Thread:   b.thread(ev.Pid, ev.Tid),
+			ID:       int32(numberOr(ev.Args.PythonID, -1)),
+			ParentID: int32(numberOr(ev.Args.PythonParentID, -1)),
+		})
+	case cat.IsDevice():
+		d := DeviceOp{
+			Start:      start,
+			Dur:        dur,
+			Name:       b.intern(ev.Name),
+			Thread:     b.thread(ev.Pid, ev.Tid),
+			Cat:        cat,
+			Device:     int16(ev.Args.Device),
+			ExternalID: cmp.Or(ev.Args.ExternalID, ev.Args.ExternalIDOld),
+			Bytes:      ev.Args.MemBytes,
+		}
+		if stream, ok := rawInt(ev.Args.Stream); ok {
+			d.Stream = int32(stream)
+		}
+		b.deviceOps.add(d)
+	case cat == CatOther && ev.Cat != "":
+		if b.unread == nil {
+			b.unread = map[StrID]int64{}
+		}
+		b.unread[b.intern(ev.Cat)]++
+	}
+}
+
+// addHostOp adds a host operator (an op, a runtime call, an annotation),
+// with a runtime copy's size and a ProfilerStep.
+func (b *builder) addHostOp(ev *rawEvent, cat Category, start, dur int64) {
+	t := b.t
+	op := HostOp{
+		Start:      start,
+		Dur:        dur,
+		Name:       b.intern(ev.Name),
+		Thread:     b.thread(ev.Pid, ev.Tid),
+		Cat:        cat,
+		ExternalID: ev.Args.ExternalID,
+		SeqNr:      numberOr(ev.Args.SeqNr, -1),
+		FwdThread:  int32Or(numberOr(ev.Args.FwdThread, -1), -1),
+		InputDims:  b.canonicalDims(ev.Args.InputDims),
+	}
+	if ev.Args.CallStack != "" {
+		op.CallStack = b.intern(ev.Args.CallStack)
+	}
+	b.hostOps.add(op)
+	if cat == CatCUDARuntime && len(ev.Args.CopySize) > 0 && op.ExternalID != 0 {
+		if n, ok := rawInt(ev.Args.CopySize); ok && n > 0 {
+			if b.copySizes == nil {
+				b.copySizes = map[int64]int64{}
+			}
+			b.copySizes[op.ExternalID] = n
+		}
+	}
+	// torch 1.8/1.9 wrote ProfilerStep#N as an Operator (cpu_op).
+	if (cat == CatUserAnnotation || cat == CatCPUOp) && strings.HasPrefix(ev.Name, profilerStepPrefix) {
+		if n, err := strconv.ParseInt(ev.Name[len(profilerStepPrefix):], 10, 64); err == nil {
+			t.Steps = append(t.Steps, Step{Number: n, Start: start, Dur: dur, Thread: op.Thread})
+		}
+	}
+}
+
+// addInstant adds an instant event ("i", "I"): a [memory] event or an
+// [OutOfMemory].
+func (b *builder) addInstant(ev *rawEvent) {
+	t := b.t
+	switch ev.Name {
+	case "[memory]":
+		ts, _, ok := b.times(ev)
+		if !ok {
+			return
+		}
+		m := MemoryEvent{
+			TS:         ts,
+			Bytes:      ev.Args.Bytes,
+			Thread:     b.thread(ev.Pid, ev.Tid),
+			DeviceType: DeviceType(ev.Args.DeviceType),
+			DeviceID:   int8(ev.Args.DeviceID),
+		}
+		if ev.Args.DeviceType == 0 {
+			// another build's spelling: device_option Type / Id
+			if dt, ok := rawInt(ev.Args.OptDeviceType); ok {
+				m.DeviceType = DeviceType(dt)
+				if id, ok := rawInt(ev.Args.OptDeviceID); ok {
+					m.DeviceID = int8(id)
+				}
+			}
+		}
+		var ok1, ok2, ok3 bool
+		if m.Addr, ok1 = rawUint(ev.Args.Addr); ok1 {
+			m.Fields |= MemAddr
+		}
+		if m.TotalAllocated, ok2 = rawInt(ev.Args.TotalAllocated); ok2 {
+			m.Fields |= MemTotalAllocated
+		}
+		if m.TotalReserved, ok3 = rawInt(ev.Args.TotalReserved); ok3 {
+			m.Fields |= MemTotalReserved
+		}
+		b.memory.add(m)
+	case "[OutOfMemory]":
+		ts, _, ok := b.times(ev)
+		if !ok {
+			return
+		}
+		allocated, _ := rawInt(ev.Args.TotalAllocated)
+		reserved, _ := rawInt(ev.Args.TotalReserved)
+		t.OOMs = append(t.OOMs, OOMEvent{
+			TS:             ts,
+			Bytes:          ev.Args.Bytes,
+			TotalAllocated: allocated,
+			TotalReserved:  reserved,
+			Thread:         b.thread(ev.Pid, ev.Tid),
+			DeviceType:     DeviceType(ev.Args.DeviceType),
+			DeviceID:       int8(ev.Args.DeviceID),
+		})
+	}
+}
+
+// addFlow adds a flow event ("s", "f").
+func (b *builder) addFlow(ev *rawEvent) {
+	// Only fwdbwd flows are kept: they tie backward ops to the forward
+	// ops that created them. Launch links are implied by External id.
+	if ev.Cat != "fwdbwd" {
+		return
+	}
+	ts, _, ok := b.times(ev)
+	if !ok {
+		return
+	}
+	id, err := strconv.ParseInt(string(idText(ev.ID)), 10, 64)
+	if err != nil {
+		return
+	}
+	th := b.thread(ev.Pid, ev.Tid) // registered even when skipped: same thread ids
+	if b.skip.flows {
+		return
+	}
+	b.flows.add(Flow{TS: ts, ID: id, Thread: th, Cat: b.intern(ev.Cat), Start: ev.Ph == "s"})
 }
 
 func (b *builder) truncated(offset int64, missing string) {

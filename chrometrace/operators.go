@@ -393,26 +393,62 @@ func operatorsOf(t *Trace, opts OperatorOptions, opTreeOf func() (*opTree, []int
 	}()
 	tree, scratch := opTreeOf()
 
-	type key struct {
-		name, extra          string
-		onDevice, annotation bool
+	rs := &operatorRows{groupBy: opts.GroupBy, rowOf: map[operatorRowKey]int32{}}
+	nodeRow := rs.hostOps(t, tree, scratch)
+	wg.Wait()
+	sumOperatorMemory(t, tree, nodeRow, dev, cpu, rs.rows)
+	// Torch keeps [OutOfMemory] instants as rows of their own (zero-length,
+	// so they own no memory); [memory] instants are not rows.
+	for range t.OOMs {
+		extra, stack := groupExtra(t, opts.GroupBy, NoStr, NoStr)
+		rs.rows[rs.get("[OutOfMemory]", extra, stack, false, false)].Calls++
 	}
-	rowOf := map[key]int32{}
-	var rows []OperatorStats
-	get := func(name, extra string, stack []string, onDevice, annotation bool) int32 {
-		k := key{name, extra, onDevice, annotation}
-		r, ok := rowOf[k]
-		if !ok {
-			r = int32(len(rows))
-			row := OperatorStats{Name: name, Stack: stack, OnDevice: onDevice, Annotation: annotation}
-			if opts.GroupBy == GroupByShape {
-				row.InputShapes = extra
-			}
-			rows = append(rows, row)
-			rowOf[k] = r
+	for i := range t.DeviceOps {
+		d := &t.DeviceOps[i]
+		extra, stack := groupExtra(t, opts.GroupBy, NoStr, NoStr)
+		r := rs.get(displayName(t.Str(d.Name)), extra, stack, true, d.Cat == CatGPUUserAnnotation)
+		rs.rows[r].Calls++
+	}
+	out := rs.rows
+	if out == nil {
+		out = []OperatorStats{}
+	}
+	sortOperatorRows(out)
+	return out
+}
+
+// operatorRowKey is what makes ops share a row.
+type operatorRowKey struct {
+	name, extra          string
+	onDevice, annotation bool
+}
+
+// operatorRows are the table's rows as they are made, by key.
+type operatorRows struct {
+	groupBy GroupBy
+	rowOf   map[operatorRowKey]int32
+	rows    []OperatorStats
+}
+
+// get is the row of an op (made on first use).
+func (rs *operatorRows) get(name, extra string, stack []string, onDevice, annotation bool) int32 {
+	k := operatorRowKey{name, extra, onDevice, annotation}
+	r, ok := rs.rowOf[k]
+	if !ok {
+		r = int32(len(rs.rows))
+		row := OperatorStats{Name: name, Stack: stack, OnDevice: onDevice, Annotation: annotation}
+		if rs.groupBy == GroupByShape {
+			row.InputShapes = extra
 		}
-		return r
+		rs.rows = append(rs.rows, row)
+		rs.rowOf[k] = r
 	}
+	return r
+}
+
+// hostOps gives every live node of the op tree its row and counts the
+// calls; it returns the rows by node, in scratch.
+func (rs *operatorRows) hostOps(t *Trace, tree *opTree, scratch []int32) []int32 {
 	// Ops sharing name, grouping argument and kind share a row; keying
 	// by string ids first skips building the row key for every op.
 	type idKey struct {
@@ -427,7 +463,7 @@ func operatorsOf(t *Trace, opts OperatorOptions, opTreeOf func() (*opTree, []int
 		}
 		op := &t.HostOps[k]
 		ik := idKey{name: op.Name, annotation: op.Cat == CatUserAnnotation}
-		switch opts.GroupBy {
+		switch rs.groupBy {
 		case GroupByShape:
 			ik.arg = op.InputDims
 		case GroupByStack:
@@ -435,24 +471,29 @@ func operatorsOf(t *Trace, opts OperatorOptions, opTreeOf func() (*opTree, []int
 		}
 		r, ok := rowOfIDs[ik]
 		if !ok {
-			extra, stack := groupExtra(t, opts.GroupBy, op.InputDims, op.CallStack)
-			r = get(displayName(t.Str(op.Name)), extra, stack, false, ik.annotation)
+			extra, stack := groupExtra(t, rs.groupBy, op.InputDims, op.CallStack)
+			r = rs.get(displayName(t.Str(op.Name)), extra, stack, false, ik.annotation)
 			rowOfIDs[ik] = r
 		}
 		nodeRow[i] = r
-		rows[r].Calls++
+		rs.rows[r].Calls++
 	}
-	wg.Wait()
-	// An op's memory counts fully in its own row (CUDA Mem) and is taken
-	// out of its parent's self figures; parents of live nodes are live.
-	// Parts of the ops sum into their own copies of the rows, added up
-	// after (integer sums: the order does not matter).
+	return nodeRow
+}
+
+// sumOperatorMemory adds the memory of the live nodes to their rows. An
+// op's memory counts fully in its own row (CUDA Mem) and is taken out of
+// its parent's self figures; parents of live nodes are live. Parts of the
+// ops sum into their own copies of the rows, added up after (integer
+// sums: the order does not matter).
+func sumOperatorMemory(t *Trace, tree *opTree, nodeRow []int32, dev, cpu *memoryIndex, rows []OperatorStats) {
 	parts := 1
 	if len(tree.ops) >= 1<<16 {
 		parts = min(runtime.GOMAXPROCS(0), 4)
 	}
 	type memSums struct{ self, total, selfCPU, cpu, allocs, allocBytes int64 }
 	sums := make([][]memSums, parts)
+	var wg sync.WaitGroup
 	for p := range parts {
 		sums[p] = make([]memSums, len(rows))
 		lo, hi := p*len(tree.ops)/parts, (p+1)*len(tree.ops)/parts
@@ -500,22 +541,11 @@ func operatorsOf(t *Trace, opts OperatorOptions, opTreeOf func() (*opTree, []int
 			r.AllocBytes = AddSat(r.AllocBytes, s.allocBytes)
 		}
 	}
-	// Torch keeps [OutOfMemory] instants as rows of their own (zero-length,
-	// so they own no memory); [memory] instants are not rows.
-	for range t.OOMs {
-		extra, stack := groupExtra(t, opts.GroupBy, NoStr, NoStr)
-		rows[get("[OutOfMemory]", extra, stack, false, false)].Calls++
-	}
-	for i := range t.DeviceOps {
-		d := &t.DeviceOps[i]
-		extra, stack := groupExtra(t, opts.GroupBy, NoStr, NoStr)
-		r := get(displayName(t.Str(d.Name)), extra, stack, true, d.Cat == CatGPUUserAnnotation)
-		rows[r].Calls++
-	}
-	out := rows
-	if out == nil {
-		out = []OperatorStats{}
-	}
+}
+
+// sortOperatorRows orders the table by name, shapes, stack, host before
+// device, ops before annotations.
+func sortOperatorRows(out []OperatorStats) {
 	slices.SortFunc(out, func(a, b OperatorStats) int {
 		if c := strings.Compare(a.Name, b.Name); c != 0 {
 			return c
@@ -540,7 +570,6 @@ func operatorsOf(t *Trace, opts OperatorOptions, opTreeOf func() (*opTree, []int
 		}
 		return 0
 	})
-	return out
 }
 
 // displayName folds ProfilerStep#N into ProfilerStep*, as torch does.

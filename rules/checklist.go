@@ -45,6 +45,28 @@ const (
 // Checklist evaluates the checklist for one run and rank from its inputs
 // and the findings made on them (findings of other inputs are ignored).
 func Checklist(v Verdict, fs []Finding) []CheckItem {
+	c := newChecklist(v, fs)
+	c.leakItems()
+	c.allocationItems()
+	c.timelineItems()
+	c.logsItem()
+	return c.out
+}
+
+// checklist is the checklist being made for one verdict: its inputs by
+// what they recorded, the findings on them by rule, and the items so far.
+type checklist struct {
+	v     Verdict
+	fired map[string][]Finding
+	// traces are the verdict's traces; withMemory those with GPU memory
+	// events, withDevice those with GPU activity in ProfilerSteps.
+	traces, withMemory, withDevice []*Input
+	stepLog                        bool // a per-step memory log is among the inputs
+	out                            []CheckItem
+}
+
+func newChecklist(v Verdict, fs []Finding) *checklist {
+	c := &checklist{v: v, fired: map[string][]Finding{}}
 	mine := map[string]bool{}
 	for _, s := range v.Sources {
 		mine[s] = true
@@ -52,50 +74,55 @@ func Checklist(v Verdict, fs []Finding) []CheckItem {
 	for _, in := range v.Inputs {
 		mine[in.Source] = true
 	}
-	fired := map[string][]Finding{}
 	for _, f := range fs {
 		if mine[f.Source] {
-			fired[f.Rule] = append(fired[f.Rule], f)
+			c.fired[f.Rule] = append(c.fired[f.Rule], f)
 		}
 	}
-	var traces []*Input
-	var withMemory, withDevice []*Input
-	stepLog := false
 	for _, in := range v.Inputs {
 		switch {
 		case in.Is(SourceTrace):
-			traces = append(traces, in)
+			c.traces = append(c.traces, in)
 			if in.Frag().Verdict != frag.VerdictUnknown {
-				withMemory = append(withMemory, in)
+				c.withMemory = append(c.withMemory, in)
 			}
 			if in.hasGPUSteps() {
-				withDevice = append(withDevice, in)
+				c.withDevice = append(c.withDevice, in)
 			}
-		case in.HasSteps():
-			stepLog = true
+		case in.hasSteps():
+			c.stepLog = true
 		}
 	}
-	first := func(id string) (Finding, bool) {
-		if l := fired[id]; len(l) > 0 {
-			return l[0], true
-		}
-		return Finding{}, false
-	}
-	where := func(f Finding) string {
-		if f.Location != nil {
-			return " at " + f.Location.String()
-		}
-		if f.Operator != "" {
-			return " (" + f.Operator + ")"
-		}
-		return ""
-	}
-	var out []CheckItem
-	add := func(it CheckItem) { out = append(out, it) }
+	return c
+}
 
-	// Leaks, and the three causes the field names.
+// first is the first finding of rule id on the verdict's inputs.
+func (c *checklist) first(id string) (Finding, bool) {
+	if l := c.fired[id]; len(l) > 0 {
+		return l[0], true
+	}
+	return Finding{}, false
+}
+
+// findingPlace names a finding's place for an item's detail: its line, else its
+// operator.
+func findingPlace(f Finding) string {
+	if f.Location != nil {
+		return " at " + f.Location.String()
+	}
+	if f.Operator != "" {
+		return " (" + f.Operator + ")"
+	}
+	return ""
+}
+
+func (c *checklist) add(it CheckItem) { c.out = append(c.out, it) }
+
+// leakItems: leaks, zero_grad, and the causes the field names.
+func (c *checklist) leakItems() {
+	v := c.v
 	kinds := map[string]bool{}
-	for _, in := range traces {
+	for _, in := range c.traces {
 		for _, l := range in.Leaks().Leaks {
 			kinds[l.Kind] = true
 		}
@@ -124,7 +151,7 @@ func Checklist(v Verdict, fs []Finding) []CheckItem {
 	default:
 		leakItem.Status, leakItem.Detail, leakItem.Record = CheckNotMeasurable, v.Leak.Reason, recordTrace+"; or "+recordStepLog
 	}
-	add(leakItem)
+	c.add(leakItem)
 	measured := v.Leak.Verdict == leak.VerdictLeak || v.Leak.Verdict == leak.VerdictClean
 	kindItem := func(id, item, why string, bad ...string) {
 		it := CheckItem{ID: id, Item: item, Rules: []string{RuleLeak, "snapshot.leak"}}
@@ -135,7 +162,7 @@ func Checklist(v Verdict, fs []Finding) []CheckItem {
 					// One wording of the fix: the verdict's.
 					it.Detail = fmt.Sprintf("the run's leak (%s, %s) is of this kind: the verdict gives its fix", v.Leak.Figure(), k)
 				}
-				add(it)
+				c.add(it)
 				return
 			}
 		}
@@ -144,15 +171,22 @@ func Checklist(v Verdict, fs []Finding) []CheckItem {
 		} else {
 			it.Status, it.Detail, it.Record = CheckNotMeasurable, "the leak verdict is unknown", recordTrace
 		}
-		add(it)
+		c.add(it)
 	}
+	c.zeroGradItem()
+	kindItem("eval-no-grad", "No autograd graph kept across steps (evaluation without torch.no_grad(), losses kept with their graph)",
+		"outputs kept with their autograd graph: evaluate under torch.no_grad(), keep loss.item() or .detach()", leak.KindAutogradGraph, leak.KindRetainGraph)
+	kindItem("kept-in-lists", "No tensors kept in a list or cache", "tensors appended to a container step after step: keep .detach().cpu() copies or bound the list", leak.KindContainer)
+}
 
-	zg := CheckItem{ID: "zero-grad", Item: "Gradients reset between optimizer steps (zero_grad)", Rules: []string{RuleMissingZeroGrad}}
-	if f, ok := first(RuleMissingZeroGrad); ok {
-		zg.Status, zg.Detail = CheckFail, f.Title+where(f)
+// zeroGradItem: gradients reset between optimizer steps.
+func (c *checklist) zeroGradItem() {
+	zg := CheckItem{ID: "zero-grad", Item: "Gradients reset between optimizer steps (zero_grad)", Rules: []string{ruleMissingZeroGrad}}
+	if f, ok := c.first(ruleMissingZeroGrad); ok {
+		zg.Status, zg.Detail = CheckFail, f.Title+findingPlace(f)
 	} else {
 		pairs, steps := 0, 0
-		for _, in := range traces {
+		for _, in := range c.traces {
 			rep := in.ZeroGrad()
 			pairs += len(rep.Intervals)
 			steps += rep.OptimizerSteps
@@ -160,25 +194,25 @@ func Checklist(v Verdict, fs []Finding) []CheckItem {
 		switch {
 		case pairs > 0:
 			zg.Status, zg.Detail = CheckPass, fmt.Sprintf("%d optimizer steps, gradients reset between each pair", steps)
-		case len(traces) == 0:
+		case len(c.traces) == 0:
 			zg.Status, zg.Detail, zg.Record = CheckNotMeasurable, "no profiler trace", recordTrace
 		default:
 			zg.Status, zg.Detail, zg.Record = CheckNotMeasurable, fmt.Sprintf("%d optimizer %s in the window: two are needed (Optimizer.step# annotations of a torch.optim optimizer)", steps, fmtutil.Plural(float64(steps), "step", "steps")),
 				"a profiled window spanning at least two optimizer steps"
 		}
 	}
-	add(zg)
-	kindItem("eval-no-grad", "No autograd graph kept across steps (evaluation without torch.no_grad(), losses kept with their graph)",
-		"outputs kept with their autograd graph: evaluate under torch.no_grad(), keep loss.item() or .detach()", leak.KindAutogradGraph, leak.KindRetainGraph)
-	kindItem("kept-in-lists", "No tensors kept in a list or cache", "tensors appended to a container step after step: keep .detach().cpu() copies or bound the list", leak.KindContainer)
+	c.add(zg)
+}
 
-	// Allocation pattern.
+// allocationItems: the allocation pattern (small blocks, fragmentation,
+// large and dominant operators).
+func (c *checklist) allocationItems() {
 	traceItem := func(id, item, rule string, pass func() (string, bool)) {
 		it := CheckItem{ID: id, Item: item, Rules: []string{rule}}
-		switch f, ok := first(rule); {
+		switch f, ok := c.first(rule); {
 		case ok:
-			it.Status, it.Detail = CheckFail, f.Title+where(f)
-		case len(withMemory) == 0:
+			it.Status, it.Detail = CheckFail, f.Title+findingPlace(f)
+		case len(c.withMemory) == 0:
 			it.Status, it.Detail, it.Record = CheckNotMeasurable, "no trace with GPU memory events", recordTrace
 		default:
 			d, ok := pass()
@@ -187,15 +221,15 @@ func Checklist(v Verdict, fs []Finding) []CheckItem {
 				it.Status, it.Record = CheckNotMeasurable, recordTrace
 			}
 		}
-		add(it)
+		c.add(it)
 	}
 	traceItem("small-alloc-flood", "No flood of 4 KB allocations", frag.SmallAllocFlood, func() (string, bool) {
-		sa := withMemory[0].Frag().SmallAllocs
+		sa := c.withMemory[0].Frag().SmallAllocs
 		return fmt.Sprintf("%.0f allocations of <= %s per step (%.0f%% of all)", sa.PerStep, memtimeline.FormatBytes(sa.MaxBytes), 100*sa.Fraction), true
 	})
 	// Fragmentation by what it cost (fragcost.go): the verdict's answer.
-	fr := CheckItem{ID: "fragmentation-cost", Item: "No fragmentation that costs (cudaMalloc retries, an OOM with the bytes free in the cache, split memory over the headroom, reserved growing while allocated is flat)", Rules: []string{RuleSnapshotSplit, frag.ReservedGap}}
-	switch f := v.Frag; {
+	fr := CheckItem{ID: "fragmentation-cost", Item: "No fragmentation that costs (cudaMalloc retries, an OOM with the bytes free in the cache, split memory over the headroom, reserved growing while allocated is flat)", Rules: []string{ruleSnapshotSplit, frag.ReservedGap}}
+	switch f := c.v.Frag; {
 	case f == nil || f.Verdict == frag.VerdictUnknown || f.Cost == "":
 		fr.Status, fr.Detail, fr.Record = CheckNotMeasurable, "nothing records the allocator's retries or split memory", recordStepLog
 	case f.Verdict == frag.VerdictFragmented:
@@ -203,65 +237,73 @@ func Checklist(v Verdict, fs []Finding) []CheckItem {
 	default:
 		fr.Status, fr.Detail = CheckPass, f.Cost
 	}
-	add(fr)
-	traceItem("op-self-1gb", "No operator over 1 GB Self CUDA Mem per step", RuleOpSelfPerStep, func() (string, bool) {
+	c.add(fr)
+	traceItem("op-self-1gb", "No operator over 1 GB Self CUDA Mem per step", ruleOpSelfPerStep, func() (string, bool) {
 		return "every operator under torch's rule of thumb", true
 	})
-	// memory.top-ops-share's metric, its finding's words when it fired:
-	// one rule, one figure.
-	top := CheckItem{ID: "top-five-ops", Item: "Top five operators' share of allocated bytes (80% or more: start with them)", Rules: []string{RuleOpSelfLimit, "memory.top-ops-share"}}
-	if len(withMemory) == 0 {
+	c.topOpsItem()
+}
+
+// topOpsItem: memory.top-ops-share's metric, its finding's words when it
+// fired: one rule, one figure.
+func (c *checklist) topOpsItem() {
+	top := CheckItem{ID: "top-five-ops", Item: "Top five operators' share of allocated bytes (80% or more: start with them)", Rules: []string{ruleOpSelfLimit, "memory.top-ops-share"}}
+	if len(c.withMemory) == 0 {
 		top.Status, top.Detail, top.Record = CheckNotMeasurable, "no trace with GPU memory events", recordTrace
 	} else {
 		top.Status = CheckPass
-		if f, ok := first("memory.top-ops-share"); ok {
+		if f, ok := c.first("memory.top-ops-share"); ok {
 			top.Detail = strings.TrimSuffix(f.Title+": "+f.Detail, ".")
-		} else if names, n, total := topOpsShare(withMemory[0]); total > 0 {
+		} else if names, n, total := topOpsShare(c.withMemory[0]); total > 0 {
 			top.Detail = fmt.Sprintf("%d operators make %.0f%% of allocated bytes: %s allocate %s of %s", len(names), 100*fmtutil.Ratio(n, total), strings.Join(names, ", "), memtimeline.FormatBytes(n), memtimeline.FormatBytes(total))
 		} else {
 			top.Detail = "the top five operators make less than the rule's share of allocated bytes"
 		}
-		if f, ok := first(RuleOpSelfLimit); ok {
+		if f, ok := c.first(ruleOpSelfLimit); ok {
 			top.Status, top.Detail = CheckFail, f.Title
 		}
 	}
-	add(top)
+	c.add(top)
+}
 
-	// The GPU timeline.
+// timelineItems: the GPU timeline (syncs, blocking copies, idle time).
+func (c *checklist) timelineItems() {
 	gpuItem := func(id, item, rule, passDetail string) {
 		it := CheckItem{ID: id, Item: item, Rules: []string{rule}}
-		switch f, ok := first(rule); {
+		switch f, ok := c.first(rule); {
 		case ok:
-			it.Status, it.Detail = CheckFail, f.Title+where(f)
-		case len(withDevice) == 0:
+			it.Status, it.Detail = CheckFail, f.Title+findingPlace(f)
+		case len(c.withDevice) == 0:
 			it.Status, it.Detail, it.Record = CheckNotMeasurable, "no trace with GPU activity and ProfilerStep windows", recordTimeline
 		default:
 			it.Status, it.Detail = CheckPass, passDetail
 		}
-		add(it)
+		c.add(it)
 	}
 	gpuItem("item-every-step", "No loss.item() / .cpu() sync every step", ruleSyncCopy, "no device-to-host copy the host waits for in most steps")
 	gpuItem("pinned-non-blocking", "Copies from pinned memory use non_blocking=True", rulePinnedBlocking, "no blocking copy from pinned memory in most steps")
-	if f, ok := first(rulePageableH2D); ok && out[len(out)-1].Status == CheckPass {
-		out[len(out)-1].Detail += "; but " + f.Title + ": pin them (gpu.pageable-h2d)"
+	if f, ok := c.first(rulePageableH2D); ok && c.out[len(c.out)-1].Status == CheckPass {
+		c.out[len(c.out)-1].Detail += "; but " + f.Title + ": pin them (gpu.pageable-h2d)"
 	}
 	gpuItem("gpu-waits-for-data", "GPU not idle waiting for data", ruleIdleGaps, "no idle time with a named cause (data loading, per-step sync, pageable copies) in the median step")
+}
 
+// logsItem: memory logged per step.
+func (c *checklist) logsItem() {
 	logs := CheckItem{ID: "memory-logs", Item: "Memory logged per step (memory_stats / memory_summary)", Rules: []string{"steps.growth"}}
-	if stepLog {
+	if c.stepLog {
 		logs.Status, logs.Detail = CheckPass, "a per-step memory log is among the inputs"
-		if f, ok := first("steps.growth"); ok {
+		if f, ok := c.first("steps.growth"); ok {
 			logs.Detail += "; it shows growth: " + f.Title
 		}
 	} else {
 		logs.Status, logs.Detail, logs.Record = CheckNotMeasurable, "no per-step memory log among the inputs", recordStepLog
 	}
-	add(logs)
-	return out
+	c.add(logs)
 }
 
 // withoutAddr counts the input's GPU memory events that record no Addr
-// (torch < 1.10); 0 for an input read as a summary.
+// (torch < 1.10); 0 for an input read as a digest.
 func withoutAddr(in *Input) int64 {
 	if !in.Has(SourceTrace) {
 		return 0

@@ -51,7 +51,7 @@ func TestChecklistOnRecordings(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			ins := loadInputs(t, c.paths...)
-			vs := JudgeAll(ins)
+			vs := judgeAll(ins)
 			if len(vs) != 1 {
 				t.Fatalf("%d verdicts", len(vs))
 			}
@@ -87,7 +87,7 @@ func TestChecklistNamesTheEvidence(t *testing.T) {
 	for _, in := range ins {
 		fs = append(fs, Run(Builtin(), in)...)
 	}
-	for _, it := range Checklist(JudgeAll(ins)[0], fs) {
+	for _, it := range Checklist(judgeAll(ins)[0], fs) {
 		if it.ID == "zero-grad" && (it.Status != CheckFail || !strings.Contains(it.Detail, "no_zero_grad.py, def line ")) {
 			t.Errorf("%+v", it)
 		}

@@ -72,7 +72,7 @@ func (t *Threshold) UnmarshalYAML(unmarshal func(any) error) error {
 // (an alias bomb, 100,000 nested lists, /dev/zero) from costing more than
 // a moment: the YAML decoder's time and memory grow with what it expands.
 const (
-	MaxConfigBytes   = 64 << 10
+	maxConfigBytes   = 64 << 10
 	maxConfigDepth   = 4    // nested [ ] and { }; a config needs 3 at most
 	maxConfigTokens  = 8192 // a real config has about a hundred
 	maxConfigColumn  = 200  // where a key or "- " may start: bounds block nesting
@@ -80,17 +80,17 @@ const (
 )
 
 // ParseConfig reads a YAML config strictly: unknown keys are errors, so a
-// typo cannot silently disable a gate. It reads at most MaxConfigBytes and
+// typo cannot silently disable a gate. It reads at most maxConfigBytes and
 // refuses anchors, aliases and merge keys (a config never needs them, and
 // they are how a small file expands into a huge one), nesting deeper than
 // any config has, and thresholds that are not finite numbers.
 func ParseConfig(r io.Reader) (*Config, error) {
-	data, err := io.ReadAll(io.LimitReader(r, MaxConfigBytes+1))
+	data, err := io.ReadAll(io.LimitReader(r, maxConfigBytes+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(data) > MaxConfigBytes {
-		return nil, fmt.Errorf("larger than %d bytes: not a torchmem config", MaxConfigBytes)
+	if len(data) > maxConfigBytes {
+		return nil, fmt.Errorf("larger than %d bytes: not a torchmem config", maxConfigBytes)
 	}
 	var c Config
 	if len(bytes.TrimSpace(data)) == 0 {
@@ -194,7 +194,7 @@ func (c *Config) Apply(rs []Rule) ([]Rule, error) {
 				r.Threshold = rc.Threshold.Value
 			}
 			if rc.Severity != "" {
-				s, err := ParseSeverity(rc.Severity)
+				s, err := parseSeverity(rc.Severity)
 				if err != nil {
 					return nil, fmt.Errorf("rule %s: %w", r.ID, err)
 				}

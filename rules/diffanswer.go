@@ -14,7 +14,7 @@ func ParseBudget(s string) (DiffBudget, error) { return diff.ParseBudget(s) }
 
 // diffSideOf reduces one side's evaluated inputs (one kind and rank) to
 // what a comparison reads, under the name source: a trace's operators,
-// sites and leak suspects, a snapshot's segments, a summary's saved side.
+// sites and leak suspects, a snapshot's segments, a digest's saved side.
 // Its leak verdict is the Evaluation's (leak when a run or rank leaks,
 // else the first one's), so that diff says what analyze says of each side.
 func diffSideOf(source string, ev *Evaluation) *DiffSide {

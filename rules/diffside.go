@@ -16,14 +16,14 @@ func NewTraceSide(source string, t *chrometrace.Trace) *diff.Side {
 func NewInputSide(in *Input) *diff.Side {
 	source := in.Source
 	s := &diff.Side{Source: source, Operators: map[string]int64{}, SiteAlloc: map[string]int64{}, SiteLive: map[string]int64{}}
-	sum := in.TraceSummary(-1)
+	sum := in.Overview(-1)
 	s.PeakAllocatedBytes, s.PeakReservedBytes, s.Steps = sum.PeakAllocatedBytes, sum.PeakReservedBytes, sum.Steps
 	leaks := in.Leaks()
 	s.GrowthBytesPerStep, s.LeakVerdict, s.Suspects = leaks.GrowthBytesPerStep, leaks.Verdict, leaks.Suspects
 	for _, st := range leaks.Steps {
 		s.StepSurvivors = append(s.StepSurvivors, st.SurvivorBytes)
 	}
-	s.StepPeakAllocated = StepPeakAllocated(in.Trace)
+	s.StepPeakAllocated = stepPeakAllocated(in.Trace)
 	for _, op := range in.Operators() {
 		if !op.OnDevice {
 			s.Operators[op.Name] += op.SelfDeviceMemory

@@ -12,6 +12,7 @@ import (
 	"github.com/torchmem/torchmem/rules/diff"
 	"github.com/torchmem/torchmem/rules/frag"
 	"github.com/torchmem/torchmem/rules/leak"
+	"github.com/torchmem/torchmem/rules/zerograd"
 )
 
 // A Digest is one input's analyses without its raw data: what `torchmem
@@ -19,11 +20,11 @@ import (
 // small file, and what every multi-input command answers from where the
 // raw file is absent (the reduce step). An Input with a Digest has none of
 // Trace, Snapshot, ... set; the shared analyses below read the digest
-// instead, so the verdict of a run and rank is the same from the summaries
-// as from the files. The file format around it is package rules/summary.
+// instead, so the verdict of a run and rank is the same from the digests
+// as from the files. The file format around it is package rules/digest.
 type Digest struct {
 	// Verdict is the input judged on its own: its leak evidence, OOMs,
-	// fragmentation and peak answers, which Judge combines with the other
+	// fragmentation and peak answers, which judge combines with the other
 	// inputs of its run and rank like those of a raw input.
 	Verdict Verdict `json:"verdict"`
 	// Leaks is the leak report (per-step survivors, leaks with their sites,
@@ -32,8 +33,8 @@ type Digest struct {
 	Leaks *leak.Report `json:"leaks,omitempty"`
 	// Frag is the trace's fragmentation report (default options).
 	Frag *frag.Report `json:"fragmentation,omitempty"`
-	// TraceSummary is what the trace recorded (steps, GPU, peaks).
-	TraceSummary *chrometrace.Summary `json:"trace_summary,omitempty"`
+	// Overview is what the trace recorded (steps, GPU, peaks).
+	Overview *chrometrace.Summary `json:"trace_summary,omitempty"`
 	// StepTimeNs is the median ProfilerStep duration (0: no steps).
 	StepTimeNs int64 `json:"step_time_ns,omitempty"`
 	// Operators are the top rows of the per-operator table by Self CUDA
@@ -42,12 +43,12 @@ type Digest struct {
 	// Side is the input reduced for `torchmem diff` (its site and operator
 	// maps cut to the largest entries).
 	Side *diff.Side `json:"diff_side,omitempty"`
-	// ZeroGrad, OpHoldings (the top rows, with the peak they refer to) and
+	// ZeroGrad, opHoldings (the top rows, with the peak they refer to) and
 	// GPUActivity are what the checklist reads of a trace.
-	ZeroGrad      *ZeroGradReport `json:"zero_grad,omitempty"`
-	OpHoldings    []OpHolding     `json:"op_holdings,omitempty"`
-	OpHoldingPeak int64           `json:"op_holdings_peak_bytes,omitempty"`
-	GPUActivity   bool            `json:"gpu_activity,omitempty"`
+	ZeroGrad      *zerograd.Report `json:"zero_grad,omitempty"`
+	OpHoldings    []OpHolding      `json:"op_holdings,omitempty"`
+	OpHoldingPeak int64            `json:"op_holdings_peak_bytes,omitempty"`
+	GPUActivity   bool             `json:"gpu_activity,omitempty"`
 	// TopOps is memory.top-ops-share's metric (topOpsShare), which the
 	// top rows alone cannot give.
 	TopOps *topOps `json:"top_ops,omitempty"`
@@ -57,7 +58,7 @@ type Digest struct {
 	// TorchTimeline is an export_memory_timeline file's categories over
 	// time, at most TimelinePoints instants with the total's peaks kept.
 	TorchTimeline *exported.Timeline `json:"torch_timeline,omitempty"`
-	// Sites are the top allocation sites by bytes (DefaultSiteOptions).
+	// Sites are the top allocation sites by bytes (defaultSiteOptions).
 	Sites []memtimeline.Site `json:"sites,omitempty"`
 	// Lines counts a log's lines (step log) or rows (nvidia-smi); GPUs the
 	// GPUs an nvidia-smi log saw; SnapshotStats a snapshot's totals.
@@ -65,7 +66,7 @@ type Digest struct {
 	GPUs          int             `json:"gpus,omitempty"`
 	SnapshotStats *snapshot.Stats `json:"snapshot_stats,omitempty"`
 	// LiveSites are a snapshot's live blocks by site and pool, the largest
-	// DigestLiveSites (a snapshot series is judged from them).
+	// digestLiveSites (a snapshot series is judged from them).
 	LiveSites []snapshot.LiveSite `json:"live_sites,omitempty"`
 	// Tables and MemorySummaryFrag are a memory_summary() log's tables
 	// and its allocator figures per device.
@@ -74,7 +75,7 @@ type Digest struct {
 	// Charts are the trace's memory charts per GPU (allocated and
 	// reserved, at most TimelinePoints instants each with every peak and
 	// trough kept; ProfilerStep bands, OOM markers, what held the most at
-	// HolderSamples moments), as the report draws them.
+	// holderSamples moments), as the report draws them.
 	Charts []MemoryChart `json:"charts,omitempty"`
 	// OOMFacts are the input's out-of-memory records, judged with the
 	// other inputs of its run and rank at the reduce.
@@ -92,7 +93,7 @@ type Digest struct {
 	Findings []DigestFinding `json:"findings"`
 }
 
-// DigestFinding is a finding as a summary keeps it.
+// DigestFinding is a finding as a digest keeps it.
 type DigestFinding struct {
 	Finding
 	// BelowThreshold: the rule fired on evidence with a size under its
@@ -104,31 +105,31 @@ type DigestFinding struct {
 // trough of the total survives (memtimeline.DownsampleIndices).
 const TimelinePoints = 512
 
-// HolderSamples is how many moments of a digest's chart list what held
+// holderSamples is how many moments of a digest's chart list what held
 // the most memory.
-const HolderSamples = 100
+const holderSamples = 100
 
-// DigestLiveSites is how many live sites of a snapshot a digest keeps.
-const DigestLiveSites = 200
+// digestLiveSites is how many live sites of a snapshot a digest keeps.
+const digestLiveSites = 200
 
-// DigestTopRows is how many operator rows and diff sites a digest keeps.
-const DigestTopRows = 25
+// digestTopRows is how many operator rows and diff sites a digest keeps.
+const digestTopRows = 25
 
-// NeedsFullTrace says, in one line, what a summary cannot answer.
+// NeedsFullTrace says, in one line, what a digest cannot answer.
 const NeedsFullTrace = "a summary holds verdicts, leaks, peaks, fragmentation, findings and the top operators; the full operator and stack tables, other thresholds (--rules, --min-bytes-per-step) and the per-allocation views need the trace itself"
 
-// MakeDigest computes in's digest: every analysis a summary keeps. in is
-// a file's input (summarize reads no summaries): what it keeps follows its
+// MakeDigest computes in's digest: every analysis a digest keeps. in is
+// a file's input (summarize reads no digests): what it keeps follows its
 // kind.
 func MakeDigest(in *Input) *Digest {
 	rs := Builtin()
 	var findings []Finding
 	if in.Has(SourceTrace) {
-		findings = RunWith(rs, in, DefaultSiteOptions())
+		findings = RunWith(rs, in, defaultSiteOptions())
 	} else {
 		findings = Run(rs, in)
 	}
-	d := &Digest{Verdict: Judge(in.Source, []*Input{in}), Findings: []DigestFinding{}}
+	d := &Digest{Verdict: judge(in.Source, []*Input{in}), Findings: []DigestFinding{}}
 	d.Verdict.Rank = in.Rank
 	d.Verdict.Inputs = nil // the raw input is what a digest lets go of
 	of := in.OOMFacts()
@@ -147,8 +148,8 @@ func MakeDigest(in *Input) *Digest {
 		d.Leaks = &l
 		f := in.Frag()
 		d.Frag = &f
-		s := in.TraceSummary(-1)
-		d.TraceSummary = &s
+		s := in.Overview(-1)
+		d.Overview = &s
 		d.StepTimeNs = medianStepNs(in.Trace)
 		ops := slices.Clone(in.Operators())
 		slices.SortStableFunc(ops, func(a, b chrometrace.OperatorStats) int {
@@ -165,24 +166,24 @@ func MakeDigest(in *Input) *Digest {
 			}
 			return 0
 		})
-		d.Operators = ops[:min(len(ops), DigestTopRows)]
-		d.Side = trimSide(NewInputSide(in), DigestTopRows)
+		d.Operators = ops[:min(len(ops), digestTopRows)]
+		d.Side = trimSide(NewInputSide(in), digestTopRows)
 		zg := in.ZeroGrad()
 		d.ZeroGrad = &zg
-		hs, peak := in.OpHoldings()
+		hs, peak := in.opHoldings()
 		hs = slices.Clone(hs)
 		slices.SortStableFunc(hs, func(a, b OpHolding) int { return cmp.Compare(b.HeldAtPeak, a.HeldAtPeak) })
-		d.OpHoldings, d.OpHoldingPeak = hs[:min(len(hs), DigestTopRows)], peak
+		d.OpHoldings, d.OpHoldingPeak = hs[:min(len(hs), digestTopRows)], peak
 		d.GPUActivity = in.hasGPUSteps()
 		names, top, total := topOpsShare(in)
 		d.TopOps = &topOps{Names: names, TopBytes: top, TotalBytes: total}
 		d.TraceBaseNs = in.Trace.Meta.BaseTimeNanoseconds
 		d.Charts = traceCharts(in)
-		sites := in.Sites(DefaultSiteOptions())
+		sites := in.Sites(defaultSiteOptions())
 		slices.SortStableFunc(sites, func(a, b memtimeline.Site) int { return cmp.Compare(b.AllocBytes, a.AllocBytes) })
-		d.Sites = sites[:min(len(sites), DigestTopRows)]
-	case SourceSummary:
-		d.Lines, d.Tables, d.MemorySummaryFrag = in.Summary.Lines, len(in.Summary.Samples), in.Summary.Frag()
+		d.Sites = sites[:min(len(sites), digestTopRows)]
+	case SourceMemSummary:
+		d.Lines, d.Tables, d.MemorySummaryFrag = in.MemSummary.Lines, len(in.MemSummary.Samples), in.MemSummary.Frag()
 	case SourceSteps:
 		d.Lines = in.StepLog.Lines
 	case SourceSMI:
@@ -192,19 +193,19 @@ func MakeDigest(in *Input) *Digest {
 	case SourceSnapshot:
 		l := in.SnapshotLeaks()
 		d.Leaks = &l
-		d.Side = trimSide(diff.NewSnapshotSide(in.Source, in.SnapshotReport()), DigestTopRows)
+		d.Side = trimSide(diff.NewSnapshotSide(in.Source, in.SnapshotReport()), digestTopRows)
 		st := in.SnapshotReport().Stats
 		d.SnapshotStats = &st
 		d.LiveSites = in.LiveSites()
-		if len(d.LiveSites) > DigestLiveSites {
-			d.LiveSites = d.LiveSites[:DigestLiveSites]
+		if len(d.LiveSites) > digestLiveSites {
+			d.LiveSites = d.LiveSites[:digestLiveSites]
 		}
 	}
 	return d
 }
 
-// DefaultSiteOptions are the allocation sites analyze and report show.
-func DefaultSiteOptions() memtimeline.SiteOptions {
+// defaultSiteOptions are the allocation sites analyze and report show.
+func defaultSiteOptions() memtimeline.SiteOptions {
 	return memtimeline.SiteOptions{Device: -1, Depth: 5}
 }
 
@@ -222,7 +223,7 @@ func medianStepNs(t *chrometrace.Trace) int64 {
 }
 
 // StepTimeNs is the median ProfilerStep duration of a trace input (from
-// its digest for a summary); 0 when it has none.
+// its digest for one read back); 0 when it has none.
 func (in *Input) StepTimeNs() int64 {
 	switch {
 	case in.IsDigest():
@@ -234,7 +235,7 @@ func (in *Input) StepTimeNs() int64 {
 }
 
 // trimSide keeps a side's n largest operators and sites: a diff names the
-// largest movers, and a summary must stay small.
+// largest movers, and a digest must stay small.
 func trimSide(s *diff.Side, n int) *diff.Side {
 	keep := func(m map[string]int64) map[string]int64 {
 		if len(m) <= n {
@@ -274,9 +275,9 @@ func trimSide(s *diff.Side, n int) *diff.Side {
 	return s
 }
 
-// digestFindings are a summary's findings under the rules rs: a rule left
+// digestFindings are a digest's findings under the rules rs: a rule left
 // out (disabled) drops its findings, a configured severity replaces the
-// built-in one. Thresholds were applied when the summary was made.
+// built-in one. Thresholds were applied when the digest was made.
 func digestFindings(rs []Rule, in *Input) []Finding {
 	var out []Finding
 	for _, f := range in.Digest.Findings {
@@ -345,7 +346,7 @@ func traceCharts(in *Input) []MemoryChart {
 	var out []MemoryChart
 	for i, spec := range TraceCharts(t) {
 		if i < len(tls) {
-			spec.Holders = memtimeline.HolderSamples(t, in.Attribution(), in.Lifetimes(-1), tls[i].Device, HolderSamples, 3)
+			spec.Holders = memtimeline.HolderSamples(t, in.Attribution(), in.Lifetimes(-1), tls[i].Device, holderSamples, 3)
 		}
 		// The same instants for both lines (they share their times): those
 		// that keep allocated's peaks and troughs and those that keep

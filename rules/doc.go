@@ -7,7 +7,7 @@
 // An Input is one loaded file of one SourceKind (source.go lists them:
 // trace, snapshot, steps, nvidia-smi, nvidia-smi-apps, memory-timeline,
 // memory-summary), made by NewInput from what the loader read, or by
-// NewDigestInput from a summary. Each rule declares the kinds it reads
+// NewDigestInput from a digest. Each rule declares the kinds it reads
 // (Rule.Reads) and Run calls it on those only; code that differs by kind
 // asks Input.Is, Has or InputKind, never which field is nil.
 //
@@ -21,9 +21,10 @@
 //	leak/        leak verdicts from regularity (traces, snapshots)
 //	frag/        fragmentation by the allocator's own rules (traces, snapshots)
 //	gpu/         GPU-timeline analyses: step windows, host copies, busy and idle time, idle causes
+//	zerograd/    optimizer steps without a gradient reset (traces)
 //	diff/        what changed between two runs, budgets, the leak gate
 //	site/        how every output names a code site and its location
-//	summary/     the file `torchmem summarize` writes (a Digest)
+//	digest/      the file `torchmem summarize` writes (a Digest, in a File)
 //
 // Files of the engine:
 //
@@ -34,7 +35,12 @@
 //	  snapshotrules.go           snapshot's OOM and split rules
 //	fragfindings.go            fragmentation findings, one rule per signal
 //	memory.go, timeline.go     OOMs, operator limits, GPU-timeline rules
-//	logs.go, summary.go        per-step logs, nvidia-smi, memory_summary()
+//	logs.go, memsummary.go     per-step logs, nvidia-smi, memory_summary()
 //	verdict.go, checklist.go   one verdict per run and rank, the checklist
+//	leakevidence.go,           the verdict's parts: what each input says
+//	  leakanswer.go,             about growth and how it is weighed and
+//	  oomanswer.go,              worded; OOMs and their cause; the
+//	  fraganswer.go,             fragmentation answer; the peak and what
+//	  peakanswer.go              fills it
 //	diffside.go                a trace input reduced for diff
 package rules

@@ -34,8 +34,8 @@ var dumpKindDirs = map[string]bool{
 	"traces": true, "snapshots": true,
 }
 
-// DumpPlace is where a file sits in a framework's dump tree.
-type DumpPlace struct {
+// dumpPlace is where a file sits in a framework's dump tree.
+type dumpPlace struct {
 	// Root is the dump's root folder: the files of one root are one run.
 	Root string
 	// Iteration is the step the dump was taken at.
@@ -44,16 +44,16 @@ type DumpPlace struct {
 	Exit bool
 }
 
-// DumpPlaceOf says where path sits in a framework dump tree; ok is false
+// dumpPlaceOf says where path sits in a framework dump tree; ok is false
 // for a file in no iteration folder.
-func DumpPlaceOf(path string) (DumpPlace, bool) {
+func dumpPlaceOf(path string) (dumpPlace, bool) {
 	dir := filepath.Dir(path)
 	// The iteration folder, or its parent when a leaf folder follows it.
 	for range 2 {
 		if m := iterationDir.FindStringSubmatch(filepath.Base(dir)); m != nil {
 			n, err := strconv.ParseInt(m[1], 10, 64)
 			if err != nil {
-				return DumpPlace{}, false
+				return dumpPlace{}, false
 			}
 			root := filepath.Dir(dir)
 			if dumpKindDirs[filepath.Base(root)] {
@@ -62,11 +62,11 @@ func DumpPlaceOf(path string) (DumpPlace, bool) {
 					root = filepath.Dir(root)
 				}
 			}
-			return DumpPlace{Root: root, Iteration: n, Exit: m[2] != ""}, true
+			return dumpPlace{Root: root, Iteration: n, Exit: m[2] != ""}, true
 		}
 		dir = filepath.Dir(dir)
 	}
-	return DumpPlace{}, false
+	return dumpPlace{}, false
 }
 
 // stepInName reads the step a file was dumped at from its name, for
@@ -77,7 +77,7 @@ var stepInName = regexp.MustCompile(`(?i)(?:^|[^a-z])(?:iteration|iter|step|it)[
 // dumpStepOf is the step path was dumped at: its iteration folder's, else
 // one in its name; -1 when neither says.
 func dumpStepOf(path string) int64 {
-	if p, ok := DumpPlaceOf(path); ok {
+	if p, ok := dumpPlaceOf(path); ok {
 		return p.Iteration
 	}
 	if m := stepInName.FindStringSubmatch(filepath.Base(path)); m != nil {
@@ -91,7 +91,7 @@ func dumpStepOf(path string) int64 {
 // groupDir is the folder a file's run is keyed by: a dump tree's root,
 // else its own folder.
 func groupDir(path string) string {
-	if p, ok := DumpPlaceOf(path); ok {
+	if p, ok := dumpPlaceOf(path); ok {
 		return p.Root
 	}
 	return filepath.Dir(path)

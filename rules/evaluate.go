@@ -107,7 +107,7 @@ func DefaultJudgeOptions() JudgeOptions { return DefaultRuleSet().JudgeOptions()
 
 // JudgeOptions are the verdict's thresholds from the rules in force.
 func (s RuleSet) JudgeOptions() JudgeOptions {
-	o := JudgeOptions{SnapshotSplit: s.threshold(RuleSnapshotSplit), Frag: frag.DefaultOptions()}
+	o := JudgeOptions{SnapshotSplit: s.threshold(ruleSnapshotSplit), Frag: frag.DefaultOptions()}
 	if s.fragOptions != nil {
 		o.Frag = *s.fragOptions
 	}
@@ -319,9 +319,9 @@ func evaluate(rs RuleSet, ins []*Input, sites *memtimeline.SiteOptions) *Evaluat
 	for _, fs := range perInput {
 		all = append(all, fs...)
 	}
-	ev.Verdicts = JudgeAllWith(ins, rs.JudgeOptions())
-	all = overruledLeakFindings(ev.Verdicts, MergeLeakFindings(ev.Verdicts, all))
-	all = MergeOOMFindings(ev.Verdicts, all)
+	ev.Verdicts = judgeAllWith(ins, rs.JudgeOptions())
+	all = overruledLeakFindings(ev.Verdicts, mergeLeakFindings(ev.Verdicts, all))
+	all = mergeOOMFindings(ev.Verdicts, all)
 	all = append(all, verdictLeakFindings(rs, ev.Verdicts, all)...)
 	slices.SortStableFunc(all, func(a, b Finding) int { return int(b.Severity) - int(a.Severity) })
 	if all == nil {
@@ -364,7 +364,7 @@ func (in *Input) HasMemoryEvidence() bool {
 	case !in.Is(SourceTrace):
 		return true
 	case in.IsDigest():
-		return in.Digest.TraceSummary == nil || in.Digest.TraceSummary.MemoryEvents > 0 || in.Digest.TraceSummary.OOMEvents > 0
+		return in.Digest.Overview == nil || in.Digest.Overview.MemoryEvents > 0 || in.Digest.Overview.OOMEvents > 0
 	}
 	return len(in.Trace.Memory) > 0 || len(in.Trace.OOMs) > 0
 }
@@ -458,7 +458,7 @@ func leakRuleOf(kind SourceKind) string {
 	switch kind {
 	case SourceSnapshot:
 		return "snapshot.leak"
-	case SourceSteps, SourceSummary:
+	case SourceSteps, SourceMemSummary:
 		return "steps.growth"
 	case SourceSMI:
 		return "smi.leak"

@@ -34,7 +34,7 @@ func judgeDir(t *testing.T, dir string) Verdict {
 		m, _ := filepath.Glob(filepath.Join(dir, pat))
 		paths = append(paths, m...)
 	}
-	vs := JudgeAll(loadInputs(t, paths...))
+	vs := judgeAll(loadInputs(t, paths...))
 	if len(vs) != 1 {
 		t.Fatalf("%s: %d verdicts, want 1", dir, len(vs))
 	}
@@ -122,7 +122,7 @@ func TestFragOverTheRun(t *testing.T) {
 	if err := os.WriteFile(logged, []byte(first+"\n"+rest), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	vs := JudgeAll(loadInputs(t, logged))
+	vs := judgeAll(loadInputs(t, logged))
 	f := vs[0].Frag
 	if f == nil || f.Verdict != "fragmented" || !slices.Contains(f.Costs, CostSplitOverHeadroom) || !strings.Contains(f.Cost, "at step 5 reserved") {
 		t.Errorf("with the limit logged: frag %+v, want fragmented by split over the headroom at step 5", f)

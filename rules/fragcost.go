@@ -124,7 +124,7 @@ func (in *Input) StepFacts() *StepFacts {
 		f := newStepFacts()
 		f.Source, f.Limit, f.AllocConf, f.HistoryMax = in.Source, in.StepLog.LimitBytes(), in.StepLog.AllocConf, in.StepLog.HistoryMaxEntries
 		f.What = "step log"
-		if in.Is(SourceSummary) {
+		if in.Is(SourceMemSummary) {
 			f.What = "memory_summary()"
 		}
 		for _, s := range in.StepLog.Series {

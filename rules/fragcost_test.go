@@ -87,7 +87,7 @@ func TestFragCostRetries(t *testing.T) {
 			keep = append(keep, f)
 		}
 	}
-	vs := JudgeAll(loadInputs(t, keep...))
+	vs := judgeAll(loadInputs(t, keep...))
 	if f := vs[0].Frag; f == nil || f.Verdict != frag.VerdictOK || f.AllocRetries != 0 || !strings.Contains(f.Cost, "it cost nothing: 0 cudaMalloc retries") || !strings.Contains(f.Retries, "the OOM's own") {
 		t.Errorf("oom: %+v", f)
 	}
@@ -98,7 +98,7 @@ func TestFragCostRetries(t *testing.T) {
 // named, with the allocator settings the log records; the log itself is not.
 func TestReservedGrowthWithAllocatedFlat(t *testing.T) {
 	src := filepath.Join(gpuData, "evidence/frag_fraction/run_rank0.steps.jsonl")
-	if v := JudgeAll(loadInputs(t, src)); v[0].Frag.ReservedGrowth != nil {
+	if v := judgeAll(loadInputs(t, src)); v[0].Frag.ReservedGrowth != nil {
 		t.Fatalf("healthy log: %+v", v[0].Frag.ReservedGrowth)
 	}
 	grown := rewriteSteps(t, src, func(rec map[string]any, i int) {
@@ -109,7 +109,7 @@ func TestReservedGrowthWithAllocatedFlat(t *testing.T) {
 			rec["reserved_bytes.all.current"] = num(rec["reserved_bytes.all.current"]) + int64(i-2)*(32<<20)
 		}
 	})
-	f := JudgeAll(loadInputs(t, grown))[0].Frag
+	f := judgeAll(loadInputs(t, grown))[0].Frag
 	if f == nil || f.Verdict != frag.VerdictFragmented || f.ReservedGrowth == nil || !slices.Contains(f.Costs, CostReservedGrowth) {
 		t.Fatalf("grown: %+v", f)
 	}
@@ -132,7 +132,7 @@ func TestAllocSettingsChecked(t *testing.T) {
 			rec["alloc_conf"] = map[string]any{"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
 		}
 	})
-	f := JudgeAll(loadInputs(t, beside(t, snap[0]), asked))[0].Frag
+	f := judgeAll(loadInputs(t, beside(t, snap[0]), asked))[0].Frag
 	if f == nil || !strings.Contains(f.Settings, "expandable_segments:True, but the snapshot says expandable_segments false: the setting asked for is not in effect") {
 		t.Errorf("settings %q", f.Settings)
 	}
@@ -145,7 +145,7 @@ func TestAllocSettingsChecked(t *testing.T) {
 			rec["alloc_conf"] = map[string]any{"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
 		}
 	})
-	if f := JudgeAll(loadInputs(t, beside(t, snap[0]), asked))[0].Frag; f == nil || f.Settings != "" || f.AllocConf != "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" {
+	if f := judgeAll(loadInputs(t, beside(t, snap[0]), asked))[0].Frag; f == nil || f.Settings != "" || f.AllocConf != "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" {
 		t.Errorf("in effect, yet: %+v", f)
 	}
 }
@@ -216,7 +216,7 @@ func TestFragCostOnRound4(t *testing.T) {
 // the fraction is not recorded.
 func TestLeakForecast(t *testing.T) {
 	src := filepath.Join(gpuData, "round4", "staircase_p2", "run_rank0.steps.jsonl")
-	if v := JudgeAll(loadInputs(t, src))[0]; v.Leak.Verdict != "leak" || v.Leak.Forecast != nil {
+	if v := judgeAll(loadInputs(t, src))[0]; v.Leak.Verdict != "leak" || v.Leak.Forecast != nil {
 		t.Fatalf("no limit recorded: %s, forecast %+v", v.Leak.Verdict, v.Leak.Forecast)
 	}
 	const capacity = 150109880320
@@ -227,7 +227,7 @@ func TestLeakForecast(t *testing.T) {
 		}
 		lastReserved = num(rec["reserved_bytes.all.current"])
 	})
-	v := JudgeAll(loadInputs(t, logged))[0]
+	v := judgeAll(loadInputs(t, logged))[0]
 	fc := v.Leak.Forecast
 	if fc == nil {
 		t.Fatalf("no forecast: %+v", v.Leak)

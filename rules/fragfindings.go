@@ -11,7 +11,7 @@ import (
 
 // Frag is the input's fragmentation report with default options.
 func (in *Input) Frag() frag.Report {
-	return in.FragWith(frag.DefaultOptions())
+	return in.fragWith(frag.DefaultOptions())
 }
 
 // fragFinding turns one signal of the report into a finding when the
@@ -40,7 +40,7 @@ func fragFinding(r *Rule, in *Input, check func(rep *frag.Report, opts frag.Opti
 }
 
 func init() {
-	Register(&Rule{
+	register(&Rule{
 		ID:          frag.SmallAllocFlood,
 		Description: "4 KB fragmentation flood: thousands of blocks of <= 4 KiB per step, most of all allocations",
 		Severity:    Warning,
@@ -71,7 +71,7 @@ func init() {
 			})
 		},
 	})
-	Register(&Rule{
+	register(&Rule{
 		ID:          frag.ReservedGap,
 		Description: "The cache wastes memory: new segments while their pool (small <= 1 MiB, large) held at least the requested bytes idle, with reserved far above allocated",
 		Severity:    Warning,
@@ -96,7 +96,7 @@ func init() {
 			})
 		},
 	})
-	Register(&Rule{
+	register(&Rule{
 		ID:          frag.CudaMallocChurn,
 		Description: "cudaMalloc/cudaFree in steady state: the cache keeps missing or empty_cache() runs in the loop",
 		Severity:    Warning,

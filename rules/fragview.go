@@ -46,7 +46,7 @@ func fragMeasure(o frag.Options) frag.Options {
 // fragJudged is a trace's fragmentation report judged with the
 // thresholds in force: the one judgment behind the verdict.
 func fragJudged(in *Input, o frag.Options) frag.Report {
-	f := in.FragWith(fragMeasure(o))
+	f := in.fragWith(fragMeasure(o))
 	if f.Verdict != frag.VerdictUnknown {
 		f.Rejudge(o) // a copy: the memo keeps the measurements
 	}
@@ -89,11 +89,11 @@ func (ev *Evaluation) FragOf(in *Input) *FragAnswer {
 // inactive split, judged by the same limit), and cudaMalloc retries
 // during the log mean the allocator had to free its cache and try again.
 // Nil without tables.
-func summaryFrag(in *Input, limit float64) *FragAnswer {
-	if !in.Has(SourceSummary) {
+func memSummaryFrag(in *Input, limit float64) *FragAnswer {
+	if !in.Has(SourceMemSummary) {
 		return nil
 	}
-	devs := in.Summary.Frag()
+	devs := in.MemSummary.Frag()
 	if len(devs) == 0 {
 		return nil
 	}

@@ -52,7 +52,7 @@ func loadSMIDir(t *testing.T, dir string, names ...string) []*Input {
 // also per step (64 MiB planted per step, 0.25 s a step).
 func TestVerdictSMILeakRate(t *testing.T) {
 	dir := memtest.Testdata("smi")
-	alone := JudgeAll(loadSMIDir(t, dir, "nvidia_smi_leak.csv"))
+	alone := judgeAll(loadSMIDir(t, dir, "nvidia_smi_leak.csv"))
 	if len(alone) != 1 {
 		t.Fatalf("%d verdicts", len(alone))
 	}
@@ -63,7 +63,7 @@ func TestVerdictSMILeakRate(t *testing.T) {
 	if f := l.Figure(); !strings.Contains(f, "MiB/s") || strings.Contains(f, "0 B") {
 		t.Errorf("figure %q", f)
 	}
-	both := JudgeAll(loadSMIDir(t, dir, "nvidia_smi_leak.csv", "nvidia_smi_leak.steps.jsonl"))
+	both := judgeAll(loadSMIDir(t, dir, "nvidia_smi_leak.csv", "nvidia_smi_leak.steps.jsonl"))
 	if len(both) != 1 {
 		t.Fatalf("%d verdicts: the smi log and its steps log are one run", len(both))
 	}
@@ -95,7 +95,7 @@ func TestVerdictSMIRecordings(t *testing.T) {
 			} `json:"holder"`
 		}
 		memtest.ReadJSON(t, filepath.Join(dir, "truth.json"), &truth)
-		vs := JudgeAll(loadSMIDir(t, dir, files...))
+		vs := judgeAll(loadSMIDir(t, dir, files...))
 		if len(vs) != 1 {
 			t.Fatalf("%s: %d verdicts, want one run", sc, len(vs))
 		}
@@ -177,7 +177,7 @@ func TestVerdictSMIPicksTheRunsGPU(t *testing.T) {
 	ins := loadSMIDir(t, tmp, "nvidia_smi.csv")
 	ins = append(ins, loadSMIDir(t, dir, "*.steps.jsonl")...)
 	ins[1].Source = filepath.Join(tmp, filepath.Base(ins[1].Source)) // one folder: one run
-	vs := JudgeAll(ins)
+	vs := judgeAll(ins)
 	if len(vs) != 1 || vs[0].GPU == nil || vs[0].GPU.Reconciled == nil {
 		t.Fatalf("verdicts %+v", vs)
 	}
@@ -225,7 +225,7 @@ func TestVerdictSMISaysWhyNoSplit(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(tmp, "run_rank0.steps.jsonl"), []byte(steps), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		vs := JudgeAll(loadSMIDir(t, tmp, "nvidia_smi.csv", "compute_apps.csv", "run_rank0.steps.jsonl"))
+		vs := judgeAll(loadSMIDir(t, tmp, "nvidia_smi.csv", "compute_apps.csv", "run_rank0.steps.jsonl"))
 		if len(vs) != 1 || vs[0].GPU == nil {
 			t.Fatalf("%s: verdicts %+v", tc.name, vs)
 		}
@@ -265,7 +265,7 @@ func TestVerdictSMIProcessesWithoutNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := loadSMIDir(t, tmp, "compute_apps.csv", "nvidia_smi.csv")
-	vs := JudgeAll(in)
+	vs := judgeAll(in)
 	if len(vs) != 1 || vs[0].GPU == nil {
 		t.Fatalf("verdicts %+v", vs)
 	}

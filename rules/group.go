@@ -20,8 +20,8 @@ import (
 // snippetName matches the snippet's file names: the run (host) and rank.
 var snippetName = regexp.MustCompile(`^(.+?)_rank(\d+)(?:_step\d+)?\.`)
 
-// Group is the inputs of one run and rank.
-type Group struct {
+// runGroup is the inputs of one run and rank.
+type runGroup struct {
 	Name   string
 	Run    string
 	Rank   int64
@@ -36,13 +36,13 @@ type groupKey struct {
 	rank     int64
 }
 
-// GroupInputs groups inputs by run and rank, in the order they came. Files
+// groupInputs groups inputs by run and rank, in the order they came. Files
 // named by the snippet group by folder, host and rank; other files (saved
 // by hand: trace.json.gz, memory_timeline.json.gz, stats_steps.jsonl) are
 // one run per folder, grouped by rank (from a trace's distributedInfo or a
 // "rank<N>" in the name or folder); one of unknown rank joins the folder's
 // only rank.
-func GroupInputs(ins []*Input) []Group {
+func groupInputs(ins []*Input) []runGroup {
 	keyOf := make([]groupKey, len(ins))
 	for i, in := range ins {
 		dir := groupDir(in.Source)
@@ -139,7 +139,7 @@ func GroupInputs(ins []*Input) []Group {
 			}
 		}
 	}
-	var out []Group
+	var out []runGroup
 	index := map[groupKey]int{}
 	for i, in := range ins {
 		k := keyOf[i]
@@ -148,7 +148,7 @@ func GroupInputs(ins []*Input) []Group {
 			continue
 		}
 		index[k] = len(out)
-		g := Group{Rank: k.rank, Inputs: []*Input{in}}
+		g := runGroup{Rank: k.rank, Inputs: []*Input{in}}
 		if k.run != "\x00" {
 			g.Run = k.run
 			g.Joined = joinedRuns[[2]string{k.dir, k.run}]
@@ -183,17 +183,17 @@ func GroupInputs(ins []*Input) []Group {
 	return out
 }
 
-// JudgeAll groups the inputs and judges each group with the built-in
+// judgeAll groups the inputs and judges each group with the built-in
 // rules' thresholds.
-func JudgeAll(ins []*Input) []Verdict { return JudgeAllWith(ins, DefaultJudgeOptions()) }
+func judgeAll(ins []*Input) []Verdict { return judgeAllWith(ins, DefaultJudgeOptions()) }
 
-// JudgeAllWith groups the inputs and judges each group with o.
-func JudgeAllWith(ins []*Input, o JudgeOptions) []Verdict {
+// judgeAllWith groups the inputs and judges each group with o.
+func judgeAllWith(ins []*Input, o JudgeOptions) []Verdict {
 	var out []Verdict
-	for _, g := range GroupInputs(ins) {
-		v := JudgeWith(g.Name, g.Inputs, o)
+	for _, g := range groupInputs(ins) {
+		v := judgeWith(g.Name, g.Inputs, o)
 		v.Run = g.Run
-		v.Job = JoinedNote(g.Joined)
+		v.Job = joinedNote(g.Joined)
 		if g.Rank >= 0 {
 			v.Rank = g.Rank
 		}
@@ -209,12 +209,12 @@ var leakRules = []string{"memory.leak", "snapshot.leak", "steps.growth", "smi.le
 // IsLeakRule reports whether a rule id is one of the leak rules.
 func IsLeakRule(id string) bool { return slices.Contains(leakRules, id) }
 
-// MergeLeakFindings turns the leak findings of each group's inputs (a
+// mergeLeakFindings turns the leak findings of each group's inputs (a
 // trace's, a snapshot's, a step log's: one leak seen three ways) into one
 // finding per group carrying the verdict's figure, holding line and every
 // source's number. Other findings pass through. A group whose inputs gave
 // at most one leak finding keeps it as it is.
-func MergeLeakFindings(vs []Verdict, fs []Finding) []Finding {
+func mergeLeakFindings(vs []Verdict, fs []Finding) []Finding {
 	groupOf := map[string]int{}
 	for i, v := range vs {
 		for _, s := range v.Sources {

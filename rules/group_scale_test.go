@@ -17,7 +17,7 @@ func TestGroupManyRanks(t *testing.T) {
 			&Input{Source: fmt.Sprintf("run/vm_rank%d.steps.jsonl", r), Kind: "steps", Rank: r})
 	}
 	ins = append(ins, &Input{Source: "run/train.log", Kind: "memory-summary", Rank: 42})
-	groups := GroupInputs(ins)
+	groups := groupInputs(ins)
 	if len(groups) != n {
 		t.Fatalf("%d groups, want %d", len(groups), n)
 	}

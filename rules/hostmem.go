@@ -19,9 +19,9 @@ type HostAnswer struct {
 	Source string `json:"source"`
 }
 
-// Input.HostMemory is the input's pinned-host-memory report per series
+// Input.hostMemory is the input's pinned-host-memory report per series
 // (nil when it records none).
-func (in *Input) HostMemory() []*steplog.HostReport {
+func (in *Input) hostMemory() []*steplog.HostReport {
 	if !in.Has(SourceSteps) || in.StepLog == nil {
 		return nil
 	}
@@ -37,7 +37,7 @@ func (in *Input) HostMemory() []*steplog.HostReport {
 }
 
 // judgeHost is the group's pinned-host-memory answer: its first steps log
-// that records it (a summary's, as judged where it was made); nil when none
+// that records it (a digest's, as judged where it was made); nil when none
 // does.
 func judgeHost(ins []*Input) *HostAnswer {
 	for _, in := range ins {
@@ -47,7 +47,7 @@ func judgeHost(ins []*Input) *HostAnswer {
 			}
 			continue
 		}
-		for _, r := range in.HostMemory() {
+		for _, r := range in.hostMemory() {
 			a := &HostAnswer{HostReport: *r, Source: in.Source, Verdict: leak.VerdictUnknown}
 			switch r.Verdict {
 			case steplog.VerdictGrowing:
@@ -62,7 +62,7 @@ func judgeHost(ins []*Input) *HostAnswer {
 }
 
 func init() {
-	Register(&Rule{
+	register(&Rule{
 		ID:          "steps.pinned-host-growth",
 		Description: "Per-step memory log: pinned host memory (torch.cuda.host_memory_stats) grows every step",
 		Severity:    Error,
@@ -71,7 +71,7 @@ func init() {
 		Reads:       []SourceKind{SourceSteps},
 		Check: func(r *Rule, in *Input) []Finding {
 			var out []Finding
-			for _, h := range in.HostMemory() {
+			for _, h := range in.hostMemory() {
 				if h.Verdict != steplog.VerdictGrowing {
 					continue
 				}

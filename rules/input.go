@@ -34,7 +34,7 @@ var (
 	keyLifetimes   = NewKey[[]memtimeline.Lifetime]("lifetimes")
 )
 
-func keySummary(device int) Key[chrometrace.Summary] {
+func keyOverview(device int) Key[chrometrace.Summary] {
 	return NewKey[chrometrace.Summary](fmt.Sprintf("summary:%d", device))
 }
 
@@ -73,23 +73,23 @@ func (in *Input) Lifetimes(device int) []memtimeline.Lifetime {
 	})
 }
 
-// TraceSummary is what the trace is and what it recorded (device -1: all
+// Overview is what the trace is and what it recorded (device -1: all
 // GPUs).
-func (in *Input) TraceSummary(device int) chrometrace.Summary {
-	if in.Digest != nil && in.Digest.TraceSummary != nil {
-		return *in.Digest.TraceSummary // all GPUs: a summary keeps that one
+func (in *Input) Overview(device int) chrometrace.Summary {
+	if in.Digest != nil && in.Digest.Overview != nil {
+		return *in.Digest.Overview // all GPUs: a digest keeps that one
 	}
 	if in.Trace == nil {
 		return chrometrace.Summary{Rank: -1, WorldSize: 1} // not a trace: it recorded nothing of one
 	}
-	return Get(in, keySummary(device), func() chrometrace.Summary { return chrometrace.Summarize(in.Trace, device) })
+	return Get(in, keyOverview(device), func() chrometrace.Summary { return chrometrace.Summarize(in.Trace, device) })
 }
 
 // Sites are the trace's allocation sites. The slice is the caller's (a
 // copy): renderers sort it their way.
 func (in *Input) Sites(o memtimeline.SiteOptions) []memtimeline.Site {
 	if in.Digest != nil {
-		return slices.Clone(in.Digest.Sites) // the top rows with DefaultSiteOptions
+		return slices.Clone(in.Digest.Sites) // the top rows with defaultSiteOptions
 	}
 	return slices.Clone(Get(in, keySites(o), func() []memtimeline.Site {
 		return memtimeline.Sites(in.Trace, in.Attribution(), in.Lifetimes(o.Device), o)
@@ -107,8 +107,8 @@ func (in *Input) LeaksWith(o leak.Options) leak.Report {
 	})
 }
 
-// FragWith is the trace's fragmentation report with opts.
-func (in *Input) FragWith(o frag.Options) frag.Report {
+// fragWith is the trace's fragmentation report with opts.
+func (in *Input) fragWith(o frag.Options) frag.Report {
 	if in.Digest != nil {
 		if in.Digest.Frag != nil {
 			return *in.Digest.Frag
@@ -120,10 +120,10 @@ func (in *Input) FragWith(o frag.Options) frag.Report {
 	})
 }
 
-// Prepare computes the analyses every report of a trace input needs, the
+// prepare computes the analyses every report of a trace input needs, the
 // independent ones at once (they share attribution and lifetimes through
 // the cache), so that what follows only reads them.
-func (in *Input) Prepare(site memtimeline.SiteOptions) {
+func (in *Input) prepare(site memtimeline.SiteOptions) {
 	if in.Trace == nil {
 		return
 	}
@@ -133,7 +133,7 @@ func (in *Input) Prepare(site memtimeline.SiteOptions) {
 		func() { in.Leaks() },
 		func() { in.Frag() },
 		func() { in.Sites(site) },
-		func() { in.TraceSummary(-1) },
+		func() { in.Overview(-1) },
 	} {
 		g.Go(f)
 	}
@@ -194,18 +194,18 @@ func (in *Input) SnapshotLeaksWith(o leak.Options) leak.Report {
 }
 
 // RunWith applies rules to in while the analyses its reports show are
-// computed beside them (Prepare); findings come out as Run's.
+// computed beside them (prepare); findings come out as Run's.
 func RunWith(rs []Rule, in *Input, site memtimeline.SiteOptions) []Finding {
 	var out []Finding
 	in.prepareShared() // before the rules, which read it too
 	var g crash.Group
 	g.Go(func() { out = Run(rs, in) })
-	in.Prepare(site)
+	in.prepare(site)
 	g.Wait()
 	return out
 }
 
-// digestLeaks is a summary's leak report.
+// digestLeaks is a digest's leak report.
 func (in *Input) digestLeaks() leak.Report {
 	if in.Digest.Leaks != nil {
 		return *in.Digest.Leaks

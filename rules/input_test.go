@@ -30,7 +30,7 @@ func TestAnalysesComputedOnce(t *testing.T) {
 		in.Frag()
 		in.Sites(site)
 		in.Operators()
-		in.TraceSummary(-1)
+		in.Overview(-1)
 		NewInputSide(in)
 		prefixes := map[string]int{}
 		for key, n := range in.computed {

@@ -106,8 +106,8 @@ func rankOf(ranks map[int64]bool) int64 {
 	return -1
 }
 
-// JoinedNote says which process run ids were read as one job.
-func JoinedNote(ids []string) string {
+// joinedNote says which process run ids were read as one job.
+func joinedNote(ids []string) string {
 	if len(ids) < 2 {
 		return ""
 	}

@@ -22,7 +22,7 @@ func TestVerdictOnTorch18Trace(t *testing.T) {
 		Peak map[string]int64 `json:"running_sum_peak"`
 	}
 	memtest.ReadJSON(t, dir+"/worker0.1623143089861.truth.json", &truth)
-	vs := JudgeAll(loadInputs(t, dir+"/worker0.1623143089861.pt.trace.json.gz"))
+	vs := judgeAll(loadInputs(t, dir+"/worker0.1623143089861.pt.trace.json.gz"))
 	if len(vs) != 1 {
 		t.Fatalf("%d verdicts", len(vs))
 	}

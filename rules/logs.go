@@ -11,8 +11,8 @@ import (
 // snippet's per-step memory_stats lines.
 
 func init() {
-	Register(&Rule{
-		ID:          RuleSMILeak,
+	register(&Rule{
+		ID:          ruleSMILeak,
 		Description: "nvidia-smi: memory.used grows steadily and never falls back (a leak seen from outside the process, at any size; growth under the threshold in bytes is a warning)",
 		Severity:    Error,
 		Threshold:   64 << 20,
@@ -39,8 +39,8 @@ func init() {
 			return out
 		},
 	})
-	Register(&Rule{
-		ID:          RuleSMIMemoryHigh,
+	register(&Rule{
+		ID:          ruleSMIMemoryHigh,
 		Description: "nvidia-smi: memory.used above this fraction of memory.total",
 		Severity:    Warning,
 		Threshold:   0.9,
@@ -64,8 +64,8 @@ func init() {
 			return out
 		},
 	})
-	Register(&Rule{
-		ID:          RuleSMIStarvation,
+	register(&Rule{
+		ID:          ruleSMIStarvation,
 		Description: "nvidia-smi: memory held but GPU utilization low for a long time (the GPU waits for input)",
 		Severity:    Warning,
 		Threshold:   10,
@@ -88,13 +88,13 @@ func init() {
 			return out
 		},
 	})
-	Register(&Rule{
+	register(&Rule{
 		ID:          "steps.growth",
 		Description: "Per-step memory log: allocated memory grows every step",
 		Severity:    Error,
 		Threshold:   1 << 20,
 		Unit:        "bytes_per_step",
-		Reads:       []SourceKind{SourceSteps, SourceSummary},
+		Reads:       []SourceKind{SourceSteps, SourceMemSummary},
 		Check: func(r *Rule, in *Input) []Finding {
 			var out []Finding
 			for _, s := range in.StepAnalysis().Series {

@@ -47,7 +47,7 @@ var operatorOptions = chrometrace.OperatorOptions{Device: -1}
 const keyOperators = "operators"
 
 func init() {
-	Register(&Rule{
+	register(&Rule{
 		ID:          "memory.leak",
 		Description: "GPU memory grows step over step: the same site keeps memory from each of 3 or more consecutive steps (a leak at any size; under the threshold in bytes per step it is a warning)",
 		Severity:    Error,
@@ -58,7 +58,7 @@ func init() {
 			return leakFindings(in.Leaks(), r.Threshold, true)
 		},
 	})
-	Register(&Rule{
+	register(&Rule{
 		ID:          "memory.oom",
 		Description: "The run hit CUDA out-of-memory ([OutOfMemory] events in the trace)",
 		Severity:    Error,
@@ -79,8 +79,8 @@ func init() {
 			}}
 		},
 	})
-	Register(&Rule{
-		ID: RuleOpSelfLimit,
+	register(&Rule{
+		ID: ruleOpSelfLimit,
 		Description: "One operator's tensors hold too much: a single allocation over the limit, or tensors alive at the peak " +
 			"over the limit and more than half of the peak",
 		Severity:  Warning,
@@ -89,8 +89,8 @@ func init() {
 		Reads:     []SourceKind{SourceTrace},
 		Check:     checkOpSelfLimit,
 	})
-	Register(&Rule{
-		ID: RuleOpSelfPerStep,
+	register(&Rule{
+		ID: ruleOpSelfPerStep,
 		Description: "torch's rule of thumb: an operator whose Self CUDA Mem per profiled step is over 1 GB deserves a look " +
 			"(it allocates that much per step; what it holds is memory.op-self-limit)",
 		Severity:  Info,
@@ -99,7 +99,7 @@ func init() {
 		Reads:     []SourceKind{SourceTrace},
 		Check:     checkOpSelfPerStep,
 	})
-	Register(&Rule{
+	register(&Rule{
 		ID:          "memory.top-ops-share",
 		Description: "The top 5 operators make most of the allocated bytes: where to look first",
 		Severity:    Info,
@@ -124,7 +124,7 @@ func init() {
 			}}
 		},
 	})
-	Register(&Rule{
+	register(&Rule{
 		ID:          "memory.peak-reserved",
 		Description: "Peak reserved memory is close to the GPU's total memory: little headroom before OOM",
 		Severity:    Warning,
@@ -163,8 +163,8 @@ func safeDiv(a, b int64) int64 {
 
 // Operator rule ids.
 const (
-	RuleOpSelfLimit   = "memory.op-self-limit"
-	RuleOpSelfPerStep = "memory.op-self-per-step"
+	ruleOpSelfLimit   = "memory.op-self-limit"
+	ruleOpSelfPerStep = "memory.op-self-per-step"
 )
 
 // OpHolding is what one operator's allocations hold: the bytes of its
@@ -178,9 +178,9 @@ type OpHolding struct {
 	LargestStack []string
 }
 
-// OpHoldings are the input's per-operator holdings (all GPUs), most held
+// opHoldings are the input's per-operator holdings (all GPUs), most held
 // at the peak first, with the peak they refer to.
-func (in *Input) OpHoldings() (holdings []OpHolding, peak int64) {
+func (in *Input) opHoldings() (holdings []OpHolding, peak int64) {
 	if in.IsDigest() {
 		return in.Digest.OpHoldings, in.Digest.OpHoldingPeak
 	}
@@ -231,7 +231,7 @@ func (in *Input) OpHoldings() (holdings []OpHolding, peak int64) {
 // single block over the limit, or blocks alive at the peak over the limit
 // that make more than half of it (one operator owns the peak).
 func checkOpSelfLimit(r *Rule, in *Input) []Finding {
-	hs, peak := in.OpHoldings()
+	hs, peak := in.opHoldings()
 	limit := int64(r.Threshold)
 	var out []Finding
 	for _, h := range hs {

@@ -48,11 +48,11 @@ func TestMemoryLeakRuleNamesTheLine(t *testing.T) {
 // two convolutions fire for their single blocks over it.
 func TestOpSelfLimitMeasuresHolding(t *testing.T) {
 	for _, name := range []string{"resnet_train_clean", "big_transformer", "compiled_model", "leak_eval_no_grad", "frag_small_allocs", "leak_module_cache"} {
-		if fs := findingsFor(t, RuleOpSelfLimit, name, 0); len(fs) != 0 {
+		if fs := findingsFor(t, ruleOpSelfLimit, name, 0); len(fs) != 0 {
 			t.Errorf("%s: %+v", name, fs)
 		}
 	}
-	fs := findingsFor(t, RuleOpSelfLimit, "resnet_train_clean", 100<<20)
+	fs := findingsFor(t, ruleOpSelfLimit, "resnet_train_clean", 100<<20)
 	got := map[string]Finding{}
 	for _, f := range fs {
 		got[f.Operator] = f
@@ -65,7 +65,7 @@ func TestOpSelfLimitMeasuresHolding(t *testing.T) {
 	// innermost operator of each site's chain.
 	tr := memtest.NamedTrace(t, "resnet_train_clean")
 	in := &Input{Trace: tr}
-	hs, peak := in.OpHoldings()
+	hs, peak := in.opHoldings()
 	bySite := map[string]int64{}
 	for _, s := range memtimeline.Sites(tr, chrometrace.Attribute(tr), memtimeline.Lifetimes(tr, -1), memtimeline.SiteOptions{Device: -1}) {
 		chain := strings.Split(s.Operator, " > ")
@@ -101,7 +101,7 @@ func TestOpSelfLimitDominantOperator(t *testing.T) {
 	for i := range int64(6) {
 		mem(110+float64(i)*10, 2<<40+i<<30, 256<<20, (256<<20)*(i+2))
 	}
-	fs := Run([]Rule{ruleNamed(t, RuleOpSelfLimit)}, &Input{Trace: s.Trace(t)})
+	fs := Run([]Rule{ruleNamed(t, ruleOpSelfLimit)}, &Input{Trace: s.Trace(t)})
 	if len(fs) != 1 || fs[0].Operator != "aten::big" || fs[0].Title != "aten::big holds 1.50 GB at the peak (86% of 1.75 GB)" {
 		t.Errorf("%+v", fs)
 	}
@@ -110,7 +110,7 @@ func TestOpSelfLimitDominantOperator(t *testing.T) {
 // torch's rule of thumb stays as one note, per profiled step, checked
 // against torch's own key_averages (Self CUDA Mem over the window / steps).
 func TestOpSelfPerStepNote(t *testing.T) {
-	fs := findingsFor(t, RuleOpSelfPerStep, "big_transformer", 0)
+	fs := findingsFor(t, ruleOpSelfPerStep, "big_transformer", 0)
 	if len(fs) != 1 || fs[0].Severity != Info || fs[0].Operator != "aten::mul" {
 		t.Fatalf("%+v", fs)
 	}
@@ -136,7 +136,7 @@ func TestOpSelfPerStepNote(t *testing.T) {
 		t.Errorf("steps %v, operators %v (torch: %d): %s", steps, fs[0].Metrics["operators"], over, fs[0].Detail)
 	}
 	// resnet's aten::empty: 2.55 GB over 4 steps is 653 MB per step.
-	if fs := findingsFor(t, RuleOpSelfPerStep, "resnet_train_clean", 0); len(fs) != 0 {
+	if fs := findingsFor(t, ruleOpSelfPerStep, "resnet_train_clean", 0); len(fs) != 0 {
 		t.Errorf("resnet: %+v", fs)
 	}
 }

@@ -47,7 +47,7 @@ func TestRealMultiRankRecordings(t *testing.T) {
 				t.Fatalf("%d files for %d ranks", len(paths), truth.WorldSize)
 			}
 			ins := loadInputs(t, paths...)
-			groups := GroupInputs(ins)
+			groups := groupInputs(ins)
 			if len(groups) != truth.WorldSize {
 				t.Fatalf("%d groups, want one per rank (%d)", len(groups), truth.WorldSize)
 			}
@@ -56,7 +56,7 @@ func TestRealMultiRankRecordings(t *testing.T) {
 					t.Errorf("group %d: rank %d with %d inputs, want rank %d with its trace, snapshot and steps log", i, g.Rank, len(g.Inputs), i)
 				}
 			}
-			vs := JudgeAll(ins)
+			vs := judgeAll(ins)
 			if len(vs) != truth.WorldSize {
 				t.Fatalf("%d verdicts for %d ranks", len(vs), truth.WorldSize)
 			}

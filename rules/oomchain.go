@@ -113,9 +113,9 @@ func forecast(v *Verdict) *Forecast {
 			var s *chrometrace.Summary
 			switch {
 			case in.IsDigest():
-				s = in.Digest.TraceSummary
+				s = in.Digest.Overview
 			case in.Has(SourceTrace):
-				ts := in.TraceSummary(-1)
+				ts := in.Overview(-1)
 				s = &ts
 			}
 			if s != nil && !s.ReservedNotRecorded && s.PeakReservedBytes > 0 {
@@ -198,10 +198,10 @@ func roughDuration(sec float64) string {
 // oomRules report the same out-of-memory error from different files.
 var oomRules = []string{"memory.oom", "snapshot.oom"}
 
-// MergeOOMFindings turns a group's OOM findings (a trace's event and a
+// mergeOOMFindings turns a group's OOM findings (a trace's event and a
 // snapshot's entry of the same error) into one finding carrying the
 // verdict's cause and chain: one OOM is one error.
-func MergeOOMFindings(vs []Verdict, fs []Finding) []Finding {
+func mergeOOMFindings(vs []Verdict, fs []Finding) []Finding {
 	groupOf := map[string]int{}
 	for i, v := range vs {
 		for _, s := range v.Sources {

@@ -18,7 +18,7 @@ import (
 // so a rank that differs from the others (it leaks where they do not, it
 // keeps more per step, its peak or its step time stands out) is where to
 // look first. It is computed from the verdicts (one per run and rank), so
-// it is the same from the traces as from their summaries.
+// it is the same from the traces as from their digests.
 
 // RankRow is one rank's figures beside the others'.
 type RankRow struct {
@@ -161,7 +161,7 @@ func compareRun(vs []Verdict) *CrossRank {
 		verdicts[i] = r.Leak
 	}
 	majority := majorityOf(verdicts)
-	for i, odd := range MinorityOutliers(verdicts) {
+	for i, odd := range minorityOutliers(verdicts) {
 		if !odd {
 			continue
 		}
@@ -255,11 +255,11 @@ func majorityOf(vals []string) string {
 	return majority
 }
 
-// MinorityOutliers marks the values in the minority when the others
+// minorityOutliers marks the values in the minority when the others
 // agree (the one rank that leaks, or the one that does not): with more
 // than two, only when one value holds a strict majority; of two that
 // differ, the one that is not clean.
-func MinorityOutliers(vals []string) []bool {
+func minorityOutliers(vals []string) []bool {
 	out := make([]bool, len(vals))
 	if len(vals) < 2 {
 		return out

@@ -39,8 +39,8 @@ func (s Severity) String() string {
 	return "unknown"
 }
 
-// ParseSeverity reads "info", "warning" or "error".
-func ParseSeverity(s string) (Severity, error) {
+// parseSeverity reads "info", "warning" or "error".
+func parseSeverity(s string) (Severity, error) {
 	switch strings.ToLower(s) {
 	case "info", "note":
 		return Info, nil
@@ -59,7 +59,7 @@ func (s *Severity) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &str); err != nil {
 		return err
 	}
-	v, err := ParseSeverity(str)
+	v, err := parseSeverity(str)
 	*s = v
 	return err
 }
@@ -94,16 +94,16 @@ type Input struct {
 	// kind asks InputKind or Is, not which field is nil.
 	Kind SourceKind
 	// Rank is the distributed rank, or -1 when unknown.
-	Rank     int64
-	Trace    *chrometrace.Trace
-	SMI      *smi.Log
-	SMIApps  *smi.AppsLog
-	StepLog  *steplog.Log
-	Snapshot *snapshot.Snapshot
-	Timeline *exported.Timeline
-	Summary  *memsummary.Log
+	Rank       int64
+	Trace      *chrometrace.Trace
+	SMI        *smi.Log
+	SMIApps    *smi.AppsLog
+	StepLog    *steplog.Log
+	Snapshot   *snapshot.Snapshot
+	Timeline   *exported.Timeline
+	MemSummary *memsummary.Log
 	// Digest is set instead of the fields above for an input read back
-	// from a summary (torchmem summarize); Kind is then the kind of the
+	// from a digest (torchmem summarize); Kind is then the kind of the
 	// file it was made from.
 	Digest *Digest
 	// stepOpts, smiOpts and leakOpts are how this input's step
@@ -163,7 +163,7 @@ type Rule struct {
 	Threshold float64
 	Unit      string
 	// Reads are the kinds of input the rule reads: Run calls Check only on
-	// an input of one of them (never on a summary's digest, whose findings
+	// an input of one of them (never on a digest read back, whose findings
 	// were computed when it was summarized), so Check may take the data of
 	// its kinds as there.
 	Reads []SourceKind
@@ -178,8 +178,8 @@ var (
 	registry   []*Rule
 )
 
-// Register adds a built-in rule; each rule's file calls it from init.
-func Register(r *Rule) {
+// register adds a built-in rule; each rule's file calls it from init.
+func register(r *Rule) {
 	registryMu.Lock()
 	defer registryMu.Unlock()
 	registry = append(registry, r)

@@ -10,7 +10,7 @@ import (
 // Rules over nvidia-smi --query-compute-apps logs (memory per process).
 
 func init() {
-	Register(&Rule{
+	register(&Rule{
 		ID:          "smi.zombie",
 		Description: "nvidia-smi per process: a process keeps GPU memory, unchanged, after the others on its GPU exited (a leftover from an earlier run)",
 		Severity:    Warning,

@@ -8,9 +8,9 @@ import (
 
 // The nvidia-smi rules' ids.
 const (
-	RuleSMILeak       = "smi.leak"
-	RuleSMIMemoryHigh = "smi.memory-high"
-	RuleSMIStarvation = "smi.starvation"
+	ruleSMILeak       = "smi.leak"
+	ruleSMIMemoryHigh = "smi.memory-high"
+	ruleSMIStarvation = "smi.starvation"
 )
 
 // withSMI is the rule set with the nvidia-smi analysis' options in force
@@ -26,9 +26,9 @@ func (s RuleSet) withSMI(o smi.Options) RuleSet {
 	s.Rules = slices.Clone(s.Rules)
 	for i := range s.Rules {
 		switch s.Rules[i].ID {
-		case RuleSMIMemoryHigh:
+		case ruleSMIMemoryHigh:
 			s.Rules[i].Threshold = o.Threshold
-		case RuleSMIStarvation:
+		case ruleSMIStarvation:
 			s.Rules[i].Threshold = o.StarveUtilPct
 		}
 	}
@@ -45,7 +45,7 @@ func (s RuleSet) withSMI(o smi.Options) RuleSet {
 // verdict LEAK, as memory.leak's does.
 func (s RuleSet) smiOptionsOf(in *Input) smi.Options {
 	o := in.smiOptions()
-	o.Threshold = s.threshold(RuleSMIMemoryHigh)
-	o.StarveUtilPct = s.threshold(RuleSMIStarvation)
+	o.Threshold = s.threshold(ruleSMIMemoryHigh)
+	o.StarveUtilPct = s.threshold(ruleSMIStarvation)
 	return o
 }

@@ -16,7 +16,7 @@ func (in *Input) SnapshotReport() *snapshot.Report {
 }
 
 // SnapshotStats are an allocator snapshot's figures, from the file or
-// from its summary; false for an input of another kind, or a summary that
+// from its digest; false for an input of another kind, or a digest that
 // kept none.
 func (in *Input) SnapshotStats() (snapshot.Stats, bool) {
 	switch {
@@ -31,11 +31,11 @@ func (in *Input) SnapshotStats() (snapshot.Stats, bool) {
 	return in.SnapshotReport().Stats, true
 }
 
-// RuleSnapshotSplit is the snapshot fragmentation rule's id.
-const RuleSnapshotSplit = "snapshot.inactive-split"
+// ruleSnapshotSplit is the snapshot fragmentation rule's id.
+const ruleSnapshotSplit = "snapshot.inactive-split"
 
 func init() {
-	Register(&Rule{
+	register(&Rule{
 		ID:          "snapshot.leak",
 		Description: "Allocator snapshot: the same line keeps memory from each of 3 or more consecutive steps (a leak at any size; under the threshold in bytes per step it is a warning)",
 		Severity:    Error,
@@ -46,7 +46,7 @@ func init() {
 			return leakFindings(in.SnapshotLeaks(), r.Threshold, false)
 		},
 	})
-	Register(&Rule{
+	register(&Rule{
 		ID:          "snapshot.oom",
 		Description: "Allocator snapshot: the history records an out-of-memory",
 		Severity:    Error,
@@ -72,8 +72,8 @@ func init() {
 			}}
 		},
 	})
-	Register(&Rule{
-		ID: RuleSnapshotSplit,
+	register(&Rule{
+		ID: ruleSnapshotSplit,
 		Description: "Allocator snapshot: free blocks trapped inside partly used segments (empty_cache cannot return them), per pool and stream, " +
 			"exceed this fraction of reserved and 64 MiB",
 		Severity:  Warning,

@@ -53,7 +53,7 @@ func snapshotSeriesEvidence(group []*Input) []LeakEvidence {
 		if !in.Is(SourceSnapshot) {
 			continue
 		}
-		if p, ok := DumpPlaceOf(in.Source); ok && p.Exit {
+		if p, ok := dumpPlaceOf(in.Source); ok && p.Exit {
 			continue // dumped mid-step on the way out of an OOM
 		}
 		st := dumpStepOf(in.Source)

@@ -61,7 +61,7 @@ func seriesInputs(t *testing.T, root string, iters []int, ranks int, leaky int64
 // train.py:42 and is named beside rank 0, from the snapshots alone.
 func TestSnapshotSeriesTitanTree(t *testing.T) {
 	ins := seriesInputs(t, "dump", []int{10, 20, 30}, 2, 1, false)
-	groups := GroupInputs(ins)
+	groups := groupInputs(ins)
 	if len(groups) != 2 {
 		t.Fatalf("%d groups, want one per rank", len(groups))
 	}
@@ -70,7 +70,7 @@ func TestSnapshotSeriesTitanTree(t *testing.T) {
 			t.Errorf("group %q: %d inputs, want the rank's 3 dumps under the dump's root", g.Name, len(g.Inputs))
 		}
 	}
-	vs := JudgeAll(ins)
+	vs := judgeAll(ins)
 	byRank := map[int64]Verdict{}
 	for _, v := range vs {
 		byRank[v.Rank] = v
@@ -98,11 +98,11 @@ func TestSnapshotSeriesTitanTree(t *testing.T) {
 // two dumps cannot tell a leak from a warm-up; an OOM exit dump is left
 // out of the series.
 func TestSnapshotSeriesEdges(t *testing.T) {
-	v := JudgeAll(seriesInputs(t, "bare", []int{10, 20, 30}, 1, 0, true))[0]
+	v := judgeAll(seriesInputs(t, "bare", []int{10, 20, 30}, 1, 0, true))[0]
 	if v.Leak.Verdict != leak.VerdictLeak || v.Leak.Location != nil || !strings.Contains(v.Leak.Reason, "no recorded stack") {
 		t.Errorf("no stacks: %s at %+v (%s), want a leak with no line", v.Leak.Verdict, v.Leak.Location, v.Leak.Reason)
 	}
-	v = JudgeAll(seriesInputs(t, "two", []int{10, 20}, 1, 0, false))[0]
+	v = judgeAll(seriesInputs(t, "two", []int{10, 20}, 1, 0, false))[0]
 	if v.Leak.Verdict != leak.VerdictUnknown || !strings.Contains(v.Leak.Reason, "two dumps") {
 		t.Errorf("two dumps: %s (%s), want unknown", v.Leak.Verdict, v.Leak.Reason)
 	}
@@ -111,7 +111,7 @@ func TestSnapshotSeriesEdges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v = JudgeAll(append(ins, in))[0]
+	v = judgeAll(append(ins, in))[0]
 	if v.Leak.Verdict == leak.VerdictLeak || len(v.Sources) != 3 {
 		t.Errorf("exit dump: %s over %d sources, want it grouped but not in the series", v.Leak.Verdict, len(v.Sources))
 	}
@@ -131,7 +131,7 @@ func TestDumpPlaceOf(t *testing.T) {
 		{"tune/iteration_5/rank0_memory_snapshot.pickle", "tune", 5, false, true},
 		{"run/vm_1_20261201-101010_rank0.snapshot.pickle.gz", "", 0, false, false},
 	} {
-		p, ok := DumpPlaceOf(filepath.FromSlash(c.path))
+		p, ok := dumpPlaceOf(filepath.FromSlash(c.path))
 		if ok != c.ok || ok && (p.Root != filepath.FromSlash(c.root) || p.Iteration != c.iter || p.Exit != c.exit) {
 			t.Errorf("%s: %+v %v", c.path, p, ok)
 		}
@@ -150,7 +150,7 @@ func TestJobOfProcessRunIDs(t *testing.T) {
 		paths = append(paths, filepath.Join(dir, n))
 	}
 	ins := loadInputs(t, paths...)
-	vs := JudgeAll(ins)
+	vs := judgeAll(ins)
 	if len(vs) != 2 || vs[0].Run != "vm_681_20261201-211637" || vs[1].Run != vs[0].Run || !strings.Contains(vs[1].Job, "vm_682_20261201-211637") {
 		t.Fatalf("verdicts %+v: want ranks 0 and 1 of one run, joined", vs)
 	}
@@ -223,7 +223,7 @@ func TestRealFrameworkDumpTrees(t *testing.T) {
 			if len(files) != want {
 				t.Fatalf("%d files, want %d", len(files), want)
 			}
-			vs := JudgeAll(loadInputs(t, files...))
+			vs := judgeAll(loadInputs(t, files...))
 			if len(vs) != 2 {
 				t.Fatalf("%d verdicts, want one per rank", len(vs))
 			}
@@ -274,7 +274,7 @@ func TestRealSnapshotSeriesNoHistory(t *testing.T) {
 		} `json:"leak"`
 	}
 	memtest.ReadJSON(t, filepath.Join(dir, "truth.json"), &truth)
-	vs := JudgeAll(loadInputs(t, dumpFiles(t, dir, false)...))
+	vs := judgeAll(loadInputs(t, dumpFiles(t, dir, false)...))
 	if len(vs) != 1 {
 		t.Fatalf("%d verdicts, want one", len(vs))
 	}
@@ -308,7 +308,7 @@ func TestRealDefaultRunIDJobs(t *testing.T) {
 					paths = append(paths, filepath.Join(dir, n))
 				}
 			}
-			vs := JudgeAll(loadInputs(t, paths...))
+			vs := judgeAll(loadInputs(t, paths...))
 			if len(vs) != truth.WorldSize {
 				t.Fatalf("%d verdicts, want one per rank", len(vs))
 			}

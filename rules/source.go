@@ -37,40 +37,40 @@ const (
 	// SourceTimeline: torch's exported memory timeline
 	// (export_memory_timeline), Input.Timeline.
 	SourceTimeline SourceKind = "memory-timeline"
-	// SourceSummary: torch.cuda.memory_summary() tables from a log,
-	// Input.Summary; its tables logged with a step are also Input.StepLog.
-	SourceSummary SourceKind = "memory-summary"
+	// SourceMemSummary: torch.cuda.memory_summary() tables from a log,
+	// Input.MemSummary; its tables logged with a step are also Input.StepLog.
+	SourceMemSummary SourceKind = "memory-summary"
 )
 
-// SourceKinds are every kind of input, as `torchmem rules` lists them.
-var SourceKinds = []SourceKind{SourceTrace, SourceSnapshot, SourceSteps, SourceSMI, SourceSMIApps, SourceTimeline, SourceSummary}
+// sourceKinds are every kind of input, as `torchmem rules` lists them.
+var sourceKinds = []SourceKind{SourceTrace, SourceSnapshot, SourceSteps, SourceSMI, SourceSMIApps, SourceTimeline, SourceMemSummary}
 
 // sourceUnknown is the kind of an Input that holds nothing (a test's
 // bare literal); NewInput refuses one.
 const sourceUnknown SourceKind = "unknown"
 
-// ParseSourceKind reads a kind's name (a summary file names the kind of
+// ParseSourceKind reads a kind's name (a digest file names the kind of
 // the file it was made from).
 func ParseSourceKind(s string) (SourceKind, error) {
-	if k := SourceKind(s); slices.Contains(SourceKinds, k) {
+	if k := SourceKind(s); slices.Contains(sourceKinds, k) {
 		return k, nil
 	}
-	return "", fmt.Errorf("unknown kind of input %q (want one of %s)", s, joinKinds(SourceKinds, ", "))
+	return "", fmt.Errorf("unknown kind of input %q (want one of %s)", s, joinKinds(sourceKinds, ", "))
 }
 
 // Data is what the loader read from one file: exactly one field is set.
 // (A memory_summary() log's per-step view is derived by NewInput.)
 type Data struct {
-	Trace    *chrometrace.Trace
-	Snapshot *snapshot.Snapshot
-	StepLog  *steplog.Log
-	SMI      *smi.Log
-	SMIApps  *smi.AppsLog
-	Timeline *exported.Timeline
-	Summary  *memsummary.Log
+	Trace      *chrometrace.Trace
+	Snapshot   *snapshot.Snapshot
+	StepLog    *steplog.Log
+	SMI        *smi.Log
+	SMIApps    *smi.AppsLog
+	Timeline   *exported.Timeline
+	MemSummary *memsummary.Log
 }
 
-// kinds are the kinds of d's set fields, in SourceKinds order.
+// kinds are the kinds of d's set fields, in sourceKinds order.
 func (d Data) kinds() []SourceKind {
 	var ks []SourceKind
 	for _, c := range []struct {
@@ -79,7 +79,7 @@ func (d Data) kinds() []SourceKind {
 	}{
 		{d.Trace != nil, SourceTrace}, {d.Snapshot != nil, SourceSnapshot}, {d.StepLog != nil, SourceSteps},
 		{d.SMI != nil, SourceSMI}, {d.SMIApps != nil, SourceSMIApps}, {d.Timeline != nil, SourceTimeline},
-		{d.Summary != nil, SourceSummary},
+		{d.MemSummary != nil, SourceMemSummary},
 	} {
 		if c.set {
 			ks = append(ks, c.kind)
@@ -100,17 +100,17 @@ func NewInput(source string, rank int64, d Data) (*Input, error) {
 		return nil, fmt.Errorf("the input holds %s data at once: one file is one kind", joinKinds(ks, " and "))
 	}
 	in := &Input{Source: source, Kind: ks[0], Rank: rank, Trace: d.Trace, Snapshot: d.Snapshot, StepLog: d.StepLog,
-		SMI: d.SMI, SMIApps: d.SMIApps, Timeline: d.Timeline, Summary: d.Summary}
-	if d.Summary != nil {
+		SMI: d.SMI, SMIApps: d.SMIApps, Timeline: d.Timeline, MemSummary: d.MemSummary}
+	if d.MemSummary != nil {
 		// memory_summary() tables logged with a step number read like
 		// memory_stats() lines: step growth, the rules, the verdict and
 		// the report's chart take them as a step log.
-		in.StepLog = d.Summary.StepLog()
+		in.StepLog = d.MemSummary.StepLog()
 	}
 	return in, nil
 }
 
-// NewDigestInput makes the input read back from a summary (torchmem
+// NewDigestInput makes the input read back from a digest (torchmem
 // summarize) of a file of kind: its analyses are the digest's. torch's
 // memory timeline, downsampled, is the digest's own data: the verdict
 // lines a trace's peak up with it as with the file.
@@ -139,8 +139,8 @@ func (in *Input) InputKind() SourceKind {
 	if in.Kind != "" {
 		return in.Kind
 	}
-	d := Data{Trace: in.Trace, Snapshot: in.Snapshot, StepLog: in.StepLog, SMI: in.SMI, SMIApps: in.SMIApps, Timeline: in.Timeline, Summary: in.Summary}
-	if d.Summary != nil {
+	d := Data{Trace: in.Trace, Snapshot: in.Snapshot, StepLog: in.StepLog, SMI: in.SMI, SMIApps: in.SMIApps, Timeline: in.Timeline, MemSummary: in.MemSummary}
+	if d.MemSummary != nil {
 		d.StepLog = nil // its tables as steps: still a memory_summary() log
 	}
 	if ks := d.kinds(); len(ks) > 0 {
@@ -149,19 +149,19 @@ func (in *Input) InputKind() SourceKind {
 	return sourceUnknown
 }
 
-// Is says whether in is of kind k: the file itself, or a summary
+// Is says whether in is of kind k: the file itself, or a digest
 // (torchmem summarize) made from one.
 func (in *Input) Is(k SourceKind) bool { return in.InputKind() == k }
 
 // Has says whether in is a file of kind k with its data at hand (not a
-// summary's digest): the field of kind k is set.
+// digest read back): the field of kind k is set.
 func (in *Input) Has(k SourceKind) bool { return in.Digest == nil && in.Is(k) }
 
-// IsDigest says whether in was read back from a summary: its analyses are
+// IsDigest says whether in was read back from a digest: its analyses are
 // the digest's, the raw data is gone.
 func (in *Input) IsDigest() bool { return in.Digest != nil }
 
-// HasSteps says whether in reads as per-step memory_stats(): a steps log,
+// hasSteps says whether in reads as per-step memory_stats(): a steps log,
 // or memory_summary() tables logged with their step (a summary of either
 // included).
-func (in *Input) HasSteps() bool { return in.Is(SourceSteps) || in.Is(SourceSummary) }
+func (in *Input) hasSteps() bool { return in.Is(SourceSteps) || in.Is(SourceMemSummary) }

@@ -25,7 +25,7 @@ func TestNewInputKindFromData(t *testing.T) {
 		{Data{StepLog: &steplog.Log{}}, SourceSteps},
 		{Data{SMI: &smi.Log{}}, SourceSMI},
 		{Data{SMIApps: &smi.AppsLog{}}, SourceSMIApps},
-		{Data{Summary: &memsummary.Log{}}, SourceSummary},
+		{Data{MemSummary: &memsummary.Log{}}, SourceMemSummary},
 	} {
 		in, err := NewInput("f", 3, c.data)
 		if err != nil {
@@ -34,11 +34,11 @@ func TestNewInputKindFromData(t *testing.T) {
 		if in.Kind != c.want || in.InputKind() != c.want || !in.Is(c.want) || in.Rank != 3 || in.Source != "f" {
 			t.Errorf("%s: got kind %q (InputKind %q), rank %d", c.want, in.Kind, in.InputKind(), in.Rank)
 		}
-		if c.want == SourceSummary && in.StepLog == nil {
+		if c.want == SourceMemSummary && in.StepLog == nil {
 			t.Error("a memory_summary() input reads as a step log too")
 		}
-		if in.HasSteps() != (c.want == SourceSteps || c.want == SourceSummary) {
-			t.Errorf("%s: HasSteps %v", c.want, in.HasSteps())
+		if in.hasSteps() != (c.want == SourceSteps || c.want == SourceMemSummary) {
+			t.Errorf("%s: HasSteps %v", c.want, in.hasSteps())
 		}
 	}
 	if _, err := NewInput("f", -1, Data{}); err == nil {
@@ -47,7 +47,7 @@ func TestNewInputKindFromData(t *testing.T) {
 	if _, err := NewInput("f", -1, Data{Trace: tr, Snapshot: snap}); err == nil || !strings.Contains(err.Error(), "trace and snapshot") {
 		t.Errorf("a trace and a snapshot in one input: %v", err)
 	}
-	if _, err := NewInput("f", -1, Data{Summary: &memsummary.Log{}, StepLog: &steplog.Log{}}); err == nil {
+	if _, err := NewInput("f", -1, Data{MemSummary: &memsummary.Log{}, StepLog: &steplog.Log{}}); err == nil {
 		t.Error("a memory_summary() log beside another step log was accepted")
 	}
 	if _, err := NewDigestInput("f", "pickle", -1, &Digest{}); err == nil {
@@ -90,7 +90,7 @@ func TestRunCallsRulesOnlyOnTheirKinds(t *testing.T) {
 	}
 	called := 0
 	rs := []Rule{
-		{ID: "test.snapshot-only", Reads: []SourceKind{SourceSnapshot, SourceSteps, SourceSMI, SourceSMIApps, SourceTimeline, SourceSummary},
+		{ID: "test.snapshot-only", Reads: []SourceKind{SourceSnapshot, SourceSteps, SourceSMI, SourceSMIApps, SourceTimeline, SourceMemSummary},
 			Check: func(r *Rule, in *Input) []Finding {
 				t.Errorf("%s called on a %s input", r.ID, in.InputKind())
 				return nil

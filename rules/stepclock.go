@@ -57,7 +57,7 @@ func stepClock(in *Input, group []*Input) (steps, ends []int64, from string) {
 			}
 		}
 		// Only a history the profiler annotated no step of: a clock from
-		// another file cannot be read back from a summary of this one, and
+		// another file cannot be read back from a digest of this one, and
 		// the answer must not depend on which one is read.
 		if len(rep.Steps) == 0 && inside >= leak.DefaultOptions().MinSteps {
 			return st, en, g.Source

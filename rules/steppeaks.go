@@ -8,11 +8,11 @@ import (
 	"github.com/torchmem/torchmem/memtimeline"
 )
 
-// StepPeakAllocated is, per ProfilerStep in time order, the most memory
+// stepPeakAllocated is, per ProfilerStep in time order, the most memory
 // allocated on any GPU during the step (torch's total_allocated, counting
 // what was alive when the step began). Empty without steps or memory
 // events. diff draws it for both runs, step beside step.
-func StepPeakAllocated(t *chrometrace.Trace) []int64 {
+func stepPeakAllocated(t *chrometrace.Trace) []int64 {
 	if t == nil || len(t.Steps) == 0 {
 		return nil
 	}

@@ -19,11 +19,11 @@ func TestStepPeakAllocated(t *testing.T) {
 	} {
 		tr := memtest.GPUTrace(t, tc.path)
 		in := &Input{Source: tc.path, Rank: -1, Trace: tr}
-		peaks := StepPeakAllocated(tr)
+		peaks := stepPeakAllocated(tr)
 		if len(peaks) != len(tr.Steps) {
 			t.Fatalf("%s: %d peaks for %d steps", tc.path, len(peaks), len(tr.Steps))
 		}
-		if got, want := slices.Max(peaks), in.TraceSummary(-1).PeakAllocatedBytes; got != want {
+		if got, want := slices.Max(peaks), in.Overview(-1).PeakAllocatedBytes; got != want {
 			t.Errorf("%s: largest step peak %d, trace peak %d", tc.path, got, want)
 		}
 		if tc.climb && !slices.IsSorted(peaks) || tc.climb && peaks[0] == peaks[len(peaks)-1] {

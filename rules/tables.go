@@ -98,7 +98,7 @@ func tables(ins []*Input, q TableQuery) ([]Table, []string) {
 	for _, in := range ins {
 		t := Table{Input: in}
 		if q.Operators != nil && in.Has(SourceTrace) {
-			t.Operators, t.Summary = operatorTable(in, *q.Operators), in.TraceSummary(q.Operators.Device)
+			t.Operators, t.Summary = operatorTable(in, *q.Operators), in.Overview(q.Operators.Device)
 		}
 		if q.Sites != nil && in.Has(SourceTrace) {
 			if len(in.Trace.Memory) == 0 {

@@ -30,7 +30,7 @@ const (
 )
 
 func init() {
-	Register(&Rule{
+	register(&Rule{
 		ID:          ruleSyncCopy,
 		Description: "a device-to-host copy (loss.item(), .cpu(), print(tensor)) in nearly every profiler step: the host waits for the GPU each step",
 		Severity:    Warning,
@@ -39,7 +39,7 @@ func init() {
 		Reads:       []SourceKind{SourceTrace},
 		Check:       checkSyncCopy,
 	})
-	Register(&Rule{
+	register(&Rule{
 		ID: rulePinnedBlocking,
 		Description: "host-to-device copies from pinned memory that the host waits for (a synchronize after each copy) in nearly every " +
 			"step: .to(device) without non_blocking=True wastes the pinning",
@@ -49,7 +49,7 @@ func init() {
 		Reads:     []SourceKind{SourceTrace},
 		Check:     checkPinnedBlocking,
 	})
-	Register(&Rule{
+	register(&Rule{
 		ID:          rulePageableH2D,
 		Description: "host-to-device copies from pageable (unpinned) memory: staged through a driver buffer and synchronous for the host",
 		Severity:    Warning,
@@ -58,7 +58,7 @@ func init() {
 		Reads:       []SourceKind{SourceTrace},
 		Check:       checkPageableH2D,
 	})
-	Register(&Rule{
+	register(&Rule{
 		ID: ruleIdleGaps,
 		Description: "the GPU runs nothing for a large part of the median step, and the trace names why: the host fetching data " +
 			"(input starvation), or waiting in a synchronize or a pageable copy every step",
@@ -68,7 +68,7 @@ func init() {
 		Reads:     []SourceKind{SourceTrace},
 		Check:     checkIdleGaps,
 	})
-	Register(&Rule{
+	register(&Rule{
 		ID: ruleLaunchBound,
 		Description: "the GPU runs nothing for a large part of the median step while the host launches work slower than it runs " +
 			"(no data loading, sync or pageable copy in the gaps): launch or CPU bound, common for small models",
@@ -78,7 +78,7 @@ func init() {
 		Reads:     []SourceKind{SourceTrace},
 		Check:     checkIdleGaps,
 	})
-	Register(&Rule{
+	register(&Rule{
 		ID: ruleLowMemcpyBW,
 		Description: "host<->device copies of 1 MiB or more far slower than the best such copy in the same trace " +
 			"(usually pageable against pinned memory)",

@@ -21,7 +21,7 @@ func BenchmarkVerdict(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		in := &Input{Source: path, Trace: tr, Rank: -1}
-		JudgeAll([]*Input{in})
+		judgeAll([]*Input{in})
 	}
 }
 

@@ -34,7 +34,7 @@ func loadInput(t testing.TB, path string) *Input {
 	case strings.HasSuffix(base, ".jsonl"):
 		in.StepLog = memtest.Decode(t, path, steplog.Read)
 	case strings.HasSuffix(base, ".log"):
-		in.Summary = memtest.Decode(t, path, memsummary.Read)
+		in.MemSummary = memtest.Decode(t, path, memsummary.Read)
 	default:
 		in.Trace = memtest.Trace(t, path)
 		if d := in.Trace.Meta.Distributed; d != nil {
@@ -79,7 +79,7 @@ func TestVerdictOfOneTrace(t *testing.T) {
 		{gpuData + "/diff_pair/head_leak", leak.VerdictLeak, "diff_train.py, def line 35", 35},
 	} {
 		t.Run(filepath.Base(c.dir), func(t *testing.T) {
-			vs := JudgeAll(loadInputs(t, filepath.Join(c.dir, "trace.json.gz")))
+			vs := judgeAll(loadInputs(t, filepath.Join(c.dir, "trace.json.gz")))
 			if len(vs) != 1 {
 				t.Fatalf("%d verdicts for one input", len(vs))
 			}
@@ -121,7 +121,7 @@ func TestVerdictOfOneTrace(t *testing.T) {
 // oom entry are one out-of-memory, a capacity one (300 GiB on a 140 GiB GPU).
 func TestVerdictOOMMergesTraceAndSnapshot(t *testing.T) {
 	dir := gpuData + "/oom"
-	vs := JudgeAll(loadInputs(t, filepath.Join(dir, "trace.json.gz"), filepath.Join(dir, "snapshot.pickle"), filepath.Join(dir, "stats_steps.jsonl")))
+	vs := judgeAll(loadInputs(t, filepath.Join(dir, "trace.json.gz"), filepath.Join(dir, "snapshot.pickle"), filepath.Join(dir, "stats_steps.jsonl")))
 	if len(vs) != 1 {
 		t.Fatalf("%d groups, want one run", len(vs))
 	}
@@ -151,7 +151,7 @@ func TestVerdictOOMMergesTraceAndSnapshot(t *testing.T) {
 // 138 GiB free: not a capacity OOM.
 func TestVerdictOOMUnderMemoryFraction(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join(gpuData, "alloc_retry_oom", "vm_*"))
-	vs := JudgeAll(loadInputs(t, files...))
+	vs := judgeAll(loadInputs(t, files...))
 	if len(vs) != 1 || len(vs[0].OOMs) != 1 {
 		t.Fatalf("want one run with one OOM: %+v", vs)
 	}
@@ -224,7 +224,7 @@ func TestOOMCausesOnRecordings(t *testing.T) {
 				keep = append(keep, f)
 			}
 		}
-		vs := JudgeAll(loadInputs(t, keep...))
+		vs := judgeAll(loadInputs(t, keep...))
 		if len(vs) != 1 || len(vs[0].OOMs) != 1 {
 			t.Errorf("%s: want one run with one OOM, got %d runs", c.dir, len(vs))
 			continue
@@ -244,7 +244,7 @@ func TestOOMCausesOnRecordings(t *testing.T) {
 func TestVerdictGroupsOneRunsFiles(t *testing.T) {
 	dir := gpuData + "/leak_retain_graph"
 	ins := loadInputs(t, filepath.Join(dir, "trace.json.gz"), filepath.Join(dir, "snapshot.pickle"), filepath.Join(dir, "stats_steps.jsonl"))
-	vs := JudgeAll(ins)
+	vs := judgeAll(ins)
 	if len(vs) != 1 {
 		t.Fatalf("%d verdicts, want 1", len(vs))
 	}
@@ -275,7 +275,7 @@ func TestVerdictGroupsOneRunsFiles(t *testing.T) {
 	for _, in := range ins {
 		all = append(all, Run(Builtin(), in)...)
 	}
-	merged := MergeLeakFindings(vs, all)
+	merged := mergeLeakFindings(vs, all)
 	var leakFindings []Finding
 	for _, f := range merged {
 		if IsLeakRule(f.Rule) {
@@ -314,7 +314,7 @@ func TestGroupInputsSnippetFiles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			gs := GroupInputs(loadInputs(t, paths...))
+			gs := groupInputs(loadInputs(t, paths...))
 			if len(gs) != len(c.ranks) {
 				t.Fatalf("%d groups, want %d: %+v", len(gs), len(c.ranks), gs)
 			}
@@ -334,7 +334,7 @@ func TestVerdictPerRank(t *testing.T) {
 	for _, r := range []string{"rank0", "rank1"} {
 		paths = append(paths, filepath.Join(dir, r, "trace.json.gz"), filepath.Join(dir, r, "stats_steps.jsonl"))
 	}
-	vs := JudgeAll(loadInputs(t, paths...))
+	vs := judgeAll(loadInputs(t, paths...))
 	if len(vs) != 2 {
 		t.Fatalf("%d verdicts", len(vs))
 	}
@@ -353,18 +353,18 @@ func TestVerdictPerRank(t *testing.T) {
 func TestGroupInputsOneRunPerFolder(t *testing.T) {
 	a := &Input{Source: "runs/trace_step5.json.gz", Trace: &chrometrace.Trace{}, Rank: -1}
 	b := &Input{Source: "runs/trace_step10.json.gz", Trace: &chrometrace.Trace{}, Rank: -1}
-	if gs := GroupInputs([]*Input{a, b}); len(gs) != 1 || len(gs[0].Inputs) != 2 {
+	if gs := groupInputs([]*Input{a, b}); len(gs) != 1 || len(gs[0].Inputs) != 2 {
 		t.Errorf("groups %+v", gs)
 	}
 	r0 := &Input{Source: "job/trace_rank0.json.gz", Trace: &chrometrace.Trace{}, Rank: 0}
 	r1 := &Input{Source: "job/trace_rank1.json.gz", Trace: &chrometrace.Trace{}, Rank: 1}
 	tl := &Input{Source: "job/memory_timeline.json.gz", Timeline: &exported.Timeline{}, Rank: -1}
-	if gs := GroupInputs([]*Input{r0, r1, tl}); len(gs) != 3 {
+	if gs := groupInputs([]*Input{r0, r1, tl}); len(gs) != 3 {
 		t.Errorf("two ranks and a timeline of unknown rank: %d groups, want 3 (the timeline cannot be placed)", len(gs))
 	}
 	one := &Input{Source: "one/trace.json.gz", Trace: &chrometrace.Trace{}, Rank: 0}
 	tl1 := &Input{Source: "one/memory_timeline.json.gz", Timeline: &exported.Timeline{}, Rank: -1}
-	if gs := GroupInputs([]*Input{one, tl1}); len(gs) != 1 || gs[0].Rank != 0 {
+	if gs := groupInputs([]*Input{one, tl1}); len(gs) != 1 || gs[0].Rank != 0 {
 		t.Errorf("a timeline beside one rank's trace: %+v", gs)
 	}
 }
@@ -427,7 +427,7 @@ func TestVerdictOnSnippetRecordings(t *testing.T) {
 			if len(paths) < 3 {
 				t.Fatalf("%d files", len(paths))
 			}
-			vs := JudgeAll(loadInputs(t, paths...))
+			vs := judgeAll(loadInputs(t, paths...))
 			if len(vs) != 1 {
 				t.Fatalf("%d verdicts for one run and rank", len(vs))
 			}
@@ -462,13 +462,13 @@ func TestVerdictWithLoggedMemorySummary(t *testing.T) {
 	dir := filepath.Join(gpuData, "logged_memory_summary")
 	paths, _ := filepath.Glob(filepath.Join(dir, "vm_*"))
 	paths = append(paths, filepath.Join(dir, "train.log"))
-	vs := JudgeAll(loadInputs(t, paths...))
+	vs := judgeAll(loadInputs(t, paths...))
 	if len(vs) != 1 {
 		t.Fatalf("%d verdicts, want the log in the run's", len(vs))
 	}
 	found := false
 	for _, e := range vs[0].Leak.Evidence {
-		if e.Kind == SourceSummary {
+		if e.Kind == SourceMemSummary {
 			found = e.Verdict == leak.VerdictLeak && e.BytesPerStep == 8<<20
 			t.Logf("%+v", e)
 		}
@@ -484,7 +484,7 @@ func TestVerdictPeakFromTimelineAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := Judge("t", []*Input{{Source: "memory_timeline.json.gz", Timeline: tl, Rank: -1}})
+	v := judge("t", []*Input{{Source: "memory_timeline.json.gz", Timeline: tl, Rank: -1}})
 	_, peak, _ := tl.Peak()
 	if v.Peak == nil || v.Peak.AllocatedBytes != peak || v.Peak.Composition.Estimated || len(v.Peak.Composition.Torch) != len(exported.Categories) || v.Peak.Composition.Torch[6].Name != "AUTOGRAD_DETAIL" {
 		t.Fatalf("peak %+v", v.Peak)
@@ -506,7 +506,7 @@ func TestVerdictPeakFromSnapshotAlone(t *testing.T) {
 		{memtest.Testdata("snapshots", "leak_module_cache.pickle.gz"), memtest.Testdata("traces", "leak_module_cache", "trace.json.gz")},
 		{gpuData + "/oom/snapshot.pickle", gpuData + "/oom/trace.json.gz"},
 	} {
-		v := Judge("s", loadInputs(t, c.snapshot))
+		v := judge("s", loadInputs(t, c.snapshot))
 		want := chrometrace.Summarize(memtest.Trace(t, c.trace), -1).PeakAllocatedBytes
 		if v.Peak == nil || v.Peak.AllocatedBytes != want || len(v.Peak.Holders) != 3 {
 			t.Errorf("%s: peak %+v, the trace's %d", c.snapshot, v.Peak, want)
@@ -545,7 +545,7 @@ func TestVerdictRetries(t *testing.T) {
 			}
 			want := last - first
 			paths, _ := filepath.Glob(filepath.Join(dir, "vm_*"))
-			vs := JudgeAll(loadInputs(t, paths...))
+			vs := judgeAll(loadInputs(t, paths...))
 			var got int64
 			for _, v := range vs {
 				if v.Frag != nil {
@@ -580,7 +580,7 @@ func TestVerdictRetries(t *testing.T) {
 			want += truth.RetriesPerStep[s.Number]
 		}
 	}
-	v := JudgeAll(ins)[0]
+	v := judgeAll(ins)[0]
 	if v.Frag == nil || v.Frag.AllocRetries != want || want == 0 {
 		t.Errorf("trace alone: %+v, want %d retries (truth's retries_per_step over the window)", v.Frag, want)
 	}

@@ -1,168 +1,33 @@
 package rules
 
-// Optimizer steps without a gradient reset: a silent training bug, not a
-// memory leak (the .grad tensors stay the same size), that only the
-// profiler's annotations show. torch's optimizers annotate every call
-// (Optimizer.step#Adam.step, Optimizer.zero_grad#Adam.zero_grad), and
-// backward's AccumulateGrad either adds into an existing .grad in place
-// (aten::add_) or installs a fresh one (aten::detach, a copy) when .grad
-// was None. Between two optimizer steps, a reset shows as a zero_grad
-// annotation or as fresh gradients; in-place accumulation without either
-// means each step applies the sum of every gradient since the start.
-// Gradient accumulation on purpose (step and zero_grad every k batches)
-// resets between steps and stays quiet.
+// The training.missing-zero-grad rule over the zerograd analysis
+// (rules/zerograd): optimizer steps without a gradient reset between them.
 
 import (
-	"cmp"
 	"fmt"
-	"slices"
-	"strings"
 
-	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/rules/zerograd"
 )
 
-// RuleMissingZeroGrad is the rule's id.
-const RuleMissingZeroGrad = "training.missing-zero-grad"
+// ruleMissingZeroGrad is the rule's id.
+const ruleMissingZeroGrad = "training.missing-zero-grad"
 
-// AdviceZeroGrad is what to do about it.
-const AdviceZeroGrad = "Reset gradients once per optimizer step: call optimizer.zero_grad(set_to_none=True) after optimizer.step() " +
+// adviceZeroGrad is what to do about it.
+const adviceZeroGrad = "Reset gradients once per optimizer step: call optimizer.zero_grad(set_to_none=True) after optimizer.step() " +
 	"(or before loss.backward()). Without it every step applies the sum of all gradients so far. To accumulate gradients on " +
 	"purpose, call step() and zero_grad() together every k batches."
 
-// gradEvent is one thing between optimizer steps, in time order.
-type gradEvent struct {
-	ts   int64
-	kind uint8 // gradStep, gradZero, gradAddInPlace, gradFresh
-	op   int   // HostOps index
-}
-
-const (
-	gradStep uint8 = iota
-	gradZero
-	gradAddInPlace
-	gradFresh
-)
-
-// ZeroGradInterval is the time between two optimizer steps.
-type ZeroGradInterval struct {
-	FromStep, ToStep int64 // ProfilerStep numbers of the two optimizer steps (-1 outside steps)
-	Reset            bool  // a zero_grad annotation or fresh gradients in between
-	InPlaceAdds      int   // AccumulateGrad calls adding into an existing .grad
-	FreshGrads       int   // AccumulateGrad calls installing a new .grad
-}
-
-// ZeroGradReport is the rule's evidence.
-type ZeroGradReport struct {
-	OptimizerSteps int
-	ZeroGrads      int
-	Intervals      []ZeroGradInterval
-	// Offending are intervals with in-place accumulation and no reset.
-	Offending int
-	// StepOp is the first optimizer step annotation (for its location).
-	StepOp int
-}
-
-// AnalyzeZeroGrad pairs consecutive optimizer steps and asks whether the
-// gradients were reset between them.
-func AnalyzeZeroGrad(t *chrometrace.Trace) ZeroGradReport {
-	rep := ZeroGradReport{StepOp: -1}
-	var evs []gradEvent
-	// AccumulateGrad's children tell in place from fresh: index the
-	// aten::add_ / aten::detach ops per thread to look inside each one.
-	var acc []int
-	byThread := map[chrometrace.ThreadID][]int{}
-	for i := range t.HostOps {
-		h := &t.HostOps[i]
-		if h.Cat != chrometrace.CatCPUOp && h.Cat != chrometrace.CatUserAnnotation {
-			continue
-		}
-		name := t.Str(h.Name)
-		switch {
-		case strings.HasPrefix(name, "Optimizer.step#"):
-			evs = append(evs, gradEvent{h.Start, gradStep, i})
-		case strings.HasPrefix(name, "Optimizer.zero_grad#"):
-			evs = append(evs, gradEvent{h.Start, gradZero, i})
-		case name == "torch::autograd::AccumulateGrad":
-			acc = append(acc, i)
-		case name == "aten::add_" || name == "aten::detach" || name == "aten::copy_" || name == "aten::clone" || name == "aten::empty_like" || name == "aten::empty_strided":
-			byThread[h.Thread] = append(byThread[h.Thread], i)
-		}
-	}
-	for th := range byThread {
-		l := byThread[th]
-		slices.SortFunc(l, func(a, b int) int { return cmp.Compare(t.HostOps[a].Start, t.HostOps[b].Start) })
-	}
-	for _, i := range acc {
-		a := &t.HostOps[i]
-		kind := gradFresh
-		l := byThread[a.Thread]
-		k, _ := slices.BinarySearchFunc(l, a.Start, func(j int, ts int64) int { return cmp.Compare(t.HostOps[j].Start, ts) })
-		for ; k < len(l) && t.HostOps[l[k]].Start <= a.End(); k++ {
-			if t.Str(t.HostOps[l[k]].Name) == "aten::add_" {
-				kind = gradAddInPlace
-				break
-			}
-		}
-		evs = append(evs, gradEvent{a.Start, kind, i})
-	}
-	slices.SortStableFunc(evs, func(a, b gradEvent) int { return cmp.Compare(a.ts, b.ts) })
-	stepNo := func(ts int64) int64 {
-		for _, s := range t.Steps {
-			if s.Start <= ts && ts <= s.End() {
-				return s.Number
-			}
-		}
-		return -1
-	}
-	var cur *ZeroGradInterval
-	for _, e := range evs {
-		switch e.kind {
-		case gradStep:
-			rep.OptimizerSteps++
-			if rep.StepOp < 0 {
-				rep.StepOp = e.op
-			}
-			n := stepNo(e.ts)
-			if cur != nil {
-				cur.ToStep = n
-				rep.Intervals = append(rep.Intervals, *cur)
-			}
-			cur = &ZeroGradInterval{FromStep: n}
-		case gradZero:
-			rep.ZeroGrads++
-			if cur != nil {
-				cur.Reset = true
-			}
-		case gradAddInPlace:
-			if cur != nil {
-				cur.InPlaceAdds++
-			}
-		case gradFresh:
-			if cur != nil {
-				cur.FreshGrads++
-				cur.Reset = true // .grad was None: freed since the last step
-			}
-		}
-	}
-	for _, iv := range rep.Intervals {
-		if !iv.Reset && iv.InPlaceAdds > 0 {
-			rep.Offending++
-		}
-	}
-	return rep
-}
-
-var keyZeroGrad = NewKey[ZeroGradReport]("zero-grad")
+var keyZeroGrad = NewKey[zerograd.Report]("zero-grad")
 
 // ZeroGrad is the trace's optimizer-step pairs and their resets.
-func (in *Input) ZeroGrad() ZeroGradReport {
+func (in *Input) ZeroGrad() zerograd.Report {
 	if in.IsDigest() {
 		if in.Digest.ZeroGrad != nil {
 			return *in.Digest.ZeroGrad
 		}
-		return ZeroGradReport{}
+		return zerograd.Report{}
 	}
-	return Get(in, keyZeroGrad, func() ZeroGradReport { return AnalyzeZeroGrad(in.Trace) })
+	return Get(in, keyZeroGrad, func() zerograd.Report { return zerograd.Analyze(in.Trace) })
 }
 
 func checkMissingZeroGrad(r *Rule, in *Input) []Finding {
@@ -184,7 +49,7 @@ func checkMissingZeroGrad(r *Rule, in *Input) []Finding {
 			"backward added into the existing gradients in place (%d AccumulateGrad calls doing aten::add_) and nothing reset them, "+
 			"so each step applies the gradients of every earlier step as well. Memory does not grow: this is a training bug, not a leak.",
 			rep.OptimizerSteps, t.Str(op.Name), rep.ZeroGrads, rep.Offending, len(rep.Intervals), adds),
-		Advice:   AdviceZeroGrad,
+		Advice:   adviceZeroGrad,
 		Operator: t.Str(op.Name),
 		Location: pyFrameIndex(in).UserLocation(op.Thread, op.Start),
 		Metrics: map[string]float64{"optimizer_steps": float64(rep.OptimizerSteps), "zero_grads": float64(rep.ZeroGrads),
@@ -194,8 +59,8 @@ func checkMissingZeroGrad(r *Rule, in *Input) []Finding {
 }
 
 func init() {
-	Register(&Rule{
-		ID: RuleMissingZeroGrad,
+	register(&Rule{
+		ID: ruleMissingZeroGrad,
 		Description: "optimizer steps without a gradient reset in between (no zero_grad, backward adding into the old .grad): " +
 			"every step applies all earlier gradients too",
 		Severity:  Warning,

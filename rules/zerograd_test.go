@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/memtimeline/memtest"
+	"github.com/torchmem/torchmem/rules/zerograd"
 )
 
 // recording is a snippet-v2 recording: its one trace and its truth.
@@ -50,7 +51,7 @@ func (r recording) expects(key string) bool {
 // not on any seed trace.
 func TestMissingZeroGradOnRecordings(t *testing.T) {
 	for _, r := range recordings(t) {
-		fs := Run([]Rule{ruleNamed(t, RuleMissingZeroGrad)}, &Input{Trace: memtest.Trace(t, r.trace)})
+		fs := Run([]Rule{ruleNamed(t, ruleMissingZeroGrad)}, &Input{Trace: memtest.Trace(t, r.trace)})
 		if want := r.expects("missing_zero_grad"); (len(fs) > 0) != want {
 			t.Errorf("%s: fired=%v, want %v: %+v", r.name, len(fs) > 0, want, fs)
 			continue
@@ -67,13 +68,13 @@ func TestMissingZeroGradOnRecordings(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"resnet_train_clean", "big_transformer", "compiled_model", "leak_module_cache"} {
-		if fs := findingsFor(t, RuleMissingZeroGrad, name, 0); len(fs) != 0 {
+		if fs := findingsFor(t, ruleMissingZeroGrad, name, 0); len(fs) != 0 {
 			t.Errorf("%s: %+v", name, fs)
 		}
 	}
 	// Intended accumulation: 3 optimizer steps, each with its zero_grad,
 	// and fresh gradients after each reset.
-	rep := AnalyzeZeroGrad(memtest.Trace(t, recordingTrace(t, "grad_accum")))
+	rep := zerograd.Analyze(memtest.Trace(t, recordingTrace(t, "grad_accum")))
 	if rep.OptimizerSteps != 3 || rep.ZeroGrads != 3 || len(rep.Intervals) != 2 || rep.Offending != 0 || rep.Intervals[0].FreshGrads == 0 {
 		t.Errorf("grad_accum: %+v", rep)
 	}
@@ -110,7 +111,7 @@ func TestMissingZeroGradSynthetic(t *testing.T) {
 		}
 		return &Input{Trace: s.Trace(t)}
 	}
-	r := ruleNamed(t, RuleMissingZeroGrad)
+	r := ruleNamed(t, ruleMissingZeroGrad)
 	if fs := Run([]Rule{r}, build("none")); len(fs) != 1 || fs[0].Metrics["intervals_without_reset"] != 2 {
 		t.Errorf("no reset: %+v", fs)
 	}

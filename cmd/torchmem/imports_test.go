@@ -17,13 +17,13 @@ import (
 // TestCommandsImportNoAnalysis holds the one-answer design: the commands
 // render what rules.Evaluate concluded and never call an analysis
 // themselves, so cmd/torchmem imports rules (and the digest format
-// rules/summary, which is built on rules), never an analysis package
+// rules/digest, which is built on rules), never an analysis package
 // below it.
 func TestCommandsImportNoAnalysis(t *testing.T) {
 	const module = "github.com/torchmem/torchmem/"
 	allowed := map[string]bool{
-		module + "rules":         true,
-		module + "rules/summary": true, // the summary file format (summarize writes it, load reads it)
+		module + "rules":        true,
+		module + "rules/digest": true, // the digest file format (summarize writes it, load reads it)
 	}
 	for _, dir := range []string{".", "load"} {
 		pkg, err := build.ImportDir(dir, 0)
@@ -111,7 +111,7 @@ func TestCommandsRenderNothing(t *testing.T) {
 // chrometrace, memtimeline and theirs), package main calls only the
 // functions below: rules.Evaluate, and only in answer.go; what makes an
 // input, a rule set or an option from what the user gave; and summarize's
-// digest (summary.Make: the map step writes what the evaluation reads
+// digest (digest.Make: the map step writes what the evaluation reads
 // back). The loader (package load) calls the readers and sniffers only.
 func TestCommandsCallNoAnalysis(t *testing.T) {
 	const module = "github.com/torchmem/torchmem/"
@@ -128,13 +128,13 @@ func TestCommandsCallNoAnalysis(t *testing.T) {
 			"rules.Evaluate": "answer.go", "rules.NewInput": "", "rules.NewRuleSet": "", "rules.ParseConfig": "",
 			"rules.ParseBudget": "", "rules.DefaultRuleSet": "", "rules.DefaultLeakOptions": "", "rules.DefaultFragOptions": "",
 			"rules.OperatorOrder": "", "rules.SiteValue": "", "memtimeline.ParseBytes": "", "smi.DefaultOptions": "",
-			"steplog.DefaultOptions": "", "summary.Make": "", "summary.Names": "", "splice.Events": "annotate.go",
+			"steplog.DefaultOptions": "", "digest.Make": "", "digest.Names": "", "splice.Events": "annotate.go",
 		},
 		"load": {
 			"chrometrace.Read": "", "chrometrace.NewInput": "", "chrometrace.OneLine": "", "chrometrace.LooksLikeTrace": "",
 			"memtimeline.LimitInput": "", "snapshot.Read": "", "snapshot.LooksLike": "", "smi.Read": "", "smi.ReadApps": "",
 			"smi.LooksLike": "", "smi.LooksLikeApps": "", "steplog.Read": "", "steplog.LooksLike": "", "memsummary.Read": "",
-			"memsummary.LooksLike": "", "exported.Read": "", "exported.LooksLike": "", "summary.Read": "", "summary.LooksLike": "",
+			"memsummary.LooksLike": "", "exported.Read": "", "exported.LooksLike": "", "digest.Read": "", "digest.LooksLike": "",
 		},
 	}
 	fset := token.NewFileSet()

@@ -16,7 +16,7 @@ import (
 	"github.com/torchmem/torchmem/cmd/internal/escape"
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/rules"
-	"github.com/torchmem/torchmem/rules/summary"
+	"github.com/torchmem/torchmem/rules/digest"
 )
 
 // progressMinBytes: smaller files load faster than a bar could be read.
@@ -87,7 +87,7 @@ func loadFiles(stderr io.Writer, args []string, q question) ([]*load.File, error
 					return f // refused where the inputs are made
 				}
 				reduced.Add(1)
-				s := summary.Make(in, size, version, f.Warnings)
+				s := digest.Make(in, size, version, f.Warnings)
 				s.RestoreCharts()
 				return &load.File{Path: f.Path, Kind: load.Summarized, Rank: f.Rank, Summarized: s, Warnings: f.Warnings}
 			}
@@ -209,7 +209,7 @@ func ruleInput(f *load.File) (*rules.Input, error) {
 		in, err = f.Summarized.Input()
 	} else {
 		in, err = rules.NewInput(f.Path, f.Rank, rules.Data{Trace: f.Trace, Snapshot: f.Snapshot, StepLog: f.Steps,
-			SMI: f.SMI, SMIApps: f.SMIApps, Timeline: f.Timeline, Summary: f.Summary})
+			SMI: f.SMI, SMIApps: f.SMIApps, Timeline: f.Timeline, MemSummary: f.Summary})
 	}
 	if err != nil {
 		return nil, badInput(load.FileError(f.Path, err))

@@ -35,8 +35,8 @@ func TestMemorySummaryEvidenceIsNamedAsItself(t *testing.T) {
 		t.Fatalf("analyze JSON (%v): %s", err, out)
 	}
 	l := doc.Verdicts[0].Leak
-	if l.Verdict != "leak" || len(l.Evidence) != 1 || l.Evidence[0].Input != string(rules.SourceSummary) {
-		t.Errorf("leak %q from %d sources %+v, want one leak from %q", l.Verdict, len(l.Evidence), l.Evidence, rules.SourceSummary)
+	if l.Verdict != "leak" || len(l.Evidence) != 1 || l.Evidence[0].Input != string(rules.SourceMemSummary) {
+		t.Errorf("leak %q from %d sources %+v, want one leak from %q", l.Verdict, len(l.Evidence), l.Evidence, rules.SourceMemSummary)
 	}
 	if !strings.HasPrefix(l.From, "the memory_summary() log") {
 		t.Errorf("from %q, want the memory_summary() log", l.From)

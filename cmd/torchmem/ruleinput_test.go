@@ -17,7 +17,7 @@ import (
 func TestRuleInputKindAndRefusals(t *testing.T) {
 	t.Parallel()
 	in, err := ruleInput(&load.File{Path: "train.log", Kind: load.Summary, Rank: 2, Summary: &memsummary.Log{}})
-	if err != nil || in.Kind != rules.SourceSummary || in.StepLog == nil || in.Rank != 2 {
+	if err != nil || in.Kind != rules.SourceMemSummary || in.StepLog == nil || in.Rank != 2 {
 		t.Fatalf("memory_summary() input: %v %+v", err, in)
 	}
 	for _, f := range []*load.File{

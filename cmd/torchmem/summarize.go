@@ -16,7 +16,7 @@ import (
 	"github.com/torchmem/torchmem/cmd/internal/report"
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/internal/crash"
-	"github.com/torchmem/torchmem/rules/summary"
+	"github.com/torchmem/torchmem/rules/digest"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -114,7 +114,7 @@ func runSummarize(stdout, stderr io.Writer, args []string, o *summarizeOptions) 
 	for i, s := range srcs {
 		paths[i] = s.Path
 	}
-	names := summary.Names(paths)
+	names := digest.Names(paths)
 	if o.shard != "" {
 		sh, err := parseShard(o.shard)
 		if err != nil {
@@ -215,7 +215,7 @@ func summarizeOne(src load.Source, out string, o *load.Options) summarized {
 		r.err = err
 		return r
 	}
-	s := summary.Make(in, r.inBytes, version, f.Warnings)
+	s := digest.Make(in, r.inBytes, version, f.Warnings)
 	f, in = nil, nil // the raw records go with the next collection
 	r.outBytes, r.err = writeSummaryFile(s, out)
 	if r.err != nil {
@@ -226,7 +226,7 @@ func summarizeOne(src load.Source, out string, o *load.Options) summarized {
 
 // writeSummaryFile writes s to path through a temporary file renamed into
 // place, so that a reader (or a killed task) never sees half a summary.
-func writeSummaryFile(s *summary.Summary, path string) (int64, error) {
+func writeSummaryFile(s *digest.File, path string) (int64, error) {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return 0, err

@@ -13,8 +13,8 @@ import (
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/memtimeline/memtest"
 	"github.com/torchmem/torchmem/rules"
+	"github.com/torchmem/torchmem/rules/digest"
 	"github.com/torchmem/torchmem/rules/leak"
-	"github.com/torchmem/torchmem/rules/summary"
 )
 
 // summarizeDir summarizes args into a new temporary directory.
@@ -158,7 +158,7 @@ func TestSummaryIsSmallAndVersioned(t *testing.T) {
 	t.Parallel() // see torchmem: which tests may run side by side
 	trace := realTrace("big_transformer")
 	dir := summarizeDir(t, trace)
-	path := filepath.Join(dir, "trace"+summary.Ext)
+	path := filepath.Join(dir, "trace"+digest.Ext)
 	st, err := os.Stat(path)
 	if err != nil {
 		t.Fatal(err)
@@ -175,11 +175,11 @@ func TestSummaryIsSmallAndVersioned(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := f.Summarized
-	if f.Kind != load.Summarized || s == nil || s.SchemaVersion != summary.SchemaVersion || s.Format != summary.Format || s.Kind != "trace" || s.Source != trace {
+	if f.Kind != load.Summarized || s == nil || s.SchemaVersion != digest.SchemaVersion || s.Format != digest.Format || s.Kind != "trace" || s.Source != trace {
 		t.Fatalf("read back: kind %s, %+v", f.Kind, s)
 	}
-	if s.TraceSummary == nil || s.TraceSummary.PeakAllocatedBytes <= 0 || len(s.Operators) == 0 || len(s.Charts) == 0 || s.Leaks == nil || s.Frag == nil {
-		t.Errorf("summary lacks parts: trace summary %v, %d operators, %d charts, leaks %v, frag %v", s.TraceSummary, len(s.Operators), len(s.Charts), s.Leaks != nil, s.Frag != nil)
+	if s.Overview == nil || s.Overview.PeakAllocatedBytes <= 0 || len(s.Operators) == 0 || len(s.Charts) == 0 || s.Leaks == nil || s.Frag == nil {
+		t.Errorf("summary lacks parts: trace summary %v, %d operators, %d charts, leaks %v, frag %v", s.Overview, len(s.Operators), len(s.Charts), s.Leaks != nil, s.Frag != nil)
 	}
 	// The charts keep the trace's peak exactly.
 	var peak int64
@@ -191,8 +191,8 @@ func TestSummaryIsSmallAndVersioned(t *testing.T) {
 			t.Errorf("chart %s has %d points", c.Title, c.Allocated.Len())
 		}
 	}
-	if peak != s.TraceSummary.PeakAllocatedBytes {
-		t.Errorf("downsampled chart peak %d, trace peak %d", peak, s.TraceSummary.PeakAllocatedBytes)
+	if peak != s.Overview.PeakAllocatedBytes {
+		t.Errorf("downsampled chart peak %d, trace peak %d", peak, s.Overview.PeakAllocatedBytes)
 	}
 }
 
@@ -200,7 +200,7 @@ func TestSummaryIsSmallAndVersioned(t *testing.T) {
 // with what to do.
 func TestSummaryLimitsSaid(t *testing.T) {
 	sums := summarizeDir(t, memtest.Testdata("gpu", "ddp_one_rank_leaks", "rank0", "trace.json.gz"))
-	path := filepath.Join(sums, "rank0_trace"+summary.Ext) // the folder's rank kept in the name
+	path := filepath.Join(sums, "rank0_trace"+digest.Ext) // the folder's rank kept in the name
 	for _, cmd := range []string{"ops", "stacks", "frag"} {
 		_, errOut, code := torchmem(t, cmd, path)
 		if code != exitBadInput || !strings.Contains(errOut, "torchmem summary") || !strings.Contains(errOut, "needs the file it summarizes") {
@@ -231,7 +231,7 @@ func TestSummaryNames(t *testing.T) {
 		{[]string{"a/x/t.json", "b/x/t.json"}, []string{"x_t.summary.json.gz", "x_t_2.summary.json.gz"}},
 		{[]string{"-"}, []string{"stdin.summary.json.gz"}},
 	} {
-		if got := summary.Names(tc.in); !reflect.DeepEqual(got, tc.want) {
+		if got := digest.Names(tc.in); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("Names(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
@@ -315,7 +315,7 @@ func TestSummaryDiffAndReport(t *testing.T) {
 	sums := summarizeDir(t, dir)
 	base, head := filepath.Join(dir, "rank0", "trace.json.gz"), filepath.Join(dir, "rank1", "trace.json.gz")
 	direct, _, code := torchmem(t, "diff", base, head, "--format", "json")
-	from, errOut, sumCode := torchmem(t, "diff", filepath.Join(sums, "rank0_trace"+summary.Ext), filepath.Join(sums, "rank1_trace"+summary.Ext), "--format", "json")
+	from, errOut, sumCode := torchmem(t, "diff", filepath.Join(sums, "rank0_trace"+digest.Ext), filepath.Join(sums, "rank1_trace"+digest.Ext), "--format", "json")
 	if code != exitFindings || sumCode != code || direct != from {
 		t.Errorf("diff: exit %d on the traces, %d on the summaries (%s); same JSON: %v", code, sumCode, errOut, direct == from)
 	}

@@ -493,119 +493,7 @@ const smiInferRows = 256
 // warning instead.
 func Read(r io.Reader) (*Log, error) {
 	lr := lines.NewReader(r, smiMaxLine)
-
-	type rawLine struct {
-		no     int
-		fields []string
-		// unterminated: the line had no newline, so it is the last one
-		// and may have been cut off mid-write.
-		unterminated bool
-	}
-	var (
-		log      = &Log{}
-		layout   *smiLayout
-		pending  []rawLine // noheader rows held back until columns are inferred
-		gpus     = map[string]*GPU{}
-		order    []string
-		prevTS   string
-		roundPos int
-		stored   int // samples kept, all GPUs
-		stride   = 1 // one row of each GPU kept in stride
-	)
-	addRow := func(rl rawLine) error {
-		row, err := layout.parseRow(rl.fields)
-		if err != nil {
-			if rl.unterminated {
-				log.Warnings = append(log.Warnings, fmt.Sprintf("line %d: dropped a truncated last line (%v)", rl.no, err))
-				return nil
-			}
-			return fmt.Errorf("line %d: %w", rl.no, err)
-		}
-		var key string
-		switch {
-		case layout.index >= 0 && row.index >= 0:
-			key = strconv.Itoa(row.index)
-		case layout.bus >= 0 && row.bus != "" && !isSMIMissing(row.bus):
-			key = row.bus
-		case layout.uuid >= 0 && row.uuid != "" && !isSMIMissing(row.uuid):
-			key = row.uuid
-		default:
-			// No identity column: nvidia-smi prints every GPU of one
-			// sampling round with the same timestamp, in device order.
-			if row.tsText == prevTS {
-				roundPos++
-			} else {
-				roundPos = 0
-			}
-			key = "#" + strconv.Itoa(roundPos)
-		}
-		prevTS = row.tsText
-		if stored >= memtimeline.MaxRecords {
-			// Keep every other sample of each GPU and from here on every
-			// stride-th row: the whole log stays covered in bounded memory.
-			// Past smiMaxStride the log is too long to read (or a bomb).
-			if stride >= smiMaxStride {
-				return fmt.Errorf("line %d: %w", rl.no, &memtimeline.LimitError{What: "nvidia-smi rows", Limit: int64(memtimeline.MaxRecords) * smiMaxStride, Flag: "max-records"})
-			}
-			stride *= 2
-			stored = 0
-			for _, g := range gpus {
-				kept := g.Samples[:0]
-				for j := 0; j < len(g.Samples); j += 2 {
-					kept = append(kept, g.Samples[j])
-				}
-				g.Samples = kept
-				stored += len(kept)
-			}
-		}
-		g := gpus[key]
-		if g == nil {
-			if len(gpus) >= memtimeline.MaxSeries {
-				return fmt.Errorf("line %d: %w", rl.no, memtimeline.SeriesError("distinct GPUs"))
-			}
-			if len(key)+len(row.bus)+len(row.uuid)+len(row.name) > smiMaxIdentity {
-				return fmt.Errorf("line %d: a GPU's index, bus id, UUID and name take more than %d bytes: not nvidia-smi's", rl.no, smiMaxIdentity)
-			}
-			g = &GPU{Key: key, Index: row.index, BusID: row.bus, UUID: row.uuid, Name: row.name}
-			gpus[key] = g
-			order = append(order, key)
-		}
-		if g.seen%stride == 0 {
-			g.Samples = append(g.Samples, row.sample)
-			stored++
-		}
-		g.seen++
-		log.Rows++
-		return nil
-	}
-	flushPending := func() error {
-		if layout != nil || len(pending) == 0 {
-			return nil
-		}
-		rows := make([][]string, len(pending))
-		for i, p := range pending {
-			rows[i] = p.fields
-		}
-		cols, err := inferSMIColumns(rows)
-		if err != nil {
-			return err
-		}
-		if layout, err = newSMILayout(cols); err != nil {
-			return fmt.Errorf("%w: %v", ErrNotLog, err)
-		}
-		log.HeaderInferred = true
-		for _, c := range cols {
-			log.Columns = append(log.Columns, c.name)
-		}
-		for _, p := range pending {
-			if err := addRow(p); err != nil {
-				return err
-			}
-		}
-		pending = nil
-		return nil
-	}
-
+	s := &smiReader{log: &Log{}, gpus: map[string]*GPU{}, stride: 1}
 	for {
 		fields, lineNo, terminated, err := nextCSVRow(lr, ErrNotLog)
 		if err == io.EOF {
@@ -615,55 +503,202 @@ func Read(r io.Reader) (*Log, error) {
 			return nil, err
 		}
 		if cols, ok := parseSMIHeader(fields); ok {
-			// A header: the first one, or one repeated when logs were
-			// concatenated or nvidia-smi restarted (maybe with another
-			// query: then the new columns apply from here on).
-			if err := flushPending(); err != nil {
+			if err := s.header(cols, lineNo); err != nil {
 				return nil, err
 			}
-			nl, err := newSMILayout(cols)
-			if err != nil {
-				return nil, fmt.Errorf("line %d: %w: %v", lineNo, ErrNotLog, err)
-			}
-			if layout == nil {
-				for _, c := range cols {
-					log.Columns = append(log.Columns, c.name)
-				}
-			}
-			layout = nl
 			continue
 		}
-		rl := rawLine{no: lineNo, fields: fields, unterminated: !terminated}
-		if layout == nil {
-			pending = append(pending, rl)
-			if len(pending) >= smiInferRows {
-				if err := flushPending(); err != nil {
+		rl := smiRawLine{no: lineNo, fields: fields, unterminated: !terminated}
+		if s.layout == nil {
+			s.pending = append(s.pending, rl)
+			if len(s.pending) >= smiInferRows {
+				if err := s.flushPending(); err != nil {
 					return nil, err
 				}
 			}
 			continue
 		}
-		if err := addRow(rl); err != nil {
+		if err := s.addRow(rl); err != nil {
 			return nil, err
 		}
 	}
 	if lr.Bytes == 0 {
 		return nil, errors.New("file is empty")
 	}
-	if err := flushPending(); err != nil {
+	if err := s.flushPending(); err != nil {
 		return nil, err
 	}
-	if layout == nil {
+	return s.finish()
+}
+
+// smiRawLine is one CSV row as read.
+type smiRawLine struct {
+	no     int
+	fields []string
+	// unterminated: the line had no newline, so it is the last one
+	// and may have been cut off mid-write.
+	unterminated bool
+}
+
+// smiReader is the state of Read: the log so far, the columns in force,
+// and the GPUs' samples, thinned to a stride past the record cap.
+type smiReader struct {
+	log      *Log
+	layout   *smiLayout
+	pending  []smiRawLine // noheader rows held back until columns are inferred
+	gpus     map[string]*GPU
+	order    []string
+	prevTS   string
+	roundPos int
+	stored   int // samples kept, all GPUs
+	stride   int // one row of each GPU kept in stride
+}
+
+// header takes a header line: the first one, or one repeated when logs
+// were concatenated or nvidia-smi restarted (maybe with another query:
+// then the new columns apply from here on).
+func (s *smiReader) header(cols []smiColumn, lineNo int) error {
+	if err := s.flushPending(); err != nil {
+		return err
+	}
+	nl, err := newSMILayout(cols)
+	if err != nil {
+		return fmt.Errorf("line %d: %w: %v", lineNo, ErrNotLog, err)
+	}
+	if s.layout == nil {
+		for _, c := range cols {
+			s.log.Columns = append(s.log.Columns, c.name)
+		}
+	}
+	s.layout = nl
+	return nil
+}
+
+// gpuKey names the GPU of a row: its index, bus id or UUID, else its
+// place in the sampling round.
+func (s *smiReader) gpuKey(row smiRow) string {
+	var key string
+	switch {
+	case s.layout.index >= 0 && row.index >= 0:
+		key = strconv.Itoa(row.index)
+	case s.layout.bus >= 0 && row.bus != "" && !isSMIMissing(row.bus):
+		key = row.bus
+	case s.layout.uuid >= 0 && row.uuid != "" && !isSMIMissing(row.uuid):
+		key = row.uuid
+	default:
+		// No identity column: nvidia-smi prints every GPU of one
+		// sampling round with the same timestamp, in device order.
+		if row.tsText == s.prevTS {
+			s.roundPos++
+		} else {
+			s.roundPos = 0
+		}
+		key = "#" + strconv.Itoa(s.roundPos)
+	}
+	s.prevTS = row.tsText
+	return key
+}
+
+func (s *smiReader) addRow(rl smiRawLine) error {
+	row, err := s.layout.parseRow(rl.fields)
+	if err != nil {
+		if rl.unterminated {
+			s.log.Warnings = append(s.log.Warnings, fmt.Sprintf("line %d: dropped a truncated last line (%v)", rl.no, err))
+			return nil
+		}
+		return fmt.Errorf("line %d: %w", rl.no, err)
+	}
+	key := s.gpuKey(row)
+	if s.stored >= memtimeline.MaxRecords {
+		if err := s.thin(rl.no); err != nil {
+			return err
+		}
+	}
+	g := s.gpus[key]
+	if g == nil {
+		if len(s.gpus) >= memtimeline.MaxSeries {
+			return fmt.Errorf("line %d: %w", rl.no, memtimeline.SeriesError("distinct GPUs"))
+		}
+		if len(key)+len(row.bus)+len(row.uuid)+len(row.name) > smiMaxIdentity {
+			return fmt.Errorf("line %d: a GPU's index, bus id, UUID and name take more than %d bytes: not nvidia-smi's", rl.no, smiMaxIdentity)
+		}
+		g = &GPU{Key: key, Index: row.index, BusID: row.bus, UUID: row.uuid, Name: row.name}
+		s.gpus[key] = g
+		s.order = append(s.order, key)
+	}
+	if g.seen%s.stride == 0 {
+		g.Samples = append(g.Samples, row.sample)
+		s.stored++
+	}
+	g.seen++
+	s.log.Rows++
+	return nil
+}
+
+// thin keeps every other sample of each GPU and from here on every
+// stride-th row: the whole log stays covered in bounded memory. Past
+// smiMaxStride the log is too long to read (or a bomb).
+func (s *smiReader) thin(lineNo int) error {
+	if s.stride >= smiMaxStride {
+		return fmt.Errorf("line %d: %w", lineNo, &memtimeline.LimitError{What: "nvidia-smi rows", Limit: int64(memtimeline.MaxRecords) * smiMaxStride, Flag: "max-records"})
+	}
+	s.stride *= 2
+	s.stored = 0
+	for _, g := range s.gpus {
+		kept := g.Samples[:0]
+		for j := 0; j < len(g.Samples); j += 2 {
+			kept = append(kept, g.Samples[j])
+		}
+		g.Samples = kept
+		s.stored += len(kept)
+	}
+	return nil
+}
+
+// flushPending infers the columns of a log without a header from the
+// rows held back, then reads them.
+func (s *smiReader) flushPending() error {
+	if s.layout != nil || len(s.pending) == 0 {
+		return nil
+	}
+	rows := make([][]string, len(s.pending))
+	for i, p := range s.pending {
+		rows[i] = p.fields
+	}
+	cols, err := inferSMIColumns(rows)
+	if err != nil {
+		return err
+	}
+	if s.layout, err = newSMILayout(cols); err != nil {
+		return fmt.Errorf("%w: %v", ErrNotLog, err)
+	}
+	s.log.HeaderInferred = true
+	for _, c := range cols {
+		s.log.Columns = append(s.log.Columns, c.name)
+	}
+	for _, p := range s.pending {
+		if err := s.addRow(p); err != nil {
+			return err
+		}
+	}
+	s.pending = nil
+	return nil
+}
+
+// finish checks the log read and orders its GPUs and their samples.
+func (s *smiReader) finish() (*Log, error) {
+	log := s.log
+	if s.layout == nil {
 		return nil, fmt.Errorf("%w: only blank lines", ErrNotLog)
 	}
 	if log.Rows == 0 {
 		return nil, errors.New("header but no samples")
 	}
-	if stride > 1 {
-		log.Warnings = append(log.Warnings, fmt.Sprintf("%d rows, more than the cap of %d: kept every %d%s sample of each GPU (--max-records raises the cap)", log.Rows, memtimeline.MaxRecords, stride, ordinalSuffix(stride)))
+	if s.stride > 1 {
+		log.Warnings = append(log.Warnings, fmt.Sprintf("%d rows, more than the cap of %d: kept every %d%s sample of each GPU (--max-records raises the cap)", log.Rows, memtimeline.MaxRecords, s.stride, ordinalSuffix(s.stride)))
 	}
-	for _, k := range order {
-		g := gpus[k]
+	for _, k := range s.order {
+		g := s.gpus[k]
 		sort.SliceStable(g.Samples, func(i, j int) bool { return g.Samples[i].Time.Before(g.Samples[j].Time) })
 		log.GPUs = append(log.GPUs, g)
 	}

@@ -449,149 +449,12 @@ func (s *Snapshot) LeakCandidates() []LeakCandidate {
 		}
 	}
 	steps := s.stepRanges()
-	var out []LeakCandidate
-	groupSteps := map[int]map[int]*StepBytes{}
+	c := &candidates{activeAtDump: activeAtDump, groupSteps: map[int]map[int]*StepBytes{}}
 	for dev, tr := range s.DeviceTraces {
-		live := map[uint64]int{} // addr -> index of its alloc in tr
-		// Freed allocations that crossed step boundaries, by site.
-		retention := map[Frame]int{}
-		sites := map[*Frame]Frame{} // stacks are shared: find each one's site once
-		siteOf := func(e *TraceEntry) Frame {
-			if len(e.Frames) == 0 {
-				return UserFrame(nil)
-			}
-			if s, ok := sites[&e.Frames[0]]; ok {
-				return s
-			}
-			site := UserFrame(e.Frames)
-			sites[&e.Frames[0]] = site
-			return site
-		}
-		for i, e := range tr {
-			switch e.Action {
-			case ActionAlloc:
-				live[e.Addr] = i
-			case ActionFreeRequested, ActionFreeCompleted:
-				if j, ok := live[e.Addr]; ok {
-					a, b := stepIndex(steps[dev], tr[j].TimeUS), stepIndex(steps[dev], e.TimeUS)
-					if a >= 0 && b > a {
-						site := siteOf(&tr[j])
-						retention[site] = max(retention[site], b-a)
-					}
-				}
-				delete(live, e.Addr)
-			}
-		}
-		idx := make([]int, 0, len(live))
-		for _, i := range live {
-			idx = append(idx, i)
-		}
-		sort.Ints(idx) // time order, so that the first allocation leads its group
-		lastBackward := s.lastBackwardPerStep(dev, steps[dev])
-		// A group is one user call chain: the same forward called from the
-		// training line and from a validation loop holds memory for two
-		// different reasons.
-		groups := map[string]int{}
-		chains := map[*Frame]string{}
-		// Stacks are shared: test each one once (the substring tests of
-		// copyFrames took a tenth of the CPU on a 600 MB snapshot).
-		type stackKey struct {
-			first *Frame
-			n     int
-		}
-		flags := map[stackKey][2]bool{}
-		stackFlags := func(fr []Frame) (lib, cp bool) {
-			if len(fr) == 0 {
-				return false, false
-			}
-			k := stackKey{&fr[0], len(fr)}
-			f, ok := flags[k]
-			if !ok {
-				f = [2]bool{allocatedInLibrary(fr), copyFrames(fr)}
-				flags[k] = f
-			}
-			return f[0], f[1]
-		}
-		last := map[int]int{} // group -> its latest live allocation
-		for _, i := range idx {
-			e := tr[i]
-			site := siteOf(&e)
-			key := site.String()
-			if len(e.Frames) > 0 {
-				k, ok := chains[&e.Frames[0]]
-				if !ok {
-					var b strings.Builder
-					b.WriteString(site.String())
-					b.WriteByte(0)
-					for _, f := range e.Frames {
-						if f.IsPython() && !IsLibraryFrame(f) {
-							b.WriteString(f.String())
-							b.WriteByte(0)
-						}
-					}
-					k = b.String()
-					chains[&e.Frames[0]] = k
-				}
-				key = k
-			}
-			g, ok := groups[key]
-			if !ok {
-				g = len(out)
-				groups[key] = g
-				out = append(out, LeakCandidate{
-					Device: dev, Site: site, Stack: pythonFrames(e.Frames, 0),
-					FirstTimeUS: e.TimeUS, MaxRetentionSteps: retention[site], HookFrame: hookFrame(e.Frames),
-				})
-			}
-			lc := &out[g]
-			last[g] = i
-			lc.Bytes += e.Size
-			lc.Count++
-			lc.LastTimeUS = e.TimeUS
-			lc.TimesUS = append(lc.TimesUS, e.TimeUS)
-			lc.Sizes = append(lc.Sizes, e.Size)
-			if activeAtDump[e.Addr] {
-				lc.ActiveAtDumpBytes += e.Size
-			}
-			lib, cp := stackFlags(e.Frames)
-			if lib {
-				lc.LibraryAllocs++
-			}
-			if cp {
-				lc.CopyAllocs++
-			}
-			if st := findStep(steps[dev], e.TimeUS); st >= 0 {
-				if groupSteps[g] == nil {
-					groupSteps[g] = map[int]*StepBytes{}
-				}
-				sb := groupSteps[g][st]
-				if sb == nil {
-					sb = &StepBytes{Step: st}
-					groupSteps[g][st] = sb
-				}
-				sb.Bytes += e.Size
-				sb.Count++
-				if sb.lines == nil {
-					sb.lines = map[Frame]bool{}
-				}
-				for _, f := range e.Frames {
-					if f.IsPython() {
-						sb.lines[f] = true
-						break
-					}
-				}
-				if lastBackward[st] > e.TimeUS {
-					sb.BackwardAfter = true
-				}
-			}
-		}
-		// The latest allocation speaks for its group: the first may be a
-		// one-time buffer made at the same line (a workspace, a cache).
-		for g, i := range last {
-			out[g].Stack = pythonFrames(tr[i].Frames, 0)
-		}
+		c.device(s, dev, tr, steps[dev])
 	}
-	for g, set := range groupSteps {
+	out := c.out
+	for g, set := range c.groupSteps {
 		out[g].Steps = len(set)
 		for _, sb := range set {
 			sb.Lines = len(sb.lines)
@@ -612,6 +475,179 @@ func (s *Snapshot) LeakCandidates() []LeakCandidate {
 		return out[i].Count > out[j].Count
 	})
 	return out
+}
+
+// candidates are the leak candidates being gathered, device after device.
+type candidates struct {
+	activeAtDump map[uint64]bool // addresses of blocks active at the dump
+	out          []LeakCandidate
+	// groupSteps: per group (out index), what it kept from each step.
+	groupSteps map[int]map[int]*StepBytes
+}
+
+// siteCache finds each stack's site once: stacks are shared.
+type siteCache map[*Frame]Frame
+
+func (sites siteCache) of(e *TraceEntry) Frame {
+	if len(e.Frames) == 0 {
+		return UserFrame(nil)
+	}
+	if s, ok := sites[&e.Frames[0]]; ok {
+		return s
+	}
+	site := UserFrame(e.Frames)
+	sites[&e.Frames[0]] = site
+	return site
+}
+
+// liveAtEnd replays a device trace: an alloc stays live until a later
+// free_requested or free_completed of the same address. It returns the
+// indices of the allocations live at the end, in time order, and per site
+// the most step boundaries a freed allocation crossed.
+func liveAtEnd(tr []TraceEntry, steps []stepRange, sites siteCache) (idx []int, retention map[Frame]int) {
+	live := map[uint64]int{} // addr -> index of its alloc in tr
+	retention = map[Frame]int{}
+	for i, e := range tr {
+		switch e.Action {
+		case ActionAlloc:
+			live[e.Addr] = i
+		case ActionFreeRequested, ActionFreeCompleted:
+			if j, ok := live[e.Addr]; ok {
+				a, b := stepIndex(steps, tr[j].TimeUS), stepIndex(steps, e.TimeUS)
+				if a >= 0 && b > a {
+					site := sites.of(&tr[j])
+					retention[site] = max(retention[site], b-a)
+				}
+			}
+			delete(live, e.Addr)
+		}
+	}
+	idx = make([]int, 0, len(live))
+	for _, i := range live {
+		idx = append(idx, i)
+	}
+	sort.Ints(idx) // time order, so that the first allocation leads its group
+	return idx, retention
+}
+
+// device groups what device dev's trace left live at the end.
+func (c *candidates) device(s *Snapshot, dev int, tr []TraceEntry, steps []stepRange) {
+	sites := siteCache{}
+	idx, retention := liveAtEnd(tr, steps, sites)
+	lastBackward := s.lastBackwardPerStep(dev, steps)
+	// A group is one user call chain: the same forward called from the
+	// training line and from a validation loop holds memory for two
+	// different reasons.
+	groups := map[string]int{}
+	chains := map[*Frame]string{}
+	// Stacks are shared: test each one once (the substring tests of
+	// copyFrames took a tenth of the CPU on a 600 MB snapshot).
+	type stackKey struct {
+		first *Frame
+		n     int
+	}
+	flags := map[stackKey][2]bool{}
+	stackFlags := func(fr []Frame) (lib, cp bool) {
+		if len(fr) == 0 {
+			return false, false
+		}
+		k := stackKey{&fr[0], len(fr)}
+		f, ok := flags[k]
+		if !ok {
+			f = [2]bool{allocatedInLibrary(fr), copyFrames(fr)}
+			flags[k] = f
+		}
+		return f[0], f[1]
+	}
+	last := map[int]int{} // group -> its latest live allocation
+	for _, i := range idx {
+		e := tr[i]
+		site := sites.of(&e)
+		key := site.String()
+		if len(e.Frames) > 0 {
+			k, ok := chains[&e.Frames[0]]
+			if !ok {
+				k = chainKey(site, e.Frames)
+				chains[&e.Frames[0]] = k
+			}
+			key = k
+		}
+		g, ok := groups[key]
+		if !ok {
+			g = len(c.out)
+			groups[key] = g
+			c.out = append(c.out, LeakCandidate{
+				Device: dev, Site: site, Stack: pythonFrames(e.Frames, 0),
+				FirstTimeUS: e.TimeUS, MaxRetentionSteps: retention[site], HookFrame: hookFrame(e.Frames),
+			})
+		}
+		lc := &c.out[g]
+		last[g] = i
+		lc.Bytes += e.Size
+		lc.Count++
+		lc.LastTimeUS = e.TimeUS
+		lc.TimesUS = append(lc.TimesUS, e.TimeUS)
+		lc.Sizes = append(lc.Sizes, e.Size)
+		if c.activeAtDump[e.Addr] {
+			lc.ActiveAtDumpBytes += e.Size
+		}
+		lib, cp := stackFlags(e.Frames)
+		if lib {
+			lc.LibraryAllocs++
+		}
+		if cp {
+			lc.CopyAllocs++
+		}
+		if st := findStep(steps, e.TimeUS); st >= 0 {
+			c.addToStep(g, st, &e, lastBackward[st] > e.TimeUS)
+		}
+	}
+	// The latest allocation speaks for its group: the first may be a
+	// one-time buffer made at the same line (a workspace, a cache).
+	for g, i := range last {
+		c.out[g].Stack = pythonFrames(tr[i].Frames, 0)
+	}
+}
+
+// chainKey is a group's key: its site and the user's Python call chain.
+func chainKey(site Frame, frames []Frame) string {
+	var b strings.Builder
+	b.WriteString(site.String())
+	b.WriteByte(0)
+	for _, f := range frames {
+		if f.IsPython() && !IsLibraryFrame(f) {
+			b.WriteString(f.String())
+			b.WriteByte(0)
+		}
+	}
+	return b.String()
+}
+
+// addToStep counts live allocation e in group g's step st; backwardAfter:
+// a backward ran later in that step.
+func (c *candidates) addToStep(g, st int, e *TraceEntry, backwardAfter bool) {
+	if c.groupSteps[g] == nil {
+		c.groupSteps[g] = map[int]*StepBytes{}
+	}
+	sb := c.groupSteps[g][st]
+	if sb == nil {
+		sb = &StepBytes{Step: st}
+		c.groupSteps[g][st] = sb
+	}
+	sb.Bytes += e.Size
+	sb.Count++
+	if sb.lines == nil {
+		sb.lines = map[Frame]bool{}
+	}
+	for _, f := range e.Frames {
+		if f.IsPython() {
+			sb.lines[f] = true
+			break
+		}
+	}
+	if backwardAfter {
+		sb.BackwardAfter = true
+	}
 }
 
 // FrameName names a snapshot frame the way profiler traces do, so that a

@@ -14,7 +14,11 @@
 // Package rules turns the signals into findings under each rule's own
 // threshold (Report.Rejudge).
 //
-//	frag.go       the trace analysis and its verdict
+//	frag.go       the types and the trace analysis (Analyze)
+//	judge.go      the three signals judged under Options: verdict, reasons
+//	advice.go     what each signal's advice says
+//	sites.go      small allocations by size and by code site
+//	segments.go   cudaMalloc/cudaFree calls, reserved drops, OOM retries
 //	pool.go       the small and large pools followed through a trace
 //	snapshot.go   split free space per pool and stream from a snapshot
 package frag

@@ -9,7 +9,6 @@ import (
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules/internal/fmtutil"
-	"github.com/torchmem/torchmem/rules/site"
 )
 
 // Fragmentation verdicts.
@@ -24,37 +23,6 @@ const (
 	SmallAllocFlood = "memory.small-alloc-flood"
 	ReservedGap     = "memory.reserved-gap"
 	CudaMallocChurn = "memory.cudamalloc-churn"
-)
-
-// AllocConfExpandable is the allocator setting most fixes name: segments
-// that grow in place instead of new ones beside them. Every advice that
-// names it uses this constant, so it is written once.
-const AllocConfExpandable = "PYTORCH_CUDA_ALLOC_CONF=" + ExpandableSegments
-
-// ExpandableSegments is that setting as the advice names it inline.
-const ExpandableSegments = "expandable_segments:True"
-
-// AdviceLowerPeak is what to do when the allocator had to flush its cache
-// to serve a request (a cudaMalloc retry): memory is nearly full.
-const AdviceLowerPeak = "lower the peak or use " + ExpandableSegments
-
-// AdviceSplitFree is what to try when free memory is split inside used
-// segments (a snapshot's inactive split, memory_summary's non-releasable).
-const AdviceSplitFree = "Try " + AllocConfExpandable + ", or max_split_size_mb to stop large blocks being split; pre-allocate buffers of fixed sizes."
-
-// AdviceSnapshotShowsSplit says where to look next when a memory_summary()
-// log shows split free memory but not where it is.
-const AdviceSnapshotShowsSplit = "An allocator snapshot (torchmem snapshot) shows which segments hold the split blocks."
-
-// What to try for each fragmentation signal.
-const (
-	AdviceReuseBuffers       = "Pre-allocate and reuse buffers (allocate once outside the loop, fill with .copy_() or out=) instead of creating thousands of tiny tensors every step."
-	AdviceBatchSmall         = "Batch small tensors into one: torch.stack/torch.cat them, or keep one flat buffer and take views; move per-step Python scalars to the GPU once, not as a new tensor each time."
-	AdviceExpandableSegments = "Set " + AllocConfExpandable + ": segments grow in place, so freed memory is reusable for requests of any size."
-	AdviceMaxSplitSize       = "Or set PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:<N> (e.g. 128) so large cached blocks are not split for smaller requests; allocate long-lived large tensors first."
-	AdviceNoEmptyCache       = "Remove torch.cuda.empty_cache() from the loop: every call gives segments back that the next step takes again with cudaMalloc, which synchronizes the device."
-	AdviceAllocRetry         = "cudaFree without empty_cache() means a cudaMalloc failed and the allocator freed its cache to retry (num_alloc_retries in torch.cuda.memory_stats()): memory is nearly full; " + AdviceLowerPeak + "."
-	AdviceSteadyMalloc       = "New segments after the first step without a new peak mean cached blocks did not fit the requests: try " + ExpandableSegments + ", and keep tensor shapes stable from step to step."
 )
 
 // Options tune the fragmentation detector. Each signal has its own
@@ -102,55 +70,6 @@ func DefaultOptions() Options {
 	}
 }
 
-// SizeBucket is one bar of the allocation size histogram: blocks of
-// (MinBytes, MaxBytes] bytes, MaxBytes 0 meaning no upper bound.
-type SizeBucket struct {
-	Label    string  `json:"label"`
-	MinBytes int64   `json:"min_bytes"`
-	MaxBytes int64   `json:"max_bytes"`
-	Pool     string  `json:"pool"` // the caching allocator pool these blocks come from
-	Count    int64   `json:"count"`
-	Bytes    int64   `json:"bytes"`
-	Fraction float64 `json:"fraction"` // of all allocations, by count
-}
-
-// fragBuckets follow the caching allocator's own size classes: 512 B is its
-// rounding unit, <= 1 MiB the small pool (2 MiB segments), < 10 MiB large
-// blocks carved from 20 MiB segments, larger ones get their own segment.
-var fragBuckets = []SizeBucket{
-	{Label: "<= 512 B", MaxBytes: 512, Pool: "small"},
-	{Label: "<= 4 KiB", MinBytes: 512, MaxBytes: 4 << 10, Pool: "small"},
-	{Label: "<= 64 KiB", MinBytes: 4 << 10, MaxBytes: 64 << 10, Pool: "small"},
-	{Label: "<= 1 MiB", MinBytes: 64 << 10, MaxBytes: 1 << 20, Pool: "small"},
-	{Label: "<= 10 MiB", MinBytes: 1 << 20, MaxBytes: 10 << 20, Pool: "large (20 MiB segments)"},
-	{Label: "> 10 MiB", MinBytes: 10 << 20, Pool: "large (own segment)"},
-}
-
-// CodeSite is a place in the code (Python stack and operator chain) with
-// how many times it did something.
-type CodeSite struct {
-	Count     int64          `json:"count"`
-	Bytes     int64          `json:"bytes"`
-	PerStep   float64        `json:"per_step"`
-	Fraction  float64        `json:"fraction"` // of the counted events
-	Operator  string         `json:"operator"`
-	ForwardOp string         `json:"forward_operator,omitempty"`
-	Stack     []string       `json:"stack"`
-	Location  *site.Location `json:"location,omitempty"`
-}
-
-// SmallAllocs counts blocks of at most MaxBytes.
-type SmallAllocs struct {
-	MaxBytes int64 `json:"max_bytes"`
-	Count    int64 `json:"count"`
-	Bytes    int64 `json:"bytes"`
-	// PerStep is the mean over profiled steps (the whole count without steps).
-	PerStep  float64 `json:"per_step"`
-	Fraction float64 `json:"fraction"` // of all GPU allocations, by count
-	// TopSites are the code sites making most of them, by count.
-	TopSites []CodeSite `json:"top_sites"`
-}
-
 // Step is one ProfilerStep#N: allocator traffic and segment calls.
 type Step struct {
 	Name   string `json:"name"`
@@ -194,64 +113,6 @@ type GapPoint struct {
 	Reserved  int64   `json:"reserved_bytes"`
 	Gap       int64   `json:"gap_bytes"`
 	Fraction  float64 `json:"fraction"` // of reserved
-}
-
-// ReservedDrop is reserved memory falling: segments given back to the
-// driver, by empty_cache() or by an allocation retry after a failed cudaMalloc.
-type ReservedDrop struct {
-	TS            int64  `json:"ts_ns"`
-	Step          string `json:"step"`
-	Bytes         int64  `json:"bytes"`
-	ReservedAfter int64  `json:"reserved_after_bytes"`
-	// CudaFreeCalls are the cudaFree calls since the previous memory event;
-	// EmptyCache is true when they ran under torch.cuda.empty_cache(),
-	// OOMRetry when the allocator freed its cache to retry a request that
-	// then failed with out-of-memory.
-	CudaFreeCalls int64 `json:"cuda_free_calls"`
-	EmptyCache    bool  `json:"empty_cache"`
-	OOMRetry      bool  `json:"oom_retry"`
-	// AllocRetry: reserved fell at an allocation that made a new segment,
-	// a cudaMalloc that failed, freed the cache and was retried.
-	AllocRetry bool `json:"alloc_retry,omitempty"`
-}
-
-// Cause says why reserved memory fell: what gave the cached segments
-// back. Every view of a drop (frag's table, annotate's markers) says it
-// in these words.
-func (d ReservedDrop) Cause() string {
-	switch {
-	case d.OOMRetry:
-		return "cache freed to retry a request that then failed (OOM)"
-	case d.AllocRetry:
-		return "cudaMalloc retry: a cudaMalloc failed, the allocator freed its cache and retried"
-	case d.EmptyCache:
-		return "torch.cuda.empty_cache()"
-	}
-	return "cached segments given back"
-}
-
-// SegmentCalls sums the caching allocator's calls into the CUDA runtime.
-type SegmentCalls struct {
-	// Source is "cuda_runtime" when the trace has CUDA runtime events, else
-	// "reserved": counts inferred from rises (cudaMalloc) and drops
-	// (cudaFree bursts) of reserved memory.
-	Source       string `json:"source"`
-	CudaMalloc   int64  `json:"cuda_malloc_calls"`
-	CudaMallocNS int64  `json:"cuda_malloc_ns"`
-	CudaFree     int64  `json:"cuda_free_calls"`
-	CudaFreeNS   int64  `json:"cuda_free_ns"`
-	// Steady* count the calls in steps after the first.
-	SteadyCudaMalloc int64 `json:"steady_cuda_malloc_calls"`
-	SteadyCudaFree   int64 `json:"steady_cuda_free_calls"`
-	// ChurnCalls: steady cudaFree plus steady cudaMalloc not explained by a
-	// new peak; ChurnPerStep divides by the steady steps.
-	ChurnCalls   int64   `json:"churn_calls"`
-	ChurnPerStep float64 `json:"churn_per_step"`
-	// EmptyCacheFrees are cudaFree calls made inside torch.cuda.empty_cache().
-	EmptyCacheFrees int64 `json:"empty_cache_frees"`
-	// TopSites are where the steady-state calls were made ("cudaFree" or
-	// "cudaMalloc" in Operator's last place).
-	TopSites []CodeSite `json:"top_sites"`
 }
 
 // Signal is one detector of the verdict with its number and limit.
@@ -346,14 +207,7 @@ func Analyze(d Data, opts Options) Report {
 		Misses: []FragmentedMiss{}, Pools: []PoolUse{},
 		SegmentCalls: SegmentCalls{TopSites: []CodeSite{}},
 	}
-	// GPU memory events of the selected device(s), in time order.
-	var mem []int32
-	for i := range t.Memory {
-		e := &t.Memory[i]
-		if e.DeviceType.IsGPU() && e.Bytes != 0 && (opts.Device < 0 || int(e.DeviceID) == opts.Device) {
-			mem = append(mem, int32(i))
-		}
-	}
+	mem := gpuEvents(t, opts.Device)
 	if len(mem) == 0 {
 		rep.Verdict = VerdictUnknown
 		rep.Reason = "the trace has no GPU memory events: profile with profile_memory=True"
@@ -363,38 +217,85 @@ func Analyze(d Data, opts Options) Report {
 		rep.Reasons = append(rep.Reasons, rep.Reason)
 		return rep
 	}
-	slices.SortStableFunc(mem, func(a, b int32) int { return cmp.Compare(t.Memory[a].TS, t.Memory[b].TS) })
 	if rep.Device < 0 {
 		rep.Device = busiestDevice(t, mem)
 	}
-
-	steps := slices.Clone(t.Steps)
-	slices.SortFunc(steps, func(a, b chrometrace.Step) int { return cmp.Compare(a.Start, b.Start) })
-	rep.WholeWindow = len(steps) == 0
-	stepOf := chrometrace.NewStepCursor(steps).Of // -1: before the first step
-	stepName := func(k int) string {
-		if k < 0 {
-			if rep.WholeWindow {
-				return "whole window"
-			}
-			return "before first step"
-		}
-		return fmt.Sprintf("ProfilerStep#%d", steps[k].Number)
+	clock := newStepClock(t.Steps)
+	rep.WholeWindow = clock.whole()
+	for k, s := range clock.steps {
+		rep.Steps = append(rep.Steps, Step{Name: clock.name(k), Number: s.Number, Steady: k > 0, StartNS: s.Start, DurNS: s.Dur})
 	}
-	for k, s := range steps {
-		rep.Steps = append(rep.Steps, Step{Name: stepName(k), Number: s.Number, Steady: k > 0, StartNS: s.Start, DurNS: s.Dur})
-	}
-	nSteps := max(1, len(steps))
 
-	// Traffic, histogram, small allocations and their sites.
 	attr := d.Attribution()
-	siteOpts := memtimeline.SiteOptions{Device: opts.Device, Depth: opts.Depth}
+	rep.countTraffic(t, mem, clock, memtimeline.NewSiteIndex(attr, memtimeline.SiteOptions{Device: opts.Device, Depth: opts.Depth}), opts)
+	calls := runtimeCalls(t)
+	refills := rep.followReserved(t, attr, mem, calls, clock)
+	rep.countSegmentCalls(t, attr, mem, calls, refills, clock, opts)
+
+	rep.judge(opts, steadyCount(rep.Steps))
+	if t.MemorySchema.NoReserved {
+		// torch < 1.10: no Total Reserved, so no segment, gap or pool
+		// figure; only the allocation sizes were judged.
+		note := "reserved memory is not recorded in this trace (torch before 1.10): the reserved-allocated gap, new segments and pool misses are not measured, only allocation sizes"
+		rep.Reasons = append(rep.Reasons, note)
+		if rep.Verdict == VerdictOK {
+			rep.Verdict = VerdictUnknown
+			rep.Reason = note + "; " + strings.Join(rep.Reasons[:len(rep.Reasons)-1], "; ")
+		} else {
+			rep.Reason += "; " + note
+		}
+	}
+	return rep
+}
+
+// gpuEvents are the GPU memory events of the selected device(s) (-1 all),
+// in time order, as Memory indices.
+func gpuEvents(t *chrometrace.Trace, device int) []int32 {
+	var mem []int32
+	for i := range t.Memory {
+		e := &t.Memory[i]
+		if e.DeviceType.IsGPU() && e.Bytes != 0 && (device < 0 || int(e.DeviceID) == device) {
+			mem = append(mem, int32(i))
+		}
+	}
+	slices.SortStableFunc(mem, func(a, b int32) int { return cmp.Compare(t.Memory[a].TS, t.Memory[b].TS) })
+	return mem
+}
+
+// stepClock places times in the trace's ProfilerSteps, in start order.
+type stepClock struct {
+	steps []chrometrace.Step
+	of    func(int64) int // -1: before the first step
+}
+
+func newStepClock(steps []chrometrace.Step) stepClock {
+	steps = slices.Clone(steps)
+	slices.SortFunc(steps, func(a, b chrometrace.Step) int { return cmp.Compare(a.Start, b.Start) })
+	return stepClock{steps: steps, of: chrometrace.NewStepCursor(steps).Of}
+}
+
+// whole: no ProfilerStep annotations, the window is one step.
+func (c stepClock) whole() bool { return len(c.steps) == 0 }
+
+// name is step k's name in the report.
+func (c stepClock) name(k int) string {
+	if k < 0 {
+		if c.whole() {
+			return "whole window"
+		}
+		return "before first step"
+	}
+	return fmt.Sprintf("ProfilerStep#%d", c.steps[k].Number)
+}
+
+// countTraffic counts allocations and frees per step, the size
+// histogram, and the small allocations with their sites.
+func (rep *Report) countTraffic(t *chrometrace.Trace, mem []int32, clock stepClock, siteIndex *memtimeline.SiteIndex, opts Options) {
 	smallSites := newSiteCounter()
-	siteIndex := memtimeline.NewSiteIndex(attr, siteOpts)
 	var smallInSteps int64
 	for _, i := range mem {
 		e := &t.Memory[i]
-		k := stepOf(e.TS)
+		k := clock.of(e.TS)
 		var st *Step
 		if k >= 0 {
 			st = &rep.Steps[k]
@@ -435,6 +336,7 @@ func Analyze(d Data, opts Options) Report {
 	for b := range rep.Histogram {
 		rep.Histogram[b].Fraction = fmtutil.Ratio(rep.Histogram[b].Count, rep.Allocs)
 	}
+	nSteps := max(1, len(clock.steps))
 	sa := &rep.SmallAllocs
 	sa.Fraction = fmtutil.Ratio(sa.Count, rep.Allocs)
 	if rep.WholeWindow {
@@ -443,130 +345,164 @@ func Analyze(d Data, opts Options) Report {
 		sa.PerStep = float64(smallInSteps) / float64(nSteps)
 	}
 	sa.TopSites = smallSites.top(opts.TopSites, sa.Count, nSteps)
+}
 
-	// Reserved minus allocated over time on one GPU, segment grows and
-	// drops, followed per pool (pool.go).
-	type pending struct{ frees int64 }
-	calls := runtimeCalls(t)
-	oomRetry := oomRetryCalls(t, calls, mem, rep.Device)
-	oomTS := oomTimes(t, rep.Device)
+// refills marks what the allocator did around an out-of-memory: the
+// runtime calls of its retry (by calls index), and the segments that grew
+// the cache back to where it was before the retry's flush (by event time,
+// and counted per step).
+type refills struct {
+	oomRetry map[int]bool
+	isRefill map[int64]bool
+	perStep  []int64
+}
+
+// reservedWalk follows reserved minus allocated over time on one GPU,
+// segment grows and drops, per pool (pool.go).
+type reservedWalk struct {
+	rep        *Report
+	clock      stepClock
+	pools      *poolSim
+	poolMisses [2]PoolUse
+	oomTS      []int64
+	refillTo   int64 // reserved before an OOM retry's flush, while growing back
+	refills    refills
+}
+
+// followReserved walks the analysed GPU's events: the gap at the peak and
+// at its largest, per-step peaks, reserved drops and segment grows, and
+// the pools' misses.
+func (rep *Report) followReserved(t *chrometrace.Trace, attr *chrometrace.Attribution, mem []int32, calls []runtimeCall, clock stepClock) refills {
+	w := &reservedWalk{
+		rep: rep, clock: clock, pools: newPoolSim(), oomTS: oomTimes(t, rep.Device), refillTo: -1,
+		refills: refills{oomRetry: oomRetryCalls(t, calls, mem, rep.Device), isRefill: map[int64]bool{}, perStep: make([]int64, len(rep.Steps))},
+	}
 	nextCall := 0
 	var prev *chrometrace.MemoryEvent
-	pools := newPoolSim()
-	poolMisses := [2]PoolUse{}
-	refillTo := int64(-1) // reserved before an OOM retry's flush, while growing back
-	isRefill := map[int64]bool{}
-	// countMiss counts a new segment of grown bytes for allocation e as a
-	// miss when its pool already held the requested bytes idle.
-	countMiss := func(e *chrometrace.MemoryEvent, k int, grown int64) {
-		idle := pools.idleFor(e.Bytes)
-		if idle < e.Bytes {
-			return
-		}
-		p := poolOf(e.Bytes)
-		rep.FragmentedMisses++
-		rep.FragmentedMissBytes += grown
-		poolMisses[p].Misses++
-		poolMisses[p].MissBytes += grown
-		if len(rep.Misses) < 20 {
-			rep.Misses = append(rep.Misses, FragmentedMiss{TS: e.TS, Step: stepName(k), Pool: poolNames[p], RequestBytes: e.Bytes, GrownBytes: grown, PoolIdleBytes: idle})
-		}
-	}
-	refillGrows := make([]int64, len(rep.Steps))
 	for _, i := range mem {
 		e := &t.Memory[i]
 		if int(e.DeviceID) != rep.Device {
 			continue
 		}
-		k := stepOf(e.TS)
 		// cudaFree calls since the previous event of this GPU explain a drop.
-		var freesBefore pending
+		var freesBefore int64
 		var emptyCache bool
 		for nextCall < len(calls) && calls[nextCall].ts <= e.TS {
 			c := calls[nextCall]
 			if !c.malloc {
-				freesBefore.frees++
+				freesBefore++
 				emptyCache = emptyCache || underEmptyCache(attr.PyStackAt(t.HostOps[c.op].Thread, c.ts))
 			}
 			nextCall++
 		}
-		gap := e.TotalReserved - e.TotalAllocated
-		point := func() *GapPoint {
-			return &GapPoint{TS: e.TS, Step: stepName(k), Allocated: e.TotalAllocated, Reserved: e.TotalReserved, Gap: gap, Fraction: fmtutil.Ratio(gap, e.TotalReserved)}
-		}
-		// Without Total Reserved (torch < 1.10) there is no gap to measure.
-		if !t.MemorySchema.NoReserved && (rep.GapAtPeak == nil || e.TotalAllocated > rep.GapAtPeak.Allocated) {
-			rep.GapAtPeak = point()
-		}
-		if !t.MemorySchema.NoReserved && (rep.LargestGap == nil || gap > rep.LargestGap.Gap) {
-			rep.LargestGap = point()
-		}
-		if k >= 0 {
-			st := &rep.Steps[k]
-			st.PeakAllocated = max(st.PeakAllocated, e.TotalAllocated)
-			st.PeakReserved = max(st.PeakReserved, e.TotalReserved)
-		}
-		retrySegment := int64(0) // a segment made right after the cache was given back
-		if prev != nil && e.TotalReserved < prev.TotalReserved {
-			dropped := prev.TotalReserved - e.TotalReserved
-			if k >= 0 {
-				rep.Steps[k].ReservedReturnedBytes += dropped
-			}
-			retry := oomBetween(oomTS, prev.TS, e.TS)
-			if retry {
-				refillTo = max(refillTo, prev.TotalReserved)
-			}
-			rep.ReservedDrops = append(rep.ReservedDrops, ReservedDrop{TS: e.TS, Step: stepName(k), Bytes: dropped, ReservedAfter: e.TotalReserved,
-				CudaFreeCalls: freesBefore.frees, EmptyCache: emptyCache, OOMRetry: retry})
-			released := dropped
-			if e.Bytes > 0 && !pools.inUsedSegment(e.Addr) {
-				// Reserved fell at an allocation: a cudaMalloc failed, the
-				// allocator gave its unused segments back and made a new one
-				// for this block. The drop is net of that segment.
-				retrySegment = segmentSize(e.Bytes)
-				released += retrySegment
-				rep.AllocRetries++
-				rep.ReservedDrops[len(rep.ReservedDrops)-1].AllocRetry = true
-				countMiss(e, k, retrySegment) // against the cache before it was given back
-			}
-			pools.release(released)
-		}
-		grown := int64(0)
-		if prev != nil && e.TotalReserved > prev.TotalReserved {
-			grown = e.TotalReserved - prev.TotalReserved
-			if k >= 0 {
-				rep.Steps[k].SegmentGrows++
-				rep.Steps[k].ReservedGrownBytes += grown
-			}
-			if refillTo >= 0 && e.TotalReserved <= refillTo {
-				isRefill[e.TS] = true
-				if k >= 0 {
-					refillGrows[k]++
-				}
-			} else {
-				refillTo = -1
-			}
-		}
-		if e.Bytes > 0 {
-			if retrySegment > 0 {
-				pools.grow(e.Addr, e.Bytes, retrySegment)
-			}
-			if grown > 0 {
-				countMiss(e, k, grown)
-				pools.grow(e.Addr, e.Bytes, grown)
-			}
-			pools.alloc(e.Addr, e.Bytes)
-		} else {
-			pools.free(e.Addr, -e.Bytes)
-		}
+		w.event(t, e, prev, freesBefore, emptyCache)
 		prev = e
 	}
-	rep.Pools = pools.use()
+	rep.Pools = w.pools.use()
 	for p := range rep.Pools {
-		rep.Pools[p].Misses, rep.Pools[p].MissBytes = poolMisses[p].Misses, poolMisses[p].MissBytes
+		rep.Pools[p].Misses, rep.Pools[p].MissBytes = w.poolMisses[p].Misses, w.poolMisses[p].MissBytes
 	}
+	return w.refills
+}
 
-	// cudaMalloc / cudaFree per step, and which steady-state calls are churn.
+// event follows one memory event e of the analysed GPU (prev: the one
+// before, nil for the first), with the cudaFree calls made since prev.
+func (w *reservedWalk) event(t *chrometrace.Trace, e, prev *chrometrace.MemoryEvent, freesBefore int64, emptyCache bool) {
+	rep := w.rep
+	k := w.clock.of(e.TS)
+	gap := e.TotalReserved - e.TotalAllocated
+	point := func() *GapPoint {
+		return &GapPoint{TS: e.TS, Step: w.clock.name(k), Allocated: e.TotalAllocated, Reserved: e.TotalReserved, Gap: gap, Fraction: fmtutil.Ratio(gap, e.TotalReserved)}
+	}
+	// Without Total Reserved (torch < 1.10) there is no gap to measure.
+	if !t.MemorySchema.NoReserved && (rep.GapAtPeak == nil || e.TotalAllocated > rep.GapAtPeak.Allocated) {
+		rep.GapAtPeak = point()
+	}
+	if !t.MemorySchema.NoReserved && (rep.LargestGap == nil || gap > rep.LargestGap.Gap) {
+		rep.LargestGap = point()
+	}
+	if k >= 0 {
+		st := &rep.Steps[k]
+		st.PeakAllocated = max(st.PeakAllocated, e.TotalAllocated)
+		st.PeakReserved = max(st.PeakReserved, e.TotalReserved)
+	}
+	retrySegment := int64(0) // a segment made right after the cache was given back
+	if prev != nil && e.TotalReserved < prev.TotalReserved {
+		dropped := prev.TotalReserved - e.TotalReserved
+		if k >= 0 {
+			rep.Steps[k].ReservedReturnedBytes += dropped
+		}
+		retry := oomBetween(w.oomTS, prev.TS, e.TS)
+		if retry {
+			w.refillTo = max(w.refillTo, prev.TotalReserved)
+		}
+		rep.ReservedDrops = append(rep.ReservedDrops, ReservedDrop{TS: e.TS, Step: w.clock.name(k), Bytes: dropped, ReservedAfter: e.TotalReserved,
+			CudaFreeCalls: freesBefore, EmptyCache: emptyCache, OOMRetry: retry})
+		released := dropped
+		if e.Bytes > 0 && !w.pools.inUsedSegment(e.Addr) {
+			// Reserved fell at an allocation: a cudaMalloc failed, the
+			// allocator gave its unused segments back and made a new one
+			// for this block. The drop is net of that segment.
+			retrySegment = segmentSize(e.Bytes)
+			released += retrySegment
+			rep.AllocRetries++
+			rep.ReservedDrops[len(rep.ReservedDrops)-1].AllocRetry = true
+			w.countMiss(e, k, retrySegment) // against the cache before it was given back
+		}
+		w.pools.release(released)
+	}
+	grown := int64(0)
+	if prev != nil && e.TotalReserved > prev.TotalReserved {
+		grown = e.TotalReserved - prev.TotalReserved
+		if k >= 0 {
+			rep.Steps[k].SegmentGrows++
+			rep.Steps[k].ReservedGrownBytes += grown
+		}
+		if w.refillTo >= 0 && e.TotalReserved <= w.refillTo {
+			w.refills.isRefill[e.TS] = true
+			if k >= 0 {
+				w.refills.perStep[k]++
+			}
+		} else {
+			w.refillTo = -1
+		}
+	}
+	if e.Bytes > 0 {
+		if retrySegment > 0 {
+			w.pools.grow(e.Addr, e.Bytes, retrySegment)
+		}
+		if grown > 0 {
+			w.countMiss(e, k, grown)
+			w.pools.grow(e.Addr, e.Bytes, grown)
+		}
+		w.pools.alloc(e.Addr, e.Bytes)
+	} else {
+		w.pools.free(e.Addr, -e.Bytes)
+	}
+}
+
+// countMiss counts a new segment of grown bytes for allocation e as a
+// miss when its pool already held the requested bytes idle.
+func (w *reservedWalk) countMiss(e *chrometrace.MemoryEvent, k int, grown int64) {
+	idle := w.pools.idleFor(e.Bytes)
+	if idle < e.Bytes {
+		return
+	}
+	rep := w.rep
+	p := poolOf(e.Bytes)
+	rep.FragmentedMisses++
+	rep.FragmentedMissBytes += grown
+	w.poolMisses[p].Misses++
+	w.poolMisses[p].MissBytes += grown
+	if len(rep.Misses) < 20 {
+		rep.Misses = append(rep.Misses, FragmentedMiss{TS: e.TS, Step: w.clock.name(k), Pool: poolNames[p], RequestBytes: e.Bytes, GrownBytes: grown, PoolIdleBytes: idle})
+	}
+}
+
+// countSegmentCalls counts cudaMalloc / cudaFree per step, and which
+// steady-state calls are churn (with their sites); without runtime events
+// in the trace, from the reserved memory's grows and drops.
+func (rep *Report) countSegmentCalls(t *chrometrace.Trace, attr *chrometrace.Attribution, mem []int32, calls []runtimeCall, rf refills, clock stepClock, opts Options) {
 	sc := &rep.SegmentCalls
 	sc.Source = "cuda_runtime"
 	if !hasRuntimeEvents(t) {
@@ -580,12 +516,12 @@ func Analyze(d Data, opts Options) Report {
 	}
 	callSites := newSiteCounter()
 	for ci, c := range calls {
-		if oomRetry[ci] {
+		if rf.oomRetry[ci] {
 			rep.OOMRetryCalls++
-		} else if c.malloc && isRefill[nextMemTS(t, mem, rep.Device, c.ts)] {
+		} else if c.malloc && rf.isRefill[nextMemTS(t, mem, rep.Device, c.ts)] {
 			rep.RefillMallocs++
 		}
-		k := stepOf(c.ts)
+		k := clock.of(c.ts)
 		if c.malloc {
 			sc.CudaMalloc++
 			sc.CudaMallocNS += c.dur
@@ -616,58 +552,16 @@ func Analyze(d Data, opts Options) Report {
 		} else {
 			sc.SteadyCudaFree++
 		}
-		if oomRetry[ci] || (c.malloc && isRefill[nextMemTS(t, mem, rep.Device, c.ts)]) {
+		if rf.oomRetry[ci] || (c.malloc && rf.isRefill[nextMemTS(t, mem, rep.Device, c.ts)]) {
 			continue // the allocator's OOM retry, and growing back after it
 		}
 		if !c.malloc || !st.NewPeak {
 			st.ChurnCalls++
-			for j, f := range stack {
-				stack[j] = chrometrace.NormalizeFrame(f)
-			}
-			chain := attr.HostOpChain(int(c.op))
-			if !c.malloc && underEmptyCache(stack) {
-				// Python code, not an operator, made these calls: name it.
-				chain = append(chain, emptyCacheOp)
-			}
-			site := memtimeline.Site{Frames: memtimeline.UserFrames(stack), Operator: strings.Join(append(chain, t.Str(t.HostOps[c.op].Name)), " > ")}
-			if opts.Depth > 0 && len(site.Frames) > opts.Depth {
-				site.Frames = site.Frames[len(site.Frames)-opts.Depth:]
-			}
-			callSites.add(site, 0)
+			callSites.add(churnSite(t, attr, c, stack, opts.Depth), 0)
 		}
 	}
 	if sc.Source == "reserved" {
-		// No runtime events: a reserved rise is one new segment, a drop at
-		// least one cudaFree.
-		for k := range rep.Steps {
-			st := &rep.Steps[k]
-			st.CudaMalloc = st.SegmentGrows
-			st.CudaFree = 0
-		}
-		retryDrops := make([]int64, len(rep.Steps))
-		for _, d := range rep.ReservedDrops {
-			if k := stepIndex(rep.Steps, d.Step); k >= 0 {
-				rep.Steps[k].CudaFree++
-				if d.OOMRetry {
-					retryDrops[k]++
-					rep.OOMRetryCalls++
-				}
-			}
-		}
-		for k := range rep.Steps {
-			st := &rep.Steps[k]
-			sc.CudaMalloc += st.CudaMalloc
-			sc.CudaFree += st.CudaFree
-			rep.RefillMallocs += refillGrows[k]
-			if st.Steady {
-				sc.SteadyCudaMalloc += st.CudaMalloc
-				sc.SteadyCudaFree += st.CudaFree
-				st.ChurnCalls = st.CudaFree - retryDrops[k]
-				if !st.NewPeak {
-					st.ChurnCalls += st.CudaMalloc - refillGrows[k]
-				}
-			}
-		}
+		rep.callsFromReserved(rf.perStep)
 	}
 	steadySteps := 0
 	for _, st := range rep.Steps {
@@ -680,170 +574,61 @@ func Analyze(d Data, opts Options) Report {
 		sc.ChurnPerStep = float64(sc.ChurnCalls) / float64(steadySteps)
 	}
 	sc.TopSites = callSites.top(opts.TopSites, sc.ChurnCalls, max(1, steadySteps))
-
-	rep.judge(opts, steadySteps)
-	if t.MemorySchema.NoReserved {
-		// torch < 1.10: no Total Reserved, so no segment, gap or pool
-		// figure; only the allocation sizes were judged.
-		note := "reserved memory is not recorded in this trace (torch before 1.10): the reserved-allocated gap, new segments and pool misses are not measured, only allocation sizes"
-		rep.Reasons = append(rep.Reasons, note)
-		if rep.Verdict == VerdictOK {
-			rep.Verdict = VerdictUnknown
-			rep.Reason = note + "; " + strings.Join(rep.Reasons[:len(rep.Reasons)-1], "; ")
-		} else {
-			rep.Reason += "; " + note
-		}
-	}
-	return rep
 }
 
-// judge evaluates the three signals and writes verdict, reasons and advice.
-func (rep *Report) judge(opts Options, steadySteps int) {
-	sa := rep.SmallAllocs
-	perStep := "per step"
-	if rep.WholeWindow {
-		perStep = "in the window (no ProfilerStep annotations)"
+// churnSite is the code site of a churning runtime call c made under the
+// Python stack, its innermost depth user frames (0: all).
+func churnSite(t *chrometrace.Trace, attr *chrometrace.Attribution, c runtimeCall, stack []string, depth int) memtimeline.Site {
+	for j, f := range stack {
+		stack[j] = chrometrace.NormalizeFrame(f)
 	}
-	flood := Signal{
-		ID: SmallAllocFlood, Value: sa.PerStep, Threshold: opts.MinSmallPerStep, Unit: "allocs_per_step",
-		Fired: sa.PerStep >= opts.MinSmallPerStep && sa.Fraction >= opts.MinSmallFraction,
-		Detail: fmt.Sprintf("%.0f allocations of <= %s %s, %.1f%% of all %d GPU allocations (flood: >= %.0f and >= %.0f%%)",
-			sa.PerStep, memtimeline.FormatBytes(sa.MaxBytes), perStep, 100*sa.Fraction, rep.Allocs, opts.MinSmallPerStep, 100*opts.MinSmallFraction),
+	chain := attr.HostOpChain(int(c.op))
+	if !c.malloc && underEmptyCache(stack) {
+		// Python code, not an operator, made these calls: name it.
+		chain = append(chain, emptyCacheOp)
 	}
-	if flood.Fired && len(sa.TopSites) > 0 {
-		top := sa.TopSites[0]
-		flood.Detail += fmt.Sprintf("; top site %s via %s makes %.0f%% of them", site.Name(top.Stack, top.Operator), site.FirstOp(top.Operator), 100*top.Fraction)
+	site := memtimeline.Site{Frames: memtimeline.UserFrames(stack), Operator: strings.Join(append(chain, t.Str(t.HostOps[c.op].Name)), " > ")}
+	if depth > 0 && len(site.Frames) > depth {
+		site.Frames = site.Frames[len(site.Frames)-depth:]
 	}
+	return site
+}
 
-	gap := Signal{ID: ReservedGap, Threshold: opts.MinGapFraction, Unit: "fraction"}
-	if p, l := rep.GapAtPeak, rep.LargestGap; p != nil && l != nil {
-		// Wasted: segments added while their pool held the bytes idle (at
-		// least MinGapBytes of them), with reserved running far above
-		// allocated (the largest gap of the window, MinGapFraction).
-		gap.Value = l.Fraction
-		gap.Fired = l.Fraction >= opts.MinGapFraction && rep.FragmentedMissBytes >= opts.MinGapBytes
-		gap.Detail = fmt.Sprintf("at peak allocated (%s, %s) reserved was %s: %s (%.1f%%) idle in the cache; at most %s (%.1f%%, %s)",
-			memtimeline.FormatBytes(p.Allocated), p.Step, memtimeline.FormatBytes(p.Reserved), memtimeline.FormatBytes(p.Gap), 100*p.Fraction,
-			memtimeline.FormatBytes(l.Gap), 100*l.Fraction, l.Step)
-		switch {
-		case rep.FragmentedMisses > 0:
-			gap.Detail += fmt.Sprintf("; %d new segment(s) (%s) were allocated while the same pool held at least the requested bytes idle, not in one piece",
-				rep.FragmentedMisses, memtimeline.FormatBytes(rep.FragmentedMissBytes))
-			if len(rep.Misses) > 0 {
-				m := rep.Misses[0]
-				gap.Detail += fmt.Sprintf(" (first: %s in the %s pool asked for while it held %s idle)", memtimeline.FormatBytes(m.RequestBytes), m.Pool, memtimeline.FormatBytes(m.PoolIdleBytes))
-			}
-		case l.Fraction >= opts.MinGapFraction:
-			gap.Detail += "; but no segment was added while the request's pool held enough idle bytes: the idle memory was reserved earlier (warm-up, cudnn benchmarking, an earlier higher peak) or sits in the other pool, and is not shown to be fragmented"
-		}
-		gap.Detail += fmt.Sprintf(" (limit: %.0f%% idle and %s of such segments)", 100*opts.MinGapFraction, memtimeline.FormatBytes(opts.MinGapBytes))
+// callsFromReserved counts segment calls without runtime events in the
+// trace: a reserved rise is one new segment, a drop at least one cudaFree;
+// refillGrows are each step's rises growing the cache back after an OOM
+// retry.
+func (rep *Report) callsFromReserved(refillGrows []int64) {
+	sc := &rep.SegmentCalls
+	for k := range rep.Steps {
+		st := &rep.Steps[k]
+		st.CudaMalloc = st.SegmentGrows
+		st.CudaFree = 0
 	}
-
-	sc := rep.SegmentCalls
-	churn := Signal{ID: CudaMallocChurn, Value: sc.ChurnPerStep, Threshold: opts.MinChurnPerStep, Unit: "calls_per_step"}
-	callName := "cudaMalloc/cudaFree"
-	if sc.Source == "reserved" {
-		callName = "segment allocations/releases (from reserved memory; no CUDA runtime events in the trace)"
-	}
-	switch {
-	case steadySteps == 0:
-		churn.Detail = fmt.Sprintf("no steady state to judge: %d profiled %s; %d cudaMalloc and %d cudaFree in the window", len(rep.Steps), fmtutil.Plural(float64(len(rep.Steps)), "step", "steps"), sc.CudaMalloc, sc.CudaFree)
-	default:
-		churn.Fired = sc.ChurnPerStep >= opts.MinChurnPerStep
-		churn.Detail = fmt.Sprintf("%d %s in %d steady-state %s after the first: %.1f per step (limit %.1f); %d cudaMalloc, %d cudaFree",
-			sc.ChurnCalls, callName, steadySteps, fmtutil.Plural(float64(steadySteps), "step", "steps"), sc.ChurnPerStep, opts.MinChurnPerStep, sc.SteadyCudaMalloc, sc.SteadyCudaFree)
-		if grow := sc.SteadyCudaMalloc + sc.SteadyCudaFree - sc.ChurnCalls; grow > 0 {
-			churn.Detail += fmt.Sprintf("; %d cudaMalloc in steps reaching a new peak are growth, not churn (see torchmem leaks)", grow)
-		}
-		if sc.EmptyCacheFrees > 0 {
-			churn.Detail += fmt.Sprintf("; %d cudaFree ran inside torch.cuda.empty_cache()", sc.EmptyCacheFrees)
-		}
-		if rep.OOMRetryCalls+rep.RefillMallocs > 0 {
-			churn.Detail += fmt.Sprintf("; %d calls of the allocator's retry before out-of-memory and %d cudaMalloc growing the cache back after it are not churn", rep.OOMRetryCalls, rep.RefillMallocs)
-		}
-		if cause, ok := sc.Cause(); churn.Fired && ok {
-			if strings.Contains(cause.Operator, emptyCacheOp) {
-				churn.Detail += fmt.Sprintf("; empty_cache() called from %s", site.Name(cause.Stack, cause.Operator))
-			} else {
-				churn.Detail += fmt.Sprintf("; most from %s", site.Name(cause.Stack, cause.Operator))
+	retryDrops := make([]int64, len(rep.Steps))
+	for _, d := range rep.ReservedDrops {
+		if k := stepIndex(rep.Steps, d.Step); k >= 0 {
+			rep.Steps[k].CudaFree++
+			if d.OOMRetry {
+				retryDrops[k]++
+				rep.OOMRetryCalls++
 			}
 		}
 	}
-	rep.Signals = []Signal{flood, gap, churn}
-
-	for _, s := range rep.Signals {
-		if s.Fired {
-			rep.Reasons = append(rep.Reasons, s.Detail)
+	for k := range rep.Steps {
+		st := &rep.Steps[k]
+		sc.CudaMalloc += st.CudaMalloc
+		sc.CudaFree += st.CudaFree
+		rep.RefillMallocs += refillGrows[k]
+		if st.Steady {
+			sc.SteadyCudaMalloc += st.CudaMalloc
+			sc.SteadyCudaFree += st.CudaFree
+			st.ChurnCalls = st.CudaFree - retryDrops[k]
+			if !st.NewPeak {
+				st.ChurnCalls += st.CudaMalloc - refillGrows[k]
+			}
 		}
 	}
-	if flood.Fired {
-		rep.Advice = append(rep.Advice, AdviceReuseBuffers, AdviceBatchSmall)
-	}
-	if gap.Fired {
-		rep.Advice = append(rep.Advice, AdviceExpandableSegments, AdviceMaxSplitSize)
-	}
-	if churn.Fired {
-		rep.Advice = append(rep.Advice, rep.ChurnAdvice()...)
-	}
-	// Fragmented means the cache wastes memory: blocks too small to share
-	// (a flood of tiny tensors) or idle bytes that could not serve the
-	// requests of their pool. Churn alone costs time, not memory: it is its
-	// own finding (memory.cudamalloc-churn), not this verdict.
-	if flood.Fired || gap.Fired {
-		rep.Verdict = VerdictFragmented
-		rep.Reason = "the cache wastes memory: " + rep.wasteSentence(flood.Fired, gap.Fired) + "; " + strings.Join(rep.Reasons, "; ")
-		return
-	}
-	rep.Verdict = VerdictOK
-	var parts []string
-	for _, s := range rep.Signals {
-		if s.Detail != "" {
-			parts = append(parts, s.Detail)
-		}
-	}
-	rep.Reason = "no fragmentation signal: " + strings.Join(parts, "; ")
-	if churn.Fired {
-		rep.Reason = "no memory wasted, but the cache keeps calling the driver (memory.cudamalloc-churn): " + strings.Join(parts, "; ")
-	}
-	rep.Reasons = parts
-}
-
-// emptyCacheOp stands in the operator chain of cudaFree calls that
-// torch.cuda.empty_cache() made (Python code, not an operator).
-const emptyCacheOp = "torch.cuda.empty_cache"
-
-// Cause is the call site to point at for churn: an empty_cache() call when
-// there is one (it causes the cudaMalloc that follow), else the busiest.
-func (sc *SegmentCalls) Cause() (CodeSite, bool) {
-	for _, s := range sc.TopSites {
-		if strings.Contains(s.Operator, emptyCacheOp) {
-			return s, true
-		}
-	}
-	if len(sc.TopSites) > 0 {
-		return sc.TopSites[0], true
-	}
-	return CodeSite{}, false
-}
-
-// churnAdvice says what to try against steady-state segment calls,
-// depending on where they came from.
-func (rep *Report) ChurnAdvice() []string {
-	sc := rep.SegmentCalls
-	var out []string
-	if sc.EmptyCacheFrees > 0 || hasEmptyCacheDrop(rep.ReservedDrops) {
-		out = append(out, AdviceNoEmptyCache)
-	}
-	if sc.SteadyCudaFree > sc.EmptyCacheFrees && !hasEmptyCacheDrop(rep.ReservedDrops) {
-		out = append(out, AdviceAllocRetry)
-	}
-	if sc.SteadyCudaMalloc > 0 && sc.EmptyCacheFrees == 0 && !hasEmptyCacheDrop(rep.ReservedDrops) {
-		out = append(out, AdviceSteadyMalloc)
-	}
-	if len(out) == 0 {
-		out = append(out, AdviceSteadyMalloc)
-	}
-	return out
 }
 
 // busiestDevice is the GPU with the highest allocated total: the one whose
@@ -859,77 +644,6 @@ func busiestDevice(t *chrometrace.Trace, mem []int32) int {
 	return dev
 }
 
-// runtimeCall is one cudaMalloc or cudaFree host event.
-type runtimeCall struct {
-	op      int32 // HostOps index
-	ts, dur int64
-	malloc  bool
-}
-
-// runtimeCalls returns the trace's cudaMalloc/cudaFree calls in time order.
-// Only the runtime API names are counted: pinned host memory
-// (cudaMallocHost, cudaHostAlloc) is not the device cache.
-func runtimeCalls(t *chrometrace.Trace) []runtimeCall {
-	var mallocID, freeID chrometrace.StrID
-	found := 0
-	for id, s := range t.Strings {
-		switch s {
-		case "cudaMalloc":
-			mallocID = chrometrace.StrID(id)
-			found++
-		case "cudaFree":
-			freeID = chrometrace.StrID(id)
-			found++
-		}
-	}
-	if found == 0 {
-		return nil
-	}
-	var out []runtimeCall
-	for i := range t.HostOps {
-		o := &t.HostOps[i]
-		if o.Cat != chrometrace.CatCUDARuntime || (o.Name != mallocID && o.Name != freeID) || o.Name == chrometrace.NoStr {
-			continue
-		}
-		out = append(out, runtimeCall{op: int32(i), ts: o.Start, dur: o.Dur, malloc: o.Name == mallocID})
-	}
-	slices.SortStableFunc(out, func(a, b runtimeCall) int { return cmp.Compare(a.ts, b.ts) })
-	return out
-}
-
-func hasRuntimeEvents(t *chrometrace.Trace) bool {
-	for i := range t.HostOps {
-		if t.HostOps[i].Cat == chrometrace.CatCUDARuntime {
-			return true
-		}
-	}
-	return false
-}
-
-// underEmptyCache reports whether a Python stack runs inside
-// torch.cuda.empty_cache() (torch/cuda/memory.py: empty_cache, or the C
-// binding _cuda_emptyCache).
-func underEmptyCache(stack []string) bool {
-	for _, f := range stack {
-		if strings.Contains(f, "_cuda_emptyCache") {
-			return true
-		}
-		if fr, ok := chrometrace.ParseFrame(f); ok && fr.Name == "empty_cache" && strings.HasSuffix(fr.Filename, "cuda/memory.py") {
-			return true
-		}
-	}
-	return false
-}
-
-func hasEmptyCacheDrop(drops []ReservedDrop) bool {
-	for _, d := range drops {
-		if d.EmptyCache {
-			return true
-		}
-	}
-	return false
-}
-
 func stepIndex(steps []Step, name string) int {
 	for k := range steps {
 		if steps[k].Name == name {
@@ -937,150 +651,4 @@ func stepIndex(steps []Step, name string) int {
 		}
 	}
 	return -1
-}
-
-// siteCounter counts events per code site.
-type siteCounter struct {
-	sites map[string]*CodeSite
-	// byIndex caches the sites of a SiteIndex's numbers (addEvent).
-	byIndex []*CodeSite
-}
-
-func newSiteCounter() *siteCounter { return &siteCounter{sites: map[string]*CodeSite{}} }
-
-func (c *siteCounter) add(s memtimeline.Site, bytes int64) {
-	agg := c.site(s)
-	agg.Count++
-	agg.Bytes += bytes
-}
-
-// addEvent counts memory event i at its site in x, naming each site once.
-func (c *siteCounter) addEvent(x *memtimeline.SiteIndex, i int, bytes int64) {
-	k := x.Of(i)
-	if int(k) >= len(c.byIndex) {
-		c.byIndex = append(c.byIndex, make([]*CodeSite, int(k)+1-len(c.byIndex))...)
-	}
-	agg := c.byIndex[k]
-	if agg == nil {
-		agg = c.site(x.Site(k))
-		c.byIndex[k] = agg
-	}
-	agg.Count++
-	agg.Bytes += bytes
-}
-
-func (c *siteCounter) site(s memtimeline.Site) *CodeSite {
-	key := strings.Join(s.Frames, "\x00") + "\x01" + s.Operator + "\x01" + s.ForwardOp
-	agg := c.sites[key]
-	if agg == nil {
-		agg = &CodeSite{Operator: s.Operator, ForwardOp: s.ForwardOp, Stack: fmtutil.NonNil(s.Frames), Location: site.LocationOf(s.Frames)}
-		c.sites[key] = agg
-	}
-	return agg
-}
-
-// top returns the n sites with the most events (0: all), with per-step
-// rates and shares of total.
-func (c *siteCounter) top(n int, total int64, steps int) []CodeSite {
-	out := make([]CodeSite, 0, len(c.sites))
-	for _, s := range c.sites {
-		s.PerStep = float64(s.Count) / float64(steps)
-		s.Fraction = fmtutil.Ratio(s.Count, total)
-		out = append(out, *s)
-	}
-	slices.SortFunc(out, func(a, b CodeSite) int {
-		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(b.Bytes, a.Bytes), strings.Compare(a.Operator, b.Operator), slices.Compare(a.Stack, b.Stack))
-	})
-	if n > 0 && len(out) > n {
-		out = out[:n]
-	}
-	return out
-}
-
-func steadyCount(steps []Step) int {
-	n := 0
-	for _, s := range steps {
-		if s.Steady {
-			n++
-		}
-	}
-	return n
-}
-
-// Rejudge evaluates the report's signals again under opts' thresholds:
-// the measurements do not depend on them, only the verdict, reasons and
-// advice do.
-func (rep *Report) Rejudge(opts Options) {
-	rep.Signals, rep.Reasons, rep.Advice = nil, []string{}, []string{}
-	rep.judge(opts, steadyCount(rep.Steps))
-}
-
-// oomTimes are the out-of-memory events of a GPU, in time order.
-func oomTimes(t *chrometrace.Trace, device int) []int64 {
-	var out []int64
-	for _, o := range t.OOMs {
-		if o.DeviceType.IsGPU() && (device < 0 || int(o.DeviceID) == device) {
-			out = append(out, o.TS)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-func oomBetween(ooms []int64, from, to int64) bool {
-	k, _ := slices.BinarySearch(ooms, from)
-	return k < len(ooms) && ooms[k] <= to
-}
-
-// oomRetryCalls marks the runtime calls of the allocator's retry before
-// each out-of-memory error: every cudaMalloc (failing) and cudaFree (its
-// cache flushed) after the device's last memory event before the error.
-func oomRetryCalls(t *chrometrace.Trace, calls []runtimeCall, mem []int32, device int) map[int]bool {
-	out := map[int]bool{}
-	for _, ts := range oomTimes(t, device) {
-		last := int64(-1 << 62)
-		for _, i := range mem {
-			e := &t.Memory[i]
-			if int(e.DeviceID) == device && e.TS < ts {
-				last = max(last, e.TS)
-			}
-		}
-		for ci, c := range calls {
-			if c.ts > last && c.ts <= ts {
-				out[ci] = true
-			}
-		}
-	}
-	return out
-}
-
-// nextMemTS is the time of the device's first memory event at or after ts
-// (the allocation a cudaMalloc call was made for), -1 when none.
-func nextMemTS(t *chrometrace.Trace, mem []int32, device int, ts int64) int64 {
-	k, _ := slices.BinarySearchFunc(mem, ts, func(i int32, ts int64) int { return cmp.Compare(t.Memory[i].TS, ts) })
-	for ; k < len(mem); k++ {
-		if e := &t.Memory[mem[k]]; int(e.DeviceID) == device {
-			return e.TS
-		}
-	}
-	return -1
-}
-
-// wasteSentence says in bytes what the cache wastes.
-func (rep *Report) wasteSentence(flood, gap bool) string {
-	var parts []string
-	if gap {
-		s := fmt.Sprintf("%d new segment(s), %s of reserved memory, were added while their pool already held at least the requested bytes idle", rep.FragmentedMisses, memtimeline.FormatBytes(rep.FragmentedMissBytes))
-		if l := rep.LargestGap; l != nil {
-			s += fmt.Sprintf("; reserved ran %s (%.0f%%) above allocated (%s)", memtimeline.FormatBytes(l.Gap), 100*l.Fraction, l.Step)
-		}
-		parts = append(parts, s)
-	}
-	if flood {
-		sa := rep.SmallAllocs
-		perStep := float64(sa.Bytes) / float64(max(sa.Count, 1)) * sa.PerStep
-		parts = append(parts, fmt.Sprintf("%.0f blocks of <= %s per step (%s per step) are each rounded to 512 B and packed into 2 MiB small-pool segments, which they keep split",
-			sa.PerStep, memtimeline.FormatBytes(sa.MaxBytes), memtimeline.FormatBytes(int64(perStep))))
-	}
-	return strings.Join(parts, "; ")
 }

@@ -14,6 +14,10 @@
 // hook), the evidence for each kind, its fix and the line that holds the
 // memory. Package rules turns a Report into findings and verdicts.
 //
-//	leak.go       the trace analysis: regularity runs, kinds, grouping, explanations
+//	leak.go       the types and the trace analysis (Analyze): steps, survivors, suspects
+//	steps.go      per-site regularity: a steady or periodic run of steps
+//	kinds.go      kinds, grouping suspects into leaks, the evidence and fix wording
+//	hooks.go      hooks registered every step (growing call counts)
+//	autograd.go   whether a block's op recorded an autograd graph, and backward ran
 //	snapshot.go   the same question answered from an allocator snapshot
 package leak

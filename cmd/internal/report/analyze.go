@@ -45,8 +45,8 @@ func analyses(ev *rules.Evaluation, top int) []InputAnalysis {
 	var results []InputAnalysis
 	for _, in := range ev.Inputs {
 		a := InputAnalysis{Source: in.Source, Kind: in.Kind, Findings: ev.FindingsFor(in.Source), in: in}
-		if in.Has(rules.SourceTrace) || in.Is(rules.SourceTrace) && in.Digest.TraceSummary != nil {
-			s := in.TraceSummary(-1)
+		if in.Has(rules.SourceTrace) || in.Is(rules.SourceTrace) && in.Digest.Overview != nil {
+			s := in.Overview(-1)
 			a.Summary = &s
 			ops := slices.Clone(in.Operators())
 			slices.SortFunc(ops, func(x, y chrometrace.OperatorStats) int {
@@ -71,8 +71,8 @@ func analyses(ev *rules.Evaluation, top int) []InputAnalysis {
 			a.Frag = &fragSummary{Verdict: f.Verdict, Reason: f.Reason, Advice: f.Advice}
 		}
 		switch {
-		case in.Has(rules.SourceSummary):
-			a.MemorySummary = in.Summary.Frag()
+		case in.Has(rules.SourceMemSummary):
+			a.MemorySummary = in.MemSummary.Frag()
 		case in.IsDigest():
 			a.MemorySummary = in.Digest.MemorySummaryFrag
 		}
@@ -169,9 +169,9 @@ func writeAnalysisText(w io.Writer, a InputAnalysis) {
 		a := in.SMIApps
 		fmt.Fprintf(w, "nvidia-smi per-process log: %s, %s, %s\n", count(len(a.Processes), "process", "processes"), count(a.Rounds, "sampling round", "sampling rounds"), count(a.Rows, "row", "rows"))
 	}
-	if in.Is(rules.SourceSummary) {
-		if in.Has(rules.SourceSummary) {
-			fmt.Fprintf(w, "memory_summary() log: %d tables in %d lines\n", len(in.Summary.Samples), in.Summary.Lines)
+	if in.Is(rules.SourceMemSummary) {
+		if in.Has(rules.SourceMemSummary) {
+			fmt.Fprintf(w, "memory_summary() log: %d tables in %d lines\n", len(in.MemSummary.Samples), in.MemSummary.Lines)
 		} else {
 			fmt.Fprintf(w, "memory_summary() log: %d tables in %d lines\n", in.Digest.Tables, in.Digest.Lines)
 		}

@@ -299,7 +299,7 @@ func (r *Report) writeFrag(w io.Writer) error {
 		switch {
 		case in.Has(rules.SourceSnapshot):
 			return writeFragSnapshot(w, ev, in, r.Format)
-		case in.Has(rules.SourceSummary):
+		case in.Has(rules.SourceMemSummary):
 			return writeFragSummary(w, ev, in, r.Format)
 		}
 		return writeFragTrace(w, ev, in, r.Format)
@@ -384,7 +384,7 @@ func writeFragSnapshot(w io.Writer, ev *rules.Evaluation, in *rules.Input, forma
 // limit, or cudaMalloc retries during the log).
 func writeFragSummary(w io.Writer, ev *rules.Evaluation, in *rules.Input, format string) error {
 	path := in.Source
-	doc := fragSummaryDocJSON{File: path, Devices: in.Summary.Frag()}
+	doc := fragSummaryDocJSON{File: path, Devices: in.MemSummary.Frag()}
 	doc.Verdict, doc.Reason = fragVerdictOf(ev, in)
 	if format == JSON {
 		return WriteJSON(w, doc)
@@ -427,7 +427,7 @@ func fragVerdictOf(ev *rules.Evaluation, in *rules.Input) (verdict, reason strin
 	switch {
 	case in.Has(rules.SourceSnapshot):
 		return rules.FragVerdictUnknown, "the snapshot holds no reserved memory"
-	case in.Has(rules.SourceSummary):
+	case in.Has(rules.SourceMemSummary):
 		return rules.FragVerdictUnknown, "no memory_summary() tables"
 	}
 	return rules.FragVerdictUnknown, ""

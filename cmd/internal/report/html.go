@@ -290,7 +290,7 @@ func buildReportInput(idPrefix string, in *rules.Input, fs []rules.Finding, top 
 	case in.Is(rules.SourceTrace):
 		ri.Kind = rules.SourceTrace
 		t := in.Trace
-		s := in.TraceSummary(-1)
+		s := in.Overview(-1)
 		ri.Summary = traceSummaryKV(t, s)
 		l := in.Leaks()
 		var specs []chart.Spec

@@ -33,7 +33,7 @@ import (
 	"github.com/torchmem/torchmem/memtimeline/smi"
 	"github.com/torchmem/torchmem/memtimeline/snapshot"
 	"github.com/torchmem/torchmem/memtimeline/steplog"
-	"github.com/torchmem/torchmem/rules/summary"
+	"github.com/torchmem/torchmem/rules/digest"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -50,7 +50,7 @@ const (
 	Timeline Kind = "memory-timeline"
 	Summary  Kind = "memory-summary"
 	// Summarized is a summary torchmem summarize wrote of one of the
-	// kinds above (package rules/summary).
+	// kinds above (package rules/digest).
 	Summarized Kind = "torchmem-summary"
 	Unknown    Kind = "unknown"
 )
@@ -89,7 +89,7 @@ var sniffers = []struct {
 	kind  Kind
 	looks func([]byte) bool
 }{
-	{Summarized, summary.LooksLike},
+	{Summarized, digest.LooksLike},
 	{Snapshot, snapshot.LooksLike},
 	{SMI, smi.LooksLike},
 	{SMIApps, smi.LooksLikeApps},
@@ -285,7 +285,7 @@ type File struct {
 	Summary  *memsummary.Log
 	// Summarized is a torchmem summary: the analyses of a file of the kind
 	// it names, read back without that file.
-	Summarized *summary.Summary
+	Summarized *digest.File
 	// Warnings are what the parser tolerated (a truncated end), without
 	// the file name.
 	Warnings []string
@@ -483,7 +483,7 @@ func Parse(r *Reader, kind Kind, topts chrometrace.ReadOptions) (*File, error) {
 	case Timeline:
 		f.Timeline, err = exported.Read(in)
 	case Summarized:
-		f.Summarized, err = summary.Read(in)
+		f.Summarized, err = digest.Read(in)
 	default:
 		err = errors.New("not a file torchmem reads")
 	}

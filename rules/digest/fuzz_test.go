@@ -1,4 +1,4 @@
-package summary
+package digest
 
 import (
 	"bytes"
@@ -9,20 +9,20 @@ import (
 	"github.com/torchmem/torchmem/rules"
 )
 
-// Fuzz budget: what reading a summary and judging it may allocate, per
-// byte of (decompressed) summary, past a fixed start.
+// Fuzz budget: what reading a digest and judging it may allocate, per
+// byte of (decompressed) digest, past a fixed start.
 const (
 	fuzzAllocBase    = 8 << 20
 	fuzzAllocPerByte = 64
 )
 
-// FuzzReadSummary feeds arbitrary bytes to the summary reader and every
-// analysis that reads a summary back (the verdict, leaks, fragmentation,
-// the checklist, diff's side): summaries travel between machines in the
-// map/reduce flow and are untrusted. It must return a summary or an error,
+// FuzzReadSummary feeds arbitrary bytes to the digest reader and every
+// analysis that reads a digest back (the verdict, leaks, fragmentation,
+// the checklist, diff's side): digests travel between machines in the
+// map/reduce flow and are untrusted. It must return a digest or an error,
 // never panic, and allocate at most fuzzAllocBase plus fuzzAllocPerByte
 // bytes per input byte (a million empty charts in 3 KB of gzip took 1 GB).
-// Seeds: the summaries of real traces made here, and hand-made ones in
+// Seeds: the digests of real traces made here, and hand-made ones in
 // testdata/fuzz/FuzzReadSummary.
 func FuzzReadSummary(f *testing.F) {
 	for _, name := range []string{"leak_module_cache", "big_transformer"} {
@@ -42,7 +42,7 @@ func FuzzReadSummary(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var err error
 		used := memtest.Allocated(func() {
-			var s *Summary
+			var s *File
 			s, err = Read(bytes.NewReader(data))
 			if err != nil {
 				return
@@ -55,7 +55,7 @@ func FuzzReadSummary(f *testing.F) {
 			_ = ev.FragOf(in)
 			_ = rules.NewInputSide(in)
 			_ = in.Leaks()
-			_ = in.TraceSummary(-1)
+			_ = in.Overview(-1)
 		})
 		if limit := fuzzAllocBase + fuzzAllocPerByte*uint64(len(data)); used > limit {
 			t.Fatalf("allocated %d bytes for %d bytes of input (limit %d; err %v)", used, len(data), limit, err)

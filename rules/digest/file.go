@@ -1,18 +1,18 @@
-// Package summary is the file `torchmem summarize` writes: one small,
+// Package digest is the file `torchmem summarize` writes (a digest): one small,
 // versioned JSON document (gzipped) per input, holding the analyses the
 // multi-input commands need (the verdict and leak evidence, per-step
 // survivors and leak suspects with their stacks, fragmentation, the peak
 // and what holds it, the operator table's top rows, the memory charts
 // downsampled with their peaks kept, findings, run metadata) and none of the
-// raw events. Summaries are the map step's output: made next to the traces
+// raw events. Digests are the map step's output: made next to the traces
 // (one cluster task per shard of ranks), read anywhere by leaks, analyze,
 // check, report and diff, which judge them as they judge the files.
 //
-// It lives under rules because a summary is made of rules' analyses
+// It lives under rules because a digest is made of rules' analyses
 // (rules.Digest) and read back into a rules.Input; memtimeline and
 // chrometrace sit below rules and cannot hold it, and rules itself stays
 // free of a file format.
-package summary
+package digest
 
 import (
 	"bytes"
@@ -28,24 +28,24 @@ import (
 	"github.com/torchmem/torchmem/rules"
 )
 
-// Format is the value of the first key, "format", of every summary: what
+// Format is the value of the first key, "format", of every digest: what
 // the loader's sniffer looks for.
 const Format = "torchmem-summary"
 
-// SchemaVersion is the summary layout this torchmem writes and reads. A
+// SchemaVersion is the digest layout this torchmem writes and reads. A
 // reader accepts its own version and older ones; new optional fields do
 // not change it, a changed meaning does.
 const SchemaVersion = 1
 
-// Ext ends every summary's file name.
+// Ext ends every digest's file name.
 const Ext = ".summary.json.gz"
 
-// MaxBytes bounds a summary read back (decompressed): they are a few
+// MaxBytes bounds a digest read back (decompressed): they are a few
 // hundred KiB; anything larger is not one.
 const MaxBytes = 64 << 20
 
-// Summary is one input's summary.
-type Summary struct {
+// File is one input's digest.
+type File struct {
 	Format        string `json:"format"`
 	SchemaVersion int    `json:"schema_version"`
 	// Torchmem is the version that wrote it.
@@ -66,21 +66,21 @@ type Summary struct {
 
 // Make summarizes one input. sourceBytes is the input's size on disk (-1
 // when unknown), version the torchmem that writes it.
-func Make(in *rules.Input, sourceBytes int64, version string, warnings []string) *Summary {
-	return &Summary{Format: Format, SchemaVersion: SchemaVersion, Torchmem: version, Source: in.Source, SourceBytes: sourceBytes,
+func Make(in *rules.Input, sourceBytes int64, version string, warnings []string) *File {
+	return &File{Format: Format, SchemaVersion: SchemaVersion, Torchmem: version, Source: in.Source, SourceBytes: sourceBytes,
 		Kind: in.InputKind(), Rank: in.Rank, Digest: *rules.MakeDigest(in), Warnings: warnings}
 }
 
-// Input is the summary read back as an input of the rules: its Source is
+// Input is the digest read back as an input of the rules: its Source is
 // the summarized file's name (so that it groups with the rest of its run
-// and rank as that file would), its analyses the summary's.
-func (s *Summary) Input() (*rules.Input, error) {
+// and rank as that file would), its analyses the digest's.
+func (s *File) Input() (*rules.Input, error) {
 	d := s.Digest
 	return rules.NewDigestInput(s.Source, s.Kind, s.Rank, &d)
 }
 
 // Write writes s gzipped.
-func (s *Summary) Write(w io.Writer) error {
+func (s *File) Write(w io.Writer) error {
 	zw := gzip.NewWriter(w)
 	enc := json.NewEncoder(zw)
 	if err := enc.Encode(s); err != nil {
@@ -89,8 +89,8 @@ func (s *Summary) Write(w io.Writer) error {
 	return zw.Close()
 }
 
-// Read reads a summary (already decompressed: the loader undoes gzip).
-func Read(r io.Reader) (*Summary, error) {
+// Read reads a digest (already decompressed: the loader undoes gzip).
+func Read(r io.Reader) (*File, error) {
 	b, err := io.ReadAll(io.LimitReader(r, MaxBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("torchmem summary: %w", err)
@@ -101,7 +101,7 @@ func Read(r io.Reader) (*Summary, error) {
 	if err := checkShape(b); err != nil {
 		return nil, err
 	}
-	var s Summary
+	var s File
 	if err := json.NewDecoder(bytes.NewReader(b)).Decode(&s); err != nil {
 		return nil, fmt.Errorf("torchmem summary: %w", err)
 	}
@@ -129,7 +129,7 @@ func Read(r io.Reader) (*Summary, error) {
 }
 
 // LooksLike says whether head, the first decompressed bytes of an input,
-// is a summary: a JSON object whose first key is "format" with Format.
+// is a digest: a JSON object whose first key is "format" with Format.
 func LooksLike(head []byte) bool {
 	b := bytes.TrimLeft(head, " \t\r\n")
 	b, ok := bytes.CutPrefix(b, []byte("{"))
@@ -149,10 +149,10 @@ func LooksLike(head []byte) bool {
 	return bytes.HasPrefix(bytes.TrimLeft(b, " \t\r\n"), []byte(`"`+Format+`"`))
 }
 
-// knownExts are the input file endings a summary's name drops.
+// knownExts are the input file endings a digest's name drops.
 var knownExts = []string{".gz", ".json", ".trace", ".pt", ".pickle", ".pkl", ".jsonl", ".csv", ".log", ".txt", ".html"}
 
-// Name is the summary file name for an input: its base name without the
+// Name is the digest file name for an input: its base name without the
 // input's endings, plus Ext ("host_rank3.pt.trace.json.gz" ->
 // "host_rank3.summary.json.gz").
 func Name(source string) string {
@@ -171,7 +171,7 @@ func Name(source string) string {
 	if base == "" || base == "-" || base == "." || base == string(filepath.Separator) {
 		base = "stdin"
 	}
-	// rank3/trace.json.gz: the folder names the rank; the summary's name
+	// rank3/trace.json.gz: the folder names the rank; the digest's name
 	// keeps it, so that shards summarized apart (one cluster task each)
 	// do not write the same name.
 	if !hasRank(base) {
@@ -184,7 +184,7 @@ func Name(source string) string {
 
 func hasRank(name string) bool { _, ok := rankname.InName(name); return ok }
 
-// Names gives each source its summary file name, unique among them: files
+// Names gives each source its digest file name, unique among them: files
 // of the same base name (rank0/trace.json.gz, rank1/trace.json.gz) are told
 // apart by their folder ("rank0_trace.summary.json.gz"), then by a number.
 func Names(sources []string) []string {
@@ -212,12 +212,12 @@ func Names(sources []string) []string {
 	return out
 }
 
-// Caps on what a summary read back may build, whatever its bytes: a 3 KB
+// Caps on what a digest read back may build, whatever its bytes: a 3 KB
 // gzip of a million empty objects would otherwise build a million charts
-// (1 GB). A real summary has about 800 objects and arrays and a few
+// (1 GB). A real digest has about 800 objects and arrays and a few
 // thousand values; the caps hold a hundredfold that.
 const (
-	// MaxContainers caps a summary's JSON objects and arrays together.
+	// MaxContainers caps a digest's JSON objects and arrays together.
 	MaxContainers = 1 << 18
 	// MaxValues caps its values of any kind (numbers, strings, ...).
 	MaxValues = 1 << 22
@@ -279,11 +279,11 @@ func lineBreakEscape(e []byte) bool {
 
 var jsonDelim = [256]bool{' ': true, '\t': true, '\r': true, '\n': true, ',': true, ':': true, '}': true, ']': true, '"': true, '{': true, '[': true}
 
-// complete says what a summary of its kind lacks of what summarize always
-// writes (nil when nothing): the analyses the commands read back. A summary
+// complete says what a digest of its kind lacks of what summarize always
+// writes (nil when nothing): the analyses the commands read back. A digest
 // without them is not one torchmem wrote, and the commands would otherwise
 // answer (or pass a gate) on evidence it does not hold.
-func (s *Summary) complete() error {
+func (s *File) complete() error {
 	var missing []string
 	need := func(ok bool, key string) {
 		if !ok {
@@ -295,7 +295,7 @@ func (s *Summary) complete() error {
 	case rules.SourceTrace:
 		need(s.Leaks != nil, "leaks")
 		need(s.Frag != nil, "fragmentation")
-		need(s.TraceSummary != nil, "trace_summary")
+		need(s.Overview != nil, "trace_summary")
 		need(s.Side != nil, "diff_side")
 		need(s.ZeroGrad != nil, "zero_grad")
 	case rules.SourceSnapshot:

@@ -1,4 +1,4 @@
-package summary
+package digest
 
 import (
 	"fmt"
@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// A summary names the kind of file it was made from; one whose kind
+// A digest names the kind of file it was made from; one whose kind
 // torchmem does not know is refused when read, not carried into the rules.
 func TestReadRefusesAnUnknownKind(t *testing.T) {
 	doc := func(kind string) string {
