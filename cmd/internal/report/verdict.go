@@ -98,7 +98,7 @@ func leakText(l rules.LeakAnswer, chain bool) string {
 			}
 			switch {
 			case l.Location.Line <= 0 && l.Location.DefLine > 0:
-				s += fmt.Sprintf(" (%s, def at line %d; the trace does not record the allocating line)", l.Location.Function, l.Location.DefLine)
+				s += fmt.Sprintf(" (%s, def line %d; the trace does not record the allocating line)", l.Location.Function, l.Location.DefLine)
 			case l.Location.Line <= 0:
 				s += fmt.Sprintf(" (%s; the trace does not record the line)", l.Location.Function)
 			case l.Location.Function != "":
