@@ -174,9 +174,7 @@ func (r *Report) writePage(w io.Writer) error {
 // buildReportAnswer renders one verdict for the page's top.
 func buildReportAnswer(idPrefix string, v rules.Verdict) (reportAnswer, error) {
 	a := reportAnswer{Status: v.Status(), Name: v.Name, Evidence: v.Leak.Evidence}
-	for _, s := range v.Sources {
-		a.Files = append(a.Files, filepath.Base(s))
-	}
+	a.Files = sourceNames(v.Sources)
 	l := reportLine{Label: strings.ToUpper(v.Leak.Verdict), Text: leakText(v.Leak, false)}
 	if len(v.Leak.Holding) > 1 {
 		l.Chain = v.Leak.Holding
