@@ -535,13 +535,15 @@ def noise_sigma(values):
     changes over two steps are the jump and the noise), floored at SIGMA_FLOOR; the Go model's
     sigma (memtimeline/growth)."""
     best = None
-    for lag, scale in ((1, 1.0), (2, 1.0)):
+    for lag in (1, 2):
         d = [b - a for a, b in zip(values, values[lag:])]
         if len(d) < 2:
             continue
         m = _median(d)
-        s = 1.4826 * _median([abs(x - m) for x in d]) / scale
+        s = 1.4826 * _median([abs(x - m) for x in d])
         best = s if best is None else min(best, s)
+        if best <= SIGMA_FLOOR:
+            break  # at the floor: the changes over two steps cannot lower it
     return max(best or 0.0, float(SIGMA_FLOOR))
 
 
@@ -721,10 +723,14 @@ def growth(values, sigma=None, min_steps=GROWTH_MIN_STEPS):
     n = len(values)
     if n < min_steps + 1 or values[-1] <= values[-2]:
         return None
-    if sigma is None:
-        sigma = noise_sigma(values)
-    # A staircase is called at a jump (its third at the earliest): only then is it looked for.
-    found = staircase(values, sigma) if values[-1] - values[-2] > JUMP_K * sigma else None
+    # A staircase is called at a jump (its third at the earliest): only then is it looked for,
+    # and the noise measured (a rise within JUMP_K x the floor is no jump, whatever the noise).
+    found = None
+    if values[-1] - values[-2] > JUMP_K * (SIGMA_FLOOR if sigma is None else sigma):
+        if sigma is None:
+            sigma = noise_sigma(values)
+        if values[-1] - values[-2] > JUMP_K * sigma:
+            found = staircase(values, sigma)
     if found is not None:
         start, period, jump, count = found
         return {
@@ -764,6 +770,8 @@ def growth(values, sigma=None, min_steps=GROWTH_MIN_STEPS):
     if slope <= 0 or _without_largest(seg) < GROWTH_Z:
         return None
     # No measured plateau at the end (a buffer that filled, then stayed).
+    if sigma is None:
+        sigma = noise_sigma(values)
     tail = values[-PLATEAU_MIN_STEPS:]
     if plateau(tail, sigma):
         return None
