@@ -5,8 +5,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/torchmem/torchmem/memtimeline/growth"
@@ -31,23 +29,14 @@ type figuresLine struct {
 	} `json:"alarm"`
 }
 
-// TestLeakWatchMatchesGoModel runs the snippet's LeakWatch model and Go's
-// memtimeline/growth on the same series, so that the two cannot drift
-// apart: the noise, the Theil-Sen slope and the Mann-Kendall Z agree on
-// every series, and every window LeakWatch alarmed on is growth to the Go
-// model too (LeakWatch alarms online, so it may say growth later than Go:
-// the converse is not asked).
-func TestLeakWatchMatchesGoModel(t *testing.T) {
-	py := pythonWithTorch(t)
-	trackPythonInputs(t)
-	cmd := exec.CommandContext(t.Context(), py, filepath.Join("tests", "figures.py"))
-	cmd.Env = append(cmd.Environ(), "PYTHONDONTWRITEBYTECODE=1")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%s tests/figures.py: %v\n%s", py, err, stderr.String())
-	}
+// leakWatchMatchesGoModel reads the figures test_leakwatch.py wrote
+// (tests/figures.py, during TestPythonSnippet's run: one Python process)
+// and computes Go's memtimeline/growth figures on the same series, so that
+// the two cannot drift apart: the noise, the Theil-Sen slope and the
+// Mann-Kendall Z agree on every series, and every window LeakWatch alarmed
+// on is growth to the Go model too (LeakWatch alarms online, so it may say
+// growth later than Go: the converse is not asked).
+func leakWatchMatchesGoModel(t *testing.T, out []byte) {
 	p := growth.Default()
 	near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-9*max(1, math.Abs(a), math.Abs(b)) }
 	var series, alarms, later int

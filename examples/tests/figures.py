@@ -9,6 +9,9 @@ held when it alarmed on the series, with the kind and period and the values of t
 steps when the series has them, or null.
 
     python3 examples/tests/figures.py        (not a unittest module: discover skips it)
+
+test_leakwatch.py writes them to $LEAKWATCH_FIGURES when set (go test's TestPythonSnippet:
+one Python process, torch imported once).
 """
 
 import json
@@ -37,8 +40,7 @@ def line(name, values):
             "s": s, "z": z, "alarm": alarm_window(values)}
 
 
-def main():
-    out = sys.stdout
+def main(out=sys.stdout):
     for path in t.steps_logs():
         records = t.read_log(path)
         if not records:

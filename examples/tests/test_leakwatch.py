@@ -514,6 +514,20 @@ class CorpusTest(unittest.TestCase):
         self.assertGreaterEqual(len(cleared), 0.98 * len(alarmed))
 
 
+class FiguresTest(unittest.TestCase):
+    def test_write_figures(self):
+        # For Go's comparison with memtimeline/growth (examples/leakwatch_model_test.go).
+        path = os.environ.get("LEAKWATCH_FIGURES")
+        if not path:
+            self.skipTest("LEAKWATCH_FIGURES not set")
+        import figures
+
+        with open(path, "w") as f:
+            figures.main(f)
+        with open(path) as f:
+            self.assertGreater(sum(1 for _ in f), 150)
+
+
 class RuleTest(unittest.TestCase):
     def series(self, values, start=0, key=REQUESTED):
         return [{"step": start + i, key: v} for i, v in enumerate(values)]
