@@ -1,6 +1,6 @@
 """The figures of LeakWatch's growth model on every steps log in testdata and on leaks planted
 into its healthy series, one JSON object per line, for examples/python_test.go's
-TestLeakWatchMatchesGoModel: Go computes the same figures (memtimeline/growth) on the same
+TestPythonSnippet/LeakWatchMatchesGoModel: Go computes the same figures (memtimeline/growth) on the same
 values and compares, so the two cannot drift apart.
 
 Each line: the series (its last LEAK_WATCH_WINDOW values, the window LeakWatch reads), the
