@@ -27,7 +27,8 @@ func TestPythonSnippet(t *testing.T) {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	cmd.Env = append(cmd.Env, "PYTHONDONTWRITEBYTECODE=1")
+	figures := filepath.Join(t.TempDir(), "figures.jsonl")
+	cmd.Env = append(cmd.Env, "PYTHONDONTWRITEBYTECODE=1", "LEAKWATCH_FIGURES="+figures)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
@@ -41,6 +42,11 @@ func TestPythonSnippet(t *testing.T) {
 	if testing.Verbose() {
 		t.Log(out.String())
 	}
+	b, err := os.ReadFile(figures)
+	if err != nil {
+		t.Fatalf("the Python tests wrote no figures for the Go model: %v", err)
+	}
+	t.Run("LeakWatchMatchesGoModel", func(t *testing.T) { leakWatchMatchesGoModel(t, b) })
 }
 
 func pythonWithTorch(t *testing.T) string {
