@@ -26,6 +26,6 @@
 // TraceTimelines gives each GPU's allocator totals over time,
 // PeakComposition and CompositionAt say what memory held at an instant
 // (Composition.CompareWithTorch holds that against torch's own split).
-// Rendering is memtimeline/chart (the report's echarts charts). The
+// Rendering is cmd/internal/report/chart (the report's echarts charts). The
 // subpackages import memtimeline; memtimeline imports none of them.
 package memtimeline

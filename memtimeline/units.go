@@ -3,7 +3,34 @@ package memtimeline
 import (
 	"fmt"
 	"strconv"
+	"time"
 )
+
+// FormatDuration prints a duration the one way torchmem does, in the
+// largest unit under it with one decimal: "850.0 µs", "12.3 ms", "4.5 s",
+// "2.5 min", "2.6 h", "3.0 days".
+func FormatDuration(d time.Duration) string {
+	sign := ""
+	if d < 0 {
+		sign, d = "-", -d
+	}
+	var s string
+	switch {
+	case d >= 48*time.Hour:
+		s = fmt.Sprintf("%.1f days", d.Hours()/24)
+	case d >= time.Hour:
+		s = fmt.Sprintf("%.1f h", d.Hours())
+	case d >= time.Minute:
+		s = fmt.Sprintf("%.1f min", d.Minutes())
+	case d >= time.Second:
+		s = fmt.Sprintf("%.1f s", d.Seconds())
+	case d >= time.Millisecond:
+		s = fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
+	default:
+		s = fmt.Sprintf("%.1f µs", float64(d)/float64(time.Microsecond))
+	}
+	return sign + s
+}
 
 // FormatBytes prints a byte count the way torch's profiler table does:
 // binary units labelled "KB", "MB", "GB" (so "2.55 GB" means 2.55 GiB),

@@ -88,7 +88,7 @@ func TestChecklistNamesTheEvidence(t *testing.T) {
 		fs = append(fs, Run(Builtin(), in)...)
 	}
 	for _, it := range Checklist(judgeAll(ins)[0], fs) {
-		if it.ID == "zero-grad" && (it.Status != CheckFail || !strings.Contains(it.Detail, "no_zero_grad.py:")) {
+		if it.ID == "zero-grad" && (it.Status != CheckFail || !strings.Contains(it.Detail, "no_zero_grad.py, def line ")) {
 			t.Errorf("%+v", it)
 		}
 		if it.ID == "memory-logs" && (it.Status != CheckNotMeasurable || !strings.Contains(it.Record, "memory_stats")) {

@@ -12,12 +12,12 @@ import (
 // ParseBudget reads a --fail-if condition ("peak_allocated > +10%").
 func ParseBudget(s string) (DiffBudget, error) { return diff.ParseBudget(s) }
 
-// DiffSideOf reduces one side's evaluated inputs (one kind and rank) to
+// diffSideOf reduces one side's evaluated inputs (one kind and rank) to
 // what a comparison reads, under the name source: a trace's operators,
 // sites and leak suspects, a snapshot's segments, a digest's saved side.
 // Its leak verdict is the Evaluation's (leak when a run or rank leaks,
 // else the first one's), so that diff says what analyze says of each side.
-func DiffSideOf(source string, ev *Evaluation) *DiffSide {
+func diffSideOf(source string, ev *Evaluation) *DiffSide {
 	var sides []*diff.Side
 	for _, in := range ev.Inputs {
 		switch {
@@ -65,9 +65,9 @@ type DiffAnswer struct {
 // Passed reports whether neither the leak gate nor a budget failed.
 func (a *DiffAnswer) Passed() bool { return len(a.NewLeak)+len(a.Violations) == 0 }
 
-// CompareSides compares HEAD with BASE (top movers per table) and judges
+// compareSides compares HEAD with BASE (top movers per table) and judges
 // the result by the gates.
-func CompareSides(base, head *DiffSide, g DiffGates, top int) *DiffAnswer {
+func compareSides(base, head *DiffSide, g DiffGates, top int) *DiffAnswer {
 	a := &DiffAnswer{Diff: diff.Compare(base, head, top)}
 	if g.Leak {
 		a.NewLeak = a.LeakGate(g.LeakThreshold)

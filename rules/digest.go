@@ -6,7 +6,6 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
-	"github.com/torchmem/torchmem/memtimeline/chart"
 	"github.com/torchmem/torchmem/memtimeline/exported"
 	"github.com/torchmem/torchmem/memtimeline/memsummary"
 	"github.com/torchmem/torchmem/memtimeline/snapshot"
@@ -77,7 +76,7 @@ type Digest struct {
 	// reserved, at most TimelinePoints instants each with every peak and
 	// trough kept; ProfilerStep bands, OOM markers, what held the most at
 	// holderSamples moments), as the report draws them.
-	Charts []chart.Spec `json:"charts,omitempty"`
+	Charts []MemoryChart `json:"charts,omitempty"`
 	// OOMFacts are the input's out-of-memory records, judged with the
 	// other inputs of its run and rank at the reduce.
 	OOMFacts *OOMFacts `json:"oom_facts,omitempty"`
@@ -340,12 +339,12 @@ func downsampleCategories(tl *exported.Timeline, n int) *exported.Timeline {
 	return out
 }
 
-// traceCharts are the trace's chart specs, downsampled.
-func traceCharts(in *Input) []chart.Spec {
+// traceCharts are the trace's charts, downsampled.
+func traceCharts(in *Input) []MemoryChart {
 	t := in.Trace
 	tls := memtimeline.TraceTimelines(t)
-	var out []chart.Spec
-	for i, spec := range chart.TraceSpecs(t, "") {
+	var out []MemoryChart
+	for i, spec := range TraceCharts(t) {
 		if i < len(tls) {
 			spec.Holders = memtimeline.HolderSamples(t, in.Attribution(), in.Lifetimes(-1), tls[i].Device, holderSamples, 3)
 		}
@@ -360,7 +359,6 @@ func traceCharts(in *Input) []chart.Spec {
 			// Reserved not recorded: allocated alone, in as many points.
 			spec.Allocated = a.Pick(ia)
 		}
-		spec.ID = ""
 		if slices.Equal(spec.Reserved.T, spec.Allocated.T) {
 			spec.Reserved.T = nil // the same instants: kept once (RestoreCharts)
 		}

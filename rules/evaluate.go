@@ -13,7 +13,10 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/internal/crash"
+	"github.com/torchmem/torchmem/internal/more"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/smi"
+	"github.com/torchmem/torchmem/memtimeline/steplog"
 	"github.com/torchmem/torchmem/rules/frag"
 	"github.com/torchmem/torchmem/rules/leak"
 )
@@ -24,7 +27,7 @@ import (
 type RuleSet struct {
 	Rules    []Rule
 	Disabled []string
-	// fragOptions are the frag command's options (WithFrag); nil: the
+	// fragOptions are the frag command's options (withFrag); nil: the
 	// defaults.
 	fragOptions *frag.Options
 }
@@ -114,12 +117,44 @@ func (s RuleSet) JudgeOptions() JudgeOptions {
 	return o
 }
 
-// EvalOptions say what else to compute beside the rules.
-type EvalOptions struct {
+// Options are everything an evaluation is made with: the rules in force
+// and how each analysis measures (the commands' flags). They reach the
+// analyses one way, through Evaluate: it gives each input its options and
+// folds the options that are thresholds into the rules in force.
+type Options struct {
+	// Rules are the rules in force (DefaultOptions: every built-in rule
+	// with its defaults).
+	Rules RuleSet
 	// Sites, when set, computes the analyses the tables show (operators,
 	// allocation sites, summaries) beside the rules, in parallel.
 	Sites *memtimeline.SiteOptions
+	// Leak is how a trace's or snapshot's leaks are found (leaks'
+	// --device, --depth, --steady-steps); nil: leak's defaults. The
+	// verdict, the rules and the leak tables all read this one analysis,
+	// so that a filter applies to the answer, not only to a table.
+	Leak *leak.Options
+	// Steps is how a step log is fitted (steps' --warmup); nil: steplog's
+	// defaults.
+	Steps *steplog.Options
+	// SMI is how nvidia-smi logs are analyzed (smi's flags); its
+	// thresholds become the smi rules' (withSMI). Nil: smi's defaults.
+	SMI *smi.Options
+	// Frag are frag's options; its thresholds become the frag rules'
+	// (withFrag). Nil: the defaults.
+	Frag *frag.Options
+	// Separately judges each input on its own, as its own run: frag and
+	// steps answer for each file, whatever else lies beside it.
+	Separately bool
+	// Tables, when set, judges nothing: the evaluation holds the tables it
+	// asks for (ops, stacks, snapshot show an analysis, not a verdict).
+	Tables *TableQuery
+	// Compare, when set, compares Compare.Base (BASE) with the inputs
+	// (HEAD) instead of judging them: diff (compare.go).
+	Compare *CompareQuery
 }
+
+// DefaultOptions evaluate with every built-in rule at its defaults.
+func DefaultOptions() Options { return Options{Rules: DefaultRuleSet()} }
 
 // Checklist statuses beyond pass, fail and not measurable: not checked
 // (the rule is disabled), and warn (the rule fired at warning severity or
@@ -164,7 +199,11 @@ type NamedChecklist struct {
 
 // Evaluation is the answer for a set of inputs.
 type Evaluation struct {
+	// RuleSet are the rules in force (Options.Rules with the options
+	// that are thresholds folded in).
 	RuleSet RuleSet
+	// Options are what the evaluation was made with.
+	Options Options
 	Inputs  []*Input
 	// Verdicts are one per run and rank; Checklists[i] is Verdicts[i]'s.
 	Verdicts   []Verdict
@@ -179,22 +218,99 @@ type Evaluation struct {
 	// recorded without profile_memory=True and nothing else): the answer
 	// could only be "unknown", and a gate must not pass on it.
 	Unmeasured error
+	// Tables are the tables Options.Tables asked for, one per input.
+	Tables []Table
+	// Diffs are the compared pairs of Options.Compare; Unpaired names the
+	// inputs that had no counterpart on the other side.
+	Diffs    []DiffPair
+	Unpaired []string
+	// Messages are notes for the user beside the answer (an input that
+	// cannot show what was asked), each naming its file.
+	Messages []string
 }
 
-// Evaluate runs the rules on every input once, judges each run and rank
-// once and derives everything else from those.
-func Evaluate(rs RuleSet, ins []*Input, o EvalOptions) *Evaluation {
+// Evaluate is the one entry to the answer: it runs the rules on every
+// input once, judges each run and rank once and derives everything else
+// from those; with o.Tables it computes those tables only, with o.Compare
+// it compares two runs.
+func Evaluate(ins []*Input, o Options) *Evaluation {
+	rs := o.Rules
+	if o.SMI != nil {
+		rs = rs.withSMI(*o.SMI)
+	}
+	if o.Frag != nil {
+		rs = rs.withFrag(*o.Frag)
+	}
+	for _, in := range ins {
+		if o.Leak != nil {
+			in.leakOpts = o.Leak
+		}
+		if o.Steps != nil {
+			in.stepOpts = o.Steps
+		}
+		if o.SMI != nil && (in.Has(SourceSMI) || in.Has(SourceSMIApps)) {
+			in.smiOpts = o.SMI
+		}
+	}
+	switch {
+	case o.Compare != nil:
+		return compare(ins, rs, o)
+	case o.Tables != nil:
+		ev := &Evaluation{RuleSet: rs, Options: o, Inputs: ins, Findings: []Finding{}}
+		ev.Tables, ev.Messages = tables(ins, *o.Tables)
+		return ev
+	case o.Separately && len(ins) > 1:
+		parts := make([]*Evaluation, len(ins))
+		for i, in := range ins {
+			parts[i] = evaluate(rs, []*Input{in}, o.Sites)
+		}
+		ev := merged(parts)
+		ev.Options = o
+		return ev
+	}
+	ev := evaluate(rs, ins, o.Sites)
+	ev.Options = o
+	return ev
+}
+
+// merged is the evaluations of inputs judged apart, as one: their
+// verdicts, checklists and findings side by side (no cross-rank view: the
+// inputs were not compared).
+func merged(parts []*Evaluation) *Evaluation {
+	ev := &Evaluation{RuleSet: parts[0].RuleSet, Findings: []Finding{}}
+	for _, p := range parts {
+		ev.Inputs = append(ev.Inputs, p.Inputs...)
+		ev.Verdicts = append(ev.Verdicts, p.Verdicts...)
+		ev.Checklists = append(ev.Checklists, p.Checklists...)
+		ev.Findings = append(ev.Findings, p.Findings...)
+		ev.Errors, ev.Warnings, ev.Notes = ev.Errors+p.Errors, ev.Warnings+p.Warnings, ev.Notes+p.Notes
+	}
+	var un []*Input
+	for _, p := range parts {
+		if p.Unmeasured == nil {
+			un = nil
+			break
+		}
+		un = append(un, p.Inputs...)
+	}
+	ev.Unmeasured = unmeasured(un)
+	slices.SortStableFunc(ev.Findings, func(a, b Finding) int { return int(b.Severity) - int(a.Severity) })
+	return ev
+}
+
+// evaluate judges ins together with the rules rs.
+func evaluate(rs RuleSet, ins []*Input, sites *memtimeline.SiteOptions) *Evaluation {
 	ev := &Evaluation{RuleSet: rs, Inputs: ins, Unmeasured: unmeasured(ins)}
 	for _, in := range ins {
 		if in.Has(SourceSMI) || in.Has(SourceSMIApps) {
 			o := rs.smiOptionsOf(in)
-			in.SMIOptions = &o
+			in.smiOpts = &o
 		}
 	}
 	perInput := make([][]Finding, len(ins))
 	for i, in := range ins {
-		if o.Sites != nil {
-			perInput[i] = RunWith(rs.Rules, in, *o.Sites)
+		if sites != nil {
+			perInput[i] = RunWith(rs.Rules, in, *sites)
 		} else {
 			perInput[i] = Run(rs.Rules, in)
 		}
@@ -212,16 +328,7 @@ func Evaluate(rs RuleSet, ins []*Input, o EvalOptions) *Evaluation {
 		all = []Finding{}
 	}
 	ev.Findings = all
-	for _, f := range all {
-		switch f.Severity {
-		case Error:
-			ev.Errors++
-		case Warning:
-			ev.Warnings++
-		default:
-			ev.Notes++
-		}
-	}
+	ev.count()
 	ev.Checklists = make([]NamedChecklist, len(ev.Verdicts))
 	var g crash.Group
 	for i, v := range ev.Verdicts {
@@ -232,6 +339,21 @@ func Evaluate(rs RuleSet, ins []*Input, o EvalOptions) *Evaluation {
 	g.Wait()
 	ev.CrossRank = CompareRanks(ev.Verdicts)
 	return ev
+}
+
+// count counts the findings by severity.
+func (ev *Evaluation) count() {
+	ev.Errors, ev.Warnings, ev.Notes = 0, 0, 0
+	for _, f := range ev.Findings {
+		switch f.Severity {
+		case Error:
+			ev.Errors++
+		case Warning:
+			ev.Warnings++
+		default:
+			ev.Notes++
+		}
+	}
 }
 
 // HasMemoryEvidence reports whether the input records GPU memory at all:
@@ -264,10 +386,7 @@ func unmeasured(ins []*Input) error {
 	}
 	what := names[0] + " has"
 	if len(names) > 1 {
-		what = fmt.Sprintf("none of the %d inputs (%s) has", len(names), strings.Join(names[:min(3, len(names))], ", "))
-		if len(names) > 3 {
-			what = strings.Replace(what, ") has", ", ...) has", 1)
-		}
+		what = fmt.Sprintf("none of the %d inputs (%s) has", len(names), more.Join(names, 3, ", "))
 	}
 	return fmt.Errorf("%s no GPU memory events (%s): nothing to measure memory by; %s", what, noMemoryCause(ins[0]), RecordMemory)
 }

@@ -9,12 +9,12 @@ import (
 	"github.com/torchmem/torchmem/rules/frag"
 )
 
-// WithFrag is the rule set with the fragmentation analysis' options in
+// withFrag is the rule set with the fragmentation analysis' options in
 // force: its thresholds become the frag rules' thresholds (so that the
 // verdict, the findings and the checklist use them), the rest (device,
 // small block size, stack depth, sites kept, the flood's share, the gap's
 // bytes) how the verdict is measured and judged.
-func (s RuleSet) WithFrag(o frag.Options) RuleSet {
+func (s RuleSet) withFrag(o frag.Options) RuleSet {
 	s.Rules = slices.Clone(s.Rules)
 	for i := range s.Rules {
 		switch s.Rules[i].ID {
@@ -117,4 +117,15 @@ func memSummaryFrag(in *Input, limit float64) *FragAnswer {
 		a.Verdict, a.Reason = frag.VerdictFragmented, strings.Join(why, "; ")
 	}
 	return a
+}
+
+// Fragmented reports whether a run's fragmentation verdict is FRAGMENTED
+// (frag's gate: the frag rules themselves warn by default).
+func (ev *Evaluation) Fragmented() bool {
+	for _, v := range ev.Verdicts {
+		if v.Frag != nil && v.Frag.Verdict == frag.VerdictFragmented {
+			return true
+		}
+	}
+	return false
 }

@@ -29,7 +29,7 @@ func TestRealPinnedHostMemory(t *testing.T) {
 			}
 			memtest.ReadJSON(t, filepath.Join(dir, "truth.json"), &truth)
 			ins := loadInputs(t, filepath.Join(dir, "run_rank0.steps.jsonl"))
-			ev := Evaluate(DefaultRuleSet(), ins, EvalOptions{})
+			ev := Evaluate(ins, DefaultOptions())
 			v := ev.Verdicts[0]
 			if v.Host == nil {
 				t.Fatal("no pinned host answer")

@@ -97,11 +97,7 @@ func TestSMIAnalysisComputedOnce(t *testing.T) {
 	custom.Threshold, custom.MinGrowthDuration = 0.5, 3*time.Second
 	for name, o := range map[string]*smi.Options{"defaults": nil, "options": &custom} {
 		gpu, apps := load()
-		rs := DefaultRuleSet()
-		if o != nil {
-			gpu.SMIOptions, apps.SMIOptions, rs = o, o, rs.WithSMI(*o)
-		}
-		ev := Evaluate(rs, []*Input{gpu, apps}, EvalOptions{})
+		ev := Evaluate([]*Input{gpu, apps}, Options{Rules: DefaultRuleSet(), SMI: o})
 		if len(ev.Verdicts) != 1 || ev.Verdicts[0].GPU == nil {
 			t.Fatalf("%s: %d verdicts, want one with its GPU entry", name, len(ev.Verdicts))
 		}

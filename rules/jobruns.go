@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/torchmem/torchmem/internal/more"
+	"github.com/torchmem/torchmem/memtimeline"
 )
 
 // One job, one run. Under torchrun every rank is its own process, so the
@@ -123,12 +126,7 @@ func joinedNote(ids []string) string {
 		}
 	}
 	if !first.IsZero() {
-		span = fmt.Sprintf(" launched within %s on one host", max(last.Sub(first), time.Second))
+		span = fmt.Sprintf(" launched within %s on one host", memtimeline.FormatDuration(max(last.Sub(first), time.Second)))
 	}
-	shown := ids
-	more := ""
-	if len(ids) > 4 {
-		shown, more = ids[:4], fmt.Sprintf(" and %d more", len(ids)-4)
-	}
-	return fmt.Sprintf("one job of %d ranks: %d process run ids%s, one rank each (%s%s), read as one run", len(ids), len(ids), span, strings.Join(shown, ", "), more)
+	return fmt.Sprintf("one job of %d ranks: %d process run ids%s, one rank each (%s), read as one run", len(ids), len(ids), span, more.Join(ids, 4, ", "))
 }

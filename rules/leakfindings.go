@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/torchmem/torchmem/internal/more"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules/internal/fmtutil"
 	"github.com/torchmem/torchmem/rules/leak"
@@ -12,8 +13,9 @@ import (
 
 // leakFindings makes one finding per leak: its bytes per step in all,
 // its kind with the evidence, its sites listed inside and the fix. A leak
-// under the threshold is still reported, as a warning.
-func leakFindings(rep leak.Report, threshold float64) []Finding {
+// under the threshold is still reported, as a warning. fromTrace: the
+// report is a trace's, whose frames name def lines (site.FromTrace).
+func leakFindings(rep leak.Report, threshold float64, fromTrace bool) []Finding {
 	if rep.Verdict != leak.VerdictLeak {
 		return nil
 	}
@@ -36,14 +38,11 @@ func leakFindings(rep leak.Report, threshold float64) []Finding {
 			fmt.Fprintf(&d, " Held through: %s;", strings.Join(top.Stack, " → "))
 		}
 		if len(l.Sites) > 1 {
-			fmt.Fprintf(&d, " %d sites:", len(l.Sites))
+			sites := make([]string, len(l.Sites))
 			for i, s := range l.Sites {
-				if i == 8 {
-					fmt.Fprintf(&d, " and %d more;", len(l.Sites)-i)
-					break
-				}
-				fmt.Fprintf(&d, " %s per step at %s;", memtimeline.FormatBytes(s.BytesPerStep), s.Site)
+				sites[i] = fmt.Sprintf("%s per step at %s", memtimeline.FormatBytes(s.BytesPerStep), s.Site)
 			}
+			fmt.Fprintf(&d, " %d sites: %s;", len(l.Sites), more.Join(sites, 8, "; "))
 		}
 		f := Finding{
 			Title:    title,
@@ -57,6 +56,9 @@ func leakFindings(rep leak.Report, threshold float64) []Finding {
 		}
 		if top.Operator == "" {
 			f.Operator = ""
+		}
+		if fromTrace {
+			f.Location = f.Location.FromTrace(top.LineNotRecorded)
 		}
 		out = append(out, f)
 	}

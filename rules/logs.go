@@ -78,7 +78,7 @@ func init() {
 			for _, g := range in.smiAnalysisWith(opts).GPUs {
 				for _, p := range g.Starvation {
 					out = append(out, Finding{
-						Title:   fmt.Sprintf("GPU %s: %s held at %.0f%% utilization for %s", g.Key, memtimeline.FormatBytes(p.MeanUsedBytes), p.MeanUtilGPUPct, p.Duration.Round(time.Second)),
+						Title:   fmt.Sprintf("GPU %s: %s held at %.0f%% utilization for %s", g.Key, memtimeline.FormatBytes(p.MeanUsedBytes), p.MeanUtilGPUPct, memtimeline.FormatDuration(p.Duration)),
 						Detail:  fmt.Sprintf("From %s to %s.", p.Start.Format("15:04:05"), p.End.Format("15:04:05")),
 						Advice:  "If this is training, the input pipeline is starving the GPU: more DataLoader workers, pin_memory=True, prefetching.",
 						Metrics: map[string]float64{"seconds": p.Duration.Seconds(), "utilization_pct": p.MeanUtilGPUPct},

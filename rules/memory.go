@@ -3,12 +3,13 @@ package rules
 import (
 	"cmp"
 	"fmt"
-	"github.com/torchmem/torchmem/rules/frag"
 	"slices"
 	"strings"
 
 	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/internal/more"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/rules/frag"
 	"github.com/torchmem/torchmem/rules/internal/fmtutil"
 	"github.com/torchmem/torchmem/rules/leak"
 	"github.com/torchmem/torchmem/rules/site"
@@ -24,8 +25,8 @@ func (in *Input) Leaks() leak.Report {
 // leakOptions are the input's leak options: LeakOptions, else the
 // defaults.
 func (in *Input) leakOptions() leak.Options {
-	if in.LeakOptions != nil {
-		return *in.LeakOptions
+	if in.leakOpts != nil {
+		return *in.leakOpts
 	}
 	return leak.DefaultOptions()
 }
@@ -54,7 +55,7 @@ func init() {
 		Unit:        "bytes_per_step",
 		Reads:       []SourceKind{SourceTrace},
 		Check: func(r *Rule, in *Input) []Finding {
-			return leakFindings(in.Leaks(), r.Threshold)
+			return leakFindings(in.Leaks(), r.Threshold, true)
 		},
 	})
 	register(&Rule{
@@ -241,7 +242,7 @@ func checkOpSelfLimit(r *Rule, in *Input) []Finding {
 		}
 		f := Finding{
 			Operator: h.Operator,
-			Location: site.LocationOf(h.LargestStack),
+			Location: site.LocationOf(h.LargestStack).FromTrace(false),
 			Advice: "See which lines call it (torchmem stacks --sort peak); large activations shrink with smaller batches or " +
 				"sequence lengths, activation checkpointing or lower precision; a single huge buffer can often be chunked.",
 			Metrics: map[string]float64{"held_at_peak_bytes": float64(h.HeldAtPeak), "largest_alloc_bytes": float64(h.Largest),
@@ -295,11 +296,7 @@ func checkOpSelfPerStep(r *Rule, in *Input) []Finding {
 	}
 	slices.SortFunc(over, func(a, b row) int { return cmp.Or(cmp.Compare(b.self, a.self), strings.Compare(a.name, b.name)) })
 	var parts []string
-	for i, o := range over {
-		if i == 5 {
-			parts = append(parts, fmt.Sprintf("and %d more", len(over)-i))
-			break
-		}
+	for _, o := range over {
 		parts = append(parts, fmt.Sprintf("%s %s (%d calls)", o.name, memtimeline.FormatBytes(o.self/int64(steps)), o.calls/int64(steps)))
 	}
 	return []Finding{{
@@ -307,7 +304,7 @@ func checkOpSelfPerStep(r *Rule, in *Input) []Finding {
 			memtimeline.FormatBytes(int64(r.Threshold)), per),
 		Detail: fmt.Sprintf("Self CUDA Mem %s: %s. Self CUDA Mem sums what each call allocates minus what it frees itself, so it measures allocation volume "+
 			"over %d %s, not memory held; what operators hold at the peak is in memory.op-self-limit and torchmem stacks --sort peak.",
-			per, strings.Join(parts, ", "), steps, fmtutil.Plural(float64(steps), "step", "steps")),
+			per, more.Join(parts, 5, ", "), steps, fmtutil.Plural(float64(steps), "step", "steps")),
 		Advice:   "Worth a look when memory is tight: fewer or smaller temporaries in these operators (in-place ops, fused kernels, torch.compile) lower the allocator's traffic.",
 		Operator: over[0].name,
 		Metrics:  map[string]float64{"operators": float64(len(over)), "top_self_bytes_per_step": float64(over[0].self) / float64(steps), "steps": float64(steps)},

@@ -192,16 +192,7 @@ func groupThousands(n int64) string {
 
 // roughDuration says seconds the way a forecast should: "~2.6 h".
 func roughDuration(sec float64) string {
-	d := time.Duration(sec * float64(time.Second))
-	switch {
-	case d >= 48*time.Hour:
-		return fmt.Sprintf("%.1f days", d.Hours()/24)
-	case d >= time.Hour:
-		return fmt.Sprintf("%.1f h", d.Hours())
-	case d >= time.Minute:
-		return fmt.Sprintf("%.0f min", d.Minutes())
-	}
-	return fmt.Sprintf("%.0f s", d.Seconds())
+	return memtimeline.FormatDuration(time.Duration(sec * float64(time.Second)))
 }
 
 // oomRules report the same out-of-memory error from different files.

@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
+	"time"
 
+	"github.com/torchmem/torchmem/internal/rankname"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules/leak"
 )
@@ -108,9 +109,6 @@ func CompareRanks(vs []Verdict) *CrossRank {
 	return out
 }
 
-// rankFolder is a per-rank folder's name (job/rank3/trace.json.gz).
-var rankFolder = regexp.MustCompile(`(?i)^rank[_-]?\d+$`)
-
 // runKey is the run a verdict belongs to: its folder (a per-rank folder's
 // parent: job/rank0 and job/rank1 are one job) and the snippet's run id
 // (host and start time), if any.
@@ -118,7 +116,7 @@ func runKey(v Verdict) string {
 	dir := ""
 	if len(v.Sources) > 0 {
 		dir = groupDir(v.Sources[0])
-		if rankFolder.MatchString(filepath.Base(dir)) {
+		if rankname.IsFolder(filepath.Base(dir)) {
 			dir = filepath.Dir(dir)
 		}
 	}
@@ -220,7 +218,7 @@ func compareRun(vs []Verdict) *CrossRank {
 	}
 	figure("bytes per step", func(r RankRow) int64 { return r.BytesPerStep }, rankBytesFrac, rankBytesMin, memtimeline.FormatBytes)
 	figure("peak allocated", func(r RankRow) int64 { return r.PeakAllocatedBytes }, rankPeakFrac, rankPeakMin, memtimeline.FormatBytes)
-	figure("step time", func(r RankRow) int64 { return r.StepTimeNs }, rankTimeFrac, rankTimeMinNs, func(ns int64) string { return fmt.Sprintf("%.1f ms", float64(ns)/1e6) })
+	figure("step time", func(r RankRow) int64 { return r.StepTimeNs }, rankTimeFrac, rankTimeMinNs, func(ns int64) string { return memtimeline.FormatDuration(time.Duration(ns)) })
 
 	var named []string
 	for i := range rows {

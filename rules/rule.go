@@ -106,18 +106,14 @@ type Input struct {
 	// from a digest (torchmem summarize); Kind is then the kind of the
 	// file it was made from.
 	Digest *Digest
-	// StepOptions are how a step log is fitted (the steps command's
-	// --warmup); nil: steplog's defaults.
-	StepOptions *steplog.Options
-	// SMIOptions are how an nvidia-smi log is analyzed (the smi command's
-	// flags); nil: smi's defaults.
-	SMIOptions *smi.Options
-	// LeakOptions are how a trace's or snapshot's leaks are found (the
-	// leaks command's --device, --depth, --steady-steps); nil: leak's
-	// defaults. The verdict, the rules and the leak tables all read this
-	// one analysis, so that a filter applies to the answer, not only to a
-	// table.
-	LeakOptions *leak.Options
+	// stepOpts, smiOpts and leakOpts are how this input's step
+	// log is fitted, its nvidia-smi log analyzed and its leaks found: the
+	// evaluation's Options, given to each input by Evaluate only (nil: the
+	// analyses' defaults). The verdict, the rules and the tables all read
+	// the one analysis made with them.
+	stepOpts *steplog.Options
+	smiOpts  *smi.Options
+	leakOpts *leak.Options
 
 	mu    sync.Mutex
 	cache map[string]*memoEntry

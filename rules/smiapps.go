@@ -36,10 +36,10 @@ func init() {
 }
 
 // smiOptions are how the input's nvidia-smi logs are analyzed: its
-// SMIOptions, else smi's defaults.
+// options from Evaluate (Options.SMI), else smi's defaults.
 func (in *Input) smiOptions() smi.Options {
-	if in.SMIOptions != nil {
-		return *in.SMIOptions
+	if in.smiOpts != nil {
+		return *in.smiOpts
 	}
 	return smi.DefaultOptions()
 }

@@ -13,16 +13,16 @@ const (
 	ruleSMIStarvation = "smi.starvation"
 )
 
-// WithSMI is the rule set with the nvidia-smi analysis' options in force
+// withSMI is the rule set with the nvidia-smi analysis' options in force
 // (the smi command's flags): the options that are thresholds become the
 // smi rules' thresholds (smi.memory-high's fraction,
 // smi.starvation's utilization), so that the findings, the verdict and
 // the checklist judge with them (smi.leak's threshold only sets the
 // severity of a leak: growth is a leak by its regularity, at any size).
 // The rest (how long growth must last, its
-// fit) is how the log is measured: the inputs carry it (Input.SMIOptions),
+// fit) is how the log is measured: Evaluate gives it to the inputs (Options.SMI),
 // and with both the rules and the verdict share one analysis.
-func (s RuleSet) WithSMI(o smi.Options) RuleSet {
+func (s RuleSet) withSMI(o smi.Options) RuleSet {
 	s.Rules = slices.Clone(s.Rules)
 	for i := range s.Rules {
 		switch s.Rules[i].ID {
@@ -37,7 +37,7 @@ func (s RuleSet) WithSMI(o smi.Options) RuleSet {
 
 // smiOptionsOf is how the rules in force analyze an input's nvidia-smi
 // logs: the input's options (the smi command's flags, else smi's
-// defaults) with the smi rules' thresholds, the inverse of WithSMI.
+// defaults) with the smi rules' thresholds, the inverse of withSMI.
 // Evaluate gives every log these options, so that the verdict's evidence,
 // the smi tables and the findings read one analysis. smi.leak's threshold
 // sets severity, not the verdict (a leak is regular growth, at any size):

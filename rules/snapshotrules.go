@@ -43,7 +43,7 @@ func init() {
 		Unit:        "bytes_per_step",
 		Reads:       []SourceKind{SourceSnapshot},
 		Check: func(r *Rule, in *Input) []Finding {
-			return leakFindings(in.SnapshotLeaks(), r.Threshold)
+			return leakFindings(in.SnapshotLeaks(), r.Threshold, false)
 		},
 	})
 	register(&Rule{

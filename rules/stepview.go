@@ -15,8 +15,8 @@ func (in *Input) StepAnalysis() steplog.Analysis {
 		return steplog.Analysis{}
 	}
 	o := steplog.DefaultOptions()
-	if in.StepOptions != nil {
-		o = *in.StepOptions
+	if in.stepOpts != nil {
+		o = *in.stepOpts
 	}
 	return Get(in, NewKey[steplog.Analysis](fmt.Sprintf("steps:%+v", o)), func() steplog.Analysis { return steplog.Analyze(in.StepLog, o) })
 }

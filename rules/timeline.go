@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
+	"github.com/torchmem/torchmem/internal/more"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules/gpu"
 	"github.com/torchmem/torchmem/rules/internal/fmtutil"
@@ -171,25 +173,20 @@ func groupSites(copies []gpu.HostCopy, keep func(*gpu.HostCopy) bool) []siteStat
 }
 
 func describeSites(sites []siteStats) string {
-	var b strings.Builder
+	parts := make([]string, len(sites))
 	for i, s := range sites {
-		if i == maxListedOperators {
-			fmt.Fprintf(&b, "; and %d more", len(sites)-i)
-			break
-		}
-		if i > 0 {
-			b.WriteString("; ")
-		}
+		var b strings.Builder
 		fmt.Fprintf(&b, "%s: %d copies, %s", s.chain, s.copies, memtimeline.FormatBytes(s.bytes))
 		if s.blocked > 0 {
-			fmt.Fprintf(&b, ", host blocked %s", fmtutil.FormatNs(s.blocked))
+			fmt.Fprintf(&b, ", host blocked %s", formatNs(s.blocked))
 		}
 		if s.location != nil {
 			// Kineto names a frame by the line its function starts on.
 			fmt.Fprintf(&b, " in %s() (%s)", s.location.Function, s.location)
 		}
+		parts[i] = b.String()
 	}
-	return b.String()
+	return more.Join(parts, maxListedOperators, "; ")
 }
 
 func checkSyncCopy(r *Rule, in *Input) []Finding {
@@ -239,7 +236,7 @@ func checkSyncCopy(r *Rule, in *Input) []Finding {
 			"each makes the host wait until the GPU has finished everything queued before it. "+
 			"The host spent %s per step in the copy and synchronize calls (%.1f%% of step time). Issued by: %s.%s",
 			n, memtimeline.FormatBytes(sizes[len(sizes)/2]), steps, len(w.List),
-			fmtutil.FormatNs(blocked/int64(len(w.List))), 100*float64(blocked)/float64(max(stepTime, 1)),
+			formatNs(blocked/int64(len(w.List))), 100*float64(blocked)/float64(max(stepTime, 1)),
 			describeSites(sites), w.Note()),
 		Advice: gpu.LibraryLoopAdvice(copies, isD2H) + "Don't call loss.item(), .cpu(), .tolist() or print(tensor) every step: accumulate metrics " +
 			"on the GPU (running_loss += loss.detach()) and read them every N steps; if a value must come " +
@@ -291,7 +288,7 @@ func checkPageableH2D(r *Rule, in *Input) []Finding {
 		Detail: fmt.Sprintf("%d %s from pageable host memory, %s in all (largest %s), over %d %s. "+
 			"The driver stages pageable memory through a pinned buffer, so the copy cannot overlap with "+
 			"compute and the host waits for it: %s per step in the copy calls. Issued by: %s.%s",
-			n, fmtutil.Plural(float64(n), "copy", "copies"), memtimeline.FormatBytes(bytes), memtimeline.FormatBytes(largest), len(w.List), fmtutil.Plural(float64(len(w.List)), "step", "steps"), fmtutil.FormatNs(int64(float64(blocked)/steps)),
+			n, fmtutil.Plural(float64(n), "copy", "copies"), memtimeline.FormatBytes(bytes), memtimeline.FormatBytes(largest), len(w.List), fmtutil.Plural(float64(len(w.List)), "step", "steps"), formatNs(int64(float64(blocked)/steps)),
 			describeSites(sites), w.Note()),
 		Advice: "Pin the source: DataLoader(..., pin_memory=True) for batches, tensor.pin_memory() for " +
 			"buffers you reuse, then .to(device, non_blocking=True). Create constants and scalars " +
@@ -354,7 +351,7 @@ func checkPinnedBlocking(r *Rule, in *Input) []Finding {
 		Detail: fmt.Sprintf("%d copies from pinned (page-locked) memory in %d of %d steps, %s in all, each followed by a synchronize the host waited in: "+
 			"%s per step. Pinned memory lets a copy run asynchronously while the GPU computes; copied without non_blocking=True "+
 			"the host stops until it lands. Issued by: %s.",
-			n, steps, len(w.List), memtimeline.FormatBytes(bytes), fmtutil.FormatNs(int64(float64(blocked)/per)), describeSites(sites)),
+			n, steps, len(w.List), memtimeline.FormatBytes(bytes), formatNs(int64(float64(blocked)/per)), describeSites(sites)),
 		Advice: gpu.LibraryLoopAdvice(copies, isPinnedBlocking) + "The source is pinned already (DataLoader(pin_memory=True) or tensor.pin_memory()): copy with " +
 			"x.to(device, non_blocking=True) so the upload overlaps compute; the next kernel on the same stream still waits for it.",
 		Operator: top.site,
@@ -426,7 +423,7 @@ func checkLowMemcpyBandwidth(r *Rule, in *Input) []Finding {
 			Detail: fmt.Sprintf("%d %s copies of at least %s moved %s at a median %.2f GB/s (%d from pageable memory), "+
 				"under %.0f%% of the best host<->device copy in this trace (%s, %.2f GB/s); they took %s of device time. Issued by: %s.",
 				len(rates), dir, memtimeline.FormatBytes(minBandwidthBytes), memtimeline.FormatBytes(bytes), median, pageable,
-				100*r.Threshold, bestName, best, fmtutil.FormatNs(dur), describeSites(sites)),
+				100*r.Threshold, bestName, best, formatNs(dur), describeSites(sites)),
 			Advice:   advice,
 			Operator: sites[0].site,
 			Location: sites[0].location,
@@ -520,7 +517,7 @@ func checkIdleGaps(r *Rule, in *Input) []Finding {
 		// over many short gaps means the host launches kernels slower than
 		// the GPU runs them.
 		meanGap := idleTotal / int64(max(gapCount, 1))
-		shape := fmt.Sprintf("The idle time is spread over %d gaps (mean %s): the GPU waits for the host to launch work (CPU or launch bound).", gapCount, fmtutil.FormatNs(meanGap))
+		shape := fmt.Sprintf("The idle time is spread over %d gaps (mean %s): the GPU waits for the host to launch work (CPU or launch bound).", gapCount, formatNs(meanGap))
 		advice := "Many short gaps mean the host cannot launch kernels as fast as the GPU runs them: " +
 			"use larger batches, fuse small ops with torch.compile (mode=\"reduce-overhead\" adds CUDA graphs), " +
 			"and remove per-step host syncs (.item(), .cpu())."
@@ -549,7 +546,7 @@ func checkIdleGaps(r *Rule, in *Input) []Finding {
 			Detail: fmt.Sprintf("On GPU %d no kernel, copy or memset ran for %.0f%% of the median step (max %.0f%%, %.0f%% of all %d %s together). %s "+
 				"The largest gap, %s in %s, began %s into the step; %s.%s",
 				dev, 100*median, 100*sorted[len(sorted)-1], 100*float64(idleTotal)/float64(max(stepTotal, 1)), len(w.List), fmtutil.Plural(float64(len(w.List)), "step", "steps"), shape,
-				fmtutil.FormatNs(gapLen), stepLabel, fmtutil.FormatNs(worst.Gap.Start-w.List[worstStep].Start), hostText, w.Note()),
+				formatNs(gapLen), stepLabel, formatNs(worst.Gap.Start-w.List[worstStep].Start), hostText, w.Note()),
 			Advice:   advice,
 			Operator: op,
 			Location: loc,
@@ -576,18 +573,11 @@ func checkIdleGaps(r *Rule, in *Input) []Finding {
 }
 
 func describeHostOps(l []gpu.HostActivity) string {
-	var b strings.Builder
+	parts := make([]string, len(l))
 	for i, a := range l {
-		if i == maxListedOperators {
-			fmt.Fprintf(&b, " and %d more", len(l)-i)
-			break
-		}
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "%s (%s)", a.Name, fmtutil.FormatNs(a.Overlap))
+		parts[i] = fmt.Sprintf("%s (%s)", a.Name, formatNs(a.Overlap))
 	}
-	return b.String()
+	return more.Join(parts, maxListedOperators, ", ")
 }
 
 func sumInt64(l []int64) int64 {
@@ -637,3 +627,7 @@ func idleCauseText(c gpu.Causes, stepTotal int64) (cause, why, advice string) {
 			"Pin the source (DataLoader(pin_memory=True), tensor.pin_memory()) and copy with .to(device, non_blocking=True)."
 	}
 }
+
+// formatNs prints nanoseconds as every duration prints
+// (memtimeline.FormatDuration).
+func formatNs(ns int64) string { return memtimeline.FormatDuration(time.Duration(ns)) }

@@ -306,7 +306,9 @@ func TestAmpItemSyncSlowLoaderTruth(t *testing.T) {
 	steps := truth.Window.Active
 	atOrAbove := func(what string, got *site.Location, want truthSite) {
 		t.Helper()
-		if got == nil || got.File != want.File || got.Line > want.Line || got.Line < want.Line-40 {
+		// A trace names the frame by its function's def line: at or above
+		// the running line, said as a def line (Line 0: not recorded).
+		if got == nil || got.File != want.File || got.Line != 0 || got.DefLine > want.Line || got.DefLine < want.Line-40 {
 			t.Errorf("%s: location %+v, want the function around %s:%d", what, got, want.File, want.Line)
 		}
 	}
@@ -402,8 +404,8 @@ func TestSyncCopySynthetic(t *testing.T) {
 			if f.Operator != "aten::item" || !strings.Contains(f.Detail, "aten::item > aten::_local_scalar_dense") {
 				t.Errorf("operator %q, detail %q", f.Operator, f.Detail)
 			}
-			if f.Location == nil || f.Location.File != "train.py" || f.Location.Line != 40 || f.Location.Function != "train_step" {
-				t.Errorf("location %+v, want train.py:40 train_step", f.Location)
+			if f.Location == nil || f.Location.File != "train.py" || f.Location.Line != 0 || f.Location.DefLine != 40 || f.Location.Function != "train_step" {
+				t.Errorf("location %+v, want train.py, def line 40, train_step", f.Location)
 			}
 			if got := strings.Contains(f.Detail, "no ProfilerStep"); got != tc.wantWhole {
 				t.Errorf("whole-trace note=%v, want %v: %s", got, tc.wantWhole, f.Detail)

@@ -76,9 +76,9 @@ func TestVerdictOfOneTrace(t *testing.T) {
 		dir, verdict, line string
 		defLine            int
 	}{
-		{memtest.Testdata("traces", "leak_module_cache"), leak.VerdictLeak, "gen_traces.py (line not recorded)", 143},
+		{memtest.Testdata("traces", "leak_module_cache"), leak.VerdictLeak, "gen_traces.py, def line 143", 143},
 		{memtest.Testdata("traces", "resnet_train_clean"), leak.VerdictClean, "", 0},
-		{gpuData + "/diff_pair/head_leak", leak.VerdictLeak, "diff_train.py (line not recorded)", 35},
+		{gpuData + "/diff_pair/head_leak", leak.VerdictLeak, "diff_train.py, def line 35", 35},
 	} {
 		t.Run(filepath.Base(c.dir), func(t *testing.T) {
 			vs := judgeAll(loadInputs(t, filepath.Join(c.dir, "trace.json.gz")))

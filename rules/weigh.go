@@ -100,12 +100,8 @@ func growthLast(e LeakEvidence) int64 {
 // allocated. Line 0 means "not recorded"; DefLine keeps the def line when
 // that is what the number is; the note says what gives the line.
 func traceLine(e *LeakEvidence, preProfiled bool) {
-	l := *e.Location
-	if !preProfiled {
-		l.DefLine = l.Line
-	}
-	l.Line = 0
-	e.Location = &l
+	l := e.Location.FromTrace(preProfiled)
+	e.Location = l
 	why := fmt.Sprintf("a trace names %s by its def line", l.Function)
 	if preProfiled {
 		why = fmt.Sprintf("%s was already running when profiling began, and a trace names it by the line it was on at that moment", l.Function)

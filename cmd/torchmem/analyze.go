@@ -56,7 +56,8 @@ func runAnalyze(stdout, stderr io.Writer, args []string, o *analyzeOptions) erro
 	if err != nil {
 		return err
 	}
-	ev, err := evaluate(stderr, args, "analyze", rs, o.rulesFile == "", &report.AllocationSites)
+	q := judged("analyze", rs, o.rulesFile, &report.AllocationSites)
+	ev, err := answer(stderr, args, q)
 	if err != nil {
 		return err
 	}
@@ -69,5 +70,5 @@ func runAnalyze(stdout, stderr io.Writer, args []string, o *analyzeOptions) erro
 	if err := report.Generate(stdout, r); err != nil {
 		return err
 	}
-	return exitOf(ev)
+	return exitOf(ev, q.gate)
 }

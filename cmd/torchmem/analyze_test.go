@@ -13,7 +13,7 @@ func TestAnalyzeLeakingTrace(t *testing.T) {
 	if code != exitFindings {
 		t.Errorf("exit %d", code)
 	}
-	for _, want := range []string{"peak allocated 258.10 MB", "aten::empty_strided", "gen_traces.py(143): forward", "LEAK   4.00 MB per step, container allocated in gen_traces.py (forward, def at line 143; the trace\n         does not record the allocating line) via aten::clone", "[ERROR] memory.leak", "what to do:"} {
+	for _, want := range []string{"peak allocated 258.10 MB", "aten::empty_strided", "gen_traces.py(143): forward", "LEAK   4.00 MB per step, container allocated in gen_traces.py (forward, def line 143; the trace\n         does not record the allocating line) via aten::clone", "[ERROR] memory.leak", "what to do:"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)
 		}

@@ -10,7 +10,6 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"github.com/spf13/cobra"
 
-	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/chrometrace/splice"
 	"github.com/torchmem/torchmem/cmd/internal/report"
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
@@ -70,21 +69,23 @@ func runAnnotate(stdout, stderr io.Writer, trace, output, rulesFile string) erro
 	if err != nil {
 		return err
 	}
-	files, err := loadFiles(stderr, []string{trace}, "annotate", load.Trace, load.Trace)
+	q := question{command: "annotate", kinds: []load.Kind{load.Trace}, fallback: load.Trace, gate: gateNone,
+		options: rules.Options{Rules: rs},
+		check: func(ins []*rules.Input) error {
+			in := ins[0]
+			if !in.Has(rules.SourceTrace) {
+				return fmt.Errorf("%s: not a trace", trace)
+			}
+			if in.Trace.Truncated != nil {
+				return fmt.Errorf("%s: the trace is truncated at byte %d; annotate copies a complete trace only (the other commands read what is there)", trace, in.Trace.Truncated.Offset)
+			}
+			return nil
+		}}
+	ev, err := answer(stderr, []string{trace}, q)
 	if err != nil {
 		return err
 	}
-	in, err := ruleInput(files[0])
-	if err != nil {
-		return err
-	}
-	if !in.Has(rules.SourceTrace) {
-		return badInput(fmt.Errorf("%s: not a trace", trace))
-	}
-	if in.Trace.Truncated != nil {
-		return badInput(fmt.Errorf("%s: the trace is truncated at byte %d; annotate copies a complete trace only (the other commands read what is there)", trace, in.Trace.Truncated.Offset))
-	}
-	ev := rules.Evaluate(rs, []*rules.Input{in}, rules.EvalOptions{})
+	in := ev.Inputs[0]
 	a, err := report.NewTracks(in, ev.Findings)
 	if err != nil {
 		return fmt.Errorf("%s: %w", trace, err)
@@ -94,19 +95,17 @@ func runAnnotate(stdout, stderr io.Writer, trace, output, rulesFile string) erro
 		return err
 	}
 	if a.Counters == 0 {
-		fmt.Fprintf(stderr, "torchmem: warning: %s has no GPU memory events, so no memory tracks were added: record with profile_memory=True\n", trace)
+		warn(stderr, "%s has no GPU memory events, so no memory tracks were added: record with profile_memory=True", trace)
 	}
-	fmt.Fprintf(stdout, "wrote %s: the %d events of %s (%d bytes, unchanged) and %d added: %d counter values of allocated and reserved memory, %d of leaks, %d markers\n",
-		output, in.Trace.Events, trace, st.Bytes, st.Added, a.Counters, a.Leak, a.Markers)
-	return nil
+	return report.Generate(stdout, report.New(ev, report.Options{View: report.ViewAnnotated, Output: output, Annotated: &report.Annotated{Tracks: a, Trace: trace, Bytes: st.Bytes, Added: st.Added}}))
 }
 
 // writeAnnotated copies the trace into output with events added,
 // gzipped when output ends in .gz; a failed write leaves no output.
 func writeAnnotated(trace, output string, events [][]byte) (st splice.Stats, err error) {
-	src, err := chrometrace.Open(trace)
+	src, err := load.Open(trace, &load.Options{})
 	if err != nil {
-		return st, badInput(load.FileError(trace, err))
+		return st, badInput(err)
 	}
 	defer src.Close()
 	f, err := os.Create(output)

@@ -80,28 +80,13 @@ func loadRules(path string) (rules.RuleSet, *rules.Config, error) {
 	return rs, cfg, nil
 }
 
-// evaluate loads every input and evaluates them: the one answer each
-// command renders its view of. With the built-in thresholds (bounded),
-// many inputs are read into summaries to bound memory. sites: also
-// compute the tables' analyses beside the rules.
-func evaluate(stderr io.Writer, args []string, command string, rs rules.RuleSet, bounded bool, sites *memtimeline.SiteOptions) (*rules.Evaluation, error) {
-	inputs, err := loadRuleInputs(stderr, args, command, bounded)
-	if err != nil {
-		return nil, err
-	}
-	ev := rules.Evaluate(rs, inputs, rules.EvalOptions{Sites: sites})
-	if ev.Unmeasured != nil {
-		return nil, badInput(ev.Unmeasured) // a gate never passes what it could not measure
-	}
-	return ev, nil
-}
-
-// exitOf turns the evaluation's exit code into the command's error.
-func exitOf(ev *rules.Evaluation) error {
-	if ev.ExitCode() == rules.ExitFindings {
-		return findings()
-	}
-	return nil
+// judged is the question of the commands that judge every kind of input
+// with the rules in force (analyze, check, report): with the built-in
+// thresholds, many inputs are read into summaries to bound memory; sites:
+// also compute the tables' analyses beside the rules.
+func judged(command string, rs rules.RuleSet, rulesFile string, sites *memtimeline.SiteOptions) question {
+	return question{command: command, fallback: load.Unknown, bounded: rulesFile == "",
+		options: rules.Options{Rules: rs, Sites: sites}}
 }
 
 func runCheck(stdout, stderr io.Writer, args []string, o *checkOptions) error {
@@ -117,7 +102,9 @@ func runCheck(stdout, stderr io.Writer, args []string, o *checkOptions) error {
 	if err != nil {
 		return err
 	}
-	ev, err := evaluate(stderr, args, "check", rs, o.rulesFile == "", nil)
+	q := judged("check", rs, o.rulesFile, nil)
+	q.noCharts = true
+	ev, err := answer(stderr, args, q)
 	if err != nil {
 		return err
 	}
@@ -125,5 +112,5 @@ func runCheck(stdout, stderr io.Writer, args []string, o *checkOptions) error {
 	if err := report.Generate(stdout, r); err != nil {
 		return err
 	}
-	return exitOf(ev)
+	return exitOf(ev, q.gate)
 }

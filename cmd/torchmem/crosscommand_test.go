@@ -38,9 +38,9 @@ func runFolders(t *testing.T) []string {
 	return out
 }
 
-// answer is what a command concluded of one run and rank: the figures
+// runAnswer is what a command concluded of one run and rank: the figures
 // every answering command must agree on.
-type answer struct {
+type runAnswer struct {
 	Name         string
 	Leak         string
 	BytesPerStep int64
@@ -48,7 +48,7 @@ type answer struct {
 	OOMs         int
 }
 
-func answersOf(t *testing.T, what, out string) []answer {
+func answersOf(t *testing.T, what, out string) []runAnswer {
 	t.Helper()
 	var doc struct {
 		Verdicts []struct {
@@ -66,9 +66,9 @@ func answersOf(t *testing.T, what, out string) []answer {
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("%s: not JSON: %v\n%.300s", what, err, out)
 	}
-	var as []answer
+	var as []runAnswer
 	for _, v := range doc.Verdicts {
-		a := answer{Name: v.Name, Leak: v.Leak.Verdict, BytesPerStep: v.Leak.BytesPerStep, OOMs: len(v.OOMs), Peak: -1}
+		a := runAnswer{Name: v.Name, Leak: v.Leak.Verdict, BytesPerStep: v.Leak.BytesPerStep, OOMs: len(v.OOMs), Peak: -1}
 		if v.Peak != nil {
 			a.Peak = v.Peak.AllocatedBytes
 		}
@@ -77,7 +77,7 @@ func answersOf(t *testing.T, what, out string) []answer {
 	return as
 }
 
-// analyze, check and leaks give every run folder one answer (the same
+// analyze, check and leaks give every run folder one runAnswer (the same
 // verdicts, bytes per step, peak and OOM count) and one exit code; a
 // steps log alone says in steps what analyze says of it.
 func TestEveryCommandAgrees(t *testing.T) {
@@ -85,7 +85,7 @@ func TestEveryCommandAgrees(t *testing.T) {
 	for _, dir := range runFolders(t) {
 		t.Run(dir, func(t *testing.T) {
 			t.Parallel()
-			var first []answer
+			var first []runAnswer
 			firstCode := -1
 			for _, cmd := range []string{"analyze", "check", "leaks"} {
 				out, errOut, code := torchmemShared(t, cmd, "--format", "json", dir)

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"cmp"
 	"fmt"
 	"io"
 	"os"
-	"slices"
 
 	"github.com/spf13/cobra"
 	"github.com/torchmem/torchmem/cmd/internal/report"
@@ -71,125 +69,6 @@ bad input.`,
 	return cmd
 }
 
-// diffGroup is the inputs of one kind and rank on one side of a diff.
-type diffGroup struct {
-	kind   load.Kind
-	rank   int64
-	inputs []*rules.Input
-}
-
-// loadSide reads one side of a diff (a trace, a snapshot, or a directory
-// of them) and groups its inputs by kind and rank: several traces of one
-// rank (profiling windows) are compared as one.
-func loadSide(arg string, stderr io.Writer) ([]*diffGroup, error) {
-	files, err := loadFiles(stderr, []string{arg}, "diff", load.Trace, load.Trace, load.Snapshot, load.Summarized)
-	if err != nil {
-		return nil, err
-	}
-	files = summariesOf(files, load.Trace, load.Snapshot)
-	if len(files) == 0 {
-		return nil, badInput(fmt.Errorf("%s: no summary of a trace or a snapshot here", arg))
-	}
-	var groups []*diffGroup
-	for _, f := range files {
-		kind := f.Kind
-		if f.Summarized != nil {
-			kind = load.Kind(f.Summarized.Kind) // a summary pairs like its file
-		}
-		var g *diffGroup
-		for _, h := range groups {
-			if h.kind == kind && h.rank == f.Rank {
-				g = h
-			}
-		}
-		if g == nil {
-			g = &diffGroup{kind: kind, rank: f.Rank}
-			groups = append(groups, g)
-		}
-		in, err := ruleInput(f)
-		if err != nil {
-			return nil, err
-		}
-		g.inputs = append(g.inputs, in)
-	}
-	return groups, nil
-}
-
-// side reduces a group to what a diff compares.
-func (g *diffGroup) side(arg string, rs rules.RuleSet) *rules.DiffSide {
-	source := arg
-	if len(g.inputs) == 1 {
-		source = g.inputs[0].Source
-	} else if g.rank >= 0 {
-		source = fmt.Sprintf("%s (rank %d)", arg, g.rank)
-	}
-	return rules.DiffSideOf(source, rules.Evaluate(rs, g.inputs, rules.EvalOptions{}))
-}
-
-func kindOrder(k load.Kind) int {
-	if k == load.Trace {
-		return 0
-	}
-	return 1
-}
-
-// diffPair is what is compared: base and head inputs of one kind and rank.
-type diffPair struct{ base, head *diffGroup }
-
-// pairSides pairs the groups of both sides by kind and rank. When a kind
-// has one group on each side, they pair whatever their ranks (two single
-// files). Groups without a counterpart are named in a warning.
-func pairSides(base, head []*diffGroup, baseArg, headArg string, warn func(string)) []diffPair {
-	var pairs []diffPair
-	used := map[*diffGroup]bool{}
-	// Indexed by kind and rank, so that thousands of ranks pair in linear
-	// time (a nested scan was cubic).
-	type key struct {
-		kind load.Kind
-		rank int64
-	}
-	count := map[load.Kind][2]int{}
-	heads := map[key][]*diffGroup{}
-	onlyHead := map[load.Kind]*diffGroup{}
-	for _, b := range base {
-		c := count[b.kind]
-		c[0]++
-		count[b.kind] = c
-	}
-	for _, h := range head {
-		c := count[h.kind]
-		c[1]++
-		count[h.kind] = c
-		heads[key{h.kind, h.rank}] = append(heads[key{h.kind, h.rank}], h)
-		onlyHead[h.kind] = h
-	}
-	// Traces first: they say the most.
-	slices.SortStableFunc(base, func(a, b *diffGroup) int { return cmp.Compare(kindOrder(a.kind), kindOrder(b.kind)) })
-	for _, b := range base {
-		var h *diffGroup
-		if c := count[b.kind]; c[0] == 1 && c[1] == 1 {
-			h = onlyHead[b.kind] // two single files pair whatever their ranks
-		} else if q := heads[key{b.kind, b.rank}]; len(q) > 0 {
-			h, heads[key{b.kind, b.rank}] = q[0], q[1:]
-		}
-		if h != nil && !used[h] {
-			pairs = append(pairs, diffPair{b, h})
-			used[b], used[h] = true, true
-		}
-	}
-	for _, side := range []struct {
-		arg, other string
-		gs         []*diffGroup
-	}{{baseArg, headArg, base}, {headArg, baseArg, head}} {
-		for _, g := range side.gs {
-			if !used[g] {
-				warn(fmt.Sprintf("%s: no %s of rank %d in %s to compare with", g.inputs[0].Source, g.kind, g.rank, side.other))
-			}
-		}
-	}
-	return pairs
-}
-
 func runDiff(stdout, stderr io.Writer, baseArg, headArg string, o *diffOptions) error {
 	if err := checkFormat(o.format, formatText, formatJSON, formatMarkdown); err != nil {
 		return err
@@ -226,41 +105,25 @@ func runDiff(stdout, stderr io.Writer, baseArg, headArg string, o *diffOptions) 
 		}
 		budgets = append(budgets, b)
 	}
-	base, err := loadSide(baseArg, stderr)
+	// Each pair's comparison and what it concludes (the gates and the
+	// headline) is the Evaluation's: a failed gate is a finding at error
+	// severity, and diff exits by the one policy.
+	q := question{command: "diff", kinds: []load.Kind{load.Trace, load.Snapshot, load.Summarized}, fallback: load.Trace,
+		options: rules.Options{Rules: rs, Compare: &rules.CompareQuery{Gates: rules.DiffGates{Leak: leakGate, LeakThreshold: leakThreshold, Budgets: budgets}, Top: o.top}}}
+	ev, err := answer(stderr, []string{baseArg, headArg}, q)
 	if err != nil {
 		return err
-	}
-	head, err := loadSide(headArg, stderr)
-	if err != nil {
-		return err
-	}
-	pairs := pairSides(base, head, baseArg, headArg, func(msg string) { fmt.Fprintf(stderr, "torchmem: warning: %s\n", msg) })
-	if len(pairs) == 0 {
-		return badInput(fmt.Errorf("%s and %s have nothing in common to compare (traces pair with traces, snapshots with snapshots, rank with rank)", baseArg, headArg))
-	}
-	// Each pair's comparison and what it concludes (rules.CompareSides:
-	// the gates and the headline).
-	gates := rules.DiffGates{Leak: leakGate, LeakThreshold: leakThreshold, Budgets: budgets}
-	var answers []report.DiffPair
-	passed := true
-	for _, p := range pairs {
-		a := rules.CompareSides(p.base.side(baseArg, rs), p.head.side(headArg, rs), gates, o.top)
-		passed = passed && a.Passed()
-		answers = append(answers, report.DiffPair{Answer: a, Base: p.base.inputs, Head: p.head.inputs})
 	}
 	if o.output != "" {
 		// The HTML page shows the first pair.
 		if err := writeFile(o.output, func(f *os.File) error {
-			return report.Generate(f, report.NewDiff(answers[:1], report.Options{Format: report.HTML, Version: version}))
+			return report.Generate(f, report.New(ev, report.Options{View: report.ViewDiff, Format: report.HTML, Version: version}))
 		}); err != nil {
 			return err
 		}
 	}
-	if err := report.Generate(stdout, report.NewDiff(answers, report.Options{Format: o.format})); err != nil {
+	if err := report.Generate(stdout, report.New(ev, report.Options{View: report.ViewDiff, Format: o.format})); err != nil {
 		return err
 	}
-	if !passed {
-		return findings()
-	}
-	return nil
+	return exitOf(ev, q.gate)
 }

@@ -90,32 +90,17 @@ func runFrag(stdout, stderr io.Writer, args []string, o *fragOptions) error {
 	if o.SmallMaxBytes <= 0 || o.TopSites < 0 || o.Depth < 0 || o.MinSmallFraction < 0 || o.MinGapFraction < 0 {
 		return badInput(errors.New("--small-max-bytes must be positive; --top, --depth and the fractions must not be negative"))
 	}
-	files, err := loadFiles(stderr, args, "frag", load.Trace, load.Trace, load.Snapshot, load.Summary)
+	// The verdict is the Evaluation's, judged with this command's options
+	// (they become the frag rules' thresholds), each file on its own; the
+	// tables are the analysis it was judged from.
+	q := question{command: "frag", kinds: []load.Kind{load.Trace, load.Snapshot, load.Summary}, fallback: load.Trace,
+		options: rules.Options{Rules: rules.DefaultRuleSet(), Frag: &o.FragOptions, Separately: true}, gate: gateFragmented}
+	ev, err := answer(stderr, args, q)
 	if err != nil {
 		return err
 	}
-	// The verdict is the Evaluation's, judged with this command's options
-	// (they become the frag rules' thresholds); the tables are the analysis
-	// it was judged from.
-	rs := rules.DefaultRuleSet().WithFrag(o.FragOptions)
-	var inputs []report.FragInput
-	fragmented := false
-	for _, f := range files {
-		in, err := ruleInput(f)
-		if err != nil {
-			return err
-		}
-		ev := rules.Evaluate(rs, []*rules.Input{in}, rules.EvalOptions{})
-		if a := ev.FragOf(in); a != nil && a.Verdict == rules.FragVerdictFragmented {
-			fragmented = true
-		}
-		inputs = append(inputs, report.FragInput{Eval: ev, Input: in})
-	}
-	if err := report.Generate(stdout, report.NewFrag(inputs, report.Options{Format: o.format})); err != nil {
+	if err := report.Generate(stdout, report.New(ev, report.Options{View: report.ViewFrag, Format: o.format})); err != nil {
 		return err
 	}
-	if fragmented {
-		return findings()
-	}
-	return nil
+	return exitOf(ev, q.gate)
 }

@@ -12,9 +12,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/memtimeline/memtest"
-	"github.com/torchmem/torchmem/rules"
 	"github.com/yuin/goldmark"
 	"github.com/yuin/goldmark/extension"
 	"github.com/yuin/goldmark/renderer/html"
@@ -275,32 +273,6 @@ func TestReadOnceInputs(t *testing.T) {
 	out, errOut, code = torchmem(t, "analyze", fmt.Sprintf("/dev/fd/%d", r.Fd()))
 	if code == exitBadInput || !strings.Contains(out, "Findings") {
 		t.Errorf("analyze /dev/fd/N: exit %d, %q\n%s", code, errOut, out)
-	}
-}
-
-// diff pairs thousands of ranks by kind and rank (it was a cubic scan);
-// one trace per side pairs whatever the ranks; unmatched groups warn.
-func TestDiffPairsManyRanks(t *testing.T) {
-	group := func(kind load.Kind, rank int64) *diffGroup {
-		return &diffGroup{kind: kind, rank: rank, inputs: []*rules.Input{{Source: fmt.Sprintf("%s-%d", kind, rank)}}}
-	}
-	const n = 5000
-	var base, head []*diffGroup
-	for r := range int64(n) {
-		base = append(base, group(load.Trace, r))
-		head = append(head, group(load.Trace, n-1-r))
-	}
-	base = append(base, group(load.Snapshot, 7))
-	head = append(head, group(load.Snapshot, 9), group(load.Trace, n+1))
-	warnings := 0
-	pairs := pairSides(base, head, "base", "head", func(string) { warnings++ })
-	if len(pairs) != n+1 || warnings != 1 {
-		t.Fatalf("%d pairs, %d warnings; want %d and 1", len(pairs), warnings, n+1)
-	}
-	for _, p := range pairs {
-		if p.base.kind != p.head.kind || (p.base.kind == load.Trace && p.base.rank != p.head.rank) {
-			t.Errorf("paired %s rank %d with %s rank %d", p.base.kind, p.base.rank, p.head.kind, p.head.rank)
-		}
 	}
 }
 

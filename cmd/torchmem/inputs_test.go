@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/torchmem/torchmem/memtimeline/chart/browsertest"
+	"github.com/torchmem/torchmem/cmd/internal/report/chart/browsertest"
 	"github.com/torchmem/torchmem/memtimeline/memtest"
 )
 

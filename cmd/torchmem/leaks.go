@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/cmd/internal/report"
+	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/rules"
 )
 
@@ -71,46 +72,42 @@ func runLeaks(stdout, stderr io.Writer, args []string, o *leaksOptions) error {
 	if err := checkFormat(o.format, formatTable, formatJSON, formatMarkdown); err != nil {
 		return err
 	}
-	// With the default options, many inputs are read into summaries to
-	// bound memory (their leak reports are made with those options).
 	rs, _, err := loadRules(o.rulesFile)
 	if err != nil {
 		return err
-	}
-	bounded := o.device == def.Device && o.depth == def.Depth && o.minBytes == def.MinBytesPerStep && o.steady == def.SteadySteps && o.rulesFile == ""
-	// The same inputs as every answering command reads, so that the
-	// verdict is the same.
-	ins, err := loadRuleInputs(stderr, args, "leaks", bounded)
-	if err != nil {
-		return err
-	}
-	if !bounded && slices.ContainsFunc(ins, func(in *rules.Input) bool { return in.IsDigest() }) {
-		fmt.Fprintf(stderr, "torchmem: warning: summaries hold the leak analysis made with the default options (--device, --depth and --min-bytes-per-step apply to traces)\n")
 	}
 	// The answer (verdicts, findings, exit code) and the per-file tables
 	// read one leak analysis, made with this command's options: --device
 	// filters the verdict as it filters the table.
 	opts := rules.LeakOptions{Device: o.device, MinBytesPerStep: o.minBytes, SteadySteps: o.steady, Depth: o.depth, MinSteps: def.MinSteps}
+	q := question{command: "leaks", fallback: load.Unknown, noCharts: true, options: rules.Options{Rules: rs},
+		// With the default options, many inputs are read into summaries
+		// to bound memory (their leak reports are made with those options).
+		bounded: opts == def && o.rulesFile == ""}
 	if opts != def {
-		if err := checkDevice(ins, o.device); err != nil {
-			return badInput(err)
-		}
-		for _, in := range ins {
-			in.LeakOptions = &opts
-		}
+		q.options.Leak = &opts
 	}
-	ev := rules.Evaluate(rs, ins, rules.EvalOptions{})
-	if ev.Unmeasured != nil {
-		return badInput(ev.Unmeasured)
+	q.check = func(ins []*rules.Input) error {
+		if !q.bounded && slices.ContainsFunc(ins, func(in *rules.Input) bool { return in.IsDigest() }) {
+			warn(stderr, "summaries hold the leak analysis made with the default options (--device, --depth and --min-bytes-per-step apply to traces)")
+		}
+		if opts == def {
+			return nil
+		}
+		return checkDevice(ins, o.device)
 	}
-	r := report.New(ev, report.Options{View: report.ViewLeaks, Format: o.format, Top: o.top, Leak: opts})
+	ev, err := answer(stderr, args, q)
+	if err != nil {
+		return err
+	}
+	r := report.New(ev, report.Options{View: report.ViewLeaks, Format: o.format, Top: o.top})
 	if err := report.Generate(stdout, r); err != nil {
 		return err
 	}
 	if why := exitWithoutLeak(ev); why != "" {
-		fmt.Fprintln(stderr, "torchmem: "+why)
+		say(stderr, "%s", why)
 	}
-	return exitOf(ev)
+	return exitOf(ev, q.gate)
 }
 
 // exitWithoutLeak says why leaks exits 1 when no verdict is LEAK: the

@@ -8,11 +8,11 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
-	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/cmd/internal/escape"
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/rules"
@@ -25,21 +25,6 @@ const progressMinBytes = 32 << 20
 // stdin is what "-" reads; tests replace it.
 var stdin io.Reader = os.Stdin
 
-// loadFiles reads the command's inputs through the one loader: files,
-// directories (expanded; files of other kinds passed over, unreadable ones
-// skipped with a warning) and "-" for stdin. kinds are what the command
-// reads (none: every kind); an unrecognized file named on the command line
-// is parsed as fallback so that its parser says what is wrong. Warnings go
-// to stderr; errors name the file and mean bad input (exit 2).
-func loadFiles(stderr io.Writer, args []string, command string, fallback load.Kind, kinds ...load.Kind) ([]*load.File, error) {
-	return loadFilesWith(stderr, args, command, chrometrace.ReadOptions{}, fallback, kinds...)
-}
-
-// loadFilesWith is loadFiles with options for the trace reader.
-func loadFilesWith(stderr io.Writer, args []string, command string, topts chrometrace.ReadOptions, fallback load.Kind, kinds ...load.Kind) ([]*load.File, error) {
-	return loadInputs(stderr, args, command, topts, false, fallback, kinds...)
-}
-
 // manyInputs is how many inputs a command that may bound its memory reads
 // whole; past it, each trace and snapshot is summarized as soon as it is
 // read (torchmem summarize's digest) and its records dropped, so that
@@ -47,26 +32,42 @@ func loadFilesWith(stderr io.Writer, args []string, command string, topts chrome
 // their sum.
 func manyInputs() int { return max(8, 2*runtime.GOMAXPROCS(0)) }
 
-// loadFilesBounded is loadFiles where a directory of many inputs is read
-// into summaries (see manyInputs), with one bar of inputs read on a
-// terminal. Only commands whose answers the summaries give alike (default
-// options) ask for it.
-func loadFilesBounded(stderr io.Writer, args []string, command string, bounded bool, fallback load.Kind, kinds ...load.Kind) ([]*load.File, error) {
-	return loadInputs(stderr, args, command, chrometrace.ReadOptions{}, bounded, fallback, kinds...)
+// loadInputs is the one loader entry: it reads the command's inputs
+// (files, directories expanded, "-" for stdin) through package load, of
+// the kinds q asks for (a file of another kind in a directory is passed
+// over; an unreadable one is skipped with a warning; an unrecognized file
+// named on the command line is parsed as q.fallback so that its parser
+// says what is wrong), and makes them the rules' inputs. With q.bounded, a
+// directory of many inputs is read into summaries (see manyInputs), with
+// one bar of inputs read on a terminal. Warnings go to stderr; errors name
+// the file and mean bad input (exit 2).
+func loadInputs(stderr io.Writer, args []string, q question) ([]*rules.Input, error) {
+	files, err := loadFiles(stderr, args, q)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*rules.Input, len(files))
+	for i, f := range files {
+		if out[i], err = ruleInput(f); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
-func loadInputs(stderr io.Writer, args []string, command string, topts chrometrace.ReadOptions, bounded bool, fallback load.Kind, kinds ...load.Kind) ([]*load.File, error) {
+// loadFiles reads the files loadInputs makes inputs of.
+func loadFiles(stderr io.Writer, args []string, q question) ([]*load.File, error) {
 	o := load.Options{
-		Trace:    topts,
-		Kinds:    kinds,
-		Fallback: fallback,
-		Command:  command,
+		Trace:    q.trace,
+		Kinds:    q.kinds,
+		Fallback: q.fallback,
+		Command:  q.command,
 		Stdin:    stdin,
 		Progress: progressBar,
-		Warn:     func(msg string) { fmt.Fprintf(stderr, "torchmem: warning: %s\n", msg) },
+		Warn:     func(msg string) { warn(stderr, "%s", msg) },
 	}
 	var reduced atomic.Int64
-	if bounded {
+	if q.bounded {
 		if srcs, err := load.Expand(args); err == nil && len(srcs) > manyInputs() {
 			bar := summarizeProgress(len(srcs))
 			defer bar.Finish()
@@ -92,7 +93,7 @@ func loadInputs(stderr io.Writer, args []string, command string, topts chrometra
 			}
 		}
 	}
-	if command == "check" || command == "leaks" {
+	if q.noCharts {
 		// They draw no chart: a summary's charts (half of it) are let go
 		// as each is read, so that a reduce of 10,000 summaries holds
 		// their verdicts, not their pictures.
@@ -111,6 +112,14 @@ func loadInputs(stderr io.Writer, args []string, command string, topts chrometra
 	if err != nil {
 		return nil, badInput(err)
 	}
+	if slices.Contains(q.kinds, load.Summarized) {
+		// Summaries of the other kinds the command reads only (as it
+		// passes over those files in a directory).
+		files = summariesOf(files, q.kinds...)
+		if len(files) == 0 {
+			return nil, badInput(fmt.Errorf("%s: no summary of %s here", strings.Join(args, " "), kindNames(slices.DeleteFunc(slices.Clone(q.kinds), func(k load.Kind) bool { return k == load.Summarized }))))
+		}
+	}
 	n := -reduced.Load()
 	for _, f := range files {
 		if f.Summarized != nil {
@@ -118,10 +127,10 @@ func loadInputs(stderr io.Writer, args []string, command string, topts chrometra
 		}
 	}
 	if n > 0 {
-		fmt.Fprintf(stderr, "torchmem: note: %d of %d inputs are summaries: %s\n", n, len(files), rules.NeedsFullTrace)
+		note(stderr, "%d of %d inputs are summaries: %s", n, len(files), rules.NeedsFullTrace)
 	}
 	if r := reduced.Load(); r > 0 {
-		fmt.Fprintf(stderr, "torchmem: note: %d inputs: each of the %d traces and snapshots was reduced to its summary as it was read, to keep memory bounded (the verdicts are the same; ops and stacks show every row)\n", len(files), r)
+		note(stderr, "%d inputs: each of the %d traces and snapshots was reduced to its summary as it was read, to keep memory bounded (the verdicts are the same; ops and stacks show every row)", len(files), r)
 	}
 	analysisPhase()
 	return files, nil
@@ -206,31 +215,6 @@ func ruleInput(f *load.File) (*rules.Input, error) {
 		return nil, badInput(load.FileError(f.Path, err))
 	}
 	return in, nil
-}
-
-// loadRuleInputs reads inputs of every kind for analyze, check and report;
-// bounded: many inputs are read into summaries (loadFilesBounded).
-func loadRuleInputs(stderr io.Writer, args []string, command string, bounded bool) ([]*rules.Input, error) {
-	files, err := loadFilesBounded(stderr, args, command, bounded, load.Unknown)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*rules.Input, len(files))
-	for i, f := range files {
-		if out[i], err = ruleInput(f); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-}
-
-// sources lists the inputs' file names.
-func sources(ins []*rules.Input) []string {
-	out := make([]string, len(ins))
-	for i, in := range ins {
-		out[i] = in.Source
-	}
-	return out
 }
 
 // Short names for the kinds, as the renderers use them.

@@ -1,16 +1,14 @@
 package main
 
 import (
-	"cmp"
 	"fmt"
 	"io"
-	"slices"
-	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/cmd/internal/report"
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
+	"github.com/torchmem/torchmem/rules"
 )
 
 func init() { subcommands = append(subcommands, newOpsCmd) }
@@ -70,45 +68,18 @@ func runOps(stdout, stderr io.Writer, args []string, o *opsOptions) error {
 	default:
 		return badInput(fmt.Errorf("unknown --group-by %q (want name, shape or stack)", o.groupBy))
 	}
-	less, err := operatorOrder(o.sort)
-	if err != nil {
-		return err
+	if _, err := rules.OperatorOrder(o.sort); err != nil {
+		return badInput(err)
 	}
 	// The operator table never looks at Python frames or flows: not
 	// keeping them saves a third of the memory of a trace recorded with
 	// with_stack.
-	files, err := loadFilesWith(stderr, args, "ops", chrometrace.ReadOptions{SkipPyFrames: true, SkipFlows: true}, load.Trace, load.Trace)
+	q := question{command: "ops", kinds: []load.Kind{load.Trace}, fallback: load.Trace, gate: gateNone,
+		trace:   chrometrace.ReadOptions{SkipPyFrames: true, SkipFlows: true},
+		options: rules.Options{Tables: &rules.TableQuery{Operators: &rules.OperatorQuery{Device: o.device, GroupBy: by, Sort: o.sort, Top: o.top}}}}
+	ev, err := answer(stderr, args, q)
 	if err != nil {
 		return err
 	}
-	var tables []report.OperatorTable
-	for _, f := range files {
-		rows := chrometrace.Operators(f.Trace, chrometrace.OperatorOptions{Device: o.device, GroupBy: by})
-		slices.SortStableFunc(rows, less)
-		if o.top > 0 && len(rows) > o.top {
-			rows = rows[:o.top]
-		}
-		tables = append(tables, report.OperatorTable{Path: f.Path, Trace: f.Trace, Summary: chrometrace.Summarize(f.Trace, o.device), Rows: rows, GroupBy: by})
-	}
-	return report.Generate(stdout, report.NewOps(tables, report.Options{Format: o.format}))
-}
-
-// operatorOrder returns the row order for --sort: largest first, ties by name.
-func operatorOrder(key string) (func(a, b chrometrace.OperatorStats) int, error) {
-	var val func(r *chrometrace.OperatorStats) int64
-	switch key {
-	case "self":
-		val = func(r *chrometrace.OperatorStats) int64 { return r.SelfDeviceMemory }
-	case "total":
-		val = func(r *chrometrace.OperatorStats) int64 { return r.DeviceMemory }
-	case "calls":
-		val = func(r *chrometrace.OperatorStats) int64 { return r.Calls }
-	case "allocs":
-		val = func(r *chrometrace.OperatorStats) int64 { return r.Allocs }
-	default:
-		return nil, badInput(fmt.Errorf("unknown --sort %q (want self, total, calls or allocs)", key))
-	}
-	return func(a, b chrometrace.OperatorStats) int {
-		return cmp.Or(cmp.Compare(val(&b), val(&a)), strings.Compare(a.Name, b.Name))
-	}, nil
+	return report.Generate(stdout, report.New(ev, report.Options{View: report.ViewOps, Format: o.format}))
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -24,7 +23,7 @@ func startProfiles() (stop func()) {
 			err = pprof.StartCPUProfile(f)
 		}
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "torchmem: warning: TORCHMEM_CPUPROFILE: %v\n", err)
+			warn(os.Stderr, "TORCHMEM_CPUPROFILE: %v", err)
 		} else {
 			cpu = f
 		}
@@ -42,7 +41,7 @@ func startProfiles() (stop func()) {
 				f.Close()
 			}
 			if err != nil {
-				fmt.Fprintf(os.Stderr, "torchmem: warning: TORCHMEM_MEMPROFILE: %v\n", err)
+				warn(os.Stderr, "TORCHMEM_MEMPROFILE: %v", err)
 			}
 		}
 	}

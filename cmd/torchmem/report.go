@@ -53,15 +53,18 @@ the rules with what to do.
 			if err != nil {
 				return err
 			}
-			ev, err := evaluate(cmd.ErrOrStderr(), args, "report", rs, rulesFile == "", &report.AllocationSites)
+			q := judged("report", rs, rulesFile, &report.AllocationSites)
+			ev, err := answer(cmd.ErrOrStderr(), args, q)
 			if err != nil {
 				return err
 			}
 			if err := writePageFile(output, ev, top); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s\n%s\n", output, report.VerdictLine(ev))
-			return exitOf(ev)
+			if err := report.Generate(cmd.OutOrStdout(), report.New(ev, report.Options{View: report.ViewWrote, Output: output})); err != nil {
+				return err
+			}
+			return exitOf(ev, q.gate)
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "the HTML file to write")

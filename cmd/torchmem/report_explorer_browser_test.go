@@ -12,9 +12,9 @@ import (
 
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
+	"github.com/torchmem/torchmem/cmd/internal/report/chart"
+	"github.com/torchmem/torchmem/cmd/internal/report/chart/browsertest"
 	"github.com/torchmem/torchmem/memtimeline"
-	"github.com/torchmem/torchmem/memtimeline/chart"
-	"github.com/torchmem/torchmem/memtimeline/chart/browsertest"
 	"github.com/torchmem/torchmem/memtimeline/memtest"
 	"github.com/torchmem/torchmem/rules"
 )
@@ -71,7 +71,7 @@ func TestReportExplorerInBrowser(t *testing.T) {
 	// The same range from the trace's own lifetimes.
 	tr := memtest.Trace(t, trace)
 	in := &rules.Input{Source: trace, Rank: -1, Trace: tr}
-	spec := chart.TraceSpecs(tr, "x")[0]
+	spec := rules.TraceCharts(tr)[0]
 	ex := chart.TraceExplorer(tr, in.Attribution(), in.Lifetimes(-1), 0, 0)
 	want := 0
 	ms := func(ns int64) float64 { return float64(ns-spec.StartNs) / 1e6 }

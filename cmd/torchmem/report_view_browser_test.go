@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
-	"github.com/torchmem/torchmem/memtimeline/chart/browsertest"
+	"github.com/torchmem/torchmem/cmd/internal/report/chart/browsertest"
 	"github.com/torchmem/torchmem/memtimeline/memtest"
 )
 

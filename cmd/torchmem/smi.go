@@ -78,41 +78,23 @@ findings and the verdict alike.`,
 				return badInput(fmt.Errorf("--min-growth-duration %v: want a positive duration", minGrowD))
 			}
 			opts.MinGrowthDuration = minGrowD
-			files, err := loadFiles(cmd.ErrOrStderr(), args, "smi", load.SMI, load.SMI, load.SMIApps)
-			if err != nil {
-				return err
-			}
 			// One Evaluation of every log given, with the flags as the
 			// smi rules' options and thresholds: the tables render its
 			// memoized analyses and the exit status is its own, so smi,
 			// analyze and check agree on the same logs.
-			ins := make([]*rules.Input, len(files))
-			for i, f := range files {
-				in, err := ruleInput(f)
-				if err != nil {
-					return err
-				}
-				in.SMIOptions = &opts
-				if gpu != "" && in.Has(rules.SourceSMI) {
-					g := in.SMI.GPU(gpu)
-					if g == nil {
-						var keys []string
-						for _, g := range in.SMI.GPUs {
-							keys = append(keys, g.Key)
-						}
-						return badInput(fmt.Errorf("%s: no GPU %q in the log (it has %s)", f.Path, gpu, strings.Join(keys, ", ")))
-					}
-					one := *in.SMI // the loaded log stays whole
-					one.GPUs = []*smi.GPU{g}
-					in.SMI = &one
-				}
-				ins[i] = in
+			q := question{command: "smi", kinds: []load.Kind{load.SMI, load.SMIApps}, fallback: load.SMI,
+				options: rules.Options{Rules: rules.DefaultRuleSet(), SMI: &opts}}
+			if gpu != "" {
+				q.check = func(ins []*rules.Input) error { return onlyGPU(ins, gpu) }
 			}
-			ev := rules.Evaluate(rules.DefaultRuleSet().WithSMI(opts), ins, rules.EvalOptions{})
-			if err := report.Generate(cmd.OutOrStdout(), report.NewSMI(ev, report.Options{Format: format})); err != nil {
+			ev, err := answer(cmd.ErrOrStderr(), args, q)
+			if err != nil {
 				return err
 			}
-			return exitOf(ev) // the one exit policy
+			if err := report.Generate(cmd.OutOrStdout(), report.New(ev, report.Options{View: report.ViewSMI, Format: format})); err != nil {
+				return err
+			}
+			return exitOf(ev, q.gate) // the one exit policy
 		},
 	}
 	f := cmd.Flags()
@@ -121,4 +103,26 @@ findings and the verdict alike.`,
 	f.Float64Var(&opts.Threshold, "threshold", opts.Threshold, "alarm when memory.used exceeds this fraction of memory.total")
 	f.DurationVar(&minGrowD, "min-growth-duration", opts.MinGrowthDuration, "shortest steady growth reported as a leak")
 	return cmd
+}
+
+// onlyGPU keeps one GPU of each nvidia-smi log (--gpu), the loaded log
+// left whole.
+func onlyGPU(ins []*rules.Input, gpu string) error {
+	for _, in := range ins {
+		if !in.Has(rules.SourceSMI) {
+			continue
+		}
+		g := in.SMI.GPU(gpu)
+		if g == nil {
+			var keys []string
+			for _, g := range in.SMI.GPUs {
+				keys = append(keys, g.Key)
+			}
+			return fmt.Errorf("%s: no GPU %q in the log (it has %s)", in.Source, gpu, strings.Join(keys, ", "))
+		}
+		one := *in.SMI
+		one.GPUs = []*smi.GPU{g}
+		in.SMI = &one
+	}
+	return nil
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/torchmem/torchmem/cmd/internal/report"
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
-	"github.com/torchmem/torchmem/memtimeline/snapshot"
+	"github.com/torchmem/torchmem/rules"
 )
 
 func init() { subcommands = append(subcommands, newSnapshotCmd) }
@@ -61,13 +61,11 @@ func runSnapshot(w, stderr io.Writer, args []string, o snapshotOptions) error {
 	if o.top < 0 || o.leaks < 0 {
 		return badInput(errors.New("--top and --leaks must be >= 0"))
 	}
-	files, err := loadFiles(stderr, args, "snapshot", load.Snapshot, load.Snapshot)
+	q := question{command: "snapshot", kinds: []load.Kind{load.Snapshot}, fallback: load.Snapshot, gate: gateNone,
+		options: rules.Options{Tables: &rules.TableQuery{Snapshot: true}}}
+	ev, err := answer(stderr, args, q)
 	if err != nil {
 		return err
 	}
-	var snaps []report.SnapshotFile
-	for _, f := range files {
-		snaps = append(snaps, report.SnapshotFile{Path: f.Path, Report: snapshot.Analyze(f.Snapshot, snapshot.DefaultBarWidth)})
-	}
-	return report.Generate(w, report.NewSnapshots(snaps, o.leaks, report.Options{Format: o.format, Top: o.top}))
+	return report.Generate(w, report.New(ev, report.Options{View: report.ViewSnapshot, Format: o.format, Top: o.top, Leaks: o.leaks}))
 }

@@ -1,16 +1,13 @@
 package main
 
 import (
-	"cmp"
-	"fmt"
 	"io"
-	"slices"
 
 	"github.com/spf13/cobra"
-	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/cmd/internal/report"
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/rules"
 )
 
 func init() { subcommands = append(subcommands, newStacksCmd) }
@@ -64,35 +61,14 @@ operator chains only.`,
 	return cmd
 }
 
-func siteValue(key string) (func(s *memtimeline.Site) int64, error) {
-	switch key {
-	case "alloc":
-		return func(s *memtimeline.Site) int64 { return s.AllocBytes }, nil
-	case "live":
-		return func(s *memtimeline.Site) int64 { return s.LiveBytesAtEnd }, nil
-	case "peak":
-		return func(s *memtimeline.Site) int64 { return s.LiveBytesAtPeak }, nil
-	case "allocs":
-		return func(s *memtimeline.Site) int64 { return s.Allocs }, nil
-	}
-	return nil, badInput(fmt.Errorf("unknown value %q (want alloc, live, peak or allocs)", key))
-}
-
 func runStacks(stdout, stderr io.Writer, args []string, o *stacksOptions) error {
 	if err := checkFormat(o.format, formatTable, formatJSON, formatCSV, formatMarkdown, formatFolded); err != nil {
 		return err
 	}
-	sortBy, err := siteValue(o.sort)
-	if err != nil {
-		return err
-	}
-	weight, err := siteValue(o.weight)
-	if err != nil {
-		return err
-	}
-	files, err := loadFiles(stderr, args, "stacks", load.Trace, load.Trace)
-	if err != nil {
-		return err
+	for _, key := range []string{o.sort, o.weight} {
+		if _, err := rules.SiteValue(key); err != nil {
+			return badInput(err)
+		}
 	}
 	if o.format == formatFolded {
 		o.folded = true
@@ -101,23 +77,13 @@ func runStacks(stdout, stderr io.Writer, args []string, o *stacksOptions) error 
 	if o.folded {
 		format = formatFolded
 	}
-	var tables []report.SiteTable
-	for _, f := range files {
-		t := f.Trace
-		if len(t.Memory) == 0 {
-			fmt.Fprintf(stderr, "torchmem: note: %s has no memory events; profile with profile_memory=True to see allocation sites\n", f.Path)
-		} else if len(t.PyFrames) == 0 {
-			fmt.Fprintf(stderr, "torchmem: note: %s was recorded without Python stacks: sites are operator chains only. Profile with with_stack=True to see file:line.\n", f.Path)
-		}
-		attr := chrometrace.Attribute(t)
-		sites := memtimeline.Sites(t, attr, memtimeline.Lifetimes(t, o.device), memtimeline.SiteOptions{Device: o.device, Depth: o.depth, AllFrames: o.allFrames})
-		if !o.folded { // folded stacks are every site, by weight
-			slices.SortStableFunc(sites, func(a, b memtimeline.Site) int { return cmp.Compare(sortBy(&b), sortBy(&a)) })
-			if o.top > 0 && len(sites) > o.top {
-				sites = sites[:o.top]
-			}
-		}
-		tables = append(tables, report.SiteTable{Path: f.Path, Sites: sites})
+	// Folded stacks are every site, by weight.
+	sites := &rules.SiteQuery{SiteOptions: memtimeline.SiteOptions{Device: o.device, Depth: o.depth, AllFrames: o.allFrames}, Sort: o.sort, Top: o.top, All: o.folded}
+	q := question{command: "stacks", kinds: []load.Kind{load.Trace}, fallback: load.Trace, gate: gateNone,
+		options: rules.Options{Tables: &rules.TableQuery{Sites: sites}}}
+	ev, err := answer(stderr, args, q)
+	if err != nil {
+		return err
 	}
-	return report.Generate(stdout, report.NewStacks(tables, weight, report.Options{Format: format}))
+	return report.Generate(stdout, report.New(ev, report.Options{View: report.ViewStacks, Format: format, Weight: o.weight}))
 }

@@ -60,29 +60,19 @@ said as bounded. The least-squares line (per step, R^2) is shown alongside.
 			if opts.WarmupSteps < 0 {
 				return badInput(fmt.Errorf("--warmup %d: want 0 or more steps", opts.WarmupSteps))
 			}
-			files, err := loadFiles(cmd.ErrOrStderr(), args, "steps", load.Steps, load.Steps, load.Summary)
+			// The fit is the Evaluation's (the same memoized analysis,
+			// with this command's --warmup), each log judged on its own,
+			// and so is the exit code.
+			q := question{command: "steps", kinds: []load.Kind{load.Steps, load.Summary}, fallback: load.Steps,
+				options: rules.Options{Rules: rules.DefaultRuleSet(), Steps: &opts, Separately: true}}
+			ev, err := answer(cmd.ErrOrStderr(), args, q)
 			if err != nil {
 				return err
 			}
-			// The fit is the Evaluation's (the same memoized analysis,
-			// with this command's --warmup), and so is the exit code.
-			var ins []*rules.Input
-			var exit error
-			for _, f := range files {
-				in, err := ruleInput(f)
-				if err != nil {
-					return err
-				}
-				in.StepOptions = &opts
-				if err := exitOf(rules.Evaluate(rules.DefaultRuleSet(), []*rules.Input{in}, rules.EvalOptions{})); err != nil {
-					exit = err
-				}
-				ins = append(ins, in)
-			}
-			if err := report.Generate(cmd.OutOrStdout(), report.NewSteps(ins, report.Options{Format: format})); err != nil {
+			if err := report.Generate(cmd.OutOrStdout(), report.New(ev, report.Options{View: report.ViewSteps, Format: format})); err != nil {
 				return err
 			}
-			return exit
+			return exitOf(ev, q.gate)
 		},
 	}
 	f := cmd.Flags()

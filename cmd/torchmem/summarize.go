@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"golang.org/x/sync/errgroup"
 	"io"
 	"os"
 	"path/filepath"
@@ -14,10 +13,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/torchmem/torchmem/cmd/internal/escape"
+	"github.com/torchmem/torchmem/cmd/internal/report"
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/internal/crash"
-	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules/digest"
+	"golang.org/x/sync/errgroup"
 )
 
 func init() { subcommands = append(subcommands, newSummarizeCmd) }
@@ -121,7 +121,7 @@ func runSummarize(stdout, stderr io.Writer, args []string, o *summarizeOptions) 
 			return badInput(err)
 		}
 		if srcs, names = sh.pick(srcs, names); len(srcs) == 0 {
-			fmt.Fprintf(stdout, "shard %d/%d: no inputs in this shard\n", sh.Index, sh.Count)
+			report.EmptyShard(stdout, sh.Index, sh.Count)
 			return nil
 		}
 	}
@@ -165,7 +165,7 @@ func runSummarize(stdout, stderr io.Writer, args []string, o *summarizeOptions) 
 	written := 0
 	for _, r := range res {
 		for _, w := range r.warnings {
-			fmt.Fprintf(stderr, "torchmem: warning: %s: %s\n", escape.Terminal(r.src.Path), escape.Terminal(w))
+			warn(stderr, "%s: %s", escape.Terminal(r.src.Path), escape.Terminal(w))
 		}
 		switch {
 		case r.err != nil && r.src.Named():
@@ -173,15 +173,11 @@ func runSummarize(stdout, stderr io.Writer, args []string, o *summarizeOptions) 
 				firstErr = r.err
 			}
 		case r.err != nil:
-			fmt.Fprintf(stderr, "torchmem: warning: skipping %s\n", escape.Terminal(r.err.Error()))
+			warn(stderr, "skipping %s", escape.Terminal(r.err.Error()))
 		case r.skip:
 		default:
 			written++
-			share := ""
-			if r.inBytes > 0 {
-				share = fmt.Sprintf(", %.2f%% of %s", 100*float64(r.outBytes)/float64(r.inBytes), memtimeline.FormatBytes(r.inBytes))
-			}
-			fmt.Fprintf(stdout, "%s -> %s (%s, %s%s)\n", escape.Terminal(r.src.Path), escape.Terminal(r.out), r.kind, memtimeline.FormatBytes(r.outBytes), share)
+			report.SummaryWritten(stdout, r.src.Path, r.out, string(r.kind), r.outBytes, r.inBytes)
 		}
 	}
 	if firstErr != nil {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
+	"github.com/torchmem/torchmem/internal/rankname"
 )
 
 // shard is one task's part of the inputs in a cluster array job: the
@@ -31,7 +32,7 @@ func (s shard) pick(srcs []load.Source, names []string) ([]load.Source, []string
 	var keepSrcs []load.Source
 	var keepNames []string
 	for i, src := range srcs {
-		if max(0, load.RankFromName(src.Path))%s.Count == s.Index {
+		if max(0, rankname.FromPath(src.Path))%s.Count == s.Index {
 			keepSrcs = append(keepSrcs, src)
 			keepNames = append(keepNames, names[i])
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
+	"github.com/torchmem/torchmem/internal/rankname"
 )
 
 func TestParseShard(t *testing.T) {
@@ -42,7 +43,7 @@ func TestShardPick(t *testing.T) {
 			if gotNames[k] != "n"+s.Path {
 				t.Errorf("%s renamed %s", s.Path, gotNames[k])
 			}
-			if r := max(0, load.RankFromName(s.Path)); r%2 != i {
+			if r := max(0, rankname.FromPath(s.Path)); r%2 != i {
 				t.Errorf("shard %d got %s (rank %d)", i, s.Path, r)
 			}
 		}

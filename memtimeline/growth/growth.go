@@ -135,7 +135,9 @@ type Result struct {
 }
 
 // Analyze reads the series y (one value per step, steps[i] its step
-// number, increasing) with p's constants.
+// number, increasing) with p's constants. Its phases: the noise and the
+// jumps (series), a measured flat or plateau (judgeFlat, judgePlateau),
+// then a staircase or a trend (judgeGrowth), else what is missing (why).
 func Analyze(steps []int64, y []float64, p Params) Result {
 	if len(steps) != len(y) {
 		panic("growth.Analyze: steps and values differ in length")
@@ -147,6 +149,38 @@ func Analyze(steps []int64, y []float64, p Params) Result {
 		r.Why = fmt.Sprintf("%d values: too few to tell", n)
 		return r
 	}
+	a := newSeries(steps, y, p)
+	r.Sigma = a.sigma
+	// The longest flat tail: a plateau when something rose before it.
+	e := flatTail(a.x, a.y, a.sigma, a.jumps, a.drops, p)
+	if a.judgeFlat(&r, e) {
+		return r
+	}
+	grew, L, done := a.judgePlateau(&r, e)
+	if done {
+		return r
+	}
+	if a.judgeGrowth(&r, grew, L) {
+		return r
+	}
+	r.Why = a.why(e)
+	return r
+}
+
+// series is one step series as Analyze reads it: x the steps from the
+// first, y the values (without bumps that fell back), d the changes,
+// sigma the noise, and the jumps and drops above it.
+type series struct {
+	steps        []int64
+	x, y, d      []float64
+	sigma        float64
+	jumps, drops []int
+	n            int
+	p            Params
+}
+
+func newSeries(steps []int64, y []float64, p Params) *series {
+	n := len(y)
 	x := make([]float64, n)
 	for i, s := range steps {
 		x[i] = float64(s - steps[0])
@@ -166,7 +200,6 @@ func Analyze(steps []int64, y []float64, p Params) Result {
 		}
 		sigma = max(min(sigma, 1.4826*mad(d2)), p.SigmaFloor)
 	}
-	r.Sigma = sigma
 	jumps, drops := findJumps(y, d, sigma, p)
 	if yb, ok := dropBumps(y, d, jumps, drops); ok {
 		// A block that rose and fell back by as much (a buffer held for
@@ -178,73 +211,85 @@ func Analyze(steps []int64, y []float64, p Params) Result {
 		}
 		jumps, drops = findJumps(y, d, sigma, p)
 	}
+	return &series{steps: steps, x: x, y: y, d: d, sigma: sigma, jumps: jumps, drops: drops, n: n, p: p}
+}
 
-	// The longest flat tail: a plateau when something rose before it.
-	e := flatTail(x, y, sigma, jumps, drops, p)
-	if e == 0 && n >= p.MinFlat {
+// judgeFlat says Flat when the whole series is flat (e == 0: its flat
+// tail is all of it), or rose and fell back to flat.
+func (a *series) judgeFlat(r *Result, e int) bool {
+	n, p := a.n, a.p
+	if e == 0 && n >= p.MinFlat || e > 0 && n >= p.MinFlat && wholeFlat(a.x, a.y, a.sigma, p) {
+		// (the second: up and back down, a bump that fell back)
 		r.Verdict = Flat
-		r.Start, r.End = steps[0], steps[n-1]
-		r.BytesPerStep, _ = theilSen(x, y)
-		return r
+		r.Start, r.End = a.steps[0], a.steps[n-1]
+		r.BytesPerStep, _ = theilSen(a.x, a.y)
+		return true
 	}
-	if e > 0 && n >= p.MinFlat && wholeFlat(x, y, sigma, p) {
-		// Up and back down (a bump that fell back): flat over the whole.
-		r.Verdict = Flat
-		r.Start, r.End = steps[0], steps[n-1]
-		r.BytesPerStep, _ = theilSen(x, y)
-		return r
-	}
-	grew, L := false, n-e
-	if e < n {
-		need := p.PlateauMin
-		prev := -1
-		for _, j := range jumps {
-			if j > e {
-				break
-			}
-			if prev >= 0 {
-				need = max(need, 2*(j-prev))
-			}
-			prev = j
-		}
-		tail := median(y[e:])
-		head := median(y[:min(3, e)])
-		fill := tail - head
-		grew = fill > p.PlateauC*sigma
-		// The tail is evidence that the growth stopped only if growth at
-		// the rate it had would have shown in it (a small leak under
-		// heavy churn is flat within the noise over a few dozen steps).
-		// Its rate: half the fill over the steps from where it first got
-		// half way (running median of 3, against noise) to the plateau.
-		mid := e
-		for i := 0; i < e; i++ {
-			if median(y[max(0, i-1):min(n, i+2)]) > head+fill/2 {
-				mid = i
-				break
-			}
-		}
-		rate := fill / 2 / max(1, x[e]-x[mid])
-		visible := rate*(x[n-1]-x[e]) > p.PlateauC*sigma
-		grew = grew && visible
-		if L >= need && grew {
-			r.Verdict = Plateau
-			r.Start, r.End = steps[0], steps[e]
-			if len(jumps) > 0 && jumps[0] <= e {
-				r.Start = steps[jumps[0]]
-			}
-			r.FillBytes, r.PlateauFrom, r.PlateauSteps = fill, steps[e], L
-			return r
-		}
-	}
+	return false
+}
 
-	// A staircase reaching the end, and a trend in the series without its
-	// jumps from the change point on.
+// judgePlateau says Plateau when the series rose and then stayed flat
+// from e on for long enough; grew says it rose before e by more than the
+// noise, visibly at its own rate, and L is the tail's length.
+func (a *series) judgePlateau(r *Result, e int) (grew bool, L int, done bool) {
+	steps, x, y, n, p, sigma := a.steps, a.x, a.y, a.n, a.p, a.sigma
+	L = n - e
+	if e >= n {
+		return false, L, false
+	}
+	need := p.PlateauMin
+	prev := -1
+	for _, j := range a.jumps {
+		if j > e {
+			break
+		}
+		if prev >= 0 {
+			need = max(need, 2*(j-prev))
+		}
+		prev = j
+	}
+	tail := median(y[e:])
+	head := median(y[:min(3, e)])
+	fill := tail - head
+	grew = fill > p.PlateauC*sigma
+	// The tail is evidence that the growth stopped only if growth at
+	// the rate it had would have shown in it (a small leak under
+	// heavy churn is flat within the noise over a few dozen steps).
+	// Its rate: half the fill over the steps from where it first got
+	// half way (running median of 3, against noise) to the plateau.
+	mid := e
+	for i := 0; i < e; i++ {
+		if median(y[max(0, i-1):min(n, i+2)]) > head+fill/2 {
+			mid = i
+			break
+		}
+	}
+	rate := fill / 2 / max(1, x[e]-x[mid])
+	visible := rate*(x[n-1]-x[e]) > p.PlateauC*sigma
+	grew = grew && visible
+	if L >= need && grew {
+		r.Verdict = Plateau
+		r.Start, r.End = steps[0], steps[e]
+		if len(a.jumps) > 0 && a.jumps[0] <= e {
+			r.Start = steps[a.jumps[0]]
+		}
+		r.FillBytes, r.PlateauFrom, r.PlateauSteps = fill, steps[e], L
+		return grew, L, true
+	}
+	return grew, L, false
+}
+
+// judgeGrowth says Growth for a staircase reaching the end, or a trend in
+// the series without its jumps from the change point on; it says why not
+// when the series grew and then stopped for too short a tail.
+func (a *series) judgeGrowth(r *Result, grew bool, L int) bool {
+	steps, x, y, d, n, p, sigma := a.steps, a.x, a.y, a.d, a.n, a.p, a.sigma
 	// The trend reads z, the series without the changes that stand out
 	// from its typical step; a staircase's jumps stand out from the steps
 	// between them (from 0 when it rises every step).
 	z, excess := smooth(y, d, p.SmoothK*sigma, p.FallBack, median(d))
 	zs, stand := smooth(y, d, p.SmoothK*sigma, p.FallBack, 0)
-	st, stair := staircase(steps, y, d, stand, sigma, jumps, drops, n, p)
+	st, stair := staircase(steps, y, d, stand, sigma, a.jumps, a.drops, n, p)
 	s := changePoint(x, z, p.MinSteps)
 	trend := false
 	var zslope float64
@@ -264,72 +309,88 @@ func Analyze(steps []int64, y []float64, p Params) Result {
 	}
 	switch {
 	case stair:
-		r.Verdict = Growth
-		// A jump at every value read is growth at every record (a log
-		// written every few steps), told per step, not as stairs.
-		r.Staircase, r.Period, r.Jump, r.Jumps = true, st.period, st.jump, st.count
-		r.Start, r.End = steps[st.first], steps[n-1]
-		r.BytesPerStep = st.jump / float64(st.period)
-		if st.everyPoint {
-			r.Staircase, r.Period, r.Jump, r.Jumps = false, 0, 0, 0
-		}
-		r.Accelerating = st.accelerating
-		r.Z = math.Inf(1)
-		// A slow growth under the stairs: the series without them (zs)
-		// still grows significantly.
-		if n-s >= p.MinSteps {
-			if _, zz := mannKendall(zs[s:], 0); zz >= p.ZCrit {
-				if b, _ := theilSen(x[s:], zs[s:]); b > 0 {
-					r.Z = zz
-					r.BytesPerStep += b
-					r.Start = steps[min(s, st.first)]
-				}
-			}
-		}
-		return r
+		a.stairResult(r, st, zs, s)
+		return true
 	case trend && grew && L >= p.ShortTail:
 		// It grew, then stopped: a tail too short for a plateau.
 		r.Why = fmt.Sprintf("it grew, then stayed flat for the last %d steps: too short a tail to call it a plateau (need %d), too long to call it growing", L, p.PlateauMin)
-		return r
+		return true
 	case trend:
-		r.Verdict = Growth
-		r.Start, r.End = steps[s], steps[n-1]
-		if s > 0 {
-			// z[s] is the line's base, at the flat part's level: the first
-			// step that grew is the next.
-			r.Start = steps[s+1]
-		}
-		r.BytesPerStep = zslope
-		// Jumps that recur inside the growth are part of it (rises of
-		// uneven size, the larger ones above the noise); one or two are
-		// one-time.
-		var in []int
-		for _, j := range jumps {
-			if j > s && excess[j-1] > p.JumpK*sigma {
-				in = append(in, j)
+		a.trendResult(r, s, zslope, excess)
+		return true
+	}
+	return false
+}
+
+// stairResult is a staircase's figures: its period and jump, and a slow
+// growth under the stairs (zs, the series without them, still grows
+// significantly from s on).
+func (a *series) stairResult(r *Result, st stairs, zs []float64, s int) {
+	steps, x, n, p := a.steps, a.x, a.n, a.p
+	r.Verdict = Growth
+	// A jump at every value read is growth at every record (a log
+	// written every few steps), told per step, not as stairs.
+	r.Staircase, r.Period, r.Jump, r.Jumps = true, st.period, st.jump, st.count
+	r.Start, r.End = steps[st.first], steps[n-1]
+	r.BytesPerStep = st.jump / float64(st.period)
+	if st.everyPoint {
+		r.Staircase, r.Period, r.Jump, r.Jumps = false, 0, 0, 0
+	}
+	r.Accelerating = st.accelerating
+	r.Z = math.Inf(1)
+	if n-s >= p.MinSteps {
+		if _, zz := mannKendall(zs[s:], 0); zz >= p.ZCrit {
+			if b, _ := theilSen(x[s:], zs[s:]); b > 0 {
+				r.Z = zz
+				r.BytesPerStep += b
+				r.Start = steps[min(s, st.first)]
 			}
 		}
-		if span := x[n-1] - x[s]; len(in) >= p.MinJumps && span > 0 && spread(in, s, n) {
-			// Jumps that recur over the whole growth are part of its
-			// slope: the robust line through the series itself.
-			r.BytesPerStep, _ = theilSen(x[s:], y[s:])
-		}
-		r.Accelerating = accelerating(x[s:], y[s:], sigma)
-		return r
 	}
+}
+
+// trendResult is a trend's figures from the change point s on.
+func (a *series) trendResult(r *Result, s int, zslope float64, excess []float64) {
+	steps, x, y, n, p, sigma := a.steps, a.x, a.y, a.n, a.p, a.sigma
+	r.Verdict = Growth
+	r.Start, r.End = steps[s], steps[n-1]
+	if s > 0 {
+		// z[s] is the line's base, at the flat part's level: the first
+		// step that grew is the next.
+		r.Start = steps[s+1]
+	}
+	r.BytesPerStep = zslope
+	// Jumps that recur inside the growth are part of it (rises of
+	// uneven size, the larger ones above the noise); one or two are
+	// one-time.
+	var in []int
+	for _, j := range a.jumps {
+		if j > s && excess[j-1] > p.JumpK*sigma {
+			in = append(in, j)
+		}
+	}
+	if span := x[n-1] - x[s]; len(in) >= p.MinJumps && span > 0 && spread(in, s, n) {
+		// Jumps that recur over the whole growth are part of its
+		// slope: the robust line through the series itself.
+		r.BytesPerStep, _ = theilSen(x[s:], y[s:])
+	}
+	r.Accelerating = accelerating(x[s:], y[s:], sigma)
+}
+
+// why says what an inconclusive series lacks.
+func (a *series) why(e int) string {
+	n, p, jumps := a.n, a.p, a.jumps
 	switch {
 	case n < p.MinSteps && len(jumps) < p.MinJumps:
-		r.Why = fmt.Sprintf("%d values: too few to tell growth (a trend needs %d, a staircase %d rises)", n, p.MinSteps, p.MinJumps)
+		return fmt.Sprintf("%d values: too few to tell growth (a trend needs %d, a staircase %d rises)", n, p.MinSteps, p.MinJumps)
 	case len(jumps) >= p.MinJumps:
-		r.Why = fmt.Sprintf("%d rises at irregular steps, not leveling off yet: a cache filling with new keys, or a leak", len(jumps))
+		return fmt.Sprintf("%d rises at irregular steps, not leveling off yet: a cache filling with new keys, or a leak", len(jumps))
 	case len(jumps) > 0 && e < n:
-		r.Why = fmt.Sprintf("%d one-time rise(s), then flat for %d steps: too short a tail to call it a plateau (need %d)", len(jumps), n-e, p.PlateauMin)
+		return fmt.Sprintf("%d one-time rise(s), then flat for %d steps: too short a tail to call it a plateau (need %d)", len(jumps), n-e, p.PlateauMin)
 	case len(jumps) > 0:
-		r.Why = fmt.Sprintf("%d one-time rise(s); no steady growth", len(jumps))
-	default:
-		r.Why = "no significant trend, and the series moves more than its noise"
+		return fmt.Sprintf("%d one-time rise(s); no steady growth", len(jumps))
 	}
-	return r
+	return "no significant trend, and the series moves more than its noise"
 }
 
 // reduce bounds the series to at most maxPoints block medians.

@@ -14,5 +14,5 @@
 // (chrometrace.Frame); PeakComposition is what the history held at its
 // peak, in memtimeline's Composition. The leak and fragmentation rules
 // (rules/leak, rules/frag) and the report's run timeline
-// (memtimeline/chart) take the Report and the Snapshot from here.
+// (cmd/internal/report/chart) take the Report and the Snapshot from here.
 package snapshot

@@ -18,5 +18,5 @@
 // allocated and reserved bytes is kept for the table only. Other readers
 // produce a Log too (a memory_summary() text: memsummary.Log.
 // StepLog), so the same test runs on them; the report's run timeline
-// (memtimeline/chart) draws it on the run's clock.
+// (cmd/internal/report/chart) draws it on the run's clock.
 package steplog

@@ -22,9 +22,9 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"regexp"
 	"strings"
 
+	"github.com/torchmem/torchmem/internal/rankname"
 	"github.com/torchmem/torchmem/rules"
 )
 
@@ -174,15 +174,15 @@ func Name(source string) string {
 	// rank3/trace.json.gz: the folder names the rank; the digest's name
 	// keeps it, so that shards summarized apart (one cluster task each)
 	// do not write the same name.
-	if !rankInName.MatchString(base) {
-		if dir := filepath.Base(filepath.Dir(filepath.Clean(source))); rankInName.MatchString(dir) {
+	if !hasRank(base) {
+		if dir := filepath.Base(filepath.Dir(filepath.Clean(source))); hasRank(dir) {
 			base = dir + "_" + base
 		}
 	}
 	return base + Ext
 }
 
-var rankInName = regexp.MustCompile(`(?i)rank[_-]?\d+`)
+func hasRank(name string) bool { _, ok := rankname.InName(name); return ok }
 
 // Names gives each source its digest file name, unique among them: files
 // of the same base name (rank0/trace.json.gz, rank1/trace.json.gz) are told

@@ -51,7 +51,7 @@ func FuzzReadSummary(f *testing.F) {
 			if ierr != nil {
 				return
 			}
-			ev := rules.Evaluate(rules.DefaultRuleSet(), []*rules.Input{in, in}, rules.EvalOptions{})
+			ev := rules.Evaluate([]*rules.Input{in, in}, rules.DefaultOptions())
 			_ = ev.FragOf(in)
 			_ = rules.NewInputSide(in)
 			_ = in.Leaks()

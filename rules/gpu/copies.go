@@ -358,14 +358,10 @@ func (fi *FrameIndex) UserLocation(th chrometrace.ThreadID, ts int64) *site.Loca
 		if libraryFrame(file) {
 			return true
 		}
-		loc = &site.Location{File: file, Line: line, Function: function}
-		if pre {
-			// Running since before profiling: the number is the line it
-			// was on when profiling began, not this call's. Line 0: not
-			// recorded (an allocator snapshot or a Python stack from the
-			// call itself gives it).
-			loc.Line = 0
-		}
+		// A trace names a frame by its def line; one running since before
+		// profiling by the line it was on when profiling began, not this
+		// call's: neither is the running line (site.FromTrace).
+		loc = (&site.Location{File: file, Line: line, Function: function}).FromTrace(pre)
 		return false
 	})
 	return loc

@@ -271,8 +271,9 @@ func Analyze(d Data, opts Options) Report {
 	return rep
 }
 
-// unreadable says why the trace cannot answer (no GPU memory events, or
-// events without addresses), "" when it can.
+// unreadable says why the trace cannot answer (no GPU memory events), ""
+// when it can. Events without addresses are read as a step series
+// (analyzeWithoutAddr).
 func unreadable(t *chrometrace.Trace) string {
 	gpuEvents := 0
 	for i := range t.Memory {

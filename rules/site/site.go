@@ -13,9 +13,16 @@ import (
 	"github.com/torchmem/torchmem/chrometrace"
 )
 
-// Location is a line of the user's Python code.
+// Location is a line of the user's Python code. The one vocabulary for
+// the two numbers a frame can carry: Line is the line that ran (an
+// allocator snapshot records it), printed file:N; DefLine the line of the
+// function's def (all a Kineto trace records of a frame: its
+// "file(N): func" names the def), printed as "def line N". A frame string
+// ("file(N): func") says which by its source: a trace's N is a def line,
+// a snapshot's the running line; a Location never leaves it implicit.
 type Location struct {
-	File     string `json:"file"`
+	File string `json:"file"`
+	// Line is the running line; 0 when not recorded (a trace).
 	Line     int    `json:"line"`
 	Function string `json:"function,omitempty"`
 	// DefLine is the line of Function's def when Line is not recorded
@@ -24,13 +31,33 @@ type Location struct {
 	DefLine int `json:"def_line"`
 }
 
-// Line 0 is a line the source did not record (a trace's frame that began
-// before profiling): the file and function are known, the line is not.
+// String is file:N for a running line, "file, def line N" when only the
+// def line is known, and says so when neither is.
 func (l *Location) String() string {
-	if l.Line <= 0 {
-		return l.File + " (line not recorded)"
+	switch {
+	case l.Line > 0:
+		return fmt.Sprintf("%s:%d", l.File, l.Line)
+	case l.DefLine > 0:
+		return fmt.Sprintf("%s, def line %d", l.File, l.DefLine)
 	}
-	return fmt.Sprintf("%s:%d", l.File, l.Line)
+	return l.File + " (line not recorded)"
+}
+
+// FromTrace is l read from a trace's frame: a trace names a frame by its
+// function's def line, or, for a frame already running when profiling
+// began (preProfiled), by the line it was on at that moment; never by the
+// line that ran. So Line is 0 (not recorded) and DefLine the number when
+// it is a def line.
+func (l *Location) FromTrace(preProfiled bool) *Location {
+	if l == nil {
+		return nil
+	}
+	out := *l
+	if !preProfiled && out.Line > 0 {
+		out.DefLine = out.Line
+	}
+	out.Line = 0
+	return &out
 }
 
 // LocationOf returns the innermost user frame of a stack as file:line.

@@ -22,7 +22,7 @@ func stepTime(ns int64) string {
 	if ns <= 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%.1f ms", float64(ns)/1e6)
+	return formatNS(ns)
 }
 
 // peakCell is a rank's peak, "not recorded" when none of its inputs

@@ -10,20 +10,6 @@ import (
 	"github.com/torchmem/torchmem/rules"
 )
 
-// DiffPair is one compared pair of the diff view: what rules.CompareSides
-// concluded, and the inputs of each side (the HTML page's chart).
-type DiffPair struct {
-	Answer     *rules.DiffAnswer
-	Base, Head []*rules.Input
-}
-
-// NewDiff builds the diff view: each pair's metrics, movers and gates;
-// the HTML page shows the first pair.
-func NewDiff(pairs []DiffPair, o Options) *Report {
-	o.View = ViewDiff
-	return &Report{Options: o, Diffs: pairs}
-}
-
 // diffJSON is one pair's --format json document.
 type diffJSON struct {
 	Base string `json:"base"`
@@ -54,7 +40,7 @@ func (r *Report) writeDiff(w io.Writer) error {
 		p := r.Diffs[0]
 		return writeDiffPage(w, p.Answer.Diff, p.Answer.Headline, !p.Answer.Passed(), p.Base, p.Head, r.Version)
 	}
-	return EachInput(w, r.Format, r.Diffs, func(w io.Writer, p DiffPair) error {
+	return EachInput(w, r.Format, r.Diffs, func(w io.Writer, p rules.DiffPair) error {
 		a := p.Answer
 		d := a.Diff
 		if r.Format == JSON {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jedib0t/go-pretty/v6/table"
 	"github.com/jedib0t/go-pretty/v6/text"
@@ -34,72 +35,108 @@ func stepOffset(rep *rules.FragReport, step string, ts int64) string {
 	return step
 }
 
-// formatNS prints a duration in ms (µs when short).
-func formatNS(ns int64) string {
-	if ns < 100_000 && ns > -100_000 {
-		return fmt.Sprintf("%.1f µs", float64(ns)/1e3)
-	}
-	return fmt.Sprintf("%.1f ms", float64(ns)/1e6)
+// formatNS prints nanoseconds as every duration prints
+// (memtimeline.FormatDuration).
+func formatNS(ns int64) string { return memtimeline.FormatDuration(time.Duration(ns)) }
+
+// fragText writes one fragmentation report's parts in text or Markdown.
+type fragText struct {
+	w      io.Writer
+	format string
+	md     bool
 }
 
-func writeFragReport(w io.Writer, path string, rep *rules.FragReport, format string) {
-	md := format == Markdown
-	heading := func(s string) {
-		if md {
-			fmt.Fprintf(w, "#### %s\n\n", s)
-		} else {
-			fmt.Fprintf(w, "%s\n", s)
-		}
+func (f fragText) heading(s string) {
+	if f.md {
+		fmt.Fprintf(f.w, "#### %s\n\n", s)
+	} else {
+		fmt.Fprintf(f.w, "%s\n", s)
 	}
-	if md {
+}
+
+func (f fragText) bullet(s string) {
+	if f.md {
+		fmt.Fprintf(f.w, "- %s\n", mdEscape(s))
+	} else {
+		fmt.Fprintf(f.w, "  - %s\n", s)
+	}
+}
+
+func (f fragText) list(title string, items []string) {
+	if len(items) == 0 {
+		return
+	}
+	if f.md {
+		fmt.Fprintf(f.w, "**%s**\n\n", title)
+	} else {
+		fmt.Fprintln(f.w, title)
+	}
+	for _, it := range items {
+		f.bullet(it)
+	}
+	if f.md {
+		fmt.Fprintln(f.w)
+	}
+}
+
+// table writes a table and the blank line after it.
+func (f fragText) table(tw table.Writer) {
+	Table(f.w, tw, f.format)
+	fmt.Fprintln(f.w)
+}
+
+// writeFragReport writes a trace's fragmentation report: the verdict and
+// why, then its tables (summary, sizes, steps, reserved given back, the
+// sites of small allocations and of churn).
+func writeFragReport(w io.Writer, path string, rep *rules.FragReport, format string) {
+	f := fragText{w: w, format: format, md: format == Markdown}
+	if !f.verdict(path, rep) {
+		return
+	}
+	f.summary(rep)
+	f.sizes(rep)
+	f.steps(rep)
+	f.drops(rep)
+	f.sites(fmt.Sprintf("Top sites of small allocations (<= %s)", memtimeline.FormatBytes(rep.SmallAllocs.MaxBytes)), rep.SmallAllocs.TopSites, true)
+	f.sites("Where cudaMalloc/cudaFree were called after the first step (churn)", rep.SegmentCalls.TopSites, false)
+}
+
+// verdict writes the file, the verdict and why; false when the verdict
+// is unknown (its reason is all there is to say).
+func (f fragText) verdict(path string, rep *rules.FragReport) bool {
+	w := f.w
+	if f.md {
 		fmt.Fprintf(w, "### %s\n\n**Verdict: %s**\n\n", mdEscape(path), rep.Verdict)
 	} else {
 		fmt.Fprintf(w, "%s\nVerdict: %s\n", path, strings.ToUpper(rep.Verdict))
 	}
-	bullet := func(s string) {
-		if md {
-			fmt.Fprintf(w, "- %s\n", mdEscape(s))
-		} else {
-			fmt.Fprintf(w, "  - %s\n", s)
-		}
-	}
 	if rep.Verdict == rules.FragVerdictUnknown {
-		if md {
+		if f.md {
 			fmt.Fprintf(w, "%s\n", mdEscape(rep.Reason))
-			return
-		}
-		fmt.Fprintf(w, "%s\n", rep.Reason)
-		return
-	}
-	list := func(title string, items []string) {
-		if len(items) == 0 {
-			return
-		}
-		if md {
-			fmt.Fprintf(w, "**%s**\n\n", title)
 		} else {
-			fmt.Fprintln(w, title)
+			fmt.Fprintf(w, "%s\n", rep.Reason)
 		}
-		for _, it := range items {
-			bullet(it)
-		}
-		if md {
-			fmt.Fprintln(w)
-		}
+		return false
 	}
 	if rep.Verdict == rules.FragVerdictFragmented {
-		list("Why:", rep.Reasons)
+		f.list("Why:", rep.Reasons)
 	} else {
-		list("Checked:", rep.Reasons)
+		f.list("Checked:", rep.Reasons)
 	}
-	list("What to try:", rep.Advice)
-	if !md {
+	f.list("What to try:", rep.Advice)
+	if !f.md {
 		fmt.Fprintln(w)
 	}
 	fmt.Fprintln(w, "Sizes in binary units as torch prints them (1 MB = 1 MiB); --format json gives exact bytes.")
 	fmt.Fprintln(w)
+	return true
+}
 
-	heading("Summary")
+// summary is the table of the allocator's traffic: allocations, small
+// ones, the reserved-minus-allocated gap, segment misses, cudaMalloc and
+// cudaFree, churn.
+func (f fragText) summary(rep *rules.FragReport) {
+	f.heading("Summary")
 	tw := NewTable()
 	tw.AppendHeader(table.Row{"", "Value", "Note"})
 	sa := rep.SmallAllocs
@@ -134,103 +171,109 @@ func writeFragReport(w io.Writer, path string, rep *rules.FragReport, format str
 	if rep.OOMRetryCalls+rep.RefillMallocs > 0 {
 		tw.AppendRow(table.Row{"Out-of-memory retry", fmt.Sprintf("%d calls, %d refill cudaMalloc", rep.OOMRetryCalls, rep.RefillMallocs), "the allocator freeing its cache to retry, and growing it back after: not churn"})
 	}
-	Table(w, tw, format)
-	fmt.Fprintln(w)
+	f.table(tw)
+}
 
-	heading("Allocation sizes (rounded blocks)")
-	tw = NewTable()
+// sizes is the allocation size histogram by the allocator's size classes.
+func (f fragText) sizes(rep *rules.FragReport) {
+	f.heading("Allocation sizes (rounded blocks)")
+	tw := NewTable()
 	tw.AppendHeader(table.Row{"Block size", "Allocator pool", "Allocations", "Share", "Bytes"})
 	for _, h := range rep.Histogram {
 		tw.AppendRow(table.Row{h.Label, h.Pool, h.Count, fmt.Sprintf("%.1f%%", 100*h.Fraction), memtimeline.FormatBytes(h.Bytes)})
 	}
 	tw.SetColumnConfigs([]table.ColumnConfig{{Number: 3, Align: text.AlignRight}, {Number: 4, Align: text.AlignRight}, {Number: 5, Align: text.AlignRight}})
-	Table(w, tw, format)
-	fmt.Fprintln(w)
+	f.table(tw)
+}
 
-	if len(rep.Steps) > 0 {
-		heading("Per step")
-		tw = NewTable()
-		tw.AppendHeader(table.Row{"Step", "Allocs", "Frees", "Churned", "Small", "Peak allocated", "Peak reserved", "cudaMalloc", "cudaFree", "Returned", ""})
-		for _, s := range rep.Steps {
-			note := []string{}
-			if !s.Steady {
-				note = append(note, "first step")
-			}
-			if s.NewPeak && s.Steady && s.CudaMalloc > 0 {
-				note = append(note, "new peak: growth")
-			}
-			if s.ChurnCalls > 0 {
-				note = append(note, fmt.Sprintf("%d churn calls", s.ChurnCalls))
-			}
-			tw.AppendRow(table.Row{s.Name, s.Allocs, s.Frees, memtimeline.FormatBytes(s.AllocBytes + s.FreedBytes), s.SmallAllocs,
-				memtimeline.FormatBytes(s.PeakAllocated), memtimeline.FormatBytes(s.PeakReserved),
-				callsCell(s.CudaMalloc, s.CudaMallocNS), callsCell(s.CudaFree, s.CudaFreeNS),
-				memtimeline.FormatBytes(s.ReservedReturnedBytes), strings.Join(note, ", ")})
-		}
-		cfg := []table.ColumnConfig{}
-		for c := 2; c <= 10; c++ {
-			cfg = append(cfg, table.ColumnConfig{Number: c, Align: text.AlignRight})
-		}
-		tw.SetColumnConfigs(cfg)
-		Table(w, tw, format)
-		fmt.Fprintln(w)
+// steps is the traffic per ProfilerStep.
+func (f fragText) steps(rep *rules.FragReport) {
+	if len(rep.Steps) == 0 {
+		return
 	}
-
-	if len(rep.ReservedDrops) > 0 {
-		heading("Reserved memory given back (segments freed)")
-		tw = NewTable()
-		tw.AppendHeader(table.Row{"When", "Returned", "Reserved after", "cudaFree calls", "By"})
-		for _, d := range rep.ReservedDrops {
-			tw.AppendRow(table.Row{stepOffset(rep, d.Step, d.TS), memtimeline.FormatBytes(d.Bytes), memtimeline.FormatBytes(d.ReservedAfter), d.CudaFreeCalls, d.Cause()})
+	f.heading("Per step")
+	tw := NewTable()
+	tw.AppendHeader(table.Row{"Step", "Allocs", "Frees", "Churned", "Small", "Peak allocated", "Peak reserved", "cudaMalloc", "cudaFree", "Returned", ""})
+	for _, s := range rep.Steps {
+		note := []string{}
+		if !s.Steady {
+			note = append(note, "first step")
 		}
-		Table(w, tw, format)
-		fmt.Fprintln(w)
+		if s.NewPeak && s.Steady && s.CudaMalloc > 0 {
+			note = append(note, "new peak: growth")
+		}
+		if s.ChurnCalls > 0 {
+			note = append(note, fmt.Sprintf("%d churn calls", s.ChurnCalls))
+		}
+		tw.AppendRow(table.Row{s.Name, s.Allocs, s.Frees, memtimeline.FormatBytes(s.AllocBytes + s.FreedBytes), s.SmallAllocs,
+			memtimeline.FormatBytes(s.PeakAllocated), memtimeline.FormatBytes(s.PeakReserved),
+			callsCell(s.CudaMalloc, s.CudaMallocNS), callsCell(s.CudaFree, s.CudaFreeNS),
+			memtimeline.FormatBytes(s.ReservedReturnedBytes), strings.Join(note, ", ")})
 	}
+	tw.SetColumnConfigs(rightAligned(2, 10))
+	f.table(tw)
+}
 
-	writeSites := func(title string, sites []rules.FragCodeSite, bytes bool) {
-		if len(sites) == 0 {
-			return
+// drops are the times reserved memory was given back.
+func (f fragText) drops(rep *rules.FragReport) {
+	if len(rep.ReservedDrops) == 0 {
+		return
+	}
+	f.heading("Reserved memory given back (segments freed)")
+	tw := NewTable()
+	tw.AppendHeader(table.Row{"When", "Returned", "Reserved after", "cudaFree calls", "By"})
+	for _, d := range rep.ReservedDrops {
+		tw.AppendRow(table.Row{stepOffset(rep, d.Step, d.TS), memtimeline.FormatBytes(d.Bytes), memtimeline.FormatBytes(d.ReservedAfter), d.CudaFreeCalls, d.Cause()})
+	}
+	f.table(tw)
+}
+
+// sites is a table of code sites (with their bytes when bytes is set).
+func (f fragText) sites(title string, sites []rules.FragCodeSite, bytes bool) {
+	if len(sites) == 0 {
+		return
+	}
+	f.heading(title)
+	tw := NewTable()
+	row := table.Row{"Count", "Per step", "Share"}
+	if bytes {
+		row = append(row, "Bytes")
+	}
+	tw.AppendHeader(append(row, "Python stack (innermost last)", "Operator"))
+	sep := "\n"
+	if f.format != Text {
+		sep = " → "
+	}
+	for _, s := range sites {
+		stack := slices.Clone(s.Stack)
+		if len(stack) == 0 {
+			stack = []string{chrometrace.NoPythonStack}
 		}
-		heading(title)
-		tw := NewTable()
-		row := table.Row{"Count", "Per step", "Share"}
+		op := s.Operator
+		if s.ForwardOp != "" {
+			op += " (backward of " + s.ForwardOp + ")"
+		}
+		r := table.Row{s.Count, fmt.Sprintf("%.1f", s.PerStep), fmt.Sprintf("%.1f%%", 100*s.Fraction)}
 		if bytes {
-			row = append(row, "Bytes")
+			r = append(r, memtimeline.FormatBytes(s.Bytes))
 		}
-		tw.AppendHeader(append(row, "Python stack (innermost last)", "Operator"))
-		sep := "\n"
-		if format != Text {
-			sep = " → "
-		}
-		for _, s := range sites {
-			stack := slices.Clone(s.Stack)
-			if len(stack) == 0 {
-				stack = []string{chrometrace.NoPythonStack}
-			}
-			op := s.Operator
-			if s.ForwardOp != "" {
-				op += " (backward of " + s.ForwardOp + ")"
-			}
-			r := table.Row{s.Count, fmt.Sprintf("%.1f", s.PerStep), fmt.Sprintf("%.1f%%", 100*s.Fraction)}
-			if bytes {
-				r = append(r, memtimeline.FormatBytes(s.Bytes))
-			}
-			tw.AppendRow(append(r, strings.Join(stack, sep), strings.ReplaceAll(op, " > ", sep+"> ")))
-		}
-		numeric := 3
-		if bytes {
-			numeric = 4
-		}
-		cfg := []table.ColumnConfig{}
-		for c := 1; c <= numeric; c++ {
-			cfg = append(cfg, table.ColumnConfig{Number: c, Align: text.AlignRight})
-		}
-		tw.SetColumnConfigs(cfg)
-		Table(w, tw, format)
-		fmt.Fprintln(w)
+		tw.AppendRow(append(r, strings.Join(stack, sep), strings.ReplaceAll(op, " > ", sep+"> ")))
 	}
-	writeSites(fmt.Sprintf("Top sites of small allocations (<= %s)", memtimeline.FormatBytes(sa.MaxBytes)), sa.TopSites, true)
-	writeSites("Where cudaMalloc/cudaFree were called after the first step (churn)", sc.TopSites, false)
+	numeric := 3
+	if bytes {
+		numeric = 4
+	}
+	tw.SetColumnConfigs(rightAligned(1, numeric))
+	f.table(tw)
+}
+
+// rightAligned right-aligns columns from to to (1-based, inclusive).
+func rightAligned(from, to int) []table.ColumnConfig {
+	var cfg []table.ColumnConfig
+	for c := from; c <= to; c++ {
+		cfg = append(cfg, table.ColumnConfig{Number: c, Align: text.AlignRight})
+	}
+	return cfg
 }
 
 func callsCell(n, ns int64) string {
@@ -248,30 +291,18 @@ type fragSummaryDocJSON struct {
 	Devices []memsummary.Frag `json:"devices"`
 }
 
-// FragInput is one input of the frag view with the evaluation that judged
-// it (frag judges each file on its own, with the command's thresholds).
-type FragInput struct {
-	Eval  *rules.Evaluation
-	Input *rules.Input
-}
-
-// NewFrag builds the frag view: each input's fragmentation report.
-func NewFrag(inputs []FragInput, o Options) *Report {
-	o.View = ViewFrag
-	return &Report{Options: o, FragInputs: inputs}
-}
-
 // writeFrag writes each input's report: a trace's allocator traffic, a
 // snapshot's layout, a memory_summary() log's figures.
 func (r *Report) writeFrag(w io.Writer) error {
-	return EachInput(w, r.Format, r.FragInputs, func(w io.Writer, f FragInput) error {
-		switch in := f.Input; {
+	ev := r.Eval
+	return EachInput(w, r.Format, ev.Inputs, func(w io.Writer, in *rules.Input) error {
+		switch {
 		case in.Has(rules.SourceSnapshot):
-			return writeFragSnapshot(w, f.Eval, in, r.Format)
+			return writeFragSnapshot(w, ev, in, r.Format)
 		case in.Has(rules.SourceMemSummary):
-			return writeFragSummary(w, f.Eval, in, r.Format)
+			return writeFragSummary(w, ev, in, r.Format)
 		}
-		return writeFragTrace(w, f.Eval, f.Input, r.Format)
+		return writeFragTrace(w, ev, in, r.Format)
 	})
 }
 

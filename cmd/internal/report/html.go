@@ -12,8 +12,8 @@ import (
 	"strings"
 
 	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/cmd/internal/report/chart"
 	"github.com/torchmem/torchmem/memtimeline"
-	"github.com/torchmem/torchmem/memtimeline/chart"
 	"github.com/torchmem/torchmem/memtimeline/snapshot"
 	"github.com/torchmem/torchmem/rules"
 )
@@ -174,9 +174,7 @@ func (r *Report) writePage(w io.Writer) error {
 // buildReportAnswer renders one verdict for the page's top.
 func buildReportAnswer(idPrefix string, v rules.Verdict) (reportAnswer, error) {
 	a := reportAnswer{Status: v.Status(), Name: v.Name, Evidence: v.Leak.Evidence}
-	for _, s := range v.Sources {
-		a.Files = append(a.Files, filepath.Base(s))
-	}
+	a.Files = sourceNames(v.Sources)
 	l := reportLine{Label: strings.ToUpper(v.Leak.Verdict), Text: leakText(v.Leak, false)}
 	if len(v.Leak.Holding) > 1 {
 		l.Chain = v.Leak.Holding
@@ -295,9 +293,10 @@ func buildReportInput(idPrefix string, in *rules.Input, fs []rules.Finding, top 
 		l := in.Leaks()
 		var specs []chart.Spec
 		if t != nil {
-			// TraceSpecs draws one chart per GPU in TraceTimelines' order.
+			// TraceCharts draws one chart per GPU in TraceTimelines' order.
 			tls := memtimeline.TraceTimelines(t)
-			for i, spec := range chart.TraceSpecs(t, idPrefix) {
+			for i, c := range rules.TraceCharts(t) {
+				spec := specOf(c, fmt.Sprintf("%s%d", idPrefix, i))
 				if i < len(tls) {
 					spec.Holders = memtimeline.HolderSamples(t, in.Attribution(), in.Lifetimes(-1), tls[i].Device, 200, 3)
 					spec.Explorer = chart.TraceExplorer(t, in.Attribution(), in.Lifetimes(-1), tls[i].Device, 0)
@@ -306,9 +305,8 @@ func buildReportInput(idPrefix string, in *rules.Input, fs []rules.Finding, top 
 			}
 		} else {
 			// A summary's charts: downsampled, every peak kept.
-			for i, spec := range in.Digest.Charts {
-				spec.ID = fmt.Sprintf("%s%d", idPrefix, i)
-				specs = append(specs, spec)
+			for i, c := range in.Digest.Charts {
+				specs = append(specs, specOf(c, fmt.Sprintf("%s%d", idPrefix, i)))
 			}
 		}
 		for _, spec := range specs {
@@ -419,6 +417,19 @@ func (ri *reportInput) addChart(spec chart.Spec) error {
 	return nil
 }
 
+// specOf is the chart of one GPU's memory (rules.MemoryChart's series,
+// bands and markers), as element id.
+func specOf(c rules.MemoryChart, id string) chart.Spec {
+	spec := chart.Spec{ID: id, Title: c.Title, StartNs: c.StartNs, Allocated: c.Allocated, Reserved: c.Reserved, Holders: c.Holders}
+	for _, st := range c.Steps {
+		spec.Steps = append(spec.Steps, chart.StepSpan{Name: st.Name, StartNs: st.StartNs, EndNs: st.EndNs})
+	}
+	for _, m := range c.Markers {
+		spec.Markers = append(spec.Markers, chart.Marker{Name: m.Name, TNs: m.TNs, Bytes: m.Bytes})
+	}
+	return spec
+}
+
 // leakMarkers pins, at the end of each step in which a leak kept memory,
 // what it kept then and so far: the growth shows on the chart where it
 // happens, with annotate's figures (leakKeptByStep, leakMarkerName).
@@ -486,7 +497,7 @@ func snapshotSummaryKV(st snapshot.Stats, ooms int) []reportKV {
 }
 
 func traceSummaryKV(t *chrometrace.Trace, s chrometrace.Summary) []reportKV {
-	kv := []reportKV{{"Events", fmt.Sprintf("%d over %.1f ms", s.Events, float64(s.DurationNs)/1e6)}}
+	kv := []reportKV{{"Events", fmt.Sprintf("%d over %s", s.Events, formatNS(s.DurationNs))}}
 	if s.GPU != "" {
 		kv = append(kv, reportKV{"GPU", fmt.Sprintf("%s, %s, CUDA %s", s.GPU, memtimeline.FormatBytes(s.GPUMemoryBytes), s.CUDARuntime)})
 	}

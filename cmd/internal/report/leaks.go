@@ -23,7 +23,11 @@ type LeakFile struct {
 // leakFiles are the leak reports of the traces and snapshots, made with
 // the command's options through the Evaluation's memo (the defaults are
 // computed once); logs carry their evidence in the verdict.
-func leakFiles(ev *rules.Evaluation, opts rules.LeakOptions, top int) []LeakFile {
+func leakFiles(ev *rules.Evaluation, top int) []LeakFile {
+	opts := rules.DefaultLeakOptions()
+	if ev.Options.Leak != nil {
+		opts = *ev.Options.Leak
+	}
 	var results []LeakFile
 	for _, in := range ev.Inputs {
 		r := LeakFile{Path: in.Source, Rank: in.Rank}

@@ -10,6 +10,7 @@ import (
 	"github.com/jedib0t/go-pretty/v6/text"
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/rules"
 )
 
 // OperatorTable is one trace's operator rows in the ops view, already
@@ -22,10 +23,20 @@ type OperatorTable struct {
 	GroupBy chrometrace.GroupBy
 }
 
-// NewOps builds the ops view: each trace's key_averages table.
-func NewOps(tables []OperatorTable, o Options) *Report {
-	o.View = ViewOps
-	return &Report{Options: o, Operators: tables}
+// tables takes the evaluation's tables of the table views (ops, stacks,
+// snapshot), one per input of the view's kind.
+func (r *Report) tables(ts []rules.Table) {
+	for _, t := range ts {
+		in := t.Input
+		switch {
+		case r.View == ViewOps && in.Has(rules.SourceTrace):
+			r.Operators = append(r.Operators, OperatorTable{Path: in.Source, Trace: in.Trace, Summary: t.Summary, Rows: t.Operators, GroupBy: r.Eval.Options.Tables.Operators.GroupBy})
+		case r.View == ViewStacks && in.Has(rules.SourceTrace):
+			r.Stacks = append(r.Stacks, SiteTable{Path: in.Source, Sites: t.Sites})
+		case r.View == ViewSnapshot && t.Snapshot != nil:
+			r.Snapshots = append(r.Snapshots, SnapshotFile{Path: in.Source, Report: t.Snapshot})
+		}
+	}
 }
 
 // writeOperators writes each trace's table; with several traces a CSV names the

@@ -6,10 +6,10 @@
 // model once from the evaluation, Generate writes it in the format asked
 // for, so that no two formats can tell different stories.
 //
-// The commands (cmd/torchmem) parse flags, load, evaluate, hand the
-// evaluation (or their own analysis: ops, stacks, snapshot, smi, steps,
-// frag, diff, rules) to a view's constructor and Generate, and exit; they
-// lay out no table or document themselves. Wording a verdict, a fix or
+// The commands (cmd/torchmem) parse flags into rules.Options, load and
+// evaluate once, hand the evaluation to New with their view and Generate,
+// and exit; they lay out no table or document themselves (the rules list,
+// of no evaluation, is NewRules). Wording a verdict, a fix or
 // advice belongs to rules; this package lays it out, escaped for its
 // medium (every table escapes its cells) and fitted to the width (text
 // wraps with a hanging indent).
@@ -36,22 +36,27 @@ const (
 	ViewLeaks View = "leaks"
 	// ViewPage is the self-contained HTML page (torchmem report, analyze -o).
 	ViewPage View = "report"
-	// ViewSnapshot is each allocator snapshot's report (NewSnapshots).
+	// ViewSnapshot is each allocator snapshot's report (Evaluation.Tables).
 	ViewSnapshot View = "snapshot"
-	// ViewFrag is each input's fragmentation report (NewFrag).
+	// ViewFrag is each input's fragmentation report (Options.Frag, each input judged apart).
 	ViewFrag View = "frag"
-	// ViewDiff is each compared pair of runs (NewDiff).
+	// ViewDiff is each compared pair of runs (Evaluation.Diffs).
 	ViewDiff View = "diff"
-	// ViewOps is each trace's operator table (NewOps).
+	// ViewOps is each trace's operator table (Evaluation.Tables).
 	ViewOps View = "ops"
-	// ViewStacks is each trace's allocation sites (NewStacks).
+	// ViewStacks is each trace's allocation sites (Evaluation.Tables).
 	ViewStacks View = "stacks"
-	// ViewSMI is each nvidia-smi log's analysis (NewSMI).
+	// ViewSMI is each nvidia-smi log's analysis.
 	ViewSMI View = "smi"
-	// ViewSteps is each per-step memory log's fit (NewSteps).
+	// ViewSteps is each per-step memory log's fit.
 	ViewSteps View = "steps"
 	// ViewRules is the list of rules in force (NewRules).
 	ViewRules View = "rules"
+	// ViewWrote says where the HTML page went and the run's verdict
+	// (torchmem report).
+	ViewWrote View = "wrote"
+	// ViewAnnotated says what annotate wrote (Options.Annotated).
+	ViewAnnotated View = "annotated"
 )
 
 // Options say which view to build and how to lay it out.
@@ -68,9 +73,15 @@ type Options struct {
 	SourceRoot string
 	// Version is torchmem's version, named by SARIF and the HTML page.
 	Version string
-	// Leak, for ViewLeaks, are the options each file's leak report is made
-	// with (the verdicts are the Evaluation's whatever they are).
-	Leak rules.LeakOptions
+	// Leaks is the number of leak candidate groups the snapshot view shows
+	// (0: all).
+	Leaks int
+	// Weight is what a folded stack counts (stacks: alloc, live, peak).
+	Weight string
+	// Output is the file a command wrote (ViewWrote, ViewAnnotated).
+	Output string
+	// Annotated is what annotate added to the trace (ViewAnnotated).
+	Annotated *Annotated
 }
 
 // Report is one command's view, built once (New, or the view's own
@@ -83,20 +94,14 @@ type Report struct {
 	// LeakFiles are each file's leak report (ViewLeaks).
 	LeakFiles []LeakFile
 	// Snapshots are the snapshot view's reports.
-	Snapshots     []SnapshotFile
-	snapshotLeaks int
-	// FragInputs are the frag view's inputs, each with its evaluation.
-	FragInputs []FragInput
+	Snapshots []SnapshotFile
 	// Diffs are the diff view's compared pairs.
-	Diffs []DiffPair
+	Diffs []rules.DiffPair
 	// Operators are the ops view's tables.
 	Operators []OperatorTable
 	// Stacks are the stacks view's tables; foldedWeight is what a folded
 	// stack counts.
-	Stacks       []SiteTable
-	foldedWeight func(*memtimeline.Site) int64
-	// StepLogs are the steps view's logs.
-	StepLogs []*rules.Input
+	Stacks []SiteTable
 	// RuleSet is the rules view's rules.
 	RuleSet rules.RuleSet
 }
@@ -105,10 +110,10 @@ type Report struct {
 // show: every device, the innermost 5 frames of the user's code.
 var AllocationSites = memtimeline.SiteOptions{Device: -1, Depth: 5}
 
-// New builds the view o.View of ev: check, analyze, leaks or the HTML
-// page. The views of a command's own analysis have their constructors
-// (NewOps, NewStacks, NewSnapshots, NewFrag, NewDiff, NewSMI, NewSteps,
-// NewRules).
+// New builds the view o.View of ev, the one constructor of every view of
+// an evaluation: check, analyze, leaks, the HTML page, frag, steps, smi,
+// diff (ev.Diffs) and the tables of ops, stacks and snapshot (ev.Tables).
+// The rules view, of no evaluation, is NewRules.
 func New(ev *rules.Evaluation, o Options) *Report {
 	if o.Width <= 0 {
 		o.Width = Width()
@@ -118,7 +123,11 @@ func New(ev *rules.Evaluation, o Options) *Report {
 	case ViewAnalyze:
 		r.Inputs = analyses(ev, o.Top)
 	case ViewLeaks:
-		r.LeakFiles = leakFiles(ev, o.Leak, o.Top)
+		r.LeakFiles = leakFiles(ev, o.Top)
+	case ViewDiff:
+		r.Diffs = ev.Diffs
+	case ViewOps, ViewStacks, ViewSnapshot:
+		r.tables(ev.Tables)
 	}
 	return r
 }
@@ -150,6 +159,11 @@ func Generate(w io.Writer, r *Report) error {
 		return r.writeSteps(w)
 	case ViewRules:
 		return writeRules(w, r.RuleSet.Rules, r.Format)
+	case ViewWrote:
+		_, err := fmt.Fprintf(w, "wrote %s\n%s\n", r.Output, VerdictLine(r.Eval))
+		return err
+	case ViewAnnotated:
+		return r.writeAnnotated(w)
 	}
 	return fmt.Errorf("report: no view %q", r.View)
 }

@@ -60,7 +60,7 @@ func topN(top, n int) int {
 func writeTraceSummary(w io.Writer, path string, t *chrometrace.Trace, s chrometrace.Summary) {
 	fmt.Fprintf(w, "Trace:    %s (%d events", path, s.Events)
 	if s.DurationNs > 0 {
-		fmt.Fprintf(w, ", %.1f ms", float64(s.DurationNs)/1e6)
+		fmt.Fprintf(w, ", %s", formatNS(s.DurationNs))
 	}
 	fmt.Fprintln(w, ")")
 	if s.GPU != "" {

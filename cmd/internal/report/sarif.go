@@ -1,6 +1,7 @@
 package report
 
 import (
+	"cmp"
 	"io"
 	"net/url"
 	"os"
@@ -165,7 +166,7 @@ func writeSARIF(w io.Writer, fs []rules.Finding, rs []rules.Rule, root, version 
 		if f.Location != nil {
 			where = f.Location.String()
 			if uri, ok := sarifURI(root, f.Location.File); ok {
-				phys = sarifPhysical{ArtifactLocation: sarifArtifact{URI: uri, URIBaseID: "SRCROOT"}, Region: &sarifRegion{StartLine: max(f.Location.Line, 1)}}
+				phys = sarifPhysical{ArtifactLocation: sarifArtifact{URI: uri, URIBaseID: "SRCROOT"}, Region: &sarifRegion{StartLine: max(cmp.Or(f.Location.Line, f.Location.DefLine), 1)}}
 			}
 		} else if f.Source != "" {
 			where = f.Source

@@ -14,14 +14,6 @@ import (
 	"github.com/torchmem/torchmem/rules"
 )
 
-// NewSMI builds the smi view of ev, whose inputs are nvidia-smi logs: per
-// GPU log its leaks, idle-but-full stretches and time near out of memory;
-// per per-process log its processes beside the GPU log of its folder.
-func NewSMI(ev *rules.Evaluation, o Options) *Report {
-	o.View = ViewSMI
-	return &Report{Options: o, Eval: ev}
-}
-
 // writeSMI renders each log's memoized analysis (the Evaluation's).
 func (r *Report) writeSMI(w io.Writer) error {
 	ins := r.Eval.Inputs
@@ -39,16 +31,6 @@ func (r *Report) writeSMI(w io.Writer) error {
 		writeSMITable(out, path, log, a)
 		return nil
 	})
-}
-
-func fmtSMIDuration(d time.Duration) string {
-	switch {
-	case d >= time.Minute:
-		return d.Round(time.Second).String()
-	case d >= time.Second:
-		return d.Round(100 * time.Millisecond).String()
-	}
-	return d.Round(time.Millisecond).String()
 }
 
 // smiClock prints a sample time; the date only when the log spans days.
@@ -83,7 +65,7 @@ func writeSMITable(w io.Writer, path string, log *smi.Log, a smi.Analysis) {
 			fmt.Fprintf(w, "CLEAN: %s: GPU %s: no steady growth of memory.used lasting %s\n", path, g.Key, o.MinGrowthDuration)
 		}
 		fmt.Fprintf(w, "%s: %s, %d samples every %s from %s to %s (%s)\n", path, title, g.Samples,
-			fmtSMIDuration(g.Interval), g.Start.Format(smi.TimeLayout), clock(g.End), fmtSMIDuration(g.End.Sub(g.Start)))
+			memtimeline.FormatDuration(g.Interval), g.Start.Format(smi.TimeLayout), clock(g.End), memtimeline.FormatDuration(g.End.Sub(g.Start)))
 		mem := fmt.Sprintf("  memory.used peak %s at %s, last %s", memtimeline.FormatBytes(g.PeakUsedBytes), clock(g.PeakTime), memtimeline.FormatBytes(g.FinalUsedBytes))
 		if g.TotalBytes > 0 {
 			mem += fmt.Sprintf(" of %s total (peak %.1f%%)", memtimeline.FormatBytes(g.TotalBytes), 100*float64(g.PeakUsedBytes)/float64(g.TotalBytes))
@@ -119,7 +101,7 @@ func writeSMITable(w io.Writer, path string, log *smi.Log, a smi.Analysis) {
 				if l.DroppedTo >= 0 {
 					then = fmt.Sprintf("falls to %s at %s", memtimeline.FormatBytes(l.DroppedTo), clock(l.DropTime))
 				}
-				t.AppendRow(table.Row{clock(l.Start), clock(l.End), fmtSMIDuration(l.Duration), memtimeline.FormatBytes(l.StartBytes), memtimeline.FormatBytes(l.EndBytes),
+				t.AppendRow(table.Row{clock(l.Start), clock(l.End), memtimeline.FormatDuration(l.Duration), memtimeline.FormatBytes(l.StartBytes), memtimeline.FormatBytes(l.EndBytes),
 					memtimeline.FormatBytes(l.GrowthBytes), fmt.Sprintf("%.1f", l.SlopeBytesPerSec/(1<<20)), fmt.Sprintf("%.3f", l.R2), l.Rises, l.Samples, then})
 			}
 			fmt.Fprintln(w, t.Render())
@@ -143,7 +125,7 @@ func writeSMITable(w io.Writer, path string, log *smi.Log, a smi.Analysis) {
 			t := NewTable()
 			t.AppendHeader(table.Row{"start", "end", "duration", "from", "to", "R^2", "why not a leak"})
 			for _, r := range other {
-				t.AppendRow(table.Row{clock(r.Start), clock(r.End), fmtSMIDuration(r.Duration), memtimeline.FormatBytes(r.StartBytes), memtimeline.FormatBytes(r.EndBytes),
+				t.AppendRow(table.Row{clock(r.Start), clock(r.End), memtimeline.FormatDuration(r.Duration), memtimeline.FormatBytes(r.StartBytes), memtimeline.FormatBytes(r.EndBytes),
 					fmt.Sprintf("%.2f", r.R2), r.Reason})
 			}
 			fmt.Fprintln(w, t.Render())
@@ -163,7 +145,7 @@ func writeSMITable(w io.Writer, path string, log *smi.Log, a smi.Analysis) {
 				t := NewTable()
 				t.AppendHeader(table.Row{"start", "end", "duration", "mean used", "mean util %", "samples"})
 				for _, p := range g.Starvation {
-					t.AppendRow(table.Row{clock(p.Start), clock(p.End), fmtSMIDuration(p.Duration), memtimeline.FormatBytes(p.MeanUsedBytes),
+					t.AppendRow(table.Row{clock(p.Start), clock(p.End), memtimeline.FormatDuration(p.Duration), memtimeline.FormatBytes(p.MeanUsedBytes),
 						fmt.Sprintf("%.1f", p.MeanUtilGPUPct), p.Samples})
 				}
 				fmt.Fprintln(w, t.Render())
@@ -176,12 +158,12 @@ func writeSMITable(w io.Writer, path string, log *smi.Log, a smi.Analysis) {
 			continue
 		}
 		fmt.Fprintf(w, "Above %.0f%% of memory.total (%s): %s in %s\n", 100*al.Threshold, memtimeline.FormatBytes(al.ThresholdBytes),
-			fmtSMIDuration(al.Duration), count(len(al.Periods), "period", "periods"))
+			memtimeline.FormatDuration(al.Duration), count(len(al.Periods), "period", "periods"))
 		if len(al.Periods) > 0 {
 			t := NewTable()
 			t.AppendHeader(table.Row{"start", "end", "duration", "max used", "samples"})
 			for _, p := range al.Periods {
-				t.AppendRow(table.Row{clock(p.Start), clock(p.End), fmtSMIDuration(p.Duration), memtimeline.FormatBytes(p.MaxUsedBytes), p.Samples})
+				t.AppendRow(table.Row{clock(p.Start), clock(p.End), memtimeline.FormatDuration(p.Duration), memtimeline.FormatBytes(p.MaxUsedBytes), p.Samples})
 			}
 			fmt.Fprintln(w, t.Render())
 		}
@@ -222,7 +204,7 @@ func smiSparklines(log *smi.Log, g smi.GPUReport) string {
 			util.WriteRune(level(b.MeanUtilGPUPct, 100))
 		}
 	}
-	step := fmtSMIDuration(buckets[0].End.Sub(buckets[0].Start))
+	step := memtimeline.FormatDuration(buckets[0].End.Sub(buckets[0].Start))
 	out := fmt.Sprintf("  memory.used     %s  (0 to %s, %s a column)\n", mem.String(), memtimeline.FormatBytes(g.PeakUsedBytes), step)
 	if g.MeanUtilGPUPct >= 0 {
 		out += fmt.Sprintf("  utilization.gpu %s  (0 to 100%%)\n", util.String())

@@ -73,7 +73,7 @@ func writeSMIAppsTable(w io.Writer, path string, log *smi.AppsLog, withGPU bool,
 	if log.Rounds > 1 {
 		when = fmt.Sprintf("%d sampling rounds", log.Rounds)
 		if a.Interval > 0 && log.HasTime {
-			when += " every " + fmtSMIDuration(a.Interval)
+			when += " every " + memtimeline.FormatDuration(a.Interval)
 		}
 	}
 	fmt.Fprintf(w, "%s: nvidia-smi per-process log, %s, %s\n", path, count(len(a.Processes), "process", "processes"), when)
@@ -107,9 +107,9 @@ func writeSMIAppsTable(w io.Writer, path string, log *smi.AppsLog, withGPU bool,
 			state = append(state, "running at the end")
 		}
 		if g := p.Grows; g != nil {
-			state = append(state, fmt.Sprintf("GROWS %.1f MiB/s for %s (%s)", g.SlopeBytesPerSec/(1<<20), fmtSMIDuration(g.Duration), g.Reason))
+			state = append(state, fmt.Sprintf("GROWS %.1f MiB/s for %s (%s)", g.SlopeBytesPerSec/(1<<20), memtimeline.FormatDuration(g.Duration), g.Reason))
 		} else if g := p.StillGrowing; g != nil {
-			state = append(state, fmt.Sprintf("still growing at its end: %s in %s, %.1f MiB/s", memtimeline.FormatBytes(g.GrowthBytes), fmtSMIDuration(g.Duration), g.SlopeBytesPerSec/(1<<20)))
+			state = append(state, fmt.Sprintf("still growing at its end: %s in %s, %.1f MiB/s", memtimeline.FormatBytes(g.GrowthBytes), memtimeline.FormatDuration(g.Duration), g.SlopeBytesPerSec/(1<<20)))
 		}
 		t.AppendRow(table.Row{p.PID, p.Name, gpu, clock(p.First), clock(p.Last), smiBytesOrNA(p.PeakBytes), smiBytesOrNA(p.FinalBytes), strings.Join(state, "; ")})
 	}

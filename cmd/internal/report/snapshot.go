@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,13 +20,6 @@ type SnapshotFile struct {
 	Report *snapshot.Report
 }
 
-// NewSnapshots builds the snapshot view: each snapshot's report with
-// o.Top segments in the fill map and leaks candidate groups (0: all).
-func NewSnapshots(files []SnapshotFile, leaks int, o Options) *Report {
-	o.View = ViewSnapshot
-	return &Report{Options: o, Snapshots: files, snapshotLeaks: leaks}
-}
-
 // writeSnapshots writes each snapshot's report; Markdown fences the text,
 // whose meaning is in its alignment (the fill map).
 func (r *Report) writeSnapshots(w io.Writer) error {
@@ -33,9 +27,9 @@ func (r *Report) writeSnapshots(w io.Writer) error {
 		if r.Format == Markdown {
 			// The file is named in the escaped heading only: in the block
 			// a name is inert, but need not be there at all.
-			return MarkdownFenced(w, f.Path, func(w io.Writer) error { return writeSnapshotReport(w, "", f.Report, Text, r.Top, r.snapshotLeaks) })
+			return MarkdownFenced(w, f.Path, func(w io.Writer) error { return writeSnapshotReport(w, "", f.Report, Text, r.Top, r.Leaks) })
 		}
-		return writeSnapshotReport(w, f.Path, f.Report, r.Format, r.Top, r.snapshotLeaks)
+		return writeSnapshotReport(w, f.Path, f.Report, r.Format, r.Top, r.Leaks)
 	})
 }
 
@@ -152,8 +146,8 @@ func renderLeakCandidates(w io.Writer, rep *snapshot.Report, limit int) {
 		fmt.Fprintln(w)
 		return
 	}
-	fmt.Fprintf(w, "Leak candidates: allocations never freed in the recorded history (%d entries over %.3f s), by your innermost Python frame\n",
-		total, float64(chrometrace.SubSat(rep.TraceEndUS, rep.TraceStartUS))/1e6)
+	fmt.Fprintf(w, "Leak candidates: allocations never freed in the recorded history (%d entries over %s), by your innermost Python frame\n",
+		total, formatNS(min(chrometrace.SubSat(rep.TraceEndUS, rep.TraceStartUS), math.MaxInt64/1000)*1000))
 	if len(rep.Leaks) == 0 {
 		fmt.Fprintln(w, "none: everything allocated in the history was freed")
 		fmt.Fprintln(w)

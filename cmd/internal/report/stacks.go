@@ -12,6 +12,7 @@ import (
 	"github.com/jedib0t/go-pretty/v6/text"
 	"github.com/torchmem/torchmem/cmd/internal/escape"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/rules"
 )
 
 // SiteTable is one trace's allocation sites in the stacks view, already
@@ -19,12 +20,6 @@ import (
 type SiteTable struct {
 	Path  string
 	Sites []memtimeline.Site
-}
-
-// NewStacks builds the stacks view; weight is what folded stacks count.
-func NewStacks(tables []SiteTable, weight func(*memtimeline.Site) int64, o Options) *Report {
-	o.View = ViewStacks
-	return &Report{Options: o, Stacks: tables, foldedWeight: weight}
 }
 
 // writeStacks writes each trace's sites (folded: rooted at the trace's
@@ -36,7 +31,11 @@ func (r *Report) writeStacks(w io.Writer) error {
 			label = t.Path
 		}
 		if r.Format == Folded {
-			return writeFolded(w, t.Sites, r.foldedWeight, label)
+			weight, err := rules.SiteValue(r.Weight)
+			if err != nil {
+				return err
+			}
+			return writeFolded(w, t.Sites, weight, label)
 		}
 		return writeSites(w, t.Path, label, t.Sites, r.Format)
 	})

@@ -13,18 +13,10 @@ import (
 	"github.com/torchmem/torchmem/rules"
 )
 
-// NewSteps builds the steps view: each per-step memory log's fit, from
-// its memoized analysis (rules.Input.StepAnalysis, with the command's
-// options).
-func NewSteps(ins []*rules.Input, o Options) *Report {
-	o.View = ViewSteps
-	return &Report{Options: o, StepLogs: ins}
-}
-
 // writeSteps writes each log's table (Markdown fenced: its meaning is in
 // the alignment) or JSON document.
 func (r *Report) writeSteps(w io.Writer) error {
-	return EachInput(w, r.Format, r.StepLogs, func(out io.Writer, in *rules.Input) error {
+	return EachInput(w, r.Format, r.Eval.Inputs, func(out io.Writer, in *rules.Input) error {
 		path, log, a := in.Source, in.StepLog, in.StepAnalysis()
 		switch r.Format {
 		case JSON:

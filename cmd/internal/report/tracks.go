@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
 
 	"github.com/torchmem/torchmem/chrometrace"
@@ -65,52 +66,84 @@ func lane(t *chrometrace.Trace, id chrometrace.StrID, num int64) any {
 // kept so far, and markers for the out-of-memory errors, the leak's steps,
 // the allocator's cache releases and the idle gaps the rules found.
 func NewTracks(in *rules.Input, findings []rules.Finding) (Tracks, error) {
-	t := in.Trace
-	var a Tracks
-	add := func(e traceEvent) error {
-		b, err := json.Marshal(e)
-		if err != nil {
-			return err
-		}
-		a.Events = append(a.Events, b)
-		return nil
+	b := newTrackBuilder(in.Trace)
+	b.counters()
+	// The steps in time order, by ProfilerStep number: where a leak's kept
+	// bytes are counted and a finding's gap is placed.
+	steps := slices.Clone(in.Trace.Steps)
+	slices.SortFunc(steps, func(x, y chrometrace.Step) int { return cmp.Compare(x.Start, y.Start) })
+	if l := in.Leaks(); l.Verdict == rules.LeakVerdictLeak && len(steps) > 0 {
+		b.leaks(l, steps)
 	}
-	// The process of each GPU's kernels, else of its memory events.
-	devPid := map[int]any{}
+	b.ooms()
+	b.drops(in)
+	b.gaps(findings, steps)
+	return b.a, b.err
+}
+
+// trackBuilder collects the events NewTracks adds, the first error kept.
+type trackBuilder struct {
+	t   *chrometrace.Trace
+	a   Tracks
+	err error
+	// devPid is the process of each GPU's kernels, else of its memory
+	// events; firstPid the lowest GPU's.
+	devPid   map[int]any
+	firstPid any
+}
+
+func newTrackBuilder(t *chrometrace.Trace) *trackBuilder {
+	b := &trackBuilder{t: t, devPid: map[int]any{}, firstPid: any(0)}
 	for i := range t.DeviceOps {
 		d := &t.DeviceOps[i]
-		if _, ok := devPid[int(d.Device)]; !ok {
+		if _, ok := b.devPid[int(d.Device)]; !ok {
 			th := t.Threads[d.Thread]
-			devPid[int(d.Device)] = lane(t, th.Pid, th.PidNum)
+			b.devPid[int(d.Device)] = lane(t, th.Pid, th.PidNum)
 		}
 	}
 	for i := range t.Memory {
 		e := &t.Memory[i]
-		if _, ok := devPid[int(e.DeviceID)]; !ok && e.DeviceType.IsGPU() {
+		if _, ok := b.devPid[int(e.DeviceID)]; !ok && e.DeviceType.IsGPU() {
 			th := t.Threads[e.Thread]
-			devPid[int(e.DeviceID)] = lane(t, th.Pid, th.PidNum)
+			b.devPid[int(e.DeviceID)] = lane(t, th.Pid, th.PidNum)
 		}
 	}
-	pidOf := func(dev int) any {
-		if p, ok := devPid[dev]; ok {
-			return p
-		}
-		return 0
-	}
-	firstPid := any(0)
-	if len(devPid) > 0 {
-		devs := make([]int, 0, len(devPid))
-		for d := range devPid {
+	if len(b.devPid) > 0 {
+		devs := make([]int, 0, len(b.devPid))
+		for d := range b.devPid {
 			devs = append(devs, d)
 		}
-		firstPid = devPid[slices.Min(devs)]
+		b.firstPid = b.devPid[slices.Min(devs)]
 	}
+	return b
+}
 
-	// Allocated and reserved, one counter track each per GPU, named as
-	// the timeline names them (a trace without Total Allocated has the sum
-	// from the window's start; one without Total Reserved has no reserved
-	// track, not one at 0 B); a value is written when it changes.
-	for _, d := range memtimeline.TraceTimelines(t) {
+// add appends one event (none after an error).
+func (b *trackBuilder) add(e traceEvent) {
+	if b.err != nil {
+		return
+	}
+	data, err := json.Marshal(e)
+	if err != nil {
+		b.err = err
+		return
+	}
+	b.a.Events = append(b.a.Events, data)
+}
+
+func (b *trackBuilder) pidOf(dev int) any {
+	if p, ok := b.devPid[dev]; ok {
+		return p
+	}
+	return 0
+}
+
+// counters: allocated and reserved, one counter track each per GPU, named
+// as the timeline names them (a trace without Total Allocated has the sum
+// from the window's start; one without Total Reserved has no reserved
+// track, not one at 0 B); a value is written when it changes.
+func (b *trackBuilder) counters() {
+	for _, d := range memtimeline.TraceTimelines(b.t) {
 		for _, s := range []struct {
 			what string
 			ser  memtimeline.Series
@@ -120,85 +153,74 @@ func NewTracks(in *rules.Input, findings []rules.Finding) (Tracks, error) {
 				if i > 0 && s.ser.V[i] == s.ser.V[i-1] {
 					continue
 				}
-				if err := add(traceEvent{Name: name, Cat: annotateCat, Ph: "C", TS: microsTS(ts), Pid: pidOf(d.Device), Tid: 0,
-					Args: map[string]any{"bytes": s.ser.V[i]}}); err != nil {
-					return a, err
-				}
-				a.Counters++
+				b.add(traceEvent{Name: name, Cat: annotateCat, Ph: "C", TS: microsTS(ts), Pid: b.pidOf(d.Device), Tid: 0,
+					Args: map[string]any{"bytes": s.ser.V[i]}})
+				b.a.Counters++
 			}
 		}
 	}
+}
 
-	// The steps' ends, by ProfilerStep number: where a leak's kept bytes
-	// are counted.
-	steps := slices.Clone(t.Steps)
-	slices.SortFunc(steps, func(x, y chrometrace.Step) int { return cmp.Compare(x.Start, y.Start) })
-	stepEnd := map[int64]int64{}
+// leaks: what each leak kept so far, at the end of each step, from 0 at
+// the first step's start; a marker at each step that kept memory.
+func (b *trackBuilder) leaks(l rules.LeakReport, steps []chrometrace.Step) {
+	for li, lk := range l.Leaks {
+		byStep := leakKeptByStep(l, li)
+		where := ""
+		if len(lk.Sites) > 0 {
+			where = lk.Sites[0].Site
+			if lk.Sites[0].HoldingLine != "" {
+				where = lk.Sites[0].HoldingLine
+			}
+		}
+		name := fmt.Sprintf("leak %d kept (%s, torchmem)", li+1, lk.Kind)
+		b.add(traceEvent{Name: name, Cat: annotateCat, Ph: "C", TS: microsTS(steps[0].Start), Pid: b.firstPid, Tid: 0,
+			Args: map[string]any{"bytes": 0}})
+		var kept int64
+		for _, s := range steps {
+			n := byStep[s.Number]
+			if n == 0 {
+				continue
+			}
+			kept += n
+			b.add(traceEvent{Name: name, Cat: annotateCat, Ph: "C", TS: microsTS(s.End()), Pid: b.firstPid, Tid: 0,
+				Args: map[string]any{"bytes": kept}})
+			b.a.Leak++
+			b.add(traceEvent{Name: leakMarkerName(li, s.Number, n, kept), Cat: annotateCat, Ph: "i", Scope: "g",
+				TS: microsTS(s.End()), Pid: b.firstPid, Tid: 0, Args: map[string]any{"bytes": n, "kept_so_far_bytes": kept, "kind": lk.Kind, "site": where, "fix": lk.Fix}})
+			b.a.Markers++
+		}
+	}
+}
+
+// ooms: a marker at each out-of-memory error.
+func (b *trackBuilder) ooms() {
+	for _, o := range b.t.OOMs {
+		b.add(traceEvent{Name: fmt.Sprintf("OOM: %s requested on %s:%d", memtimeline.FormatBytes(o.Bytes), o.DeviceType, o.DeviceID), Cat: annotateCat, Ph: "i", Scope: "g",
+			TS: microsTS(o.TS), Pid: b.pidOf(int(o.DeviceID)), Tid: 0,
+			Args: map[string]any{"requested_bytes": o.Bytes, "allocated_bytes": o.TotalAllocated, "reserved_bytes": o.TotalReserved}})
+		b.a.Markers++
+	}
+}
+
+// drops: reserved memory that fell, the allocator giving cached segments
+// back to retry a cudaMalloc that failed or under empty_cache().
+func (b *trackBuilder) drops(in *rules.Input) {
+	for _, d := range in.Frag().ReservedDrops {
+		b.add(traceEvent{Name: fmt.Sprintf("reserved -%s: %s", memtimeline.FormatBytes(d.Bytes), d.Cause()), Cat: annotateCat, Ph: "i", Scope: "g",
+			TS: microsTS(d.TS), Pid: b.firstPid, Tid: 0,
+			Args: map[string]any{"released_bytes": d.Bytes, "reserved_after_bytes": d.ReservedAfter, "cuda_free_calls": d.CudaFreeCalls}})
+		b.a.Markers++
+	}
+}
+
+// gaps: findings that say where in time they are (the largest idle gap
+// of a step), a marker at that moment with the finding's words.
+func (b *trackBuilder) gaps(findings []rules.Finding, steps []chrometrace.Step) {
 	stepStart := map[int64]int64{}
 	for _, s := range steps {
-		stepEnd[s.Number], stepStart[s.Number] = s.End(), s.Start
+		stepStart[s.Number] = s.Start
 	}
-
-	// Each leak: what it kept so far, at the end of each step, from 0 at
-	// the first step's start; a marker at each step that kept memory.
-	if l := in.Leaks(); l.Verdict == rules.LeakVerdictLeak && len(steps) > 0 {
-		for li, lk := range l.Leaks {
-			byStep := leakKeptByStep(l, li)
-			where := ""
-			if len(lk.Sites) > 0 {
-				where = lk.Sites[0].Site
-				if lk.Sites[0].HoldingLine != "" {
-					where = lk.Sites[0].HoldingLine
-				}
-			}
-			name := fmt.Sprintf("leak %d kept (%s, torchmem)", li+1, lk.Kind)
-			if err := add(traceEvent{Name: name, Cat: annotateCat, Ph: "C", TS: microsTS(steps[0].Start), Pid: firstPid, Tid: 0,
-				Args: map[string]any{"bytes": 0}}); err != nil {
-				return a, err
-			}
-			var kept int64
-			for _, s := range steps {
-				b := byStep[s.Number]
-				if b == 0 {
-					continue
-				}
-				kept += b
-				if err := add(traceEvent{Name: name, Cat: annotateCat, Ph: "C", TS: microsTS(s.End()), Pid: firstPid, Tid: 0,
-					Args: map[string]any{"bytes": kept}}); err != nil {
-					return a, err
-				}
-				a.Leak++
-				if err := add(traceEvent{Name: leakMarkerName(li, s.Number, b, kept), Cat: annotateCat, Ph: "i", Scope: "g",
-					TS: microsTS(s.End()), Pid: firstPid, Tid: 0, Args: map[string]any{"bytes": b, "kept_so_far_bytes": kept, "kind": lk.Kind, "site": where, "fix": lk.Fix}}); err != nil {
-					return a, err
-				}
-				a.Markers++
-			}
-		}
-	}
-
-	for _, o := range t.OOMs {
-		if err := add(traceEvent{Name: fmt.Sprintf("OOM: %s requested on %s:%d", memtimeline.FormatBytes(o.Bytes), o.DeviceType, o.DeviceID), Cat: annotateCat, Ph: "i", Scope: "g",
-			TS: microsTS(o.TS), Pid: pidOf(int(o.DeviceID)), Tid: 0,
-			Args: map[string]any{"requested_bytes": o.Bytes, "allocated_bytes": o.TotalAllocated, "reserved_bytes": o.TotalReserved}}); err != nil {
-			return a, err
-		}
-		a.Markers++
-	}
-
-	// Reserved memory that fell: the allocator gave cached segments back,
-	// to retry a cudaMalloc that failed or under empty_cache().
-	for _, d := range in.Frag().ReservedDrops {
-		if err := add(traceEvent{Name: fmt.Sprintf("reserved -%s: %s", memtimeline.FormatBytes(d.Bytes), d.Cause()), Cat: annotateCat, Ph: "i", Scope: "g",
-			TS: microsTS(d.TS), Pid: firstPid, Tid: 0,
-			Args: map[string]any{"released_bytes": d.Bytes, "reserved_after_bytes": d.ReservedAfter, "cuda_free_calls": d.CudaFreeCalls}}); err != nil {
-			return a, err
-		}
-		a.Markers++
-	}
-
-	// Findings that say where in time they are (the largest idle gap of a
-	// step): a marker at that moment with the finding's words.
 	for _, f := range findings {
 		step, ok1 := f.Metrics["largest_gap_step"]
 		off, ok2 := f.Metrics["largest_gap_offset_us"]
@@ -206,19 +228,33 @@ func NewTracks(in *rules.Input, findings []rules.Finding) (Tracks, error) {
 		if !ok1 || !ok2 || !ok3 {
 			continue
 		}
-		pid := firstPid
+		pid := b.firstPid
 		if dev, ok := f.Metrics["device"]; ok {
-			pid = pidOf(int(dev))
+			pid = b.pidOf(int(dev))
 		}
 		args := map[string]any{"rule": f.Rule, "severity": f.Severity.String(), "detail": f.Detail, "advice": f.Advice}
 		if g, ok := f.Metrics["largest_gap_us"]; ok {
 			args["gap_us"] = g
 		}
-		if err := add(traceEvent{Name: f.Title, Cat: annotateCat, Ph: "i", Scope: "g",
-			TS: microsTS(start + int64(off*1e3)), Pid: pid, Tid: 0, Args: args}); err != nil {
-			return a, err
-		}
-		a.Markers++
+		b.add(traceEvent{Name: f.Title, Cat: annotateCat, Ph: "i", Scope: "g",
+			TS: microsTS(start + int64(off*1e3)), Pid: pid, Tid: 0, Args: args})
+		b.a.Markers++
 	}
-	return a, nil
+}
+
+// Annotated is what annotate wrote: the tracks added to Trace, whose
+// Bytes were copied unchanged, and the Added events spliced in.
+type Annotated struct {
+	Tracks
+	Trace string
+	Bytes int64
+	Added int
+}
+
+// writeAnnotated says what annotate wrote.
+func (r *Report) writeAnnotated(w io.Writer) error {
+	a := r.Annotated
+	_, err := fmt.Fprintf(w, "wrote %s: the %d events of %s (%d bytes, unchanged) and %d added: %d counter values of allocated and reserved memory, %d of leaks, %d markers\n",
+		r.Output, r.Eval.Inputs[0].Trace.Events, a.Trace, a.Bytes, a.Added, a.Counters, a.Leak, a.Markers)
+	return err
 }

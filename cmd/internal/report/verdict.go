@@ -98,7 +98,7 @@ func leakText(l rules.LeakAnswer, chain bool) string {
 			}
 			switch {
 			case l.Location.Line <= 0 && l.Location.DefLine > 0:
-				s += fmt.Sprintf(" (%s, def at line %d; the trace does not record the allocating line)", l.Location.Function, l.Location.DefLine)
+				s += fmt.Sprintf(" (%s, def line %d; the trace does not record the allocating line)", l.Location.Function, l.Location.DefLine)
 			case l.Location.Line <= 0:
 				s += fmt.Sprintf(" (%s; the trace does not record the line)", l.Location.Function)
 			case l.Location.Function != "":
@@ -301,11 +301,33 @@ func verdictHeader(v rules.Verdict) string {
 	if len(v.Sources) == 1 && v.Name == v.Sources[0] {
 		return fmt.Sprintf("%s: %s", v.Status(), v.Name)
 	}
-	var files []string
-	for _, s := range v.Sources {
-		files = append(files, filepath.Base(s))
+	return fmt.Sprintf("%s: %s: %s", v.Status(), v.Name, strings.Join(sourceNames(v.Sources), ", "))
+}
+
+// sourceNames names a run's files by their path under the folder they
+// share: the base name for one folder's files, iteration_10/rank0_... for
+// a dump tree's, where the base names repeat.
+func sourceNames(sources []string) []string {
+	common := ""
+	for i, s := range sources {
+		d := filepath.Dir(s)
+		if i == 0 {
+			common = d
+			continue
+		}
+		for common != "." && common != string(filepath.Separator) && d != common && !strings.HasPrefix(d, common+string(filepath.Separator)) {
+			common = filepath.Dir(common)
+		}
 	}
-	return fmt.Sprintf("%s: %s: %s", v.Status(), v.Name, strings.Join(files, ", "))
+	names := make([]string, 0, len(sources))
+	for _, s := range sources {
+		name := filepath.Base(s)
+		if rel, err := filepath.Rel(common, s); err == nil && !strings.HasPrefix(rel, "..") {
+			name = rel
+		}
+		names = append(names, name)
+	}
+	return names
 }
 
 // writeVerdictText prints each run's block, wrapped at width.

@@ -15,19 +15,18 @@ package load
 import (
 	"errors"
 	"fmt"
-	"golang.org/x/sync/errgroup"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/internal/crash"
+	"github.com/torchmem/torchmem/internal/more"
+	"github.com/torchmem/torchmem/internal/rankname"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/exported"
 	"github.com/torchmem/torchmem/memtimeline/memsummary"
@@ -35,6 +34,7 @@ import (
 	"github.com/torchmem/torchmem/memtimeline/snapshot"
 	"github.com/torchmem/torchmem/memtimeline/steplog"
 	"github.com/torchmem/torchmem/rules/digest"
+	"golang.org/x/sync/errgroup"
 )
 
 // Kind is what an input holds, decided from its content.
@@ -507,31 +507,6 @@ func kindList(ks []Kind) string {
 	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
 }
 
-var rankInName = regexp.MustCompile(`(?i)rank[_-]?(\d+)`)
-
-// titanRank is TorchTitan's newer snapshot name, <rank:06d>_step_<N>.pickle
-// (torchtitan/tools/profiler.py), which has no "rank" in it.
-var titanRank = regexp.MustCompile(`^(\d+)_step_\d+\.pickle`)
-
-// RankFromName reads a rank number from a path's file name
-// ("host_rank3_step10"), else from its directory's ("rank3/trace.json"),
-// or returns -1.
-func RankFromName(path string) int64 {
-	if m := titanRank.FindStringSubmatch(filepath.Base(path)); m != nil {
-		if n, err := strconv.ParseInt(m[1], 10, 64); err == nil {
-			return n
-		}
-	}
-	for _, s := range []string{filepath.Base(path), filepath.Base(filepath.Dir(path))} {
-		if m := rankInName.FindStringSubmatch(s); m != nil {
-			if n, err := strconv.ParseInt(m[1], 10, 64); err == nil {
-				return n
-			}
-		}
-	}
-	return -1
-}
-
 func rankOf(f *File) int64 {
 	if f.Summarized != nil {
 		return f.Summarized.Rank
@@ -542,7 +517,7 @@ func rankOf(f *File) int64 {
 	if f.Path == Stdin {
 		return -1
 	}
-	return RankFromName(f.Path)
+	return rankname.FromPath(f.Path)
 }
 
 // Load expands args and reads every source the command wants, several at
@@ -665,9 +640,6 @@ func skippedLine(paths []string, why string) string {
 	if len(paths) > 1 {
 		what = "files"
 	}
-	list := strings.Join(paths[:min(named, len(paths))], ", ")
-	if len(paths) > named {
-		list += fmt.Sprintf(" and %d more", len(paths)-named)
-	}
+	list := more.Join(paths, named, ", ")
 	return fmt.Sprintf("skipping %d %s %s: %s", len(paths), what, why, chrometrace.OneLine(list))
 }

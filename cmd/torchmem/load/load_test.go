@@ -225,20 +225,6 @@ func TestLoadFIFO(t *testing.T) {
 	}
 }
 
-func TestRankFromName(t *testing.T) {
-	for path, want := range map[string]int64{
-		"vm_rank3_step10.pt.trace.json.gz": 3,
-		"run/rank1/trace.json.gz":          1,
-		"host-rank-12.pickle":              12,
-		"trace.json.gz":                    -1,
-		"ddp_one_rank_leaks/trace.json":    -1,
-	} {
-		if got := RankFromName(path); got != want {
-			t.Errorf("%s: %d, want %d", path, got, want)
-		}
-	}
-}
-
 // Directories expand recursively (per-rank subdirectories), a few levels
 // deep, hidden entries left out.
 func TestExpand(t *testing.T) {

@@ -1,10 +1,9 @@
 // Package fmtutil holds the small helpers that the rule engine and its
 // analyses (rules/leak, rules/frag, rules/gpu, rules/diff) share, written
-// once: ratios, plurals, durations and non-nil slices for JSON.
+// once: ratios, plurals and non-nil slices for JSON.
 package fmtutil
 
 import (
-	"fmt"
 	"strings"
 )
 
@@ -22,18 +21,6 @@ func Plural(n float64, one, many string) string {
 		return one
 	}
 	return many
-}
-
-// FormatNs prints a duration in nanoseconds as s, ms or µs.
-func FormatNs(ns int64) string {
-	switch {
-	case ns >= 1e9:
-		return fmt.Sprintf("%.2f s", float64(ns)/1e9)
-	case ns >= 1e6:
-		return fmt.Sprintf("%.2f ms", float64(ns)/1e6)
-	default:
-		return fmt.Sprintf("%.1f µs", float64(ns)/1e3)
-	}
 }
 
 // UpperFirst capitalizes a sentence's first letter.

@@ -10,10 +10,11 @@ import (
 	"time"
 
 	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/cmd/internal/report/chart/browsertest"
 	"github.com/torchmem/torchmem/memtimeline"
-	"github.com/torchmem/torchmem/memtimeline/chart/browsertest"
 	"github.com/torchmem/torchmem/memtimeline/exported"
 	"github.com/torchmem/torchmem/memtimeline/memtest"
+	"github.com/torchmem/torchmem/rules"
 
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
@@ -237,7 +238,8 @@ throw new Error("planted exception");</script>
 // time, from a real trace's lifetimes; a hostile line name is text.
 func TestChartTooltipShowsHolders(t *testing.T) {
 	tr := memtest.NamedTrace(t, "leak_module_cache")
-	spec := TraceSpecs(tr, "holders")[0]
+	c := rules.TraceCharts(tr)[0]
+	spec := Spec{ID: "holders0", Title: c.Title, StartNs: c.StartNs, Allocated: c.Allocated, Reserved: c.Reserved}
 	spec.Holders = memtimeline.HolderSamples(tr, chrometrace.Attribute(tr), memtimeline.Lifetimes(tr, -1), 0, 200, 3)
 	if len(spec.Holders) < 100 {
 		t.Fatalf("%d holder samples", len(spec.Holders))

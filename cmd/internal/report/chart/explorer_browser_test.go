@@ -12,6 +12,7 @@ import (
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/memtest"
+	"github.com/torchmem/torchmem/rules"
 )
 
 // brushJS selects [a, b] ms on chart id as a user's drag does.
@@ -28,7 +29,8 @@ var restNote = regexp.MustCompile(`carries the (\d+) largest of the (\d+) alloca
 func TestExplorerBoundInBrowser(t *testing.T) {
 	tr := memtest.NamedTrace(t, "leak_module_cache")
 	lts := memtimeline.Lifetimes(tr, -1)
-	spec := TraceSpecs(tr, "bound")[0]
+	c := rules.TraceCharts(tr)[0]
+	spec := Spec{ID: "bound0", Title: c.Title, StartNs: c.StartNs, Allocated: c.Allocated, Reserved: c.Reserved}
 	spec.Explorer = TraceExplorer(tr, chrometrace.Attribute(tr), lts, 0, 30)
 	path := writePage(t, "bound.html", "bound", spec)
 	ctx, _ := openPage(t, path, true)

@@ -281,35 +281,58 @@ func Snippet(c Spec) (template.HTML, error) {
 	return template.HTML(b.String()), nil
 }
 
-// chartOption builds the echarts option object with go-echarts.
+// chartOption builds the echarts option object with go-echarts: the
+// spec checked, the axes, the stacked categories, the lines with the step
+// bands and markers on the first of them.
 func chartOption(c Spec) (map[string]any, error) {
+	if err := checkSpec(c); err != nil {
+		return nil, err
+	}
 	maxPoints := c.MaxPoints
 	if maxPoints <= 0 {
 		maxPoints = DefaultMaxPoints
 	}
+	d := &drawing{c: c, line: newLine(c), maxPoints: maxPoints, v: &chartVisitor{data: map[int][][2]json.Number{}, swapped: map[int]bool{}}}
+	d.categories() // first, so that the lines stay on top
+	d.lines(markerOpts(c))
+	d.line.Accept(d.v)
+	d.line.Validate()
+	option := d.line.JSON()
+	if d.v.err != nil {
+		return nil, fmt.Errorf("chart %q: %w", c.Title, d.v.err)
+	}
+	return option, nil
+}
+
+// checkSpec refuses a spec whose series cannot be drawn, or that has none.
+func checkSpec(c Spec) error {
 	if err := checkSeries(c.Allocated); err != nil {
-		return nil, fmt.Errorf("chart %q: allocated: %w", c.Title, err)
+		return fmt.Errorf("chart %q: allocated: %w", c.Title, err)
 	}
 	if err := checkSeries(c.Reserved); err != nil {
-		return nil, fmt.Errorf("chart %q: reserved: %w", c.Title, err)
+		return fmt.Errorf("chart %q: reserved: %w", c.Title, err)
 	}
 	for i, s := range c.Categories {
 		if err := checkSeries(s); err != nil {
-			return nil, fmt.Errorf("chart %q: category %q: %w", c.Title, s.Name, err)
+			return fmt.Errorf("chart %q: category %q: %w", c.Title, s.Name, err)
 		}
 		if !equalInt64s(s.T, c.Categories[0].T) {
-			return nil, fmt.Errorf("chart %q: category %d (%q) has other times than category 0: stacked areas must share T", c.Title, i, s.Name)
+			return fmt.Errorf("chart %q: category %d (%q) has other times than category 0: stacked areas must share T", c.Title, i, s.Name)
 		}
 	}
 	for _, l := range c.Lines {
 		if err := checkSeries(l); err != nil {
-			return nil, fmt.Errorf("chart %q: line %q: %w", c.Title, l.Name, err)
+			return fmt.Errorf("chart %q: line %q: %w", c.Title, l.Name, err)
 		}
 	}
 	if c.Allocated.Len() == 0 && c.Reserved.Len() == 0 && len(c.Categories) == 0 && len(c.Lines) == 0 {
-		return nil, fmt.Errorf("chart %q: nothing to draw (no allocated, reserved or category series)", c.Title)
+		return fmt.Errorf("chart %q: nothing to draw (no allocated, reserved or category series)", c.Title)
 	}
+	return nil
+}
 
+// newLine is the chart with its title, legend, tooltip, zoom and axes.
+func newLine(c Spec) *charts.Line {
 	yTick := float64(binaryTickInterval(chartMaxBytes(c)))
 	// The axes span the markers as well as the data: echarts' "dataMin" and
 	// "dataMax" see the series only, and an out-of-memory marker after the
@@ -336,38 +359,56 @@ func chartOption(c Spec) (map[string]any, error) {
 			opts.DataZoom{Type: "slider", XAxisIndex: 0, FilterMode: "none"},
 		),
 	)
-	v := &chartVisitor{data: map[int][][2]json.Number{}, swapped: map[int]bool{}}
-	addLine := func(s memtimeline.Series, data [][2]json.Number, options ...charts.SeriesOpts) {
-		v.data[len(line.MultiSeries)] = data
-		base := []charts.SeriesOpts{charts.WithLineChartOpts(opts.LineChart{
-			Step: "end", ShowSymbol: opts.Bool(false), Symbol: "none",
-		})}
-		line.AddSeries(s.Name, nil, append(base, options...)...)
-	}
+	return line
+}
 
-	// Stacked categories first, so the lines stay on top.
-	if len(c.Categories) > 0 {
-		total := make([]int64, c.Categories[0].Len())
-		for _, s := range c.Categories {
-			for i, x := range s.V {
-				total[i] += x
-			}
-		}
-		idx := memtimeline.DownsampleIndices(total, maxPoints)
-		for _, s := range c.Categories {
-			if idx != nil {
-				s = s.Pick(idx)
-			}
-			v.swapped[len(line.MultiSeries)] = true
-			color := categoryColors[s.Name] // "" (palette) for other names
-			addLine(s, stackedPairs(s, c.StartNs),
-				charts.WithLineChartOpts(opts.LineChart{Stack: "categories", Step: "end", ShowSymbol: opts.Bool(false), Symbol: "none"}),
-				charts.WithAreaStyleOpts(opts.AreaStyle{Opacity: opts.Float(0.55), Color: color}),
-				charts.WithLineStyleOpts(opts.LineStyle{Width: 0, Color: color}),
-				charts.WithItemStyleOpts(opts.ItemStyle{Color: color}),
-			)
+// drawing adds a spec's series to its chart.
+type drawing struct {
+	c         Spec
+	line      *charts.Line
+	v         *chartVisitor
+	maxPoints int
+}
+
+// add adds one series drawn as a step line with data (as [x, y] pairs).
+func (d *drawing) add(s memtimeline.Series, data [][2]json.Number, options ...charts.SeriesOpts) {
+	d.v.data[len(d.line.MultiSeries)] = data
+	base := []charts.SeriesOpts{charts.WithLineChartOpts(opts.LineChart{
+		Step: "end", ShowSymbol: opts.Bool(false), Symbol: "none",
+	})}
+	d.line.AddSeries(s.Name, nil, append(base, options...)...)
+}
+
+// categories draws the categories as stacked areas, downsampled alike.
+func (d *drawing) categories() {
+	c := d.c
+	if len(c.Categories) == 0 {
+		return
+	}
+	total := make([]int64, c.Categories[0].Len())
+	for _, s := range c.Categories {
+		for i, x := range s.V {
+			total[i] += x
 		}
 	}
+	idx := memtimeline.DownsampleIndices(total, d.maxPoints)
+	for _, s := range c.Categories {
+		if idx != nil {
+			s = s.Pick(idx)
+		}
+		d.v.swapped[len(d.line.MultiSeries)] = true
+		color := categoryColors[s.Name] // "" (palette) for other names
+		d.add(s, stackedPairs(s, c.StartNs),
+			charts.WithLineChartOpts(opts.LineChart{Stack: "categories", Step: "end", ShowSymbol: opts.Bool(false), Symbol: "none"}),
+			charts.WithAreaStyleOpts(opts.AreaStyle{Opacity: opts.Float(0.55), Color: color}),
+			charts.WithLineStyleOpts(opts.LineStyle{Width: 0, Color: color}),
+			charts.WithItemStyleOpts(opts.ItemStyle{Color: color}),
+		)
+	}
+}
+
+// markerOpts are the step bands and the markers, as series options.
+func markerOpts(c Spec) []charts.SeriesOpts {
 	var markers []charts.SeriesOpts
 	if len(c.Steps) > 0 {
 		for i, st := range c.Steps {
@@ -405,9 +446,14 @@ func chartOption(c Spec) (map[string]any, error) {
 			charts.WithMarkPointStyleOpts(opts.MarkPointStyle{Symbol: []string{"pin"}, SymbolSize: 36}),
 		)
 	}
-	// Bands and markers hang on the first line series drawn (allocated,
-	// else reserved, else the top category), so they show whatever the
-	// legend has on.
+	return markers
+}
+
+// lines draws allocated, reserved and the other lines, the bands and
+// markers hung on the first line series drawn (allocated, else reserved,
+// else the top category), so they show whatever the legend has on.
+func (d *drawing) lines(markers []charts.SeriesOpts) {
+	c := d.c
 	attached := false
 	attach := func() []charts.SeriesOpts {
 		if attached {
@@ -417,21 +463,21 @@ func chartOption(c Spec) (map[string]any, error) {
 		return markers
 	}
 	if c.Allocated.Len() > 0 {
-		s := memtimeline.Downsample(c.Allocated, maxPoints)
+		s := memtimeline.Downsample(c.Allocated, d.maxPoints)
 		if s.Name == "" {
 			s.Name = "allocated"
 		}
-		addLine(s, pairs(s, c.StartNs), append([]charts.SeriesOpts{
+		d.add(s, pairs(s, c.StartNs), append([]charts.SeriesOpts{
 			charts.WithLineStyleOpts(opts.LineStyle{Width: 1.5, Color: allocatedColor}),
 			charts.WithItemStyleOpts(opts.ItemStyle{Color: allocatedColor}),
 		}, attach()...)...)
 	}
 	if c.Reserved.Len() > 0 {
-		s := memtimeline.Downsample(c.Reserved, maxPoints)
+		s := memtimeline.Downsample(c.Reserved, d.maxPoints)
 		if s.Name == "" {
 			s.Name = "reserved"
 		}
-		addLine(s, pairs(s, c.StartNs), append([]charts.SeriesOpts{
+		d.add(s, pairs(s, c.StartNs), append([]charts.SeriesOpts{
 			charts.WithLineStyleOpts(opts.LineStyle{Width: 1.5, Type: "dashed", Color: reservedColor}),
 			charts.WithItemStyleOpts(opts.ItemStyle{Color: reservedColor}),
 		}, attach()...)...)
@@ -440,24 +486,17 @@ func chartOption(c Spec) (map[string]any, error) {
 		if l.Len() == 0 {
 			continue
 		}
-		s := memtimeline.Downsample(l, maxPoints)
+		s := memtimeline.Downsample(l, d.maxPoints)
 		few := i < len(c.PointLines) && c.PointLines[i]
-		addLine(s, pairs(s, c.StartNs), append([]charts.SeriesOpts{
+		d.add(s, pairs(s, c.StartNs), append([]charts.SeriesOpts{
 			charts.WithLineChartOpts(opts.LineChart{Step: "end", ShowSymbol: opts.Bool(few), Symbol: "circle", SymbolSize: 5}),
 			charts.WithLineStyleOpts(opts.LineStyle{Width: 1.5}),
 		}, attach()...)...)
 	}
 	if !attached && len(markers) > 0 {
-		last := len(line.MultiSeries) - 1
-		line.MultiSeries[last].ConfigureSeriesOpts(markers...)
+		last := len(d.line.MultiSeries) - 1
+		d.line.MultiSeries[last].ConfigureSeriesOpts(markers...)
 	}
-	line.Accept(v)
-	line.Validate()
-	option := line.JSON()
-	if v.err != nil {
-		return nil, fmt.Errorf("chart %q: %w", c.Title, v.err)
-	}
-	return option, nil
 }
 
 // chartVisitor adds what go-echarts has no field for: echarts' 'lttb'
