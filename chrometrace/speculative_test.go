@@ -16,6 +16,17 @@ import (
 // fast path used.
 func readBothWays(t testing.TB, data []byte, chunk int) (exact, fast string, fastBatches int) {
 	t.Helper()
+	exact, _ = readOneWay(t, data, false, chunk)
+	fast, fastBatches = readOneWay(t, data, true, chunk)
+	return exact, fast, fastBatches
+}
+
+// readOneWay reads data with the exact splitter alone (speculate false:
+// chunk is not used, so one exact read serves every chunk size) or through
+// speculative batches of chunk bytes, and renders the model and operators;
+// it also says how many speculative batches were read.
+func readOneWay(t testing.TB, data []byte, spec bool, chunk int) (string, int) {
+	t.Helper()
 	render := func(tr *Trace, err error) string {
 		if err != nil {
 			return "error: " + err.Error()
@@ -29,17 +40,16 @@ func readBothWays(t testing.TB, data []byte, chunk int) (exact, fast string, fas
 	}
 	defer func(c, m int, s bool) { specChunkBytes, maxSpecChunkBytes, speculate = c, m, s }(specChunkBytes, maxSpecChunkBytes, speculate)
 
-	speculate = false
-	tr, err := Read(bytes.NewReader(data), ReadOptions{Workers: 2})
-	exact = render(tr, err)
-
-	speculate, specChunkBytes, maxSpecChunkBytes = true, chunk, 64*chunk
-	tr, err = Read(bytes.NewReader(data), ReadOptions{Workers: 2})
-	fast = render(tr, err)
-	if tr != nil {
-		fastBatches = tr.speculativeBatches
+	speculate = spec
+	if spec {
+		specChunkBytes, maxSpecChunkBytes = chunk, 64*chunk
 	}
-	return exact, fast, fastBatches
+	tr, err := Read(bytes.NewReader(data), ReadOptions{Workers: 2})
+	n := 0
+	if tr != nil {
+		n = tr.speculativeBatches
+	}
+	return render(tr, err), n
 }
 
 // Every real trace reads the same through speculative batches of several
@@ -63,8 +73,9 @@ func TestSpeculativeAgreesOnRealTraces(t *testing.T) {
 		if len(data) > 20<<20 {
 			chunks = []int{64 << 10, 1 << 20}
 		}
+		exact, _ := readOneWay(t, data, false, 0)
 		for _, chunk := range chunks {
-			exact, fast, n := readBothWays(t, data, chunk)
+			fast, n := readOneWay(t, data, true, chunk)
 			if exact != fast {
 				t.Errorf("%s, %d-byte batches: speculative read (got) differs from exact (want):\n%s", name, chunk, firstDiff(fast, exact))
 			}

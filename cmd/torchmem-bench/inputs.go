@@ -30,9 +30,10 @@ const (
 
 var tsRe = regexp.MustCompile(`"ts": (\d+)\.(\d{3})`)
 
-// tiledTrace writes big_transformer's trace tiled copies times to path.
-func tiledTrace(root, path string, copies int) error {
-	data, err := gunzip(filepath.Join(root, traceSource))
+// tiledTrace writes the gzipped Kineto trace source (big_transformer's in
+// the benchmark, a smaller one in its test) tiled copies times to path.
+func tiledTrace(source, path string, copies int) error {
+	data, err := gunzip(source)
 	if err != nil {
 		return err
 	}
@@ -40,7 +41,7 @@ func tiledTrace(root, path string, copies int) error {
 	open := bytes.Index(data, []byte(arr))
 	closeIdx := bytes.LastIndex(data, []byte("\n  ],"))
 	if open < 0 || closeIdx < open {
-		return fmt.Errorf("%s: cannot find the traceEvents array", traceSource)
+		return fmt.Errorf("%s: cannot find the traceEvents array", source)
 	}
 	head, body, tail := data[:open+len(arr)], data[open+len(arr):closeIdx], data[closeIdx:]
 	// Every timestamp once; each copy rewrites them shifted.

@@ -44,6 +44,7 @@ type config struct {
 	dir            string
 	torchmem       string
 	python         string
+	traceSource    string // relative to root; "" is big_transformer's trace
 	traceCopies    int
 	snapshotCopies int
 	rounds         int
@@ -231,8 +232,12 @@ func run(c config) error {
 	var inputs []string
 	sizes := map[string]int64{}
 	if !c.skipTrace {
-		trace := filepath.Join(c.dir, fmt.Sprintf("big%d.json", c.traceCopies))
-		if err := ensure(trace, logf, inChild(self, "-child-trace", c.root, trace, strconv.Itoa(c.traceCopies))); err != nil {
+		source, name := traceSource, "big"
+		if c.traceSource != "" {
+			source, name = c.traceSource, filepath.Base(filepath.Dir(c.traceSource))
+		}
+		trace := filepath.Join(c.dir, fmt.Sprintf("%s%d.json", name, c.traceCopies))
+		if err := ensure(trace, logf, inChild(self, "-child-trace", filepath.Join(c.root, source), trace, strconv.Itoa(c.traceCopies))); err != nil {
 			return err
 		}
 		if err := ensure(trace+".gz", logf, inChild(self, "-child-gzip", trace)); err != nil {

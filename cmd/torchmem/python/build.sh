@@ -30,8 +30,10 @@ PYTHON="${PYTHON:-/usr/bin/python3}"
 if [[ -z "${GO:-}" ]]; then
   GO="$(command -v go || echo /usr/local/go/bin/go)"
 fi
-if ! "$PYTHON" -c 'import build, setuptools, wheel' 2>/dev/null; then
-  echo "build.sh: $PYTHON cannot import build, setuptools and wheel;" \
+# pyproject.toml's build-system requires, checked here once: each wheel's
+# build then skips the check (-x), which costs a Python process per wheel.
+if ! "$PYTHON" -c 'import build, setuptools, wheel; assert int(setuptools.__version__.split(".")[0]) >= 61' 2>/dev/null; then
+  echo "build.sh: $PYTHON cannot import build, setuptools (61 or later) and wheel;" \
     "install them with: apt-get install python3-build python3-setuptools python3-wheel" \
     "(or set PYTHON to an interpreter that has them)" >&2
   exit 3
@@ -90,8 +92,9 @@ build_one() {
   printf '%s\n' "$version" > "$stage/VERSION"
   printf '%s\n' "$tag" > "$stage/PLATFORM"
   printf '__version__ = "%s"\n' "$version" > "$stage/torchmem/_version.py"
-  # --no-isolation: build with the installed setuptools and wheel, offline.
-  (cd "$stage" && "$PYTHON" -m build --wheel --no-isolation --outdir "$out" .)
+  # --no-isolation: build with the installed setuptools and wheel, offline;
+  # -x: their presence and versions were checked above.
+  (cd "$stage" && "$PYTHON" -m build --wheel --no-isolation -x --outdir "$out" .)
   echo "build.sh: $target -> $out/torchmem-$version-py3-none-$tag.whl"
 }
 
