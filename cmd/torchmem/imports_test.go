@@ -7,6 +7,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"iter"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -62,18 +63,7 @@ func TestCommandsRenderNothing(t *testing.T) {
 	exceptions := map[string]string{}
 	fset := token.NewFileSet()
 	for _, dir := range []string{".", "load"} {
-		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
-		if err != nil || len(files) == 0 {
-			t.Fatalf("%s: no Go files (%v)", dir, err)
-		}
-		for _, path := range files {
-			if strings.HasSuffix(path, "_test.go") {
-				continue
-			}
-			f, err := parser.ParseFile(fset, path, nil, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
+		for path, f := range goFiles(t, fset, dir) {
 			var bad []string
 			for _, imp := range f.Imports {
 				p, _ := strconv.Unquote(imp.Path.Value)
@@ -139,16 +129,8 @@ func TestCommandsCallNoAnalysis(t *testing.T) {
 	}
 	fset := token.NewFileSet()
 	for dir, ok := range allowed {
-		files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
 		checked := 0
-		for _, path := range files {
-			if strings.HasSuffix(path, "_test.go") {
-				continue
-			}
-			f, err := parser.ParseFile(fset, path, nil, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
+		for path, f := range goFiles(t, fset, dir) {
 			pkgs := map[string]bool{} // the local names of packages that compute
 			for _, imp := range f.Imports {
 				p, _ := strconv.Unquote(imp.Path.Value)
@@ -208,15 +190,7 @@ func TestCommandsPrintNothing(t *testing.T) {
 	}
 	fset := token.NewFileSet()
 	for _, dir := range []string{".", "load"} {
-		files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
-		for _, path := range files {
-			if strings.HasSuffix(path, "_test.go") {
-				continue
-			}
-			f, err := parser.ParseFile(fset, path, nil, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
+		for path, f := range goFiles(t, fset, dir) {
 			var bad []string
 			for _, d := range f.Decls {
 				fn, isFn := d.(*ast.FuncDecl)
@@ -277,5 +251,29 @@ func TestRulesDrawNoCharts(t *testing.T) {
 	})
 	if err != nil || checked < 5 {
 		t.Fatalf("walked %d packages under rules: %v", checked, err)
+	}
+}
+
+// goFiles yields each non-test Go file of dir with its parsed syntax; a
+// folder with none fails the test (a check over no file checks nothing).
+func goFiles(t *testing.T, fset *token.FileSet, dir string) iter.Seq2[string, *ast.File] {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("%s: no Go files (%v)", dir, err)
+	}
+	return func(yield func(string, *ast.File) bool) {
+		for _, path := range files {
+			if strings.HasSuffix(path, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(fset, path, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !yield(path, f) {
+				return
+			}
+		}
 	}
 }

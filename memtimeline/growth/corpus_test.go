@@ -650,40 +650,31 @@ func measure(t testing.TB) quality {
 	slices.Sort(classes)
 	fmt.Fprintf(&b, "SEMI-SYNTHETIC: %d backgrounds (real healthy series, requested and allocated; tileable ones also with +-2 MiB jitter), %d cases, %d background lengths skipped (a background that drifts is used at its own length only)\n", len(bgs), len(cases), skipped)
 	bands := []string{"<2x", "2-5x", "5-20x", "20-50x"}
-	fmt.Fprintf(&b, "  recall by class and size (bytes per step in step-noise sigmas; a staircase's is jump / period)\n")
-	fmt.Fprintf(&b, "  %-20s", "class")
-	for _, bd := range bands {
-		fmt.Fprintf(&b, " %14s", bd)
-	}
-	fmt.Fprintf(&b, "\n")
-	for _, cl := range classes {
-		fmt.Fprintf(&b, "  %-20s", cl)
+	// One table per figure: a class per row, a size band per column, each
+	// cell the share num/den of its cases and den.
+	table := func(title string, share func(ce *cell) (num, den int)) {
+		fmt.Fprintf(&b, "  %s\n", title)
+		fmt.Fprintf(&b, "  %-20s", "class")
 		for _, bd := range bands {
-			if ce := leakCells[cl][bd]; ce != nil {
-				fmt.Fprintf(&b, " %6.1f%% (%4d)", 100*float64(ce.hit)/float64(ce.n), ce.n)
-			} else {
-				fmt.Fprintf(&b, " %14s", "-")
-			}
+			fmt.Fprintf(&b, " %14s", bd)
 		}
 		fmt.Fprintf(&b, "\n")
-	}
-	fmt.Fprintf(&b, "  bytes/step within 10%% of the truth, share of the detected\n")
-	fmt.Fprintf(&b, "  %-20s", "class")
-	for _, bd := range bands {
-		fmt.Fprintf(&b, " %14s", bd)
-	}
-	fmt.Fprintf(&b, "\n")
-	for _, cl := range classes {
-		fmt.Fprintf(&b, "  %-20s", cl)
-		for _, bd := range bands {
-			if ce := leakCells[cl][bd]; ce != nil && ce.hit > 0 {
-				fmt.Fprintf(&b, " %6.1f%% (%4d)", 100*float64(ce.within)/float64(ce.hit), ce.hit)
-			} else {
+		for _, cl := range classes {
+			fmt.Fprintf(&b, "  %-20s", cl)
+			for _, bd := range bands {
+				if ce := leakCells[cl][bd]; ce != nil {
+					if num, den := share(ce); den > 0 {
+						fmt.Fprintf(&b, " %6.1f%% (%4d)", 100*float64(num)/float64(den), den)
+						continue
+					}
+				}
 				fmt.Fprintf(&b, " %14s", "-")
 			}
+			fmt.Fprintf(&b, "\n")
 		}
-		fmt.Fprintf(&b, "\n")
 	}
+	table("recall by class and size (bytes per step in step-noise sigmas; a staircase's is jump / period)", func(ce *cell) (int, int) { return ce.hit, ce.n })
+	table("bytes/step within 10% of the truth, share of the detected", func(ce *cell) (int, int) { return ce.within, ce.hit })
 	fmt.Fprintf(&b, "  acceptance set, bytes/step within 10%% by band:")
 	for _, bd := range bands[1:] {
 		fmt.Fprintf(&b, " %s %.1f%% (%d)", bd, pct(q.bandWithin10[bd], q.bandFound[bd]), q.bandFound[bd])
