@@ -53,7 +53,7 @@ func TestReadBombs(t *testing.T) {
 				defer func(old bool) { speculate = old }(speculate)
 				speculate = spec
 				var err error
-				peak := bombtest.PeakHeap(func() { _, err = Read(c.r(), ReadOptions{MaxEventBytes: limit}) })
+				peak := bombtest.PeakHeap(func() { _, err = Read(c.r(), ReadOptions{Limits: Limits{ValueBytes: limit}}) })
 				var le *LimitError
 				switch {
 				case c.what == "" && err != nil:
@@ -85,7 +85,7 @@ func TestReadGzipBomb(t *testing.T) {
 		_, err = Read(in, ReadOptions{})
 	})
 	var le *LimitError
-	if !errors.As(err, &le) || le.Limit != MaxEventBytes || le.Offset != int64(len(`{"traceEvents":[`)) {
+	if !errors.As(err, &le) || le.Limit != DefaultMaxValueBytes || le.Offset != int64(len(`{"traceEvents":[`)) {
 		t.Fatalf("%d bytes of gzip: error %v, want a LimitError at byte 16", len(gz), err)
 	}
 	t.Logf("%d bytes of gzip: %v; peak heap %d bytes", len(gz), err, peak)
@@ -99,36 +99,35 @@ func TestReadGzipBomb(t *testing.T) {
 // events at once, then again on the exact path), and 1 GB of tiny
 // [memory] events 1.8 GB: the reader now decodes at most batchEvents per
 // batch, gives an event without "ph" to the exact path at once, and stops
-// at MaxEvents and MaxMemoryEvents (set low here: the input is generated
+// at Limits.Events and Limits.MemoryEvents (set low here: the input is generated
 // as read, the caps are what the test measures).
 func TestReadSmallEventBombs(t *testing.T) {
 	s := func(x string) []byte { return []byte(x) }
 	memEv := `,{"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":1,"args":{"Bytes":512,"Total Allocated":512,"Device Id":0,"Device Type":1,"Addr":1}}`
 	cases := []struct {
-		name  string
-		r     func() io.Reader
-		what  string // CountLimitError.What; "" for success
-		heap  uint64
-		setup func()
+		name string
+		r    func() io.Reader
+		what string // CountLimitError.What; "" for success
+		heap uint64
+		lim  Limits
 	}{
 		{"64 MB of empty events", func() io.Reader {
 			return &bombtest.Reader{Head: s(`{"traceEvents":[{}`), Fill: s(`,{}`), N: 3 * (64 << 20 / 3), Tail: s(`]}`)}
-		}, "", 48 << 20, func() {}},
-		{"empty events past MaxEvents", func() io.Reader {
+		}, "", 48 << 20, Limits{}},
+		{"empty events past the events cap", func() io.Reader {
 			return &bombtest.Reader{Head: s(`{"traceEvents":[{}`), Fill: s(`,{}`), N: 3 << 30, Tail: s(`]}`)}
-		}, "events", 48 << 20, func() { MaxEvents = 1 << 22 }},
-		{"[memory] events past MaxMemoryEvents", func() io.Reader {
+		}, "events", 48 << 20, Limits{Events: 1 << 22}},
+		{"[memory] events past the memory events cap", func() io.Reader {
 			return &bombtest.Reader{Head: s(`{"traceEvents":[` + bombEvent), Fill: s(memEv), N: int64(len(memEv)) << 30, Tail: s(`]}`)}
-		}, "[memory] events", 96 << 20, func() { MaxMemoryEvents = 1 << 19 }},
+		}, "[memory] events", 96 << 20, Limits{MemoryEvents: 1 << 19}},
 	}
 	for _, spec := range []bool{true, false} {
 		for _, c := range cases {
 			t.Run(c.name+map[bool]string{true: "/speculative", false: "/exact"}[spec], func(t *testing.T) {
-				defer func(old bool, e int64, m int) { speculate, MaxEvents, MaxMemoryEvents = old, e, m }(speculate, MaxEvents, MaxMemoryEvents)
+				defer func(old bool) { speculate = old }(speculate)
 				speculate = spec
-				c.setup()
 				var err error
-				peak := bombtest.PeakHeap(func() { _, err = Read(c.r(), ReadOptions{}) })
+				peak := bombtest.PeakHeap(func() { _, err = Read(c.r(), ReadOptions{Limits: c.lim}) })
 				var ce *CountLimitError
 				switch {
 				case c.what == "" && err != nil:

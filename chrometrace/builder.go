@@ -40,6 +40,8 @@ type builder struct {
 	// skip drops python_function events (counting them in
 	// t.skippedPyFrames) or flows, as ReadOptions says.
 	skip skipSet
+	// limits are the caps overCount checks (ReadOptions.Limits).
+	limits Limits
 	// Scratch for merge: local string and thread ids to global ones.
 	globalStr    []StrID
 	globalThread []ThreadID

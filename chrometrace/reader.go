@@ -26,10 +26,10 @@ type ReadOptions struct {
 	Workers int
 	// Progress, when set, is called now and then from the reading goroutine.
 	Progress func(eventsRead int64)
-	// MaxEventBytes caps one JSON value (a trace event or a top-level
-	// field) and one run of white space; 0 means MaxEventBytes, the
-	// package default. Past it Read fails with a *LimitError.
-	MaxEventBytes int
+	// Limits cap what the trace may make Read build (ValueBytes, Events,
+	// MemoryEvents; zero fields are the defaults). Past one Read fails with
+	// a *LimitError or a *CountLimitError.
+	Limits Limits
 	// SkipPyFrames leaves Trace.PyFrames empty and SkipFlows Trace.Flows:
 	// those events are still read, checked and counted, but not kept. For
 	// commands that never look at them (ops), a trace recorded with
@@ -41,54 +41,6 @@ type ReadOptions struct {
 type skipSet struct{ py, flows bool }
 
 func (o *ReadOptions) skip() skipSet { return skipSet{py: o.SkipPyFrames, flows: o.SkipFlows} }
-
-// MaxEvents caps the events of one trace, MaxMemoryEvents its [memory]
-// events: what the reader builds, whatever the bytes (1 GB of gzipped
-// "{}" is 358 million events; 1 GB of tiny [memory] events 7 million,
-// which took 1.8 GB). MaxEvents is the events of an 18 GB trace (a 1 GB one has 3.5 million; an endless trace on stdin stops there, at about 4 GB);
-// MaxMemoryEvents ten times the memory events of one (a real trace has
-// one in ten; 4 million cost analyze and report about 1 GB, see the
-// README's Performance). The CLI's --max-events and --max-memory-events
-// set them; past one, Read fails with a *CountLimitError.
-var (
-	MaxEvents       int64 = DefaultMaxEvents
-	MaxMemoryEvents       = DefaultMaxMemoryEvents
-)
-
-// The caps' defaults.
-const (
-	DefaultMaxEvents       int64 = 1 << 26
-	DefaultMaxMemoryEvents       = 4 << 20
-)
-
-// CountLimitError is a trace past MaxEvents or MaxMemoryEvents.
-type CountLimitError struct {
-	What  string // "events", "[memory] events"
-	Limit int64
-	Flag  string
-}
-
-func (e *CountLimitError) Error() string {
-	return fmt.Sprintf("more than %d %s in one trace, the cap on what the reader builds (--%s raises it)", e.Limit, e.What, e.Flag)
-}
-
-// overCount says whether what was merged so far is past a cap.
-func (b *builder) overCount() error {
-	switch {
-	case b.t.Events > MaxEvents:
-		return &CountLimitError{What: "events", Limit: MaxEvents, Flag: "max-events"}
-	case b.memory.n > MaxMemoryEvents:
-		return &CountLimitError{What: "[memory] events", Limit: int64(MaxMemoryEvents), Flag: "max-memory-events"}
-	}
-	return nil
-}
-
-// MaxEventBytes is the default cap on one JSON value and one run of white
-// space in a trace: 64 MiB, hundreds of times the largest event a profiler
-// writes (a long "Call stack" is tens of KB), so the reader's memory stays
-// bounded whatever the input (a gzip bomb of white space, one endless
-// string). The CLI's --max-value-bytes sets it.
-var MaxEventBytes = 64 << 20
 
 // rawEvent is what sonic decodes one trace event into. Strings reference the
 // batch's bytes (no copy) until the merger interns them.
@@ -225,7 +177,8 @@ func Read(r io.Reader, opts ReadOptions) (*Trace, error) {
 		workers = min(runtime.GOMAXPROCS(0), 4)
 	}
 	b := newBuilder()
-	sp := newSplitter(r, opts.MaxEventBytes)
+	b.limits = opts.Limits.WithDefaults()
+	sp := newSplitter(r, b.limits.ValueBytes)
 
 	c, err := sp.peekByte()
 	if err != nil {

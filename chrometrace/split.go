@@ -19,7 +19,7 @@ type splitter struct {
 	base int64 // input offset of buf[0]
 	eof  bool
 	rerr error // read error other than EOF
-	// limit caps one value and one run of white space (see MaxEventBytes).
+	// limit caps one value and one run of white space (Limits.ValueBytes).
 	limit int
 }
 
@@ -38,7 +38,7 @@ func (e *SyntaxError) Error() string {
 
 func newSplitter(r io.Reader, limit int) *splitter {
 	if limit <= 0 {
-		limit = MaxEventBytes
+		limit = DefaultMaxValueBytes
 	}
 	return &splitter{r: r, buf: make([]byte, min(256<<10, limit+1)), limit: limit}
 }

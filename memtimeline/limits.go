@@ -3,38 +3,14 @@ package memtimeline
 import (
 	"fmt"
 	"io"
+
+	"github.com/torchmem/torchmem/chrometrace"
 )
 
-// Caps on what one input may make a reader read and hold, whatever the
-// input claims or repeats. Each holds a real input many times over (the
-// largest recorded export_memory_timeline has 53k points; 2M rows are an
-// nvidia-smi log of 8 GPUs sampled every second for 3 days, 2M lines a
-// per-step log of 2M steps), and together they keep a reader's memory
-// under 1 GiB on hostile input (measured: 2M step lines 0.6 GB, where 4M
-// took 1.2 GB). The
-// command line sets them (--max-input-bytes, --max-records); a reader that
-// reaches one stops with a *LimitError.
-var (
-	// MaxInputBytes caps the decompressed bytes read from one input
-	// (LimitInput); a gzip bomb expands 1000-fold.
-	MaxInputBytes int64 = DefaultMaxInputBytes
-	// MaxRecords caps the points of an export_memory_timeline file, the
-	// rows kept from an nvidia-smi log (a longer one is thinned, up to 8
-	// times) and the lines of a per-step log.
-	MaxRecords = DefaultMaxRecords
-	// MaxSeries caps the distinct GPUs of an nvidia-smi log and the
-	// distinct devices of a per-step log.
-	MaxSeries = DefaultMaxSeries
-)
-
-// The caps' defaults.
-const (
-	DefaultMaxInputBytes int64 = 16 << 30
-	DefaultMaxRecords          = 2 << 20
-	DefaultMaxSeries           = 1 << 16
-)
-
-// LimitError says that an input went past one of the caps above.
+// LimitError says that an input went past one of the caps on what it may
+// make a reader read and hold: chrometrace.Limits, passed to each reader's
+// ReadLimited (the command line sets them: --max-input-bytes,
+// --max-records).
 type LimitError struct {
 	What  string // "decompressed bytes", "timeline points", ...
 	Limit int64
@@ -45,23 +21,27 @@ func (e *LimitError) Error() string {
 	return fmt.Sprintf("more than %d %s, the cap on one input (--%s raises it)", e.Limit, e.What, e.Flag)
 }
 
-// RecordsError is the *LimitError of a reader that reached MaxRecords
-// (what: "timeline points", "per-step records", ...).
-func RecordsError(what string) error {
-	return &LimitError{What: what, Limit: int64(MaxRecords), Flag: "max-records"}
+// RecordsError is the *LimitError of a reader that reached the records
+// cap, limit (what: "timeline points", "per-step records", ...).
+func RecordsError(what string, limit int) error {
+	return &LimitError{What: what, Limit: int64(limit), Flag: "max-records"}
 }
 
-// SeriesError is the *LimitError of a reader that reached MaxSeries
-// (what: "distinct GPUs", "distinct devices").
-func SeriesError(what string) error {
-	return &LimitError{What: what, Limit: int64(MaxSeries), Flag: "max-records"}
+// SeriesError is the *LimitError of a reader that reached the series cap,
+// limit (what: "distinct GPUs", "distinct devices").
+func SeriesError(what string, limit int) error {
+	return &LimitError{What: what, Limit: int64(limit), Flag: "max-records"}
 }
 
-// LimitInput returns r reading at most MaxInputBytes bytes; past them it
-// fails with a *LimitError (not io.EOF, so that a capped input is never
-// taken for a complete or a truncated one).
-func LimitInput(r io.Reader) io.Reader {
-	return &capReader{r: r, left: MaxInputBytes, limit: MaxInputBytes}
+// LimitInput returns r reading at most max bytes (0: the default,
+// chrometrace.DefaultMaxInputBytes); past them it fails with a *LimitError
+// (not io.EOF, so that a capped input is never taken for a complete or a
+// truncated one).
+func LimitInput(r io.Reader, max int64) io.Reader {
+	if max <= 0 {
+		max = chrometrace.DefaultMaxInputBytes
+	}
+	return &capReader{r: r, left: max, limit: max}
 }
 
 type capReader struct {

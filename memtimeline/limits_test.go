@@ -45,20 +45,10 @@ func (s *stream) Read(p []byte) (int, error) {
 
 func repeat(piece string) func(int) string { return func(int) string { return piece } }
 
-// withCaps sets the reader caps for one test.
-func withCaps(t *testing.T, inputBytes int64, records, series int) {
-	t.Helper()
-	old := [3]int64{memtimeline.MaxInputBytes, int64(memtimeline.MaxRecords), int64(memtimeline.MaxSeries)}
-	memtimeline.MaxInputBytes, memtimeline.MaxRecords, memtimeline.MaxSeries = inputBytes, records, series
-	t.Cleanup(func() {
-		memtimeline.MaxInputBytes, memtimeline.MaxRecords, memtimeline.MaxSeries = old[0], int(old[1]), int(old[2])
-	})
-}
-
 // Every reader stops at its cap on an endless input, with a *LimitError
 // that names the cap, and having read no more than the cap needs.
 func TestReadersStopAtCaps(t *testing.T) {
-	withCaps(t, 4<<20, 10_000, 100)
+	lim := chrometrace.Limits{InputBytes: 4 << 20, Records: 10_000, Series: 100}
 	smiHeader := "timestamp, index, memory.used [MiB], memory.total [MiB]\n"
 	smiRow := func(gpu func(i int) int) func(int) string {
 		return func(i int) string {
@@ -68,7 +58,7 @@ func TestReadersStopAtCaps(t *testing.T) {
 	cases := []struct {
 		name  string
 		in    *stream
-		read  func(io.Reader) error
+		read  func(io.Reader, chrometrace.Limits) error
 		what  string
 		limit int64
 	}{
@@ -84,7 +74,7 @@ func TestReadersStopAtCaps(t *testing.T) {
 		}}, readSteps, "distinct devices", 100},
 	}
 	for _, c := range cases {
-		err := c.read(memtimeline.LimitInput(c.in))
+		err := c.read(memtimeline.LimitInput(c.in, lim.InputBytes), lim)
 		var le *memtimeline.LimitError
 		if !errors.As(err, &le) || le.What != c.what || le.Limit != c.limit {
 			t.Errorf("%s: error %v, want the cap of %d %s", c.name, err, c.limit, c.what)
@@ -93,25 +83,34 @@ func TestReadersStopAtCaps(t *testing.T) {
 		if !strings.Contains(err.Error(), fmt.Sprint(c.limit)) || !strings.Contains(err.Error(), "--max-") {
 			t.Errorf("%s: %q does not name the cap and its flag", c.name, err)
 		}
-		if c.in.n > memtimeline.MaxInputBytes+1<<20 {
-			t.Errorf("%s: read %d bytes past a %d-byte cap", c.name, c.in.n, memtimeline.MaxInputBytes)
+		if c.in.n > lim.InputBytes+1<<20 {
+			t.Errorf("%s: read %d bytes past a %d-byte cap", c.name, c.in.n, lim.InputBytes)
 		}
 	}
 }
 
-func parseTimeline(r io.Reader) error { _, err := exported.Read(r); return err }
-func readSMI(r io.Reader) error       { _, err := smi.Read(r); return err }
-func readSteps(r io.Reader) error     { _, err := steplog.Read(r); return err }
-func readSummaries(r io.Reader) error { _, err := memsummary.Read(r); return err }
+func parseTimeline(r io.Reader, lim chrometrace.Limits) error {
+	_, err := exported.ReadLimited(r, lim)
+	return err
+}
+func readSMI(r io.Reader, lim chrometrace.Limits) error {
+	_, err := smi.ReadLimited(r, lim)
+	return err
+}
+func readSteps(r io.Reader, lim chrometrace.Limits) error {
+	_, err := steplog.ReadLimited(r, lim)
+	return err
+}
+func readSummaries(r io.Reader, lim chrometrace.Limits) error {
+	_, err := memsummary.ReadLimited(r, lim)
+	return err
+}
 
 // A run of white space in a timeline stops at --max-value-bytes, as in a
 // trace, however long the input.
 func TestTimelineWhiteSpaceRun(t *testing.T) {
-	old := chrometrace.MaxEventBytes
-	chrometrace.MaxEventBytes = 1 << 20
-	t.Cleanup(func() { chrometrace.MaxEventBytes = old })
 	in := &stream{head: "[[1, 2,", body: repeat(strings.Repeat(" ", 4096))}
-	_, err := exported.Read(in)
+	_, err := exported.ReadLimited(in, chrometrace.Limits{ValueBytes: 1 << 20})
 	var le *chrometrace.LimitError
 	if !errors.As(err, &le) || le.What != "a run of white space" || le.Offset != 7 {
 		t.Fatalf("error %v, want a white space run limit at byte 7", err)
@@ -123,19 +122,16 @@ func TestTimelineWhiteSpaceRun(t *testing.T) {
 
 // A run of blank lines stops at --max-value-bytes in the line readers.
 func TestBlankLineRun(t *testing.T) {
-	old := chrometrace.MaxEventBytes
-	chrometrace.MaxEventBytes = 1 << 20
-	t.Cleanup(func() { chrometrace.MaxEventBytes = old })
 	for name, c := range map[string]struct {
 		head string
-		read func(io.Reader) error
+		read func(io.Reader, chrometrace.Limits) error
 	}{
 		"smi":   {"timestamp, index, memory.used [MiB]\n2024/01/01 00:00:01.000, 0, 1000 MiB\n", readSMI},
 		"steps": {`{"step": 1, "allocated_bytes": 1}` + "\n", readSteps},
 	} {
 		in := &stream{head: c.head, body: repeat(strings.Repeat("\n", 100) + strings.Repeat(" ", 100))}
 		var le *chrometrace.LimitError
-		if err := c.read(in); !errors.As(err, &le) || le.What != "a run of blank lines" {
+		if err := c.read(in, chrometrace.Limits{ValueBytes: 1 << 20}); !errors.As(err, &le) || le.What != "a run of blank lines" {
 			t.Errorf("%s: %v", name, err)
 		}
 		if in.n > 2<<20 {
@@ -146,10 +142,9 @@ func TestBlankLineRun(t *testing.T) {
 
 // A line without end is refused at the line cap, whatever follows.
 func TestEndlessLine(t *testing.T) {
-	withCaps(t, 1<<40, memtimeline.DefaultMaxRecords, memtimeline.DefaultMaxSeries)
-	for name, read := range map[string]func(io.Reader) error{"smi": readSMI, "steps": readSteps} {
+	for name, read := range map[string]func(io.Reader, chrometrace.Limits) error{"smi": readSMI, "steps": readSteps} {
 		in := &stream{head: `{"step": 1, "allocated_bytes": "`, body: repeat(strings.Repeat("x", 4096))}
-		if err := read(in); err == nil || !strings.Contains(err.Error(), "longer than") {
+		if err := read(in, chrometrace.Limits{InputBytes: 1 << 40}); err == nil || !strings.Contains(err.Error(), "longer than") {
 			t.Errorf("%s: %v", name, err)
 		}
 		if in.n > 4<<20 {
@@ -161,12 +156,11 @@ func TestEndlessLine(t *testing.T) {
 // An input of exactly the cap is read whole; LimitInput only fails when
 // there is more.
 func TestLimitInputExact(t *testing.T) {
-	withCaps(t, 10, memtimeline.DefaultMaxRecords, memtimeline.DefaultMaxSeries)
-	b, err := io.ReadAll(memtimeline.LimitInput(strings.NewReader("0123456789")))
+	b, err := io.ReadAll(memtimeline.LimitInput(strings.NewReader("0123456789"), 10))
 	if err != nil || string(b) != "0123456789" {
 		t.Errorf("%q, %v", b, err)
 	}
-	_, err = io.ReadAll(memtimeline.LimitInput(strings.NewReader("0123456789A")))
+	_, err = io.ReadAll(memtimeline.LimitInput(strings.NewReader("0123456789A"), 10))
 	var le *memtimeline.LimitError
 	if !errors.As(err, &le) {
 		t.Errorf("11 bytes through a 10-byte cap: %v", err)
@@ -183,11 +177,10 @@ func manyGPUs(n int) string {
 	return b.String()
 }
 
-// A log longer than MaxRecords rows is thinned, not refused, up to every
+// A log longer than the records cap is thinned, not refused, up to every
 // 8th row: each GPU keeps evenly spaced samples over the whole log, and a
 // warning says so.
 func TestSMIThinsLongLogs(t *testing.T) {
-	withCaps(t, 1<<40, 1000, memtimeline.DefaultMaxSeries)
 	var b strings.Builder
 	b.WriteString("timestamp, index, memory.used [MiB]\n")
 	const rounds = 3000 // 6000 rows of 2 GPUs: thinned to every 8th
@@ -196,7 +189,7 @@ func TestSMIThinsLongLogs(t *testing.T) {
 			fmt.Fprintf(&b, "2024/01/01 %02d:%02d:%02d.000, %d, %d MiB\n", i/3600, i/60%60, i%60, gpu, 1000+i)
 		}
 	}
-	log, err := smi.Read(strings.NewReader(b.String()))
+	log, err := smi.ReadLimited(strings.NewReader(b.String()), chrometrace.Limits{Records: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}

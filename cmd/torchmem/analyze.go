@@ -4,12 +4,14 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/cmd/internal/report"
 )
 
 func init() { subcommands = append(subcommands, newAnalyzeCmd) }
 
 type analyzeOptions struct {
+	limits    chrometrace.Limits // the readers' caps (the --max-* flags)
 	rulesFile string
 	format    string
 	top       int
@@ -34,6 +36,7 @@ the rules with what to do next.
   torchmem analyze trace.json.gz --format json | jq '.inputs[0].leaks.verdict'`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.limits = limitsOf(cmd)
 			return runAnalyze(cmd.OutOrStdout(), cmd.ErrOrStderr(), args, o)
 		},
 	}
@@ -57,6 +60,7 @@ func runAnalyze(stdout, stderr io.Writer, args []string, o *analyzeOptions) erro
 		return err
 	}
 	q := judged("analyze", rs, o.rulesFile, &report.AllocationSites)
+	q.limits = o.limits
 	ev, err := answer(stderr, args, q)
 	if err != nil {
 		return err

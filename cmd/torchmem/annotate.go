@@ -10,6 +10,7 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"github.com/spf13/cobra"
 
+	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/chrometrace/splice"
 	"github.com/torchmem/torchmem/cmd/internal/report"
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
@@ -41,7 +42,7 @@ its name ends in .gz. Open it at https://ui.perfetto.dev or chrome://tracing.`,
   torchmem annotate rank0.pt.trace.json -o rank0.memory.json --rules torchmem.yaml`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runAnnotate(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], output, rulesFile)
+			return runAnnotate(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], output, rulesFile, limitsOf(cmd))
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "the trace to write (gzipped when it ends in .gz)")
@@ -49,7 +50,7 @@ its name ends in .gz. Open it at https://ui.perfetto.dev or chrome://tracing.`,
 	return cmd
 }
 
-func runAnnotate(stdout, stderr io.Writer, trace, output, rulesFile string) error {
+func runAnnotate(stdout, stderr io.Writer, trace, output, rulesFile string, lim chrometrace.Limits) error {
 	if output == "" {
 		return badInput(errors.New("say where to write the annotated trace: -o OUT (.json or .json.gz)"))
 	}
@@ -69,7 +70,7 @@ func runAnnotate(stdout, stderr io.Writer, trace, output, rulesFile string) erro
 	if err != nil {
 		return err
 	}
-	q := question{command: "annotate", kinds: []load.Kind{load.Trace}, fallback: load.Trace, gate: gateNone,
+	q := question{command: "annotate", kinds: []load.Kind{load.Trace}, fallback: load.Trace, gate: gateNone, limits: lim,
 		options: rules.Options{Rules: rs},
 		check: func(ins []*rules.Input) error {
 			in := ins[0]

@@ -31,6 +31,8 @@ type question struct {
 	fallback load.Kind
 	// trace configures the trace reader (ops keeps no Python frames).
 	trace chrometrace.ReadOptions
+	// limits are the readers' caps (the --max-* flags: limitsOf).
+	limits chrometrace.Limits
 	// bounded: many inputs are read into summaries to bound memory (only
 	// where summaries give the same answer: default options).
 	bounded bool

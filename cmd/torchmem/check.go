@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/cmd/internal/report"
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/memtimeline"
@@ -15,6 +16,7 @@ import (
 func init() { subcommands = append(subcommands, newCheckCmd) }
 
 type checkOptions struct {
+	limits     chrometrace.Limits // the readers' caps (the --max-* flags)
 	rulesFile  string
 	format     string
 	sourceRoot string
@@ -49,6 +51,7 @@ directory), and a file outside it is named in the message only.
   torchmem check trace.json.gz --format sarif > torchmem.sarif`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.limits = limitsOf(cmd)
 			return runCheck(cmd.OutOrStdout(), cmd.ErrOrStderr(), args, o)
 		},
 	}
@@ -104,6 +107,7 @@ func runCheck(stdout, stderr io.Writer, args []string, o *checkOptions) error {
 	}
 	q := judged("check", rs, o.rulesFile, nil)
 	q.noCharts = true
+	q.limits = o.limits
 	ev, err := answer(stderr, args, q)
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/cmd/internal/report"
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/memtimeline"
@@ -15,6 +16,7 @@ import (
 func init() { subcommands = append(subcommands, newDiffCmd) }
 
 type diffOptions struct {
+	limits        chrometrace.Limits // the readers' caps (the --max-* flags)
 	failIf        []string
 	leakThreshold string
 	rulesFile     string
@@ -56,6 +58,7 @@ bad input.`,
   torchmem diff base.json.gz head.json.gz --format markdown >> "$GITHUB_STEP_SUMMARY"`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.limits = limitsOf(cmd)
 			return runDiff(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], args[1], o)
 		},
 	}
@@ -110,6 +113,7 @@ func runDiff(stdout, stderr io.Writer, baseArg, headArg string, o *diffOptions) 
 	// severity, and diff exits by the one policy.
 	q := question{command: "diff", kinds: []load.Kind{load.Trace, load.Snapshot, load.Summarized}, fallback: load.Trace,
 		options: rules.Options{Rules: rs, Compare: &rules.CompareQuery{Gates: rules.DiffGates{Leak: leakGate, LeakThreshold: leakThreshold, Budgets: budgets}, Top: o.top}}}
+	q.limits = o.limits
 	ev, err := answer(stderr, []string{baseArg, headArg}, q)
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/cmd/internal/report"
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/rules"
@@ -13,6 +14,7 @@ import (
 func init() { subcommands = append(subcommands, newFragCmd) }
 
 type fragOptions struct {
+	limits chrometrace.Limits // the readers' caps (the --max-* flags)
 	rules.FragOptions
 	format string
 }
@@ -66,6 +68,7 @@ fragmentation rules errors (they are warnings by default).`,
   torchmem frag trace.json.gz --min-small-per-step 500 --min-churn-per-step 0.5`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.limits = limitsOf(cmd)
 			return runFrag(cmd.OutOrStdout(), cmd.ErrOrStderr(), args, o)
 		},
 	}
@@ -95,6 +98,7 @@ func runFrag(stdout, stderr io.Writer, args []string, o *fragOptions) error {
 	// tables are the analysis it was judged from.
 	q := question{command: "frag", kinds: []load.Kind{load.Trace, load.Snapshot, load.Summary}, fallback: load.Trace,
 		options: rules.Options{Rules: rules.DefaultRuleSet(), Frag: &o.FragOptions, Separately: true}, gate: gateFragmented}
+	q.limits = o.limits
 	ev, err := answer(stderr, args, q)
 	if err != nil {
 		return err

@@ -122,9 +122,10 @@ func TestCommandsCallNoAnalysis(t *testing.T) {
 		},
 		"load": {
 			"chrometrace.Read": "", "chrometrace.NewInput": "", "chrometrace.OneLine": "", "chrometrace.LooksLikeTrace": "",
-			"memtimeline.LimitInput": "", "snapshot.Read": "", "snapshot.LooksLike": "", "smi.Read": "", "smi.ReadApps": "",
-			"smi.LooksLike": "", "smi.LooksLikeApps": "", "steplog.Read": "", "steplog.LooksLike": "", "memsummary.Read": "",
-			"memsummary.LooksLike": "", "exported.Read": "", "exported.LooksLike": "", "digest.Read": "", "digest.LooksLike": "",
+			"memtimeline.LimitInput": "", "snapshot.ReadLimited": "", "snapshot.LooksLike": "", "smi.ReadLimited": "",
+			"smi.ReadAppsLimited": "", "smi.LooksLike": "", "smi.LooksLikeApps": "", "steplog.ReadLimited": "", "steplog.LooksLike": "",
+			"memsummary.ReadLimited": "", "memsummary.LooksLike": "", "exported.ReadLimited": "", "exported.LooksLike": "",
+			"digest.Read": "", "digest.LooksLike": "",
 		},
 	}
 	fset := token.NewFileSet()

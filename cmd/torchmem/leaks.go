@@ -16,6 +16,7 @@ import (
 func init() { subcommands = append(subcommands, newLeaksCmd) }
 
 type leaksOptions struct {
+	limits    chrometrace.Limits // the readers' caps (the --max-* flags)
 	rulesFile string
 	device    int
 	minBytes  int64
@@ -53,6 +54,7 @@ parallel and a rank whose verdict differs from the others is named.
   torchmem leaks trace.json.gz --min-bytes-per-step 65536`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.limits = limitsOf(cmd)
 			return runLeaks(cmd.OutOrStdout(), cmd.ErrOrStderr(), args, o)
 		},
 	}
@@ -96,6 +98,7 @@ func runLeaks(stdout, stderr io.Writer, args []string, o *leaksOptions) error {
 		}
 		return checkDevice(ins, o.device)
 	}
+	q.limits = o.limits
 	ev, err := answer(stderr, args, q)
 	if err != nil {
 		return err

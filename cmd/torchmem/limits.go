@@ -8,28 +8,31 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
-	"github.com/torchmem/torchmem/memtimeline/snapshot"
 )
 
-// defaultMaxValueBytes is the readers' default cap on one value: one JSON
-// trace event (or run of white space) and one pickle value.
-const defaultMaxValueBytes = 64 << 20
+// limitFlag is one --max-* flag: a cap of the readers (a field of the
+// chrometrace.Limits the loader passes to every reader), given as a count
+// with an optional binary suffix. The caps keep a hostile file from
+// costing unbounded memory.
+type limitFlag struct {
+	lim *chrometrace.Limits
+	n   int
+	max int64
+	typ string // "bytes" or "count", as --help shows it
+	set func(l *chrometrace.Limits, n int)
+}
 
-// valueLimit is the --max-value-bytes flag: it sets the readers' caps on one
-// value (chrometrace.MaxEventBytes, snapshot.MaxValueBytes), which
-// keep a hostile file from costing unbounded memory.
-type valueLimit struct{ n int }
+func (f *limitFlag) String() string { return strconv.Itoa(f.n) }
+func (f *limitFlag) Type() string   { return f.typ }
 
-func (v *valueLimit) String() string { return strconv.Itoa(v.n) }
-func (v *valueLimit) Type() string   { return "bytes" }
-
-// Set accepts a byte count with an optional binary suffix: 256MiB, 1GiB, 1G.
-func (v *valueLimit) Set(s string) error {
-	n, err := parseByteCount(s, 1<<40)
+// Set accepts a count with an optional binary suffix: 256MiB, 1GiB, 1G.
+func (f *limitFlag) Set(s string) error {
+	n, err := parseByteCount(s, f.max)
 	if err != nil {
 		return err
 	}
-	v.set(n)
+	f.n = n
+	f.set(f.lim, n)
 	return nil
 }
 
@@ -43,61 +46,37 @@ func parseByteCount(s string, max int64) (int, error) {
 	return int(n), nil
 }
 
-func (v *valueLimit) set(n int) {
-	v.n = n
-	setCap(&chrometrace.MaxEventBytes, n)
-	setCap(&snapshot.MaxValueBytes, n)
-}
-
-// setCap sets a reader's cap, writing only a change: commands that run
-// side by side in one process (the tests) with the default caps then only
-// read the shared variables, and do not race.
-func setCap[T comparable](p *T, v T) {
-	if *p != v {
-		*p = v
-	}
-}
-
-// addLimitFlags adds --max-value-bytes to every command, starting from the
-// default each time a command tree is built.
+// addLimitFlags adds the readers' caps to every command (persistent
+// flags of root), each starting at its default; limitsOf reads them back.
 func addLimitFlags(root *cobra.Command) {
-	v := &valueLimit{}
-	v.set(defaultMaxValueBytes)
-	root.PersistentFlags().Var(v, "max-value-bytes",
-		"largest single value a reader accepts: one trace event, one run of white space, one pickle string (e.g. 256MiB)")
-	setCap(&memtimeline.MaxInputBytes, memtimeline.DefaultMaxInputBytes)
-	setCap(&memtimeline.MaxRecords, memtimeline.DefaultMaxRecords)
-	setCap(&memtimeline.MaxSeries, memtimeline.DefaultMaxSeries)
-	root.PersistentFlags().Var(&capFlag{set: func(n int) { memtimeline.MaxInputBytes = int64(n) }, n: int(memtimeline.DefaultMaxInputBytes), max: 1 << 50},
-		"max-input-bytes", "largest input (after decompression) read from a snapshot, timeline, nvidia-smi or per-step log (e.g. 64GiB)")
-	setCap(&chrometrace.MaxEvents, chrometrace.DefaultMaxEvents)
-	setCap(&chrometrace.MaxMemoryEvents, chrometrace.DefaultMaxMemoryEvents)
-	root.PersistentFlags().Var(&capFlag{set: func(n int) { chrometrace.MaxEvents = int64(n) }, n: int(chrometrace.DefaultMaxEvents), max: 1 << 40},
-		"max-events", "most events read from one trace, 64M by default (an 18 GB trace; e.g. 256M)")
-	root.PersistentFlags().Var(&capFlag{set: func(n int) { chrometrace.MaxMemoryEvents = n }, n: chrometrace.DefaultMaxMemoryEvents, max: 1 << 36},
-		"max-memory-events", "most [memory] events read from one trace; about 250 bytes of memory each in analyze and report (e.g. 16M)")
-	root.PersistentFlags().Var(&capFlag{set: func(n int) {
-		memtimeline.MaxRecords = n
-		memtimeline.MaxSeries = max(n/64, memtimeline.DefaultMaxSeries)
-	}, n: memtimeline.DefaultMaxRecords, max: 1 << 34},
-		"max-records", "most points of a memory timeline, rows of an nvidia-smi log or lines of a per-step log read from one input (e.g. 16M)")
-}
-
-// capFlag is a reader cap given on the command line as a count with an
-// optional binary suffix.
-type capFlag struct {
-	n, max int
-	set    func(int)
-}
-
-func (c *capFlag) String() string { return strconv.Itoa(c.n) }
-func (c *capFlag) Type() string   { return "count" }
-func (c *capFlag) Set(s string) error {
-	n, err := parseByteCount(s, int64(c.max))
-	if err != nil {
-		return err
+	lim := &chrometrace.Limits{}
+	*lim = lim.WithDefaults()
+	add := func(name, typ, usage string, n int, max int64, set func(l *chrometrace.Limits, n int)) {
+		root.PersistentFlags().Var(&limitFlag{lim: lim, n: n, max: max, typ: typ, set: set}, name, usage)
 	}
-	c.n = n
-	c.set(n)
-	return nil
+	add("max-value-bytes", "bytes", "largest single value a reader accepts: one trace event, one run of white space, one pickle string (e.g. 256MiB)",
+		lim.ValueBytes, 1<<40, func(l *chrometrace.Limits, n int) { l.ValueBytes = n })
+	add("max-input-bytes", "count", "largest input (after decompression) read from a snapshot, timeline, nvidia-smi or per-step log (e.g. 64GiB)",
+		int(lim.InputBytes), 1<<50, func(l *chrometrace.Limits, n int) { l.InputBytes = int64(n) })
+	add("max-events", "count", "most events read from one trace, 64M by default (an 18 GB trace; e.g. 256M)",
+		int(lim.Events), 1<<40, func(l *chrometrace.Limits, n int) { l.Events = int64(n) })
+	add("max-memory-events", "count", "most [memory] events read from one trace; about 250 bytes of memory each in analyze and report (e.g. 16M)",
+		lim.MemoryEvents, 1<<36, func(l *chrometrace.Limits, n int) { l.MemoryEvents = n })
+	add("max-records", "count", "most points of a memory timeline, rows of an nvidia-smi log or lines of a per-step log read from one input (e.g. 16M)",
+		lim.Records, 1<<34, func(l *chrometrace.Limits, n int) {
+			l.Records = n
+			l.Series = 0 // follows the records cap (Limits.Series)
+			*l = l.WithDefaults()
+		})
+}
+
+// limitsOf is the readers' caps as cmd's command line set them (the
+// defaults where it did not).
+func limitsOf(cmd *cobra.Command) chrometrace.Limits {
+	if fl := cmd.Root().PersistentFlags().Lookup("max-value-bytes"); fl != nil {
+		if f, ok := fl.Value.(*limitFlag); ok {
+			return *f.lim
+		}
+	}
+	return chrometrace.Limits{}.WithDefaults()
 }

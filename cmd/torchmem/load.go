@@ -59,6 +59,7 @@ func loadInputs(stderr io.Writer, args []string, q question) ([]*rules.Input, er
 func loadFiles(stderr io.Writer, args []string, q question) ([]*load.File, error) {
 	o := load.Options{
 		Trace:    q.trace,
+		Limits:   q.limits,
 		Kinds:    q.kinds,
 		Fallback: q.fallback,
 		Command:  q.command,

@@ -21,10 +21,11 @@ var update = flag.Bool("update", false, "rewrite golden files in testdata")
 //
 // Tests that call it may run side by side (t.Parallel) unless they set the
 // environment (t.Setenv: COLUMNS), change the working directory or a package
-// variable (stdin), or give a reader cap other than the default
-// (--max-value-bytes, --max-input-bytes, --max-records: package variables of
-// the readers). Such tests stay sequential, and go test runs them before
-// every parallel one. Browser tests each get a tab of the shared browser.
+// variable (stdin). Such tests stay sequential, and go test runs them before
+// every parallel one. The reader caps (--max-value-bytes, --max-records, ...)
+// are options of one command line (chrometrace.Limits), so a test giving
+// them may run side by side with others. Browser tests each get a tab of
+// the shared browser.
 func torchmem(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
 	var out, errb bytes.Buffer

@@ -14,6 +14,7 @@ import (
 func init() { subcommands = append(subcommands, newOpsCmd) }
 
 type opsOptions struct {
+	limits  chrometrace.Limits // the readers' caps (the --max-* flags)
 	sort    string
 	top     int
 	device  int
@@ -41,6 +42,7 @@ child operators; CUDA Mem includes the children. Sizes use torch's units
   torchmem ops trace.json.gz --format json | jq '.operators[0]'`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.limits = limitsOf(cmd)
 			return runOps(cmd.OutOrStdout(), cmd.ErrOrStderr(), args, o)
 		},
 	}
@@ -77,6 +79,7 @@ func runOps(stdout, stderr io.Writer, args []string, o *opsOptions) error {
 	q := question{command: "ops", kinds: []load.Kind{load.Trace}, fallback: load.Trace, gate: gateNone,
 		trace:   chrometrace.ReadOptions{SkipPyFrames: true, SkipFlows: true},
 		options: rules.Options{Tables: &rules.TableQuery{Operators: &rules.OperatorQuery{Device: o.device, GroupBy: by, Sort: o.sort, Top: o.top}}}}
+	q.limits = o.limits
 	ev, err := answer(stderr, args, q)
 	if err != nil {
 		return err

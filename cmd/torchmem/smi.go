@@ -87,6 +87,7 @@ findings and the verdict alike.`,
 			if gpu != "" {
 				q.check = func(ins []*rules.Input) error { return onlyGPU(ins, gpu) }
 			}
+			q.limits = limitsOf(cmd)
 			ev, err := answer(cmd.ErrOrStderr(), args, q)
 			if err != nil {
 				return err

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/cmd/internal/report"
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/rules"
@@ -16,6 +17,7 @@ func init() { subcommands = append(subcommands, newSnapshotCmd) }
 // snapshotOptions are the flags of `torchmem snapshot` (and of any command
 // that routes allocator snapshots here).
 type snapshotOptions struct {
+	limits chrometrace.Limits // the readers' caps (the --max-* flags)
 	format string
 	top    int // segments shown in the fill map
 	leaks  int // leak candidate groups shown
@@ -45,6 +47,7 @@ Byte sizes in tables use binary units (1 MB = 1 MiB, as torch prints them);
 --format json gives exact integer bytes.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.limits = limitsOf(cmd)
 			return runSnapshot(cmd.OutOrStdout(), cmd.ErrOrStderr(), args, o)
 		},
 	}
@@ -63,6 +66,7 @@ func runSnapshot(w, stderr io.Writer, args []string, o snapshotOptions) error {
 	}
 	q := question{command: "snapshot", kinds: []load.Kind{load.Snapshot}, fallback: load.Snapshot, gate: gateNone,
 		options: rules.Options{Tables: &rules.TableQuery{Snapshot: true}}}
+	q.limits = o.limits
 	ev, err := answer(stderr, args, q)
 	if err != nil {
 		return err

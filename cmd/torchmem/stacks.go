@@ -4,6 +4,7 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/cmd/internal/report"
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
 	"github.com/torchmem/torchmem/memtimeline"
@@ -13,6 +14,7 @@ import (
 func init() { subcommands = append(subcommands, newStacksCmd) }
 
 type stacksOptions struct {
+	limits    chrometrace.Limits // the readers' caps (the --max-* flags)
 	depth     int
 	device    int
 	top       int
@@ -46,6 +48,7 @@ operator chains only.`,
   torchmem stacks trace.json.gz --folded --weight live > live.folded && flamegraph.pl live.folded > live.svg`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.limits = limitsOf(cmd)
 			return runStacks(cmd.OutOrStdout(), cmd.ErrOrStderr(), args, o)
 		},
 	}
@@ -81,6 +84,7 @@ func runStacks(stdout, stderr io.Writer, args []string, o *stacksOptions) error 
 	sites := &rules.SiteQuery{SiteOptions: memtimeline.SiteOptions{Device: o.device, Depth: o.depth, AllFrames: o.allFrames}, Sort: o.sort, Top: o.top, All: o.folded}
 	q := question{command: "stacks", kinds: []load.Kind{load.Trace}, fallback: load.Trace, gate: gateNone,
 		options: rules.Options{Tables: &rules.TableQuery{Sites: sites}}}
+	q.limits = o.limits
 	ev, err := answer(stderr, args, q)
 	if err != nil {
 		return err

@@ -65,6 +65,7 @@ said as bounded. The least-squares line (per step, R^2) is shown alongside.
 			// and so is the exit code.
 			q := question{command: "steps", kinds: []load.Kind{load.Steps, load.Summary}, fallback: load.Steps,
 				options: rules.Options{Rules: rules.DefaultRuleSet(), Steps: &opts, Separately: true}}
+			q.limits = limitsOf(cmd)
 			ev, err := answer(cmd.ErrOrStderr(), args, q)
 			if err != nil {
 				return err

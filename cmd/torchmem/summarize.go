@@ -12,6 +12,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
+	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/cmd/internal/escape"
 	"github.com/torchmem/torchmem/cmd/internal/report"
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
@@ -23,6 +24,7 @@ import (
 func init() { subcommands = append(subcommands, newSummarizeCmd) }
 
 type summarizeOptions struct {
+	limits chrometrace.Limits // the readers' caps (the --max-* flags)
 	output string
 	jobs   int
 	shard  string
@@ -68,6 +70,7 @@ read; a bad file found in a directory is skipped with a warning).`,
   torchmem report summaries/ -o report.html`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.limits = limitsOf(cmd)
 			return runSummarize(cmd.OutOrStdout(), cmd.ErrOrStderr(), args, o)
 		},
 	}
@@ -140,6 +143,7 @@ func runSummarize(stdout, stderr io.Writer, args []string, o *summarizeOptions) 
 		Fallback: load.Trace,
 		Command:  "summarize",
 		Stdin:    stdin,
+		Limits:   o.limits,
 	}
 	res := make([]summarized, len(srcs))
 	var g errgroup.Group // a failed input is a result here, not the group's error

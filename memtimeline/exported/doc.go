@@ -5,8 +5,9 @@
 //
 // LooksLike is the loader's content test; Read (a stream) and ReadFile (a
 // path) accept both flavours, the coalesced [times, sizes] file and the
-// raw event list, with a bounded streaming scanner (memtimeline's
-// MaxRecords and MaxInputBytes caps), and produce a Timeline. A Timeline
+// raw event list, with a bounded streaming scanner (ReadLimited takes
+// the caps, chrometrace.Limits; the caller bounds the bytes with
+// memtimeline.LimitInput), and produce a Timeline. A Timeline
 // gives its totals and per-category series (memtimeline.Series, for the
 // charts) and its peak; SplitAt is torch's own category split at an
 // instant, which memtimeline.Composition.CompareWithTorch holds our peak

@@ -170,7 +170,7 @@ func ReadFile(path string) (*Timeline, error) {
 		return nil, fmt.Errorf("memory timeline %s: %w", path, err)
 	}
 	defer in.Close()
-	tl, err := Read(memtimeline.LimitInput(in))
+	tl, err := Read(memtimeline.LimitInput(in, 0))
 	if err != nil {
 		return nil, fmt.Errorf("memory timeline %s: %w", path, err)
 	}
@@ -184,8 +184,13 @@ func ReadFile(path string) (*Timeline, error) {
 // array and its second element is an array of arrays (or empty), while a
 // raw file's second element is an array of integers. An empty raw file is
 // "[]" and an empty coalesced one "[[], []]".
-func Read(r io.Reader) (*Timeline, error) {
+func Read(r io.Reader) (*Timeline, error) { return ReadLimited(r, chrometrace.Limits{}) }
+
+// ReadLimited is Read within lim (ValueBytes, Records; zero fields are
+// the defaults).
+func ReadLimited(r io.Reader, lim chrometrace.Limits) (*Timeline, error) {
 	s := newIntJSONScanner(r)
+	s.lim = lim.WithDefaults()
 	c, err := s.peek()
 	if err == errTimelineTruncated {
 		return nil, errors.New("no JSON content")
@@ -215,7 +220,7 @@ func Read(r io.Reader) (*Timeline, error) {
 	if err := s.expect('['); err != nil {
 		return nil, fmt.Errorf("not an export_memory_timeline file: %w", err)
 	}
-	first, err := s.readIntArrayBody(nil, memtimeline.MaxRecords, memtimeline.RecordsError("timeline points"))
+	first, err := s.readIntArrayBody(nil, s.lim.Records, memtimeline.RecordsError("timeline points", s.lim.Records))
 	if err != nil {
 		return nil, err
 	}
@@ -337,8 +342,8 @@ func parseRaw(s *intJSONScanner, first []int64) (*Timeline, error) {
 	ev := make([]int64, 0, 4)
 	var err error
 	for idx := 1; ; idx++ {
-		if idx >= memtimeline.MaxRecords {
-			return nil, memtimeline.RecordsError("timeline events")
+		if idx >= s.lim.Records {
+			return nil, memtimeline.RecordsError("timeline events", s.lim.Records)
 		}
 		ev, err = s.readIntArrayBody(ev[:0], 4, nil)
 		if err != nil {

@@ -25,6 +25,7 @@ type intJSONScanner struct {
 	end  int   // end of valid bytes in buf
 	base int64 // input offset of buf[0], for error messages
 	err  error // sticky error of src (io.EOF at the end)
+	lim  chrometrace.Limits
 }
 
 // scanBufSize is the read window; numbers are at most ~21 bytes, so any
@@ -32,7 +33,7 @@ type intJSONScanner struct {
 const scanBufSize = 64 << 10
 
 func newIntJSONScanner(r io.Reader) *intJSONScanner {
-	return &intJSONScanner{src: r, buf: make([]byte, scanBufSize)}
+	return &intJSONScanner{src: r, buf: make([]byte, scanBufSize), lim: chrometrace.Limits{}.WithDefaults()}
 }
 
 // offset is the input position of the next byte.
@@ -73,7 +74,7 @@ func (s *intJSONScanner) readErr() error {
 var errTimelineTruncated = errors.New("unexpected end of input (file truncated?)")
 
 // peek returns the next non-space byte without consuming it. A run of
-// white space longer than chrometrace.MaxEventBytes is an error, as in a
+// white space longer than Limits.ValueBytes is an error, as in a
 // trace: nothing torch writes has one, and a gzip bomb of spaces would
 // otherwise be read to the end.
 func (s *intJSONScanner) peek() (byte, error) {
@@ -87,8 +88,8 @@ func (s *intJSONScanner) peek() (byte, error) {
 				return c, nil
 			}
 		}
-		if s.offsetNow()-start > int64(chrometrace.MaxEventBytes) {
-			return 0, &chrometrace.LimitError{What: "a run of white space", Offset: start, Limit: chrometrace.MaxEventBytes}
+		if s.offsetNow()-start > int64(s.lim.ValueBytes) {
+			return 0, &chrometrace.LimitError{What: "a run of white space", Offset: start, Limit: s.lim.ValueBytes}
 		}
 		if !s.fill() {
 			return 0, s.readErr()

@@ -67,10 +67,10 @@ type Log struct {
 // \r, dumped tensors) are skipped, not buffered.
 const summaryMaxLine = 64 << 10
 
-// MaxTables caps the tables read from one log: an eighth of
-// memtimeline.MaxRecords (256K by default, 8 million lines of tables). A
-// table costs 150 bytes held; 2 million title lines alone took 1.2 GB.
-func MaxTables() int { return max(memtimeline.MaxRecords/8, 1) }
+// maxTables caps the tables read from one log: an eighth of the records
+// cap (256K by default, 8 million lines of tables). A table costs 150
+// bytes held; 2 million title lines alone took 1.2 GB.
+func maxTables(lim chrometrace.Limits) int { return max(lim.Records/8, 1) }
 
 // ErrNotSummary marks a text with no memory_summary() table in it.
 var ErrNotSummary = errors.New("no torch.cuda.memory_summary() table in it")
@@ -94,8 +94,13 @@ func LooksLike(head []byte) bool {
 // when each line carries a logger prefix ("2026-11-30 12:00:01 INFO rank0:
 // |  Allocated memory ..."). Tables of different ranks may interleave;
 // each table is one sample.
-func Read(r io.Reader) (*Log, error) {
-	br := bufio.NewReaderSize(memtimeline.LimitInput(r), summaryMaxLine)
+func Read(r io.Reader) (*Log, error) { return ReadLimited(r, chrometrace.Limits{}) }
+
+// ReadLimited is Read within lim (InputBytes, Records, Series; zero
+// fields are the defaults).
+func ReadLimited(r io.Reader, lim chrometrace.Limits) (*Log, error) {
+	lim = lim.WithDefaults()
+	br := bufio.NewReaderSize(memtimeline.LimitInput(r, lim.InputBytes), summaryMaxLine)
 	log := &Log{}
 	open := map[int]*Summary{} // rank -> table being read
 	lastStep := map[int]int64{}
@@ -149,8 +154,8 @@ func Read(r io.Reader) (*Log, error) {
 		rank := -1
 		if m := summaryRank.FindStringSubmatch(prefix); m != nil {
 			rank = atoiOr(m[1], -1)
-			if _, seen := lastStep[rank]; !seen && open[rank] == nil && len(lastStep)+len(open) >= memtimeline.MaxSeries {
-				return nil, fmt.Errorf("line %d: %w", log.Lines, memtimeline.SeriesError("distinct ranks"))
+			if _, seen := lastStep[rank]; !seen && open[rank] == nil && len(lastStep)+len(open) >= lim.Series {
+				return nil, fmt.Errorf("line %d: %w", log.Lines, memtimeline.SeriesError("distinct ranks", lim.Series))
 			}
 		}
 		if bar < 0 {
@@ -185,11 +190,11 @@ func Read(r io.Reader) (*Log, error) {
 				s.Time = parseLogTime(m)
 			}
 			open[rank] = s
-			if len(log.Samples)+len(open) > MaxTables() {
-				return nil, &memtimeline.LimitError{What: "memory_summary() tables (an eighth of the records cap: a table is about 30 lines, and 150 bytes held)", Limit: int64(MaxTables()), Flag: "max-records"}
+			if len(log.Samples)+len(open) > maxTables(lim) {
+				return nil, &memtimeline.LimitError{What: "memory_summary() tables (an eighth of the records cap: a table is about 30 lines, and 150 bytes held)", Limit: int64(maxTables(lim)), Flag: "max-records"}
 			}
-			if len(open) > memtimeline.MaxSeries {
-				return nil, memtimeline.SeriesError("ranks with memory_summary() tables")
+			if len(open) > lim.Series {
+				return nil, memtimeline.SeriesError("ranks with memory_summary() tables", lim.Series)
 			}
 		} else if s := open[rank]; s != nil {
 			if !summaryRow(s, row) {

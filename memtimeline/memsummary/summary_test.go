@@ -242,9 +242,7 @@ func TestReadRecordedLog(t *testing.T) {
 // The reader stops at the caps every reader shares (--max-records).
 func TestReadLimits(t *testing.T) {
 	tables := strings.Join(summaryTables(t), "")
-	defer func(n int) { memtimeline.MaxRecords = n }(memtimeline.MaxRecords)
-	memtimeline.MaxRecords = 3
-	_, err := Read(strings.NewReader(tables))
+	_, err := ReadLimited(strings.NewReader(tables), chrometrace.Limits{Records: 3})
 	var le *memtimeline.LimitError
 	if !errors.As(err, &le) || le.Flag != "max-records" {
 		t.Errorf("8 tables over a cap of 3: %v", err)
@@ -271,21 +269,21 @@ func TestReadCutGzip(t *testing.T) {
 
 // TestReadManyTitleLines: a log of nothing but table titles builds one
 // table (150 bytes) per line; two million of them took 1.2 GB before the
-// records cap stopped it. The tables now stop at MaxTables, an eighth of
+// records cap stopped it. The tables now stop at maxTables, an eighth of
 // the records cap, in memory bounded by it.
 func TestReadManyTitleLines(t *testing.T) {
-	defer func(old int) { memtimeline.MaxRecords = old }(memtimeline.MaxRecords)
-	memtimeline.MaxRecords = 1 << 17
+	lim := chrometrace.Limits{Records: 1 << 17}
+	tables := maxTables(lim)
 	line := []byte("2026-01-01 00:00:00 INFO rank0: | PyTorch CUDA memory summary, device ID 0 |\n")
 	r := &bombtest.Reader{Fill: line, N: int64(len(line)) * 1 << 20}
 	var err error
-	peak := bombtest.PeakHeap(func() { _, err = Read(r) })
+	peak := bombtest.PeakHeap(func() { _, err = ReadLimited(r, lim) })
 	var le *memtimeline.LimitError
-	if !errors.As(err, &le) || le.Limit != int64(MaxTables()) || !strings.Contains(err.Error(), "memory_summary() tables") {
-		t.Fatalf("error %v, want the tables cap of %d", err, MaxTables())
+	if !errors.As(err, &le) || le.Limit != int64(tables) || !strings.Contains(err.Error(), "memory_summary() tables") {
+		t.Fatalf("error %v, want the tables cap of %d", err, tables)
 	}
 	if peak > 16<<20 {
-		t.Errorf("peak heap %d MB for %d tables, want under 16 MB", peak>>20, MaxTables())
+		t.Errorf("peak heap %d MB for %d tables, want under 16 MB", peak>>20, tables)
 	}
 }
 

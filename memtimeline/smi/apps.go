@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/internal/lines"
 )
@@ -132,8 +133,13 @@ const appsMaxProcesses = 1 << 16
 // the line; they wrap ErrNotAppsLog when the input is not such a log. A
 // malformed last line without a newline (cut off mid-write) is dropped
 // with a warning.
-func ReadApps(r io.Reader) (*AppsLog, error) {
-	lr := lines.NewReader(r, smiMaxLine)
+func ReadApps(r io.Reader) (*AppsLog, error) { return ReadAppsLimited(r, chrometrace.Limits{}) }
+
+// ReadAppsLimited is ReadApps within lim (ValueBytes, Records; zero
+// fields are the defaults).
+func ReadAppsLimited(r io.Reader, lim chrometrace.Limits) (*AppsLog, error) {
+	lim = lim.WithDefaults()
+	lr := lines.NewReader(r, smiMaxLine, lim.ValueBytes)
 	log := &AppsLog{}
 	var layout *appsLayout
 	procs := map[string]*Process{}
@@ -254,14 +260,14 @@ func ReadApps(r io.Reader) (*AppsLog, error) {
 		p := procs[key]
 		if p == nil {
 			if len(procs) >= appsMaxProcesses {
-				return nil, fmt.Errorf("line %d: %w", no, memtimeline.SeriesError("distinct processes"))
+				return nil, fmt.Errorf("line %d: %w", no, memtimeline.SeriesError("distinct processes", appsMaxProcesses))
 			}
 			p = &Process{PID: pid, Name: name, GPU: gpu, GPUUUID: uuid, GPUBusID: bus}
 			procs[key] = p
 			order = append(order, key)
 		}
-		if log.Rows >= memtimeline.MaxRecords {
-			return nil, fmt.Errorf("line %d: %w", no, &memtimeline.LimitError{What: "nvidia-smi compute-apps rows", Limit: int64(memtimeline.MaxRecords), Flag: "max-records"})
+		if log.Rows >= lim.Records {
+			return nil, fmt.Errorf("line %d: %w", no, memtimeline.RecordsError("nvidia-smi compute-apps rows", lim.Records))
 		}
 		p.Samples = append(p.Samples, s)
 		log.Rows++

@@ -4,8 +4,8 @@
 //
 // LooksLike is the loader's content test, Read the lenient, bounded
 // reader (units or not, header or not, N/A values, repeated headers,
-// interleaved GPUs; memtimeline's MaxRecords thins a very long log and
-// MaxSeries caps the GPUs); it produces a Log with one GPU of Samples per
+// interleaved GPUs; ReadLimited's chrometrace.Limits.Records thins a very
+// long log and Limits.Series caps the GPUs); it produces a Log with one GPU of Samples per
 // device. Analyze takes the Log and gives an Analysis: per GPU a
 // GPUReport with its growth runs (GrowthRun), periods (Period) and the
 // time above the alarm threshold (ThresholdAlarm); Buckets summarises a

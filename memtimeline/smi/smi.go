@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/internal/lines"
 )
@@ -455,7 +456,7 @@ func (l *smiLayout) parseRow(fields []string) (smiRow, error) {
 	return r, nil
 }
 
-// smiMaxStride is how far a log longer than MaxRecords rows is thinned
+// smiMaxStride is how far a log longer than Limits.Records rows is thinned
 // (every 8th row kept) before it is refused: 8 x 2M rows is 5 days of 8
 // GPUs sampled every 200 ms.
 const smiMaxStride = 8
@@ -491,9 +492,14 @@ const smiInferRows = 256
 // not look like such a log at all. A malformed last line without a final
 // newline (a log cut off while nvidia-smi was writing) is dropped with a
 // warning instead.
-func Read(r io.Reader) (*Log, error) {
-	lr := lines.NewReader(r, smiMaxLine)
-	s := &smiReader{log: &Log{}, gpus: map[string]*GPU{}, stride: 1}
+func Read(r io.Reader) (*Log, error) { return ReadLimited(r, chrometrace.Limits{}) }
+
+// ReadLimited is Read within lim (ValueBytes, Records, Series; zero
+// fields are the defaults).
+func ReadLimited(r io.Reader, lim chrometrace.Limits) (*Log, error) {
+	lim = lim.WithDefaults()
+	lr := lines.NewReader(r, smiMaxLine, lim.ValueBytes)
+	s := &smiReader{log: &Log{}, gpus: map[string]*GPU{}, stride: 1, lim: lim}
 	for {
 		fields, lineNo, terminated, err := nextCSVRow(lr, ErrNotLog)
 		if err == io.EOF {
@@ -552,6 +558,7 @@ type smiReader struct {
 	roundPos int
 	stored   int // samples kept, all GPUs
 	stride   int // one row of each GPU kept in stride
+	lim      chrometrace.Limits
 }
 
 // header takes a header line: the first one, or one repeated when logs
@@ -609,15 +616,15 @@ func (s *smiReader) addRow(rl smiRawLine) error {
 		return fmt.Errorf("line %d: %w", rl.no, err)
 	}
 	key := s.gpuKey(row)
-	if s.stored >= memtimeline.MaxRecords {
+	if s.stored >= s.lim.Records {
 		if err := s.thin(rl.no); err != nil {
 			return err
 		}
 	}
 	g := s.gpus[key]
 	if g == nil {
-		if len(s.gpus) >= memtimeline.MaxSeries {
-			return fmt.Errorf("line %d: %w", rl.no, memtimeline.SeriesError("distinct GPUs"))
+		if len(s.gpus) >= s.lim.Series {
+			return fmt.Errorf("line %d: %w", rl.no, memtimeline.SeriesError("distinct GPUs", s.lim.Series))
 		}
 		if len(key)+len(row.bus)+len(row.uuid)+len(row.name) > smiMaxIdentity {
 			return fmt.Errorf("line %d: a GPU's index, bus id, UUID and name take more than %d bytes: not nvidia-smi's", rl.no, smiMaxIdentity)
@@ -640,7 +647,7 @@ func (s *smiReader) addRow(rl smiRawLine) error {
 // smiMaxStride the log is too long to read (or a bomb).
 func (s *smiReader) thin(lineNo int) error {
 	if s.stride >= smiMaxStride {
-		return fmt.Errorf("line %d: %w", lineNo, &memtimeline.LimitError{What: "nvidia-smi rows", Limit: int64(memtimeline.MaxRecords) * smiMaxStride, Flag: "max-records"})
+		return fmt.Errorf("line %d: %w", lineNo, &memtimeline.LimitError{What: "nvidia-smi rows", Limit: int64(s.lim.Records) * smiMaxStride, Flag: "max-records"})
 	}
 	s.stride *= 2
 	s.stored = 0
@@ -695,7 +702,7 @@ func (s *smiReader) finish() (*Log, error) {
 		return nil, errors.New("header but no samples")
 	}
 	if s.stride > 1 {
-		log.Warnings = append(log.Warnings, fmt.Sprintf("%d rows, more than the cap of %d: kept every %d%s sample of each GPU (--max-records raises the cap)", log.Rows, memtimeline.MaxRecords, s.stride, ordinalSuffix(s.stride)))
+		log.Warnings = append(log.Warnings, fmt.Sprintf("%d rows, more than the cap of %d: kept every %d%s sample of each GPU (--max-records raises the cap)", log.Rows, s.lim.Records, s.stride, ordinalSuffix(s.stride)))
 	}
 	for _, k := range s.order {
 		g := s.gpus[k]

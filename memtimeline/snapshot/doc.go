@@ -4,7 +4,7 @@
 //
 // LooksLike is the loader's content test; Read decodes the pickle with
 // the bounded, plain-data-only decoder of internal/pickle (no str, bytes
-// or container over MaxValueBytes; class-building opcodes refused, so a
+// or container over chrometrace.Limits.ValueBytes, given to ReadLimited; class-building opcodes refused, so a
 // pickle cannot run code) and maps it onto the typed model: a Snapshot of
 // Segments, Blocks and the per-device history of TraceEntry events.
 //

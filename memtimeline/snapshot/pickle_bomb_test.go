@@ -25,8 +25,6 @@ func str8(n uint64) []byte {
 // costs nothing unless the reader keeps it).
 func TestPickleBombs(t *testing.T) {
 	const limit = 1 << 20
-	defer func(old int) { MaxValueBytes = old }(MaxValueBytes)
-	MaxValueBytes = limit
 	const tenGB = 10 << 30
 	cases := []struct {
 		name string
@@ -45,7 +43,7 @@ func TestPickleBombs(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var err error
-			peak := bombtest.PeakHeap(func() { _, err = Read(c.r) })
+			peak := bombtest.PeakHeap(func() { _, err = ReadLimited(c.r, chrometrace.Limits{ValueBytes: limit}) })
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("error %v, want %q", err, c.want)
 			}
@@ -73,7 +71,7 @@ func TestPickleGzipBomb(t *testing.T) {
 		_, err = Read(in)
 	})
 	var le *pickle.ValueLimitError
-	if !errors.As(err, &le) || le.Limit != MaxValueBytes {
+	if !errors.As(err, &le) || le.Limit != chrometrace.DefaultMaxValueBytes {
 		t.Fatalf("%d-byte gzip: error %v, want a *ValueLimitError at the default limit", len(gz), err)
 	}
 	if peak > 64<<20 {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline/memtest"
 	"github.com/torchmem/torchmem/memtimeline/snapshot/internal/pickle"
 )
@@ -87,7 +88,7 @@ func TestRealSnapshotsBecomeRecords(t *testing.T) {
 	raw := memtest.ReadAll(t, memtest.NamedSnapshot("frag_small_allocs"))
 	m := &snapMapper{frames: map[int]Frame{}, stacks: map[uint32]uint32{}, strs: map[string]string{},
 		contexts: map[EntryContext]uint32{}, actionIDs: map[string]uint32{}, budget: 1 << 40}
-	a, root, err := pickle.DecodeRecords(bytes.NewReader(raw), MaxValueBytes, m)
+	a, root, err := pickle.DecodeRecords(bytes.NewReader(raw), chrometrace.DefaultMaxValueBytes, m)
 	if err != nil {
 		t.Fatal(err)
 	}

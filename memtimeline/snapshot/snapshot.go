@@ -135,14 +135,6 @@ type Annotation struct {
 	TimeUS int64
 }
 
-// MaxValueBytes caps one value in a pickle: a str or bytes payload,
-// and the items of one container gathered on the stack (8 bytes each). The
-// default, 64 MiB, is thousands of times what a snapshot holds in one
-// string (file names, function names, settings); it keeps a hostile
-// length (a 10 GB string behind a few bytes of gzip) from costing memory.
-// The CLI's --max-value-bytes sets it.
-var MaxValueBytes = 64 << 20
-
 // LooksLike is the loader's content test: head starts like a
 // pickle of protocol 2 or later, which is what
 // torch.cuda.memory._dump_snapshot writes, or like a JSON snapshot
@@ -154,14 +146,22 @@ func LooksLike(head []byte) bool { return pickle.IsPickle(head) || LooksLikeJSON
 // and it may read past the pickle's STOP opcode (it buffers). Errors say
 // what is wrong and where (pickle byte offset or field path); wrap them
 // with the file name.
-func Read(r io.Reader) (*Snapshot, error) {
+func Read(r io.Reader) (*Snapshot, error) { return ReadLimited(r, chrometrace.Limits{}) }
+
+// ReadLimited is Read within lim. lim.ValueBytes caps one value in a
+// pickle: a str or bytes payload, and the items of one container gathered
+// on the stack (8 bytes each). The default, 64 MiB, is thousands of times
+// what a snapshot holds in one string (file names, function names,
+// settings); it keeps a hostile length (a 10 GB string behind a few bytes
+// of gzip) from costing memory. The CLI's --max-value-bytes sets it.
+func ReadLimited(r io.Reader, lim chrometrace.Limits) (*Snapshot, error) {
 	br := bufio.NewReader(r)
 	if head, _ := br.Peek(64); !pickle.IsPickle(head) && LooksLikeJSON(head) {
 		return ReadJSON(br)
 	}
 	m := &snapMapper{frames: map[int]Frame{}, stacks: map[uint32]uint32{}, strs: map[string]string{},
 		contexts: map[EntryContext]uint32{}, actionIDs: map[string]uint32{}, budget: math.MaxInt64}
-	a, root, err := pickle.DecodeRecords(br, MaxValueBytes, m)
+	a, root, err := pickle.DecodeRecords(br, lim.WithDefaults().ValueBytes, m)
 	if err != nil {
 		return nil, err
 	}

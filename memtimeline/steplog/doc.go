@@ -4,8 +4,8 @@
 // Input: JSON Lines a training loop writes after every step
 // (torch.cuda.memory_allocated()/memory_reserved() or a slice of
 // memory_stats(), keys spelled as people spell them). LooksLike is the
-// loader's content test, Read the bounded reader (memtimeline's
-// MaxRecords, MaxSeries and MaxInputBytes caps); it produces a Log, one
+// loader's content test, Read the bounded reader (ReadLimited takes the
+// caps, chrometrace.Limits: Records, Series, ValueBytes); it produces a Log, one
 // Series of Records per device.
 //
 // Analysis: Analyze judges each series with the growth model

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/internal/lines"
 )
@@ -228,8 +229,13 @@ const stepMaxLine = 1 << 20
 // wrap ErrNotLog when the input is not such a log at all. An
 // unterminated malformed last line (a log cut off mid-write) is dropped
 // with a warning.
-func Read(r io.Reader) (*Log, error) {
-	lr := lines.NewReader(r, stepMaxLine)
+func Read(r io.Reader) (*Log, error) { return ReadLimited(r, chrometrace.Limits{}) }
+
+// ReadLimited is Read within lim (ValueBytes, Records, Series; zero
+// fields are the defaults).
+func ReadLimited(r io.Reader, lim chrometrace.Limits) (*Log, error) {
+	lim = lim.WithDefaults()
+	lr := lines.NewReader(r, stepMaxLine, lim.ValueBytes)
 	log := &Log{Keys: map[string]string{}, TotalMemoryBytes: -1, MemoryFraction: -1, HistoryMaxEntries: -1}
 	series := map[string]*Series{}
 	var order []string
@@ -269,13 +275,13 @@ func Read(r io.Reader) (*Log, error) {
 			rec.Step = implicitStep
 		}
 		implicitStep = rec.Step + 1
-		if log.Lines >= memtimeline.MaxRecords {
-			return nil, fmt.Errorf("line %d: %w", lr.LineNo, memtimeline.RecordsError("per-step records"))
+		if log.Lines >= lim.Records {
+			return nil, fmt.Errorf("line %d: %w", lr.LineNo, memtimeline.RecordsError("per-step records", lim.Records))
 		}
 		s := series[device]
 		if s == nil {
-			if len(series) >= memtimeline.MaxSeries {
-				return nil, fmt.Errorf("line %d: %w", lr.LineNo, memtimeline.SeriesError("distinct devices"))
+			if len(series) >= lim.Series {
+				return nil, fmt.Errorf("line %d: %w", lr.LineNo, memtimeline.SeriesError("distinct devices", lim.Series))
 			}
 			if len(device) > stepMaxDevice {
 				return nil, fmt.Errorf("line %d: a device name of %d bytes (at most %d)", lr.LineNo, len(device), stepMaxDevice)

@@ -194,8 +194,11 @@ type Options struct {
 	Reduce func(*File) *File
 	// Done is called after each input is read (or skipped), for progress.
 	Done func()
-	// Trace configures the trace reader.
+	// Trace configures the trace reader (its Limits are Limits below).
 	Trace chrometrace.ReadOptions
+	// Limits cap what each input may make its reader read and build
+	// (zero fields: the defaults); every reader gets them.
+	Limits chrometrace.Limits
 }
 
 func (o *Options) wants(k Kind) bool { return o.Kinds == nil || slices.Contains(o.Kinds, k) }
@@ -436,7 +439,7 @@ func Read(src Source, o *Options) (f *File, skip bool, err error) {
 		}
 		return nil, false, &Error{Path: src.Path, Err: fmt.Errorf("this is %s; %s reads %s", kind.Describe(), cmd, kindList(o.Kinds))}
 	}
-	f, err = Parse(r, kind, o.Trace)
+	f, err = Parse(r, kind, o)
 	if err != nil {
 		return nil, false, err
 	}
@@ -444,15 +447,18 @@ func Read(src Source, o *Options) (f *File, skip bool, err error) {
 	return f, false, nil
 }
 
-// Parse reads r as kind.
-func Parse(r *Reader, kind Kind, topts chrometrace.ReadOptions) (*File, error) {
+// Parse reads r as kind, with o's trace options and limits.
+func Parse(r *Reader, kind Kind, o *Options) (*File, error) {
 	f := &File{Path: r.Path, Kind: kind, Rank: -1}
 	var err error
+	lim := o.Limits.WithDefaults()
 	// Every reader but the trace reader (bounded by its own caps, see
-	// chrometrace.ReadOptions) reads through the cap on decompressed bytes.
-	in := memtimeline.LimitInput(r.Input)
+	// chrometrace.Limits) reads through the cap on decompressed bytes.
+	in := memtimeline.LimitInput(r.Input, lim.InputBytes)
 	switch kind {
 	case Trace:
+		topts := o.Trace
+		topts.Limits = lim
 		f.Trace, err = chrometrace.Read(r.Input, topts)
 		if err != nil {
 			var se *chrometrace.SyntaxError
@@ -463,25 +469,25 @@ func Parse(r *Reader, kind Kind, topts chrometrace.ReadOptions) (*File, error) {
 			f.Warnings = f.Trace.Warnings
 		}
 	case Snapshot:
-		f.Snapshot, err = snapshot.Read(in)
+		f.Snapshot, err = snapshot.ReadLimited(in, lim)
 	case SMI:
-		if f.SMI, err = smi.Read(in); err == nil {
+		if f.SMI, err = smi.ReadLimited(in, lim); err == nil {
 			f.Warnings = f.SMI.Warnings
 		}
 	case SMIApps:
-		if f.SMIApps, err = smi.ReadApps(in); err == nil {
+		if f.SMIApps, err = smi.ReadAppsLimited(in, lim); err == nil {
 			f.Warnings = f.SMIApps.Warnings
 		}
 	case Steps:
-		if f.Steps, err = steplog.Read(in); err == nil {
+		if f.Steps, err = steplog.ReadLimited(in, lim); err == nil {
 			f.Warnings = f.Steps.Warnings
 		}
 	case Summary:
-		if f.Summary, err = memsummary.Read(in); err == nil {
+		if f.Summary, err = memsummary.ReadLimited(in, lim); err == nil {
 			f.Warnings = f.Summary.Warnings
 		}
 	case Timeline:
-		f.Timeline, err = exported.Read(in)
+		f.Timeline, err = exported.ReadLimited(in, lim)
 	case Summarized:
 		f.Summarized, err = digest.Read(in)
 	default:

@@ -17,17 +17,23 @@ type Reader struct {
 	LineNo int   // the line just read, from 1
 	Bytes  int64 // bytes read so far
 	// blankStart is where the current run of blank lines began (-1: the
-	// last line was not blank).
+	// last line was not blank); maxBlank bounds the run.
 	blankStart int64
+	maxBlank   int
 }
 
-// NewReader reads r with lines of at most maxLine bytes.
-func NewReader(r io.Reader, maxLine int) *Reader {
-	return &Reader{br: bufio.NewReaderSize(r, maxLine), blankStart: -1}
+// NewReader reads r with lines of at most maxLine bytes and runs of blank
+// lines of at most maxBlank bytes (chrometrace.Limits.ValueBytes; 0: its
+// default).
+func NewReader(r io.Reader, maxLine, maxBlank int) *Reader {
+	if maxBlank <= 0 {
+		maxBlank = chrometrace.DefaultMaxValueBytes
+	}
+	return &Reader{br: bufio.NewReaderSize(r, maxLine), blankStart: -1, maxBlank: maxBlank}
 }
 
 // Blank notes that the line just read was blank. A run of blank lines
-// longer than chrometrace.MaxEventBytes is an error, like a run of white
+// longer than the reader's maxBlank is an error, like a run of white
 // space in a trace: a gzip bomb of newlines would otherwise be read to its
 // end one line at a time.
 func (lr *Reader) Blank() error {
@@ -35,8 +41,8 @@ func (lr *Reader) Blank() error {
 		lr.blankStart = lr.Bytes
 		return nil
 	}
-	if lr.Bytes-lr.blankStart > int64(chrometrace.MaxEventBytes) {
-		return &chrometrace.LimitError{What: "a run of blank lines", Offset: lr.blankStart, Limit: chrometrace.MaxEventBytes}
+	if lr.Bytes-lr.blankStart > int64(lr.maxBlank) {
+		return &chrometrace.LimitError{What: "a run of blank lines", Offset: lr.blankStart, Limit: lr.maxBlank}
 	}
 	return nil
 }

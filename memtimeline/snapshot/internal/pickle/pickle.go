@@ -525,7 +525,7 @@ func (e *DensityError) Error() string {
 }
 
 // ValueLimitError is a pickle value over the decoder's limit (the
-// snapshot reader passes snapshot.MaxValueBytes).
+// snapshot reader passes chrometrace.Limits.ValueBytes).
 type ValueLimitError struct {
 	Offset int64  // pickle byte offset of the opcode
 	What   string // "a str of 10737418240 bytes", ...

@@ -15,7 +15,7 @@ import (
 )
 
 // defaultLimit is the snapshot reader's default value limit
-// (snapshot.MaxValueBytes).
+// (chrometrace.DefaultMaxValueBytes).
 const defaultLimit = 64 << 20
 
 // The decoder's test vectors (values_p*.pickle and CPython's JSON of the
