@@ -164,11 +164,40 @@ func TestFragSmallAllocsCountedIndependently(t *testing.T) {
 	if len(top) < 2 || top[0].PerStep != per4K || top[0].Bytes != int64(per4K)*4096*truth.Window.Active || top[1].PerStep != perScalar {
 		t.Fatalf("top sites %+v", top)
 	}
-	if top[0].Operator != "aten::empty" || top[0].Location == nil || top[0].Location.String() != "gen_traces.py:184" {
+	if top[0].Operator != "aten::empty" || top[0].Location == nil || top[0].Location.String() != "gen_traces.py, def line 184" {
 		t.Errorf("top site %s at %v", top[0].Operator, top[0].Location)
 	}
 	if !strings.HasPrefix(top[1].Operator, "aten::to") {
 		t.Errorf("scalar site is %s, want the host-to-device copy aten::to", top[1].Operator)
+	}
+}
+
+// A site's location is a trace's frame, which names the function's def
+// line, not the line that ran: Line stays 0 (not recorded, printed
+// "def line N", JSON line 0 and def_line N), for every site of both
+// tables, on the real trace. The number is the one in the innermost user
+// frame of the site's stack, read here with the trace's frame parser.
+func TestFragSitesCarryDefLines(t *testing.T) {
+	rep := frag.Analyze(frag.TraceData(fragSmallAllocs(t)), frag.DefaultOptions())
+	sites := append(slices.Clone(rep.SmallAllocs.TopSites), rep.SegmentCalls.TopSites...)
+	located := 0
+	for _, s := range sites {
+		if s.Location == nil {
+			continue
+		}
+		located++
+		want := 0
+		for i := len(s.Stack) - 1; i >= 0 && want == 0; i-- {
+			if f, ok := chrometrace.ParseFrame(s.Stack[i]); ok && !chrometrace.IsLibraryFrame(s.Stack[i]) {
+				want = f.Line
+			}
+		}
+		if l := s.Location; l.Line != 0 || want == 0 || l.DefLine != want || !strings.Contains(l.String(), fmt.Sprintf("def line %d", want)) {
+			t.Errorf("site %s %v: location line %d, def line %d (%s); want def line %d and no running line", s.Operator, s.Stack, l.Line, l.DefLine, l, want)
+		}
+	}
+	if located < 3 {
+		t.Fatalf("%d of %d sites located: the trace's sites should be", located, len(sites))
 	}
 }
 
@@ -314,7 +343,7 @@ func TestFragRulesForCheck(t *testing.T) {
 		got[f.Rule] = f
 	}
 	flood, ok := got[frag.SmallAllocFlood]
-	if !ok || flood.Location == nil || flood.Location.String() != "gen_traces.py:184" || flood.Operator != "aten::empty" || flood.Metrics["allocs_per_step"] != 3301 || flood.Severity != rules.Warning {
+	if !ok || flood.Location == nil || flood.Location.String() != "gen_traces.py, def line 184" || flood.Operator != "aten::empty" || flood.Metrics["allocs_per_step"] != 3301 || flood.Severity != rules.Warning {
 		t.Errorf("flood finding %+v", flood)
 	}
 	churn, ok := got[frag.CudaMallocChurn]

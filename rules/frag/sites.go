@@ -93,7 +93,9 @@ func (c *siteCounter) site(s memtimeline.Site) *CodeSite {
 	key := strings.Join(s.Frames, "\x00") + "\x01" + s.Operator + "\x01" + s.ForwardOp
 	agg := c.sites[key]
 	if agg == nil {
-		agg = &CodeSite{Operator: s.Operator, ForwardOp: s.ForwardOp, Stack: fmtutil.NonNil(s.Frames), Location: site.LocationOf(s.Frames)}
+		// The frames are a trace's: their N is the def line of the
+		// function, never the line that ran (site.Location.FromTrace).
+		agg = &CodeSite{Operator: s.Operator, ForwardOp: s.ForwardOp, Stack: fmtutil.NonNil(s.Frames), Location: site.LocationOf(s.Frames).FromTrace(false)}
 		c.sites[key] = agg
 	}
 	return agg
