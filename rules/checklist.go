@@ -131,8 +131,8 @@ func (c *checklist) leakItems() {
 		kinds[v.Leak.Kind] = true
 	}
 	for _, e := range v.Leak.Evidence {
-		if e.LeakKind != "" {
-			kinds[e.LeakKind] = true
+		if e.leakCause.Kind != "" {
+			kinds[e.leakCause.Kind] = true
 		}
 	}
 	leakItem := CheckItem{ID: "leak", Item: "No memory kept step over step (leak)", Rules: []string{RuleLeak, "snapshot.leak", "steps.growth", "smi.leak"}}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules/leak"
-	"github.com/torchmem/torchmem/rules/site"
 )
 
 // LeakAnswer is the leak verdict of a run and rank, from all its evidence.
@@ -24,17 +23,9 @@ type LeakAnswer struct {
 	// is its file.
 	From     string `json:"from,omitempty"`
 	FromFile string `json:"from_file,omitempty"`
-	// Kind, KindEvidence and Fix describe the leak (container,
-	// autograd_graph, retain_graph, hook, unknown) when a source knows it.
-	Kind         string `json:"kind,omitempty"`
-	KindEvidence string `json:"kind_evidence,omitempty"`
-	Fix          string `json:"fix,omitempty"`
-	// Holding is the chain of frames that keeps the memory, outermost
-	// first; Location the holding line.
-	Holding   []string       `json:"holding,omitempty"`
-	StackNote string         `json:"stack_note,omitempty"`
-	Location  *site.Location `json:"location,omitempty"`
-	Operator  string         `json:"operator,omitempty"`
+	// leakCause is what the leak is and what holds it, from the sources
+	// that know (judgeLeak picks each part from the best one).
+	leakCause
 	// Leaks is how many distinct leaks the best source found (0: none, or
 	// no source counts them); always present, so that one trace and the
 	// folder holding it give one shape.
@@ -158,7 +149,7 @@ func judgeLeak(ev []LeakEvidence) LeakAnswer {
 		slices.SortStableFunc(byKind, func(a, b LeakEvidence) int {
 			rank := func(e LeakEvidence) int {
 				switch {
-				case e.LeakKind == "" || e.LeakKind == leak.KindUnknown:
+				case e.leakCause.Kind == "" || e.leakCause.Kind == leak.KindUnknown:
 					return 3
 				case e.Kind == SourceTrace:
 					return 0
@@ -169,9 +160,9 @@ func judgeLeak(ev []LeakEvidence) LeakAnswer {
 			}
 			return cmp.Compare(rank(a), rank(b))
 		})
-		if len(byKind) > 0 && byKind[0].LeakKind != "" {
+		if len(byKind) > 0 && byKind[0].leakCause.Kind != "" {
 			e := byKind[0]
-			ans.Kind, ans.KindEvidence, ans.Fix = e.LeakKind, e.KindEvidence, e.Fix
+			ans.Kind, ans.KindEvidence, ans.Fix = e.leakCause.Kind, e.KindEvidence, e.Fix
 		}
 		ans.Agreement, ans.Settle = kinds.agreement(b, leaks, cleans)
 	case len(cleans) > 0:

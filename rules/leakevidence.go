@@ -29,15 +29,9 @@ type LeakEvidence struct {
 	// counts from traces and snapshots).
 	R2     float64 `json:"r2"`
 	Reason string  `json:"reason"`
-	// LeakKind, Holding and Location come from the top suspect, when the
-	// input has one.
-	LeakKind     string         `json:"kind,omitempty"`
-	KindEvidence string         `json:"kind_evidence,omitempty"`
-	Fix          string         `json:"fix,omitempty"`
-	Holding      []string       `json:"holding,omitempty"`
-	StackNote    string         `json:"stack_note,omitempty"`
-	Location     *site.Location `json:"location,omitempty"`
-	Operator     string         `json:"operator,omitempty"`
+	// leakCause comes from the top suspect, when the input has one; its
+	// Kind (the leak's kind) is e.leakCause.Kind, e.Kind being the input's.
+	leakCause
 	// Leaks counts the distinct leaks (causes) the input found.
 	Leaks int `json:"leaks,omitempty"`
 	// GrowthFirst..GrowthLast are the steps the growth spans (the leak's
@@ -62,6 +56,23 @@ type LeakEvidence struct {
 	// series names a snapshot series' evidence in sentences ("the 3
 	// snapshots at steps 10, 20, 30"): its Source is only the last dump.
 	series string
+}
+
+// leakCause is what a leak is and what holds it: the fields a leak's
+// evidence and its answer share, with one JSON shape.
+type leakCause struct {
+	// Kind, KindEvidence and Fix describe the leak (container,
+	// autograd_graph, retain_graph, hook, unknown) when a source knows it.
+	Kind         string `json:"kind,omitempty"`
+	KindEvidence string `json:"kind_evidence,omitempty"`
+	Fix          string `json:"fix,omitempty"`
+	// Holding is the chain of frames that keeps the memory, outermost
+	// first; Location the holding line; StackNote what the stack can and
+	// cannot tell; Operator the first operator of the holding chain.
+	Holding   []string       `json:"holding,omitempty"`
+	StackNote string         `json:"stack_note,omitempty"`
+	Location  *site.Location `json:"location,omitempty"`
+	Operator  string         `json:"operator,omitempty"`
 }
 
 // LeakEvidence is what this input says about leaks (memoized).
@@ -148,14 +159,14 @@ func reportEvidence(in *Input, kind SourceKind, rep leak.Report) LeakEvidence {
 	if len(rep.Leaks) > 0 {
 		// One leak per cause; its largest site holds the line.
 		l := rep.Leaks[0]
-		e.LeakKind, e.KindEvidence, e.Fix, e.Leaks = l.Kind, l.Evidence, l.Fix, len(rep.Leaks)
+		e.leakCause.Kind, e.KindEvidence, e.Fix, e.Leaks = l.Kind, l.Evidence, l.Fix, len(rep.Leaks)
 		e.GrowthFirst, e.GrowthLast, e.Period = l.FirstStep, l.LastStep, max(l.Period, 1)
 		if len(l.Sites) > 0 {
 			s = &l.Sites[0]
 		}
 	} else if len(rep.Suspects) > 0 {
 		s = &rep.Suspects[0]
-		e.LeakKind, e.KindEvidence, e.Fix, e.Leaks = s.Kind, s.Evidence, s.Fix, 1
+		e.leakCause.Kind, e.KindEvidence, e.Fix, e.Leaks = s.Kind, s.Evidence, s.Fix, 1
 	} else if g := rep.StepSeries; g != nil {
 		e.GrowthFirst, e.GrowthLast, e.Period = g.GrowthFirst, g.GrowthLast, max(g.Period, 1)
 		e.StackNote = leak.NoAddrNote

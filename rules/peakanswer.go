@@ -43,10 +43,7 @@ func judgePeak(ins []*Input) *PeakAnswer {
 			continue
 		}
 		if in.IsDigest() {
-			if p := in.Digest.Verdict.Peak; p != nil && (ans == nil || p.AllocatedBytes > ans.AllocatedBytes) {
-				c := *p
-				ans = &c
-			}
+			ans = higherDigestPeak(in, ans)
 			continue
 		}
 		c := in.PeakComposition()
@@ -88,10 +85,7 @@ func judgePeak(ins []*Input) *PeakAnswer {
 		// step log of the run records a higher one than the profiled
 		// window's: the same figure steps gives. The holders stay the
 		// window's (Composition says when).
-		if logged := loggedPeak(ins); logged != nil && logged.AllocatedBytes > ans.AllocatedBytes {
-			ans.Source, ans.AllocatedBytes, ans.Step = logged.Source, logged.AllocatedBytes, logged.Step
-		}
-		return ans
+		return withLoggedPeak(ans, ins)
 	}
 	// Without a trace, an allocator snapshot's history names the lines
 	// alive at its highest point.
@@ -106,10 +100,7 @@ func judgePeak(ins []*Input) *PeakAnswer {
 		ans = &PeakAnswer{Source: in.Source, AllocatedBytes: c.AllocatedBytes, TNs: c.TNs, Composition: c, Holders: topHolders(c)}
 	}
 	if ans != nil {
-		if logged := loggedPeak(ins); logged != nil && logged.AllocatedBytes > ans.AllocatedBytes {
-			ans.Source, ans.AllocatedBytes, ans.Step = logged.Source, logged.AllocatedBytes, logged.Step
-		}
-		return ans
+		return withLoggedPeak(ans, ins)
 	}
 	// Without a trace, torch's own timeline knows the peak and its
 	// categories (tensors only).
@@ -132,6 +123,26 @@ func judgePeak(ins []*Input) *PeakAnswer {
 	return loggedPeak(ins)
 }
 
+// higherDigestPeak is the peak a digest (torchmem summarize's file) of
+// in records when it is higher than ans, else ans.
+func higherDigestPeak(in *Input, ans *PeakAnswer) *PeakAnswer {
+	if p := in.Digest.Verdict.Peak; p != nil && (ans == nil || p.AllocatedBytes > ans.AllocatedBytes) {
+		c := *p
+		return &c
+	}
+	return ans
+}
+
+// withLoggedPeak is ans with the run's peak taken from a step log of the
+// run (torch's allocated_bytes.all.peak) when it records a higher one than
+// ans: the holders stay ans's.
+func withLoggedPeak(ans *PeakAnswer, ins []*Input) *PeakAnswer {
+	if logged := loggedPeak(ins); logged != nil && logged.AllocatedBytes > ans.AllocatedBytes {
+		ans.Source, ans.AllocatedBytes, ans.Step = logged.Source, logged.AllocatedBytes, logged.Step
+	}
+	return ans
+}
+
 // loggedPeak is the highest peak the run's per-step logs record (torch's
 // allocated_bytes.all.peak where logged), nil without a log.
 func loggedPeak(ins []*Input) *PeakAnswer {
@@ -141,10 +152,7 @@ func loggedPeak(ins []*Input) *PeakAnswer {
 			continue
 		}
 		if in.IsDigest() {
-			if p := in.Digest.Verdict.Peak; p != nil && (ans == nil || p.AllocatedBytes > ans.AllocatedBytes) {
-				c := *p
-				ans = &c
-			}
+			ans = higherDigestPeak(in, ans)
 			continue
 		}
 		for _, s := range in.StepAnalysis().Series {

@@ -228,7 +228,7 @@ func judgeSeries(dumps []seriesDump) LeakEvidence {
 		}
 		e.Leaks = len(growers)
 		e.GrowthFirst, e.GrowthLast = steps[top.from], steps[n-1]
-		e.LeakKind = leak.KindUnknown
+		e.leakCause.Kind = leak.KindUnknown
 		where := "memory with no recorded stack (the history was off when it was allocated, or the snapshots were taken with include_traces=False: the growth is told, the line is not)"
 		if top.s.key != "" {
 			chain := leak.SnapshotChain(top.s.site.Site, top.s.site.Stack)
@@ -251,7 +251,7 @@ func judgeSeries(dumps []seriesDump) LeakEvidence {
 		e.Verdict = leak.VerdictLeak
 		e.BytesPerStep = totalPS
 		e.GrowthFirst, e.GrowthLast = steps[totalFrom], steps[n-1]
-		e.LeakKind = leak.KindUnknown
+		e.leakCause.Kind = leak.KindUnknown
 		e.KindEvidence = fmt.Sprintf("live memory grows at every dump from step %d (%s per dump, %s per step), spread over sites none of which grows regularly alone",
 			steps[totalFrom], perDump(totalFrom, totals), memtimeline.FormatBytes(totalPS))
 		e.Reason = name + ": " + e.KindEvidence + "; " + heldText

@@ -377,7 +377,7 @@ func TestJudgeLeakDisagreement(t *testing.T) {
 	steps := LeakEvidence{Source: "r/steps.jsonl", Kind: SourceSteps, Verdict: leak.VerdictLeak, BytesPerStep: 16 << 20, Steps: 200, R2: 0.99}
 	traceClean := LeakEvidence{Source: "r/trace.json.gz", Kind: SourceTrace, Verdict: leak.VerdictClean, Steps: 3, R2: 1}
 	traceLeak := LeakEvidence{Source: "r/trace.json.gz", Kind: SourceTrace, Verdict: leak.VerdictLeak, BytesPerStep: 16 << 20, Steps: 3, R2: 1,
-		LeakKind: leak.KindContainer, Location: &site.Location{File: "train.py", Line: 40}, Holding: []string{"train.py(10): main", "train.py(40): step"}}
+		leakCause: leakCause{Kind: leak.KindContainer, Location: &site.Location{File: "train.py", Line: 40}, Holding: []string{"train.py(10): main", "train.py(40): step"}}}
 	stepsClean := LeakEvidence{Source: "r/steps.jsonl", Kind: SourceSteps, Verdict: leak.VerdictClean, Steps: 200, R2: 0.1}
 	snapOff := LeakEvidence{Source: "r/s.pickle", Kind: SourceSnapshot, Verdict: leak.VerdictLeak, BytesPerStep: 40 << 20, Steps: 8, R2: 1}
 	for _, c := range []struct {
