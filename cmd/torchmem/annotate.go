@@ -91,7 +91,12 @@ func runAnnotate(stdout, stderr io.Writer, trace, output, rulesFile string, lim 
 	if err != nil {
 		return fmt.Errorf("%s: %w", trace, err)
 	}
-	st, err := writeAnnotated(trace, output, a.Events)
+	src, err := reopen(stderr, trace, q)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	st, err := writeAnnotated(src, output, a.Events)
 	if err != nil {
 		return err
 	}
@@ -101,14 +106,10 @@ func runAnnotate(stdout, stderr io.Writer, trace, output, rulesFile string, lim 
 	return report.Generate(stdout, report.New(ev, report.Options{View: report.ViewAnnotated, Output: output, Annotated: &report.Annotated{Tracks: a, Trace: trace, Bytes: st.Bytes, Added: st.Added}}))
 }
 
-// writeAnnotated copies the trace into output with events added,
+// writeAnnotated copies the trace src into output with events added,
 // gzipped when output ends in .gz; a failed write leaves no output.
-func writeAnnotated(trace, output string, events [][]byte) (st splice.Stats, err error) {
-	src, err := load.Open(trace, &load.Options{})
-	if err != nil {
-		return st, badInput(err)
-	}
-	defer src.Close()
+func writeAnnotated(src *load.Reader, output string, events [][]byte) (st splice.Stats, err error) {
+	trace := src.Path
 	f, err := os.Create(output)
 	if err != nil {
 		return st, badInput(fmt.Errorf("-o %s: %w", output, err))

@@ -39,6 +39,10 @@ type question struct {
 	// noCharts: the command draws no chart, so a summary's charts are let
 	// go as each is read.
 	noCharts bool
+	// tune, when set, adjusts the loader's options last, for a command
+	// that keeps less than the inputs (summarize: a shard's part, each
+	// input's summary written as it is read, one bar of inputs).
+	tune func(*load.Options)
 	// check, when set, looks at the loaded inputs before they are
 	// evaluated and refuses what the command cannot answer (bad input).
 	check func([]*rules.Input) error

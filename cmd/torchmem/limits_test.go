@@ -38,6 +38,8 @@ func TestMaxValueBytes(t *testing.T) {
 	}{
 		{[]string{"ops", "--max-value-bytes", "1MiB", trace}, 2, trace + ": a run of white space at byte 16 is over the limit of 1 MiB (--max-value-bytes raises it)"},
 		{[]string{"ops", "--max-value-bytes", "4MiB", trace}, 0, ""},
+		{[]string{"summarize", "--max-value-bytes", "1MiB", trace, "-o", filepath.Join(dir, "summaries")}, 2, trace + ": a run of white space at byte 16 is over the limit of 1 MiB (--max-value-bytes raises it)"},
+		{[]string{"annotate", "--max-value-bytes", "1MiB", trace, "-o", filepath.Join(dir, "annotated.json")}, 2, trace + ": a run of white space at byte 16 is over the limit of 1 MiB (--max-value-bytes raises it)"},
 		{[]string{"snapshot", "--max-value-bytes", "1M", pickle}, 2, pickle + ": pickle byte 2: a str of 2097152 bytes is over the limit of 1 MiB on one value (--max-value-bytes raises it)"},
 		{[]string{"snapshot", "--max-value-bytes", "4194304", pickle}, 2, "truncated pickle"},
 		{[]string{"ops", "--max-value-bytes", "-1", trace}, 2, "want a positive byte count"},

@@ -55,9 +55,10 @@ func loadInputs(stderr io.Writer, args []string, q question) ([]*rules.Input, er
 	return out, nil
 }
 
-// loadFiles reads the files loadInputs makes inputs of.
-func loadFiles(stderr io.Writer, args []string, q question) ([]*load.File, error) {
-	o := load.Options{
+// loaderOptions are the loader's options for q: every input of every
+// command is opened and read with them.
+func loaderOptions(stderr io.Writer, q question) load.Options {
+	return load.Options{
 		Trace:    q.trace,
 		Limits:   q.limits,
 		Kinds:    q.kinds,
@@ -67,6 +68,24 @@ func loadFiles(stderr io.Writer, args []string, q question) ([]*load.File, error
 		Progress: progressBar,
 		Warn:     func(msg string) { warn(stderr, "%s", msg) },
 	}
+}
+
+// reopen opens path again as the loader opened it for q (decompressed,
+// its kind sniffed), for a command that copies an input it has read
+// (annotate).
+func reopen(stderr io.Writer, path string, q question) (*load.Reader, error) {
+	o := loaderOptions(stderr, q)
+	o.Progress = nil // read once already: the copy goes fast
+	r, err := load.Open(path, &o)
+	if err != nil {
+		return nil, badInput(err)
+	}
+	return r, nil
+}
+
+// loadFiles reads the files loadInputs makes inputs of.
+func loadFiles(stderr io.Writer, args []string, q question) ([]*load.File, error) {
+	o := loaderOptions(stderr, q)
 	var reduced atomic.Int64
 	if q.bounded {
 		if srcs, err := load.Expand(args); err == nil && len(srcs) > manyInputs() {
@@ -75,9 +94,9 @@ func loadFiles(stderr io.Writer, args []string, q question) ([]*load.File, error
 			o.Progress = nil                      // one bar for all inputs
 			debug.SetGCPercent(analysisGCPercent) // records are dropped as they are summarized: collect them early
 			o.Done = func() { bar.Add(1) }
-			o.Reduce = func(f *load.File) *load.File {
+			o.Reduce = func(f *load.File) (*load.File, error) {
 				if f.Trace == nil && f.Snapshot == nil {
-					return f
+					return f, nil
 				}
 				var size int64 = -1
 				if st, err := os.Stat(f.Path); err == nil {
@@ -85,12 +104,12 @@ func loadFiles(stderr io.Writer, args []string, q question) ([]*load.File, error
 				}
 				in, err := ruleInput(f)
 				if err != nil {
-					return f // refused where the inputs are made
+					return f, nil // refused where the inputs are made
 				}
 				reduced.Add(1)
 				s := digest.Make(in, size, version, f.Warnings)
 				s.RestoreCharts()
-				return &load.File{Path: f.Path, Kind: load.Summarized, Rank: f.Rank, Summarized: s, Warnings: f.Warnings}
+				return &load.File{Path: f.Path, Kind: load.Summarized, Rank: f.Rank, Summarized: s, Warnings: f.Warnings}, nil
 			}
 		}
 	}
@@ -99,15 +118,18 @@ func loadFiles(stderr io.Writer, args []string, q question) ([]*load.File, error
 		// as each is read, so that a reduce of 10,000 summaries holds
 		// their verdicts, not their pictures.
 		reduce := o.Reduce
-		o.Reduce = func(f *load.File) *load.File {
+		o.Reduce = func(f *load.File) (*load.File, error) {
 			if reduce != nil {
-				f = reduce(f)
+				f, _ = reduce(f) // never fails
 			}
 			if f.Summarized != nil {
 				f.Summarized.Charts = nil
 			}
-			return f
+			return f, nil
 		}
+	}
+	if q.tune != nil {
+		q.tune(&o)
 	}
 	files, err := load.Load(args, o)
 	if err != nil {

@@ -244,6 +244,43 @@ func TestBadInputExitCodes(t *testing.T) {
 		{"bad sort", []string{"ops", realTrace("leak_module_cache"), "--sort", "x"}, "--sort"},
 		{"bad format", []string{"ops", realTrace("leak_module_cache"), "--format", "xml"}, "--format"},
 	}
+	// Every command that reads inputs opens them one way (the loader):
+	// a missing file, an empty one and one of a kind the command does not
+	// read give one line naming the file, and exit 2.
+	missing, empty := filepath.Join(dir, "missing.json"), write("empty.json", nil)
+	stepsLog := memtest.Testdata("steps", "big_transformer.stats_steps.jsonl")
+	notAKind := write("hello.json", []byte(`{"hello": [1, 2]}`))
+	wrongKind := map[string][2]string{ // command: file, what the error says
+		"analyze": {notAKind, "not a file torchmem reads"}, "check": {notAKind, "not a file torchmem reads"},
+		"leaks": {notAKind, "not a file torchmem reads"}, "report": {notAKind, "not a file torchmem reads"},
+		"annotate": {stepsLog, "this is a per-step memory log"}, "diff": {stepsLog, "this is a per-step memory log"},
+		"frag": {stepsLog, "this is a per-step memory log"}, "ops": {stepsLog, "this is a per-step memory log"},
+		"smi": {stepsLog, "this is a per-step memory log"}, "snapshot": {stepsLog, "this is a per-step memory log"},
+		"stacks":    {stepsLog, "this is a per-step memory log"},
+		"steps":     {memtest.Testdata("smi", "nvidia_smi_leak.csv"), "this is an nvidia-smi log"},
+		"summarize": {memtest.Testdata("smi", "per_process", "compute_apps_once.csv"), "this is an nvidia-smi per-process log"},
+	}
+	oneLine := map[string]bool{}
+	for cmd, wrong := range wrongKind {
+		for _, in := range [][2]string{{missing, "no such file"}, {empty, "file is empty"}, wrong} {
+			args := []string{cmd, in[0]}
+			switch cmd {
+			case "annotate", "report":
+				args = append(args, "-o", filepath.Join(dir, "out-"+cmd))
+			case "summarize":
+				args = append(args, "-o", filepath.Join(dir, "summaries"))
+			case "diff":
+				args = append(args, realTrace("leak_module_cache"))
+			}
+			name := cmd + " " + filepath.Base(in[0])
+			cases = append(cases, struct {
+				name string
+				args []string
+				want string
+			}{name, args, "torchmem: " + in[0] + ": " + in[1]})
+			oneLine[name] = true
+		}
+	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			out, errOut, code := torchmem(t, c.args...)
@@ -252,6 +289,9 @@ func TestBadInputExitCodes(t *testing.T) {
 			}
 			if !strings.Contains(errOut, c.want) || out != "" {
 				t.Errorf("stderr %q should say %q; stdout %q", errOut, c.want, out)
+			}
+			if oneLine[c.name] && (!strings.HasPrefix(errOut, c.want) || strings.Count(errOut, "\n") != 1) {
+				t.Errorf("stderr %q: want one line, %q...", errOut, c.want)
 			}
 			if strings.Contains(errOut, "panic") {
 				t.Error(errOut)

@@ -6,19 +6,16 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
+	"sync"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/torchmem/torchmem/chrometrace"
-	"github.com/torchmem/torchmem/cmd/internal/escape"
 	"github.com/torchmem/torchmem/cmd/internal/report"
 	"github.com/torchmem/torchmem/cmd/torchmem/load"
-	"github.com/torchmem/torchmem/internal/crash"
 	"github.com/torchmem/torchmem/rules/digest"
-	"golang.org/x/sync/errgroup"
 )
 
 func init() { subcommands = append(subcommands, newSummarizeCmd) }
@@ -85,15 +82,11 @@ read; a bad file found in a directory is skipped with a warning).`,
 
 // summarized is what summarizing one input did.
 type summarized struct {
-	src      load.Source
+	src      string // the input's path
 	out      string
 	inBytes  int64
 	outBytes int64
 	kind     load.Kind
-	skip     bool
-	err      error
-	warnings []string
-	bug      *crash.Bug
 }
 
 func runSummarize(stdout, stderr io.Writer, args []string, o *summarizeOptions) error {
@@ -103,129 +96,117 @@ func runSummarize(stdout, stderr io.Writer, args []string, o *summarizeOptions) 
 	if o.jobs < 0 {
 		return badInput(fmt.Errorf("--jobs %d: want 0 (one per CPU) or more", o.jobs))
 	}
-	srcs, err := load.Expand(args)
-	if err != nil {
-		return badInput(err)
+	var sh *shard
+	if o.shard != "" {
+		s, err := parseShard(o.shard)
+		if err != nil {
+			return badInput(err)
+		}
+		sh = &s
 	}
 	if st, err := os.Stat(o.output); err == nil && !st.IsDir() {
 		return badInput(fmt.Errorf("-o %s: not a directory", o.output))
 	}
-	if err := os.MkdirAll(o.output, 0o755); err != nil {
-		return badInput(load.FileError(o.output, err))
+	w := &summaryWriter{dir: o.output, names: map[string][]string{}, done: map[*load.File]summarized{}, bar: noBar{}}
+	q := question{command: "summarize", kinds: []load.Kind{load.Trace, load.Snapshot, load.Steps, load.SMI, load.Timeline, load.Summary},
+		fallback: load.Trace, limits: o.limits,
+		tune: func(lo *load.Options) {
+			lo.Parallel = o.jobs // 0: one per CPU
+			lo.Select = func(srcs []load.Source) []load.Source { return w.pick(srcs, sh) }
+			lo.Reduce = w.write
+			lo.Progress = nil // one bar of inputs (summarizeProgress)
+			lo.Done = func() { w.bar.Add(1) }
+		}}
+	// The inputs' records are most of the heap and are dropped after each
+	// summary: collect more often than the default so that the peak stays
+	// near the inputs in flight.
+	analysisPhase()
+	files, err := loadFiles(stderr, args, q)
+	w.bar.Finish()
+	if w.mkdirErr != nil {
+		return badInput(load.FileError(o.output, w.mkdirErr))
+	}
+	if err != nil {
+		if sh != nil && w.selected && w.picked == 0 {
+			report.EmptyShard(stdout, sh.Index, sh.Count)
+			return nil
+		}
+		return err
+	}
+	for _, f := range files {
+		r := w.done[f]
+		report.SummaryWritten(stdout, r.src, r.out, string(r.kind), r.outBytes, r.inBytes)
+	}
+	return nil
+}
+
+// summaryWriter writes each input's summary as the loader reads it, into
+// dir, under the name digest.Names gives it among all the inputs.
+type summaryWriter struct {
+	dir   string
+	mu    sync.Mutex
+	names map[string][]string // input path -> summary names (one per time it is given)
+	done  map[*load.File]summarized
+	// selected: the inputs were expanded and picked, picked of them.
+	selected bool
+	picked   int
+	bar      fileBar
+	// mkdirErr: dir could not be made (then nothing is read).
+	mkdirErr error
+}
+
+// pick names the summaries of all the sources, then keeps those of this
+// shard (all without --shard): two tasks never choose the same name for
+// different files. The arguments are good by now: it makes dir.
+func (w *summaryWriter) pick(srcs []load.Source, sh *shard) []load.Source {
+	if w.mkdirErr = os.MkdirAll(w.dir, 0o755); w.mkdirErr != nil {
+		return nil
 	}
 	paths := make([]string, len(srcs))
 	for i, s := range srcs {
 		paths[i] = s.Path
 	}
 	names := digest.Names(paths)
-	if o.shard != "" {
-		sh, err := parseShard(o.shard)
-		if err != nil {
-			return badInput(err)
-		}
-		if srcs, names = sh.pick(srcs, names); len(srcs) == 0 {
-			report.EmptyShard(stdout, sh.Index, sh.Count)
-			return nil
-		}
+	if sh != nil {
+		srcs, names = sh.pick(srcs, names)
 	}
-	jobs := o.jobs
-	if jobs == 0 {
-		jobs = runtime.GOMAXPROCS(0)
-	}
-	// The inputs' records are most of the heap and are dropped after each
-	// summary: collect more often than the default so that the peak stays
-	// near the inputs in flight.
-	analysisPhase()
-
-	bar := summarizeProgress(len(srcs))
-	opts := load.Options{
-		Kinds:    []load.Kind{load.Trace, load.Snapshot, load.Steps, load.SMI, load.Timeline, load.Summary},
-		Fallback: load.Trace,
-		Command:  "summarize",
-		Stdin:    stdin,
-		Limits:   o.limits,
-	}
-	res := make([]summarized, len(srcs))
-	var g errgroup.Group // a failed input is a result here, not the group's error
-	g.SetLimit(jobs)
 	for i, s := range srcs {
-		g.Go(func() error {
-			if bug := crash.Run(s.Path, func() { res[i] = summarizeOne(s, filepath.Join(o.output, names[i]), &opts) }); bug != nil {
-				res[i].bug = bug
-			}
-			bar.Add(1)
-			return nil
-		})
+		w.names[s.Path] = append(w.names[s.Path], filepath.Join(w.dir, names[i]))
 	}
-	g.Wait() //nolint:errcheck // every goroutine returns nil
-	bar.Finish()
-	for _, r := range res {
-		if r.bug != nil {
-			panic(r.bug) // to the command's top: a bug, not a bad file
-		}
-	}
-
-	var firstErr error
-	written := 0
-	for _, r := range res {
-		for _, w := range r.warnings {
-			warn(stderr, "%s: %s", escape.Terminal(r.src.Path), escape.Terminal(w))
-		}
-		switch {
-		case r.err != nil && r.src.Named():
-			if firstErr == nil {
-				firstErr = r.err
-			}
-		case r.err != nil:
-			warn(stderr, "skipping %s", escape.Terminal(r.err.Error()))
-		case r.skip:
-		default:
-			written++
-			report.SummaryWritten(stdout, r.src.Path, r.out, string(r.kind), r.outBytes, r.inBytes)
-		}
-	}
-	if firstErr != nil {
-		return badInput(firstErr)
-	}
-	if written == 0 {
-		return badInput(errors.New("nothing to summarize in the inputs (traces, snapshots, step logs, nvidia-smi logs)"))
-	}
-	return nil
+	w.selected, w.picked = true, len(srcs)
+	w.bar = summarizeProgress(len(srcs))
+	return srcs
 }
 
-// summarizeOne reads one input, writes its summary to out and drops it.
-func summarizeOne(src load.Source, out string, o *load.Options) summarized {
-	r := summarized{src: src, out: out}
-	if src.Path != load.Stdin {
-		if st, err := os.Stat(src.Path); err == nil {
+// write is the loader's Reduce: it writes f's summary and keeps what
+// summarize reports of it, not f's records.
+func (w *summaryWriter) write(f *load.File) (*load.File, error) {
+	w.mu.Lock()
+	out := w.names[f.Path][0]
+	w.names[f.Path] = w.names[f.Path][1:]
+	w.mu.Unlock()
+	r := summarized{src: f.Path, out: out, kind: f.Kind}
+	if f.Path != load.Stdin {
+		if st, err := os.Stat(f.Path); err == nil {
 			r.inBytes = st.Size()
 			if ost, err := os.Stat(out); err == nil && os.SameFile(st, ost) {
-				r.err = &load.Error{Path: src.Path, Err: errors.New("its summary would overwrite it: write the summaries elsewhere (-o)")}
-				return r
+				return nil, &load.Error{Path: f.Path, Err: errors.New("its summary would overwrite it: write the summaries elsewhere (-o)")}
 			}
 		}
 	}
-	// A summary found in a directory (the map's output folder) is passed
-	// over as a kind summarize does not read; one named is an error.
-	f, skip, err := load.Read(src, o)
-	if err != nil || skip {
-		r.err, r.skip = err, skip
-		return r
-	}
-	r.kind = f.Kind
-	r.warnings = f.Warnings
 	in, err := ruleInput(f)
 	if err != nil {
-		r.err = err
-		return r
+		return nil, err
 	}
 	s := digest.Make(in, r.inBytes, version, f.Warnings)
-	f, in = nil, nil // the raw records go with the next collection
-	r.outBytes, r.err = writeSummaryFile(s, out)
-	if r.err != nil {
-		r.err = load.FileError(out, r.err)
+	if r.outBytes, err = writeSummaryFile(s, out); err != nil {
+		return nil, load.FileError(out, err)
 	}
-	return r
+	done := &load.File{Path: f.Path, Kind: f.Kind, Rank: f.Rank, Warnings: f.Warnings}
+	w.mu.Lock()
+	w.done[done] = r
+	w.mu.Unlock()
+	return done, nil
 }
 
 // writeSummaryFile writes s to path through a temporary file renamed into

@@ -335,3 +335,22 @@ func TestSummaryDiffAndReport(t *testing.T) {
 		}
 	}
 }
+
+// summarize reads a folder as every command does (the one loader): the
+// files it passes over are named in the same one warning as analyze's.
+func TestSummarizeSkipsLikeEveryCommand(t *testing.T) {
+	dir := memtest.Testdata("smi", "per_process")
+	skipped := func(errOut string) string {
+		for _, l := range strings.Split(errOut, "\n") {
+			if strings.Contains(l, "torchmem does not read") {
+				return l
+			}
+		}
+		return ""
+	}
+	_, sumErr, code := torchmem(t, "summarize", dir, "-o", t.TempDir())
+	_, anaErr, _ := torchmem(t, "analyze", dir)
+	if code != 0 || skipped(sumErr) == "" || skipped(sumErr) != skipped(anaErr) || strings.Count(sumErr, "skipping") != 1 {
+		t.Errorf("summarize: exit %d, stderr %q; analyze says %q", code, sumErr, skipped(anaErr))
+	}
+}

@@ -188,10 +188,15 @@ type Options struct {
 	Warn func(msg string)
 	// Parallel is how many inputs are read at once (0: one per CPU).
 	Parallel int
+	// Select, when set, picks the sources to read among those the
+	// arguments expand to (summarize --shard: one task's part); a
+	// directory none of whose files is picked is not reported empty.
+	Select func([]Source) []Source
 	// Reduce, when set, replaces each file as soon as it is read (still
 	// inside the bound of Parallel inputs in flight): a command reading
-	// many large inputs keeps their summaries, not their records.
-	Reduce func(*File) *File
+	// many large inputs keeps their summaries, not their records. An
+	// error is the input's, as if reading it had failed.
+	Reduce func(*File) (*File, error)
 	// Done is called after each input is read (or skipped), for progress.
 	Done func()
 	// Trace configures the trace reader (its Limits are Limits below).
@@ -535,6 +540,13 @@ func Load(args []string, o Options) ([]*File, error) {
 	if err != nil {
 		return nil, err
 	}
+	selected := map[string]bool{} // the directories with sources to read
+	if o.Select != nil {
+		srcs = o.Select(srcs)
+	}
+	for _, s := range srcs {
+		selected[s.Dir] = true
+	}
 	type result struct {
 		f    *File
 		skip bool
@@ -553,7 +565,9 @@ func Load(args []string, o Options) ([]*File, error) {
 			if bug := crash.Run(s.Path, func() {
 				r.f, r.skip, r.err = Read(s, &o)
 				if r.f != nil && o.Reduce != nil {
-					r.f = o.Reduce(r.f)
+					if r.f, r.err = o.Reduce(r.f); r.err != nil {
+						r.f = nil
+					}
 				}
 			}); bug != nil {
 				r = result{err: bug}
@@ -621,6 +635,9 @@ func Load(args []string, o Options) ([]*File, error) {
 		want = "no " + strings.Join(slices.Compact(names), " or ")
 	}
 	for _, a := range args {
+		if o.Select != nil && !selected[a] {
+			continue // the selection left none of its files
+		}
 		if st, err := os.Stat(a); err == nil && st.IsDir() && perDir[a] == 0 {
 			if len(out) == 0 {
 				return nil, &Error{Path: a, Err: errors.New(want + " in this directory")}
