@@ -43,6 +43,10 @@ func TestMaxValueBytes(t *testing.T) {
 		{[]string{"snapshot", "--max-value-bytes", "1M", pickle}, 2, pickle + ": pickle byte 2: a str of 2097152 bytes is over the limit of 1 MiB on one value (--max-value-bytes raises it)"},
 		{[]string{"snapshot", "--max-value-bytes", "4194304", pickle}, 2, "truncated pickle"},
 		{[]string{"ops", "--max-value-bytes", "-1", trace}, 2, "want a positive byte count"},
+		// The count caps reach the trace reader of each command line alike.
+		{[]string{"ops", "--max-events", "1000", realTrace("leak_module_cache")}, 2, realTrace("leak_module_cache") + ": more than 1000 events in one trace"},
+		{[]string{"analyze", "--max-memory-events", "100", realTrace("leak_module_cache")}, 2, realTrace("leak_module_cache") + ": more than 100 [memory] events in one trace"},
+		{[]string{"analyze", realTrace("leak_module_cache")}, 1, ""},
 	}
 	for _, c := range cases {
 		_, errOut, code := torchmem(t, c.args...)
