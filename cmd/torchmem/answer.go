@@ -29,7 +29,8 @@ type question struct {
 	// that its parser says what is wrong (load.Options).
 	kinds    []load.Kind
 	fallback load.Kind
-	// trace configures the trace reader (ops keeps no Python frames).
+	// trace configures the trace reader (ops keeps no Python frames);
+	// its Limits are limits below.
 	trace chrometrace.ReadOptions
 	// limits are the readers' caps (the --max-* flags: limitsOf).
 	limits chrometrace.Limits
