@@ -116,10 +116,10 @@ func TestReadSmallEventBombs(t *testing.T) {
 		}, "", 48 << 20, Limits{}},
 		{"empty events past the events cap", func() io.Reader {
 			return &bombtest.Reader{Head: s(`{"traceEvents":[{}`), Fill: s(`,{}`), N: 3 << 30, Tail: s(`]}`)}
-		}, "events", 48 << 20, Limits{Events: 1 << 22}},
+		}, "events in one trace", 48 << 20, Limits{Events: 1 << 22}},
 		{"[memory] events past the memory events cap", func() io.Reader {
 			return &bombtest.Reader{Head: s(`{"traceEvents":[` + bombEvent), Fill: s(memEv), N: int64(len(memEv)) << 30, Tail: s(`]}`)}
-		}, "[memory] events", 96 << 20, Limits{MemoryEvents: 1 << 19}},
+		}, "[memory] events in one trace", 96 << 20, Limits{MemoryEvents: 1 << 19}},
 	}
 	for _, spec := range []bool{true, false} {
 		for _, c := range cases {

@@ -79,24 +79,27 @@ func (l Limits) WithDefaults() Limits {
 	return l
 }
 
-// CountLimitError is a trace past Limits.Events or Limits.MemoryEvents.
+// CountLimitError is an input past a cap of Limits on how many of
+// something a reader reads or builds: a trace's events, a timeline's
+// points, a log's rows or devices, decompressed bytes. Every reader gives
+// this one error for a count; LimitError is one value too large.
 type CountLimitError struct {
-	What  string // "events", "[memory] events"
+	What  string // "events in one trace", "timeline points", "decompressed bytes", ...
 	Limit int64
-	Flag  string
+	Flag  string // the torchmem flag that raises the cap
 }
 
 func (e *CountLimitError) Error() string {
-	return fmt.Sprintf("more than %d %s in one trace, the cap on what the reader builds (--%s raises it)", e.Limit, e.What, e.Flag)
+	return fmt.Sprintf("more than %d %s, the cap on one input (--%s raises it)", e.Limit, e.What, e.Flag)
 }
 
 // overCount says whether what was merged so far is past a cap.
 func (b *builder) overCount() error {
 	switch {
 	case b.t.Events > b.limits.Events:
-		return &CountLimitError{What: "events", Limit: b.limits.Events, Flag: "max-events"}
+		return &CountLimitError{What: "events in one trace", Limit: b.limits.Events, Flag: "max-events"}
 	case b.memory.n > b.limits.MemoryEvents:
-		return &CountLimitError{What: "[memory] events", Limit: int64(b.limits.MemoryEvents), Flag: "max-memory-events"}
+		return &CountLimitError{What: "[memory] events in one trace", Limit: int64(b.limits.MemoryEvents), Flag: "max-memory-events"}
 	}
 	return nil
 }

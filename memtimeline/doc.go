@@ -1,7 +1,7 @@
 // Package memtimeline is the shared core of torchmem's memory pipeline:
 // the vocabulary every reader and analysis speaks (Series, Lifetime, Site,
 // Share and Composition, FormatBytes in units.go) and the bounds every
-// reader keeps (limits.go: LimitInput, LimitError; the caps themselves are
+// reader keeps (limits.go: LimitInput, RecordsError; the caps themselves are
 // chrometrace.Limits, an option of every reader).
 //
 // The pipeline follows google/pprof's split: readers produce models,

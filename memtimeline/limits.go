@@ -1,42 +1,32 @@
 package memtimeline
 
 import (
-	"fmt"
 	"io"
 
 	"github.com/torchmem/torchmem/chrometrace"
 )
 
-// LimitError says that an input went past one of the caps on what it may
-// make a reader read and hold: chrometrace.Limits, passed to each reader's
-// ReadLimited (the command line sets them: --max-input-bytes,
-// --max-records).
-type LimitError struct {
-	What  string // "decompressed bytes", "timeline points", ...
-	Limit int64
-	Flag  string // the torchmem flag that raises the cap
-}
+// The caps on what one input may make a reader read and hold are
+// chrometrace.Limits, passed to each reader's ReadLimited (the command
+// line sets them: --max-input-bytes, --max-records); past one a reader
+// stops with a *chrometrace.CountLimitError.
 
-func (e *LimitError) Error() string {
-	return fmt.Sprintf("more than %d %s, the cap on one input (--%s raises it)", e.Limit, e.What, e.Flag)
-}
-
-// RecordsError is the *LimitError of a reader that reached the records
-// cap, limit (what: "timeline points", "per-step records", ...).
+// RecordsError is the error of a reader that reached the records cap,
+// limit (what: "timeline points", "per-step records", ...).
 func RecordsError(what string, limit int) error {
-	return &LimitError{What: what, Limit: int64(limit), Flag: "max-records"}
+	return &chrometrace.CountLimitError{What: what, Limit: int64(limit), Flag: "max-records"}
 }
 
-// SeriesError is the *LimitError of a reader that reached the series cap,
-// limit (what: "distinct GPUs", "distinct devices").
+// SeriesError is the error of a reader that reached the series cap, limit
+// (what: "distinct GPUs", "distinct devices").
 func SeriesError(what string, limit int) error {
-	return &LimitError{What: what, Limit: int64(limit), Flag: "max-records"}
+	return &chrometrace.CountLimitError{What: what, Limit: int64(limit), Flag: "max-records"}
 }
 
 // LimitInput returns r reading at most max bytes (0: the default,
-// chrometrace.DefaultMaxInputBytes); past them it fails with a *LimitError
-// (not io.EOF, so that a capped input is never taken for a complete or a
-// truncated one).
+// chrometrace.DefaultMaxInputBytes); past them it fails with a
+// *chrometrace.CountLimitError (not io.EOF, so that a capped input is
+// never taken for a complete or a truncated one).
 func LimitInput(r io.Reader, max int64) io.Reader {
 	if max <= 0 {
 		max = chrometrace.DefaultMaxInputBytes
@@ -57,7 +47,7 @@ func (c *capReader) Read(p []byte) (int, error) {
 		if n == 0 {
 			return 0, err
 		}
-		return 0, &LimitError{What: "decompressed bytes", Limit: c.limit, Flag: "max-input-bytes"}
+		return 0, &chrometrace.CountLimitError{What: "decompressed bytes", Limit: c.limit, Flag: "max-input-bytes"}
 	}
 	if int64(len(p)) > c.left {
 		p = p[:c.left]

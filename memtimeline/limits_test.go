@@ -45,7 +45,7 @@ func (s *stream) Read(p []byte) (int, error) {
 
 func repeat(piece string) func(int) string { return func(int) string { return piece } }
 
-// Every reader stops at its cap on an endless input, with a *LimitError
+// Every reader stops at its cap on an endless input, with a *chrometrace.CountLimitError
 // that names the cap, and having read no more than the cap needs.
 func TestReadersStopAtCaps(t *testing.T) {
 	lim := chrometrace.Limits{InputBytes: 4 << 20, Records: 10_000, Series: 100}
@@ -75,7 +75,7 @@ func TestReadersStopAtCaps(t *testing.T) {
 	}
 	for _, c := range cases {
 		err := c.read(memtimeline.LimitInput(c.in, lim.InputBytes), lim)
-		var le *memtimeline.LimitError
+		var le *chrometrace.CountLimitError
 		if !errors.As(err, &le) || le.What != c.what || le.Limit != c.limit {
 			t.Errorf("%s: error %v, want the cap of %d %s", c.name, err, c.limit, c.what)
 			continue
@@ -161,7 +161,7 @@ func TestLimitInputExact(t *testing.T) {
 		t.Errorf("%q, %v", b, err)
 	}
 	_, err = io.ReadAll(memtimeline.LimitInput(strings.NewReader("0123456789A"), 10))
-	var le *memtimeline.LimitError
+	var le *chrometrace.CountLimitError
 	if !errors.As(err, &le) {
 		t.Errorf("11 bytes through a 10-byte cap: %v", err)
 	}

@@ -191,7 +191,7 @@ func ReadLimited(r io.Reader, lim chrometrace.Limits) (*Log, error) {
 			}
 			open[rank] = s
 			if len(log.Samples)+len(open) > maxTables(lim) {
-				return nil, &memtimeline.LimitError{What: "memory_summary() tables (an eighth of the records cap: a table is about 30 lines, and 150 bytes held)", Limit: int64(maxTables(lim)), Flag: "max-records"}
+				return nil, &chrometrace.CountLimitError{What: "memory_summary() tables (an eighth of the records cap: a table is about 30 lines, and 150 bytes held)", Limit: int64(maxTables(lim)), Flag: "max-records"}
 			}
 			if len(open) > lim.Series {
 				return nil, memtimeline.SeriesError("ranks with memory_summary() tables", lim.Series)

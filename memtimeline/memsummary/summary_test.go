@@ -12,7 +12,6 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/chrometrace/bombtest"
-	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/memtest"
 	"github.com/torchmem/torchmem/memtimeline/steplog"
 )
@@ -243,7 +242,7 @@ func TestReadRecordedLog(t *testing.T) {
 func TestReadLimits(t *testing.T) {
 	tables := strings.Join(summaryTables(t), "")
 	_, err := ReadLimited(strings.NewReader(tables), chrometrace.Limits{Records: 3})
-	var le *memtimeline.LimitError
+	var le *chrometrace.CountLimitError
 	if !errors.As(err, &le) || le.Flag != "max-records" {
 		t.Errorf("8 tables over a cap of 3: %v", err)
 	}
@@ -278,7 +277,7 @@ func TestReadManyTitleLines(t *testing.T) {
 	r := &bombtest.Reader{Fill: line, N: int64(len(line)) * 1 << 20}
 	var err error
 	peak := bombtest.PeakHeap(func() { _, err = ReadLimited(r, lim) })
-	var le *memtimeline.LimitError
+	var le *chrometrace.CountLimitError
 	if !errors.As(err, &le) || le.Limit != int64(tables) || !strings.Contains(err.Error(), "memory_summary() tables") {
 		t.Fatalf("error %v, want the tables cap of %d", err, tables)
 	}

@@ -647,7 +647,7 @@ func (s *smiReader) addRow(rl smiRawLine) error {
 // smiMaxStride the log is too long to read (or a bomb).
 func (s *smiReader) thin(lineNo int) error {
 	if s.stride >= smiMaxStride {
-		return fmt.Errorf("line %d: %w", lineNo, &memtimeline.LimitError{What: "nvidia-smi rows", Limit: int64(s.lim.Records) * smiMaxStride, Flag: "max-records"})
+		return fmt.Errorf("line %d: %w", lineNo, &chrometrace.CountLimitError{What: "nvidia-smi rows", Limit: int64(s.lim.Records) * smiMaxStride, Flag: "max-records"})
 	}
 	s.stride *= 2
 	s.stored = 0
