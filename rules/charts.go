@@ -22,6 +22,11 @@ type MemoryChart struct {
 	Steps               []StepSpan
 	Markers             []ChartMarker
 	Holders             []memtimeline.HolderSample
+	// Device is the CUDA device of a snapshot's chart, and Explorer the
+	// allocations its explorer lists: the HTML page's, not the summary
+	// format's.
+	Device   int                   `json:"-"`
+	Explorer *memtimeline.Explorer `json:"-"`
 }
 
 // StepSpan is a named interval on the time axis (ProfilerStep#N).

@@ -67,7 +67,7 @@ func (g *diffGroup) side(arg string, rs RuleSet) *DiffSide {
 	} else if g.rank >= 0 {
 		source = fmt.Sprintf("%s (rank %d)", arg, g.rank)
 	}
-	return diffSideOf(source, evaluate(rs, g.inputs, nil))
+	return diffSideOf(source, evaluate(rs, g.inputs, Options{}))
 }
 
 func kindOrder(k SourceKind) int {

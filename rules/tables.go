@@ -8,7 +8,10 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/memsummary"
+	"github.com/torchmem/torchmem/memtimeline/smi"
 	"github.com/torchmem/torchmem/memtimeline/snapshot"
+	"github.com/torchmem/torchmem/memtimeline/steplog"
 )
 
 // TableQuery asks Evaluate for tables instead of a judgement: the
@@ -51,6 +54,29 @@ type Table struct {
 	Sites []memtimeline.Site
 	// Snapshot is an allocator snapshot's report.
 	Snapshot *snapshot.Report
+
+	// What the judged views (check, analyze, leaks, steps, smi, the HTML
+	// page) show of the input, which Evaluate computes when it judges
+	// (views.go): with Options.Sites, a trace's Summary, its Operators
+	// largest self device memory first and its Sites most bytes allocated
+	// first, and Frag, its fragmentation report; Leak is a trace's or
+	// snapshot's leak report (or a digest's), SnapshotStats a snapshot's
+	// figures (or its digest's), Steps a step log's fit, SMI an
+	// nvidia-smi GPU log's analysis, Apps a compute-apps log's joined with
+	// AppsGPU, the GPU log of its folder (nil: none); with Options.Page,
+	// Charts are the charts the page draws, with their markers, holders
+	// and explorer rows.
+	// MemorySummary is a memory_summary() log's allocator figures per
+	// device (or its digest's).
+	MemorySummary []memsummary.Frag
+	Leak          *LeakReport
+	Frag          *FragReport
+	SnapshotStats *snapshot.Stats
+	Steps         *steplog.Analysis
+	SMI           *smi.Analysis
+	Apps          *smi.AppsAnalysis
+	AppsGPU       *Input
+	Charts        []MemoryChart
 }
 
 // OperatorOrder is the row order of an operator table sorted by key

@@ -57,6 +57,7 @@ func runAnalyze(stdout, stderr io.Writer, args []string, o *analyzeOptions) erro
 		return err
 	}
 	q := judged("analyze", rs, o.rulesFile, &report.AllocationSites)
+	q.options.Page = o.output != ""
 	ev, err := answer(stderr, args, q)
 	if err != nil {
 		return err

@@ -54,6 +54,7 @@ the rules with what to do.
 				return err
 			}
 			q := judged("report", rs, rulesFile, &report.AllocationSites)
+			q.options.Page = true
 			ev, err := answer(cmd.ErrOrStderr(), args, q)
 			if err != nil {
 				return err

@@ -1,12 +1,10 @@
 package report
 
 import (
-	"cmp"
 	_ "embed"
 	"fmt"
 	"html/template"
 	"io"
-	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -140,8 +138,9 @@ type reportBarSegment struct {
 func (r *Report) writePage(w io.Writer) error {
 	ev := r.Eval
 	page := reportPage{Title: "torchmem memory report", Version: r.Version, Echarts: chart.EchartsScript()}
-	for i, in := range ev.Inputs {
-		ri, err := buildReportInput(fmt.Sprintf("in%d_", i), in, ev.FindingsFor(in.Source), r.Top)
+	for i := range ev.Tables {
+		in := ev.Tables[i].Input
+		ri, err := buildReportInput(fmt.Sprintf("in%d_", i), &ev.Tables[i], ev.FindingsFor(in.Source), r.Top)
 		if err != nil {
 			return fmt.Errorf("%s: %w", in.Source, err)
 		}
@@ -281,79 +280,47 @@ func barSegments(shares []memtimeline.Share) []reportBarSegment {
 	return out
 }
 
-func buildReportInput(idPrefix string, in *rules.Input, fs []rules.Finding, top int) (reportInput, error) {
+func buildReportInput(idPrefix string, t *rules.Table, fs []rules.Finding, top int) (reportInput, error) {
+	in := t.Input
 	ri := reportInput{Source: in.Source, Findings: fs}
-	snapStats, hasSnapStats := in.SnapshotStats()
 	switch {
 	case in.Is(rules.SourceTrace):
 		ri.Kind = rules.SourceTrace
-		t := in.Trace
-		s := in.Overview(-1)
-		ri.Summary = traceSummaryKV(t, s)
-		l := in.Leaks()
-		var specs []chart.Spec
-		if t != nil {
-			// TraceCharts draws one chart per GPU in TraceTimelines' order.
-			tls := memtimeline.TraceTimelines(t)
-			for i, c := range rules.TraceCharts(t) {
-				spec := specOf(c, fmt.Sprintf("%s%d", idPrefix, i))
-				if i < len(tls) {
-					spec.Holders = memtimeline.HolderSamples(t, in.Attribution(), in.Lifetimes(-1), tls[i].Device, 200, 3)
-					spec.Explorer = chart.TraceExplorer(t, in.Attribution(), in.Lifetimes(-1), tls[i].Device, 0)
-				}
-				specs = append(specs, spec)
-			}
-		} else {
-			// A summary's charts: downsampled, every peak kept.
-			for i, c := range in.Digest.Charts {
-				specs = append(specs, specOf(c, fmt.Sprintf("%s%d", idPrefix, i)))
-			}
-		}
-		for _, spec := range specs {
-			if l.Verdict == rules.LeakVerdictLeak {
-				spec.Markers = append(spec.Markers, leakMarkers(spec, l)...)
-			}
-			if err := ri.addChart(spec); err != nil {
+		ri.Summary = traceSummaryKV(in.Trace, t.Summary)
+		for i, c := range t.Charts {
+			if err := ri.addChart(specOf(c, fmt.Sprintf("%s%d", idPrefix, i))); err != nil {
 				return ri, err
 			}
 		}
-		ops := slices.Clone(in.Operators())
-		slices.SortFunc(ops, func(a, b chrometrace.OperatorStats) int {
-			return cmp.Or(cmp.Compare(b.SelfDeviceMemory, a.SelfDeviceMemory), strings.Compare(a.Name, b.Name))
-		})
-		ops = slices.DeleteFunc(ops, func(o chrometrace.OperatorStats) bool { return o.OnDevice })
+		ops := slices.DeleteFunc(slices.Clone(t.Operators), func(o chrometrace.OperatorStats) bool { return o.OnDevice })
 		for _, r := range ops[:topN(top, len(ops))] {
 			ri.Operators = append(ri.Operators, OperatorRow{Name: r.Name, Calls: r.Calls, SelfDeviceMemoryBytes: r.SelfDeviceMemory, DeviceMemoryBytes: r.DeviceMemory, Allocs: r.Allocs})
 		}
-		sites := in.Sites(AllocationSites)
-		slices.SortStableFunc(sites, func(a, b memtimeline.Site) int { return cmp.Compare(b.AllocBytes, a.AllocBytes) })
-		for _, st := range sites[:topN(top, len(sites))] {
+		for _, st := range t.Sites[:topN(top, len(t.Sites))] {
 			ri.Sites = append(ri.Sites, SiteRow{Frames: st.Frames, Operator: st.Operator, ForwardOperator: st.ForwardOp, AllocBytes: st.AllocBytes, LiveBytesAtEnd: st.LiveBytesAtEnd, LiveBytesAtPeak: st.LiveBytesAtPeak})
 		}
-		ri.Leak = &l
+		ri.Leak = t.Leak
 	case in.Has(rules.SourceSnapshot):
 		ri.Kind = rules.SourceSnapshot
-		rep := in.SnapshotReport()
+		rep := t.Snapshot
 		st := rep.Stats
 		ri.Summary = snapshotSummaryKV(st, len(rep.OOMs))
-		for _, spec := range snapshotChartSpecs(in.Snapshot, idPrefix) {
-			if err := ri.addChart(spec); err != nil {
+		for _, c := range t.Charts {
+			if err := ri.addChart(specOf(c, fmt.Sprintf("%s%d", idPrefix, c.Device))); err != nil {
 				return ri, err
 			}
 		}
-		l := in.SnapshotLeaks()
-		ri.Leak = &l
+		ri.Leak = t.Leak
 		var rows [][]string
 		for _, f := range rep.SegmentFills[:topN(top, len(rep.SegmentFills))] {
 			rows = append(rows, []string{fmt.Sprintf("%#x", f.Address), f.SegmentType, memtimeline.FormatBytes(f.TotalSize), memtimeline.FormatBytes(f.AllocatedBytes), f.Bar})
 		}
 		ri.Tables = append(ri.Tables, reportTable{Title: fmt.Sprintf("Largest segments, with a fill map: each cell is 1/%d of the segment; '#' full, '1'-'9' tenths in use, '0' under a tenth, '.' free", snapshot.DefaultBarWidth), Header: []string{"Address", "Pool", "Size", "Allocated", "Fill"}, Rows: rows})
-	case hasSnapStats: // a snapshot's summary
+	case t.SnapshotStats != nil: // a snapshot's summary
 		ri.Kind = rules.SourceSnapshot
-		ri.Summary = append(snapshotSummaryKV(snapStats, len(in.Digest.Verdict.OOMs)),
+		ri.Summary = append(snapshotSummaryKV(*t.SnapshotStats, len(in.Digest.Verdict.OOMs)),
 			reportKV{"From", "a summary: the segment table and the history chart need the snapshot itself"})
-		l := in.SnapshotLeaks()
-		ri.Leak = &l
+		ri.Leak = t.Leak
 	case in.IsDigest() && in.Timeline == nil:
 		ri.Kind = in.Kind
 		for _, e := range in.Digest.Verdict.Leak.Evidence {
@@ -400,8 +367,7 @@ func buildReportInput(idPrefix string, in *rules.Input, fs []rules.Finding, top 
 		}
 	case in.StepLog != nil: // a steps log, or memory_summary() tables as steps
 		ri.Kind = rules.SourceSteps
-		a := in.StepAnalysis()
-		for _, s := range a.Series {
+		for _, s := range t.Steps.Series {
 			ri.Summary = append(ri.Summary, reportKV{"Device " + s.Device, fmt.Sprintf("%s: %s per step; %s", s.Verdict, memtimeline.FormatBytes(s.BytesPerStep), s.Reason)})
 		}
 	}
@@ -420,7 +386,7 @@ func (ri *reportInput) addChart(spec chart.Spec) error {
 // specOf is the chart of one GPU's memory (rules.MemoryChart's series,
 // bands and markers), as element id.
 func specOf(c rules.MemoryChart, id string) chart.Spec {
-	spec := chart.Spec{ID: id, Title: c.Title, StartNs: c.StartNs, Allocated: c.Allocated, Reserved: c.Reserved, Holders: c.Holders}
+	spec := chart.Spec{ID: id, Title: c.Title, StartNs: c.StartNs, Allocated: c.Allocated, Reserved: c.Reserved, Holders: c.Holders, Explorer: c.Explorer}
 	for _, st := range c.Steps {
 		spec.Steps = append(spec.Steps, chart.StepSpan{Name: st.Name, StartNs: st.StartNs, EndNs: st.EndNs})
 	}
@@ -428,60 +394,6 @@ func specOf(c rules.MemoryChart, id string) chart.Spec {
 		spec.Markers = append(spec.Markers, chart.Marker{Name: m.Name, TNs: m.TNs, Bytes: m.Bytes})
 	}
 	return spec
-}
-
-// leakMarkers pins, at the end of each step in which a leak kept memory,
-// what it kept then and so far: the growth shows on the chart where it
-// happens, with annotate's figures (leakKeptByStep, leakMarkerName).
-func leakMarkers(spec chart.Spec, l rules.LeakReport) []chart.Marker {
-	var out []chart.Marker
-	ends := map[string]int64{}
-	for _, s := range spec.Steps {
-		ends[s.Name] = s.EndNs
-	}
-	for li := range l.Leaks {
-		byStep := leakKeptByStep(l, li)
-		var kept int64
-		for _, n := range slices.Sorted(maps.Keys(byStep)) {
-			b := byStep[n]
-			if b == 0 {
-				continue
-			}
-			kept += b
-			end, ok := ends[fmt.Sprintf("ProfilerStep#%d", n)]
-			if !ok {
-				continue
-			}
-			// The allocated level at the step's end, for the pin's height.
-			a := spec.Allocated
-			k, _ := slices.BinarySearch(a.T, end+1)
-			if k == 0 {
-				continue
-			}
-			out = append(out, chart.Marker{Name: leakMarkerName(li, n, b, kept), TNs: end, Bytes: a.V[k-1]})
-		}
-	}
-	return out
-}
-
-// leakKeptByStep is what leak li of l kept from each ProfilerStep (by
-// step number): the sum of its sites' bytes, the figure its bytes per
-// step is made of. annotate's track and markers and the report's chart
-// markers read it, so they say the same.
-func leakKeptByStep(l rules.LeakReport, li int) map[int64]int64 {
-	byStep := map[int64]int64{}
-	for _, s := range l.Leaks[li].Sites {
-		for k, b := range s.BytesByStep {
-			byStep[s.FirstStep+int64(k)] += b
-		}
-	}
-	return byStep
-}
-
-// leakMarkerName labels leak li's marker at step n: what the step kept and
-// what the leak kept so far.
-func leakMarkerName(li int, n, bytes, kept int64) string {
-	return fmt.Sprintf("leak %d: ProfilerStep#%d kept %s (%s so far)", li+1, n, memtimeline.FormatBytes(bytes), memtimeline.FormatBytes(kept))
 }
 
 // snapshotSummaryKV is an allocator snapshot's summary on the page, from
@@ -515,35 +427,6 @@ func traceSummaryKV(t *chrometrace.Trace, s chrometrace.Summary) []reportKV {
 		kv = append(kv, reportKV{"Warning", fmt.Sprintf("truncated at byte %d: the report covers what was read", t.Truncated.Offset)})
 	}
 	return kv
-}
-
-// snapshotChartSpecs draws the active memory of the snapshot's recorded
-// history per device: allocations add, completed frees subtract.
-func snapshotChartSpecs(s *snapshot.Snapshot, idPrefix string) []chart.Spec {
-	var specs []chart.Spec
-	for dev, entries := range s.DeviceTraces {
-		var ser memtimeline.Series
-		ser.Name = "active (recorded history)"
-		var cur int64
-		for _, e := range entries {
-			switch e.Action {
-			case snapshot.ActionAlloc:
-				cur += e.Size
-			case snapshot.ActionFreeCompleted:
-				cur -= e.Size
-			default:
-				continue
-			}
-			ser.T = append(ser.T, e.TimeUS*1000)
-			ser.V = append(ser.V, cur)
-		}
-		if ser.Len() == 0 {
-			continue
-		}
-		specs = append(specs, chart.Spec{ID: fmt.Sprintf("%s%d", idPrefix, dev), Title: fmt.Sprintf("cuda:%d (relative to the start of the history)", dev), StartNs: ser.T[0], Allocated: ser,
-			Explorer: chart.SnapshotExplorer(entries, 0)})
-	}
-	return specs
 }
 
 // writeDiffPage writes diff's HTML page: both runs' allocated memory on

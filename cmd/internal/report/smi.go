@@ -16,12 +16,16 @@ import (
 
 // writeSMI renders each log's memoized analysis (the Evaluation's).
 func (r *Report) writeSMI(w io.Writer) error {
-	ins := r.Eval.Inputs
-	return EachInput(w, r.Format, ins, func(out io.Writer, in *rules.Input) error {
+	tables := tablesOf(r.Eval)
+	return EachInput(w, r.Format, r.Eval.Inputs, func(out io.Writer, in *rules.Input) error {
+		t := tables[in]
 		if in.Has(rules.SourceSMIApps) {
-			return writeSMIApps(out, r.Format, in, gpuInputBeside(in, ins))
+			return writeSMIApps(out, r.Format, t)
 		}
-		path, log, a := in.Source, in.SMI, in.SMIAnalysis()
+		path, log, a := in.Source, in.SMI, smi.Analysis{}
+		if t != nil && t.SMI != nil {
+			a = *t.SMI
+		}
 		switch r.Format {
 		case JSON:
 			return WriteJSON(out, smiJSONReport(path, log, a))

@@ -10,6 +10,7 @@ import (
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules"
+	"github.com/torchmem/torchmem/rules/leak"
 )
 
 // The events annotate adds to a trace, in the Trace Event Format that
@@ -165,7 +166,7 @@ func (b *trackBuilder) counters() {
 // the first step's start; a marker at each step that kept memory.
 func (b *trackBuilder) leaks(l rules.LeakReport, steps []chrometrace.Step) {
 	for li, lk := range l.Leaks {
-		byStep := leakKeptByStep(l, li)
+		byStep := l.KeptByStep(li)
 		where := ""
 		if len(lk.Sites) > 0 {
 			where = lk.Sites[0].Site
@@ -186,7 +187,7 @@ func (b *trackBuilder) leaks(l rules.LeakReport, steps []chrometrace.Step) {
 			b.add(traceEvent{Name: name, Cat: annotateCat, Ph: "C", TS: microsTS(s.End()), Pid: b.firstPid, Tid: 0,
 				Args: map[string]any{"bytes": kept}})
 			b.a.Leak++
-			b.add(traceEvent{Name: leakMarkerName(li, s.Number, n, kept), Cat: annotateCat, Ph: "i", Scope: "g",
+			b.add(traceEvent{Name: leak.MarkerName(li, s.Number, n, kept), Cat: annotateCat, Ph: "i", Scope: "g",
 				TS: microsTS(s.End()), Pid: b.firstPid, Tid: 0, Args: map[string]any{"bytes": n, "kept_so_far_bytes": kept, "kind": lk.Kind, "site": where, "fix": lk.Fix}})
 			b.a.Markers++
 		}

@@ -1,0 +1,201 @@
+package rules
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
+
+	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/snapshot"
+	"github.com/torchmem/torchmem/rules/leak"
+)
+
+// The judged views' model: what check, analyze, leaks, steps, smi and the
+// HTML page show of each input (its tables, in the order shown, and its
+// charts with their markers, holders and explorer rows), computed here
+// from the analyses the rules read, once per input, so that the report
+// package only selects, formats and escapes.
+
+// judgedTables are a judged evaluation's tables, one per input in ins'
+// order.
+func judgedTables(ins []*Input, o Options) []Table {
+	out := make([]Table, len(ins))
+	for i, in := range ins {
+		out[i] = judgedTable(in, ins, o)
+	}
+	return out
+}
+
+// judgedTable is what the judged views show of in; ins are the inputs
+// judged beside it (an nvidia-smi compute-apps log joins the GPU log of
+// its folder).
+func judgedTable(in *Input, ins []*Input, o Options) Table {
+	t := Table{Input: in}
+	switch {
+	case in.Is(SourceTrace):
+		l := in.Leaks()
+		t.Leak = &l
+		if o.Sites != nil {
+			t.Summary = in.Overview(-1)
+			t.Operators = slices.Clone(in.Operators())
+			bySelf, _ := OperatorOrder("self")
+			slices.SortFunc(t.Operators, bySelf)
+			t.Sites = in.Sites(*o.Sites)
+			slices.SortStableFunc(t.Sites, func(a, b memtimeline.Site) int { return cmp.Compare(b.AllocBytes, a.AllocBytes) })
+			f := in.Frag()
+			t.Frag = &f
+		}
+	case in.Is(SourceSnapshot):
+		l := in.SnapshotLeaks()
+		t.Leak = &l
+		if in.Has(SourceSnapshot) {
+			t.Snapshot = in.SnapshotReport()
+		}
+	case in.IsDigest() && in.Digest.Leaks != nil:
+		l := in.digestLeaks()
+		t.Leak = &l
+	}
+	switch {
+	case in.Has(SourceMemSummary):
+		t.MemorySummary = in.MemSummary.Frag()
+	case in.IsDigest():
+		t.MemorySummary = in.Digest.MemorySummaryFrag
+	}
+	if st, ok := in.SnapshotStats(); ok {
+		t.SnapshotStats = &st
+	}
+	if in.StepLog != nil {
+		a := in.StepAnalysis()
+		t.Steps = &a
+	}
+	if in.Is(SourceSMI) {
+		a := in.SMIAnalysis()
+		t.SMI = &a
+	}
+	if in.Has(SourceSMIApps) {
+		t.AppsGPU = gpuLogBeside(in, ins)
+		a := in.AppsAnalysisBeside(t.AppsGPU)
+		t.Apps = &a
+	}
+	if o.Page {
+		t.Charts = pageCharts(in, t.Leak)
+	}
+	return t
+}
+
+// gpuLogBeside is the one nvidia-smi GPU log among ins in in's folder, or
+// nil (none, or several: which one is unknown).
+func gpuLogBeside(in *Input, ins []*Input) *Input {
+	var found *Input
+	for _, o := range ins {
+		if o.Has(SourceSMI) && filepath.Dir(o.Source) == filepath.Dir(in.Source) {
+			if found != nil {
+				return nil
+			}
+			found = o
+		}
+	}
+	return found
+}
+
+// pageHolders is how many moments of a chart the page samples for what
+// held the most, and how many lines at each.
+const pageHolders, pageHolderLines = 200, 3
+
+// pageCharts are the charts the HTML page draws of in: a trace's, one per
+// GPU, with what held the most at sampled moments and the explorer's rows
+// (a digest's downsampled ones as they are); a snapshot's recorded
+// history, one per device that has one, with its explorer. A leak adds a
+// marker at the end of each step a leak kept memory in.
+func pageCharts(in *Input, l *LeakReport) []MemoryChart {
+	var out []MemoryChart
+	switch {
+	case in.Has(SourceTrace):
+		t := in.Trace
+		// TraceCharts draws one chart per GPU in TraceTimelines' order.
+		tls := memtimeline.TraceTimelines(t)
+		for i, c := range TraceCharts(t) {
+			if i < len(tls) {
+				c.Holders = memtimeline.HolderSamples(t, in.Attribution(), in.Lifetimes(-1), tls[i].Device, pageHolders, pageHolderLines)
+				c.Explorer = memtimeline.TraceExplorer(t, in.Attribution(), in.Lifetimes(-1), tls[i].Device, 0)
+			}
+			out = append(out, c)
+		}
+	case in.Is(SourceTrace):
+		out = slices.Clone(in.Digest.Charts)
+	case in.Has(SourceSnapshot):
+		return snapshotCharts(in.Snapshot)
+	}
+	if l != nil && l.Verdict == LeakVerdictLeak {
+		for i := range out {
+			out[i].Markers = append(slices.Clip(out[i].Markers), leakMarkers(out[i], *l)...)
+		}
+	}
+	return out
+}
+
+// snapshotCharts are an allocator snapshot's recorded history, one chart
+// per device that has one: the active bytes after each allocation and
+// completed free, relative to the start of the history.
+func snapshotCharts(s *snapshot.Snapshot) []MemoryChart {
+	var out []MemoryChart
+	for dev, entries := range s.DeviceTraces {
+		var ser memtimeline.Series
+		ser.Name = "active (recorded history)"
+		var cur int64
+		for _, e := range entries {
+			switch e.Action {
+			case snapshot.ActionAlloc:
+				cur += e.Size
+			case snapshot.ActionFreeCompleted:
+				cur -= e.Size
+			default:
+				continue
+			}
+			ser.T = append(ser.T, e.TimeUS*1000)
+			ser.V = append(ser.V, cur)
+		}
+		if ser.Len() == 0 {
+			continue
+		}
+		out = append(out, MemoryChart{Device: dev, Title: fmt.Sprintf("cuda:%d (relative to the start of the history)", dev), StartNs: ser.T[0], Allocated: ser,
+			Explorer: snapshot.Explorer(entries, 0)})
+	}
+	return out
+}
+
+// leakMarkers pins, at the end of each step in which a leak kept memory,
+// what it kept then and so far: the growth shows on the chart where it
+// happens, with annotate's figures (leak.Report.KeptByStep).
+func leakMarkers(c MemoryChart, l LeakReport) []ChartMarker {
+	var out []ChartMarker
+	ends := map[string]int64{}
+	for _, s := range c.Steps {
+		ends[s.Name] = s.EndNs
+	}
+	for li := range l.Leaks {
+		byStep := l.KeptByStep(li)
+		var kept int64
+		for _, n := range slices.Sorted(maps.Keys(byStep)) {
+			b := byStep[n]
+			if b == 0 {
+				continue
+			}
+			kept += b
+			end, ok := ends[fmt.Sprintf("ProfilerStep#%d", n)]
+			if !ok {
+				continue
+			}
+			// The allocated level at the step's end, for the pin's height.
+			a := c.Allocated
+			k, _ := slices.BinarySearch(a.T, end+1)
+			if k == 0 {
+				continue
+			}
+			out = append(out, ChartMarker{Name: leak.MarkerName(li, n, b, kept), TNs: end, Bytes: a.V[k-1]})
+		}
+	}
+	return out
+}
