@@ -346,7 +346,7 @@ func evaluate(rs RuleSet, ins []*Input, o Options) *Evaluation {
 	}
 	g.Wait()
 	ev.CrossRank = CompareRanks(ev.Verdicts)
-	ev.Tables = judgedTables(ins, o)
+	ev.Tables = judgedTables(ev, o)
 	return ev
 }
 

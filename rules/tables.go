@@ -71,6 +71,11 @@ type Table struct {
 	MemorySummary []memsummary.Frag
 	Leak          *LeakReport
 	Frag          *FragReport
+	// With Options.Frag (the frag view), Frag is the report as the
+	// evaluation judged it, FragAnswer the answer of the input's run and
+	// SnapshotPools a snapshot's pools and streams, most split first.
+	FragAnswer    *FragAnswer
+	SnapshotPools []FragSnapshotPool
 	SnapshotStats *snapshot.Stats
 	Steps         *steplog.Analysis
 	SMI           *smi.Analysis

@@ -18,14 +18,32 @@ import (
 // from the analyses the rules read, once per input, so that the report
 // package only selects, formats and escapes.
 
-// judgedTables are a judged evaluation's tables, one per input in ins'
-// order.
-func judgedTables(ins []*Input, o Options) []Table {
-	out := make([]Table, len(ins))
-	for i, in := range ins {
-		out[i] = judgedTable(in, ins, o)
+// judgedTables are a judged evaluation's tables, one per input in its
+// inputs' order.
+func judgedTables(ev *Evaluation, o Options) []Table {
+	out := make([]Table, len(ev.Inputs))
+	for i, in := range ev.Inputs {
+		out[i] = judgedTable(in, ev.Inputs, o)
+		if o.Frag != nil {
+			ev.fragTable(&out[i])
+		}
 	}
 	return out
+}
+
+// fragTable adds to t what the frag view shows: the fragmentation answer
+// of t's run, a trace's report as this evaluation judged it, a
+// snapshot's pools.
+func (ev *Evaluation) fragTable(t *Table) {
+	in := t.Input
+	t.FragAnswer = ev.FragOf(in)
+	switch {
+	case in.Has(SourceSnapshot):
+		t.Snapshot, t.SnapshotPools = ev.snapshotFrag(in)
+	case !in.Has(SourceMemSummary):
+		f := ev.fragReport(in)
+		t.Frag = &f
+	}
 }
 
 // judgedTable is what the judged views show of in; ins are the inputs
