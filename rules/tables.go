@@ -35,7 +35,8 @@ type OperatorQuery struct {
 
 // SiteQuery is the allocation-site table asked for: sites made with
 // SiteOptions, ranked by Sort (alloc, live, peak, allocs; SiteValue), the
-// first Top (0: all); All keeps every site unsorted (folded stacks).
+// first Top (0: all); All keeps every site (folded stacks, ranked by
+// their weight).
 type SiteQuery struct {
 	memtimeline.SiteOptions
 	Sort string
@@ -79,6 +80,13 @@ type Table struct {
 	SnapshotStats *snapshot.Stats
 	Steps         *steplog.Analysis
 	SMI           *smi.Analysis
+	// SMITimeline, SMIRuns and SMIRunsHidden are, per GPU of SMI, the
+	// log cut into equal slices of time, the growth runs that are not
+	// leaks its table lists (the longest, in time order) and how many
+	// more there are.
+	SMITimeline   [][]smi.Bucket
+	SMIRuns       [][]smi.GrowthRun
+	SMIRunsHidden []int
 	Apps          *smi.AppsAnalysis
 	AppsGPU       *Input
 	Charts        []MemoryChart
@@ -161,17 +169,14 @@ func operatorTable(in *Input, q OperatorQuery) []chrometrace.OperatorStats {
 }
 
 // siteTable is the trace's allocation sites as q asks, ranked, the first
-// q.Top (every site, unsorted, with q.All).
+// q.Top (every site with q.All).
 func siteTable(in *Input, q SiteQuery) []memtimeline.Site {
 	t := in.Trace
 	sites := memtimeline.Sites(t, chrometrace.Attribute(t), memtimeline.Lifetimes(t, q.Device), q.SiteOptions)
-	if q.All {
-		return sites
-	}
 	if by, err := SiteValue(q.Sort); err == nil {
 		slices.SortStableFunc(sites, func(a, b memtimeline.Site) int { return cmp.Compare(by(&b), by(&a)) })
 	}
-	if q.Top > 0 && len(sites) > q.Top {
+	if !q.All && q.Top > 0 && len(sites) > q.Top {
 		sites = sites[:q.Top]
 	}
 	return sites

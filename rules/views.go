@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/smi"
 	"github.com/torchmem/torchmem/memtimeline/snapshot"
 	"github.com/torchmem/torchmem/rules/leak"
 )
@@ -91,6 +92,9 @@ func judgedTable(in *Input, ins []*Input, o Options) Table {
 	if in.Is(SourceSMI) {
 		a := in.SMIAnalysis()
 		t.SMI = &a
+		if in.Has(SourceSMI) {
+			smiTables(&t, in.SMI)
+		}
 	}
 	if in.Has(SourceSMIApps) {
 		t.AppsGPU = gpuLogBeside(in, ins)
@@ -216,4 +220,33 @@ func leakMarkers(c MemoryChart, l LeakReport) []ChartMarker {
 		}
 	}
 	return out
+}
+
+// smiTimelineColumns is how many slices of time the smi view cuts a GPU's
+// log into (its sparklines, its JSON timeline); smiShownRuns caps the
+// growth runs that are not leaks its table lists per GPU.
+const smiTimelineColumns, smiShownRuns = 60, 10
+
+// smiTables adds to t, per GPU of its nvidia-smi analysis, the log's
+// timeline and the growth runs that are not leaks the table lists: the
+// longest, in time order.
+func smiTables(t *Table, log *smi.Log) {
+	for _, g := range t.SMI.GPUs {
+		t.SMITimeline = append(t.SMITimeline, smi.Buckets(log.GPU(g.Key), smiTimelineColumns))
+		var other []smi.GrowthRun
+		for _, r := range g.Runs {
+			if !r.Leak {
+				other = append(other, r)
+			}
+		}
+		hidden := 0
+		if len(other) > smiShownRuns {
+			slices.SortStableFunc(other, func(a, b smi.GrowthRun) int { return cmp.Compare(b.Duration, a.Duration) })
+			hidden = len(other) - smiShownRuns
+			other = other[:smiShownRuns]
+			slices.SortStableFunc(other, func(a, b smi.GrowthRun) int { return a.Start.Compare(b.Start) })
+		}
+		t.SMIRuns = append(t.SMIRuns, other)
+		t.SMIRunsHidden = append(t.SMIRunsHidden, hidden)
+	}
 }
