@@ -186,46 +186,54 @@ func (f fragText) sizes(rep *rules.FragReport) {
 	f.table(tw)
 }
 
-// steps is the traffic per ProfilerStep.
-func (f fragText) steps(rep *rules.FragReport) {
-	if len(rep.Steps) == 0 {
+// rows writes one of the report's tables of n items, row(i) the i-th's
+// row, under its heading; nothing when there are none. align configures
+// the columns (nil: left).
+func (f fragText) rows(title string, header table.Row, n int, row func(i int) table.Row, align []table.ColumnConfig) {
+	if n == 0 {
 		return
 	}
-	f.heading("Per step")
+	f.heading(title)
 	tw := NewTable()
-	tw.AppendHeader(table.Row{"Step", "Allocs", "Frees", "Churned", "Small", "Peak allocated", "Peak reserved", "cudaMalloc", "cudaFree", "Returned", ""})
-	for _, s := range rep.Steps {
-		note := []string{}
-		if !s.Steady {
-			note = append(note, "first step")
-		}
-		if s.NewPeak && s.Steady && s.CudaMalloc > 0 {
-			note = append(note, "new peak: growth")
-		}
-		if s.ChurnCalls > 0 {
-			note = append(note, fmt.Sprintf("%d churn calls", s.ChurnCalls))
-		}
-		tw.AppendRow(table.Row{s.Name, s.Allocs, s.Frees, memtimeline.FormatBytes(s.AllocBytes + s.FreedBytes), s.SmallAllocs,
-			memtimeline.FormatBytes(s.PeakAllocated), memtimeline.FormatBytes(s.PeakReserved),
-			callsCell(s.CudaMalloc, s.CudaMallocNS), callsCell(s.CudaFree, s.CudaFreeNS),
-			memtimeline.FormatBytes(s.ReservedReturnedBytes), strings.Join(note, ", ")})
+	tw.AppendHeader(header)
+	for i := range n {
+		tw.AppendRow(row(i))
 	}
-	tw.SetColumnConfigs(rightAligned(2, 10))
+	if align != nil {
+		tw.SetColumnConfigs(align)
+	}
 	f.table(tw)
+}
+
+// steps is the traffic per ProfilerStep.
+func (f fragText) steps(rep *rules.FragReport) {
+	f.rows("Per step", table.Row{"Step", "Allocs", "Frees", "Churned", "Small", "Peak allocated", "Peak reserved", "cudaMalloc", "cudaFree", "Returned", ""},
+		len(rep.Steps), func(i int) table.Row {
+			s := &rep.Steps[i]
+			note := []string{}
+			if !s.Steady {
+				note = append(note, "first step")
+			}
+			if s.NewPeak && s.Steady && s.CudaMalloc > 0 {
+				note = append(note, "new peak: growth")
+			}
+			if s.ChurnCalls > 0 {
+				note = append(note, fmt.Sprintf("%d churn calls", s.ChurnCalls))
+			}
+			return table.Row{s.Name, s.Allocs, s.Frees, memtimeline.FormatBytes(s.AllocBytes + s.FreedBytes), s.SmallAllocs,
+				memtimeline.FormatBytes(s.PeakAllocated), memtimeline.FormatBytes(s.PeakReserved),
+				callsCell(s.CudaMalloc, s.CudaMallocNS), callsCell(s.CudaFree, s.CudaFreeNS),
+				memtimeline.FormatBytes(s.ReservedReturnedBytes), strings.Join(note, ", ")}
+		}, rightAligned(2, 10))
 }
 
 // drops are the times reserved memory was given back.
 func (f fragText) drops(rep *rules.FragReport) {
-	if len(rep.ReservedDrops) == 0 {
-		return
-	}
-	f.heading("Reserved memory given back (segments freed)")
-	tw := NewTable()
-	tw.AppendHeader(table.Row{"When", "Returned", "Reserved after", "cudaFree calls", "By"})
-	for _, d := range rep.ReservedDrops {
-		tw.AppendRow(table.Row{stepOffset(rep, d.Step, d.TS), memtimeline.FormatBytes(d.Bytes), memtimeline.FormatBytes(d.ReservedAfter), d.CudaFreeCalls, d.Cause()})
-	}
-	f.table(tw)
+	f.rows("Reserved memory given back (segments freed)", table.Row{"When", "Returned", "Reserved after", "cudaFree calls", "By"},
+		len(rep.ReservedDrops), func(i int) table.Row {
+			d := &rep.ReservedDrops[i]
+			return table.Row{stepOffset(rep, d.Step, d.TS), memtimeline.FormatBytes(d.Bytes), memtimeline.FormatBytes(d.ReservedAfter), d.CudaFreeCalls, d.Cause()}
+		}, nil)
 }
 
 // sites is a table of code sites (with their bytes when bytes is set).
