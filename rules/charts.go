@@ -22,11 +22,13 @@ type MemoryChart struct {
 	Steps               []StepSpan
 	Markers             []ChartMarker
 	Holders             []memtimeline.HolderSample
-	// Device is the CUDA device of a snapshot's chart, and Explorer the
-	// allocations its explorer lists: the HTML page's, not the summary
-	// format's.
-	Device   int                   `json:"-"`
-	Explorer *memtimeline.Explorer `json:"-"`
+	// The HTML page's, not the summary format's: Device is the device of
+	// a snapshot's chart (or the GPU's index in an nvidia-smi log),
+	// Explorer the allocations its explorer lists, Categories the stacked
+	// series of an export_memory_timeline file.
+	Device     int                   `json:"-"`
+	Explorer   *memtimeline.Explorer `json:"-"`
+	Categories []memtimeline.Series  `json:"-"`
 }
 
 // StepSpan is a named interval on the time axis (ProfilerStep#N).

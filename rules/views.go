@@ -149,6 +149,13 @@ func pageCharts(in *Input, l *LeakReport) []MemoryChart {
 		out = slices.Clone(in.Digest.Charts)
 	case in.Has(SourceSnapshot):
 		return snapshotCharts(in.Snapshot)
+	case in.Timeline != nil:
+		if tl := in.Timeline; tl.Len() > 0 {
+			out = append(out, MemoryChart{Title: "memory by category", StartNs: tl.Times[0], Categories: tl.CategorySeries()})
+		}
+		return out
+	case in.Has(SourceSMI):
+		return smiCharts(in.SMI)
 	}
 	if l != nil && l.Verdict == LeakVerdictLeak {
 		for i := range out {
@@ -184,6 +191,37 @@ func snapshotCharts(s *snapshot.Snapshot) []MemoryChart {
 		}
 		out = append(out, MemoryChart{Device: dev, Title: fmt.Sprintf("cuda:%d (relative to the start of the history)", dev), StartNs: ser.T[0], Allocated: ser,
 			Explorer: snapshot.Explorer(entries, 0)})
+	}
+	return out
+}
+
+// smiCharts are an nvidia-smi log's memory.used over time, one chart per
+// GPU that logged it, with memory.total beside when every sample has it.
+func smiCharts(log *smi.Log) []MemoryChart {
+	var out []MemoryChart
+	for i, g := range log.GPUs {
+		s := memtimeline.Series{Name: "memory.used"}
+		var total memtimeline.Series
+		total.Name = "memory.total"
+		for _, smp := range g.Samples {
+			if smp.UsedBytes < 0 {
+				continue
+			}
+			s.T = append(s.T, smp.Time.UnixNano())
+			s.V = append(s.V, smp.UsedBytes)
+			if smp.TotalBytes > 0 {
+				total.T = append(total.T, smp.Time.UnixNano())
+				total.V = append(total.V, smp.TotalBytes)
+			}
+		}
+		if s.Len() == 0 {
+			continue
+		}
+		c := MemoryChart{Device: i, Title: "GPU " + g.Key, StartNs: s.T[0], Allocated: s}
+		if total.Len() == s.Len() {
+			c.Reserved = total
+		}
+		out = append(out, c)
 	}
 	return out
 }

@@ -331,37 +331,16 @@ func buildReportInput(idPrefix string, t *rules.Table, fs []rules.Finding, top i
 		tl := in.Timeline
 		_, peak, _ := tl.Peak()
 		ri.Summary = []reportKV{{"Points", fmt.Sprint(tl.Len())}, {"Peak total", memtimeline.FormatBytes(peak)}}
-		if tl.Len() > 0 {
-			if err := ri.addChart(chart.Spec{ID: idPrefix + "0", Title: "memory by category", StartNs: tl.Times[0], Categories: tl.CategorySeries()}); err != nil {
+		for _, c := range t.Charts {
+			if err := ri.addChart(specOf(c, idPrefix+"0")); err != nil {
 				return ri, err
 			}
 		}
 	case in.Has(rules.SourceSMI):
 		ri.Kind = rules.SourceSMI
 		ri.Summary = []reportKV{{"GPUs", fmt.Sprint(len(in.SMI.GPUs))}, {"Rows", fmt.Sprint(in.SMI.Rows)}}
-		for i, g := range in.SMI.GPUs {
-			s := memtimeline.Series{Name: "memory.used"}
-			var total memtimeline.Series
-			total.Name = "memory.total"
-			for _, smp := range g.Samples {
-				if smp.UsedBytes < 0 {
-					continue
-				}
-				s.T = append(s.T, smp.Time.UnixNano())
-				s.V = append(s.V, smp.UsedBytes)
-				if smp.TotalBytes > 0 {
-					total.T = append(total.T, smp.Time.UnixNano())
-					total.V = append(total.V, smp.TotalBytes)
-				}
-			}
-			if s.Len() == 0 {
-				continue
-			}
-			spec := chart.Spec{ID: fmt.Sprintf("%s%d", idPrefix, i), Title: "GPU " + g.Key, StartNs: s.T[0], Allocated: s}
-			if total.Len() == s.Len() {
-				spec.Reserved = total
-			}
-			if err := ri.addChart(spec); err != nil {
+		for _, c := range t.Charts {
+			if err := ri.addChart(specOf(c, fmt.Sprintf("%s%d", idPrefix, c.Device))); err != nil {
 				return ri, err
 			}
 		}
@@ -386,7 +365,7 @@ func (ri *reportInput) addChart(spec chart.Spec) error {
 // specOf is the chart of one GPU's memory (rules.MemoryChart's series,
 // bands and markers), as element id.
 func specOf(c rules.MemoryChart, id string) chart.Spec {
-	spec := chart.Spec{ID: id, Title: c.Title, StartNs: c.StartNs, Allocated: c.Allocated, Reserved: c.Reserved, Holders: c.Holders, Explorer: c.Explorer}
+	spec := chart.Spec{ID: id, Title: c.Title, StartNs: c.StartNs, Allocated: c.Allocated, Reserved: c.Reserved, Holders: c.Holders, Explorer: c.Explorer, Categories: c.Categories}
 	for _, st := range c.Steps {
 		spec.Steps = append(spec.Steps, chart.StepSpan{Name: st.Name, StartNs: st.StartNs, EndNs: st.EndNs})
 	}

@@ -78,7 +78,6 @@ var reportExceptions = map[string]string{
 	"tracks.go: calls leak.Report.KeptByStep":     "annotate: what each leak kept per step",
 	// The page's charts of memory_timeline exports and diff.
 	"html.go: calls exported.(*Timeline).Peak":           "the page's memory_timeline summary: its peak",
-	"html.go: calls exported.(*Timeline).CategorySeries": "the page's memory_timeline chart: its series",
 	"html.go: calls memtimeline.TraceTimelines":          "diff's page: both runs' allocated memory aligned at the first step",
 }
 
