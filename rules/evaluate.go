@@ -365,10 +365,10 @@ func (ev *Evaluation) count() {
 	}
 }
 
-// HasMemoryEvidence reports whether the input records GPU memory at all:
+// hasMemoryEvidence reports whether the input records GPU memory at all:
 // a trace's [memory] events, or any other kind torchmem reads (each of
 // them is memory by what it is).
-func (in *Input) HasMemoryEvidence() bool {
+func (in *Input) hasMemoryEvidence() bool {
 	switch {
 	case !in.Is(SourceTrace):
 		return true
@@ -388,7 +388,7 @@ func unmeasured(ins []*Input) error {
 	}
 	var names []string
 	for _, in := range ins {
-		if in.HasMemoryEvidence() {
+		if in.hasMemoryEvidence() {
 			return nil
 		}
 		names = append(names, in.Source)

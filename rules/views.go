@@ -82,7 +82,7 @@ func judgedTable(in *Input, ins []*Input, o Options) Table {
 	case in.IsDigest():
 		t.MemorySummary = in.Digest.MemorySummaryFrag
 	}
-	if st, ok := in.SnapshotStats(); ok {
+	if st, ok := in.snapshotStats(); ok {
 		t.SnapshotStats = &st
 	}
 	if in.StepLog != nil {
@@ -102,7 +102,7 @@ func judgedTable(in *Input, ins []*Input, o Options) Table {
 		t.Apps = &a
 	}
 	if o.Page {
-		t.Charts = pageCharts(in, t.Leak)
+		t.Charts = Get(in, NewKey[[]MemoryChart](fmt.Sprintf("page-charts:%+v", in.leakOptions())), func() []MemoryChart { return pageCharts(in, t.Leak) })
 	}
 	return t
 }
