@@ -132,6 +132,9 @@ type Options struct {
 	// (Table.Charts: holders, explorer rows, leak markers) beside the
 	// tables.
 	Page bool
+	// Tracks, when set, computes what annotate adds to a trace
+	// (Table.Timelines, Table.StepsInOrder, Table.Frag).
+	Tracks bool
 	// Leak is how a trace's or snapshot's leaks are found (leaks'
 	// --device, --depth, --steady-steps); nil: leak's defaults. The
 	// verdict, the rules and the leak tables all read this one analysis,

@@ -90,6 +90,11 @@ type Table struct {
 	Apps          *smi.AppsAnalysis
 	AppsGPU       *Input
 	Charts        []MemoryChart
+	// With Options.Tracks (annotate), a trace's memory per GPU, its
+	// ProfilerSteps in time order, and Frag its fragmentation report (the
+	// reserved memory it gave back).
+	Timelines    []memtimeline.DeviceTimeline
+	StepsInOrder []chrometrace.Step
 }
 
 // OperatorOrder is the row order of an operator table sorted by key

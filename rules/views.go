@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/smi"
 	"github.com/torchmem/torchmem/memtimeline/snapshot"
@@ -100,6 +101,13 @@ func judgedTable(in *Input, ins []*Input, o Options) Table {
 		t.AppsGPU = gpuLogBeside(in, ins)
 		a := in.AppsAnalysisBeside(t.AppsGPU)
 		t.Apps = &a
+	}
+	if o.Tracks && in.Has(SourceTrace) {
+		t.Timelines = memtimeline.TraceTimelines(in.Trace)
+		t.StepsInOrder = slices.Clone(in.Trace.Steps)
+		slices.SortFunc(t.StepsInOrder, func(x, y chrometrace.Step) int { return cmp.Compare(x.Start, y.Start) })
+		f := in.Frag()
+		t.Frag = &f
 	}
 	if o.Page {
 		t.Charts = Get(in, NewKey[[]MemoryChart](fmt.Sprintf("page-charts:%+v", in.leakOptions())), func() []MemoryChart { return pageCharts(in, t.Leak) })

@@ -69,16 +69,12 @@ var reportExceptions = map[string]string{
 	"snapshot.go: sorts (sort.Strings)":         "allocator settings are a map: printed in key order",
 	"steps.go: sorts (sort.Strings)":            "a step log's keys are a map: printed in key order",
 	"verdict.go: sorts (slices.SortStableFunc)": "a composition's categories largest first in a sentence; the bar and the JSON keep rules' category order",
-	// annotate's tracks are built from the trace before annotate has a
-	// view (#39 item 2: annotate gets a view).
-	"tracks.go: sorts (slices.SortFunc)":          "annotate: steps in time order",
-	"tracks.go: calls rules.(*Input).Leaks":       "annotate: the trace's leak report",
-	"tracks.go: calls rules.(*Input).Frag":        "annotate: the trace's reserved drops",
-	"tracks.go: calls memtimeline.TraceTimelines": "annotate: the trace's memory per GPU",
-	"tracks.go: calls leak.Report.KeptByStep":     "annotate: what each leak kept per step",
+	// annotate's leak track: what each leak kept so far at each step's
+	// end, summed as the track is written.
+	"tracks.go: calls leak.Report.KeptByStep": "annotate: what each leak kept per step",
 	// The page's charts of memory_timeline exports and diff.
-	"html.go: calls exported.(*Timeline).Peak":           "the page's memory_timeline summary: its peak",
-	"html.go: calls memtimeline.TraceTimelines":          "diff's page: both runs' allocated memory aligned at the first step",
+	"html.go: calls exported.(*Timeline).Peak":  "the page's memory_timeline summary: its peak",
+	"html.go: calls memtimeline.TraceTimelines": "diff's page: both runs' allocated memory aligned at the first step",
 }
 
 // computes says whether a package computes (an analysis may live in it).
