@@ -410,7 +410,7 @@ func traceSummaryKV(t *chrometrace.Trace, s chrometrace.Summary) []reportKV {
 
 // writeDiffPage writes diff's HTML page: both runs' allocated memory on
 // one axis aligned at the first profiled step, beside the movers' tables.
-func writeDiffPage(w io.Writer, d *rules.Diff, verdict string, failed bool, base, head []*rules.Input, version string) error {
+func writeDiffPage(w io.Writer, d *rules.Diff, verdict string, failed bool, aligned *rules.MemoryChart, version string) error {
 	page := reportPage{Title: "torchmem diff: " + d.Base + " → " + d.Head, Version: version, Echarts: chart.EchartsScript()}
 	page.Verdict, page.Failed = verdict, failed
 	ri := reportInput{Source: d.Base + " → " + d.Head, Kind: "diff"}
@@ -418,12 +418,9 @@ func writeDiffPage(w io.Writer, d *rules.Diff, verdict string, failed bool, base
 		ri.Summary = append(ri.Summary, reportKV{m.Metric, fmt.Sprintf("%s → %s (%s)", memtimeline.FormatBytes(m.Base), memtimeline.FormatBytes(m.Head), signed(m.Delta))})
 	}
 	ri.Summary = append(ri.Summary, reportKV{"leak verdict", d.BaseVerdict + " → " + d.HeadVerdict})
-	if len(base) > 0 && len(head) > 0 && base[0].Has(rules.SourceTrace) && head[0].Has(rules.SourceTrace) {
-		b, h := stepAligned(base[0].Trace, "base allocated"), stepAligned(head[0].Trace, "head allocated")
-		if b.Len() > 0 && h.Len() > 0 {
-			if err := ri.addChart(chart.Spec{ID: "diff0", Title: "allocated, aligned at the first profiled step", StartNs: 0, Allocated: b, Reserved: h}); err != nil {
-				return err
-			}
+	if aligned != nil {
+		if err := ri.addChart(specOf(*aligned, "diff0")); err != nil {
+			return err
 		}
 	}
 	table := func(title string, ms []rules.DiffMover) {
@@ -440,25 +437,4 @@ func writeDiffPage(w io.Writer, d *rules.Diff, verdict string, failed bool, base
 	table("Allocation sites whose bytes alive at the end moved most", d.SitesLive)
 	page.Inputs = []reportInput{ri}
 	return reportTemplate.Execute(w, page)
-}
-
-// stepAligned returns the trace's allocated series with time measured from
-// its first ProfilerStep (or first event).
-func stepAligned(t *chrometrace.Trace, name string) memtimeline.Series {
-	tls := memtimeline.TraceTimelines(t)
-	if len(tls) == 0 {
-		return memtimeline.Series{}
-	}
-	s := tls[0].Allocated
-	origin := s.T[0]
-	for _, st := range t.Steps {
-		if origin == s.T[0] || st.Start < origin {
-			origin = st.Start
-		}
-	}
-	out := memtimeline.Series{Name: name, T: make([]int64, s.Len()), V: s.V}
-	for i, ts := range s.T {
-		out.T[i] = ts - origin
-	}
-	return out
 }
