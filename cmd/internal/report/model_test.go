@@ -73,7 +73,7 @@ var reportExceptions = map[string]string{
 	// end, summed as the track is written.
 	"tracks.go: calls leak.Report.KeptByStep": "annotate: what each leak kept per step",
 	// The page's summary of a memory_timeline export.
-	"html.go: calls exported.(*Timeline).Peak":  "the page's memory_timeline summary: its peak",
+	"html.go: calls exported.(*Timeline).Peak": "the page's memory_timeline summary: its peak",
 }
 
 // computes says whether a package computes (an analysis may live in it).
