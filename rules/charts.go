@@ -29,6 +29,12 @@ type MemoryChart struct {
 	Device     int                   `json:"-"`
 	Explorer   *memtimeline.Explorer `json:"-"`
 	Categories []memtimeline.Series  `json:"-"`
+	// Lines are more lines of one run drawn on its one clock (the run's
+	// chart: step logs, profiled windows, snapshot histories), PointLines[i]
+	// showing line i's points; Notes say what could not be placed.
+	Lines      []memtimeline.Series `json:"-"`
+	PointLines []bool               `json:"-"`
+	Notes      []string             `json:"-"`
 }
 
 // StepSpan is a named interval on the time axis (ProfilerStep#N).

@@ -229,6 +229,9 @@ type Evaluation struct {
 	// judged evaluation, what its views show of each input, in Inputs'
 	// order.
 	Tables []Table
+	// RunCharts are, with Options.Page, each verdict's run on one clock
+	// (nil for a verdict of one input).
+	RunCharts []*MemoryChart
 	// Diffs are the compared pairs of Options.Compare; Unpaired names the
 	// inputs that had no counterpart on the other side.
 	Diffs    []DiffPair
@@ -292,6 +295,7 @@ func merged(parts []*Evaluation) *Evaluation {
 		ev.Verdicts = append(ev.Verdicts, p.Verdicts...)
 		ev.Checklists = append(ev.Checklists, p.Checklists...)
 		ev.Tables = append(ev.Tables, p.Tables...)
+		ev.RunCharts = append(ev.RunCharts, p.RunCharts...)
 		ev.Findings = append(ev.Findings, p.Findings...)
 		ev.Errors, ev.Warnings, ev.Notes = ev.Errors+p.Errors, ev.Warnings+p.Warnings, ev.Notes+p.Notes
 	}
@@ -350,6 +354,9 @@ func evaluate(rs RuleSet, ins []*Input, o Options) *Evaluation {
 	g.Wait()
 	ev.CrossRank = CompareRanks(ev.Verdicts)
 	ev.Tables = judgedTables(ev, o)
+	if o.Page {
+		ev.RunCharts = runCharts(ev.Verdicts)
+	}
 	return ev
 }
 

@@ -148,7 +148,11 @@ func (r *Report) writePage(w io.Writer) error {
 	}
 	page.Findings = ev.Findings
 	for i, v := range ev.Verdicts {
-		a, err := buildReportAnswer(fmt.Sprintf("v%d_", i), v)
+		var run *rules.MemoryChart
+		if i < len(ev.RunCharts) {
+			run = ev.RunCharts[i]
+		}
+		a, err := buildReportAnswer(fmt.Sprintf("v%d_", i), v, run)
 		if err != nil {
 			return fmt.Errorf("%s: %w", v.Name, err)
 		}
@@ -171,7 +175,7 @@ func (r *Report) writePage(w io.Writer) error {
 }
 
 // buildReportAnswer renders one verdict for the page's top.
-func buildReportAnswer(idPrefix string, v rules.Verdict) (reportAnswer, error) {
+func buildReportAnswer(idPrefix string, v rules.Verdict, run *rules.MemoryChart) (reportAnswer, error) {
 	a := reportAnswer{Status: v.Status(), Name: v.Name, Evidence: v.Leak.Evidence}
 	a.Files = sourceNames(v.Sources)
 	l := reportLine{Label: strings.ToUpper(v.Leak.Verdict), Text: leakText(v.Leak, false)}
@@ -238,21 +242,10 @@ func buildReportAnswer(idPrefix string, v rules.Verdict) (reportAnswer, error) {
 	}
 	// One timeline for the run: the step log over every step, each
 	// profiled window marked with its trace, the snapshot's history.
-	if len(v.Inputs) > 1 {
-		var f chart.RunFiles
-		for _, in := range v.Inputs {
-			switch {
-			case in.Has(rules.SourceTrace):
-				f.Traces, f.TraceName = append(f.Traces, in.Trace), append(f.TraceName, in.Source)
-			case in.Has(rules.SourceSnapshot):
-				f.Snapshots, f.SnapName = append(f.Snapshots, in.Snapshot), append(f.SnapName, in.Source)
-			case in.StepLog != nil: // a steps log, or memory_summary() tables as steps
-				f.StepLogs, f.StepName = append(f.StepLogs, in.StepLog), append(f.StepName, in.Source)
-			}
-		}
-		spec, notes, ok := chart.RunTimeline(f, idPrefix+"run", "the whole run on one clock (Unix time of each file)")
-		a.TimelineNotes = append(a.TimelineNotes, notes...)
-		if ok {
+	if run != nil {
+		a.TimelineNotes = append(a.TimelineNotes, run.Notes...)
+		if len(run.Lines) >= 2 { // two sources or more share the clock
+			spec := specOf(*run, idPrefix+"run")
 			spec.HeightPx = 360
 			h, err := chart.Snippet(spec)
 			if err != nil {
@@ -365,7 +358,8 @@ func (ri *reportInput) addChart(spec chart.Spec) error {
 // specOf is the chart of one GPU's memory (rules.MemoryChart's series,
 // bands and markers), as element id.
 func specOf(c rules.MemoryChart, id string) chart.Spec {
-	spec := chart.Spec{ID: id, Title: c.Title, StartNs: c.StartNs, Allocated: c.Allocated, Reserved: c.Reserved, Holders: c.Holders, Explorer: c.Explorer, Categories: c.Categories}
+	spec := chart.Spec{ID: id, Title: c.Title, StartNs: c.StartNs, Allocated: c.Allocated, Reserved: c.Reserved, Holders: c.Holders, Explorer: c.Explorer, Categories: c.Categories,
+		Lines: c.Lines, PointLines: c.PointLines}
 	for _, st := range c.Steps {
 		spec.Steps = append(spec.Steps, chart.StepSpan{Name: st.Name, StartNs: st.StartNs, EndNs: st.EndNs})
 	}
