@@ -95,6 +95,8 @@ type Table struct {
 	// reserved memory it gave back).
 	Timelines    []memtimeline.DeviceTimeline
 	StepsInOrder []chrometrace.Step
+	// TimelinePeak is an export_memory_timeline file's highest total.
+	TimelinePeak int64
 }
 
 // OperatorOrder is the row order of an operator table sorted by key

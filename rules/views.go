@@ -102,6 +102,9 @@ func judgedTable(in *Input, ins []*Input, o Options) Table {
 		a := in.AppsAnalysisBeside(t.AppsGPU)
 		t.Apps = &a
 	}
+	if in.Timeline != nil {
+		_, t.TimelinePeak, _ = in.Timeline.Peak()
+	}
 	if o.Tracks && in.Has(SourceTrace) {
 		t.Timelines = memtimeline.TraceTimelines(in.Trace)
 		t.StepsInOrder = slices.Clone(in.Trace.Steps)

@@ -321,9 +321,7 @@ func buildReportInput(idPrefix string, t *rules.Table, fs []rules.Finding, top i
 		}
 	case in.Timeline != nil:
 		ri.Kind = kindTimeline
-		tl := in.Timeline
-		_, peak, _ := tl.Peak()
-		ri.Summary = []reportKV{{"Points", fmt.Sprint(tl.Len())}, {"Peak total", memtimeline.FormatBytes(peak)}}
+		ri.Summary = []reportKV{{"Points", fmt.Sprint(in.Timeline.Len())}, {"Peak total", memtimeline.FormatBytes(t.TimelinePeak)}}
 		for _, c := range t.Charts {
 			if err := ri.addChart(specOf(c, idPrefix+"0")); err != nil {
 				return ri, err

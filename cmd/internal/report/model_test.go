@@ -76,8 +76,6 @@ var reportExceptions = map[string]string{
 	// annotate's leak track: what each leak kept so far at each step's
 	// end, summed as the track is written.
 	"tracks.go: calls leak.Report.KeptByStep": "annotate: what each leak kept per step",
-	// The page's summary of a memory_timeline export.
-	"html.go: calls exported.(*Timeline).Peak": "the page's memory_timeline summary: its peak",
 }
 
 // computes says whether a package computes (an analysis may live in it).
