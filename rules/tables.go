@@ -95,6 +95,9 @@ type Table struct {
 	// reserved memory it gave back).
 	Timelines    []memtimeline.DeviceTimeline
 	StepsInOrder []chrometrace.Step
+	// LeakKept[li][k] is what leak li of Leak kept from StepsInOrder[k]
+	// (leak.Report.KeptByStep), when Leak's verdict is leak.
+	LeakKept [][]int64
 	// TimelinePeak is an export_memory_timeline file's highest total.
 	TimelinePeak int64
 }

@@ -111,6 +111,16 @@ func judgedTable(in *Input, ins []*Input, o Options) Table {
 		slices.SortFunc(t.StepsInOrder, func(x, y chrometrace.Step) int { return cmp.Compare(x.Start, y.Start) })
 		f := in.Frag()
 		t.Frag = &f
+		if t.Leak != nil && t.Leak.Verdict == LeakVerdictLeak {
+			for li := range t.Leak.Leaks {
+				byStep := t.Leak.KeptByStep(li)
+				row := make([]int64, len(t.StepsInOrder))
+				for k, st := range t.StepsInOrder {
+					row[k] = byStep[st.Number]
+				}
+				t.LeakKept = append(t.LeakKept, row)
+			}
+		}
 	}
 	if o.Page {
 		t.Charts = Get(in, NewKey[[]MemoryChart](fmt.Sprintf("page-charts:%+v", in.leakOptions())), func() []MemoryChart { return pageCharts(in, t.Leak) })

@@ -73,9 +73,6 @@ var reportExceptions = map[string]string{
 	"snapshot.go: sorts (sort.Strings)":         "allocator settings are a map: printed in key order",
 	"steps.go: sorts (sort.Strings)":            "a step log's keys are a map: printed in key order",
 	"verdict.go: sorts (slices.SortStableFunc)": "a composition's categories largest first in a sentence; the bar and the JSON keep rules' category order",
-	// annotate's leak track: what each leak kept so far at each step's
-	// end, summed as the track is written.
-	"tracks.go: calls leak.Report.KeptByStep": "annotate: what each leak kept per step",
 }
 
 // computes says whether a package computes (an analysis may live in it).

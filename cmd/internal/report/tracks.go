@@ -72,7 +72,7 @@ func NewTracks(t *rules.Table, findings []rules.Finding) (Tracks, error) {
 	// bytes are counted and a finding's gap is placed.
 	steps := t.StepsInOrder
 	if l := t.Leak; l != nil && l.Verdict == rules.LeakVerdictLeak && len(steps) > 0 {
-		b.leaks(*l, steps)
+		b.leaks(*l, steps, t.LeakKept)
 	}
 	b.ooms()
 	if t.Frag != nil {
@@ -164,9 +164,8 @@ func (b *trackBuilder) counters(timelines []memtimeline.DeviceTimeline) {
 
 // leaks: what each leak kept so far, at the end of each step, from 0 at
 // the first step's start; a marker at each step that kept memory.
-func (b *trackBuilder) leaks(l rules.LeakReport, steps []chrometrace.Step) {
+func (b *trackBuilder) leaks(l rules.LeakReport, steps []chrometrace.Step, keptByStep [][]int64) {
 	for li, lk := range l.Leaks {
-		byStep := l.KeptByStep(li)
 		where := ""
 		if len(lk.Sites) > 0 {
 			where = lk.Sites[0].Site
@@ -178,8 +177,8 @@ func (b *trackBuilder) leaks(l rules.LeakReport, steps []chrometrace.Step) {
 		b.add(traceEvent{Name: name, Cat: annotateCat, Ph: "C", TS: microsTS(steps[0].Start), Pid: b.firstPid, Tid: 0,
 			Args: map[string]any{"bytes": 0}})
 		var kept int64
-		for _, s := range steps {
-			n := byStep[s.Number]
+		for k, s := range steps {
+			n := keptByStep[li][k]
 			if n == 0 {
 				continue
 			}
