@@ -22,6 +22,19 @@ type MemoryChart struct {
 	Steps               []StepSpan
 	Markers             []ChartMarker
 	Holders             []memtimeline.HolderSample
+	// The HTML page's, not the summary format's: Device is the device of
+	// a snapshot's chart (or the GPU's index in an nvidia-smi log),
+	// Explorer the allocations its explorer lists, Categories the stacked
+	// series of an export_memory_timeline file.
+	Device     int                   `json:"-"`
+	Explorer   *memtimeline.Explorer `json:"-"`
+	Categories []memtimeline.Series  `json:"-"`
+	// Lines are more lines of one run drawn on its one clock (the run's
+	// chart: step logs, profiled windows, snapshot histories), PointLines[i]
+	// showing line i's points; Notes say what could not be placed.
+	Lines      []memtimeline.Series `json:"-"`
+	PointLines []bool               `json:"-"`
+	Notes      []string             `json:"-"`
 }
 
 // StepSpan is a named interval on the time axis (ProfilerStep#N).

@@ -4,6 +4,9 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+
+	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/memtimeline"
 )
 
 // CompareQuery is what diff compares and what fails it: Base's inputs
@@ -28,6 +31,11 @@ const (
 type DiffPair struct {
 	Answer     *DiffAnswer
 	Base, Head []*Input
+	// Chart, with Options.Page (diff's HTML page) and a trace on each
+	// side, is both runs' allocated memory on one axis aligned at their
+	// first profiled step: Allocated is the base's, Reserved the head's
+	// (nil: either side has none).
+	Chart *MemoryChart
 }
 
 // diffGroup is the inputs of one kind and rank on one side of a diff.
@@ -67,7 +75,7 @@ func (g *diffGroup) side(arg string, rs RuleSet) *DiffSide {
 	} else if g.rank >= 0 {
 		source = fmt.Sprintf("%s (rank %d)", arg, g.rank)
 	}
-	return diffSideOf(source, evaluate(rs, g.inputs, nil))
+	return diffSideOf(source, evaluate(rs, g.inputs, Options{}))
 }
 
 func kindOrder(k SourceKind) int {
@@ -140,7 +148,11 @@ func compare(head []*Input, rs RuleSet, o Options) *Evaluation {
 	ev.Unpaired = unpaired
 	for _, p := range pairs {
 		a := compareSides(p[0].side(q.BaseArg, rs), p[1].side(q.HeadArg, rs), q.Gates, q.Top)
-		ev.Diffs = append(ev.Diffs, DiffPair{Answer: a, Base: p[0].inputs, Head: p[1].inputs})
+		pair := DiffPair{Answer: a, Base: p[0].inputs, Head: p[1].inputs}
+		if o.Page {
+			pair.Chart = diffChart(pair.Base, pair.Head)
+		}
+		ev.Diffs = append(ev.Diffs, pair)
 		source := p[1].inputs[0].Source
 		if len(a.NewLeak) > 0 {
 			ev.Findings = append(ev.Findings, Finding{Rule: ruleDiffLeak, Severity: Error, Source: source, Title: a.Headline})
@@ -151,4 +163,39 @@ func compare(head []*Input, rs RuleSet, o Options) *Evaluation {
 	}
 	ev.count()
 	return ev
+}
+
+// diffChart is the allocated memory of the first trace of each side on
+// one axis, aligned at its first profiled step (nil: a side without a
+// trace or without memory).
+func diffChart(base, head []*Input) *MemoryChart {
+	if len(base) == 0 || len(head) == 0 || !base[0].Has(SourceTrace) || !head[0].Has(SourceTrace) {
+		return nil
+	}
+	b, h := stepAligned(base[0].Trace, "base allocated"), stepAligned(head[0].Trace, "head allocated")
+	if b.Len() == 0 || h.Len() == 0 {
+		return nil
+	}
+	return &MemoryChart{Title: "allocated, aligned at the first profiled step", StartNs: 0, Allocated: b, Reserved: h}
+}
+
+// stepAligned returns the trace's allocated series with time measured from
+// its first ProfilerStep (or first event).
+func stepAligned(t *chrometrace.Trace, name string) memtimeline.Series {
+	tls := memtimeline.TraceTimelines(t)
+	if len(tls) == 0 {
+		return memtimeline.Series{}
+	}
+	s := tls[0].Allocated
+	origin := s.T[0]
+	for _, st := range t.Steps {
+		if origin == s.T[0] || st.Start < origin {
+			origin = st.Start
+		}
+	}
+	out := memtimeline.Series{Name: name, T: make([]int64, s.Len()), V: s.V}
+	for i, ts := range s.T {
+		out.T[i] = ts - origin
+	}
+	return out
 }

@@ -128,6 +128,13 @@ type Options struct {
 	// Sites, when set, computes the analyses the tables show (operators,
 	// allocation sites, summaries) beside the rules, in parallel.
 	Sites *memtimeline.SiteOptions
+	// Page, when set, computes the charts the HTML page draws
+	// (Table.Charts: holders, explorer rows, leak markers) beside the
+	// tables.
+	Page bool
+	// Tracks, when set, computes what annotate adds to a trace
+	// (Table.Timelines, Table.StepsInOrder, Table.Frag).
+	Tracks bool
 	// Leak is how a trace's or snapshot's leaks are found (leaks'
 	// --device, --depth, --steady-steps); nil: leak's defaults. The
 	// verdict, the rules and the leak tables all read this one analysis,
@@ -218,8 +225,13 @@ type Evaluation struct {
 	// recorded without profile_memory=True and nothing else): the answer
 	// could only be "unknown", and a gate must not pass on it.
 	Unmeasured error
-	// Tables are the tables Options.Tables asked for, one per input.
+	// Tables are the tables Options.Tables asked for, one per input; of a
+	// judged evaluation, what its views show of each input, in Inputs'
+	// order.
 	Tables []Table
+	// RunCharts are, with Options.Page, each verdict's run on one clock
+	// (nil for a verdict of one input).
+	RunCharts []*MemoryChart
 	// Diffs are the compared pairs of Options.Compare; Unpaired names the
 	// inputs that had no counterpart on the other side.
 	Diffs    []DiffPair
@@ -262,13 +274,13 @@ func Evaluate(ins []*Input, o Options) *Evaluation {
 	case o.Separately && len(ins) > 1:
 		parts := make([]*Evaluation, len(ins))
 		for i, in := range ins {
-			parts[i] = evaluate(rs, []*Input{in}, o.Sites)
+			parts[i] = evaluate(rs, []*Input{in}, o)
 		}
 		ev := merged(parts)
 		ev.Options = o
 		return ev
 	}
-	ev := evaluate(rs, ins, o.Sites)
+	ev := evaluate(rs, ins, o)
 	ev.Options = o
 	return ev
 }
@@ -282,6 +294,8 @@ func merged(parts []*Evaluation) *Evaluation {
 		ev.Inputs = append(ev.Inputs, p.Inputs...)
 		ev.Verdicts = append(ev.Verdicts, p.Verdicts...)
 		ev.Checklists = append(ev.Checklists, p.Checklists...)
+		ev.Tables = append(ev.Tables, p.Tables...)
+		ev.RunCharts = append(ev.RunCharts, p.RunCharts...)
 		ev.Findings = append(ev.Findings, p.Findings...)
 		ev.Errors, ev.Warnings, ev.Notes = ev.Errors+p.Errors, ev.Warnings+p.Warnings, ev.Notes+p.Notes
 	}
@@ -299,7 +313,8 @@ func merged(parts []*Evaluation) *Evaluation {
 }
 
 // evaluate judges ins together with the rules rs.
-func evaluate(rs RuleSet, ins []*Input, sites *memtimeline.SiteOptions) *Evaluation {
+func evaluate(rs RuleSet, ins []*Input, o Options) *Evaluation {
+	sites := o.Sites
 	ev := &Evaluation{RuleSet: rs, Inputs: ins, Unmeasured: unmeasured(ins)}
 	for _, in := range ins {
 		if in.Has(SourceSMI) || in.Has(SourceSMIApps) {
@@ -338,6 +353,10 @@ func evaluate(rs RuleSet, ins []*Input, sites *memtimeline.SiteOptions) *Evaluat
 	}
 	g.Wait()
 	ev.CrossRank = CompareRanks(ev.Verdicts)
+	ev.Tables = judgedTables(ev, o)
+	if o.Page {
+		ev.RunCharts = runCharts(ev.Verdicts)
+	}
 	return ev
 }
 
@@ -356,10 +375,10 @@ func (ev *Evaluation) count() {
 	}
 }
 
-// HasMemoryEvidence reports whether the input records GPU memory at all:
+// hasMemoryEvidence reports whether the input records GPU memory at all:
 // a trace's [memory] events, or any other kind torchmem reads (each of
 // them is memory by what it is).
-func (in *Input) HasMemoryEvidence() bool {
+func (in *Input) hasMemoryEvidence() bool {
 	switch {
 	case !in.Is(SourceTrace):
 		return true
@@ -379,7 +398,7 @@ func unmeasured(ins []*Input) error {
 	}
 	var names []string
 	for _, in := range ins {
-		if in.HasMemoryEvidence() {
+		if in.hasMemoryEvidence() {
 			return nil
 		}
 		names = append(names, in.Source)

@@ -53,10 +53,10 @@ func fragJudged(in *Input, o frag.Options) frag.Report {
 	return f
 }
 
-// FragReport is the trace's fragmentation analysis as this evaluation
+// fragReport is the trace's fragmentation analysis as this evaluation
 // judged it (the thresholds and options in force): the tables behind
 // its fragmentation verdict.
-func (ev *Evaluation) FragReport(in *Input) frag.Report {
+func (ev *Evaluation) fragReport(in *Input) frag.Report {
 	o := ev.RuleSet.JudgeOptions().Frag
 	f := fragJudged(in, o)
 	if n := o.TopSites; n > 0 {
@@ -66,9 +66,9 @@ func (ev *Evaluation) FragReport(in *Input) frag.Report {
 	return f
 }
 
-// SnapshotFrag is what a snapshot's fragmentation verdict was judged
+// snapshotFrag is what a snapshot's fragmentation verdict was judged
 // from: the snapshot's report and its pools and streams, most split first.
-func (ev *Evaluation) SnapshotFrag(in *Input) (*snapshot.Report, []frag.SnapshotPool) {
+func (ev *Evaluation) snapshotFrag(in *Input) (*snapshot.Report, []frag.SnapshotPool) {
 	rep := in.SnapshotReport()
 	return rep, frag.SnapshotPools(rep)
 }

@@ -96,8 +96,8 @@ func (in *Input) Sites(o memtimeline.SiteOptions) []memtimeline.Site {
 	}))
 }
 
-// LeaksWith is the trace's leak report with opts.
-func (in *Input) LeaksWith(o leak.Options) leak.Report {
+// leaksWith is the trace's leak report with opts.
+func (in *Input) leaksWith(o leak.Options) leak.Report {
 	if in.Digest != nil {
 		return in.digestLeaks() // made with the default options
 	}
@@ -181,10 +181,10 @@ func releaseScratch(t *chrometrace.Trace) {
 }
 
 // SnapshotLeaks is the leak report of an allocator snapshot input.
-func (in *Input) SnapshotLeaks() leak.Report { return in.SnapshotLeaksWith(in.leakOptions()) }
+func (in *Input) SnapshotLeaks() leak.Report { return in.snapshotLeaksWith(in.leakOptions()) }
 
-// SnapshotLeaksWith is the snapshot's leak report with opts.
-func (in *Input) SnapshotLeaksWith(o leak.Options) leak.Report {
+// snapshotLeaksWith is the snapshot's leak report with opts.
+func (in *Input) snapshotLeaksWith(o leak.Options) leak.Report {
 	if in.Digest != nil {
 		return in.digestLeaks()
 	}

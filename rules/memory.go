@@ -19,7 +19,7 @@ import (
 
 // Leaks is the input's leak report with default options.
 func (in *Input) Leaks() leak.Report {
-	return in.LeaksWith(in.leakOptions())
+	return in.leaksWith(in.leakOptions())
 }
 
 // leakOptions are the input's leak options: LeakOptions, else the

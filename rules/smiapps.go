@@ -19,7 +19,7 @@ func init() {
 		Reads:       []SourceKind{SourceSMIApps},
 		Check: func(r *Rule, in *Input) []Finding {
 			var out []Finding
-			for _, p := range in.AppsAnalysis().Zombies() {
+			for _, p := range in.appsAnalysis().Zombies() {
 				if float64(p.FinalBytes) < r.Threshold {
 					continue
 				}
@@ -59,9 +59,9 @@ func (in *Input) smiAnalysisWith(o smi.Options) smi.Analysis {
 	return Get(in, NewKey[smi.Analysis](fmt.Sprintf("smi:%+v", o)), func() smi.Analysis { return smi.Analyze(in.SMI, o) })
 }
 
-// AppsAnalysis is a compute-apps log's analysis on its own, without the GPU
+// appsAnalysis is a compute-apps log's analysis on its own, without the GPU
 // log (memoized; the verdict's GPU entry joins the two).
-func (in *Input) AppsAnalysis() smi.AppsAnalysis { return in.AppsAnalysisBeside(nil) }
+func (in *Input) appsAnalysis() smi.AppsAnalysis { return in.AppsAnalysisBeside(nil) }
 
 // AppsAnalysisBeside is the compute-apps log's analysis joined with the
 // GPU log of gpu (nil: none), memoized per GPU log and options: the

@@ -15,10 +15,10 @@ func (in *Input) SnapshotReport() *snapshot.Report {
 	return Memo(in, "snapshot", func() *snapshot.Report { return snapshot.Analyze(in.Snapshot, 0) })
 }
 
-// SnapshotStats are an allocator snapshot's figures, from the file or
+// snapshotStats are an allocator snapshot's figures, from the file or
 // from its digest; false for an input of another kind, or a digest that
 // kept none.
-func (in *Input) SnapshotStats() (snapshot.Stats, bool) {
+func (in *Input) snapshotStats() (snapshot.Stats, bool) {
 	switch {
 	case !in.Is(SourceSnapshot):
 		return snapshot.Stats{}, false

@@ -8,7 +8,10 @@ import (
 
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
+	"github.com/torchmem/torchmem/memtimeline/memsummary"
+	"github.com/torchmem/torchmem/memtimeline/smi"
 	"github.com/torchmem/torchmem/memtimeline/snapshot"
+	"github.com/torchmem/torchmem/memtimeline/steplog"
 )
 
 // TableQuery asks Evaluate for tables instead of a judgement: the
@@ -32,7 +35,8 @@ type OperatorQuery struct {
 
 // SiteQuery is the allocation-site table asked for: sites made with
 // SiteOptions, ranked by Sort (alloc, live, peak, allocs; SiteValue), the
-// first Top (0: all); All keeps every site unsorted (folded stacks).
+// first Top (0: all); All keeps every site (folded stacks, ranked by
+// their weight).
 type SiteQuery struct {
 	memtimeline.SiteOptions
 	Sort string
@@ -51,6 +55,51 @@ type Table struct {
 	Sites []memtimeline.Site
 	// Snapshot is an allocator snapshot's report.
 	Snapshot *snapshot.Report
+
+	// What the judged views (check, analyze, leaks, steps, smi, the HTML
+	// page) show of the input, which Evaluate computes when it judges
+	// (views.go): with Options.Sites, a trace's Summary, its Operators
+	// largest self device memory first and its Sites most bytes allocated
+	// first, and Frag, its fragmentation report; Leak is a trace's or
+	// snapshot's leak report (or a digest's), SnapshotStats a snapshot's
+	// figures (or its digest's), Steps a step log's fit, SMI an
+	// nvidia-smi GPU log's analysis, Apps a compute-apps log's joined with
+	// AppsGPU, the GPU log of its folder (nil: none); with Options.Page,
+	// Charts are the charts the page draws, with their markers, holders
+	// and explorer rows.
+	// MemorySummary is a memory_summary() log's allocator figures per
+	// device (or its digest's).
+	MemorySummary []memsummary.Frag
+	Leak          *LeakReport
+	Frag          *FragReport
+	// With Options.Frag (the frag view), Frag is the report as the
+	// evaluation judged it, FragAnswer the answer of the input's run and
+	// SnapshotPools a snapshot's pools and streams, most split first.
+	FragAnswer    *FragAnswer
+	SnapshotPools []FragSnapshotPool
+	SnapshotStats *snapshot.Stats
+	Steps         *steplog.Analysis
+	SMI           *smi.Analysis
+	// SMITimeline, SMIRuns and SMIRunsHidden are, per GPU of SMI, the
+	// log cut into equal slices of time, the growth runs that are not
+	// leaks its table lists (the longest, in time order) and how many
+	// more there are.
+	SMITimeline   [][]smi.Bucket
+	SMIRuns       [][]smi.GrowthRun
+	SMIRunsHidden []int
+	Apps          *smi.AppsAnalysis
+	AppsGPU       *Input
+	Charts        []MemoryChart
+	// With Options.Tracks (annotate), a trace's memory per GPU, its
+	// ProfilerSteps in time order, and Frag its fragmentation report (the
+	// reserved memory it gave back).
+	Timelines    []memtimeline.DeviceTimeline
+	StepsInOrder []chrometrace.Step
+	// LeakKept[li][k] is what leak li of Leak kept from StepsInOrder[k]
+	// (leak.Report.KeptByStep), when Leak's verdict is leak.
+	LeakKept [][]int64
+	// TimelinePeak is an export_memory_timeline file's highest total.
+	TimelinePeak int64
 }
 
 // OperatorOrder is the row order of an operator table sorted by key
@@ -130,17 +179,14 @@ func operatorTable(in *Input, q OperatorQuery) []chrometrace.OperatorStats {
 }
 
 // siteTable is the trace's allocation sites as q asks, ranked, the first
-// q.Top (every site, unsorted, with q.All).
+// q.Top (every site with q.All).
 func siteTable(in *Input, q SiteQuery) []memtimeline.Site {
 	t := in.Trace
 	sites := memtimeline.Sites(t, chrometrace.Attribute(t), memtimeline.Lifetimes(t, q.Device), q.SiteOptions)
-	if q.All {
-		return sites
-	}
 	if by, err := SiteValue(q.Sort); err == nil {
 		slices.SortStableFunc(sites, func(a, b memtimeline.Site) int { return cmp.Compare(by(&b), by(&a)) })
 	}
-	if q.Top > 0 && len(sites) > q.Top {
+	if !q.All && q.Top > 0 && len(sites) > q.Top {
 		sites = sites[:q.Top]
 	}
 	return sites

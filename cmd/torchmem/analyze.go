@@ -61,6 +61,7 @@ func runAnalyze(stdout, stderr io.Writer, args []string, o *analyzeOptions) erro
 	}
 	q := judged("analyze", rs, o.rulesFile, &report.AllocationSites)
 	q.limits = o.limits
+	q.options.Page = o.output != ""
 	ev, err := answer(stderr, args, q)
 	if err != nil {
 		return err

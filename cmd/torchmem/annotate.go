@@ -71,7 +71,7 @@ func runAnnotate(stdout, stderr io.Writer, trace, output, rulesFile string, lim 
 		return err
 	}
 	q := question{command: "annotate", kinds: []load.Kind{load.Trace}, fallback: load.Trace, gate: gateNone, limits: lim,
-		options: rules.Options{Rules: rs},
+		options: rules.Options{Rules: rs, Tracks: true},
 		check: func(ins []*rules.Input) error {
 			in := ins[0]
 			if !in.Has(rules.SourceTrace) {
@@ -86,8 +86,7 @@ func runAnnotate(stdout, stderr io.Writer, trace, output, rulesFile string, lim 
 	if err != nil {
 		return err
 	}
-	in := ev.Inputs[0]
-	a, err := report.NewTracks(in, ev.Findings)
+	a, err := report.NewTracks(&ev.Tables[0], ev.Findings)
 	if err != nil {
 		return fmt.Errorf("%s: %w", trace, err)
 	}

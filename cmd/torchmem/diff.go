@@ -112,7 +112,7 @@ func runDiff(stdout, stderr io.Writer, baseArg, headArg string, o *diffOptions) 
 	// headline) is the Evaluation's: a failed gate is a finding at error
 	// severity, and diff exits by the one policy.
 	q := question{command: "diff", kinds: []load.Kind{load.Trace, load.Snapshot, load.Summarized}, fallback: load.Trace,
-		options: rules.Options{Rules: rs, Compare: &rules.CompareQuery{Gates: rules.DiffGates{Leak: leakGate, LeakThreshold: leakThreshold, Budgets: budgets}, Top: o.top}}}
+		options: rules.Options{Rules: rs, Page: o.output != "", Compare: &rules.CompareQuery{Gates: rules.DiffGates{Leak: leakGate, LeakThreshold: leakThreshold, Budgets: budgets}, Top: o.top}}}
 	q.limits = o.limits
 	ev, err := answer(stderr, []string{baseArg, headArg}, q)
 	if err != nil {

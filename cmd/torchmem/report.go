@@ -55,6 +55,7 @@ the rules with what to do.
 			}
 			q := judged("report", rs, rulesFile, &report.AllocationSites)
 			q.limits = limitsOf(cmd)
+			q.options.Page = true
 			ev, err := answer(cmd.ErrOrStderr(), args, q)
 			if err != nil {
 				return err

@@ -12,7 +12,6 @@ import (
 
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
-	"github.com/torchmem/torchmem/cmd/internal/report/chart"
 	"github.com/torchmem/torchmem/cmd/internal/report/chart/browsertest"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/memtest"
@@ -72,7 +71,7 @@ func TestReportExplorerInBrowser(t *testing.T) {
 	tr := memtest.Trace(t, trace)
 	in := &rules.Input{Source: trace, Rank: -1, Trace: tr}
 	spec := rules.TraceCharts(tr)[0]
-	ex := chart.TraceExplorer(tr, in.Attribution(), in.Lifetimes(-1), 0, 0)
+	ex := memtimeline.TraceExplorer(tr, in.Attribution(), in.Lifetimes(-1), 0, 0)
 	want := 0
 	ms := func(ns int64) float64 { return float64(ns-spec.StartNs) / 1e6 }
 	for _, a := range ex.Allocs {

@@ -82,6 +82,9 @@ func runStacks(stdout, stderr io.Writer, args []string, o *stacksOptions) error 
 	}
 	// Folded stacks are every site, by weight.
 	sites := &rules.SiteQuery{SiteOptions: memtimeline.SiteOptions{Device: o.device, Depth: o.depth, AllFrames: o.allFrames}, Sort: o.sort, Top: o.top, All: o.folded}
+	if o.folded {
+		sites.Sort = o.weight
+	}
 	q := question{command: "stacks", kinds: []load.Kind{load.Trace}, fallback: load.Trace, gate: gateNone,
 		options: rules.Options{Tables: &rules.TableQuery{Sites: sites}}}
 	q.limits = o.limits

@@ -1,10 +1,8 @@
 package report
 
 import (
-	"cmp"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 
 	"github.com/jedib0t/go-pretty/v6/table"
@@ -12,6 +10,7 @@ import (
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/memtimeline/memsummary"
+	"github.com/torchmem/torchmem/memtimeline/snapshot"
 	"github.com/torchmem/torchmem/rules"
 )
 
@@ -29,7 +28,8 @@ type InputAnalysis struct {
 	MemorySummary []memsummary.Frag `json:"memory_summary,omitempty"`
 	Findings      []rules.Finding   `json:"findings"`
 
-	in *rules.Input
+	in       *rules.Input
+	snapshot *snapshot.Stats
 }
 
 // fragSummary is the fragmentation verdict in analyze's output; the full
@@ -40,45 +40,36 @@ type fragSummary struct {
 	Advice  []string `json:"advice,omitempty"`
 }
 
-// analyses are analyze's sections, one per input, top rows in each table.
+// analyses are analyze's sections, one per input, top rows in each table
+// (the Evaluation's tables, in their order).
 func analyses(ev *rules.Evaluation, top int) []InputAnalysis {
 	var results []InputAnalysis
-	for _, in := range ev.Inputs {
-		a := InputAnalysis{Source: in.Source, Kind: in.Kind, Findings: ev.FindingsFor(in.Source), in: in}
+	for i := range ev.Tables {
+		t := &ev.Tables[i]
+		in := t.Input
+		a := InputAnalysis{Source: in.Source, Kind: in.Kind, Findings: ev.FindingsFor(in.Source), in: in, snapshot: t.SnapshotStats}
 		if in.Has(rules.SourceTrace) || in.Is(rules.SourceTrace) && in.Digest.Overview != nil {
-			s := in.Overview(-1)
+			s := t.Summary
 			a.Summary = &s
-			ops := slices.Clone(in.Operators())
-			slices.SortFunc(ops, func(x, y chrometrace.OperatorStats) int {
-				return cmp.Or(cmp.Compare(y.SelfDeviceMemory, x.SelfDeviceMemory), strings.Compare(x.Name, y.Name))
-			})
-			for _, r := range ops[:topN(top, len(ops))] {
+			for _, r := range t.Operators[:topN(top, len(t.Operators))] {
 				if r.SelfDeviceMemory <= 0 {
 					break
 				}
 				a.Operators = append(a.Operators, OperatorRow{Name: r.Name, Calls: r.Calls, SelfDeviceMemoryBytes: r.SelfDeviceMemory,
 					DeviceMemoryBytes: r.DeviceMemory, Allocs: r.Allocs, AllocBytes: r.AllocBytes, MeanAllocBytes: meanAlloc(r)})
 			}
-			sites := in.Sites(AllocationSites)
-			slices.SortStableFunc(sites, func(x, y memtimeline.Site) int { return cmp.Compare(y.AllocBytes, x.AllocBytes) })
-			for _, s := range sites[:topN(top, len(sites))] {
+			for _, s := range t.Sites[:topN(top, len(t.Sites))] {
 				a.Sites = append(a.Sites, SiteRow{Frames: s.Frames, Operator: s.Operator, ForwardOperator: s.ForwardOp,
 					AllocBytes: s.AllocBytes, LiveBytesAtEnd: s.LiveBytesAtEnd, LiveBytesAtPeak: s.LiveBytesAtPeak, Allocs: s.Allocs, LiveBlocksAtEnd: s.LiveBlocksAtEnd})
 			}
-			l := in.Leaks()
-			a.Leaks = &l
-			f := in.Frag()
-			a.Frag = &fragSummary{Verdict: f.Verdict, Reason: f.Reason, Advice: f.Advice}
+			a.Leaks = t.Leak
+			if f := t.Frag; f != nil {
+				a.Frag = &fragSummary{Verdict: f.Verdict, Reason: f.Reason, Advice: f.Advice}
+			}
 		}
-		switch {
-		case in.Has(rules.SourceMemSummary):
-			a.MemorySummary = in.MemSummary.Frag()
-		case in.IsDigest():
-			a.MemorySummary = in.Digest.MemorySummaryFrag
-		}
+		a.MemorySummary = t.MemorySummary
 		if in.Is(rules.SourceSnapshot) {
-			l := in.SnapshotLeaks()
-			a.Leaks = &l
+			a.Leaks = t.Leak
 		}
 		results = append(results, a)
 	}
@@ -182,7 +173,7 @@ func writeAnalysisText(w io.Writer, a InputAnalysis) {
 	} else if in.Has(rules.SourceSteps) {
 		fmt.Fprintf(w, "Per-step memory log: %d lines\n", in.StepLog.Lines)
 	}
-	if st, ok := in.SnapshotStats(); ok {
+	if st := a.snapshot; st != nil {
 		fmt.Fprintf(w, "Allocator snapshot: reserved %s, allocated %s, inactive split %s, largest free block %s, %d segments\n",
 			memtimeline.FormatBytes(st.ReservedBytes), memtimeline.FormatBytes(st.AllocatedBytes), memtimeline.FormatBytes(st.InactiveSplitBytes),
 			memtimeline.FormatBytes(st.LargestFreeBlock), st.Segments)

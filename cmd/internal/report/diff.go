@@ -38,7 +38,7 @@ type diffJSON struct {
 func (r *Report) writeDiff(w io.Writer) error {
 	if r.Format == HTML {
 		p := r.Diffs[0]
-		return writeDiffPage(w, p.Answer.Diff, p.Answer.Headline, !p.Answer.Passed(), p.Base, p.Head, r.Version)
+		return writeDiffPage(w, p.Answer.Diff, p.Answer.Headline, !p.Answer.Passed(), p.Chart, r.Version)
 	}
 	return EachInput(w, r.Format, r.Diffs, func(w io.Writer, p rules.DiffPair) error {
 		a := p.Answer

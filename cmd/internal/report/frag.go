@@ -186,46 +186,54 @@ func (f fragText) sizes(rep *rules.FragReport) {
 	f.table(tw)
 }
 
-// steps is the traffic per ProfilerStep.
-func (f fragText) steps(rep *rules.FragReport) {
-	if len(rep.Steps) == 0 {
+// rows writes one of the report's tables of n items, row(i) the i-th's
+// row, under its heading; nothing when there are none. align configures
+// the columns (nil: left).
+func (f fragText) rows(title string, header table.Row, n int, row func(i int) table.Row, align []table.ColumnConfig) {
+	if n == 0 {
 		return
 	}
-	f.heading("Per step")
+	f.heading(title)
 	tw := NewTable()
-	tw.AppendHeader(table.Row{"Step", "Allocs", "Frees", "Churned", "Small", "Peak allocated", "Peak reserved", "cudaMalloc", "cudaFree", "Returned", ""})
-	for _, s := range rep.Steps {
-		note := []string{}
-		if !s.Steady {
-			note = append(note, "first step")
-		}
-		if s.NewPeak && s.Steady && s.CudaMalloc > 0 {
-			note = append(note, "new peak: growth")
-		}
-		if s.ChurnCalls > 0 {
-			note = append(note, fmt.Sprintf("%d churn calls", s.ChurnCalls))
-		}
-		tw.AppendRow(table.Row{s.Name, s.Allocs, s.Frees, memtimeline.FormatBytes(s.AllocBytes + s.FreedBytes), s.SmallAllocs,
-			memtimeline.FormatBytes(s.PeakAllocated), memtimeline.FormatBytes(s.PeakReserved),
-			callsCell(s.CudaMalloc, s.CudaMallocNS), callsCell(s.CudaFree, s.CudaFreeNS),
-			memtimeline.FormatBytes(s.ReservedReturnedBytes), strings.Join(note, ", ")})
+	tw.AppendHeader(header)
+	for i := range n {
+		tw.AppendRow(row(i))
 	}
-	tw.SetColumnConfigs(rightAligned(2, 10))
+	if align != nil {
+		tw.SetColumnConfigs(align)
+	}
 	f.table(tw)
+}
+
+// steps is the traffic per ProfilerStep.
+func (f fragText) steps(rep *rules.FragReport) {
+	f.rows("Per step", table.Row{"Step", "Allocs", "Frees", "Churned", "Small", "Peak allocated", "Peak reserved", "cudaMalloc", "cudaFree", "Returned", ""},
+		len(rep.Steps), func(i int) table.Row {
+			s := &rep.Steps[i]
+			note := []string{}
+			if !s.Steady {
+				note = append(note, "first step")
+			}
+			if s.NewPeak && s.Steady && s.CudaMalloc > 0 {
+				note = append(note, "new peak: growth")
+			}
+			if s.ChurnCalls > 0 {
+				note = append(note, fmt.Sprintf("%d churn calls", s.ChurnCalls))
+			}
+			return table.Row{s.Name, s.Allocs, s.Frees, memtimeline.FormatBytes(s.AllocBytes + s.FreedBytes), s.SmallAllocs,
+				memtimeline.FormatBytes(s.PeakAllocated), memtimeline.FormatBytes(s.PeakReserved),
+				callsCell(s.CudaMalloc, s.CudaMallocNS), callsCell(s.CudaFree, s.CudaFreeNS),
+				memtimeline.FormatBytes(s.ReservedReturnedBytes), strings.Join(note, ", ")}
+		}, rightAligned(2, 10))
 }
 
 // drops are the times reserved memory was given back.
 func (f fragText) drops(rep *rules.FragReport) {
-	if len(rep.ReservedDrops) == 0 {
-		return
-	}
-	f.heading("Reserved memory given back (segments freed)")
-	tw := NewTable()
-	tw.AppendHeader(table.Row{"When", "Returned", "Reserved after", "cudaFree calls", "By"})
-	for _, d := range rep.ReservedDrops {
-		tw.AppendRow(table.Row{stepOffset(rep, d.Step, d.TS), memtimeline.FormatBytes(d.Bytes), memtimeline.FormatBytes(d.ReservedAfter), d.CudaFreeCalls, d.Cause()})
-	}
-	f.table(tw)
+	f.rows("Reserved memory given back (segments freed)", table.Row{"When", "Returned", "Reserved after", "cudaFree calls", "By"},
+		len(rep.ReservedDrops), func(i int) table.Row {
+			d := &rep.ReservedDrops[i]
+			return table.Row{stepOffset(rep, d.Step, d.TS), memtimeline.FormatBytes(d.Bytes), memtimeline.FormatBytes(d.ReservedAfter), d.CudaFreeCalls, d.Cause()}
+		}, nil)
 }
 
 // sites is a table of code sites (with their bytes when bytes is set).
@@ -294,22 +302,21 @@ type fragSummaryDocJSON struct {
 // writeFrag writes each input's report: a trace's allocator traffic, a
 // snapshot's layout, a memory_summary() log's figures.
 func (r *Report) writeFrag(w io.Writer) error {
-	ev := r.Eval
-	return EachInput(w, r.Format, ev.Inputs, func(w io.Writer, in *rules.Input) error {
+	return EachInput(w, r.Format, r.Eval.Tables, func(w io.Writer, t rules.Table) error {
 		switch {
-		case in.Has(rules.SourceSnapshot):
-			return writeFragSnapshot(w, ev, in, r.Format)
-		case in.Has(rules.SourceMemSummary):
-			return writeFragSummary(w, ev, in, r.Format)
+		case t.Input.Has(rules.SourceSnapshot):
+			return writeFragSnapshot(w, &t, r.Format)
+		case t.Input.Has(rules.SourceMemSummary):
+			return writeFragSummary(w, &t, r.Format)
 		}
-		return writeFragTrace(w, ev, in, r.Format)
+		return writeFragTrace(w, &t, r.Format)
 	})
 }
 
-func writeFragTrace(w io.Writer, ev *rules.Evaluation, in *rules.Input, format string) error {
-	rep := ev.FragReport(in)
+func writeFragTrace(w io.Writer, t *rules.Table, format string) error {
+	in, rep := t.Input, *t.Frag
 	costs, cost := []string{}, ""
-	if a := ev.FragOf(in); a != nil && rep.Verdict != rules.FragVerdictUnknown {
+	if a := t.FragAnswer; a != nil && rep.Verdict != rules.FragVerdictUnknown {
 		// The verdict is the evaluation's, by what fragmentation cost;
 		// the trace's signals are the measurements behind it.
 		rep.Verdict, cost = a.Verdict, a.Cost
@@ -352,11 +359,11 @@ type fragSnapshotJSON struct {
 // snapshot, which sees what a trace cannot: the blocks inside segments.
 // Free space split inside partly used segments (inactive split) cannot be
 // returned by empty_cache nor serve a larger request.
-func writeFragSnapshot(w io.Writer, ev *rules.Evaluation, in *rules.Input, format string) error {
-	path := in.Source
-	rep, pools := ev.SnapshotFrag(in)
+func writeFragSnapshot(w io.Writer, t *rules.Table, format string) error {
+	path := t.Input.Source
+	rep, pools := t.Snapshot, t.SnapshotPools
 	st := rep.Stats
-	verdict, reason := fragVerdictOf(ev, in)
+	verdict, reason := fragVerdictOf(t)
 	if format == JSON {
 		return WriteJSON(w, fragSnapshotJSON{path, verdict, reason, st.ReservedBytes, st.AllocatedBytes, st.ActiveBytes, st.InactiveSplitBytes, st.LargestFreeBlock, st.FreeBytes,
 			rep.SegmentFills, rep.Settings, rep.OOMs, pools})
@@ -382,10 +389,10 @@ func writeFragSnapshot(w io.Writer, ev *rules.Evaluation, in *rules.Input, forma
 // writeFragSummary answers from memory_summary() tables (the verdict is
 // the Evaluation's: non-releasable memory over the snapshot.inactive-split
 // limit, or cudaMalloc retries during the log).
-func writeFragSummary(w io.Writer, ev *rules.Evaluation, in *rules.Input, format string) error {
-	path := in.Source
-	doc := fragSummaryDocJSON{File: path, Devices: in.MemSummary.Frag()}
-	doc.Verdict, doc.Reason = fragVerdictOf(ev, in)
+func writeFragSummary(w io.Writer, t *rules.Table, format string) error {
+	path := t.Input.Source
+	doc := fragSummaryDocJSON{File: path, Devices: t.MemorySummary}
+	doc.Verdict, doc.Reason = fragVerdictOf(t)
 	if format == JSON {
 		return WriteJSON(w, doc)
 	}
@@ -414,8 +421,9 @@ func writeFragSummary(w io.Writer, ev *rules.Evaluation, in *rules.Input, format
 
 // fragVerdictOf is the Evaluation's fragmentation verdict of one input
 // of the frag view, and its reason.
-func fragVerdictOf(ev *rules.Evaluation, in *rules.Input) (verdict, reason string) {
-	if a := ev.FragOf(in); a != nil {
+func fragVerdictOf(t *rules.Table) (verdict, reason string) {
+	in := t.Input
+	if a := t.FragAnswer; a != nil {
 		switch {
 		case a.Cost != "" && a.Verdict == rules.FragVerdictFragmented:
 			return a.Verdict, "cost: " + a.Cost + "; measured: " + a.Reason

@@ -1,12 +1,10 @@
 package report
 
 import (
-	"cmp"
 	_ "embed"
 	"fmt"
 	"html/template"
 	"io"
-	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -140,8 +138,9 @@ type reportBarSegment struct {
 func (r *Report) writePage(w io.Writer) error {
 	ev := r.Eval
 	page := reportPage{Title: "torchmem memory report", Version: r.Version, Echarts: chart.EchartsScript()}
-	for i, in := range ev.Inputs {
-		ri, err := buildReportInput(fmt.Sprintf("in%d_", i), in, ev.FindingsFor(in.Source), r.Top)
+	for i := range ev.Tables {
+		in := ev.Tables[i].Input
+		ri, err := buildReportInput(fmt.Sprintf("in%d_", i), &ev.Tables[i], ev.FindingsFor(in.Source), r.Top)
 		if err != nil {
 			return fmt.Errorf("%s: %w", in.Source, err)
 		}
@@ -149,7 +148,11 @@ func (r *Report) writePage(w io.Writer) error {
 	}
 	page.Findings = ev.Findings
 	for i, v := range ev.Verdicts {
-		a, err := buildReportAnswer(fmt.Sprintf("v%d_", i), v)
+		var run *rules.MemoryChart
+		if i < len(ev.RunCharts) {
+			run = ev.RunCharts[i]
+		}
+		a, err := buildReportAnswer(fmt.Sprintf("v%d_", i), v, run)
 		if err != nil {
 			return fmt.Errorf("%s: %w", v.Name, err)
 		}
@@ -172,7 +175,7 @@ func (r *Report) writePage(w io.Writer) error {
 }
 
 // buildReportAnswer renders one verdict for the page's top.
-func buildReportAnswer(idPrefix string, v rules.Verdict) (reportAnswer, error) {
+func buildReportAnswer(idPrefix string, v rules.Verdict, run *rules.MemoryChart) (reportAnswer, error) {
 	a := reportAnswer{Status: v.Status(), Name: v.Name, Evidence: v.Leak.Evidence}
 	a.Files = sourceNames(v.Sources)
 	l := reportLine{Label: strings.ToUpper(v.Leak.Verdict), Text: leakText(v.Leak, false)}
@@ -239,21 +242,10 @@ func buildReportAnswer(idPrefix string, v rules.Verdict) (reportAnswer, error) {
 	}
 	// One timeline for the run: the step log over every step, each
 	// profiled window marked with its trace, the snapshot's history.
-	if len(v.Inputs) > 1 {
-		var f chart.RunFiles
-		for _, in := range v.Inputs {
-			switch {
-			case in.Has(rules.SourceTrace):
-				f.Traces, f.TraceName = append(f.Traces, in.Trace), append(f.TraceName, in.Source)
-			case in.Has(rules.SourceSnapshot):
-				f.Snapshots, f.SnapName = append(f.Snapshots, in.Snapshot), append(f.SnapName, in.Source)
-			case in.StepLog != nil: // a steps log, or memory_summary() tables as steps
-				f.StepLogs, f.StepName = append(f.StepLogs, in.StepLog), append(f.StepName, in.Source)
-			}
-		}
-		spec, notes, ok := chart.RunTimeline(f, idPrefix+"run", "the whole run on one clock (Unix time of each file)")
-		a.TimelineNotes = append(a.TimelineNotes, notes...)
-		if ok {
+	if run != nil {
+		a.TimelineNotes = append(a.TimelineNotes, run.Notes...)
+		if len(run.Lines) >= 2 { // two sources or more share the clock
+			spec := specOf(*run, idPrefix+"run")
 			spec.HeightPx = 360
 			h, err := chart.Snippet(spec)
 			if err != nil {
@@ -281,79 +273,47 @@ func barSegments(shares []memtimeline.Share) []reportBarSegment {
 	return out
 }
 
-func buildReportInput(idPrefix string, in *rules.Input, fs []rules.Finding, top int) (reportInput, error) {
+func buildReportInput(idPrefix string, t *rules.Table, fs []rules.Finding, top int) (reportInput, error) {
+	in := t.Input
 	ri := reportInput{Source: in.Source, Findings: fs}
-	snapStats, hasSnapStats := in.SnapshotStats()
 	switch {
 	case in.Is(rules.SourceTrace):
 		ri.Kind = rules.SourceTrace
-		t := in.Trace
-		s := in.Overview(-1)
-		ri.Summary = traceSummaryKV(t, s)
-		l := in.Leaks()
-		var specs []chart.Spec
-		if t != nil {
-			// TraceCharts draws one chart per GPU in TraceTimelines' order.
-			tls := memtimeline.TraceTimelines(t)
-			for i, c := range rules.TraceCharts(t) {
-				spec := specOf(c, fmt.Sprintf("%s%d", idPrefix, i))
-				if i < len(tls) {
-					spec.Holders = memtimeline.HolderSamples(t, in.Attribution(), in.Lifetimes(-1), tls[i].Device, 200, 3)
-					spec.Explorer = chart.TraceExplorer(t, in.Attribution(), in.Lifetimes(-1), tls[i].Device, 0)
-				}
-				specs = append(specs, spec)
-			}
-		} else {
-			// A summary's charts: downsampled, every peak kept.
-			for i, c := range in.Digest.Charts {
-				specs = append(specs, specOf(c, fmt.Sprintf("%s%d", idPrefix, i)))
-			}
-		}
-		for _, spec := range specs {
-			if l.Verdict == rules.LeakVerdictLeak {
-				spec.Markers = append(spec.Markers, leakMarkers(spec, l)...)
-			}
-			if err := ri.addChart(spec); err != nil {
+		ri.Summary = traceSummaryKV(in.Trace, t.Summary)
+		for i, c := range t.Charts {
+			if err := ri.addChart(specOf(c, fmt.Sprintf("%s%d", idPrefix, i))); err != nil {
 				return ri, err
 			}
 		}
-		ops := slices.Clone(in.Operators())
-		slices.SortFunc(ops, func(a, b chrometrace.OperatorStats) int {
-			return cmp.Or(cmp.Compare(b.SelfDeviceMemory, a.SelfDeviceMemory), strings.Compare(a.Name, b.Name))
-		})
-		ops = slices.DeleteFunc(ops, func(o chrometrace.OperatorStats) bool { return o.OnDevice })
+		ops := slices.DeleteFunc(slices.Clone(t.Operators), func(o chrometrace.OperatorStats) bool { return o.OnDevice })
 		for _, r := range ops[:topN(top, len(ops))] {
 			ri.Operators = append(ri.Operators, OperatorRow{Name: r.Name, Calls: r.Calls, SelfDeviceMemoryBytes: r.SelfDeviceMemory, DeviceMemoryBytes: r.DeviceMemory, Allocs: r.Allocs})
 		}
-		sites := in.Sites(AllocationSites)
-		slices.SortStableFunc(sites, func(a, b memtimeline.Site) int { return cmp.Compare(b.AllocBytes, a.AllocBytes) })
-		for _, st := range sites[:topN(top, len(sites))] {
+		for _, st := range t.Sites[:topN(top, len(t.Sites))] {
 			ri.Sites = append(ri.Sites, SiteRow{Frames: st.Frames, Operator: st.Operator, ForwardOperator: st.ForwardOp, AllocBytes: st.AllocBytes, LiveBytesAtEnd: st.LiveBytesAtEnd, LiveBytesAtPeak: st.LiveBytesAtPeak})
 		}
-		ri.Leak = &l
+		ri.Leak = t.Leak
 	case in.Has(rules.SourceSnapshot):
 		ri.Kind = rules.SourceSnapshot
-		rep := in.SnapshotReport()
+		rep := t.Snapshot
 		st := rep.Stats
 		ri.Summary = snapshotSummaryKV(st, len(rep.OOMs))
-		for _, spec := range snapshotChartSpecs(in.Snapshot, idPrefix) {
-			if err := ri.addChart(spec); err != nil {
+		for _, c := range t.Charts {
+			if err := ri.addChart(specOf(c, fmt.Sprintf("%s%d", idPrefix, c.Device))); err != nil {
 				return ri, err
 			}
 		}
-		l := in.SnapshotLeaks()
-		ri.Leak = &l
+		ri.Leak = t.Leak
 		var rows [][]string
 		for _, f := range rep.SegmentFills[:topN(top, len(rep.SegmentFills))] {
 			rows = append(rows, []string{fmt.Sprintf("%#x", f.Address), f.SegmentType, memtimeline.FormatBytes(f.TotalSize), memtimeline.FormatBytes(f.AllocatedBytes), f.Bar})
 		}
 		ri.Tables = append(ri.Tables, reportTable{Title: fmt.Sprintf("Largest segments, with a fill map: each cell is 1/%d of the segment; '#' full, '1'-'9' tenths in use, '0' under a tenth, '.' free", snapshot.DefaultBarWidth), Header: []string{"Address", "Pool", "Size", "Allocated", "Fill"}, Rows: rows})
-	case hasSnapStats: // a snapshot's summary
+	case t.SnapshotStats != nil: // a snapshot's summary
 		ri.Kind = rules.SourceSnapshot
-		ri.Summary = append(snapshotSummaryKV(snapStats, len(in.Digest.Verdict.OOMs)),
+		ri.Summary = append(snapshotSummaryKV(*t.SnapshotStats, len(in.Digest.Verdict.OOMs)),
 			reportKV{"From", "a summary: the segment table and the history chart need the snapshot itself"})
-		l := in.SnapshotLeaks()
-		ri.Leak = &l
+		ri.Leak = t.Leak
 	case in.IsDigest() && in.Timeline == nil:
 		ri.Kind = in.Kind
 		for _, e := range in.Digest.Verdict.Leak.Evidence {
@@ -361,47 +321,23 @@ func buildReportInput(idPrefix string, in *rules.Input, fs []rules.Finding, top 
 		}
 	case in.Timeline != nil:
 		ri.Kind = kindTimeline
-		tl := in.Timeline
-		_, peak, _ := tl.Peak()
-		ri.Summary = []reportKV{{"Points", fmt.Sprint(tl.Len())}, {"Peak total", memtimeline.FormatBytes(peak)}}
-		if tl.Len() > 0 {
-			if err := ri.addChart(chart.Spec{ID: idPrefix + "0", Title: "memory by category", StartNs: tl.Times[0], Categories: tl.CategorySeries()}); err != nil {
+		ri.Summary = []reportKV{{"Points", fmt.Sprint(in.Timeline.Len())}, {"Peak total", memtimeline.FormatBytes(t.TimelinePeak)}}
+		for _, c := range t.Charts {
+			if err := ri.addChart(specOf(c, idPrefix+"0")); err != nil {
 				return ri, err
 			}
 		}
 	case in.Has(rules.SourceSMI):
 		ri.Kind = rules.SourceSMI
 		ri.Summary = []reportKV{{"GPUs", fmt.Sprint(len(in.SMI.GPUs))}, {"Rows", fmt.Sprint(in.SMI.Rows)}}
-		for i, g := range in.SMI.GPUs {
-			s := memtimeline.Series{Name: "memory.used"}
-			var total memtimeline.Series
-			total.Name = "memory.total"
-			for _, smp := range g.Samples {
-				if smp.UsedBytes < 0 {
-					continue
-				}
-				s.T = append(s.T, smp.Time.UnixNano())
-				s.V = append(s.V, smp.UsedBytes)
-				if smp.TotalBytes > 0 {
-					total.T = append(total.T, smp.Time.UnixNano())
-					total.V = append(total.V, smp.TotalBytes)
-				}
-			}
-			if s.Len() == 0 {
-				continue
-			}
-			spec := chart.Spec{ID: fmt.Sprintf("%s%d", idPrefix, i), Title: "GPU " + g.Key, StartNs: s.T[0], Allocated: s}
-			if total.Len() == s.Len() {
-				spec.Reserved = total
-			}
-			if err := ri.addChart(spec); err != nil {
+		for _, c := range t.Charts {
+			if err := ri.addChart(specOf(c, fmt.Sprintf("%s%d", idPrefix, c.Device))); err != nil {
 				return ri, err
 			}
 		}
 	case in.StepLog != nil: // a steps log, or memory_summary() tables as steps
 		ri.Kind = rules.SourceSteps
-		a := in.StepAnalysis()
-		for _, s := range a.Series {
+		for _, s := range t.Steps.Series {
 			ri.Summary = append(ri.Summary, reportKV{"Device " + s.Device, fmt.Sprintf("%s: %s per step; %s", s.Verdict, memtimeline.FormatBytes(s.BytesPerStep), s.Reason)})
 		}
 	}
@@ -420,7 +356,8 @@ func (ri *reportInput) addChart(spec chart.Spec) error {
 // specOf is the chart of one GPU's memory (rules.MemoryChart's series,
 // bands and markers), as element id.
 func specOf(c rules.MemoryChart, id string) chart.Spec {
-	spec := chart.Spec{ID: id, Title: c.Title, StartNs: c.StartNs, Allocated: c.Allocated, Reserved: c.Reserved, Holders: c.Holders}
+	spec := chart.Spec{ID: id, Title: c.Title, StartNs: c.StartNs, Allocated: c.Allocated, Reserved: c.Reserved, Holders: c.Holders, Explorer: c.Explorer, Categories: c.Categories,
+		Lines: c.Lines, PointLines: c.PointLines}
 	for _, st := range c.Steps {
 		spec.Steps = append(spec.Steps, chart.StepSpan{Name: st.Name, StartNs: st.StartNs, EndNs: st.EndNs})
 	}
@@ -428,60 +365,6 @@ func specOf(c rules.MemoryChart, id string) chart.Spec {
 		spec.Markers = append(spec.Markers, chart.Marker{Name: m.Name, TNs: m.TNs, Bytes: m.Bytes})
 	}
 	return spec
-}
-
-// leakMarkers pins, at the end of each step in which a leak kept memory,
-// what it kept then and so far: the growth shows on the chart where it
-// happens, with annotate's figures (leakKeptByStep, leakMarkerName).
-func leakMarkers(spec chart.Spec, l rules.LeakReport) []chart.Marker {
-	var out []chart.Marker
-	ends := map[string]int64{}
-	for _, s := range spec.Steps {
-		ends[s.Name] = s.EndNs
-	}
-	for li := range l.Leaks {
-		byStep := leakKeptByStep(l, li)
-		var kept int64
-		for _, n := range slices.Sorted(maps.Keys(byStep)) {
-			b := byStep[n]
-			if b == 0 {
-				continue
-			}
-			kept += b
-			end, ok := ends[fmt.Sprintf("ProfilerStep#%d", n)]
-			if !ok {
-				continue
-			}
-			// The allocated level at the step's end, for the pin's height.
-			a := spec.Allocated
-			k, _ := slices.BinarySearch(a.T, end+1)
-			if k == 0 {
-				continue
-			}
-			out = append(out, chart.Marker{Name: leakMarkerName(li, n, b, kept), TNs: end, Bytes: a.V[k-1]})
-		}
-	}
-	return out
-}
-
-// leakKeptByStep is what leak li of l kept from each ProfilerStep (by
-// step number): the sum of its sites' bytes, the figure its bytes per
-// step is made of. annotate's track and markers and the report's chart
-// markers read it, so they say the same.
-func leakKeptByStep(l rules.LeakReport, li int) map[int64]int64 {
-	byStep := map[int64]int64{}
-	for _, s := range l.Leaks[li].Sites {
-		for k, b := range s.BytesByStep {
-			byStep[s.FirstStep+int64(k)] += b
-		}
-	}
-	return byStep
-}
-
-// leakMarkerName labels leak li's marker at step n: what the step kept and
-// what the leak kept so far.
-func leakMarkerName(li int, n, bytes, kept int64) string {
-	return fmt.Sprintf("leak %d: ProfilerStep#%d kept %s (%s so far)", li+1, n, memtimeline.FormatBytes(bytes), memtimeline.FormatBytes(kept))
 }
 
 // snapshotSummaryKV is an allocator snapshot's summary on the page, from
@@ -517,38 +400,9 @@ func traceSummaryKV(t *chrometrace.Trace, s chrometrace.Summary) []reportKV {
 	return kv
 }
 
-// snapshotChartSpecs draws the active memory of the snapshot's recorded
-// history per device: allocations add, completed frees subtract.
-func snapshotChartSpecs(s *snapshot.Snapshot, idPrefix string) []chart.Spec {
-	var specs []chart.Spec
-	for dev, entries := range s.DeviceTraces {
-		var ser memtimeline.Series
-		ser.Name = "active (recorded history)"
-		var cur int64
-		for _, e := range entries {
-			switch e.Action {
-			case snapshot.ActionAlloc:
-				cur += e.Size
-			case snapshot.ActionFreeCompleted:
-				cur -= e.Size
-			default:
-				continue
-			}
-			ser.T = append(ser.T, e.TimeUS*1000)
-			ser.V = append(ser.V, cur)
-		}
-		if ser.Len() == 0 {
-			continue
-		}
-		specs = append(specs, chart.Spec{ID: fmt.Sprintf("%s%d", idPrefix, dev), Title: fmt.Sprintf("cuda:%d (relative to the start of the history)", dev), StartNs: ser.T[0], Allocated: ser,
-			Explorer: chart.SnapshotExplorer(entries, 0)})
-	}
-	return specs
-}
-
 // writeDiffPage writes diff's HTML page: both runs' allocated memory on
 // one axis aligned at the first profiled step, beside the movers' tables.
-func writeDiffPage(w io.Writer, d *rules.Diff, verdict string, failed bool, base, head []*rules.Input, version string) error {
+func writeDiffPage(w io.Writer, d *rules.Diff, verdict string, failed bool, aligned *rules.MemoryChart, version string) error {
 	page := reportPage{Title: "torchmem diff: " + d.Base + " → " + d.Head, Version: version, Echarts: chart.EchartsScript()}
 	page.Verdict, page.Failed = verdict, failed
 	ri := reportInput{Source: d.Base + " → " + d.Head, Kind: "diff"}
@@ -556,12 +410,9 @@ func writeDiffPage(w io.Writer, d *rules.Diff, verdict string, failed bool, base
 		ri.Summary = append(ri.Summary, reportKV{m.Metric, fmt.Sprintf("%s → %s (%s)", memtimeline.FormatBytes(m.Base), memtimeline.FormatBytes(m.Head), signed(m.Delta))})
 	}
 	ri.Summary = append(ri.Summary, reportKV{"leak verdict", d.BaseVerdict + " → " + d.HeadVerdict})
-	if len(base) > 0 && len(head) > 0 && base[0].Has(rules.SourceTrace) && head[0].Has(rules.SourceTrace) {
-		b, h := stepAligned(base[0].Trace, "base allocated"), stepAligned(head[0].Trace, "head allocated")
-		if b.Len() > 0 && h.Len() > 0 {
-			if err := ri.addChart(chart.Spec{ID: "diff0", Title: "allocated, aligned at the first profiled step", StartNs: 0, Allocated: b, Reserved: h}); err != nil {
-				return err
-			}
+	if aligned != nil {
+		if err := ri.addChart(specOf(*aligned, "diff0")); err != nil {
+			return err
 		}
 	}
 	table := func(title string, ms []rules.DiffMover) {
@@ -578,25 +429,4 @@ func writeDiffPage(w io.Writer, d *rules.Diff, verdict string, failed bool, base
 	table("Allocation sites whose bytes alive at the end moved most", d.SitesLive)
 	page.Inputs = []reportInput{ri}
 	return reportTemplate.Execute(w, page)
-}
-
-// stepAligned returns the trace's allocated series with time measured from
-// its first ProfilerStep (or first event).
-func stepAligned(t *chrometrace.Trace, name string) memtimeline.Series {
-	tls := memtimeline.TraceTimelines(t)
-	if len(tls) == 0 {
-		return memtimeline.Series{}
-	}
-	s := tls[0].Allocated
-	origin := s.T[0]
-	for _, st := range t.Steps {
-		if origin == s.T[0] || st.Start < origin {
-			origin = st.Start
-		}
-	}
-	out := memtimeline.Series{Name: name, T: make([]int64, s.Len()), V: s.V}
-	for i, ts := range s.T {
-		out.T[i] = ts - origin
-	}
-	return out
 }

@@ -1,6 +1,8 @@
 package report
 
 import (
+	"github.com/torchmem/torchmem/rules"
+
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -61,4 +63,14 @@ func markdownBlock(w io.Writer, render func(io.Writer) error) error {
 	text := strings.TrimRight(b.String(), "\n")
 	_, err := fmt.Fprintf(w, "%stext\n%s\n%s\n", fence, text, fence)
 	return err
+}
+
+// tablesOf are ev's tables by input (a judged evaluation's: what its
+// views show of each input).
+func tablesOf(ev *rules.Evaluation) map[*rules.Input]*rules.Table {
+	out := make(map[*rules.Input]*rules.Table, len(ev.Tables))
+	for i := range ev.Tables {
+		out[ev.Tables[i].Input] = &ev.Tables[i]
+	}
+	return out
 }

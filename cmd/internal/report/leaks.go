@@ -20,27 +20,17 @@ type LeakFile struct {
 	Report rules.LeakReport
 }
 
-// leakFiles are the leak reports of the traces and snapshots, made with
-// the command's options through the Evaluation's memo (the defaults are
-// computed once); logs carry their evidence in the verdict.
+// leakFiles are the leak reports of the traces and snapshots (the
+// Evaluation's, made with the command's options); logs carry their
+// evidence in the verdict.
 func leakFiles(ev *rules.Evaluation, top int) []LeakFile {
-	opts := rules.DefaultLeakOptions()
-	if ev.Options.Leak != nil {
-		opts = *ev.Options.Leak
-	}
 	var results []LeakFile
-	for _, in := range ev.Inputs {
-		r := LeakFile{Path: in.Source, Rank: in.Rank}
-		switch {
-		case in.IsDigest() && in.Digest.Leaks != nil:
-			r.Report = *in.Digest.Leaks
-		case in.Has(rules.SourceSnapshot):
-			r.Report = in.SnapshotLeaksWith(opts)
-		case in.Has(rules.SourceTrace):
-			r.Report = in.LeaksWith(opts)
-		default:
+	for _, t := range ev.Tables {
+		in := t.Input
+		if t.Leak == nil || !(in.IsDigest() && in.Digest.Leaks != nil || in.Has(rules.SourceSnapshot) || in.Has(rules.SourceTrace)) {
 			continue
 		}
+		r := LeakFile{Path: in.Source, Rank: in.Rank, Report: *t.Leak}
 		if top > 0 && len(r.Report.Suspects) > top {
 			r.Report.Suspects = r.Report.Suspects[:top]
 		}

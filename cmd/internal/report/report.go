@@ -1,10 +1,15 @@
 // Package report is torchmem's one rendering layer: it lays out what
 // rules.Evaluate concluded (verdicts, checklists, the cross-rank view,
-// findings) and what each command's own analysis found, in every output
-// format: text, Markdown, JSON, SARIF, CSV, folded stacks and the HTML
-// page. It is google/pprof's internal/report in shape: New builds a view's
-// model once from the evaluation, Generate writes it in the format asked
-// for, so that no two formats can tell different stories.
+// findings) and what it computed for each view (Evaluation.Tables: each
+// input's sorted operators and sites, its leak, fragmentation, step and
+// nvidia-smi analyses, the page's charts with their markers, holders and
+// explorer rows), in every output format: text, Markdown, JSON, SARIF,
+// CSV, folded stacks and the HTML page. It is google/pprof's
+// internal/report in shape: New builds a view's model once from the
+// evaluation, Generate writes it in the format asked for, so that no two
+// formats can tell different stories. It computes nothing: it selects,
+// formats and escapes (TestReportComputesNothing holds that: no sort, no
+// analysis call).
 //
 // The commands (cmd/torchmem) parse flags into rules.Options, load and
 // evaluate once, hand the evaluation to New with their view and Generate,

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"sort"
 	"strings"
 	"time"
 
@@ -16,19 +15,23 @@ import (
 
 // writeSMI renders each log's memoized analysis (the Evaluation's).
 func (r *Report) writeSMI(w io.Writer) error {
-	ins := r.Eval.Inputs
-	return EachInput(w, r.Format, ins, func(out io.Writer, in *rules.Input) error {
+	tables := tablesOf(r.Eval)
+	return EachInput(w, r.Format, r.Eval.Inputs, func(out io.Writer, in *rules.Input) error {
+		t := tables[in]
 		if in.Has(rules.SourceSMIApps) {
-			return writeSMIApps(out, r.Format, in, gpuInputBeside(in, ins))
+			return writeSMIApps(out, r.Format, t)
 		}
-		path, log, a := in.Source, in.SMI, in.SMIAnalysis()
+		if t == nil || t.SMI == nil {
+			t = &rules.Table{Input: in, SMI: &smi.Analysis{}}
+		}
+		path := in.Source
 		switch r.Format {
 		case JSON:
-			return WriteJSON(out, smiJSONReport(path, log, a))
+			return WriteJSON(out, smiJSONReport(path, t))
 		case Markdown:
-			return MarkdownFenced(out, path, func(w io.Writer) error { writeSMITable(w, path, log, a); return nil })
+			return MarkdownFenced(out, path, func(w io.Writer) error { writeSMITable(w, path, t); return nil })
 		}
-		writeSMITable(out, path, log, a)
+		writeSMITable(out, path, t)
 		return nil
 	})
 }
@@ -42,7 +45,8 @@ func smiClock(t time.Time, withDate bool) string {
 }
 
 // writeSMITable prints one GPU log's analysis, GPU by GPU.
-func writeSMITable(w io.Writer, path string, log *smi.Log, a smi.Analysis) {
+func writeSMITable(w io.Writer, path string, tb *rules.Table) {
+	a := *tb.SMI
 	o := a.Options
 	for i, g := range a.GPUs {
 		if i > 0 {
@@ -77,7 +81,7 @@ func writeSMITable(w io.Writer, path string, log *smi.Log, a smi.Analysis) {
 			fmt.Fprintln(w, "  utilization.gpu not logged: no starvation check")
 		}
 
-		if spark := smiSparklines(log, g); spark != "" {
+		if spark := smiSparklines(tb.SMITimeline[i], g); spark != "" {
 			fmt.Fprint(w, spark)
 		}
 
@@ -106,22 +110,8 @@ func writeSMITable(w io.Writer, path string, log *smi.Log, a smi.Analysis) {
 			}
 			fmt.Fprintln(w, t.Render())
 		}
-		var other []smi.GrowthRun
-		for _, r := range g.Runs {
-			if !r.Leak {
-				other = append(other, r)
-			}
-		}
-		if len(other) > 0 {
-			fmt.Fprintf(w, "Growth runs that are not leaks (%d):\n", len(other))
-			hidden := 0
-			if len(other) > smiMaxTableRuns {
-				// The longest ones, shown in time order.
-				sort.SliceStable(other, func(i, j int) bool { return other[i].Duration > other[j].Duration })
-				hidden = len(other) - smiMaxTableRuns
-				other = other[:smiMaxTableRuns]
-				sort.SliceStable(other, func(i, j int) bool { return other[i].Start.Before(other[j].Start) })
-			}
+		if other, hidden := tb.SMIRuns[i], tb.SMIRunsHidden[i]; len(other) > 0 {
+			fmt.Fprintf(w, "Growth runs that are not leaks (%d):\n", len(other)+hidden)
 			t := NewTable()
 			t.AppendHeader(table.Row{"start", "end", "duration", "from", "to", "R^2", "why not a leak"})
 			for _, r := range other {
@@ -130,7 +120,7 @@ func writeSMITable(w io.Writer, path string, log *smi.Log, a smi.Analysis) {
 			}
 			fmt.Fprintln(w, t.Render())
 			if hidden > 0 {
-				fmt.Fprintf(w, "(the %d longest shown; %d shorter ones in --format json)\n", smiMaxTableRuns, hidden)
+				fmt.Fprintf(w, "(the %d longest shown; %d shorter ones in --format json)\n", len(other), hidden)
 			}
 		}
 
@@ -170,17 +160,9 @@ func writeSMITable(w io.Writer, path string, log *smi.Log, a smi.Analysis) {
 	}
 }
 
-// smiMaxTableRuns caps the non-leak runs a table lists.
-const smiMaxTableRuns = 10
-
-// smiSparkColumns is the width of the memory-over-time sparkline.
-const smiSparkColumns = 60
-
 // smiSparklines draws memory.used (max per column, scaled to the GPU's
 // peak) and utilization.gpu (mean per column, 0-100%) over time.
-func smiSparklines(log *smi.Log, g smi.GPUReport) string {
-	gpu := log.GPU(g.Key)
-	buckets := smi.Buckets(gpu, smiSparkColumns)
+func smiSparklines(buckets []smi.Bucket, g smi.GPUReport) string {
 	if len(buckets) < 2 || g.PeakUsedBytes <= 0 {
 		return ""
 	}
@@ -348,7 +330,8 @@ func smiPeriods(ps []smi.Period) []smiPeriodJSON {
 	return out
 }
 
-func smiJSONReport(path string, log *smi.Log, a smi.Analysis) smiReportJSON {
+func smiJSONReport(path string, t *rules.Table) smiReportJSON {
+	log, a := t.Input.SMI, *t.SMI
 	o := a.Options
 	rep := smiReportJSON{
 		File: path, Columns: log.Columns, Inferred: log.HeaderInferred, Rows: log.Rows, Warnings: log.Warnings,
@@ -371,7 +354,7 @@ func smiJSONReport(path string, log *smi.Log, a smi.Analysis) smiReportJSON {
 	if rep.Warnings == nil {
 		rep.Warnings = []string{}
 	}
-	for _, g := range a.GPUs {
+	for i, g := range a.GPUs {
 		j := smiGPUJSON{
 			GPU: g.Key, Name: g.Name, BusID: g.BusID, UUID: g.UUID, Samples: g.Samples,
 			Start: g.Start.Format(smi.TimeLayout), End: g.End.Format(smi.TimeLayout),
@@ -391,7 +374,7 @@ func smiJSONReport(path string, log *smi.Log, a smi.Analysis) smiReportJSON {
 			j.Leaks = append(j.Leaks, smiGrowth(l))
 		}
 		j.Timeline = []smiBucketJSON{}
-		for _, b := range smi.Buckets(log.GPU(g.Key), smiSparkColumns) {
+		for _, b := range t.SMITimeline[i] {
 			j.Timeline = append(j.Timeline, smiBucketJSON{
 				Start: b.Start.Format(smi.TimeLayout), End: b.End.Format(smi.TimeLayout), Samples: b.Samples,
 				MinUsedBytes: smiOptBytes(b.MinUsedBytes), MaxUsedBytes: smiOptBytes(b.MaxUsedBytes), MeanUtilGPUPct: smiOptPct(b.MeanUtilGPUPct),

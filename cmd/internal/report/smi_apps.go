@@ -3,7 +3,6 @@ package report
 import (
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -17,21 +16,6 @@ import (
 // process, zombies, processes sharing a GPU, the process that grows. The
 // GPU log of the same folder (when one was given) lends its utilization and
 // its end of log.
-
-// gpuInputBeside is the one nvidia-smi GPU log among ins in in's folder,
-// or nil.
-func gpuInputBeside(in *rules.Input, ins []*rules.Input) *rules.Input {
-	var found *rules.Input
-	for _, o := range ins {
-		if o.Has(rules.SourceSMI) && filepath.Dir(o.Source) == filepath.Dir(in.Source) {
-			if found != nil {
-				return nil // several: which one is unknown
-			}
-			found = o
-		}
-	}
-	return found
-}
 
 // smiAppsJSON is --format json for a compute-apps log.
 type smiAppsJSON struct {
@@ -48,8 +32,9 @@ type smiAppsJSON struct {
 // writeSMIApps writes the per-process log's analysis beside its GPU
 // log (the Evaluation's memoized one); the exit status is the
 // Evaluation's, not the table's.
-func writeSMIApps(out io.Writer, format string, in, gpu *rules.Input) error {
-	a, log, withGPU := in.AppsAnalysisBeside(gpu), in.SMIApps, gpu != nil
+func writeSMIApps(out io.Writer, format string, t *rules.Table) error {
+	in := t.Input
+	a, log, withGPU := *t.Apps, in.SMIApps, t.AppsGPU != nil
 	switch format {
 	case JSON:
 		w := log.Warnings

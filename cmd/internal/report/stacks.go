@@ -1,7 +1,6 @@
 package report
 
 import (
-	"cmp"
 	"fmt"
 	"io"
 	"slices"
@@ -130,11 +129,11 @@ func writeSites(w io.Writer, path, label string, sites []memtimeline.Site, forma
 	return nil
 }
 
-// writeFolded writes one line per site: frames and operators joined by
-// ';', outermost first, then the weight in bytes.
+// writeFolded writes one line per site, in the Evaluation's order (by
+// weight): frames and operators joined by ';', outermost first, then the
+// weight in bytes.
 func writeFolded(w io.Writer, sites []memtimeline.Site, weight func(*memtimeline.Site) int64, root string) error {
 	clean := escape.FoldedFrame
-	slices.SortStableFunc(sites, func(a, b memtimeline.Site) int { return cmp.Compare(weight(&b), weight(&a)) })
 	for _, s := range sites {
 		v := weight(&s)
 		if v <= 0 {

@@ -16,8 +16,12 @@ import (
 // writeSteps writes each log's table (Markdown fenced: its meaning is in
 // the alignment) or JSON document.
 func (r *Report) writeSteps(w io.Writer) error {
+	tables := tablesOf(r.Eval)
 	return EachInput(w, r.Format, r.Eval.Inputs, func(out io.Writer, in *rules.Input) error {
-		path, log, a := in.Source, in.StepLog, in.StepAnalysis()
+		path, log, a := in.Source, in.StepLog, steplog.Analysis{}
+		if t := tables[in]; t != nil && t.Steps != nil {
+			a = *t.Steps
+		}
 		switch r.Format {
 		case JSON:
 			return WriteJSON(out, stepsJSONReport(path, log, a))

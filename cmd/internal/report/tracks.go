@@ -1,7 +1,6 @@
 package report
 
 import (
-	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +9,7 @@ import (
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
 	"github.com/torchmem/torchmem/rules"
+	"github.com/torchmem/torchmem/rules/leak"
 )
 
 // The events annotate adds to a trace, in the Trace Event Format that
@@ -65,18 +65,19 @@ func lane(t *chrometrace.Trace, id chrometrace.StrID, num int64) any {
 // Perfetto draws it: allocated and reserved per GPU, the bytes each leak
 // kept so far, and markers for the out-of-memory errors, the leak's steps,
 // the allocator's cache releases and the idle gaps the rules found.
-func NewTracks(in *rules.Input, findings []rules.Finding) (Tracks, error) {
-	b := newTrackBuilder(in.Trace)
-	b.counters()
+func NewTracks(t *rules.Table, findings []rules.Finding) (Tracks, error) {
+	b := newTrackBuilder(t.Input.Trace)
+	b.counters(t.Timelines)
 	// The steps in time order, by ProfilerStep number: where a leak's kept
 	// bytes are counted and a finding's gap is placed.
-	steps := slices.Clone(in.Trace.Steps)
-	slices.SortFunc(steps, func(x, y chrometrace.Step) int { return cmp.Compare(x.Start, y.Start) })
-	if l := in.Leaks(); l.Verdict == rules.LeakVerdictLeak && len(steps) > 0 {
-		b.leaks(l, steps)
+	steps := t.StepsInOrder
+	if l := t.Leak; l != nil && l.Verdict == rules.LeakVerdictLeak && len(steps) > 0 {
+		b.leaks(*l, steps, t.LeakKept)
 	}
 	b.ooms()
-	b.drops(in)
+	if t.Frag != nil {
+		b.drops(t.Frag)
+	}
 	b.gaps(findings, steps)
 	return b.a, b.err
 }
@@ -142,8 +143,8 @@ func (b *trackBuilder) pidOf(dev int) any {
 // as the timeline names them (a trace without Total Allocated has the sum
 // from the window's start; one without Total Reserved has no reserved
 // track, not one at 0 B); a value is written when it changes.
-func (b *trackBuilder) counters() {
-	for _, d := range memtimeline.TraceTimelines(b.t) {
+func (b *trackBuilder) counters(timelines []memtimeline.DeviceTimeline) {
+	for _, d := range timelines {
 		for _, s := range []struct {
 			what string
 			ser  memtimeline.Series
@@ -163,9 +164,8 @@ func (b *trackBuilder) counters() {
 
 // leaks: what each leak kept so far, at the end of each step, from 0 at
 // the first step's start; a marker at each step that kept memory.
-func (b *trackBuilder) leaks(l rules.LeakReport, steps []chrometrace.Step) {
+func (b *trackBuilder) leaks(l rules.LeakReport, steps []chrometrace.Step, keptByStep [][]int64) {
 	for li, lk := range l.Leaks {
-		byStep := leakKeptByStep(l, li)
 		where := ""
 		if len(lk.Sites) > 0 {
 			where = lk.Sites[0].Site
@@ -177,8 +177,8 @@ func (b *trackBuilder) leaks(l rules.LeakReport, steps []chrometrace.Step) {
 		b.add(traceEvent{Name: name, Cat: annotateCat, Ph: "C", TS: microsTS(steps[0].Start), Pid: b.firstPid, Tid: 0,
 			Args: map[string]any{"bytes": 0}})
 		var kept int64
-		for _, s := range steps {
-			n := byStep[s.Number]
+		for k, s := range steps {
+			n := keptByStep[li][k]
 			if n == 0 {
 				continue
 			}
@@ -186,7 +186,7 @@ func (b *trackBuilder) leaks(l rules.LeakReport, steps []chrometrace.Step) {
 			b.add(traceEvent{Name: name, Cat: annotateCat, Ph: "C", TS: microsTS(s.End()), Pid: b.firstPid, Tid: 0,
 				Args: map[string]any{"bytes": kept}})
 			b.a.Leak++
-			b.add(traceEvent{Name: leakMarkerName(li, s.Number, n, kept), Cat: annotateCat, Ph: "i", Scope: "g",
+			b.add(traceEvent{Name: leak.MarkerName(li, s.Number, n, kept), Cat: annotateCat, Ph: "i", Scope: "g",
 				TS: microsTS(s.End()), Pid: b.firstPid, Tid: 0, Args: map[string]any{"bytes": n, "kept_so_far_bytes": kept, "kind": lk.Kind, "site": where, "fix": lk.Fix}})
 			b.a.Markers++
 		}
@@ -205,8 +205,8 @@ func (b *trackBuilder) ooms() {
 
 // drops: reserved memory that fell, the allocator giving cached segments
 // back to retry a cudaMalloc that failed or under empty_cache().
-func (b *trackBuilder) drops(in *rules.Input) {
-	for _, d := range in.Frag().ReservedDrops {
+func (b *trackBuilder) drops(rep *rules.FragReport) {
+	for _, d := range rep.ReservedDrops {
 		b.add(traceEvent{Name: fmt.Sprintf("reserved -%s: %s", memtimeline.FormatBytes(d.Bytes), d.Cause()), Cat: annotateCat, Ph: "i", Scope: "g",
 			TS: microsTS(d.TS), Pid: b.firstPid, Tid: 0,
 			Args: map[string]any{"released_bytes": d.Bytes, "reserved_after_bytes": d.ReservedAfter, "cuda_free_calls": d.CudaFreeCalls}})

@@ -256,7 +256,7 @@ func Snippet(c Spec) (template.HTML, error) {
 		option["torchmemHolders"] = hs
 	}
 	if c.Explorer != nil {
-		option["torchmemExplorer"] = c.Explorer.toJSON(c.StartNs)
+		option["torchmemExplorer"] = toJSON(c.Explorer, c.StartNs)
 	}
 	// json.Marshal escapes <, >, &, U+2028 and U+2029, so the JSON cannot
 	// close the <script> element that carries it.

@@ -1,14 +1,10 @@
 package chart
 
 import (
-	"cmp"
 	"encoding/json"
-	"slices"
 	"strings"
 
-	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
-	"github.com/torchmem/torchmem/memtimeline/snapshot"
 )
 
 // The explorer under a trace's memory chart: brush a time range (or click
@@ -16,78 +12,17 @@ import (
 // their size, operator, Python line, allocation and free times and
 // lifetime, sortable; a row's click shows its full Python stack and
 // operator chain, as torch's memory_viz shows a block's. It works offline
-// from data embedded in the page, bounded: the largest allocations in
-// full, and for the rest only counts and bytes per time bucket, so that a
-// range can say how many smaller ones it holds beyond those listed.
+// from data embedded in the page (memtimeline.Explorer, computed by rules),
+// bounded: the largest allocations in full, and for the rest only counts
+// and bytes per time bucket, so that a range can say how many smaller ones
+// it holds beyond those listed.
 
-// DefaultExplorerAllocs is how many allocations (the largest) an explorer
-// carries in full.
-const DefaultExplorerAllocs = 2000
+// Explorer is what a chart's explorer lists (memtimeline's, which rules
+// computes once per input).
+type Explorer = memtimeline.Explorer
 
 // explorerBuckets is the resolution of the counts of the rest.
 const explorerBuckets = 512
-
-// Allocation is one allocator block as the explorer lists it.
-type Allocation struct {
-	Bytes int64
-	// StartNs is -1 for a block allocated before the window, EndNs -1 for
-	// one alive at its end.
-	StartNs, EndNs int64
-	// Operators is the operator chain, outermost first; Line the user's
-	// innermost line; Stack the Python stack, outermost first.
-	Operators []string
-	Line      string
-	Stack     []string
-}
-
-// Explorer is what a chart's explorer lists: Allocs, the largest of Total
-// allocations, and Rest, the others as counts over time.
-type Explorer struct {
-	Total  int
-	Allocs []Allocation
-	// Rest are the lifetimes left out, for their counts only.
-	Rest []memtimeline.Lifetime
-}
-
-// TraceExplorer builds the explorer of one GPU of a trace from its
-// lifetimes: the n largest allocations in full (n <= 0: the default).
-func TraceExplorer(t *chrometrace.Trace, attr *chrometrace.Attribution, lts []memtimeline.Lifetime, device, n int) *Explorer {
-	if n <= 0 {
-		n = DefaultExplorerAllocs
-	}
-	var mine []memtimeline.Lifetime
-	for _, lt := range lts {
-		if int(lt.Device) == device {
-			mine = append(mine, lt)
-		}
-	}
-	if len(mine) == 0 {
-		return nil
-	}
-	// Largest first; ties by time so the page is the same run to run.
-	slices.SortStableFunc(mine, func(a, b memtimeline.Lifetime) int {
-		return cmp.Or(cmp.Compare(b.Bytes, a.Bytes), cmp.Compare(a.Start, b.Start), cmp.Compare(a.End, b.End))
-	})
-	ex := &Explorer{Total: len(mine)}
-	keep := min(n, len(mine))
-	for _, lt := range mine[:keep] {
-		a := Allocation{Bytes: lt.Bytes, StartNs: lt.Start, EndNs: lt.End}
-		if lt.Alloc >= 0 && attr != nil {
-			i := int(lt.Alloc)
-			a.Operators = attr.OpChain(i)
-			if us := attr.UserStack(i); len(us) > 0 {
-				a.Line = us[len(us)-1]
-			}
-			a.Stack = attr.PyStack(i)
-			for k, f := range a.Stack {
-				a.Stack[k] = chrometrace.NormalizeFrame(f)
-			}
-		}
-		ex.Allocs = append(ex.Allocs, a)
-	}
-	ex.Rest = mine[keep:]
-	return ex
-}
 
 // explorerJSON is the explorer as the page's script reads it: strings
 // interned, times in ms from the chart's origin (null: before the window
@@ -118,7 +53,8 @@ type restJSON struct {
 	FreeBytes  []int64     `json:"free_bytes"`
 }
 
-func (ex *Explorer) toJSON(startNs int64) explorerJSON {
+// toJSON is ex as the page's script reads it.
+func toJSON(ex *Explorer, startNs int64) explorerJSON {
 	out := explorerJSON{Total: ex.Total, Strings: []string{}, Stacks: [][]int{}, Chains: [][]int{}, Allocs: [][6]any{}}
 	strIdx := map[string]int{}
 	str := func(s string) int {
@@ -356,59 +292,3 @@ const explorerRuntimeJS = `window.torchmemExplorer = window.torchmemExplorer || 
   chart.dispatchAction({type: "takeGlobalCursor", key: "brush", brushOption: {brushType: "lineX", brushMode: "single"}});
   return {show: show};
 };`
-
-// SnapshotExplorer builds the explorer of one device's recorded history in
-// an allocator snapshot: each alloc paired with its completed free by
-// address, a free without its alloc being a block from before the history,
-// with the stack torch recorded at the allocation (snapshots carry no
-// operator). Times are the entries' (µs, as ns).
-func SnapshotExplorer(entries []snapshot.TraceEntry, n int) *Explorer {
-	if n <= 0 {
-		n = DefaultExplorerAllocs
-	}
-	type block struct {
-		lt    memtimeline.Lifetime
-		entry int
-	}
-	var blocks []block
-	open := map[uint64]int{}
-	for i, e := range entries {
-		switch e.Action {
-		case snapshot.ActionAlloc:
-			open[e.Addr] = len(blocks)
-			blocks = append(blocks, block{memtimeline.Lifetime{Bytes: e.Size, Start: e.TimeUS * 1000, End: -1}, i})
-		case snapshot.ActionFreeCompleted:
-			if k, ok := open[e.Addr]; ok {
-				delete(open, e.Addr)
-				blocks[k].lt.End = e.TimeUS * 1000
-			} else {
-				blocks = append(blocks, block{memtimeline.Lifetime{Bytes: e.Size, Start: -1, End: e.TimeUS * 1000}, -1})
-			}
-		}
-	}
-	if len(blocks) == 0 {
-		return nil
-	}
-	slices.SortStableFunc(blocks, func(a, b block) int {
-		return cmp.Or(cmp.Compare(b.lt.Bytes, a.lt.Bytes), cmp.Compare(a.lt.Start, b.lt.Start), cmp.Compare(a.lt.End, b.lt.End))
-	})
-	ex := &Explorer{Total: len(blocks)}
-	keep := min(n, len(blocks))
-	for _, b := range blocks[:keep] {
-		a := Allocation{Bytes: b.lt.Bytes, StartNs: b.lt.Start, EndNs: b.lt.End}
-		if b.entry >= 0 {
-			frames := entries[b.entry].Frames
-			if len(frames) > 0 {
-				a.Line = snapshot.UserFrame(frames).String()
-			}
-			for k := len(frames) - 1; k >= 0; k-- { // torch records innermost first
-				a.Stack = append(a.Stack, frames[k].String())
-			}
-		}
-		ex.Allocs = append(ex.Allocs, a)
-	}
-	for _, b := range blocks[keep:] {
-		ex.Rest = append(ex.Rest, b.lt)
-	}
-	return ex
-}

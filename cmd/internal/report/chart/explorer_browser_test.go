@@ -31,7 +31,7 @@ func TestExplorerBoundInBrowser(t *testing.T) {
 	lts := memtimeline.Lifetimes(tr, -1)
 	c := rules.TraceCharts(tr)[0]
 	spec := Spec{ID: "bound0", Title: c.Title, StartNs: c.StartNs, Allocated: c.Allocated, Reserved: c.Reserved}
-	spec.Explorer = TraceExplorer(tr, chrometrace.Attribute(tr), lts, 0, 30)
+	spec.Explorer = memtimeline.TraceExplorer(tr, chrometrace.Attribute(tr), lts, 0, 30)
 	path := writePage(t, "bound.html", "bound", spec)
 	ctx, _ := openPage(t, path, true)
 	last := spec.Allocated.T[len(spec.Allocated.T)-1]
@@ -47,7 +47,7 @@ func TestExplorerBoundInBrowser(t *testing.T) {
 	}
 	got, _ := strconv.Atoi(m[3])
 	ms := func(ns int64) float64 { return float64(ns-spec.StartNs) / 1e6 }
-	j := spec.Explorer.toJSON(spec.StartNs)
+	j := toJSON(spec.Explorer, spec.StartNs)
 	exact, slack := 0, 0
 	for _, lt := range spec.Explorer.Rest {
 		if (lt.Start < 0 || ms(lt.Start) <= b) && (lt.End < 0 || ms(lt.End) >= a) {
@@ -77,7 +77,7 @@ func abs(x float64) float64 {
 // stack, and no element or dialog comes from the payload.
 func TestExplorerNamesAreTextInBrowser(t *testing.T) {
 	s := memtimeline.Series{Name: "allocated", T: []int64{0, 1e6, 2e6, 3e6}, V: []int64{0, 1 << 30, 1 << 30, 0}}
-	spec := Spec{ID: "xx", Title: "explorer", Allocated: s, Explorer: &Explorer{Total: 1, Allocs: []Allocation{{
+	spec := Spec{ID: "xx", Title: "explorer", Allocated: s, Explorer: &Explorer{Total: 1, Allocs: []memtimeline.Allocation{{
 		Bytes: 1 << 30, StartNs: 1e6, EndNs: 3e6, Operators: []string{xssName}, Line: xssName + ".py(1): f", Stack: []string{"main.py(1): <module>", xssName},
 	}}}}
 	path := writePage(t, "xx.html", "explorer", spec)

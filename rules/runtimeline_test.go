@@ -1,4 +1,4 @@
-package chart
+package rules
 
 import (
 	"path/filepath"
@@ -17,12 +17,12 @@ import (
 func TestRunTimelineAlignsTheSnippetsFiles(t *testing.T) {
 	dir := memtest.Testdata("gpu", "snippet_proof", "gpu")
 	tr := memtest.Trace(t, filepath.Join(dir, "vm_rank0_step5.pt.trace.json.gz"))
-	f := RunFiles{
+	f := runFiles{
 		Traces: []*chrometrace.Trace{tr}, TraceName: []string{"vm_rank0_step5.pt.trace.json.gz"},
 		Snapshots: []*snapshot.Snapshot{memtest.Decode(t, filepath.Join(dir, "vm_rank0.snapshot.pickle"), snapshot.Read)}, SnapName: []string{"vm_rank0.snapshot.pickle"},
 		StepLogs: []*steplog.Log{memtest.Decode(t, filepath.Join(dir, "vm_rank0.steps.jsonl"), steplog.Read)}, StepName: []string{"vm_rank0.steps.jsonl"},
 	}
-	spec, notes, ok := RunTimeline(f, "run", "run")
+	spec, notes, ok := runTimeline(f, "run")
 	if !ok || len(notes) > 0 {
 		t.Fatalf("ok %v, notes %v", ok, notes)
 	}
@@ -59,14 +59,11 @@ func TestRunTimelineAlignsTheSnippetsFiles(t *testing.T) {
 	if len(spec.PointLines) != len(spec.Lines) || !spec.PointLines[0] || spec.PointLines[1] || spec.PointLines[2] {
 		t.Errorf("points shown %v: want the step log's only", spec.PointLines)
 	}
-	if _, err := Snippet(spec); err != nil {
-		t.Fatal(err)
-	}
 	// Without a base time the trace cannot be placed, and says so.
 	tr2 := *tr
 	tr2.Meta.BaseTimeNanoseconds = 0
 	f.Traces = []*chrometrace.Trace{&tr2}
-	if spec, notes, _ := RunTimeline(f, "run", "run"); len(notes) != 1 || len(spec.Steps) != 0 {
+	if spec, notes, _ := runTimeline(f, "run"); len(notes) != 1 || len(spec.Steps) != 0 {
 		t.Errorf("notes %v, windows %d", notes, len(spec.Steps))
 	}
 }

@@ -1,4 +1,4 @@
-package chart
+package rules
 
 import (
 	"cmp"
@@ -12,16 +12,44 @@ import (
 	"github.com/torchmem/torchmem/memtimeline/steplog"
 )
 
+// runCharts are, per verdict of a run with more than one input, the run
+// on one clock (nil for a verdict of one input): the HTML page draws it
+// under the verdict when it has two sources or more, and says what it
+// could not place (MemoryChart.Notes).
+func runCharts(verdicts []Verdict) []*MemoryChart {
+	out := make([]*MemoryChart, len(verdicts))
+	for i, v := range verdicts {
+		if len(v.Inputs) < 2 {
+			continue
+		}
+		var f runFiles
+		for _, in := range v.Inputs {
+			switch {
+			case in.Has(SourceTrace):
+				f.Traces, f.TraceName = append(f.Traces, in.Trace), append(f.TraceName, in.Source)
+			case in.Has(SourceSnapshot):
+				f.Snapshots, f.SnapName = append(f.Snapshots, in.Snapshot), append(f.SnapName, in.Source)
+			case in.StepLog != nil: // a steps log, or memory_summary() tables as steps
+				f.StepLogs, f.StepName = append(f.StepLogs, in.StepLog), append(f.StepName, in.Source)
+			}
+		}
+		c, notes, _ := runTimeline(f, "the whole run on one clock (Unix time of each file)")
+		c.Notes = notes
+		out[i] = &c
+	}
+	return out
+}
+
 // One run seen through several files shares one clock: a trace's times
 // plus its baseTimeNanoseconds, a snapshot's time_us and a step log's
-// time.time() are all Unix time. RunTimeline draws them on one axis: the
+// time.time() are all Unix time. runTimeline draws them on one axis: the
 // step log over the whole run, each profiled window marked on it with the
 // trace's own allocated line, and the snapshot's recorded history. A file
 // whose clock cannot be placed (a trace without baseTimeNanoseconds, a
 // step log without times) is left out and named in the returned notes.
 
-// RunFiles are the files of one run and rank, with their names.
-type RunFiles struct {
+// runFiles are the files of one run and rank, with their names.
+type runFiles struct {
 	Traces    []*chrometrace.Trace
 	TraceName []string
 	Snapshots []*snapshot.Snapshot
@@ -30,11 +58,11 @@ type RunFiles struct {
 	StepName  []string
 }
 
-// RunTimeline returns the combined chart of one run and rank, and notes
+// runTimeline returns the combined chart of one run and rank, and notes
 // on what could not be placed; ok is false when fewer than two sources
 // share the clock (the per-file charts say it all then).
-func RunTimeline(f RunFiles, id, title string) (spec Spec, notes []string, ok bool) {
-	spec = Spec{ID: id, Title: title}
+func runTimeline(f runFiles, title string) (spec MemoryChart, notes []string, ok bool) {
+	spec = MemoryChart{Title: title}
 	placed := 0
 	for i, lg := range f.StepLogs {
 		for _, s := range lg.Series {
@@ -86,7 +114,7 @@ func RunTimeline(f RunFiles, id, title string) (spec Spec, notes []string, ok bo
 			})
 		}
 		for _, o := range t.OOMs {
-			spec.Markers = append(spec.Markers, Marker{Name: "OOM: " + memtimeline.FormatBytes(o.Bytes) + " requested", TNs: o.TS + base, Bytes: o.TotalAllocated})
+			spec.Markers = append(spec.Markers, ChartMarker{Name: "OOM: " + memtimeline.FormatBytes(o.Bytes) + " requested", TNs: o.TS + base, Bytes: o.TotalAllocated})
 		}
 		placed++
 	}
@@ -100,7 +128,7 @@ func RunTimeline(f RunFiles, id, title string) (spec Spec, notes []string, ok bo
 			var ser memtimeline.Series
 			ser.Name = fmt.Sprintf("allocated, recorded history (%s, cuda:%d)", name, dev)
 			var cur int64
-			var ooms []Marker
+			var ooms []ChartMarker
 			for _, e := range entries {
 				switch e.Action {
 				case snapshot.ActionAlloc:
@@ -109,7 +137,7 @@ func RunTimeline(f RunFiles, id, title string) (spec Spec, notes []string, ok bo
 					cur -= memtimeline.BlockSize(e.Size)
 				case snapshot.ActionOOM:
 					if e.TimeUS > 0 {
-						ooms = append(ooms, Marker{Name: "OOM: " + memtimeline.FormatBytes(e.Size) + " requested", TNs: e.TimeUS * 1000, Bytes: cur})
+						ooms = append(ooms, ChartMarker{Name: "OOM: " + memtimeline.FormatBytes(e.Size) + " requested", TNs: e.TimeUS * 1000, Bytes: cur})
 					}
 					continue
 				default:
