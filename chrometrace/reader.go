@@ -225,6 +225,9 @@ func Read(r io.Reader, opts ReadOptions) (*Trace, error) {
 		workers = min(runtime.GOMAXPROCS(0), 4)
 	}
 	b := newBuilder()
+	if in, ok := r.(*Input); ok {
+		b.sizeHint = in.sizeHint
+	}
 	sp := newSplitter(r, opts.MaxEventBytes)
 
 	c, err := sp.peekByte()
@@ -451,6 +454,7 @@ func readEventsExact(sp *splitter, b *builder, workers int, opts ReadOptions, fi
 					b.warnOnce(p.warn)
 				}
 				b.merge(p.local)
+				b.reserve(p.offset + int64(len(p.data)))
 				if err := b.overCount(); err != nil {
 					firstErr = err
 					close(stop)
@@ -758,6 +762,7 @@ func readEventsSpeculative(sp *splitter, b *builder, workers int, opts ReadOptio
 		if firstErr == nil {
 			b.t.speculativeBatches++
 			b.merge(p.local)
+			b.reserve(p.offset + int64(len(p.data)))
 			if err := b.overCount(); err != nil {
 				stopOnce()
 				firstErr = err
