@@ -798,6 +798,8 @@ func (c *chunked[T]) reserve(n int) {
 		return
 	}
 	all := make([]T, 0, n)
+	var zero T
+	adviseHugePages(unsafe.Pointer(unsafe.SliceData(all)), n*int(unsafe.Sizeof(zero)))
 	c.each(func(vs []T) { all = append(all, vs...) })
 	clear(c.chunks)
 	c.chunks, c.cur = c.chunks[:0], all

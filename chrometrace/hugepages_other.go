@@ -1,0 +1,8 @@
+//go:build !linux
+
+package chrometrace
+
+import "unsafe"
+
+// adviseHugePages is a no-op where the kernel takes no such advice.
+func adviseHugePages(unsafe.Pointer, int) {}
