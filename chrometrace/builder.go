@@ -749,6 +749,9 @@ func (b *builder) reserve(consumed int64) {
 	b.memory.reserve(scale(b.memory.n, int(unsafe.Sizeof(MemoryEvent{})), int64(MaxMemoryEvents)))
 	b.pyFrames.reserve(scale(b.pyFrames.n, int(unsafe.Sizeof(PyFrame{})), MaxEvents))
 	b.flows.reserve(scale(b.flows.n, int(unsafe.Sizeof(Flow{})), MaxEvents))
+	// The chunks just copied are garbage that the next collection, with
+	// the reserved slices counted live, would only find at the end.
+	debug.FreeOSMemory()
 }
 
 // chunked collects records in chunks that never move. Appending to one
