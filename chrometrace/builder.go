@@ -763,6 +763,8 @@ type chunked[T any] struct {
 	chunks [][]T
 	cur    []T
 	n      int
+	// reserved: cur is the slice reserve made, advised huge pages.
+	reserved bool
 }
 
 // maxChunkBytes bounds a chunk; chunks start small for small traces.
@@ -805,7 +807,7 @@ func (c *chunked[T]) reserve(n int) {
 	adviseHugePages(unsafe.Pointer(unsafe.SliceData(all)), n*int(unsafe.Sizeof(zero)))
 	c.each(func(vs []T) { all = append(all, vs...) })
 	clear(c.chunks)
-	c.chunks, c.cur = c.chunks[:0], all
+	c.chunks, c.cur, c.reserved = c.chunks[:0], all, true
 }
 
 func (c *chunked[T]) grow() {
@@ -815,7 +817,7 @@ func (c *chunked[T]) grow() {
 	if c.cur != nil {
 		c.chunks = append(c.chunks, c.cur)
 	}
-	c.cur = make([]T, 0, size)
+	c.cur, c.reserved = make([]T, 0, size), false
 }
 
 // releaseBytes: as the chunks are copied, they are returned to the OS
@@ -833,14 +835,17 @@ func flatten[T any](c *chunked[T], unreleased *int) []T {
 	if c.n == 0 {
 		return nil
 	}
+	var zero T
+	size := int(unsafe.Sizeof(zero))
 	if len(c.chunks) == 0 {
 		// One slice (see reserve): no copy.
 		out := slices.Clip(c.cur)
+		if c.reserved {
+			releaseTail(unsafe.Pointer(unsafe.SliceData(out)), len(out)*size, cap(c.cur)*size)
+		}
 		*c = chunked[T]{}
 		return out
 	}
-	var zero T
-	size := int(unsafe.Sizeof(zero))
 	out := make([]T, 0, c.n)
 	for i := range c.chunks {
 		out = append(out, c.chunks[i]...)

@@ -23,3 +23,18 @@ func adviseHugePages(p unsafe.Pointer, bytes int) {
 	}
 	_ = syscall.Madvise(unsafe.Slice((*byte)(p), bytes)[start:end], syscall.MADV_HUGEPAGE)
 }
+
+// releaseTail returns to the OS the whole small pages of a reserved
+// record slice past its used bytes: the huge page the records end in
+// was faulted in whole, and the slice's capacity past them is never
+// written (finish clips it).
+func releaseTail(p unsafe.Pointer, used, bytes int) {
+	const page = 4 << 10
+	base := uintptr(p)
+	start := int((base+uintptr(used)+page-1)&^(page-1) - base)
+	end := int((base+uintptr(bytes))&^(page-1) - base)
+	if end <= start {
+		return
+	}
+	_ = syscall.Madvise(unsafe.Slice((*byte)(p), bytes)[start:end], syscall.MADV_DONTNEED)
+}
