@@ -359,6 +359,9 @@ type Trace struct {
 	// speculativeBatches counts batches read the fast way (tests check
 	// that the fast path ran).
 	speculativeBatches int
+	// reservedLists says the record lists were sized from the input's
+	// size hint (see builder.reserve), for tests.
+	reservedLists bool
 	// skippedPyFrames counts the python_function events read but not kept
 	// (ReadOptions.SkipPyFrames).
 	skippedPyFrames int64

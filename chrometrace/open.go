@@ -2,6 +2,7 @@ package chrometrace
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -43,6 +44,10 @@ type Input struct {
 	*bufio.Reader
 	Gzipped bool
 	closers []io.Closer
+	// sizeHint is the bytes the stream will likely yield (0: unknown):
+	// a regular file's size, or a gzip file's ISIZE trailer. Read sizes
+	// its record lists from it; a wrong hint costs time, never a result.
+	sizeHint int64
 }
 
 // NewInput wraps r, decompressing it when it starts with the gzip magic.
@@ -55,9 +60,10 @@ func NewInput(r io.Reader) (*Input, error) {
 		}
 		return nil, err
 	}
-	in := &Input{}
+	in := &Input{sizeHint: regularSize(r)}
 	if len(head) == 2 && head[0] == gzipMagic[0] && head[1] == gzipMagic[1] {
 		in.Gzipped = true
+		in.sizeHint = gzipSizeHint(r, in.sizeHint)
 		if _, err := br.Peek(smallGzip); err != nil {
 			// A small file (a summary, a short log; a reduce reads
 			// thousands): one inflater with small buffers. pgzip's four
@@ -90,6 +96,39 @@ func NewInput(r io.Reader) (*Input, error) {
 	}
 	in.Reader = br
 	return in, nil
+}
+
+// regularSize is r's size when r is a regular file, else 0.
+func regularSize(r io.Reader) int64 {
+	f, ok := r.(*os.File)
+	if !ok {
+		return 0
+	}
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		return 0
+	}
+	return st.Size()
+}
+
+// gzipSizeHint reads the ISIZE trailer of a gzip file of size bytes: the
+// last member's decompressed size modulo 4 GiB. It is only a hint (a
+// multi-member file, a file over 4 GiB, a damaged trailer); 0 when it
+// cannot be read or is below the compressed size, which no trace is.
+func gzipSizeHint(r io.Reader, size int64) int64 {
+	f, ok := r.(*os.File)
+	if !ok || size < 18 {
+		return 0
+	}
+	var tail [4]byte
+	if _, err := f.ReadAt(tail[:], size-4); err != nil {
+		return 0
+	}
+	n := int64(binary.LittleEndian.Uint32(tail[:]))
+	if n < size {
+		return 0
+	}
+	return n
 }
 
 // ErrGzipTruncated means the gzip stream stopped early: the file was cut

@@ -178,6 +178,9 @@ func Read(r io.Reader, opts ReadOptions) (*Trace, error) {
 	}
 	b := newBuilder()
 	b.limits = opts.Limits.WithDefaults()
+	if in, ok := r.(*Input); ok {
+		b.sizeHint = in.sizeHint
+	}
 	sp := newSplitter(r, b.limits.ValueBytes)
 
 	c, err := sp.peekByte()
@@ -404,6 +407,7 @@ func readEventsExact(sp *splitter, b *builder, workers int, opts ReadOptions, fi
 					b.warnOnce(p.warn)
 				}
 				b.merge(p.local)
+				b.reserve(p.offset + int64(len(p.data)))
 				if err := b.overCount(); err != nil {
 					firstErr = err
 					close(stop)
@@ -711,6 +715,7 @@ func readEventsSpeculative(sp *splitter, b *builder, workers int, opts ReadOptio
 		if firstErr == nil {
 			b.t.speculativeBatches++
 			b.merge(p.local)
+			b.reserve(p.offset + int64(len(p.data)))
 			if err := b.overCount(); err != nil {
 				stopOnce()
 				firstErr = err
