@@ -346,10 +346,8 @@ func (m *snapMapper) snapshot(root pickle.Value) (*Snapshot, error) {
 		if m.release {
 			adviseHuge(out)
 		}
-		for k := range out {
-			if err := m.spend(m.entry(sp.first+uint32(k), &out[k])); err != nil {
-				return nil, err
-			}
+		if err := m.spend(m.unpack(sp.first, out)); err != nil {
+			return nil, err
 		}
 		s.DeviceTraces[i] = out
 	}
@@ -614,7 +612,7 @@ func (m *snapMapper) trace(v pickle.Value, devLoc *loc) ([]TraceEntry, error) {
 	for i, ev := range items {
 		e := &out[i]
 		if id, ok := m.a.Record(ev); ok {
-			if err := m.spend(m.entry(id, e)); err != nil {
+			if err := m.spend(m.entry(&m.recs, id, e)); err != nil {
 				return nil, err
 			}
 			continue
