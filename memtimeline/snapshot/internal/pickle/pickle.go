@@ -333,9 +333,11 @@ type pickleDecoder struct {
 	// the thousands of identical "frames" lists of a trace share one slot.
 	listIndex map[uint64][]uint32
 	rec       Recorder
-	// strIndex shares the text of equal short strs (frame file and
-	// function names that a writer did not memoize).
-	strIndex map[string]string
+	// strIndex shares one handle among equal short strs (frame file and
+	// function names that a writer did not memoize, the "N/A" that
+	// CPython writes anew in every trace entry): a str is immutable, so
+	// the handle of an equal one is as good, and costs no new slot.
+	strIndex map[string]Value
 	slab     []Value
 	// shapeIndex finds a stored key list (Arena.shapes) by its hash;
 	// canonKey maps a key string to the first handle seen for it, so that
@@ -371,7 +373,7 @@ func Decode(r io.Reader, maxValueBytes int) (*Arena, Value, error) {
 // DecodeRecords is Decode with a Recorder (nil: none).
 func DecodeRecords(r io.Reader, maxValueBytes int, rec Recorder) (*Arena, Value, error) {
 	d := &pickleDecoder{src: r, buf: make([]byte, 4<<10), listIndex: map[uint64][]uint32{}, limit: max(maxValueBytes, 1),
-		shapeIndex: map[uint64][]uint32{}, canonKey: map[string]Value{}, strIndex: map[string]string{}, rec: rec}
+		shapeIndex: map[uint64][]uint32{}, canonKey: map[string]Value{}, strIndex: map[string]Value{}, rec: rec}
 	d.a.shapes = [][]Value{nil}
 	d.a.lists.Add(nil)    // slot 0: no items
 	d.a.dictVals.Add(nil) // slot 0: unused (dictRef 0 is an empty dict)
@@ -1146,9 +1148,8 @@ func (d *pickleDecoder) stringOp(op byte, opOff int64) error {
 	case k == KindStr && len(b) <= maxShared:
 		// Equal short strs share their text: a lookup by the bytes
 		// allocates nothing.
-		if s, ok := d.strIndex[string(b)]; ok {
-			d.a.Strs.Add(s)
-			d.push(mkval(k, uint64(d.a.Strs.Len()-1)))
+		if v, ok := d.strIndex[string(b)]; ok {
+			d.push(v)
 			return nil
 		}
 		str = string(b)
@@ -1157,12 +1158,13 @@ func (d *pickleDecoder) stringOp(op byte, opOff int64) error {
 	}
 	if k == KindStr {
 		str = chrometrace.OneLine(str) // a name may not start a line of output
-		if !fresh && len(b) <= maxShared && len(d.strIndex) < 1<<16 {
-			d.strIndex[string(b)] = str
-		}
 	}
 	d.a.Strs.Add(str)
-	d.push(mkval(k, uint64(d.a.Strs.Len()-1)))
+	v := mkval(k, uint64(d.a.Strs.Len()-1))
+	if k == KindStr && !fresh && len(b) <= maxShared && len(d.strIndex) < 1<<16 {
+		d.strIndex[string(b)] = v
+	}
+	d.push(v)
 	return nil
 }
 
