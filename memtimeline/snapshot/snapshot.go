@@ -364,6 +364,9 @@ type recordSpan struct {
 }
 
 func (m *snapMapper) recordSpan(v pickle.Value) (recordSpan, error) {
+	if first, n, ok := m.a.RecordRun(v); ok {
+		return recordSpan{first: first, n: n}, m.spend(n)
+	}
 	if v.Kind() != pickle.KindList && v.Kind() != pickle.KindTuple {
 		return recordSpan{n: -1}, nil
 	}

@@ -180,6 +180,22 @@ type Arena struct {
 	// of storing a new key list and copying the values at every batch
 	// (quadratic: a 100 KB pickle took 12.9 GB). By dict slot.
 	grown map[int]*grownDict
+	// runs holds, by list handle, the lists whose items are so far the
+	// dicts of consecutive records (a device's trace: millions of
+	// entries) as the run of their ids, without the items: storing them
+	// and doubling the slice as it grew was a tenth of reading a large
+	// snapshot. recDict maps a record id to its dict handle, for a run
+	// read as items after all (materialize); noRuns: a Recorder gave
+	// ids out of order, and no list is kept as a run.
+	runs    map[int]recRun
+	recDict paged[uint32]
+	noRuns  bool
+}
+
+// recRun is a list's items as consecutive record ids: first to first+n-1.
+type recRun struct {
+	first uint32
+	n     int
 }
 
 func (a *Arena) intVal(n int64) Value {
@@ -271,12 +287,79 @@ func (a *Arena) Record(d Value) (uint32, bool) {
 
 // List returns the items of a list, tuple or set handle.
 func (a *Arena) List(v Value) []Value {
+	a.materialize(v.Index())
 	return a.lists.At(int(a.listRef.At(v.Index()) & refSlot))
 }
 
 // ListID names the stored items of a list, tuple or set handle: equal
 // lists built by appending to an empty one share it (sharedList).
-func (a *Arena) ListID(v Value) uint32 { return a.listRef.At(v.Index()) & refSlot }
+func (a *Arena) ListID(v Value) uint32 {
+	a.materialize(v.Index())
+	return a.listRef.At(v.Index()) & refSlot
+}
+
+// RecordRun returns the record ids of a list handle whose items are the
+// dicts of consecutive records, first to first+n-1, without reading them
+// as items; ok is false for any other value.
+func (a *Arena) RecordRun(v Value) (first uint32, n int, ok bool) {
+	if v.Kind() != KindList {
+		return 0, 0, false
+	}
+	r, ok := a.runs[v.Index()]
+	return r.first, r.n, ok
+}
+
+// listLen is how many items list handle i holds.
+func (a *Arena) listLen(i int) int {
+	if r, ok := a.runs[i]; ok {
+		return r.n
+	}
+	return len(a.lists.At(int(a.listRef.At(i) & refSlot)))
+}
+
+// materialize stores the items of list handle i if it is a run (see
+// runs), as a slot of its own.
+func (a *Arena) materialize(i int) {
+	r, ok := a.runs[i]
+	if !ok {
+		return
+	}
+	delete(a.runs, i)
+	items := make([]Value, r.n)
+	for k := range items {
+		items[k] = mkval(KindDict, uint64(a.recDict.At(int(r.first)+k)))
+	}
+	a.lists.Add(items)
+	ref := a.listRef.At(i)
+	a.listRef.Set(i, uint32(a.lists.Len()-1)|refOwned|ref&refFrozen)
+}
+
+// extendRun adds items to list handle i as a run when it is empty or a
+// run and items are the dicts of the records that continue it.
+func (a *Arena) extendRun(i int, items []Value) bool {
+	if a.noRuns || len(items) == 0 {
+		return false
+	}
+	r, ok := a.runs[i]
+	if !ok && a.listRef.At(i)&refSlot != 0 {
+		return false // has items
+	}
+	for k, it := range items {
+		id, isRec := a.Record(it)
+		if !isRec || (ok || k > 0) && id != r.first+uint32(r.n+k) {
+			return false
+		}
+		if !ok && k == 0 {
+			r.first = id
+		}
+	}
+	r.n += len(items)
+	if a.runs == nil {
+		a.runs = map[int]recRun{}
+	}
+	a.runs[i] = r
+	return true
+}
 
 // Freeze makes a later change to container v an error: a Recorder that
 // took v's contents into a record calls it, so that no record disagrees
@@ -720,6 +803,11 @@ func (d *pickleDecoder) appendItems(i int, items []Value) error {
 	if ref&refFrozen != 0 {
 		return errChanged
 	}
+	if d.a.extendRun(i, items) {
+		return nil
+	}
+	d.a.materialize(i)
+	ref = d.a.listRef.At(i)
 	slot := int(ref & refSlot)
 	cur := d.a.lists.At(slot)
 	switch {
@@ -774,6 +862,11 @@ func (d *pickleDecoder) setItems(i int, items []Value, batch bool) error {
 		if batch && d.rec != nil {
 			if id, ok := d.rec.Record(&d.a, keys, vals); ok && id < refRecord {
 				d.a.dictRef.Set(i, refRecord|id)
+				if int(id) == d.a.recDict.Len() {
+					d.a.recDict.Add(uint32(i))
+				} else {
+					d.a.noRuns = true
+				}
 				return nil
 			}
 		}
@@ -1244,7 +1337,7 @@ func (d *pickleDecoder) appendOp(op byte, opOff int64) error {
 		return d.errorf(opOff, op, "malformed pickle: appending to a %v", target.Kind())
 	}
 	d.built += 8 * int64(len(items))
-	if n := len(d.a.List(target)) + len(items); n > d.limit/8 {
+	if n := d.a.listLen(target.Index()) + len(items); n > d.limit/8 {
 		return &ValueLimitError{Offset: opOff, What: fmt.Sprintf("a %v of %d items", target.Kind(), n), Limit: d.limit}
 	}
 	if err := d.appendItems(target.Index(), items); err != nil {
