@@ -30,7 +30,7 @@ type records struct {
 }
 
 const (
-	recChunk     = 1 << 20
+	recChunk     = 16 << 20 // huge pages inside (pickle.AdviseHuge)
 	recMarkEvery = 256
 	recMaxBytes  = 10 * 10 // ten varints
 )
@@ -61,7 +61,9 @@ func (r *records) add(x *rec) uint32 {
 	r.scratch = b
 	last := len(r.chunks) - 1
 	if last < 0 || len(r.chunks[last])+len(b) > cap(r.chunks[last]) {
-		r.chunks = append(r.chunks, make([]byte, 0, recChunk))
+		c := make([]byte, 0, recChunk)
+		pickle.AdviseHuge(c[:recChunk])
+		r.chunks = append(r.chunks, c)
 		last++
 	}
 	if r.n%recMarkEvery == 0 {

@@ -344,7 +344,7 @@ func (m *snapMapper) snapshot(root pickle.Value) (*Snapshot, error) {
 		}
 		out := make([]TraceEntry, sp.n)
 		if m.release {
-			adviseHuge(out)
+			pickle.AdviseHuge(out)
 		}
 		if err := m.spend(m.unpack(sp.first, out)); err != nil {
 			return nil, err
