@@ -161,7 +161,9 @@ func Read(r io.Reader) (*Snapshot, error) {
 	}
 	m := &snapMapper{frames: map[int]Frame{}, stacks: map[uint32]uint32{}, strs: map[string]string{},
 		contexts: map[EntryContext]uint32{}, actionIDs: map[string]uint32{}, budget: math.MaxInt64}
-	a, root, err := pickle.DecodeRecords(br, MaxValueBytes, m)
+	ra := &readAhead{src: br}
+	defer ra.close()
+	a, root, err := pickle.DecodeRecords(ra, MaxValueBytes, m)
 	if err != nil {
 		return nil, err
 	}
