@@ -153,8 +153,9 @@ func (m *snapMapper) Record(a *pickle.Arena, keys, vals []pickle.Value) (uint32,
 		ok := true
 		switch f {
 		case fAction:
-			if v == m.lastAction && v != 0 {
-				x.action = m.lastActionID
+			c := &m.actionCache[uint64(v)*0x9E3779B97F4A7C15>>61]
+			if c.v == v+1 {
+				x.action = c.id
 				break
 			}
 			var s string
@@ -166,7 +167,7 @@ func (m *snapMapper) Record(a *pickle.Arena, keys, vals []pickle.Value) (uint32,
 					m.actionIDs[s] = id
 				}
 				x.action = id
-				m.lastAction, m.lastActionID = v, id
+				c.v, c.id = v+1, id
 			}
 		case fAddr:
 			x.addr, ok = recUint(a, v)
@@ -289,12 +290,18 @@ func recStr(a *pickle.Arena, v pickle.Value) (string, bool) {
 
 // contextID shares one *EntryContext per pair (1-based id).
 func (m *snapMapper) contextID(ctx EntryContext) uint32 {
+	// Most entries carry the context of the one before (strs shared
+	// through the memo compare by pointer first).
+	if m.lastContext > 0 && ctx == *m.contextList[m.lastContext-1] {
+		return m.lastContext
+	}
 	id, ok := m.contexts[ctx]
 	if !ok {
 		m.contextList = append(m.contextList, &EntryContext{CompileContext: ctx.CompileContext, UserMetadata: ctx.UserMetadata})
 		id = uint32(len(m.contextList))
 		m.contexts[ctx] = id
 	}
+	m.lastContext = id
 	return id
 }
 

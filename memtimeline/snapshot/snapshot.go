@@ -187,6 +187,7 @@ type snapMapper struct {
 	// contexts shares TraceEntry.Context between entries (contextList[id-1]).
 	contexts    map[EntryContext]uint32
 	contextList []*EntryContext
+	lastContext uint32 // the id contextID gave last
 	// The trace entries the decoder handed over as records (Record), and
 	// their actions (actions[id-1]).
 	recs      records
@@ -194,10 +195,13 @@ type snapMapper struct {
 	actionIDs map[string]uint32
 	// release: give the decoder's garbage back to the OS (releaseAfter).
 	release bool
-	// The last action str handle and its id; entryField's cache.
-	lastAction   pickle.Value
-	lastActionID uint32
-	fieldCache   [1 << fieldCacheBits]fieldCacheEntry
+	// actionCache: action str handle+1 -> its id (actions alternate, so
+	// the last one alone missed every other entry); entryField's cache.
+	actionCache [8]struct {
+		v  pickle.Value
+		id uint32
+	}
+	fieldCache [1 << fieldCacheBits]fieldCacheEntry
 	// budget caps the fields and items the mapping may visit. The memo lets
 	// a few bytes reference a huge dict or list again and again (a 4 MB
 	// file could name a million-key dict a million times); a real snapshot
