@@ -340,6 +340,9 @@ func (a *Arena) extendRun(i int, items []Value) bool {
 	if a.noRuns || len(items) == 0 {
 		return false
 	}
+	if _, isRec := a.Record(items[0]); !isRec {
+		return false // a frames list: spare it the lookup
+	}
 	r, ok := a.runs[i]
 	if !ok && a.listRef.At(i)&refSlot != 0 {
 		return false // has items
