@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"maps"
 	"math"
@@ -788,11 +789,9 @@ func (d *pickleDecoder) sharedList(items []Value) uint32 {
 	if len(items) < 2 {
 		return d.addListSlot(d.store(items))
 	}
-	h := uint64(14695981039346656037)
-	for _, it := range items {
-		h ^= uint64(it)
-		h *= 1099511628211
-	}
+	// maphash hashes the items' bytes many at a time (FNV's multiply per
+	// item, each waiting on the one before, was a twentieth of decoding).
+	h := maphash.Bytes(listSeed, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(items))), len(items)*8))
 	for _, slot := range d.listIndex[h] {
 		if other := d.a.lists.At(int(slot)); len(other) == len(items) && equalVals(other, items) {
 			return slot
@@ -802,6 +801,9 @@ func (d *pickleDecoder) sharedList(items []Value) uint32 {
 	d.listIndex[h] = append(d.listIndex[h], slot)
 	return slot
 }
+
+// listSeed seeds sharedList's hash.
+var listSeed = maphash.MakeSeed()
 
 func (d *pickleDecoder) addListSlot(items []Value) uint32 {
 	d.a.lists.Add(items)
