@@ -26,7 +26,6 @@ type records struct {
 	cur, curChunk, curOff int
 	curTime               int64
 	curAddr               uint64
-	scratch               []byte
 }
 
 const (
@@ -47,7 +46,18 @@ func (r *records) add(x *rec) uint32 {
 	if r.n%recMarkEvery == 0 {
 		r.prevTime, r.prevAddr = 0, 0
 	}
-	b := r.scratch[:0]
+	// Straight into the chunk, which has room for the longest record.
+	last := len(r.chunks) - 1
+	if last < 0 || cap(r.chunks[last])-len(r.chunks[last]) < recMaxBytes {
+		c := make([]byte, 0, recChunk)
+		pickle.AdviseHuge(c[:recChunk])
+		r.chunks = append(r.chunks, c)
+		last++
+	}
+	if r.n%recMarkEvery == 0 {
+		r.marks = append(r.marks, uint64(last)<<32|uint64(len(r.chunks[last])))
+	}
+	b := r.chunks[last]
 	b = binary.AppendUvarint(b, uint64(x.nkeys))
 	b = binary.AppendUvarint(b, uint64(x.action))
 	b = binary.AppendVarint(b, int64(x.addr-r.prevAddr))
@@ -58,18 +68,7 @@ func (r *records) add(x *rec) uint32 {
 	b = binary.AppendVarint(b, x.deviceFree)
 	b = binary.AppendUvarint(b, uint64(x.stack))
 	b = binary.AppendUvarint(b, uint64(x.ctx))
-	r.scratch = b
-	last := len(r.chunks) - 1
-	if last < 0 || len(r.chunks[last])+len(b) > cap(r.chunks[last]) {
-		c := make([]byte, 0, recChunk)
-		pickle.AdviseHuge(c[:recChunk])
-		r.chunks = append(r.chunks, c)
-		last++
-	}
-	if r.n%recMarkEvery == 0 {
-		r.marks = append(r.marks, uint64(last)<<32|uint64(len(r.chunks[last])))
-	}
-	r.chunks[last] = append(r.chunks[last], b...)
+	r.chunks[last] = b
 	r.n++
 	return r.n - 1
 }

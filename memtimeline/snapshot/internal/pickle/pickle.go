@@ -321,6 +321,9 @@ func (a *Arena) listLen(i int) int {
 // materialize stores the items of list handle i if it is a run (see
 // runs), as a slot of its own.
 func (a *Arena) materialize(i int) {
+	if a.listRef.At(i)&refSlot != 0 {
+		return // has stored items: no run
+	}
 	r, ok := a.runs[i]
 	if !ok {
 		return
