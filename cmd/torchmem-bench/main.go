@@ -2,7 +2,7 @@
 // every figure of the README's Performance section, with the ratios that
 // hold across machines measured in one run.
 //
-//	go run ./cmd/torchmem-bench                 # ~1 GB trace, ~630 MB snapshot, 3 rounds
+//	go run ./cmd/torchmem-bench                 # ~1 GB trace, ~1 GB snapshot, 3 rounds
 //	go run ./cmd/torchmem-bench -quick          # small inputs, one round: a smoke test
 //
 // It builds torchmem from the clone (or takes -torchmem), writes the tiled
@@ -69,7 +69,7 @@ func main() {
 	flag.StringVar(&c.torchmem, "torchmem", "", "the torchmem binary to measure (default: built from this clone into -dir)")
 	flag.StringVar(&c.python, "python", "python3", `Python for the snapshot tiler, pickle.load and HTA ("" or "none": skip them)`)
 	flag.IntVar(&c.traceCopies, "trace-copies", 14, "copies of big_transformer's 76 MB trace (14: about 1 GB)")
-	flag.IntVar(&c.snapshotCopies, "snapshot-copies", 75, "copies of frag_small_allocs' history (75: about 630 MB, 4.3M entries)")
+	flag.IntVar(&c.snapshotCopies, "snapshot-copies", 125, "copies of frag_small_allocs' history (125: about 1 GB (1056 MB, 1007 MiB), 7.2M entries)")
 	flag.IntVar(&c.rounds, "rounds", 3, "rounds; each runs every command once, in turn")
 	flag.IntVar(&c.pickleRounds, "pickle-rounds", 1, "rounds that run Python's pickle.load and HTA (slow: 30 s and more each)")
 	flag.BoolVar(&c.skipTrace, "no-trace", false, "leave the trace rows out")

@@ -78,53 +78,80 @@ type LabelUse struct {
 	LiveBytes  int64 `json:"live_bytes"`
 }
 
+// labelSum is what the allocations under one context add up to.
+type labelSum struct {
+	allocs      int
+	bytes, live int64
+}
+
 // maxLabels bounds the labels a report lists per field.
 const maxLabels = 20
 
 // Labels sums the history's allocations by compile_context and by
 // user_metadata (entries with neither left out); nil when no entry carries
 // one. Each field's labels come largest first, at most maxLabels.
-func (s *Snapshot) Labels() []LabelUse {
+func (s *Snapshot) Labels() []LabelUse { return s.labels(nil) }
+
+// labels is Labels given each device's allocations live at the end of its
+// history (liveAtEnd's indices; nil: replayed here).
+func (s *Snapshot) labels(live [][]int) []LabelUse {
 	type key struct{ field, value string }
 	idx := map[key]int{}
 	var out []LabelUse
-	add := func(k key, size int64, live bool) {
+	add := func(k key, sum *labelSum) {
 		i, ok := idx[k]
 		if !ok {
 			i = len(out)
 			idx[k] = i
 			out = append(out, LabelUse{Field: k.field, Value: k.value})
 		}
-		out[i].Allocs++
-		out[i].AllocBytes += size
-		if live {
-			out[i].LiveBytes += size
-		}
+		out[i].Allocs += sum.allocs
+		out[i].AllocBytes += sum.bytes
+		out[i].LiveBytes += sum.live
 	}
-	for _, tr := range s.DeviceTraces {
-		live := map[uint64]int{} // addr -> index of its alloc
-		for j, e := range tr {
-			switch e.Action {
-			case ActionAlloc:
-				live[e.Addr] = j
-			case ActionFreeRequested, ActionFreeCompleted:
-				delete(live, e.Addr)
-			}
+	// Summed by context first: the entries share a few contexts, and a
+	// pointer finds its sum without hashing two strings per allocation.
+	sums := map[*EntryContext]*labelSum{}
+	var order []*EntryContext
+	for dev, tr := range s.DeviceTraces {
+		var ends []int
+		if live != nil {
+			ends = live[dev]
+		} else {
+			ends, _ = liveAtEnd(tr, nil, nil)
 		}
-		stillLive := map[int]bool{}
-		for _, j := range live {
-			stillLive[j] = true
+		stillLive := make([]uint64, (len(tr)+63)/64)
+		for _, j := range ends {
+			stillLive[j/64] |= 1 << (j % 64)
 		}
-		for j, e := range tr {
-			if e.Action != ActionAlloc || e.Context == nil {
+		var last *EntryContext
+		var sum *labelSum
+		for j := range tr {
+			e := &tr[j]
+			if e.Context == nil || e.Action != ActionAlloc {
 				continue
 			}
-			if c := e.Context.CompileContext; c != "" {
-				add(key{"compile_context", c}, e.Size, stillLive[j])
+			if e.Context != last {
+				if sum = sums[e.Context]; sum == nil {
+					sum = &labelSum{}
+					sums[e.Context] = sum
+					order = append(order, e.Context)
+				}
+				last = e.Context
 			}
-			if m := e.Context.UserMetadata; m != "" {
-				add(key{"user_metadata", m}, e.Size, stillLive[j])
+			sum.allocs++
+			sum.bytes += e.Size
+			if stillLive[j/64]&(1<<(j%64)) != 0 {
+				sum.live += e.Size
 			}
+		}
+	}
+	for _, c := range order {
+		if c.CompileContext != "" {
+			add(key{"compile_context", c.CompileContext}, sums[c])
+		}
+		if c.UserMetadata != "" {
+			add(key{"user_metadata", c.UserMetadata}, sums[c])
 		}
 	}
 	slices.SortStableFunc(out, func(a, b LabelUse) int {

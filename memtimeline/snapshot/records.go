@@ -2,6 +2,8 @@ package snapshot
 
 import (
 	"encoding/binary"
+	"runtime"
+	"sync"
 
 	"github.com/torchmem/torchmem/memtimeline/snapshot/internal/pickle"
 )
@@ -24,11 +26,10 @@ type records struct {
 	cur, curChunk, curOff int
 	curTime               int64
 	curAddr               uint64
-	scratch               []byte
 }
 
 const (
-	recChunk     = 1 << 20
+	recChunk     = 16 << 20 // huge pages inside (pickle.AdviseHuge)
 	recMarkEvery = 256
 	recMaxBytes  = 10 * 10 // ten varints
 )
@@ -45,7 +46,18 @@ func (r *records) add(x *rec) uint32 {
 	if r.n%recMarkEvery == 0 {
 		r.prevTime, r.prevAddr = 0, 0
 	}
-	b := r.scratch[:0]
+	// Straight into the chunk, which has room for the longest record.
+	last := len(r.chunks) - 1
+	if last < 0 || cap(r.chunks[last])-len(r.chunks[last]) < recMaxBytes {
+		c := make([]byte, 0, recChunk)
+		pickle.AdviseHuge(c[:recChunk])
+		r.chunks = append(r.chunks, c)
+		last++
+	}
+	if r.n%recMarkEvery == 0 {
+		r.marks = append(r.marks, uint64(last)<<32|uint64(len(r.chunks[last])))
+	}
+	b := r.chunks[last]
 	b = binary.AppendUvarint(b, uint64(x.nkeys))
 	b = binary.AppendUvarint(b, uint64(x.action))
 	b = binary.AppendVarint(b, int64(x.addr-r.prevAddr))
@@ -56,16 +68,7 @@ func (r *records) add(x *rec) uint32 {
 	b = binary.AppendVarint(b, x.deviceFree)
 	b = binary.AppendUvarint(b, uint64(x.stack))
 	b = binary.AppendUvarint(b, uint64(x.ctx))
-	r.scratch = b
-	last := len(r.chunks) - 1
-	if last < 0 || len(r.chunks[last])+len(b) > cap(r.chunks[last]) {
-		r.chunks = append(r.chunks, make([]byte, 0, recChunk))
-		last++
-	}
-	if r.n%recMarkEvery == 0 {
-		r.marks = append(r.marks, uint64(last)<<32|uint64(len(r.chunks[last])))
-	}
-	r.chunks[last] = append(r.chunks[last], b...)
+	r.chunks[last] = b
 	r.n++
 	return r.n - 1
 }
@@ -149,8 +152,9 @@ func (m *snapMapper) Record(a *pickle.Arena, keys, vals []pickle.Value) (uint32,
 		ok := true
 		switch f {
 		case fAction:
-			if v == m.lastAction && v != 0 {
-				x.action = m.lastActionID
+			c := &m.actionCache[uint64(v)*0x9E3779B97F4A7C15>>61]
+			if c.v == v+1 {
+				x.action = c.id
 				break
 			}
 			var s string
@@ -162,7 +166,7 @@ func (m *snapMapper) Record(a *pickle.Arena, keys, vals []pickle.Value) (uint32,
 					m.actionIDs[s] = id
 				}
 				x.action = id
-				m.lastAction, m.lastActionID = v, id
+				c.v, c.id = v+1, id
 			}
 		case fAddr:
 			x.addr, ok = recUint(a, v)
@@ -285,20 +289,64 @@ func recStr(a *pickle.Arena, v pickle.Value) (string, bool) {
 
 // contextID shares one *EntryContext per pair (1-based id).
 func (m *snapMapper) contextID(ctx EntryContext) uint32 {
+	// Most entries carry the context of the one before (strs shared
+	// through the memo compare by pointer first).
+	if m.lastContext > 0 && ctx == *m.contextList[m.lastContext-1] {
+		return m.lastContext
+	}
 	id, ok := m.contexts[ctx]
 	if !ok {
 		m.contextList = append(m.contextList, &EntryContext{CompileContext: ctx.CompileContext, UserMetadata: ctx.UserMetadata})
 		id = uint32(len(m.contextList))
 		m.contexts[ctx] = id
 	}
+	m.lastContext = id
 	return id
 }
 
+// unpack unpacks the records from first on into out and returns the work
+// they stand for (see entry). A large run is cut in parts unpacked at
+// once, one per CPU, each with its own cursor over the records (they are
+// only read now): writing the entries, and faulting in their pages, was
+// a fifth of the time of reading a large snapshot.
+func (m *snapMapper) unpack(first uint32, out []TraceEntry) int {
+	parts := min(runtime.GOMAXPROCS(0), len(out)/minUnpackPart)
+	if parts <= 1 {
+		return m.unpackPart(m.recs, first, out)
+	}
+	work := make([]int, parts)
+	var wg sync.WaitGroup
+	for p := range parts {
+		lo, hi := len(out)*p/parts, len(out)*(p+1)/parts
+		wg.Go(func() { work[p] = m.unpackPart(m.recs, first+uint32(lo), out[lo:hi]) })
+	}
+	wg.Wait()
+	n := 0
+	for _, w := range work {
+		n += w
+	}
+	return n
+}
+
+// unpackPart is one part of unpack, read through its own copy of the
+// records' cursor.
+func (m *snapMapper) unpackPart(r records, first uint32, out []TraceEntry) int {
+	r.cur = -1 // seek
+	n := 0
+	for k := range out {
+		n += m.entry(&r, first+uint32(k), &out[k])
+	}
+	return n
+}
+
+// minUnpackPart is the fewest entries worth a goroutine of their own.
+const minUnpackPart = 1 << 16
+
 // entry unpacks record id into e and returns the work it stands for (the
 // fields and frames that trace would have visited).
-func (m *snapMapper) entry(id uint32, e *TraceEntry) int {
+func (m *snapMapper) entry(r *records, id uint32, e *TraceEntry) int {
 	var x rec
-	m.recs.get(id, &x)
+	r.get(id, &x)
 	// Field by field: e is zero, and a struct copy would take the GC's
 	// bulk write barrier on every entry.
 	e.Addr, e.Size, e.Stream, e.TimeUS, e.DeviceFree = x.addr, x.size, x.stream, x.timeUS, x.deviceFree

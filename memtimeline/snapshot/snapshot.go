@@ -161,7 +161,9 @@ func ReadLimited(r io.Reader, lim chrometrace.Limits) (*Snapshot, error) {
 	}
 	m := &snapMapper{frames: map[int]Frame{}, stacks: map[uint32]uint32{}, strs: map[string]string{},
 		contexts: map[EntryContext]uint32{}, actionIDs: map[string]uint32{}, budget: math.MaxInt64}
-	a, root, err := pickle.DecodeRecords(br, lim.WithDefaults().ValueBytes, m)
+	ra := &readAhead{src: br}
+	defer ra.close()
+	a, root, err := pickle.DecodeRecords(ra, lim.WithDefaults().ValueBytes, m)
 	if err != nil {
 		return nil, err
 	}
@@ -185,6 +187,7 @@ type snapMapper struct {
 	// contexts shares TraceEntry.Context between entries (contextList[id-1]).
 	contexts    map[EntryContext]uint32
 	contextList []*EntryContext
+	lastContext uint32 // the id contextID gave last
 	// The trace entries the decoder handed over as records (Record), and
 	// their actions (actions[id-1]).
 	recs      records
@@ -192,10 +195,13 @@ type snapMapper struct {
 	actionIDs map[string]uint32
 	// release: give the decoder's garbage back to the OS (releaseAfter).
 	release bool
-	// The last action str handle and its id; entryField's cache.
-	lastAction   pickle.Value
-	lastActionID uint32
-	fieldCache   [1 << fieldCacheBits]fieldCacheEntry
+	// actionCache: action str handle+1 -> its id (actions alternate, so
+	// the last one alone missed every other entry); entryField's cache.
+	actionCache [8]struct {
+		v  pickle.Value
+		id uint32
+	}
+	fieldCache [1 << fieldCacheBits]fieldCacheEntry
 	// budget caps the fields and items the mapping may visit. The memo lets
 	// a few bytes reference a huge dict or list again and again (a 4 MB
 	// file could name a million-key dict a million times); a real snapshot
@@ -344,12 +350,10 @@ func (m *snapMapper) snapshot(root pickle.Value) (*Snapshot, error) {
 		}
 		out := make([]TraceEntry, sp.n)
 		if m.release {
-			adviseHuge(out)
+			pickle.AdviseHuge(out)
 		}
-		for k := range out {
-			if err := m.spend(m.entry(sp.first+uint32(k), &out[k])); err != nil {
-				return nil, err
-			}
+		if err := m.spend(m.unpack(sp.first, out)); err != nil {
+			return nil, err
 		}
 		s.DeviceTraces[i] = out
 	}
@@ -366,6 +370,9 @@ type recordSpan struct {
 }
 
 func (m *snapMapper) recordSpan(v pickle.Value) (recordSpan, error) {
+	if first, n, ok := m.a.RecordRun(v); ok {
+		return recordSpan{first: first, n: n}, m.spend(n)
+	}
 	if v.Kind() != pickle.KindList && v.Kind() != pickle.KindTuple {
 		return recordSpan{n: -1}, nil
 	}
@@ -614,7 +621,7 @@ func (m *snapMapper) trace(v pickle.Value, devLoc *loc) ([]TraceEntry, error) {
 	for i, ev := range items {
 		e := &out[i]
 		if id, ok := m.a.Record(ev); ok {
-			if err := m.spend(m.entry(id, e)); err != nil {
+			if err := m.spend(m.entry(&m.recs, id, e)); err != nil {
 				return nil, err
 			}
 			continue

@@ -2,11 +2,14 @@ package snapshot
 
 import (
 	"fmt"
-	"github.com/torchmem/torchmem/chrometrace"
-	"github.com/torchmem/torchmem/memtimeline"
 	"math/bits"
 	"sort"
 	"strings"
+	"sync"
+	"unsafe"
+
+	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/memtimeline"
 )
 
 // Stats sums the segments and blocks of a snapshot, the way
@@ -185,25 +188,72 @@ func Analyze(s *Snapshot, barWidth int) *Report {
 		Stats:        s.Stats(),
 		Settings:     s.AllocatorSettings,
 		SegmentFills: s.SegmentFills(barWidth),
-		Leaks:        s.LeakCandidates(),
 		OOMs:         s.OOMs(),
-		TraceEntries: map[string]int{},
 	}
 	if rep.Settings.Recorded == nil {
 		rep.Settings.Recorded = []string{} // none recorded: [] in JSON, not null
 	}
+	// The history is read in two passes at once: the leak candidates and
+	// the labels (one replay of each device's trace serves both), and
+	// the steps and the counts (a large history took a second each).
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		var live [][]int
+		rep.Leaks, live = s.leakCandidates()
+		rep.Labels = s.labels(live)
+	})
 	rep.Steps, rep.BackwardSteps = s.stepsWithBackward()
-	rep.Pools, rep.Labels, rep.Annotations, rep.NoHistory = s.Pools(), s.Labels(), s.AnnotationNames(), s.NoHistory()
+	rep.Pools, rep.Annotations, rep.NoHistory = s.Pools(), s.AnnotationNames(), s.NoHistory()
+	rep.TraceEntries, rep.TraceStartUS, rep.TraceEndUS = s.actionCounts()
+	wg.Wait()
+	return rep
+}
+
+// actionCounts counts the history's entries by action, with the first and
+// last time.
+func (s *Snapshot) actionCounts() (counts map[string]int, start, end int64) {
+	// The actions are a few strs shared by every entry: counted in a
+	// short list, compared by pointer before text, and made a map once.
+	type count struct {
+		action string
+		n      int
+	}
+	var cs []count
+	counts = map[string]int{} // past maxListed actions (not a snapshot torch wrote)
 	for _, tr := range s.DeviceTraces {
-		for _, e := range tr {
-			rep.TraceEntries[e.Action]++
-			if rep.TraceStartUS == 0 || e.TimeUS < rep.TraceStartUS {
-				rep.TraceStartUS = e.TimeUS
+		for j := range tr {
+			e := &tr[j]
+			k := 0
+			for k < len(cs) && !sameStr(cs[k].action, e.Action) {
+				k++
 			}
-			rep.TraceEndUS = max(rep.TraceEndUS, e.TimeUS)
+			switch {
+			case k < len(cs):
+				cs[k].n++
+			case k < maxListed:
+				cs = append(cs, count{action: e.Action, n: 1})
+			default:
+				counts[e.Action]++
+			}
+			if start == 0 || e.TimeUS < start {
+				start = e.TimeUS
+			}
+			end = max(end, e.TimeUS)
 		}
 	}
-	return rep
+	for _, c := range cs {
+		counts[c.action] += c.n
+	}
+	return counts, start, end
+}
+
+// maxListed is how many actions actionCounts counts in its list; torch
+// has nine.
+const maxListed = 16
+
+// sameStr is a == b, quick when they share their bytes.
+func sameStr(a, b string) bool {
+	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
 }
 
 // Stats sums segments and blocks.
@@ -440,6 +490,13 @@ func pythonFrames(stack []Frame, limit int) []Frame {
 // at the end is grouped by UserFrame; groups that left memory behind in
 // the most profiler steps come first, then the biggest.
 func (s *Snapshot) LeakCandidates() []LeakCandidate {
+	out, _ := s.leakCandidates()
+	return out
+}
+
+// leakCandidates is LeakCandidates, with the indices of each device's
+// allocations live at the end of its history (liveAtEnd's).
+func (s *Snapshot) leakCandidates() ([]LeakCandidate, [][]int) {
 	activeAtDump := map[uint64]bool{}
 	for _, seg := range s.Segments {
 		for _, b := range seg.Blocks {
@@ -449,7 +506,7 @@ func (s *Snapshot) LeakCandidates() []LeakCandidate {
 		}
 	}
 	steps := s.stepRanges()
-	c := &candidates{activeAtDump: activeAtDump, groupSteps: map[int]map[int]*StepBytes{}}
+	c := &candidates{activeAtDump: activeAtDump, groupSteps: map[int]map[int]*StepBytes{}, live: make([][]int, len(s.DeviceTraces))}
 	for dev, tr := range s.DeviceTraces {
 		c.device(s, dev, tr, steps[dev])
 	}
@@ -474,7 +531,7 @@ func (s *Snapshot) LeakCandidates() []LeakCandidate {
 		}
 		return out[i].Count > out[j].Count
 	})
-	return out
+	return out, c.live
 }
 
 // candidates are the leak candidates being gathered, device after device.
@@ -483,6 +540,7 @@ type candidates struct {
 	out          []LeakCandidate
 	// groupSteps: per group (out index), what it kept from each step.
 	groupSteps map[int]map[int]*StepBytes
+	live       [][]int // per device: liveAtEnd's indices
 }
 
 // siteCache finds each stack's site once: stacks are shared.
@@ -534,6 +592,7 @@ func liveAtEnd(tr []TraceEntry, steps []stepRange, sites siteCache) (idx []int, 
 func (c *candidates) device(s *Snapshot, dev int, tr []TraceEntry, steps []stepRange) {
 	sites := siteCache{}
 	idx, retention := liveAtEnd(tr, steps, sites)
+	c.live[dev] = idx
 	lastBackward := s.lastBackwardPerStep(dev, steps)
 	// A group is one user call chain: the same forward called from the
 	// training line and from a validation loop holds memory for two

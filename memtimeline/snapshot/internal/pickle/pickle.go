@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"maps"
 	"math"
@@ -180,6 +181,22 @@ type Arena struct {
 	// of storing a new key list and copying the values at every batch
 	// (quadratic: a 100 KB pickle took 12.9 GB). By dict slot.
 	grown map[int]*grownDict
+	// runs holds, by list handle, the lists whose items are so far the
+	// dicts of consecutive records (a device's trace: millions of
+	// entries) as the run of their ids, without the items: storing them
+	// and doubling the slice as it grew was a tenth of reading a large
+	// snapshot. recDict maps a record id to its dict handle, for a run
+	// read as items after all (materialize); noRuns: a Recorder gave
+	// ids out of order, and no list is kept as a run.
+	runs    map[int]recRun
+	recDict paged[uint32]
+	noRuns  bool
+}
+
+// recRun is a list's items as consecutive record ids: first to first+n-1.
+type recRun struct {
+	first uint32
+	n     int
 }
 
 func (a *Arena) intVal(n int64) Value {
@@ -271,12 +288,85 @@ func (a *Arena) Record(d Value) (uint32, bool) {
 
 // List returns the items of a list, tuple or set handle.
 func (a *Arena) List(v Value) []Value {
+	a.materialize(v.Index())
 	return a.lists.At(int(a.listRef.At(v.Index()) & refSlot))
 }
 
 // ListID names the stored items of a list, tuple or set handle: equal
 // lists built by appending to an empty one share it (sharedList).
-func (a *Arena) ListID(v Value) uint32 { return a.listRef.At(v.Index()) & refSlot }
+func (a *Arena) ListID(v Value) uint32 {
+	a.materialize(v.Index())
+	return a.listRef.At(v.Index()) & refSlot
+}
+
+// RecordRun returns the record ids of a list handle whose items are the
+// dicts of consecutive records, first to first+n-1, without reading them
+// as items; ok is false for any other value.
+func (a *Arena) RecordRun(v Value) (first uint32, n int, ok bool) {
+	if v.Kind() != KindList {
+		return 0, 0, false
+	}
+	r, ok := a.runs[v.Index()]
+	return r.first, r.n, ok
+}
+
+// listLen is how many items list handle i holds.
+func (a *Arena) listLen(i int) int {
+	if r, ok := a.runs[i]; ok {
+		return r.n
+	}
+	return len(a.lists.At(int(a.listRef.At(i) & refSlot)))
+}
+
+// materialize stores the items of list handle i if it is a run (see
+// runs), as a slot of its own.
+func (a *Arena) materialize(i int) {
+	if a.listRef.At(i)&refSlot != 0 {
+		return // has stored items: no run
+	}
+	r, ok := a.runs[i]
+	if !ok {
+		return
+	}
+	delete(a.runs, i)
+	items := make([]Value, r.n)
+	for k := range items {
+		items[k] = mkval(KindDict, uint64(a.recDict.At(int(r.first)+k)))
+	}
+	a.lists.Add(items)
+	ref := a.listRef.At(i)
+	a.listRef.Set(i, uint32(a.lists.Len()-1)|refOwned|ref&refFrozen)
+}
+
+// extendRun adds items to list handle i as a run when it is empty or a
+// run and items are the dicts of the records that continue it.
+func (a *Arena) extendRun(i int, items []Value) bool {
+	if a.noRuns || len(items) == 0 {
+		return false
+	}
+	if _, isRec := a.Record(items[0]); !isRec {
+		return false // a frames list: spare it the lookup
+	}
+	r, ok := a.runs[i]
+	if !ok && a.listRef.At(i)&refSlot != 0 {
+		return false // has items
+	}
+	for k, it := range items {
+		id, isRec := a.Record(it)
+		if !isRec || (ok || k > 0) && id != r.first+uint32(r.n+k) {
+			return false
+		}
+		if !ok && k == 0 {
+			r.first = id
+		}
+	}
+	r.n += len(items)
+	if a.runs == nil {
+		a.runs = map[int]recRun{}
+	}
+	a.runs[i] = r
+	return true
+}
 
 // Freeze makes a later change to container v an error: a Recorder that
 // took v's contents into a record calls it, so that no record disagrees
@@ -333,9 +423,11 @@ type pickleDecoder struct {
 	// the thousands of identical "frames" lists of a trace share one slot.
 	listIndex map[uint64][]uint32
 	rec       Recorder
-	// strIndex shares the text of equal short strs (frame file and
-	// function names that a writer did not memoize).
-	strIndex map[string]string
+	// strIndex shares one handle among equal short strs (frame file and
+	// function names that a writer did not memoize, the "N/A" that
+	// CPython writes anew in every trace entry): a str is immutable, so
+	// the handle of an equal one is as good, and costs no new slot.
+	strIndex map[string]Value
 	slab     []Value
 	// shapeIndex finds a stored key list (Arena.shapes) by its hash;
 	// canonKey maps a key string to the first handle seen for it, so that
@@ -371,7 +463,7 @@ func Decode(r io.Reader, maxValueBytes int) (*Arena, Value, error) {
 // DecodeRecords is Decode with a Recorder (nil: none).
 func DecodeRecords(r io.Reader, maxValueBytes int, rec Recorder) (*Arena, Value, error) {
 	d := &pickleDecoder{src: r, buf: make([]byte, 4<<10), listIndex: map[uint64][]uint32{}, limit: max(maxValueBytes, 1),
-		shapeIndex: map[uint64][]uint32{}, canonKey: map[string]Value{}, strIndex: map[string]string{}, rec: rec}
+		shapeIndex: map[uint64][]uint32{}, canonKey: map[string]Value{}, strIndex: map[string]Value{}, rec: rec}
 	d.a.shapes = [][]Value{nil}
 	d.a.lists.Add(nil)    // slot 0: no items
 	d.a.dictVals.Add(nil) // slot 0: unused (dictRef 0 is an empty dict)
@@ -568,6 +660,7 @@ func (d *pickleDecoder) readBytes(n uint64) (b []byte, fresh bool, err error) {
 type paged[T any] struct {
 	pages [][]T
 	n     int
+	spare []T // pages allocated, not yet used (newPage)
 }
 
 const (
@@ -586,12 +679,31 @@ func (p *paged[T]) Add(v T) {
 		p.pages = append(p.pages, make([]T, 0, 64))
 		last = 0
 	case len(p.pages[last]) == pageSize:
-		p.pages = append(p.pages, make([]T, 0, pageSize))
+		p.pages = append(p.pages, p.newPage())
 		last++
 	}
 	p.pages[last] = append(p.pages[last], v)
 	p.n++
 }
+
+// newPage returns an empty full-size page. Pages past the first come
+// from slabs of about slabBytes, backed by huge pages where Linux allows
+// (AdviseHuge): the memo of a 1 GB snapshot alone is 170 MB, a page
+// fault per 4 KiB otherwise. A slab's pages not yet used are never
+// touched, so they cost no memory.
+func (p *paged[T]) newPage() []T {
+	if len(p.spare) < pageSize {
+		var zero T
+		n := max(1, slabBytes/(pageSize*int(unsafe.Sizeof(zero))))
+		p.spare = make([]T, n*pageSize)
+		AdviseHuge(p.spare)
+	}
+	pg := p.spare[:0:pageSize]
+	p.spare = p.spare[pageSize:]
+	return pg
+}
+
+const slabBytes = 16 << 20
 
 func (d *pickleDecoder) push(v Value) { d.stack = append(d.stack, v) }
 
@@ -680,11 +792,9 @@ func (d *pickleDecoder) sharedList(items []Value) uint32 {
 	if len(items) < 2 {
 		return d.addListSlot(d.store(items))
 	}
-	h := uint64(14695981039346656037)
-	for _, it := range items {
-		h ^= uint64(it)
-		h *= 1099511628211
-	}
+	// maphash hashes the items' bytes many at a time (FNV's multiply per
+	// item, each waiting on the one before, was a twentieth of decoding).
+	h := maphash.Bytes(listSeed, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(items))), len(items)*8))
 	for _, slot := range d.listIndex[h] {
 		if other := d.a.lists.At(int(slot)); len(other) == len(items) && equalVals(other, items) {
 			return slot
@@ -694,6 +804,9 @@ func (d *pickleDecoder) sharedList(items []Value) uint32 {
 	d.listIndex[h] = append(d.listIndex[h], slot)
 	return slot
 }
+
+// listSeed seeds sharedList's hash.
+var listSeed = maphash.MakeSeed()
 
 func (d *pickleDecoder) addListSlot(items []Value) uint32 {
 	d.a.lists.Add(items)
@@ -718,6 +831,11 @@ func (d *pickleDecoder) appendItems(i int, items []Value) error {
 	if ref&refFrozen != 0 {
 		return errChanged
 	}
+	if d.a.extendRun(i, items) {
+		return nil
+	}
+	d.a.materialize(i)
+	ref = d.a.listRef.At(i)
 	slot := int(ref & refSlot)
 	cur := d.a.lists.At(slot)
 	switch {
@@ -772,6 +890,11 @@ func (d *pickleDecoder) setItems(i int, items []Value, batch bool) error {
 		if batch && d.rec != nil {
 			if id, ok := d.rec.Record(&d.a, keys, vals); ok && id < refRecord {
 				d.a.dictRef.Set(i, refRecord|id)
+				if int(id) == d.a.recDict.Len() {
+					d.a.recDict.Add(uint32(i))
+				} else {
+					d.a.noRuns = true
+				}
 				return nil
 			}
 		}
@@ -884,6 +1007,7 @@ func (d *pickleDecoder) run() (Value, error) {
 	// limit is a file that only pushes.
 	maxStack := max(d.limit/8, 1<<10)
 	for {
+		d.hotOps(maxStack)
 		opOff := d.offset()
 		if built := d.built + d.a.wideBuilt; built > BuiltBudget(opOff) {
 			return 0, &DensityError{Offset: opOff, Built: built}
@@ -931,6 +1055,59 @@ func (d *pickleDecoder) run() (Value, error) {
 		}
 		if err != nil {
 			return 0, err
+		}
+	}
+}
+
+// hotOps runs the opcodes that are most of a snapshot's (memo gets and
+// puts, small ints, marks: four in five of a trace entry's) in one tight
+// loop, exactly as run would run them one at a time, checks included,
+// while the buffer holds the longest of them. It stops, pos at the
+// opcode, at any other opcode and wherever run must decide (a check that
+// fails, a memo slot not in the dense memo); run takes it from there.
+// One call per opcode through run's switch cost a third of the time of
+// reading a large snapshot.
+func (d *pickleDecoder) hotOps(maxStack int) {
+	buf, pos := d.buf[:d.end], d.pos
+	defer func() { d.pos = pos }()
+	for pos+5 <= len(buf) {
+		if d.built+d.a.wideBuilt > BuiltBudget(d.base+int64(pos)) || len(d.stack) > maxStack || len(d.marks) > maxStack {
+			return
+		}
+		switch buf[pos] {
+		case opBINGET, opLONGBINGET:
+			idx, n := int(buf[pos+1]), 2
+			if buf[pos] == opLONGBINGET {
+				idx, n = int(binary.LittleEndian.Uint32(buf[pos+1:])), 5
+			}
+			if idx >= d.memo.Len() {
+				return
+			}
+			d.stack = append(d.stack, d.memo.At(idx))
+			pos += n
+		case opMEMOIZE:
+			if len(d.stack) == 0 {
+				return
+			}
+			d.memoPut(uint64(d.memo.Len()+len(d.sparse)), d.stack[len(d.stack)-1])
+			pos++
+		case opBININT1:
+			d.stack = append(d.stack, mkval(KindInt, uint64(buf[pos+1])))
+			pos += 2
+		case opBININT2:
+			d.stack = append(d.stack, mkval(KindInt, uint64(binary.LittleEndian.Uint16(buf[pos+1:]))))
+			pos += 3
+		case opBININT:
+			d.stack = append(d.stack, d.a.intVal(int64(int32(binary.LittleEndian.Uint32(buf[pos+1:])))))
+			pos += 5
+		case opMARK:
+			d.marks = append(d.marks, len(d.stack))
+			pos++
+		case opNONE:
+			d.stack = append(d.stack, mkval(KindNone, 0))
+			pos++
+		default:
+			return
 		}
 	}
 }
@@ -1092,9 +1269,8 @@ func (d *pickleDecoder) stringOp(op byte, opOff int64) error {
 	case k == KindStr && len(b) <= maxShared:
 		// Equal short strs share their text: a lookup by the bytes
 		// allocates nothing.
-		if s, ok := d.strIndex[string(b)]; ok {
-			d.a.Strs.Add(s)
-			d.push(mkval(k, uint64(d.a.Strs.Len()-1)))
+		if v, ok := d.strIndex[string(b)]; ok {
+			d.push(v)
 			return nil
 		}
 		str = string(b)
@@ -1103,12 +1279,13 @@ func (d *pickleDecoder) stringOp(op byte, opOff int64) error {
 	}
 	if k == KindStr {
 		str = chrometrace.OneLine(str) // a name may not start a line of output
-		if !fresh && len(b) <= maxShared && len(d.strIndex) < 1<<16 {
-			d.strIndex[string(b)] = str
-		}
 	}
 	d.a.Strs.Add(str)
-	d.push(mkval(k, uint64(d.a.Strs.Len()-1)))
+	v := mkval(k, uint64(d.a.Strs.Len()-1))
+	if k == KindStr && !fresh && len(b) <= maxShared && len(d.strIndex) < 1<<16 {
+		d.strIndex[string(b)] = v
+	}
+	d.push(v)
 	return nil
 }
 
@@ -1188,7 +1365,7 @@ func (d *pickleDecoder) appendOp(op byte, opOff int64) error {
 		return d.errorf(opOff, op, "malformed pickle: appending to a %v", target.Kind())
 	}
 	d.built += 8 * int64(len(items))
-	if n := len(d.a.List(target)) + len(items); n > d.limit/8 {
+	if n := d.a.listLen(target.Index()) + len(items); n > d.limit/8 {
 		return &ValueLimitError{Offset: opOff, What: fmt.Sprintf("a %v of %d items", target.Kind(), n), Limit: d.limit}
 	}
 	if err := d.appendItems(target.Index(), items); err != nil {

@@ -208,3 +208,55 @@ func TestRealSnapshotsBuildWithinBudget(t *testing.T) {
 		}
 	}
 }
+
+// seqRecorder takes every dict with an "action" key as the next record.
+type seqRecorder struct{ n uint32 }
+
+func (r *seqRecorder) Record(a *Arena, keys, vals []Value) (uint32, bool) {
+	for _, k := range keys {
+		if s, _ := a.Str(k); s == "action" {
+			r.n++
+			return r.n - 1, true
+		}
+	}
+	return 0, false
+}
+
+// TestRecordRuns: a list of consecutive records is kept as their run
+// (RecordRun), and reads as their dicts when read as items, also after an
+// item that is not a record joins it.
+func TestRecordRuns(t *testing.T) {
+	entry := "}(\x8c\x06action\x8c\x05allocu" // {"action": "alloc"}
+	raw := "\x80\x04(" +
+		"](" + entry + entry + "e" + // [rec0, rec1]
+		"](" + entry + entry + "eK\x07a" + // [rec2, rec3, 7]
+		"t."
+	a, root, err := DecodeRecords(bytes.NewReader([]byte(raw)), defaultLimit, &seqRecorder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lists := a.List(root)
+	if first, n, ok := a.RecordRun(lists[0]); !ok || first != 0 || n != 2 {
+		t.Errorf("first list: run %d+%d (%v), want 0+2", first, n, ok)
+	}
+	if _, _, ok := a.RecordRun(lists[1]); ok {
+		t.Error("second list holds an int, yet reads as a run")
+	}
+	for i, want := range [][]any{{0, 1}, {2, 3, 7}} {
+		items := a.List(lists[i])
+		var got []any
+		for _, it := range items {
+			if id, ok := a.Record(it); ok {
+				got = append(got, int(id))
+			} else if n, ok := a.Int64(it); ok {
+				got = append(got, int(n))
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("list %d reads %v, want %v", i, got, want)
+		}
+	}
+	if _, _, ok := a.RecordRun(lists[0]); ok {
+		t.Error("a run read as items is still a run")
+	}
+}

@@ -1,16 +1,17 @@
-package snapshot
+package pickle
 
 import (
 	"syscall"
 	"unsafe"
 )
 
-// adviseHuge asks Linux to back the entries in s with transparent huge
+// AdviseHuge asks Linux to back the items of s with transparent huge
 // pages where the system allows it on request (enabled=madvise): filling
-// millions of fresh entries otherwise takes a page fault per 4 KiB, which
-// was a fifth of the CPU of reading a 600 MB snapshot. A refusal is
-// harmless: the pages stay small.
-func adviseHuge[T any](s []T) {
+// millions of fresh trace entries otherwise takes a page fault per 4 KiB,
+// which was a fifth of the CPU of reading a 600 MB snapshot (and the
+// decoder's memo and records a tenth more). A refusal is harmless: the
+// pages stay small.
+func AdviseHuge[T any](s []T) {
 	if len(s) == 0 {
 		return
 	}
