@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"unsafe"
+
+	"github.com/torchmem/torchmem/internal/hugepages"
 )
 
 // builder turns decoded events into the compact model, interning strings.
@@ -805,8 +807,7 @@ func (c *chunked[T]) reserve(n int) {
 		return
 	}
 	all := make([]T, 0, n)
-	var zero T
-	adviseHugePages(unsafe.Pointer(unsafe.SliceData(all)), n*int(unsafe.Sizeof(zero)))
+	hugepages.Advise(all)
 	c.each(func(vs []T) { all = append(all, vs...) })
 	clear(c.chunks)
 	c.chunks, c.cur, c.reserved = c.chunks[:0], all, true
@@ -843,7 +844,7 @@ func flatten[T any](c *chunked[T], unreleased *int) []T {
 		// One slice (see reserve): no copy.
 		out := slices.Clip(c.cur)
 		if c.reserved {
-			releaseTail(unsafe.Pointer(unsafe.SliceData(out)), len(out)*size, cap(c.cur)*size)
+			hugepages.ReleaseTail(c.cur)
 		}
 		*c = chunked[T]{}
 		return out

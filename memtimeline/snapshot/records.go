@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/torchmem/torchmem/internal/hugepages"
 	"github.com/torchmem/torchmem/memtimeline/snapshot/internal/pickle"
 )
 
@@ -29,7 +30,7 @@ type records struct {
 }
 
 const (
-	recChunk     = 16 << 20 // huge pages inside (pickle.AdviseHuge)
+	recChunk     = 16 << 20 // huge pages inside (hugepages.Advise)
 	recMarkEvery = 256
 	recMaxBytes  = 10 * 10 // ten varints
 )
@@ -50,7 +51,7 @@ func (r *records) add(x *rec) uint32 {
 	last := len(r.chunks) - 1
 	if last < 0 || cap(r.chunks[last])-len(r.chunks[last]) < recMaxBytes {
 		c := make([]byte, 0, recChunk)
-		pickle.AdviseHuge(c[:recChunk])
+		hugepages.Advise(c[:recChunk])
 		r.chunks = append(r.chunks, c)
 		last++
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/internal/hugepages"
 	"github.com/torchmem/torchmem/memtimeline/snapshot/internal/pickle"
 )
 
@@ -350,7 +351,7 @@ func (m *snapMapper) snapshot(root pickle.Value) (*Snapshot, error) {
 		}
 		out := make([]TraceEntry, sp.n)
 		if m.release {
-			pickle.AdviseHuge(out)
+			hugepages.Advise(out)
 		}
 		if err := m.spend(m.unpack(sp.first, out)); err != nil {
 			return nil, err

@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/internal/hugepages"
 )
 
 // ErrNotPlainData marks a pickle that builds objects (GLOBAL, REDUCE, BUILD,
@@ -688,7 +689,7 @@ func (p *paged[T]) Add(v T) {
 
 // newPage returns an empty full-size page. Pages past the first come
 // from slabs of about slabBytes, backed by huge pages where Linux allows
-// (AdviseHuge): the memo of a 1 GB snapshot alone is 170 MB, a page
+// (hugepages.Advise): the memo of a 1 GB snapshot alone is 170 MB, a page
 // fault per 4 KiB otherwise. A slab's pages not yet used are never
 // touched, so they cost no memory.
 func (p *paged[T]) newPage() []T {
@@ -696,7 +697,7 @@ func (p *paged[T]) newPage() []T {
 		var zero T
 		n := max(1, slabBytes/(pageSize*int(unsafe.Sizeof(zero))))
 		p.spare = make([]T, n*pageSize)
-		AdviseHuge(p.spare)
+		hugepages.Advise(p.spare)
 	}
 	pg := p.spare[:0:pageSize]
 	p.spare = p.spare[pageSize:]

@@ -1,0 +1,9 @@
+//go:build !linux
+
+package hugepages
+
+// Advise is Linux's transparent huge pages advice; elsewhere nothing.
+func Advise[T any](s []T) {}
+
+// ReleaseTail is a no-op where Advise is.
+func ReleaseTail[T any](s []T) {}
