@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -77,19 +78,29 @@ func (r *Report) add(list *[]string, s string) {
 	*list = append(*list, s)
 }
 
-// shared is the one headless Chromium of a test binary: starting a browser
-// takes one to several seconds of CPU, so each page gets a tab of its own
-// (in a BrowserContext of its own: no storage, cache or cookie shared with
-// another test's page) in one browser, which Close stops.
+// shared is the one headless Chromium of a test binary and its one tab.
+// Starting a browser takes seconds of CPU, and so does each new tab (a
+// BrowserContext and renderer processes of its own cost more than the
+// report's page itself), so every page loads in the browser's first tab, one
+// test at a time: OpenPage holds the tab until the test ends, and a page
+// that goes leaves the tab on a blank page before the next comes. Pages
+// keep nothing between them (the reports use no storage, cookie or cache;
+// each load is a new document), and what the tab reports (requests,
+// errors, dialogs) goes to the test that holds it. Close stops the browser.
 var shared struct {
-	mu      sync.Mutex
-	ctx     context.Context // the browser's first tab; its children are new tabs
+	mu      sync.Mutex      // guards the fields below
+	ctx     context.Context // the tab
 	cancel  func()
 	dataDir string
+	blank   string // a page with nothing on it, where the tab waits
 	err     error
+
+	tab     sync.Mutex // held by the test whose page is in the tab
+	repMu   sync.Mutex
+	current *Report // the holder's report: the tab's events go there
 }
 
-// browser returns the shared browser's context, starting it the first time.
+// browser returns the shared tab, starting the browser the first time.
 func browser(t testing.TB, exe string) context.Context {
 	t.Helper()
 	shared.mu.Lock()
@@ -108,12 +119,17 @@ func startBrowser(exe string) error {
 	if err != nil {
 		return err
 	}
+	blank := filepath.Join(dir, "blank.html")
+	if err := os.WriteFile(blank, []byte("<!DOCTYPE html><title>blank</title>\n"), 0o644); err != nil {
+		os.RemoveAll(dir)
+		return err
+	}
 	allocOpts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(exe),
 		chromedp.NoSandbox,
 		chromedp.DisableGPU,
 		chromedp.NoFirstRun,
-		chromedp.UserDataDir(dir),
+		chromedp.UserDataDir(filepath.Join(dir, "profile")),
 		chromedp.Flag("disable-quic", true),
 		chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true),
@@ -122,17 +138,68 @@ func startBrowser(exe string) error {
 	)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), allocOpts...)
 	ctx, cancelCtx := chromedp.NewContext(allocCtx)
-	// The first Run starts the browser and binds it to ctx (no timeout:
-	// later tabs put their own).
+	// The first Run starts the browser and binds ctx to its first tab (no
+	// timeout: each page puts its own).
 	if err := chromedp.Do(ctx); err != nil {
 		cancelCtx()
 		cancelAlloc()
 		os.RemoveAll(dir)
 		return err
 	}
-	shared.ctx, shared.dataDir = ctx, dir
+	err = chromedp.Listen(ctx, func(ev any) {
+		shared.repMu.Lock()
+		rep := shared.current
+		shared.repMu.Unlock()
+		if rep != nil {
+			rep.event(ctx, ev)
+		} else if _, ok := ev.(*page.EventJavascriptDialogOpening); ok {
+			// Between pages: nobody's, but a dialog left open would stall the tab.
+			go chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: false}) //nolint:errcheck
+		}
+	})
+	if err == nil {
+		// chromedp enables the log and network domains itself; console
+		// events need the runtime domain.
+		_, err = chromedp.Call(ctx, runtime.Enable, cdp.Empty{})
+	}
+	if err != nil {
+		cancelCtx()
+		cancelAlloc()
+		os.RemoveAll(dir)
+		return err
+	}
+	shared.ctx, shared.dataDir, shared.blank = ctx, dir, blank
 	shared.cancel = func() { cancelCtx(); cancelAlloc() }
 	return nil
+}
+
+// event records what the page did.
+func (r *Report) event(ctx context.Context, ev any) {
+	switch e := ev.(type) {
+	case *network.EventRequestWillBeSent:
+		r.add(&r.requests, e.Request.URL)
+	case *runtime.EventConsoleAPICalled:
+		if e.Type == runtime.ConsoleAPICalledTypeError || e.Type == runtime.ConsoleAPICalledTypeAssert {
+			var args []string
+			for _, a := range e.Args {
+				args = append(args, string(a.Value)+a.Description)
+			}
+			r.add(&r.errors, "console."+string(e.Type)+": "+strings.Join(args, " "))
+		}
+	case *runtime.EventExceptionThrown:
+		msg := e.ExceptionDetails.Text
+		if e.ExceptionDetails.Exception != nil {
+			msg += " " + e.ExceptionDetails.Exception.Description
+		}
+		r.add(&r.errors, "exception: "+msg)
+	case *cdplog.EventEntryAdded:
+		if e.Entry.Level == cdplog.EntryLevelError {
+			r.add(&r.errors, "log: "+e.Entry.Text+" "+e.Entry.URL)
+		}
+	case *page.EventJavascriptDialogOpening:
+		r.add(&r.dialogs, string(e.Type)+": "+e.Message)
+		go chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: false}) //nolint:errcheck
+	}
 }
 
 // Close stops the shared browser, if a test started it. A package with
@@ -149,60 +216,46 @@ func Close() {
 	shared.ctx, shared.cancel, shared.err = nil, nil, nil
 }
 
-// OpenPage loads path in a new tab of the shared headless Chromium (in a
-// fresh BrowserContext, a new window of 1280x800) and returns a context to
-// drive it and the report that fills while it runs. With checkClean, any
-// problem the page had fails the test at its end.
+// OpenPage loads path in the shared headless Chromium's tab (a window of
+// 1280x800), which the test holds until it ends (another test's OpenPage
+// waits), and returns a context to drive it and the report that fills
+// while it runs. With checkClean, any problem the page had fails the test
+// at its end. A test opens one page.
 func OpenPage(t testing.TB, path string, checkClean bool) (context.Context, *Report) {
 	exe := FindChromium(t)
-	ctx, cancel := context.WithTimeout(browser(t, exe), 90*time.Second)
-	t.Cleanup(cancel)
-	ctx, cancelTab := chromedp.NewContext(ctx, chromedp.WithNewBrowserContext())
-	t.Cleanup(cancelTab)
-
+	tab := browser(t, exe)
+	shared.tab.Lock()
 	rep := &Report{}
-	if err := chromedp.Listen(ctx, func(ev any) {
-		switch e := ev.(type) {
-		case *network.EventRequestWillBeSent:
-			rep.add(&rep.requests, e.Request.URL)
-		case *runtime.EventConsoleAPICalled:
-			if e.Type == runtime.ConsoleAPICalledTypeError || e.Type == runtime.ConsoleAPICalledTypeAssert {
-				var args []string
-				for _, a := range e.Args {
-					args = append(args, string(a.Value)+a.Description)
-				}
-				rep.add(&rep.errors, "console."+string(e.Type)+": "+strings.Join(args, " "))
-			}
-		case *runtime.EventExceptionThrown:
-			msg := e.ExceptionDetails.Text
-			if e.ExceptionDetails.Exception != nil {
-				msg += " " + e.ExceptionDetails.Exception.Description
-			}
-			rep.add(&rep.errors, "exception: "+msg)
-		case *cdplog.EventEntryAdded:
-			if e.Entry.Level == cdplog.EntryLevelError {
-				rep.add(&rep.errors, "log: "+e.Entry.Text+" "+e.Entry.URL)
-			}
-		case *page.EventJavascriptDialogOpening:
-			rep.add(&rep.dialogs, string(e.Type)+": "+e.Message)
-			go chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: false}) //nolint:errcheck
+	shared.repMu.Lock()
+	shared.current = rep
+	shared.repMu.Unlock()
+	ctx, cancel := context.WithTimeout(tab, 90*time.Second)
+	t.Cleanup(func() {
+		// The page goes (its timers and pending requests with it) before
+		// the next test's page comes; what it does meanwhile is nobody's.
+		shared.repMu.Lock()
+		shared.current = nil
+		shared.repMu.Unlock()
+		blankCtx, cancelBlank := context.WithTimeout(tab, 30*time.Second)
+		err := chromedp.Do(blankCtx, chromedp.Navigate((&url.URL{Scheme: "file", Path: shared.blank}).String()))
+		cancelBlank()
+		cancel()
+		shared.tab.Unlock()
+		if err != nil {
+			t.Errorf("leaving the page for a blank one: %v", err)
 		}
-	}); err != nil {
-		t.Fatalf("starting %s: %v", exe, err)
-	}
+	})
+
 	pageURL := (&url.URL{Scheme: "file", Path: path}).String()
-	// chromedp enables the log and network domains itself; console events
-	// need the runtime domain.
-	if _, err := chromedp.Call(ctx, runtime.Enable, cdp.Empty{}); err != nil {
-		t.Fatalf("runtime.enable: %v", err)
-	}
 	if err := chromedp.Do(ctx,
 		chromedp.Navigate(pageURL),
 		chromedp.WaitVisible(chromedp.CSS(".torchmem-chart canvas")),
 	); err != nil {
 		t.Fatalf("loading %s in %s: %v", pageURL, exe, err)
 	}
+	rep.mu.Lock()
 	rep.pageURL = pageURL
+	rep.mu.Unlock()
 	if checkClean {
 		t.Cleanup(func() {
 			for _, p := range rep.Problems() {
