@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -78,40 +79,74 @@ func (r *Report) add(list *[]string, s string) {
 	*list = append(*list, s)
 }
 
-// shared is the one headless Chromium of a test binary and its one tab.
+// shared is the one headless Chromium of a test binary and its tabs.
 // Starting a browser takes seconds of CPU, and so does each new tab (a
 // BrowserContext and renderer processes of its own cost more than the
-// report's page itself), so every page loads in the browser's first tab, one
-// test at a time: OpenPage holds the tab until the test ends, and a page
-// that goes leaves the tab on a blank page before the next comes. Pages
-// keep nothing between them (the reports use no storage, cookie or cache;
-// each load is a new document), and what the tab reports (requests,
-// errors, dialogs) goes to the test that holds it. Close stops the browser.
+// report's page itself), so pages load in tabs that are kept and reused:
+// OpenPage takes a free tab (the browser's first, or one it opens when all
+// are held, up to one per test that may run at once: GOMAXPROCS, go test's
+// default -parallel) and holds it until the test ends, when the tab goes
+// to a blank page and back to the free ones. Pages keep nothing between
+// them (the reports use no storage, cookie or cache; each load is a new
+// document), and what a tab reports (requests, errors, dialogs) goes to
+// the test that holds it. Close stops the browser.
 var shared struct {
-	mu      sync.Mutex      // guards the fields below
-	ctx     context.Context // the tab
+	mu      sync.Mutex // guards the fields below
+	ctx     context.Context
 	cancel  func()
 	dataDir string
-	blank   string // a page with nothing on it, where the tab waits
+	blank   string // a page with nothing on it, where free tabs wait
 	err     error
+	tabs    int       // tabs opened
+	free    chan *tab // tabs no test holds
+}
 
-	tab     sync.Mutex // held by the test whose page is in the tab
-	repMu   sync.Mutex
+// tab is one tab of the shared browser.
+type tab struct {
+	ctx     context.Context
+	mu      sync.Mutex
 	current *Report // the holder's report: the tab's events go there
 }
 
-// browser returns the shared tab, starting the browser the first time.
-func browser(t testing.TB, exe string) context.Context {
+func (tb *tab) setReport(r *Report) {
+	tb.mu.Lock()
+	tb.current = r
+	tb.mu.Unlock()
+}
+
+// takeTab returns a free tab of the shared browser, starting the browser
+// the first time and opening a tab when every tab is held and fewer than
+// GOMAXPROCS are open; otherwise it waits for one.
+func takeTab(t testing.TB, exe string) *tab {
 	t.Helper()
 	shared.mu.Lock()
-	defer shared.mu.Unlock()
 	if shared.ctx == nil && shared.err == nil {
 		shared.err = startBrowser(exe)
 	}
 	if shared.err != nil {
+		shared.mu.Unlock()
 		t.Fatalf("starting %s: %v", exe, shared.err)
 	}
-	return shared.ctx
+	select {
+	case tb := <-shared.free:
+		shared.mu.Unlock()
+		return tb
+	default:
+	}
+	if shared.tabs < cap(shared.free) {
+		shared.tabs++
+		ctx := shared.ctx
+		shared.mu.Unlock()
+		tabCtx, _ := chromedp.NewContext(ctx) // closed with the browser
+		tb, err := newTab(tabCtx)
+		if err != nil {
+			t.Fatalf("opening a tab in %s: %v", exe, err)
+		}
+		return tb
+	}
+	free := shared.free
+	shared.mu.Unlock()
+	return <-free
 }
 
 func startBrowser(exe string) error {
@@ -140,16 +175,32 @@ func startBrowser(exe string) error {
 	ctx, cancelCtx := chromedp.NewContext(allocCtx)
 	// The first Run starts the browser and binds ctx to its first tab (no
 	// timeout: each page puts its own).
-	if err := chromedp.Do(ctx); err != nil {
+	first, err := newTab(ctx)
+	if err != nil {
 		cancelCtx()
 		cancelAlloc()
 		os.RemoveAll(dir)
 		return err
 	}
-	err = chromedp.Listen(ctx, func(ev any) {
-		shared.repMu.Lock()
-		rep := shared.current
-		shared.repMu.Unlock()
+	shared.ctx, shared.dataDir, shared.blank = ctx, dir, blank
+	shared.cancel = func() { cancelCtx(); cancelAlloc() }
+	shared.tabs = 1
+	shared.free = make(chan *tab, max(1, goruntime.GOMAXPROCS(0)))
+	shared.free <- first
+	return nil
+}
+
+// newTab attaches to the tab of ctx (opening it) and sends its events to
+// the report of the test holding it.
+func newTab(ctx context.Context) (*tab, error) {
+	tb := &tab{ctx: ctx}
+	if err := chromedp.Do(ctx); err != nil {
+		return nil, err
+	}
+	err := chromedp.Listen(ctx, func(ev any) {
+		tb.mu.Lock()
+		rep := tb.current
+		tb.mu.Unlock()
 		if rep != nil {
 			rep.event(ctx, ev)
 		} else if _, ok := ev.(*page.EventJavascriptDialogOpening); ok {
@@ -162,15 +213,7 @@ func startBrowser(exe string) error {
 		// events need the runtime domain.
 		_, err = chromedp.Call(ctx, runtime.Enable, cdp.Empty{})
 	}
-	if err != nil {
-		cancelCtx()
-		cancelAlloc()
-		os.RemoveAll(dir)
-		return err
-	}
-	shared.ctx, shared.dataDir, shared.blank = ctx, dir, blank
-	shared.cancel = func() { cancelCtx(); cancelAlloc() }
-	return nil
+	return tb, err
 }
 
 // event records what the page did.
@@ -213,34 +256,28 @@ func Close() {
 		shared.cancel()
 		os.RemoveAll(shared.dataDir)
 	}
-	shared.ctx, shared.cancel, shared.err = nil, nil, nil
+	shared.ctx, shared.cancel, shared.err, shared.tabs, shared.free = nil, nil, nil, 0, nil
 }
 
-// OpenPage loads path in the shared headless Chromium's tab (a window of
-// 1280x800), which the test holds until it ends (another test's OpenPage
-// waits), and returns a context to drive it and the report that fills
+// OpenPage loads path in a tab of the shared headless Chromium (a window
+// of 1280x800), which the test holds until it ends, and returns a context to drive it and the report that fills
 // while it runs. With checkClean, any problem the page had fails the test
 // at its end. A test opens one page.
 func OpenPage(t testing.TB, path string, checkClean bool) (context.Context, *Report) {
 	exe := FindChromium(t)
-	tab := browser(t, exe)
-	shared.tab.Lock()
+	tb := takeTab(t, exe)
 	rep := &Report{}
-	shared.repMu.Lock()
-	shared.current = rep
-	shared.repMu.Unlock()
-	ctx, cancel := context.WithTimeout(tab, 90*time.Second)
+	tb.setReport(rep)
+	ctx, cancel := context.WithTimeout(tb.ctx, 90*time.Second)
 	t.Cleanup(func() {
 		// The page goes (its timers and pending requests with it) before
 		// the next test's page comes; what it does meanwhile is nobody's.
-		shared.repMu.Lock()
-		shared.current = nil
-		shared.repMu.Unlock()
-		blankCtx, cancelBlank := context.WithTimeout(tab, 30*time.Second)
+		tb.setReport(nil)
+		blankCtx, cancelBlank := context.WithTimeout(tb.ctx, 30*time.Second)
 		err := chromedp.Do(blankCtx, chromedp.Navigate((&url.URL{Scheme: "file", Path: shared.blank}).String()))
 		cancelBlank()
 		cancel()
-		shared.tab.Unlock()
+		shared.free <- tb
 		if err != nil {
 			t.Errorf("leaving the page for a blank one: %v", err)
 		}
