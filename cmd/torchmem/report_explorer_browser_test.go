@@ -125,12 +125,19 @@ func TestReportExplorerInBrowser(t *testing.T) {
 
 // An allocator snapshot's history has the explorer too: a click on a
 // moment lists the blocks alive then, and a row's click shows the stack
-// torch recorded for it.
+// torch recorded for it. The same page's fill map says what its digits
+// mean (checked first, on the page as loaded: one page for both, a page
+// load costs seconds of CPU).
 func TestReportSnapshotExplorerInBrowser(t *testing.T) {
 	t.Parallel() // see torchmem: which tests may run side by side
 	out := filepath.Join(t.TempDir(), "report.html")
 	torchmem(t, "report", memtest.Testdata("snapshots", "leak_module_cache.pickle.gz"), "-o", out)
 	ctx, _ := browsertest.OpenPage(t, out, true)
+	t.Run("FillMapExplained", func(t *testing.T) {
+		if text := browsertest.Eval[string](t, ctx, `document.body.innerText`); !strings.Contains(text, "'1'-'9' tenths in use, '0' under a tenth, '.' free") {
+			t.Error("the fill map's digits are not explained")
+		}
+	})
 	box := browsertest.Eval[[]float64](t, ctx, `(function () {
   var el = document.querySelector(".torchmem-chart");
   el.scrollIntoView();

@@ -2,7 +2,6 @@ package main
 
 import (
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -93,20 +92,5 @@ func TestReportMarkersInViewInBrowser(t *testing.T) {
 	t.Logf("%d charts, %d markers; verdict lines at %.0f px, memory chart at %.0f px, screen %.0f px", len(charts), marked, lines, chart, screen)
 	if chart < lines || chart > screen-120 {
 		t.Errorf("the memory chart starts at %.0f px: want it below the verdict lines (%.0f px) and starting on the first %.0f px screen", chart, lines, screen)
-	}
-}
-
-// The snapshot's fill map says what its digits mean.
-func TestReportFillMapExplained(t *testing.T) {
-	t.Parallel() // see torchmem: which tests may run side by side
-	out := filepath.Join(t.TempDir(), "report.html")
-	torchmem(t, "report", memtest.Testdata("snapshots", "leak_module_cache.pickle.gz"), "-o", out)
-	ctx, _ := browsertest.OpenPage(t, out, true)
-	text, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(text, "'1'-'9' tenths in use, '0' under a tenth, '.' free") {
-		t.Error("the fill map's digits are not explained")
 	}
 }

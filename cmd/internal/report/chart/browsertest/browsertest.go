@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -77,30 +79,74 @@ func (r *Report) add(list *[]string, s string) {
 	*list = append(*list, s)
 }
 
-// shared is the one headless Chromium of a test binary: starting a browser
-// takes one to several seconds of CPU, so each page gets a tab of its own
-// (in a BrowserContext of its own: no storage, cache or cookie shared with
-// another test's page) in one browser, which Close stops.
+// shared is the one headless Chromium of a test binary and its tabs.
+// Starting a browser takes seconds of CPU, and so does each new tab (a
+// BrowserContext and renderer processes of its own cost more than the
+// report's page itself), so pages load in tabs that are kept and reused:
+// OpenPage takes a free tab (the browser's first, or one it opens when all
+// are held, up to one per test that may run at once: GOMAXPROCS, go test's
+// default -parallel) and holds it until the test ends, when the tab goes
+// to a blank page and back to the free ones. Pages keep nothing between
+// them (the reports use no storage, cookie or cache; each load is a new
+// document), and what a tab reports (requests, errors, dialogs) goes to
+// the test that holds it. Close stops the browser.
 var shared struct {
-	mu      sync.Mutex
-	ctx     context.Context // the browser's first tab; its children are new tabs
+	mu      sync.Mutex // guards the fields below
+	ctx     context.Context
 	cancel  func()
 	dataDir string
+	blank   string // a page with nothing on it, where free tabs wait
 	err     error
+	tabs    int       // tabs opened
+	free    chan *tab // tabs no test holds
 }
 
-// browser returns the shared browser's context, starting it the first time.
-func browser(t testing.TB, exe string) context.Context {
+// tab is one tab of the shared browser.
+type tab struct {
+	ctx     context.Context
+	mu      sync.Mutex
+	current *Report // the holder's report: the tab's events go there
+}
+
+func (tb *tab) setReport(r *Report) {
+	tb.mu.Lock()
+	tb.current = r
+	tb.mu.Unlock()
+}
+
+// takeTab returns a free tab of the shared browser, starting the browser
+// the first time and opening a tab when every tab is held and fewer than
+// GOMAXPROCS are open; otherwise it waits for one.
+func takeTab(t testing.TB, exe string) *tab {
 	t.Helper()
 	shared.mu.Lock()
-	defer shared.mu.Unlock()
 	if shared.ctx == nil && shared.err == nil {
 		shared.err = startBrowser(exe)
 	}
 	if shared.err != nil {
+		shared.mu.Unlock()
 		t.Fatalf("starting %s: %v", exe, shared.err)
 	}
-	return shared.ctx
+	select {
+	case tb := <-shared.free:
+		shared.mu.Unlock()
+		return tb
+	default:
+	}
+	if shared.tabs < cap(shared.free) {
+		shared.tabs++
+		ctx := shared.ctx
+		shared.mu.Unlock()
+		tabCtx, _ := chromedp.NewContext(ctx) // closed with the browser
+		tb, err := newTab(tabCtx)
+		if err != nil {
+			t.Fatalf("opening a tab in %s: %v", exe, err)
+		}
+		return tb
+	}
+	free := shared.free
+	shared.mu.Unlock()
+	return <-free
 }
 
 func startBrowser(exe string) error {
@@ -108,12 +154,17 @@ func startBrowser(exe string) error {
 	if err != nil {
 		return err
 	}
+	blank := filepath.Join(dir, "blank.html")
+	if err := os.WriteFile(blank, []byte("<!DOCTYPE html><title>blank</title>\n"), 0o644); err != nil {
+		os.RemoveAll(dir)
+		return err
+	}
 	allocOpts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(exe),
 		chromedp.NoSandbox,
 		chromedp.DisableGPU,
 		chromedp.NoFirstRun,
-		chromedp.UserDataDir(dir),
+		chromedp.UserDataDir(filepath.Join(dir, "profile")),
 		chromedp.Flag("disable-quic", true),
 		chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true),
@@ -122,17 +173,76 @@ func startBrowser(exe string) error {
 	)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), allocOpts...)
 	ctx, cancelCtx := chromedp.NewContext(allocCtx)
-	// The first Run starts the browser and binds it to ctx (no timeout:
-	// later tabs put their own).
-	if err := chromedp.Do(ctx); err != nil {
+	// The first Run starts the browser and binds ctx to its first tab (no
+	// timeout: each page puts its own).
+	first, err := newTab(ctx)
+	if err != nil {
 		cancelCtx()
 		cancelAlloc()
 		os.RemoveAll(dir)
 		return err
 	}
-	shared.ctx, shared.dataDir = ctx, dir
+	shared.ctx, shared.dataDir, shared.blank = ctx, dir, blank
 	shared.cancel = func() { cancelCtx(); cancelAlloc() }
+	shared.tabs = 1
+	shared.free = make(chan *tab, max(1, goruntime.GOMAXPROCS(0)))
+	shared.free <- first
 	return nil
+}
+
+// newTab attaches to the tab of ctx (opening it) and sends its events to
+// the report of the test holding it.
+func newTab(ctx context.Context) (*tab, error) {
+	tb := &tab{ctx: ctx}
+	if err := chromedp.Do(ctx); err != nil {
+		return nil, err
+	}
+	err := chromedp.Listen(ctx, func(ev any) {
+		tb.mu.Lock()
+		rep := tb.current
+		tb.mu.Unlock()
+		if rep != nil {
+			rep.event(ctx, ev)
+		} else if _, ok := ev.(*page.EventJavascriptDialogOpening); ok {
+			// Between pages: nobody's, but a dialog left open would stall the tab.
+			go chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: false}) //nolint:errcheck
+		}
+	})
+	if err == nil {
+		// chromedp enables the log and network domains itself; console
+		// events need the runtime domain.
+		_, err = chromedp.Call(ctx, runtime.Enable, cdp.Empty{})
+	}
+	return tb, err
+}
+
+// event records what the page did.
+func (r *Report) event(ctx context.Context, ev any) {
+	switch e := ev.(type) {
+	case *network.EventRequestWillBeSent:
+		r.add(&r.requests, e.Request.URL)
+	case *runtime.EventConsoleAPICalled:
+		if e.Type == runtime.ConsoleAPICalledTypeError || e.Type == runtime.ConsoleAPICalledTypeAssert {
+			var args []string
+			for _, a := range e.Args {
+				args = append(args, string(a.Value)+a.Description)
+			}
+			r.add(&r.errors, "console."+string(e.Type)+": "+strings.Join(args, " "))
+		}
+	case *runtime.EventExceptionThrown:
+		msg := e.ExceptionDetails.Text
+		if e.ExceptionDetails.Exception != nil {
+			msg += " " + e.ExceptionDetails.Exception.Description
+		}
+		r.add(&r.errors, "exception: "+msg)
+	case *cdplog.EventEntryAdded:
+		if e.Entry.Level == cdplog.EntryLevelError {
+			r.add(&r.errors, "log: "+e.Entry.Text+" "+e.Entry.URL)
+		}
+	case *page.EventJavascriptDialogOpening:
+		r.add(&r.dialogs, string(e.Type)+": "+e.Message)
+		go chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: false}) //nolint:errcheck
+	}
 }
 
 // Close stops the shared browser, if a test started it. A package with
@@ -146,63 +256,43 @@ func Close() {
 		shared.cancel()
 		os.RemoveAll(shared.dataDir)
 	}
-	shared.ctx, shared.cancel, shared.err = nil, nil, nil
+	shared.ctx, shared.cancel, shared.err, shared.tabs, shared.free = nil, nil, nil, 0, nil
 }
 
-// OpenPage loads path in a new tab of the shared headless Chromium (in a
-// fresh BrowserContext, a new window of 1280x800) and returns a context to
-// drive it and the report that fills while it runs. With checkClean, any
-// problem the page had fails the test at its end.
+// OpenPage loads path in a tab of the shared headless Chromium (a window
+// of 1280x800), which the test holds until it ends, and returns a context to drive it and the report that fills
+// while it runs. With checkClean, any problem the page had fails the test
+// at its end. A test opens one page.
 func OpenPage(t testing.TB, path string, checkClean bool) (context.Context, *Report) {
 	exe := FindChromium(t)
-	ctx, cancel := context.WithTimeout(browser(t, exe), 90*time.Second)
-	t.Cleanup(cancel)
-	ctx, cancelTab := chromedp.NewContext(ctx, chromedp.WithNewBrowserContext())
-	t.Cleanup(cancelTab)
-
+	tb := takeTab(t, exe)
 	rep := &Report{}
-	if err := chromedp.Listen(ctx, func(ev any) {
-		switch e := ev.(type) {
-		case *network.EventRequestWillBeSent:
-			rep.add(&rep.requests, e.Request.URL)
-		case *runtime.EventConsoleAPICalled:
-			if e.Type == runtime.ConsoleAPICalledTypeError || e.Type == runtime.ConsoleAPICalledTypeAssert {
-				var args []string
-				for _, a := range e.Args {
-					args = append(args, string(a.Value)+a.Description)
-				}
-				rep.add(&rep.errors, "console."+string(e.Type)+": "+strings.Join(args, " "))
-			}
-		case *runtime.EventExceptionThrown:
-			msg := e.ExceptionDetails.Text
-			if e.ExceptionDetails.Exception != nil {
-				msg += " " + e.ExceptionDetails.Exception.Description
-			}
-			rep.add(&rep.errors, "exception: "+msg)
-		case *cdplog.EventEntryAdded:
-			if e.Entry.Level == cdplog.EntryLevelError {
-				rep.add(&rep.errors, "log: "+e.Entry.Text+" "+e.Entry.URL)
-			}
-		case *page.EventJavascriptDialogOpening:
-			rep.add(&rep.dialogs, string(e.Type)+": "+e.Message)
-			go chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: false}) //nolint:errcheck
+	tb.setReport(rep)
+	ctx, cancel := context.WithTimeout(tb.ctx, 90*time.Second)
+	t.Cleanup(func() {
+		// The page goes (its timers and pending requests with it) before
+		// the next test's page comes; what it does meanwhile is nobody's.
+		tb.setReport(nil)
+		blankCtx, cancelBlank := context.WithTimeout(tb.ctx, 30*time.Second)
+		err := chromedp.Do(blankCtx, chromedp.Navigate((&url.URL{Scheme: "file", Path: shared.blank}).String()))
+		cancelBlank()
+		cancel()
+		shared.free <- tb
+		if err != nil {
+			t.Errorf("leaving the page for a blank one: %v", err)
 		}
-	}); err != nil {
-		t.Fatalf("starting %s: %v", exe, err)
-	}
+	})
+
 	pageURL := (&url.URL{Scheme: "file", Path: path}).String()
-	// chromedp enables the log and network domains itself; console events
-	// need the runtime domain.
-	if _, err := chromedp.Call(ctx, runtime.Enable, cdp.Empty{}); err != nil {
-		t.Fatalf("runtime.enable: %v", err)
-	}
 	if err := chromedp.Do(ctx,
 		chromedp.Navigate(pageURL),
 		chromedp.WaitVisible(chromedp.CSS(".torchmem-chart canvas")),
 	); err != nil {
 		t.Fatalf("loading %s in %s: %v", pageURL, exe, err)
 	}
+	rep.mu.Lock()
 	rep.pageURL = pageURL
+	rep.mu.Unlock()
 	if checkClean {
 		t.Cleanup(func() {
 			for _, p := range rep.Problems() {
