@@ -91,8 +91,10 @@ func loadFiles(stderr io.Writer, args []string, q question) ([]*load.File, error
 		if srcs, err := load.Expand(args); err == nil && len(srcs) > manyInputs() {
 			bar := summarizeProgress(len(srcs))
 			defer bar.Finish()
-			o.Progress = nil                    // one bar for all inputs
-			debug.SetGCPercent(reduceGCPercent) // records are dropped as they are summarized: collect them early
+			o.Progress = nil // one bar for all inputs
+			if sourceBytes(srcs) >= reduceLargeInputs {
+				debug.SetGCPercent(reduceGCPercent) // records are dropped as they are summarized: collect them early
+			}
 			o.Done = func() { bar.Add(1) }
 			o.Reduce = func(f *load.File) (*load.File, error) {
 				if f.Trace == nil && f.Snapshot == nil {
@@ -202,6 +204,25 @@ const analysisGCPercent = 5
 // reduceGCPercent is the collector's target while many inputs are read
 // into summaries, their records dropped as each is summarized.
 const reduceGCPercent = 10
+
+// reduceLargeInputs is the bytes on disk of many inputs from which their
+// reduce lowers the collector's target: like analysisLargeHeap, below it
+// the memory saved is a few MB and a 10% target collects every few hundred
+// KB (measured: 10-15 s of the CPU of the test suite's cmd/torchmem, whose
+// 99 reduces of small folders set it for every test after them). A
+// quarter of analysisLargeHeap, as gzipped inputs inflate several times.
+const reduceLargeInputs = analysisLargeHeap / 4
+
+// sourceBytes is the size on disk of the regular files among srcs.
+func sourceBytes(srcs []load.Source) int64 {
+	var n int64
+	for _, s := range srcs {
+		if st, err := os.Stat(s.Path); err == nil && st.Mode().IsRegular() {
+			n += st.Size()
+		}
+	}
+	return n
+}
 
 // analysisLargeHeap is the live heap from which analysisPhase lowers the
 // collector's target. Below it the inputs are small, the memory saved is
