@@ -4,12 +4,11 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
-	"path/filepath"
 	"regexp"
 	"slices"
-	"strings"
 	"testing"
+
+	"github.com/torchmem/torchmem/internal/gosource"
 )
 
 // limitName is what a cap is called: MaxEvents, ValueCap, RecordLimit.
@@ -80,32 +79,11 @@ func intExpr(e ast.Expr) bool {
 func TestNoLimitGlobals(t *testing.T) {
 	fset := token.NewFileSet()
 	files := 0
-	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		name := d.Name()
-		if d.IsDir() {
-			if path != ".." && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata" || name == "node_modules") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
+	for path, f := range gosource.Tree(t, fset, "..") {
 		files++
 		for _, v := range limitGlobals(f) {
 			t.Errorf("%s: package variable %s is a cap: make it a field of chrometrace.Limits, passed as an option", path, v)
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	if files < 100 {
 		t.Fatalf("walked %d Go files: not the module", files)

@@ -4,15 +4,15 @@ import (
 	"fmt"
 	"go/ast"
 	"go/build"
-	"go/parser"
 	"go/token"
 	"io/fs"
-	"iter"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/torchmem/torchmem/internal/gosource"
 )
 
 // TestCommandsImportNoAnalysis holds the one-answer design: the commands
@@ -63,7 +63,7 @@ func TestCommandsRenderNothing(t *testing.T) {
 	exceptions := map[string]string{}
 	fset := token.NewFileSet()
 	for _, dir := range []string{".", "load"} {
-		for path, f := range goFiles(t, fset, dir) {
+		for path, f := range gosource.Files(t, fset, dir) {
 			var bad []string
 			for _, imp := range f.Imports {
 				p, _ := strconv.Unquote(imp.Path.Value)
@@ -131,7 +131,7 @@ func TestCommandsCallNoAnalysis(t *testing.T) {
 	fset := token.NewFileSet()
 	for dir, ok := range allowed {
 		checked := 0
-		for path, f := range goFiles(t, fset, dir) {
+		for path, f := range gosource.Files(t, fset, dir) {
 			pkgs := map[string]bool{} // the local names of packages that compute
 			for _, imp := range f.Imports {
 				p, _ := strconv.Unquote(imp.Path.Value)
@@ -191,7 +191,7 @@ func TestCommandsPrintNothing(t *testing.T) {
 	}
 	fset := token.NewFileSet()
 	for _, dir := range []string{".", "load"} {
-		for path, f := range goFiles(t, fset, dir) {
+		for path, f := range gosource.Files(t, fset, dir) {
 			var bad []string
 			for _, d := range f.Decls {
 				fn, isFn := d.(*ast.FuncDecl)
@@ -252,29 +252,5 @@ func TestRulesDrawNoCharts(t *testing.T) {
 	})
 	if err != nil || checked < 5 {
 		t.Fatalf("walked %d packages under rules: %v", checked, err)
-	}
-}
-
-// goFiles yields each non-test Go file of dir with its parsed syntax; a
-// folder with none fails the test (a check over no file checks nothing).
-func goFiles(t *testing.T, fset *token.FileSet, dir string) iter.Seq2[string, *ast.File] {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("%s: no Go files (%v)", dir, err)
-	}
-	return func(yield func(string, *ast.File) bool) {
-		for _, path := range files {
-			if strings.HasSuffix(path, "_test.go") {
-				continue
-			}
-			f, err := parser.ParseFile(fset, path, nil, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !yield(path, f) {
-				return
-			}
-		}
 	}
 }

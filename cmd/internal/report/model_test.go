@@ -15,6 +15,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/torchmem/torchmem/internal/gosource"
 )
 
 const module = "github.com/torchmem/torchmem/"
@@ -177,7 +179,7 @@ func typeCheck(t *testing.T, dir, extra string) (*token.FileSet, []*ast.File, *t
 	}
 	fset := token.NewFileSet()
 	var files []*ast.File
-	for _, f := range goFiles(t, fset, dir) {
+	for _, f := range gosource.Files(t, fset, dir) {
 		files = append(files, f)
 	}
 	if extra != "" {
@@ -266,24 +268,3 @@ func plantedBreaks(in *rules.Input, xs []int) {
 `
 
 const plantedViolations = 4
-
-// goFiles yields each non-test Go file of dir with its parsed syntax.
-func goFiles(t *testing.T, fset *token.FileSet, dir string) map[string]*ast.File {
-	t.Helper()
-	paths, err := filepath.Glob(filepath.Join(dir, "*.go"))
-	if err != nil || len(paths) == 0 {
-		t.Fatalf("%s: no Go files (%v)", dir, err)
-	}
-	out := map[string]*ast.File{}
-	for _, p := range paths {
-		if strings.HasSuffix(p, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, p, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[p] = f
-	}
-	return out
-}
