@@ -89,21 +89,19 @@ func TestReadersStopAtCaps(t *testing.T) {
 	}
 }
 
-func parseTimeline(r io.Reader, lim chrometrace.Limits) error {
-	_, err := exported.ReadLimited(r, lim)
-	return err
-}
-func readSMI(r io.Reader, lim chrometrace.Limits) error {
-	_, err := smi.ReadLimited(r, lim)
-	return err
-}
-func readSteps(r io.Reader, lim chrometrace.Limits) error {
-	_, err := steplog.ReadLimited(r, lim)
-	return err
-}
-func readSummaries(r io.Reader, lim chrometrace.Limits) error {
-	_, err := memsummary.ReadLimited(r, lim)
-	return err
+// Each reader as the cases call it: only whether it refused matters.
+var (
+	parseTimeline = refusal(exported.ReadLimited)
+	readSMI       = refusal(smi.ReadLimited)
+	readSteps     = refusal(steplog.ReadLimited)
+	readSummaries = refusal(memsummary.ReadLimited)
+)
+
+func refusal[T any](read func(io.Reader, chrometrace.Limits) (T, error)) func(io.Reader, chrometrace.Limits) error {
+	return func(r io.Reader, lim chrometrace.Limits) error {
+		_, err := read(r, lim)
+		return err
+	}
 }
 
 // A run of white space in a timeline stops at --max-value-bytes, as in a
