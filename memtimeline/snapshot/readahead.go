@@ -23,10 +23,12 @@ type aheadChunk struct {
 	err error
 }
 
+// aheadAfter is a variable for tests (TestFastPathsOnRealSnapshots).
+var aheadAfter int64 = 16 << 20
+
 const (
-	aheadAfter = 16 << 20
-	aheadBuf   = 1 << 20
-	aheadBufs  = 4
+	aheadBuf  = 1 << 20
+	aheadBufs = 4
 )
 
 func (r *readAhead) Read(p []byte) (int, error) {

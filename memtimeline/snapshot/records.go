@@ -341,7 +341,7 @@ func (m *snapMapper) unpackPart(r records, first uint32, out []TraceEntry) int {
 }
 
 // minUnpackPart is the fewest entries worth a goroutine of their own.
-const minUnpackPart = 1 << 16
+var minUnpackPart = 1 << 16 // a variable for tests (TestFastPathsOnRealSnapshots)
 
 // entry unpacks record id into e and returns the work it stands for (the
 // fields and frames that trace would have visited).
