@@ -83,7 +83,7 @@ func orphanFrees(s *snapshot.Snapshot) int64 {
 	var n int64
 	for _, tr := range s.DeviceTraces {
 		live := map[uint64]bool{}
-		for _, e := range tr {
+		for _, e := range tr.All() {
 			switch e.Action {
 			case snapshot.ActionAlloc:
 				live[e.Addr] = true

@@ -129,7 +129,7 @@ func runTimeline(f runFiles, title string) (spec MemoryChart, notes []string, ok
 			ser.Name = fmt.Sprintf("allocated, recorded history (%s, cuda:%d)", name, dev)
 			var cur int64
 			var ooms []ChartMarker
-			for _, e := range entries {
+			for _, e := range entries.All() {
 				switch e.Action {
 				case snapshot.ActionAlloc:
 					cur += memtimeline.BlockSize(e.Size)

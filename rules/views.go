@@ -195,7 +195,7 @@ func snapshotCharts(s *snapshot.Snapshot) []MemoryChart {
 		var ser memtimeline.Series
 		ser.Name = "active (recorded history)"
 		var cur int64
-		for _, e := range entries {
+		for _, e := range entries.All() {
 			switch e.Action {
 			case snapshot.ActionAlloc:
 				cur += e.Size

@@ -12,7 +12,7 @@ import (
 // address, a free without its alloc being a block from before the history,
 // with the stack torch recorded at the allocation (snapshots carry no
 // operator). Times are the entries' (µs, as ns).
-func Explorer(entries []TraceEntry, n int) *memtimeline.Explorer {
+func Explorer(entries Trace, n int) *memtimeline.Explorer {
 	if n <= 0 {
 		n = memtimeline.DefaultExplorerAllocs
 	}
@@ -22,7 +22,7 @@ func Explorer(entries []TraceEntry, n int) *memtimeline.Explorer {
 	}
 	var blocks []block
 	open := map[uint64]int{}
-	for i, e := range entries {
+	for i, e := range entries.All() {
 		switch e.Action {
 		case ActionAlloc:
 			open[e.Addr] = len(blocks)
@@ -47,7 +47,7 @@ func Explorer(entries []TraceEntry, n int) *memtimeline.Explorer {
 	for _, b := range blocks[:keep] {
 		a := memtimeline.Allocation{Bytes: b.lt.Bytes, StartNs: b.lt.Start, EndNs: b.lt.End}
 		if b.entry >= 0 {
-			frames := entries[b.entry].Frames
+			frames := entries.At(b.entry).Frames
 			if len(frames) > 0 {
 				a.Line = UserFrame(frames).String()
 			}

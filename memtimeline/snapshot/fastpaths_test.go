@@ -9,11 +9,12 @@ import (
 	"github.com/torchmem/torchmem/chrometrace"
 )
 
-// TestFastPathsOnRealSnapshots: the paths a large snapshot takes (the file
-// read ahead on a goroutine past aheadAfter, a device's entries unpacked
-// on every CPU past minUnpackPart each) give what the plain paths give, on
-// every real pickle in testdata. Those are all smaller than the thresholds,
-// so the test lowers them; the 1 GB bench input is checked by hand.
+// TestFastPathsOnRealSnapshots: the path a large snapshot takes (the file
+// read ahead on a goroutine past aheadAfter) gives what the plain path
+// gives, on every real pickle in testdata, and each trace reads the same
+// entry by entry (At) as in order (All). Those are all smaller than the
+// threshold, so the test lowers it; the 1 GB bench input is checked by
+// hand.
 func TestFastPathsOnRealSnapshots(t *testing.T) {
 	var paths []string
 	for _, pattern := range []string{"snapshots/*.pickle*", "gpu/*/*.pickle*", "gpu/*/*/*.pickle*"} {
@@ -35,27 +36,34 @@ func TestFastPathsOnRealSnapshots(t *testing.T) {
 		}
 		return s
 	}
-	parted := 0
+	entries := 0
 	for _, p := range paths {
 		if st, err := os.Stat(p); err != nil || !st.Mode().IsRegular() {
 			continue
 		}
 		plain := read(p)
-		ahead, part := aheadAfter, minUnpackPart
-		aheadAfter, minUnpackPart = 4<<10, 64
+		ahead := aheadAfter
+		aheadAfter = 4 << 10
 		fast := read(p)
-		aheadAfter, minUnpackPart = ahead, part
+		aheadAfter = ahead
 		if !reflect.DeepEqual(plain, fast) {
-			t.Errorf("%s: read ahead and unpacked in parts, the snapshot differs from the plain read", p)
+			t.Errorf("%s: read ahead, the snapshot differs from the plain read", p)
 		}
-		for _, d := range plain.DeviceTraces {
-			if len(d) >= 2*64 {
-				parted++
-				break
+		for d, tr := range fast.DeviceTraces {
+			n := 0
+			for i, e := range tr.All() {
+				if i != n || !reflect.DeepEqual(e, tr.At(i)) {
+					t.Fatalf("%s: device %d: entry %d (the %dth in order) reads differently by index", p, d, i, n)
+				}
+				n++
 			}
+			if n != tr.Len() {
+				t.Errorf("%s: device %d: %d entries in order, Len %d", p, d, n, tr.Len())
+			}
+			entries += n
 		}
 	}
-	if parted == 0 {
-		t.Fatal("no snapshot had entries enough to unpack in parts")
+	if entries == 0 {
+		t.Fatal("no snapshot had entries")
 	}
 }

@@ -120,14 +120,13 @@ func (s *Snapshot) labels(live [][]int) []LabelUse {
 		} else {
 			ends, _ = liveAtEnd(tr, nil, nil)
 		}
-		stillLive := make([]uint64, (len(tr)+63)/64)
+		stillLive := make([]uint64, (tr.Len()+63)/64)
 		for _, j := range ends {
 			stillLive[j/64] |= 1 << (j % 64)
 		}
 		var last *EntryContext
 		var sum *labelSum
-		for j := range tr {
-			e := &tr[j]
+		for j, e := range tr.All() {
 			if e.Context == nil || e.Action != ActionAlloc {
 				continue
 			}
@@ -218,7 +217,7 @@ func (s *Snapshot) AnnotationNames() []AnnotationUse {
 // one.
 func (s *Snapshot) NoHistory() string {
 	for _, tr := range s.DeviceTraces {
-		if len(tr) > 0 {
+		if tr.Len() > 0 {
 			return ""
 		}
 	}

@@ -92,7 +92,7 @@ func TestJSONSnapshotEdges(t *testing.T) {
 		t.Error("LooksLikeJSON")
 	}
 	s, err := ReadJSON(strings.NewReader(`{"device_traces": [[{"action": "alloc", "addr": 1, "size": 8, "frames": [{"filename": "a.py", "line": 18446744073709551615, "name": "f"}]}]]}`))
-	if err != nil || len(s.DeviceTraces[0]) != 1 || s.DeviceTraces[0][0].Frames[0].Line != 0 {
+	if err != nil || s.DeviceTraces[0].Len() != 1 || s.DeviceTraces[0].At(0).Frames[0].Line != 0 {
 		t.Errorf("%+v %v: want one entry, its unknown line 0", s, err)
 	}
 }

@@ -145,6 +145,7 @@ func ReadJSON(r io.Reader) (*Snapshot, error) {
 	}
 	if js.DeviceTraces != nil {
 		contexts := map[EntryContext]*EntryContext{}
+		hb := newHistoryBuilder(&history{})
 		for _, tr := range *js.DeviceTraces {
 			out := make([]TraceEntry, len(tr))
 			for i, e := range tr {
@@ -158,7 +159,7 @@ func ReadJSON(r io.Reader) (*Snapshot, error) {
 					out[i].Context = p
 				}
 			}
-			s.DeviceTraces = append(s.DeviceTraces, out)
+			s.DeviceTraces = append(s.DeviceTraces, hb.trace(out))
 		}
 	}
 	for _, a := range js.ExternalAnnotations {

@@ -113,7 +113,7 @@ func (g *replaySeg) mark(addr, size int64, free bool) {
 // OOM entry) by undoing every later entry of that device's history.
 func (s *Snapshot) StateAtOOM(dev, idx int) OOMState {
 	st := OOMState{}
-	if dev < 0 || dev >= len(s.DeviceTraces) || idx < 0 || idx >= len(s.DeviceTraces[dev]) {
+	if dev < 0 || dev >= len(s.DeviceTraces) || idx < 0 || idx >= s.DeviceTraces[dev].Len() {
 		st.Note = "no such history entry"
 		return st
 	}
@@ -143,8 +143,8 @@ func (s *Snapshot) StateAtOOM(dev, idx int) OOMState {
 		return -1
 	}
 	tr := s.DeviceTraces[dev]
-	for i := len(tr) - 1; i > idx; i-- {
-		e := tr[i]
+	for i := tr.Len() - 1; i > idx; i-- {
+		e := tr.At(i)
 		addr := int64(e.Addr)
 		switch e.Action {
 		case ActionFreeCompleted, ActionAlloc:

@@ -52,7 +52,7 @@ func TestSyntheticSnapshot(t *testing.T) {
 			if f := seg.Blocks[0].Frames; len(f) != 3 || f[2] != user {
 				t.Errorf("block frames %+v", f)
 			}
-			tr := s.DeviceTraces[0]
+			tr := s.DeviceTraces[0].Entries()
 			if len(tr) != 6 {
 				t.Fatalf("%d trace entries", len(tr))
 			}

@@ -1,124 +1,14 @@
 package snapshot
 
-import (
-	"encoding/binary"
-	"runtime"
-	"sync"
+import "github.com/torchmem/torchmem/memtimeline/snapshot/internal/pickle"
 
-	"github.com/torchmem/torchmem/internal/hugepages"
-	"github.com/torchmem/torchmem/memtimeline/snapshot/internal/pickle"
-)
-
-// records holds the trace entries of a pickle as the decoder meets them,
-// each packed into a few varints (about 25 bytes, against the 100 and more
-// that a generic dict of nine values and its bookkeeping took), until the
-// mapper unpacks them into each device's []TraceEntry.
-type records struct {
-	chunks [][]byte
-	marks  []uint64 // every recMarkEvery-th record: chunk<<32 | offset
-	n      uint32
-	// Times and addresses are packed as the difference from the record
-	// before (2 bytes instead of 8 for a time), restarting from 0 at each
-	// mark; prevTime and prevAddr are the last ones added.
-	prevTime int64
-	prevAddr uint64
-	// The cursor: where record cur starts, and the time and address of
-	// the record before it; the mapper reads in order.
-	cur, curChunk, curOff int
-	curTime               int64
-	curAddr               uint64
-}
-
-const (
-	recChunk     = 16 << 20 // huge pages inside (hugepages.Advise)
-	recMarkEvery = 256
-	recMaxBytes  = 10 * 10 // ten varints
-)
-
-// rec is one packed trace entry: ids into the mapper's tables (0: none).
+// rec is one trace entry as Record reads it: ids into the mapper's tables
+// (0: none).
 type rec struct {
 	nkeys                            int
 	action, stack, ctx               uint32
 	addr                             uint64
 	size, stream, timeUS, deviceFree int64
-}
-
-func (r *records) add(x *rec) uint32 {
-	if r.n%recMarkEvery == 0 {
-		r.prevTime, r.prevAddr = 0, 0
-	}
-	// Straight into the chunk, which has room for the longest record.
-	last := len(r.chunks) - 1
-	if last < 0 || cap(r.chunks[last])-len(r.chunks[last]) < recMaxBytes {
-		c := make([]byte, 0, recChunk)
-		hugepages.Advise(c[:recChunk])
-		r.chunks = append(r.chunks, c)
-		last++
-	}
-	if r.n%recMarkEvery == 0 {
-		r.marks = append(r.marks, uint64(last)<<32|uint64(len(r.chunks[last])))
-	}
-	b := r.chunks[last]
-	b = binary.AppendUvarint(b, uint64(x.nkeys))
-	b = binary.AppendUvarint(b, uint64(x.action))
-	b = binary.AppendVarint(b, int64(x.addr-r.prevAddr))
-	b = binary.AppendVarint(b, x.size)
-	b = binary.AppendVarint(b, x.stream)
-	b = binary.AppendVarint(b, x.timeUS-r.prevTime)
-	r.prevTime, r.prevAddr = x.timeUS, x.addr
-	b = binary.AppendVarint(b, x.deviceFree)
-	b = binary.AppendUvarint(b, uint64(x.stack))
-	b = binary.AppendUvarint(b, uint64(x.ctx))
-	r.chunks[last] = b
-	r.n++
-	return r.n - 1
-}
-
-// get unpacks record id; reading ids in order costs no seeking.
-func (r *records) get(id uint32, x *rec) {
-	if int(id) != r.cur {
-		m := r.marks[id/recMarkEvery]
-		r.cur, r.curChunk, r.curOff = int(id/recMarkEvery*recMarkEvery), int(m>>32), int(uint32(m))
-		r.curTime, r.curAddr = 0, 0
-		for r.cur < int(id) {
-			r.next(x)
-		}
-	}
-	r.next(x)
-}
-
-func (r *records) next(x *rec) {
-	b := r.chunks[r.curChunk][r.curOff:]
-	if len(b) == 0 {
-		r.curChunk++
-		r.curOff = 0
-		b = r.chunks[r.curChunk]
-	}
-	n := 0
-	u := func() uint64 {
-		v, k := binary.Uvarint(b[n:])
-		n += k
-		return v
-	}
-	s := func() int64 {
-		v, k := binary.Varint(b[n:])
-		n += k
-		return v
-	}
-	if r.cur%recMarkEvery == 0 {
-		r.curTime, r.curAddr = 0, 0
-	}
-	x.nkeys = int(u())
-	x.action = uint32(u())
-	x.addr = r.curAddr + uint64(s())
-	x.size, x.stream = s(), s()
-	x.timeUS = r.curTime + s()
-	x.deviceFree = s()
-	r.curTime, r.curAddr = x.timeUS, x.addr
-	x.stack = uint32(u())
-	x.ctx = uint32(u())
-	r.curOff += n
-	r.cur++
 }
 
 // Record takes a dict that has an "action" str as a trace entry record
@@ -160,14 +50,8 @@ func (m *snapMapper) Record(a *pickle.Arena, keys, vals []pickle.Value) (uint32,
 			}
 			var s string
 			if s, ok = a.Str(v); ok {
-				id, known := m.actionIDs[s]
-				if !known {
-					m.actions = append(m.actions, s)
-					id = uint32(len(m.actions))
-					m.actionIDs[s] = id
-				}
-				x.action = id
-				c.v, c.id = v+1, id
+				x.action = m.actionID(s)
+				c.v, c.id = v+1, x.action
 			}
 		case fAddr:
 			x.addr, ok = recUint(a, v)
@@ -207,7 +91,48 @@ func (m *snapMapper) Record(a *pickle.Arena, keys, vals []pickle.Value) (uint32,
 	if ctx != (EntryContext{}) {
 		x.ctx = m.contextID(ctx)
 	}
-	return m.recs.add(&x), true
+	return uint32(m.h.add(entry{addr: x.addr, size: x.size, timeUS: x.timeUS, stack: x.stack, meta: m.metaID(&x)})), true
+}
+
+// metaKey is what an entryMeta is made of, as the mapper's ids.
+type metaKey struct {
+	action, ctx        uint32
+	nkeys              int
+	stream, deviceFree int64
+}
+
+// metaID is the id of x's entryMeta in the history, stored the first
+// time. Entries alternate between a few (an alloc, a free, on one or two
+// streams): a direct-mapped cache finds them without hashing a map key.
+func (m *snapMapper) metaID(x *rec) uint32 {
+	k := metaKey{action: x.action, ctx: x.ctx, nkeys: x.nkeys, stream: x.stream, deviceFree: x.deviceFree}
+	hash := (uint64(k.action)<<32 ^ uint64(k.ctx)<<8 ^ uint64(k.nkeys) ^ uint64(k.stream)*0x9E3779B97F4A7C15 ^ uint64(k.deviceFree)*0xC2B2AE3D27D4EB4F) * 0x9E3779B97F4A7C15
+	c := &m.metaCache[hash>>(64-metaCacheBits)]
+	if c.id > 0 && c.k == k {
+		return c.id - 1
+	}
+	id, ok := m.metaIDs[k]
+	if !ok {
+		meta := entryMeta{stream: k.stream, deviceFree: k.deviceFree, nkeys: k.nkeys}
+		if k.action > 0 {
+			meta.action = m.actions[k.action-1]
+		}
+		if k.ctx > 0 {
+			meta.context = m.contextList[k.ctx-1]
+		}
+		id = uint32(len(m.h.metas))
+		m.h.metas = append(m.h.metas, meta)
+		m.metaIDs[k] = id
+	}
+	c.k, c.id = k, id+1
+	return id
+}
+
+const metaCacheBits = 6
+
+type metaCacheEntry struct {
+	k  metaKey
+	id uint32 // id+1; 0: empty
 }
 
 // Trace entry fields, as bits of a mask.
@@ -303,62 +228,4 @@ func (m *snapMapper) contextID(ctx EntryContext) uint32 {
 	}
 	m.lastContext = id
 	return id
-}
-
-// unpack unpacks the records from first on into out and returns the work
-// they stand for (see entry). A large run is cut in parts unpacked at
-// once, one per CPU, each with its own cursor over the records (they are
-// only read now): writing the entries, and faulting in their pages, was
-// a fifth of the time of reading a large snapshot.
-func (m *snapMapper) unpack(first uint32, out []TraceEntry) int {
-	parts := min(runtime.GOMAXPROCS(0), len(out)/minUnpackPart)
-	if parts <= 1 {
-		return m.unpackPart(m.recs, first, out)
-	}
-	work := make([]int, parts)
-	var wg sync.WaitGroup
-	for p := range parts {
-		lo, hi := len(out)*p/parts, len(out)*(p+1)/parts
-		wg.Go(func() { work[p] = m.unpackPart(m.recs, first+uint32(lo), out[lo:hi]) })
-	}
-	wg.Wait()
-	n := 0
-	for _, w := range work {
-		n += w
-	}
-	return n
-}
-
-// unpackPart is one part of unpack, read through its own copy of the
-// records' cursor.
-func (m *snapMapper) unpackPart(r records, first uint32, out []TraceEntry) int {
-	r.cur = -1 // seek
-	n := 0
-	for k := range out {
-		n += m.entry(&r, first+uint32(k), &out[k])
-	}
-	return n
-}
-
-// minUnpackPart is the fewest entries worth a goroutine of their own.
-var minUnpackPart = 1 << 16 // a variable for tests (TestFastPathsOnRealSnapshots)
-
-// entry unpacks record id into e and returns the work it stands for (the
-// fields and frames that trace would have visited).
-func (m *snapMapper) entry(r *records, id uint32, e *TraceEntry) int {
-	var x rec
-	r.get(id, &x)
-	// Field by field: e is zero, and a struct copy would take the GC's
-	// bulk write barrier on every entry.
-	e.Addr, e.Size, e.Stream, e.TimeUS, e.DeviceFree = x.addr, x.size, x.stream, x.timeUS, x.deviceFree
-	if x.action > 0 {
-		e.Action = m.actions[x.action-1]
-	}
-	if x.stack > 0 {
-		e.Frames = m.stackList[x.stack-1]
-	}
-	if x.ctx > 0 {
-		e.Context = m.contextList[x.ctx-1]
-	}
-	return 1 + x.nkeys + len(e.Frames)
 }

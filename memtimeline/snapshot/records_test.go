@@ -55,10 +55,10 @@ func TestRecordsAndDictsAgree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(s.DeviceTraces) != 1 || len(s.DeviceTraces[0]) != 2 {
+	if len(s.DeviceTraces) != 1 || s.DeviceTraces[0].Len() != 2 {
 		t.Fatalf("traces %+v", s.DeviceTraces)
 	}
-	a, b := s.DeviceTraces[0][0], s.DeviceTraces[0][1]
+	a, b := s.DeviceTraces[0].At(0), s.DeviceTraces[0].At(1)
 	if a.Action != ActionAlloc || a.Addr != 16 || a.Size != 32 || a.TimeUS != 5 || a.Frames != nil || a.Context != nil {
 		t.Errorf("entry written key by key: %+v", a)
 	}
@@ -86,8 +86,7 @@ func TestRecordsAreFrozen(t *testing.T) {
 // packed while decoding, none kept as a dict.
 func TestRealSnapshotsBecomeRecords(t *testing.T) {
 	raw := memtest.ReadAll(t, memtest.NamedSnapshot("frag_small_allocs"))
-	m := &snapMapper{frames: map[int]Frame{}, stacks: map[uint32]uint32{}, strs: map[string]string{},
-		contexts: map[EntryContext]uint32{}, actionIDs: map[string]uint32{}, budget: 1 << 40}
+	m := newMapper()
 	a, root, err := pickle.DecodeRecords(bytes.NewReader(raw), chrometrace.DefaultMaxValueBytes, m)
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +105,7 @@ func TestRealSnapshotsBecomeRecords(t *testing.T) {
 		}
 		entries += n
 	}
-	if entries == 0 || int(m.recs.n) != entries {
-		t.Errorf("%d records for %d entries", m.recs.n, entries)
+	if entries == 0 || m.h.n != entries {
+		t.Errorf("%d records for %d entries", m.h.n, entries)
 	}
 }

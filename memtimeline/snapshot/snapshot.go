@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"runtime/debug"
 	"slices"
 	"strings"
 
 	"github.com/torchmem/torchmem/chrometrace"
-	"github.com/torchmem/torchmem/internal/hugepages"
 	"github.com/torchmem/torchmem/memtimeline/snapshot/internal/pickle"
 )
 
@@ -20,7 +18,7 @@ import (
 // was taken, and the recorded history of allocator events per device.
 type Snapshot struct {
 	Segments            []Segment
-	DeviceTraces        [][]TraceEntry // index = CUDA device
+	DeviceTraces        []Trace // index = CUDA device
 	AllocatorSettings   AllocatorSettings
 	ExternalAnnotations []Annotation
 }
@@ -160,8 +158,7 @@ func ReadLimited(r io.Reader, lim chrometrace.Limits) (*Snapshot, error) {
 	if head, _ := br.Peek(64); !pickle.IsPickle(head) && LooksLikeJSON(head) {
 		return ReadJSON(br)
 	}
-	m := &snapMapper{frames: map[int]Frame{}, stacks: map[uint32]uint32{}, strs: map[string]string{},
-		contexts: map[EntryContext]uint32{}, actionIDs: map[string]uint32{}, budget: math.MaxInt64}
+	m := newMapper()
 	ra := &readAhead{src: br}
 	defer ra.close()
 	a, root, err := pickle.DecodeRecords(ra, lim.WithDefaults().ValueBytes, m)
@@ -170,8 +167,13 @@ func ReadLimited(r io.Reader, lim chrometrace.Limits) (*Snapshot, error) {
 	}
 	m.a = a
 	m.budget = 8*a.InputBytes + 1<<20
-	m.release = a.InputBytes >= releaseAfter
 	return m.snapshot(root)
+}
+
+func newMapper() *snapMapper {
+	return &snapMapper{frames: map[int]Frame{}, stacks: map[uint32]uint32{}, strs: map[string]string{},
+		contexts: map[EntryContext]uint32{}, actionIDs: map[string]uint32{}, metaIDs: map[metaKey]uint32{},
+		h: &history{}, budget: math.MaxInt64}
 }
 
 // snapMapper converts the generic arena into the typed model, sharing
@@ -181,21 +183,22 @@ type snapMapper struct {
 	a      *pickle.Arena
 	frames map[int]Frame // frame dict index -> frame
 	// stacks maps a frames list (its pickle.ListID: equal lists share
-	// one) to its stack, stackList[id-1].
-	stacks    map[uint32]uint32
-	stackList [][]Frame
-	strs      map[string]string
+	// one) to its stack, h.stacks[id-1].
+	stacks map[uint32]uint32
+	strs   map[string]string
 	// contexts shares TraceEntry.Context between entries (contextList[id-1]).
 	contexts    map[EntryContext]uint32
 	contextList []*EntryContext
 	lastContext uint32 // the id contextID gave last
-	// The trace entries the decoder handed over as records (Record), and
-	// their actions (actions[id-1]).
-	recs      records
+	// h holds the trace entries: first those the decoder handed over as
+	// records (Record; the record id is the entry's index), then those
+	// of the traces read from dicts. actions[id-1] are their actions;
+	// metaIDs and metaCache find their entryMetas (metaID).
+	h         *history
 	actions   []string
 	actionIDs map[string]uint32
-	// release: give the decoder's garbage back to the OS (releaseAfter).
-	release bool
+	metaIDs   map[metaKey]uint32
+	metaCache [1 << metaCacheBits]metaCacheEntry
 	// actionCache: action str handle+1 -> its id (actions alternate, so
 	// the last one alone missed every other entry); entryField's cache.
 	actionCache [8]struct {
@@ -210,10 +213,6 @@ type snapMapper struct {
 	// multiple of the input size means a hostile file, not a big one.
 	budget int64
 }
-
-// releaseAfter is the pickle size from which Read returns the decoder's
-// garbage to the OS before it builds the trace entries.
-const releaseAfter = 64 << 20
 
 var errTooRepetitive = errors.New("not an allocator snapshot: it refers to the same objects far more often than a real snapshot does (refusing to expand it)")
 
@@ -308,13 +307,15 @@ func (m *snapMapper) snapshot(root pickle.Value) (*Snapshot, error) {
 			return nil, err
 		}
 		spans = make([]recordSpan, len(devs))
-		s.DeviceTraces = make([][]TraceEntry, len(devs))
+		s.DeviceTraces = make([]Trace, len(devs))
 		for i, dv := range devs {
 			if spans[i], err = m.recordSpan(dv); err != nil {
 				return nil, err
 			}
 			if spans[i].n >= 0 {
-				continue // unpacked below, once the arena is gone
+				// The entries are in place: the records.
+				s.DeviceTraces[i] = Trace{h: m.h, first: int(spans[i].first), n: spans[i].n}
+				continue
 			}
 			if s.DeviceTraces[i], err = m.trace(dv, &loc{parent: locTraces, idx: i}); err != nil {
 				return nil, err
@@ -331,34 +332,14 @@ func (m *snapMapper) snapshot(root pickle.Value) (*Snapshot, error) {
 			return nil, err
 		}
 	}
-	// What is left are the traces that are runs of records: the arena
-	// is garbage now, and with it the decoder's memo and outgrown
-	// slices. A large snapshot gives their pages back before its
-	// []TraceEntry are made, so that the peak is the records and the
-	// entries, not those too (634 MB snapshot: 604 MiB peak RSS before,
-	// with the arena live).
 	m.a = nil
-	if m.release {
-		debug.FreeOSMemory()
-		// Unpacking allocates the entries and nothing else: no garbage
-		// for a collection to find, which would only scan the entries
-		// as they are written (and put a write barrier on each).
-		defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	for _, sp := range spans {
+		if sp.n >= 0 {
+			if err := m.spend(int(min(m.h.work(int(sp.first), sp.n), math.MaxInt))); err != nil {
+				return nil, err
+			}
+		}
 	}
-	for i, sp := range spans {
-		if sp.n < 0 {
-			continue
-		}
-		out := make([]TraceEntry, sp.n)
-		if m.release {
-			hugepages.Advise(out)
-		}
-		if err := m.spend(m.unpack(sp.first, out)); err != nil {
-			return nil, err
-		}
-		s.DeviceTraces[i] = out
-	}
-	m.recs = records{}
 	return s, nil
 }
 
@@ -610,41 +591,45 @@ func (m *snapMapper) blocks(v pickle.Value, segAddr uint64, segLoc *loc) ([]Bloc
 	return out, nil
 }
 
-func (m *snapMapper) trace(v pickle.Value, devLoc *loc) ([]TraceEntry, error) {
+// trace reads a device trace that is not a run of records: its entries
+// are stored after the records, in order (a record among them copied).
+func (m *snapMapper) trace(v pickle.Value, devLoc *loc) (Trace, error) {
 	items, err := m.list(v, devLoc, "")
 	if err != nil {
-		return nil, err
+		return Trace{}, err
 	}
-	out := make([]TraceEntry, len(items))
+	first := m.h.n
 	// One loc reused for every entry: it escapes only into error messages.
 	l := &loc{parent: devLoc, idx: 0}
-	var ctx EntryContext
 	for i, ev := range items {
-		e := &out[i]
 		if id, ok := m.a.Record(ev); ok {
-			if err := m.spend(m.entry(&m.recs, id, e)); err != nil {
-				return nil, err
+			if err := m.spend(int(m.h.work(int(id), 1))); err != nil {
+				return Trace{}, err
 			}
+			m.h.add(*m.h.at(int(id)))
 			continue
 		}
 		l.idx = i
+		var x rec
+		var ctx EntryContext
+		var action string
 		err := m.fields(ev, l, func(key string, v pickle.Value) error {
 			var err error
 			switch key {
 			case "action":
-				e.Action, err = m.str(v, l, key)
+				action, err = m.str(v, l, key)
 			case "addr":
-				e.Addr, err = m.addr(v, l, key)
+				x.addr, err = m.addr(v, l, key)
 			case "size":
-				e.Size, err = m.int(v, l, key)
+				x.size, err = m.int(v, l, key)
 			case "stream":
-				e.Stream, err = m.int(v, l, key)
+				x.stream, err = m.int(v, l, key)
 			case "time_us":
-				e.TimeUS, err = m.int(v, l, key)
+				x.timeUS, err = m.int(v, l, key)
 			case "device_free":
-				e.DeviceFree, err = m.int(v, l, key)
+				x.deviceFree, err = m.int(v, l, key)
 			case "frames":
-				e.Frames, err = m.stack(v, l)
+				x.stack, err = m.stackID(v, l)
 			case "compile_context":
 				ctx.CompileContext, err = m.str(v, l, key)
 			case "user_metadata":
@@ -653,14 +638,29 @@ func (m *snapMapper) trace(v pickle.Value, devLoc *loc) ([]TraceEntry, error) {
 			return err
 		})
 		if err != nil {
-			return nil, err
+			return Trace{}, err
 		}
+		x.action = m.actionID(action)
 		if ctx != (EntryContext{}) {
-			e.Context = m.contextList[m.contextID(ctx)-1]
-			ctx = EntryContext{}
+			x.ctx = m.contextID(ctx)
 		}
+		m.h.add(entry{addr: x.addr, size: x.size, timeUS: x.timeUS, stack: x.stack, meta: m.metaID(&x)})
 	}
-	return out, nil
+	return Trace{h: m.h, first: first, n: m.h.n - first}, nil
+}
+
+// actionID is the id of action s (actions[id-1]; 0 for "").
+func (m *snapMapper) actionID(s string) uint32 {
+	if s == "" {
+		return 0
+	}
+	id, known := m.actionIDs[s]
+	if !known {
+		m.actions = append(m.actions, s)
+		id = uint32(len(m.actions))
+		m.actionIDs[s] = id
+	}
+	return id
 }
 
 // stack converts a "frames" list, sharing the result with every other
@@ -670,10 +670,10 @@ func (m *snapMapper) stack(v pickle.Value, owner *loc) ([]Frame, error) {
 	if id == 0 || err != nil {
 		return nil, err
 	}
-	return m.stackList[id-1], nil
+	return m.h.stacks[id-1], nil
 }
 
-// stackID is stack's stack as an id (stackList[id-1]; 0: none). The
+// stackID is stack's stack as an id (h.stacks[id-1]; 0: none). The
 // frame dicts it reads are frozen: a record may already hold them.
 func (m *snapMapper) stackID(v pickle.Value, owner *loc) (uint32, error) {
 	if v.Kind() == pickle.KindNone {
@@ -721,8 +721,8 @@ func (m *snapMapper) stackID(v pickle.Value, owner *loc) (uint32, error) {
 		m.frames[fv.Index()] = *f
 		m.a.Freeze(fv)
 	}
-	m.stackList = append(m.stackList, st)
-	id := uint32(len(m.stackList))
+	m.h.stacks = append(m.h.stacks, st)
+	id := uint32(len(m.h.stacks))
 	m.stacks[lid] = id
 	return id, nil
 }

@@ -35,7 +35,7 @@ func PeakComposition(s *Snapshot) *memtimeline.Composition {
 		// history ends with (to place the blocks from before it).
 		var cur, peak int64
 		peakAt := -1
-		for i, e := range entries {
+		for i, e := range entries.All() {
 			switch e.Action {
 			case ActionAlloc:
 				cur += memtimeline.BlockSize(e.Size)
@@ -64,7 +64,10 @@ func PeakComposition(s *Snapshot) *memtimeline.Composition {
 		}
 		alive := map[uint64]block{}
 		stacks := map[stackKey][]Frame{}
-		for _, e := range entries[:peakAt+1] {
+		for i, e := range entries.All() {
+			if i > peakAt {
+				break
+			}
 			switch e.Action {
 			case ActionAlloc:
 				k := keyOf(e.Frames)
@@ -102,7 +105,7 @@ func PeakComposition(s *Snapshot) *memtimeline.Composition {
 			lines[memtimeline.BeforeProfiling] = &memtimeline.Share{Name: memtimeline.BeforeProfiling, Bytes: before}
 		}
 		best = &memtimeline.Composition{
-			TNs: entries[peakAt].TimeUS * 1000, Device: dev, AllocatedBytes: seen + before, SeenBytes: seen,
+			TNs: entries.At(peakAt).TimeUS * 1000, Device: dev, AllocatedBytes: seen + before, SeenBytes: seen,
 			ByLine: memtimeline.SortedShares(lines), ByOperator: []memtimeline.Share{}, ByCategory: []memtimeline.Share{},
 			Note: "from the allocator snapshot's recorded history (no operators or step phases, so no category split); " +
 				"blocks allocated before recording began and alive at the dump are counted as allocated before profiling",

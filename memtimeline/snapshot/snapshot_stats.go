@@ -221,8 +221,7 @@ func (s *Snapshot) actionCounts() (counts map[string]int, start, end int64) {
 	var cs []count
 	counts = map[string]int{} // past maxListed actions (not a snapshot torch wrote)
 	for _, tr := range s.DeviceTraces {
-		for j := range tr {
-			e := &tr[j]
+		for _, e := range tr.All() {
 			k := 0
 			for k < len(cs) && !sameStr(cs[k].action, e.Action) {
 				k++
@@ -562,18 +561,19 @@ func (sites siteCache) of(e *TraceEntry) Frame {
 // free_requested or free_completed of the same address. It returns the
 // indices of the allocations live at the end, in time order, and per site
 // the most step boundaries a freed allocation crossed.
-func liveAtEnd(tr []TraceEntry, steps []stepRange, sites siteCache) (idx []int, retention map[Frame]int) {
+func liveAtEnd(tr Trace, steps []stepRange, sites siteCache) (idx []int, retention map[Frame]int) {
 	live := map[uint64]int{} // addr -> index of its alloc in tr
 	retention = map[Frame]int{}
-	for i, e := range tr {
+	for i, e := range tr.All() {
 		switch e.Action {
 		case ActionAlloc:
 			live[e.Addr] = i
 		case ActionFreeRequested, ActionFreeCompleted:
 			if j, ok := live[e.Addr]; ok {
-				a, b := stepIndex(steps, tr[j].TimeUS), stepIndex(steps, e.TimeUS)
+				alloc := tr.At(j)
+				a, b := stepIndex(steps, alloc.TimeUS), stepIndex(steps, e.TimeUS)
 				if a >= 0 && b > a {
-					site := sites.of(&tr[j])
+					site := sites.of(&alloc)
 					retention[site] = max(retention[site], b-a)
 				}
 			}
@@ -589,7 +589,7 @@ func liveAtEnd(tr []TraceEntry, steps []stepRange, sites siteCache) (idx []int, 
 }
 
 // device groups what device dev's trace left live at the end.
-func (c *candidates) device(s *Snapshot, dev int, tr []TraceEntry, steps []stepRange) {
+func (c *candidates) device(s *Snapshot, dev int, tr Trace, steps []stepRange) {
 	sites := siteCache{}
 	idx, retention := liveAtEnd(tr, steps, sites)
 	c.live[dev] = idx
@@ -620,7 +620,7 @@ func (c *candidates) device(s *Snapshot, dev int, tr []TraceEntry, steps []stepR
 	}
 	last := map[int]int{} // group -> its latest live allocation
 	for _, i := range idx {
-		e := tr[i]
+		e := tr.At(i)
 		site := sites.of(&e)
 		key := site.String()
 		if len(e.Frames) > 0 {
@@ -664,7 +664,7 @@ func (c *candidates) device(s *Snapshot, dev int, tr []TraceEntry, steps []stepR
 	// The latest allocation speaks for its group: the first may be a
 	// one-time buffer made at the same line (a workspace, a cache).
 	for g, i := range last {
-		c.out[g].Stack = pythonFrames(tr[i].Frames, 0)
+		c.out[g].Stack = pythonFrames(tr.At(i).Frames, 0)
 	}
 }
 
@@ -790,7 +790,7 @@ func (s *Snapshot) stepsWithBackward() (all, backward []int) {
 	}
 	for dev, tr := range s.DeviceTraces {
 		checked := map[*Frame]bool{}
-		for _, e := range tr {
+		for _, e := range tr.All() {
 			if e.Action != ActionAlloc || len(e.Frames) == 0 {
 				continue
 			}
@@ -847,7 +847,7 @@ func (s *Snapshot) lastBackwardPerStep(dev int, ranges []stepRange) map[int]int6
 		return out
 	}
 	checked := map[*Frame]bool{}
-	for _, e := range s.DeviceTraces[dev] {
+	for _, e := range s.DeviceTraces[dev].All() {
 		if e.Action != ActionAlloc {
 			continue
 		}
@@ -928,7 +928,7 @@ func findStep(r []stepRange, t int64) int {
 func (s *Snapshot) OOMs() []OOMEvent {
 	var out []OOMEvent
 	for dev, tr := range s.DeviceTraces {
-		for i, e := range tr {
+		for i, e := range tr.All() {
 			if e.Action == ActionOOM {
 				out = append(out, OOMEvent{
 					Device: dev, TimeUS: e.TimeUS, RequestedBytes: e.Size,
@@ -980,7 +980,7 @@ func (s *Snapshot) WithStepClock(steps, endsUS []int64) *Snapshot {
 	c := *s
 	c.ExternalAnnotations = nil
 	for dev, tr := range s.DeviceTraces {
-		if len(tr) == 0 {
+		if tr.Len() == 0 {
 			continue
 		}
 		start := int64(0)

@@ -110,7 +110,7 @@ func TestSnapshotMatchesCPython(t *testing.T) {
 			leaks := s.LeakCandidates()
 			for d, tr := range s.DeviceTraces {
 				wt := want.DeviceTraces[d]
-				check("entries", len(tr), wt.Entries)
+				check("entries", tr.Len(), wt.Entries)
 				actions := map[string]int{}
 				var sizeSum int64
 				var addrXor, timeSum uint64
@@ -118,7 +118,7 @@ func TestSnapshotMatchesCPython(t *testing.T) {
 				frames := map[Frame]bool{}
 				stacks := map[string]bool{}
 				seen := map[*Frame]bool{} // stacks are shared slices: key each once
-				for _, e := range tr {
+				for _, e := range tr.All() {
 					actions[e.Action]++
 					sizeSum += e.Size
 					timeSum += uint64(e.TimeUS)
@@ -320,11 +320,11 @@ func TestUserFrame(t *testing.T) {
 }
 
 func TestOOMEntries(t *testing.T) {
-	s := &Snapshot{DeviceTraces: [][]TraceEntry{nil, {
+	s := &Snapshot{DeviceTraces: []Trace{{}, NewTrace([]TraceEntry{
 		{Action: ActionAlloc, Addr: 1, Size: 512},
 		{Action: ActionOOM, Size: 1 << 30, DeviceFree: 1 << 20, TimeUS: 7,
 			Frames: []Frame{{Filename: "/x/train.py", Line: 3, Name: "main"}}},
-	}}}
+	})}}
 	ooms := s.OOMs()
 	if len(ooms) != 1 || ooms[0].Device != 1 || ooms[0].RequestedBytes != 1<<30 ||
 		ooms[0].DeviceFreeBytes != 1<<20 || ooms[0].Site.Line != 3 {
