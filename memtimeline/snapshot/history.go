@@ -124,8 +124,18 @@ func (h *history) add(e entry) int {
 	case len(h.chunks[last]) == cap(h.chunks[last]):
 		if c := h.chunks[last]; cap(c) < histChunk {
 			// The first chunk starts small (a small snapshot costs
-			// little) and doubles up to histChunk.
-			grown := make([]entry, len(c), min(2*cap(c), histChunk))
+			// little) and doubles, then takes its full size at once:
+			// each doubling past a few MB wrote its copy to fresh
+			// memory in small pages (a fifth of the time of reading
+			// a 135 MB snapshot).
+			n := 2 * cap(c)
+			if n > histChunk/8 {
+				n = histChunk
+			}
+			grown := make([]entry, len(c), n)
+			if n == histChunk {
+				hugepages.Advise(grown)
+			}
 			copy(grown, c)
 			h.chunks[last] = grown
 			break
