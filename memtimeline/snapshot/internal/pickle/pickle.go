@@ -417,8 +417,12 @@ type pickleDecoder struct {
 	a      Arena
 	stack  []Value
 	marks  []int
-	memo   paged[Value]
-	sparse map[uint64]Value // memo slots set out of order (never by CPython)
+	// memo holds the memo's slots set in order, 4 bytes each (memoSlot);
+	// wide holds the values of its slots that do not fit 4 bytes;
+	// sparse the slots set out of order (never by CPython).
+	memo   paged[uint32]
+	wide   map[int]Value
+	sparse map[uint64]Value
 	proto  int
 	// listIndex finds a stored list slot with the same contents, so that
 	// the thousands of identical "frames" lists of a trace share one slot.
@@ -733,13 +737,43 @@ func (d *pickleDecoder) popMark() ([]Value, bool) {
 	return items, true
 }
 
+// A memo slot is 4 bytes: a value whose payload fits memoPayloadBits (a
+// snapshot memoizes strs, lists and dicts, whose handles count from 0)
+// is its kind and payload; any other (a negative int a hostile writer
+// memoized) is memoWide, its value in wide. The memo of a 1 GB snapshot
+// is 15M slots: 60 MB fewer than as Values, in memory that is dear to
+// fault in.
+const (
+	memoPayloadBits = 28
+	memoWide        = math.MaxUint32
+)
+
+// memoSlot packs v, ok false when it does not fit.
+func memoSlot(v Value) (uint32, bool) {
+	p := uint64(v) & payloadMask
+	if p >= 1<<memoPayloadBits || v.Kind() >= 15 {
+		return 0, false
+	}
+	return uint32(v.Kind())<<memoPayloadBits | uint32(p), true
+}
+
+// memoValue unpacks a slot other than memoWide.
+func memoValue(c uint32) Value { return mkval(Kind(c>>memoPayloadBits), uint64(c&(1<<memoPayloadBits-1))) }
+
 func (d *pickleDecoder) memoPut(idx uint64, v Value) {
 	d.built += 8
+	c, fits := memoSlot(v)
+	if !fits {
+		c = memoWide
+	}
 	switch {
 	case idx < uint64(d.memo.Len()):
-		d.memo.Set(int(idx), v)
+		if d.memo.At(int(idx)) == memoWide {
+			delete(d.wide, int(idx))
+		}
+		d.memo.Set(int(idx), c)
 	case idx == uint64(d.memo.Len()) && d.sparse == nil:
-		d.memo.Add(v)
+		d.memo.Add(c)
 	default:
 		// Out-of-order slots: a map, so that an index of 2^32 from a hostile
 		// file costs one entry, not a 32 GB slice.
@@ -747,12 +781,22 @@ func (d *pickleDecoder) memoPut(idx uint64, v Value) {
 			d.sparse = make(map[uint64]Value)
 		}
 		d.sparse[idx] = v
+		return
+	}
+	if !fits {
+		if d.wide == nil {
+			d.wide = map[int]Value{}
+		}
+		d.wide[int(idx)] = v
 	}
 }
 
 func (d *pickleDecoder) memoGet(idx uint64) (Value, bool) {
 	if idx < uint64(d.memo.Len()) {
-		return d.memo.At(int(idx)), true
+		if c := d.memo.At(int(idx)); c != memoWide {
+			return memoValue(c), true
+		}
+		return d.wide[int(idx)], true
 	}
 	v, ok := d.sparse[idx]
 	return v, ok
@@ -1086,17 +1130,17 @@ loop:
 		switch hotClass[buf[pos]] {
 		case hotGet:
 			idx := int(buf[pos+1])
-			if idx >= d.memo.n {
+			if idx >= d.memo.n || d.memo.At(idx) == memoWide {
 				break loop
 			}
-			stack = append(stack, d.memo.At(idx))
+			stack = append(stack, memoValue(d.memo.At(idx)))
 			pos += 2
 		case hotLongGet:
 			idx := int(binary.LittleEndian.Uint32(buf[pos+1:]))
-			if idx >= d.memo.n {
+			if idx >= d.memo.n || d.memo.At(idx) == memoWide {
 				break loop
 			}
-			stack = append(stack, d.memo.At(idx))
+			stack = append(stack, memoValue(d.memo.At(idx)))
 			pos += 5
 		case hotMemoize:
 			if len(stack) == 0 {

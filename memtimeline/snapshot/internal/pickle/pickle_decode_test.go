@@ -260,3 +260,40 @@ func TestRecordRuns(t *testing.T) {
 		t.Error("a run read as items is still a run")
 	}
 }
+
+// TestMemoWideValues: memo slots whose value does not fit 4 bytes (a
+// negative int, an int over 28 bits: never memoized by CPython, but
+// valid pickle) read back whole, through the fast loop and the plain
+// path, and a slot set again, wide to narrow and back, reads the new value.
+func TestMemoWideValues(t *testing.T) {
+	var p []byte
+	op := func(b ...byte) { p = append(p, b...) }
+	op(0x80, 4, ']', '(')
+	op('J', 0xfb, 0xff, 0xff, 0xff, 0x94)        // -5, memo 0 (wide)
+	op('h', 0)                                   // -5 again
+	op(0x8a, 6, 0, 0, 0, 0, 0, 1, 0x94)          // 2^40, memo 1 (wide)
+	op(0x8a, 8, 0, 0, 0, 0, 0, 0, 0, 0x40, 0x94) // 2^62 (a Wide handle), memo 2
+	op('q', 0)                                   // memo 0 = 2^62: wide to narrow
+	op('h', 0, 'h', 1)                           // 2^62, 2^40
+	op(']', 'q', 1)                              // memo 1 = [] (narrow)
+	op('h', 1)                                   // [] again
+	op('J', 0xfe, 0xff, 0xff, 0xff, 'q', 0)      // -2, memo 0 = -2: narrow to wide
+	op('h', 0, 'h', 2, 'e', '.')
+	a, root, err := Decode(bytes.NewReader(p), defaultLimit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := json.Marshal(toAny(a, root))
+	want := `[-5,-5,1099511627776,4611686018427387904,4611686018427387904,1099511627776,[],[],-2,-2,4611686018427387904]`
+	if string(got) != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	// One byte at a time: every opcode through the plain path.
+	a, root, err = Decode(iotest.OneByteReader(bytes.NewReader(p)), defaultLimit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := json.Marshal(toAny(a, root)); string(got) != want {
+		t.Errorf("one byte at a time: got %s", got)
+	}
+}
