@@ -38,3 +38,28 @@ func madvise[T any](s []T, from, to int, align uintptr, advice int) {
 	b := unsafe.Slice((*byte)(unsafe.Add(base, lo-uintptr(base))), hi-lo)
 	_ = syscall.Madvise(b, advice)
 }
+
+// PopulateAhead asks Linux, on a goroutine of its own, to fault in the
+// whole small pages of s's items [from, to) now (MADV_POPULATE_WRITE, as a
+// first write would, but on the other CPU): a slice filled in order, told
+// a stretch ahead of where it is written, then finds its pages there and
+// takes no page fault. Faulting in fresh memory is dear in a virtual
+// machine (256 MiB measured 0.42 s of CPU in huge pages), and it is the
+// filling goroutine's time otherwise. It writes nothing that Go sees (the
+// pages read as the zeros they held), so it needs no synchronisation;
+// where the kernel refuses (before Linux 5.14) nothing changes but the
+// faults.
+func PopulateAhead[T any](s []T, from, to int) {
+	if max(from, 0) < min(to, cap(s)) {
+		go populate(s, from, to)
+	}
+}
+
+// populate is PopulateAhead's work, done now.
+func populate[T any](s []T, from, to int) {
+	if from, to = max(from, 0), min(to, cap(s)); from < to {
+		madvise(s, from, to, smallPage, madvPopulateWrite)
+	}
+}
+
+const madvPopulateWrite = 0x17 // MADV_POPULATE_WRITE, Linux 5.14

@@ -7,3 +7,6 @@ func Advise[T any](s []T) {}
 
 // ReleaseTail is a no-op where Advise is.
 func ReleaseTail[T any](s []T) {}
+
+// PopulateAhead is a no-op where Advise is.
+func PopulateAhead[T any](s []T, from, to int) {}

@@ -145,10 +145,20 @@ func (h *history) add(e entry) int {
 		h.chunks = append(h.chunks, c)
 		last++
 	}
-	h.chunks[last] = append(h.chunks[last], e)
+	c := append(h.chunks[last], e)
+	h.chunks[last] = c
+	if len(c)&(histAhead-1) == 0 && cap(c) == histChunk {
+		// The next stretch, faulted in on the other CPU while this
+		// one is filled.
+		hugepages.PopulateAhead(c, len(c)+histAhead, len(c)+2*histAhead)
+	}
 	h.n++
 	return h.n - 1
 }
+
+// histAhead is how many entries ahead of the one written add has their
+// pages faulted in: a huge page's worth (2 MiB).
+const histAhead = 1 << 16
 
 // work is what entries first to first+n-1 stand for: the fields and
 // frames that a walk of their dicts would have visited (snapMapper.spend).

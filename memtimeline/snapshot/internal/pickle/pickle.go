@@ -705,6 +705,9 @@ func (p *paged[T]) newPage() []T {
 	}
 	pg := p.spare[:0:pageSize]
 	p.spare = p.spare[pageSize:]
+	// The page after this one, faulted in on the other CPU while this
+	// one is filled.
+	hugepages.PopulateAhead(p.spare, 0, pageSize)
 	return pg
 }
 
