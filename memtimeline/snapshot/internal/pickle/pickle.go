@@ -414,9 +414,9 @@ type pickleDecoder struct {
 	base     int64 // input offset of buf[0], for error messages
 	srcErr   error // sticky error from src (io.EOF at the end)
 
-	a      Arena
-	stack  []Value
-	marks  []int
+	a     Arena
+	stack []Value
+	marks []int
 	// memo holds the memo's slots set in order, 4 bytes each (memoSlot);
 	// wide holds the values of its slots that do not fit 4 bytes;
 	// sparse the slots set out of order (never by CPython).
@@ -761,7 +761,9 @@ func memoSlot(v Value) (uint32, bool) {
 }
 
 // memoValue unpacks a slot other than memoWide.
-func memoValue(c uint32) Value { return mkval(Kind(c>>memoPayloadBits), uint64(c&(1<<memoPayloadBits-1))) }
+func memoValue(c uint32) Value {
+	return mkval(Kind(c>>memoPayloadBits), uint64(c&(1<<memoPayloadBits-1)))
+}
 
 func (d *pickleDecoder) memoPut(idx uint64, v Value) {
 	d.built += 8
