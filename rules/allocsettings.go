@@ -82,16 +82,15 @@ func historyOverflow(rep *snapshot.Report, limit int64) string {
 func orphanFrees(s *snapshot.Snapshot) int64 {
 	var n int64
 	for _, tr := range s.DeviceTraces {
-		live := map[uint64]bool{}
+		var live snapshot.AddrMap
 		for _, e := range tr.All() {
 			switch e.Action {
 			case snapshot.ActionAlloc:
-				live[e.Addr] = true
+				live.Set(e.Addr, 0)
 			case snapshot.ActionFreeCompleted:
-				if !live[e.Addr] {
+				if _, ok := live.Delete(e.Addr); !ok {
 					n++
 				}
-				delete(live, e.Addr)
 			}
 		}
 	}

@@ -58,49 +58,43 @@ func PeakComposition(s *Snapshot) *memtimeline.Composition {
 		// Second pass: the blocks alive at the peak, by line. A block
 		// keeps its stack; lines are made for the blocks still alive,
 		// once per stack (entries share their stacks).
-		type block struct {
-			size  int64
-			stack stackKey
-		}
-		alive := map[uint64]block{}
-		stacks := map[stackKey][]Frame{}
+		var alive AddrMap // addr -> index of its alloc
 		for i, e := range entries.All() {
 			if i > peakAt {
 				break
 			}
 			switch e.Action {
 			case ActionAlloc:
-				k := keyOf(e.Frames)
-				if _, ok := stacks[k]; !ok {
-					stacks[k] = e.Frames
-				}
-				alive[e.Addr] = block{memtimeline.BlockSize(e.Size), k}
+				alive.Set(e.Addr, i)
 			case ActionFreeCompleted:
-				delete(alive, e.Addr)
+				alive.Delete(e.Addr)
 			}
 		}
 		lineOf := map[stackKey]string{}
 		lines := map[string]*memtimeline.Share{}
 		var seen int64
-		for _, b := range alive {
-			line, ok := lineOf[b.stack]
+		alive.All(func(_ uint64, i int) {
+			e := entries.At(i)
+			k := keyOf(e.Frames)
+			line, ok := lineOf[k]
 			if !ok {
-				f := UserFrame(stacks[b.stack])
+				f := UserFrame(e.Frames)
 				line = "C++: " + cppName(f.Name)
 				if f.IsPython() {
 					line = fmt.Sprintf("%s(%d): %s", filepath.Base(f.Filename), f.Line, f.Name)
 				}
-				lineOf[b.stack] = line
+				lineOf[k] = line
 			}
 			sh := lines[line]
 			if sh == nil {
 				sh = &memtimeline.Share{Name: line}
 				lines[line] = sh
 			}
-			sh.Bytes += b.size
+			size := memtimeline.BlockSize(e.Size)
+			sh.Bytes += size
 			sh.Blocks++
-			seen += b.size
-		}
+			seen += size
+		})
 		if before > 0 {
 			lines[memtimeline.BeforeProfiling] = &memtimeline.Share{Name: memtimeline.BeforeProfiling, Bytes: before}
 		}

@@ -562,14 +562,14 @@ func (sites siteCache) of(e *TraceEntry) Frame {
 // indices of the allocations live at the end, in time order, and per site
 // the most step boundaries a freed allocation crossed.
 func liveAtEnd(tr Trace, steps []stepRange, sites siteCache) (idx []int, retention map[Frame]int) {
-	live := map[uint64]int{} // addr -> index of its alloc in tr
+	var live AddrMap // addr -> index of its alloc in tr
 	retention = map[Frame]int{}
 	for i, e := range tr.All() {
 		switch e.Action {
 		case ActionAlloc:
-			live[e.Addr] = i
+			live.Set(e.Addr, i)
 		case ActionFreeRequested, ActionFreeCompleted:
-			if j, ok := live[e.Addr]; ok {
+			if j, ok := live.Delete(e.Addr); ok {
 				alloc := tr.At(j)
 				a, b := stepIndex(steps, alloc.TimeUS), stepIndex(steps, e.TimeUS)
 				if a >= 0 && b > a {
@@ -577,13 +577,10 @@ func liveAtEnd(tr Trace, steps []stepRange, sites siteCache) (idx []int, retenti
 					retention[site] = max(retention[site], b-a)
 				}
 			}
-			delete(live, e.Addr)
 		}
 	}
-	idx = make([]int, 0, len(live))
-	for _, i := range live {
-		idx = append(idx, i)
-	}
+	idx = make([]int, 0, live.Len())
+	live.All(func(_ uint64, i int) { idx = append(idx, i) })
 	sort.Ints(idx) // time order, so that the first allocation leads its group
 	return idx, retention
 }
