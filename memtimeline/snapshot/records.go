@@ -106,7 +106,7 @@ type metaKey struct {
 // streams): a direct-mapped cache finds them without hashing a map key.
 func (m *snapMapper) metaID(x *rec) uint32 {
 	k := metaKey{action: x.action, ctx: x.ctx, nkeys: x.nkeys, stream: x.stream, deviceFree: x.deviceFree}
-	hash := (uint64(k.action)<<32 ^ uint64(k.ctx)<<8 ^ uint64(k.nkeys) ^ uint64(k.stream)*0x9E3779B97F4A7C15 ^ uint64(k.deviceFree)*0xC2B2AE3D27D4EB4F) * 0x9E3779B97F4A7C15
+	hash := (uint64(k.action) ^ uint64(k.ctx)<<24 ^ uint64(k.nkeys)<<48 ^ uint64(k.stream)*0xC2B2AE3D27D4EB4F ^ uint64(k.deviceFree)*0x165667B19E3779F9) * 0x9E3779B97F4A7C15
 	c := &m.metaCache[hash>>(64-metaCacheBits)]
 	if c.id > 0 && c.k == k {
 		return c.id - 1
@@ -128,7 +128,10 @@ func (m *snapMapper) metaID(x *rec) uint32 {
 	return id
 }
 
-const metaCacheBits = 6
+const (
+	metaCacheBits  = 8
+	stackCacheBits = 10
+)
 
 type metaCacheEntry struct {
 	k  metaKey

@@ -185,7 +185,9 @@ type snapMapper struct {
 	// stacks maps a frames list (its pickle.ListID: equal lists share
 	// one) to its stack, h.stacks[id-1].
 	stacks map[uint32]uint32
-	strs   map[string]string
+	// stackCache: ListID+1 -> stack id, in front of stacks.
+	stackCache [1 << stackCacheBits]struct{ lid, id uint32 }
+	strs       map[string]string
 	// contexts shares TraceEntry.Context between entries (contextList[id-1]).
 	contexts    map[EntryContext]uint32
 	contextList []*EntryContext
@@ -686,9 +688,15 @@ func (m *snapMapper) stackID(v pickle.Value, owner *loc) (uint32, error) {
 	if len(items) == 0 {
 		return 0, nil
 	}
-	// The decoder stores equal lists once (one ListID).
+	// The decoder stores equal lists once (one ListID). Entries repeat a
+	// few hundred stacks: a direct-mapped cache finds most without the map.
 	lid := m.a.ListID(v)
+	c := &m.stackCache[(uint64(lid)*0x9E3779B97F4A7C15)>>(64-stackCacheBits)]
+	if c.lid == lid+1 {
+		return c.id, nil
+	}
 	if id, ok := m.stacks[lid]; ok {
+		c.lid, c.id = lid+1, id
 		return id, nil
 	}
 	st := make([]Frame, len(items))
