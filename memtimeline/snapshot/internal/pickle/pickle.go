@@ -9,6 +9,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"sort"
 	"unsafe"
 
 	"github.com/torchmem/torchmem/chrometrace"
@@ -190,8 +191,34 @@ type Arena struct {
 	// read as items after all (materialize); noRuns: a Recorder gave
 	// ids out of order, and no list is kept as a run.
 	runs    map[int]recRun
-	recDict paged[uint32]
+	recDict recDicts
 	noRuns  bool
+}
+
+// recDicts maps record ids, given in order, to their dict handles, as
+// the runs in which both count up by one: between two trace entries a
+// pickle makes no other dict but the frames it has not made before, so a
+// 1 GB snapshot's 7.2M records are a few thousand runs, not 29 MB.
+type recDicts struct {
+	runs []recDictRun
+	n    uint32 // records added
+}
+
+// recDictRun: record id+k has dict handle+k, up to the next run.
+type recDictRun struct{ id, handle uint32 }
+
+// add gives record n (the next) dict handle h.
+func (r *recDicts) add(h uint32) {
+	if k := len(r.runs) - 1; k < 0 || r.runs[k].handle+(r.n-r.runs[k].id) != h {
+		r.runs = append(r.runs, recDictRun{r.n, h})
+	}
+	r.n++
+}
+
+// at is record id's dict handle (id < n).
+func (r *recDicts) at(id uint32) uint32 {
+	k := sort.Search(len(r.runs), func(k int) bool { return r.runs[k].id > id }) - 1
+	return r.runs[k].handle + (id - r.runs[k].id)
 }
 
 // recRun is a list's items as consecutive record ids: first to first+n-1.
@@ -332,7 +359,7 @@ func (a *Arena) materialize(i int) {
 	delete(a.runs, i)
 	items := make([]Value, r.n)
 	for k := range items {
-		items[k] = mkval(KindDict, uint64(a.recDict.At(int(r.first)+k)))
+		items[k] = mkval(KindDict, uint64(a.recDict.at(r.first+uint32(k))))
 	}
 	a.lists.Add(items)
 	ref := a.listRef.At(i)
@@ -940,8 +967,8 @@ func (d *pickleDecoder) setItems(i int, items []Value, batch bool) error {
 		if batch && d.rec != nil {
 			if id, ok := d.rec.Record(&d.a, keys, vals); ok && id < refRecord {
 				d.a.dictRef.Set(i, refRecord|id)
-				if int(id) == d.a.recDict.Len() {
-					d.a.recDict.Add(uint32(i))
+				if id == d.a.recDict.n {
+					d.a.recDict.add(uint32(i))
 				} else {
 					d.a.noRuns = true
 				}

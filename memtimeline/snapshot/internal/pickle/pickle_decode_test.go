@@ -297,3 +297,30 @@ func TestMemoWideValues(t *testing.T) {
 		t.Errorf("one byte at a time: got %s", got)
 	}
 }
+
+// TestRecordRunsAcrossOtherDicts: records whose dict handles do not count
+// up by one (a dict made inside an entry, as a frame is the first time)
+// still read as their own dicts when their run is read as items.
+func TestRecordRunsAcrossOtherDicts(t *testing.T) {
+	entry := "}(\x8c\x06action\x8c\x05allocu"            // {"action": "alloc"}
+	nested := "}(\x8c\x06action\x8c\x05alloc\x8c\x01x}u" // {"action": "alloc", "x": {}}
+	raw := "\x80\x04](" + entry + nested + entry + nested + nested + entry + "eK\x07a."
+	a, root, err := DecodeRecords(bytes.NewReader([]byte(raw)), defaultLimit, &seqRecorder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.recDict.runs) < 3 {
+		t.Fatalf("%d runs of dict handles: the nested dicts did not break them", len(a.recDict.runs))
+	}
+	var got []any
+	for _, it := range a.List(root) {
+		if id, ok := a.Record(it); ok {
+			got = append(got, int(id))
+		} else if n, ok := a.Int64(it); ok {
+			got = append(got, int(n))
+		}
+	}
+	if want := []any{0, 1, 2, 3, 4, 5, 7}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("reads %v, want %v", got, want)
+	}
+}
