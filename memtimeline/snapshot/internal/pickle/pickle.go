@@ -454,7 +454,11 @@ type pickleDecoder struct {
 	// listIndex finds a stored list slot with the same contents, so that
 	// the thousands of identical "frames" lists of a trace share one slot.
 	listIndex map[uint64][]uint32
-	rec       Recorder
+	listCache [1 << listCacheBits]struct {
+		h    uint64
+		slot uint32 // 0: empty (slot 0 holds no items)
+	}
+	rec Recorder
 	// strIndex shares one handle among equal short strs (frame file and
 	// function names that a writer did not memoize, the "N/A" that
 	// CPython writes anew in every trace entry): a str is immutable, so
@@ -705,6 +709,18 @@ func (p *paged[T]) Len() int       { return p.n }
 func (p *paged[T]) At(i int) T     { return p.pages[i>>pageBits][i&pageMask] }
 func (p *paged[T]) Set(i int, v T) { p.pages[i>>pageBits][i&pageMask] = v }
 func (p *paged[T]) Add(v T) {
+	// Inlined: most adds go to a page with room.
+	if last := len(p.pages) - 1; last >= 0 {
+		if pg := p.pages[last]; len(pg) < cap(pg) {
+			p.pages[last] = append(pg, v)
+			p.n++
+			return
+		}
+	}
+	p.addPage(v)
+}
+
+func (p *paged[T]) addPage(v T) {
 	last := len(p.pages) - 1
 	switch {
 	case last < 0:
@@ -713,6 +729,13 @@ func (p *paged[T]) Add(v T) {
 	case len(p.pages[last]) == pageSize:
 		p.pages = append(p.pages, p.newPage())
 		last++
+	default:
+		// The first page, full below pageSize: doubled, never past
+		// pageSize (Add's fast path takes a page's room as its cap).
+		pg := p.pages[last]
+		grown := make([]T, len(pg), min(2*cap(pg), pageSize))
+		copy(grown, pg)
+		p.pages[last] = grown
 	}
 	p.pages[last] = append(p.pages[last], v)
 	p.n++
@@ -872,15 +895,27 @@ func (d *pickleDecoder) sharedList(items []Value) uint32 {
 	// maphash hashes the items' bytes many at a time (FNV's multiply per
 	// item, each waiting on the one before, was a twentieth of decoding).
 	h := maphash.Bytes(listSeed, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(items))), len(items)*8))
+	// A trace repeats a few hundred stacks: a direct-mapped cache of
+	// hash -> slot finds most of them without the map.
+	c := &d.listCache[h>>(64-listCacheBits)]
+	if c.slot != 0 && c.h == h {
+		if other := d.a.lists.At(int(c.slot)); len(other) == len(items) && equalVals(other, items) {
+			return c.slot
+		}
+	}
 	for _, slot := range d.listIndex[h] {
 		if other := d.a.lists.At(int(slot)); len(other) == len(items) && equalVals(other, items) {
+			c.h, c.slot = h, slot
 			return slot
 		}
 	}
 	slot := d.addListSlot(d.store(items))
 	d.listIndex[h] = append(d.listIndex[h], slot)
+	c.h, c.slot = h, slot
 	return slot
 }
+
+const listCacheBits = 10
 
 // listSeed seeds sharedList's hash.
 var listSeed = maphash.MakeSeed()
