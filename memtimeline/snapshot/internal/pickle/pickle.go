@@ -454,11 +454,8 @@ type pickleDecoder struct {
 	// listIndex finds a stored list slot with the same contents, so that
 	// the thousands of identical "frames" lists of a trace share one slot.
 	listIndex map[uint64][]uint32
-	listCache [1 << listCacheBits]struct {
-		h    uint64
-		slot uint32 // 0: empty (slot 0 holds no items)
-	}
-	rec Recorder
+	listCache [1 << listCacheBits]uint32 // a slot (0: empty; slot 0 holds no items)
+	rec       Recorder
 	// strIndex shares one handle among equal short strs (frame file and
 	// function names that a writer did not memoize, the "N/A" that
 	// CPython writes anew in every trace entry): a str is immutable, so
@@ -892,26 +889,29 @@ func (d *pickleDecoder) sharedList(items []Value) uint32 {
 	if len(items) < 2 {
 		return d.addListSlot(d.store(items))
 	}
+	// A trace repeats a few hundred stacks: a direct-mapped cache keyed
+	// by the length and three of the items finds most of them at the
+	// cost of one comparison, without hashing them all.
+	n := uint64(len(items))
+	q := (n*0x9E3779B97F4A7C15 ^ uint64(items[0]) ^ uint64(items[n/2])*0xC2B2AE3D27D4EB4F ^ uint64(items[n-1])*0x165667B19E3779F9) * 0x9E3779B97F4A7C15
+	c := &d.listCache[q>>(64-listCacheBits)]
+	if *c != 0 {
+		if other := d.a.lists.At(int(*c)); len(other) == len(items) && equalVals(other, items) {
+			return *c
+		}
+	}
 	// maphash hashes the items' bytes many at a time (FNV's multiply per
 	// item, each waiting on the one before, was a twentieth of decoding).
 	h := maphash.Bytes(listSeed, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(items))), len(items)*8))
-	// A trace repeats a few hundred stacks: a direct-mapped cache of
-	// hash -> slot finds most of them without the map.
-	c := &d.listCache[h>>(64-listCacheBits)]
-	if c.slot != 0 && c.h == h {
-		if other := d.a.lists.At(int(c.slot)); len(other) == len(items) && equalVals(other, items) {
-			return c.slot
-		}
-	}
 	for _, slot := range d.listIndex[h] {
 		if other := d.a.lists.At(int(slot)); len(other) == len(items) && equalVals(other, items) {
-			c.h, c.slot = h, slot
+			*c = slot
 			return slot
 		}
 	}
 	slot := d.addListSlot(d.store(items))
 	d.listIndex[h] = append(d.listIndex[h], slot)
-	c.h, c.slot = h, slot
+	*c = slot
 	return slot
 }
 
