@@ -188,20 +188,21 @@ func Analyze(s *Snapshot, barWidth int) *Report {
 		Stats:        s.Stats(),
 		Settings:     s.AllocatorSettings,
 		SegmentFills: s.SegmentFills(barWidth),
-		OOMs:         s.OOMs(),
 	}
 	if rep.Settings.Recorded == nil {
 		rep.Settings.Recorded = []string{} // none recorded: [] in JSON, not null
 	}
 	// The history is read in two passes at once: the leak candidates and
 	// the labels (one replay of each device's trace serves both), and
-	// the steps and the counts (a large history took a second each).
+	// the OOMs, the steps and the counts (a large history took a second
+	// each).
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		var live [][]int
 		rep.Leaks, live = s.leakCandidates()
 		rep.Labels = s.labels(live)
 	})
+	rep.OOMs = s.OOMs()
 	rep.Steps, rep.BackwardSteps = s.stepsWithBackward()
 	rep.Pools, rep.Annotations, rep.NoHistory = s.Pools(), s.AnnotationNames(), s.NoHistory()
 	rep.TraceEntries, rep.TraceStartUS, rep.TraceEndUS = s.actionCounts()
