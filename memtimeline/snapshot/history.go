@@ -135,6 +135,7 @@ func (h *history) add(e entry) int {
 			grown := make([]entry, len(c), n)
 			if n == histChunk {
 				hugepages.Advise(grown)
+				hugepages.PopulateAhead(grown, len(c), len(c)+2*histAhead)
 			}
 			copy(grown, c)
 			h.chunks[last] = grown
@@ -142,14 +143,16 @@ func (h *history) add(e entry) int {
 		}
 		c := make([]entry, 0, histChunk)
 		hugepages.Advise(c)
+		hugepages.PopulateAhead(c, 0, 2*histAhead)
 		h.chunks = append(h.chunks, c)
 		last++
 	}
 	c := append(h.chunks[last], e)
 	h.chunks[last] = c
 	if len(c)&(histAhead-1) == 0 && cap(c) == histChunk {
-		// The next stretch, faulted in on the other CPU while this
-		// one is filled.
+		// The stretch after the next, faulted in on the other CPU
+		// while this one and the next are filled (a full chunk
+		// starts with its first two).
 		hugepages.PopulateAhead(c, len(c)+histAhead, len(c)+2*histAhead)
 	}
 	h.n++
