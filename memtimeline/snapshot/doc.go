@@ -6,7 +6,8 @@
 // the bounded, plain-data-only decoder of internal/pickle (no str, bytes
 // or container over chrometrace.Limits.ValueBytes, given to ReadLimited; class-building opcodes refused, so a
 // pickle cannot run code) and maps it onto the typed model: a Snapshot of
-// Segments, Blocks and the per-device history of TraceEntry events.
+// Segments, Blocks and the per-device history, a Trace of TraceEntry
+// events (stored compact, read through At and All).
 //
 // Analysis: Analyze gives a Report (Stats, the SegmentFills map,
 // LeakCandidates replayed from the history, steps, OOMs); UserFrame and
