@@ -1,10 +1,14 @@
 package snapshot
 
-// AddrMap maps block addresses to ints: the blocks live during a replay
+import "fmt"
+
+// AddrMap maps block addresses to ints that fit 32 bits (indices of
+// trace entries): the blocks live during a replay
 // of a history, looked up, set and deleted once per entry. It is an
 // open-addressing table with linear probing (deletion shifts the run
 // back, so no tombstones); Go's map took a third of a replay of the 1 GB
-// snapshot's 7.2M entries. The zero AddrMap is empty and ready.
+// snapshot's 7.2M entries. A slot is 16 bytes and the table at most 3/4
+// full, about what a Go map takes. The zero AddrMap is empty and ready.
 type AddrMap struct {
 	slots []addrSlot
 	n     int
@@ -13,7 +17,7 @@ type AddrMap struct {
 
 type addrSlot struct {
 	addr uint64
-	v    int
+	v    int32
 	used bool
 }
 
@@ -42,19 +46,22 @@ func (m *AddrMap) Get(addr uint64) (int, bool) {
 		return 0, false
 	}
 	i, ok := m.find(addr)
-	return m.slots[i].v, ok
+	return int(m.slots[i].v), ok
 }
 
-// Set gives addr the value v.
+// Set gives addr the value v (math.MinInt32 <= v <= math.MaxInt32).
 func (m *AddrMap) Set(addr uint64, v int) {
-	if 2*(m.n+1) > len(m.slots) {
+	if int(int32(v)) != v {
+		panic(fmt.Sprintf("snapshot.AddrMap: value %d does not fit 32 bits", v))
+	}
+	if 4*(m.n+1) > 3*len(m.slots) {
 		m.grow()
 	}
 	i, ok := m.find(addr)
 	if !ok {
 		m.n++
 	}
-	m.slots[i] = addrSlot{addr: addr, v: v, used: true}
+	m.slots[i] = addrSlot{addr: addr, v: int32(v), used: true}
 }
 
 // Delete removes addr and returns its value.
@@ -66,7 +73,7 @@ func (m *AddrMap) Delete(addr uint64) (int, bool) {
 	if !ok {
 		return 0, false
 	}
-	v := m.slots[i].v
+	v := int(m.slots[i].v)
 	m.n--
 	// Shift back the entries after i that would not be found past the
 	// hole: those whose home is not cyclically in (i, j].
@@ -86,7 +93,7 @@ func (m *AddrMap) Delete(addr uint64) (int, bool) {
 func (m *AddrMap) All(fn func(addr uint64, v int)) {
 	for _, s := range m.slots {
 		if s.used {
-			fn(s.addr, s.v)
+			fn(s.addr, int(s.v))
 		}
 	}
 }
