@@ -7,10 +7,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/torchmem/torchmem/internal/gobin"
 )
 
 // TestMain lets the test binary stand in for torchmem-bench's children
@@ -38,7 +39,7 @@ func TestQuickBench(t *testing.T) {
 		t.Skip("builds torchmem and runs it a dozen times")
 	}
 	dir := t.TempDir()
-	bin := torchmemBinary(t, dir)
+	bin := gobin.Torchmem(t)
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
@@ -82,31 +83,4 @@ func TestQuickBench(t *testing.T) {
 			t.Errorf("%s: wall %v s, user %v s, peak RSS %v MiB (floor %v MiB): not a measurement", r[0], wall, user, rss, floorMiB)
 		}
 	}
-}
-
-// torchmemBinary is cmd/torchmem as `go run` builds it: the go command
-// keeps the executables it builds for go run in its cache (Go 1.24 and
-// later), and `-exec echo` prints where one lies instead of running it.
-// With a warm cache nothing is linked; `go build -o` links every time (3 s
-// of CPU, a quarter of this test's). The first time, go run prints a
-// temporary copy it removes on exit; the second call finds the cached one.
-// (go run's executable has no symbol table or DWARF: the same code.)
-func torchmemBinary(t *testing.T, dir string) string {
-	gocmd := filepath.Join(runtime.GOROOT(), "bin", "go")
-	for range 2 {
-		out, err := exec.Command(gocmd, "run", "-exec", "echo", "github.com/torchmem/torchmem/cmd/torchmem").Output()
-		if err != nil {
-			t.Fatalf("go run -exec echo: %v", err)
-		}
-		if bin := strings.TrimSpace(string(out)); filepath.IsAbs(bin) {
-			if _, err := os.Stat(bin); err == nil {
-				return bin
-			}
-		}
-	}
-	bin := filepath.Join(dir, "torchmem")
-	if out, err := exec.Command(gocmd, "build", "-o", bin, "github.com/torchmem/torchmem/cmd/torchmem").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
 }
