@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -284,6 +285,25 @@ func gunzipFile(t testing.TB, path string) []byte {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
+}
+
+// sharedTraces holds the traces gunzipShared decompressed, by path.
+var sharedTraces sync.Map
+
+// gunzipShared is gunzipFile decompressing each path once for the whole
+// package: the tests that compare decoders on every real trace
+// (TestFastDecodeAgreesOnRealTraces, TestSpeculativeAgreesOnRealTraces,
+// TestCanonicalGoldensSmallBatches) read the same ones. The bytes are
+// shared: read them, never write them (the slice's capacity is its length,
+// so an append copies).
+func gunzipShared(t testing.TB, path string) []byte {
+	if b, ok := sharedTraces.Load(path); ok {
+		return b.([]byte)
+	}
+	b := gunzipFile(t, path)
+	b = b[:len(b):len(b)]
+	sharedTraces.Store(path, b)
+	return b
 }
 
 func readFile(t testing.TB, path string) []byte {

@@ -139,10 +139,12 @@ get_per_process_memory_fraction).
 """
 
 import atexit
+import bisect
 import gzip
 import json
 import logging
 import math
+import operator
 import os
 import pickle
 import re
@@ -154,6 +156,7 @@ import sys
 import threading
 import time
 import warnings
+from itertools import repeat
 
 try:
     import torch
@@ -520,12 +523,33 @@ def format_bytes(n):
     return "%d B" % n
 
 
+# The model runs after every step of a training loop: its hottest loops are map() over operator
+# functions (the same arithmetic, in the same order, as the formulas written out; run in C).
+_sub, _mul, _gt = operator.sub, operator.mul, operator.gt
+
+
 def _median(xs):
-    s = sorted(xs)
+    return _median_sorted(sorted(xs))
+
+
+def _median_sorted(s):
     n = len(s)
     if n == 0:
         return 0.0
     return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2.0
+
+
+def _changes(values, lag=1):
+    """values[i + lag] - values[i] for every i."""
+    return list(map(_sub, values[lag:], values))
+
+
+def _line_residuals(values, slope, intercept=0, first=0):
+    """values[i] - intercept - slope * (first + i) for every i."""
+    xs = range(first, first + len(values))
+    if intercept:
+        values = map(_sub, values, repeat(intercept))
+    return list(map(_sub, values, map(_mul, repeat(slope), xs)))
 
 
 def noise_sigma(values):
@@ -536,11 +560,16 @@ def noise_sigma(values):
     sigma (memtimeline/growth)."""
     best = None
     for lag in (1, 2):
-        d = [b - a for a, b in zip(values, values[lag:])]
+        d = _changes(values, lag)
         if len(d) < 2:
             continue
-        m = _median(d)
-        s = 1.4826 * _median([abs(x - m) for x in d])
+        d.sort()
+        m = _median_sorted(d)
+        # The deviations of the sorted changes are two sorted runs (below m, above it): sort()
+        # merges them in one pass.
+        dev = list(map(abs, map(_sub, d, repeat(m))))
+        dev.sort()
+        s = 1.4826 * _median_sorted(dev)
         best = s if best is None else min(best, s)
         if best <= SIGMA_FLOOR:
             break  # at the floor: the changes over two steps cannot lower it
@@ -586,7 +615,7 @@ def _resistant_line(values, first):
     left, right = values[:k], values[n - k:]
     xl, xr = first + (k - 1) / 2.0, first + n - 1 - (k - 1) / 2.0
     slope = (_median(right) - _median(left)) / (xr - xl) if xr > xl else 0.0
-    return slope, _median([v - slope * (first + i) for i, v in enumerate(values)])
+    return slope, _median(_line_residuals(values, slope, first=first))
 
 
 def change_point(values, candidates=None):
@@ -595,15 +624,22 @@ def change_point(values, candidates=None):
     candidates (default: every s); None when there is none."""
     n = len(values)
     best, best_cost = None, None
+    ordered, upto = [], 0  # values[:upto] sorted, grown as s grows (one insertion a candidate)
     for s in range(1, n - 2) if candidates is None else candidates:
         flat = values[:s]
-        level = _median(flat)
-        cost = sum(abs(v - level) for v in flat)
+        if s >= upto:
+            for v in values[upto:s]:
+                bisect.insort(ordered, v)  # after its equals, as sorted() keeps them
+            upto = s
+            level = _median_sorted(ordered)
+        else:
+            level = _median(flat)
+        cost = sum(map(abs, map(_sub, flat, repeat(level))))
         if best_cost is not None and cost > best_cost:
             continue  # ties go to the later start: the value at s is the first one raised
         seg = values[s:]
         slope, icept = _resistant_line(seg, s)
-        cost += sum(abs(v - icept - slope * (s + i)) for i, v in enumerate(seg))
+        cost += sum(map(abs, _line_residuals(seg, slope, icept, s)))
         if best_cost is None or cost <= best_cost:
             best, best_cost = s, cost
     return best
@@ -700,10 +736,10 @@ def plateau(values, sigma, min_steps=PLATEAU_MIN_STEPS):
 def _regular_rises(values, lag=1, floor=0, min_steps=GROWTH_MIN_STEPS):
     """Whether values rose over `lag` steps by more than lag x floor in min_steps steps and
     GROWTH_RISE_SHARE of the steps at least, the last one included."""
-    d = [b - a for a, b in zip(values, values[lag:])]
+    d = _changes(values, lag)
     if not d or d[-1] <= lag * floor:
         return False
-    rose = sum(1 for x in d if x > lag * floor)
+    rose = sum(map(_gt, d, repeat(lag * floor)))
     return rose >= min_steps and rose >= GROWTH_RISE_SHARE * len(d)
 
 
@@ -757,7 +793,8 @@ def growth(values, sigma=None, min_steps=GROWTH_MIN_STEPS):
     # buffer that filled, then a small rise of noise, is not a ninth rise). Online this stands
     # for what the Go model reads in the steps after (a short tail, a plateau): without it
     # fills of 3-8 steps alarm (122 of 546 planted) and noisy backgrounds alone 122 times.
-    pace = theil_sen(seg)[0] / 4.0
+    slope = theil_sen(seg)[0]
+    pace = slope / 4.0
     if not _regular_rises(seg, 1, pace, min_steps) and not _regular_rises(seg, 2, pace, min_steps):
         return None
     # Significant growth from the change point on: the Mann-Kendall Z (ties corrected) and the
@@ -766,7 +803,6 @@ def growth(values, sigma=None, min_steps=GROWTH_MIN_STEPS):
     _, z = mann_kendall(seg)
     if z < GROWTH_Z:
         return None
-    slope, _ = theil_sen(seg)
     if slope <= 0 or _without_largest(seg) < GROWTH_Z:
         return None
     # No measured plateau at the end (a buffer that filled, then stayed).

@@ -8,7 +8,7 @@ import (
 
 // One chart per GPU, with the trace's ProfilerStep bands.
 func TestTraceCharts(t *testing.T) {
-	cs := TraceCharts(memtest.NamedTrace(t, "resnet_train_clean"))
+	cs := TraceCharts(memtest.SharedTrace(t, memtest.Testdata("traces", "resnet_train_clean", "trace.json.gz")))
 	if len(cs) != 1 || len(cs[0].Steps) != 4 || cs[0].Allocated.Len() == 0 {
 		t.Fatalf("%d charts", len(cs))
 	}

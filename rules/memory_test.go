@@ -21,7 +21,8 @@ func findingsFor(t *testing.T, id, trace string, threshold float64) []Finding {
 		if threshold != 0 {
 			r.Threshold = threshold
 		}
-		return Run([]Rule{r}, &Input{Source: trace, Trace: memtest.NamedTrace(t, trace)})
+		// One decoded trace per test binary: the rules only read it.
+		return Run([]Rule{r}, &Input{Source: trace, Trace: memtest.SharedTrace(t, memtest.Testdata("traces", trace, "trace.json.gz"))})
 	}
 	t.Fatalf("no rule %s", id)
 	return nil
@@ -63,7 +64,7 @@ func TestOpSelfLimitMeasuresHolding(t *testing.T) {
 	}
 	// Held at the peak agrees with the per-site table summed by the
 	// innermost operator of each site's chain.
-	tr := memtest.NamedTrace(t, "resnet_train_clean")
+	tr := memtest.SharedTrace(t, memtest.Testdata("traces", "resnet_train_clean", "trace.json.gz"))
 	in := &Input{Trace: tr}
 	hs, peak := in.opHoldings()
 	bySite := map[string]int64{}

@@ -51,7 +51,7 @@ func (r recording) expects(key string) bool {
 // not on any seed trace.
 func TestMissingZeroGradOnRecordings(t *testing.T) {
 	for _, r := range recordings(t) {
-		fs := Run([]Rule{ruleNamed(t, ruleMissingZeroGrad)}, &Input{Trace: memtest.Trace(t, r.trace)})
+		fs := Run([]Rule{ruleNamed(t, ruleMissingZeroGrad)}, &Input{Trace: memtest.SharedTrace(t, r.trace)})
 		if want := r.expects("missing_zero_grad"); (len(fs) > 0) != want {
 			t.Errorf("%s: fired=%v, want %v: %+v", r.name, len(fs) > 0, want, fs)
 			continue

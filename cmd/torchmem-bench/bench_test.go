@@ -7,10 +7,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/torchmem/torchmem/internal/gobin"
 )
 
 // TestMain lets the test binary stand in for torchmem-bench's children
@@ -38,10 +39,7 @@ func TestQuickBench(t *testing.T) {
 		t.Skip("builds torchmem and runs it a dozen times")
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "torchmem")
-	if out, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, "github.com/torchmem/torchmem/cmd/torchmem").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := gobin.Torchmem(t)
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)

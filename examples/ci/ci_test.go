@@ -16,17 +16,9 @@ import (
 	"testing"
 
 	"github.com/goccy/go-yaml"
-)
 
-func buildTorchmem(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "torchmem")
-	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, "github.com/torchmem/torchmem/cmd/torchmem")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
+	"github.com/torchmem/torchmem/internal/gobin"
+)
 
 func testdata(elem ...string) string {
 	return filepath.Join(append([]string{"..", "..", "testdata", "gpu"}, elem...)...)
@@ -40,7 +32,7 @@ func TestActionScript(t *testing.T) {
 	if _, err := exec.LookPath("bash"); err != nil {
 		t.Skip("no bash")
 	}
-	bin := buildTorchmem(t)
+	bin := gobin.Torchmem(t) // the binary the scripts call
 	for _, tc := range []struct {
 		name, base, head, failIf string
 		status                   string

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,20 +16,10 @@ import (
 
 	"github.com/goccy/go-yaml"
 
+	"github.com/torchmem/torchmem/internal/gobin"
+
 	"github.com/torchmem/torchmem/chrometrace/ranksynth"
 )
-
-// buildTorchmem builds the binary the scripts call (TORCHMEM).
-func buildTorchmem(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "torchmem")
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	cmd := exec.Command(gobin, "build", "-o", bin, "github.com/torchmem/torchmem/cmd/torchmem")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // The Slurm array's task body, run as two tasks of the array over six
 // ranks made from the recorded DDP job (rank 4 leaking), then the reduce:
@@ -39,7 +28,7 @@ func TestSlurmArrayThenReduce(t *testing.T) {
 	if _, err := exec.LookPath("bash"); err != nil {
 		t.Skip("no bash")
 	}
-	bin := buildTorchmem(t)
+	bin := gobin.Torchmem(t) // the binary the scripts call
 	work := t.TempDir()
 	traces, sums := filepath.Join(work, "traces"), filepath.Join(work, "summaries")
 	if _, err := ranksynth.Write(traces, ranksynth.DDPOneRankLeaks(filepath.Join("..", "..")), 6, 4); err != nil {
