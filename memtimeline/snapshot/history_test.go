@@ -1,9 +1,6 @@
 package snapshot
 
-import (
-	"reflect"
-	"testing"
-)
+import "testing"
 
 // TestTraceAcrossChunks: traces whose entries cross the history's chunk
 // boundaries (a 1 GB snapshot's do; no testdata snapshot's do) read the
@@ -35,7 +32,7 @@ func TestTraceAcrossChunks(t *testing.T) {
 		k := 0
 		var w int64
 		for i, e := range tr.All() {
-			if i != k || !reflect.DeepEqual(e, want(span[0]+i)) || !reflect.DeepEqual(tr.At(i), e) {
+			if i != k || !sameEntry(e, want(span[0]+i)) || !sameEntry(tr.At(i), e) {
 				t.Fatalf("span %v: entry %d (%dth in order): %+v, want %+v", span, i, k, e, want(span[0]+i))
 			}
 			w += h.work(span[0]+i, 1)
@@ -58,4 +55,13 @@ func TestTraceAcrossChunks(t *testing.T) {
 			t.Errorf("span %v: %d entries before the break", span, stopped)
 		}
 	}
+}
+
+// sameEntry compares two entries field by field, Frames by identity (the
+// history shares one slice per stack). reflect.DeepEqual over the million
+// entries took 5 s of this test's 5.7.
+func sameEntry(a, b TraceEntry) bool {
+	sameFrames := len(a.Frames) == len(b.Frames) && (len(a.Frames) == 0 || &a.Frames[0] == &b.Frames[0])
+	return sameFrames && a.Action == b.Action && a.Addr == b.Addr && a.DeviceFree == b.DeviceFree &&
+		a.Size == b.Size && a.Stream == b.Stream && a.TimeUS == b.TimeUS && a.Context == b.Context
 }
