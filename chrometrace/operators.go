@@ -5,6 +5,7 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 )
@@ -148,9 +149,12 @@ func (m *memoryIndex) span(start, end int64) (lo, hi int) {
 // opTree is the host operator forest after torch's nesting and duplicate
 // removal; node i is HostOps[ops[i]].
 type opTree struct {
-	ops    []int32 // indices into Trace.HostOps, in (start, -end) order
+	ops    []int32 // indices into Trace.HostOps, in (lane, start, -end) order
 	parent []int32 // parent node or -1
 	alive  []bool  // false for nodes removed as duplicates
+	// lanes[l] is the first node of lane l (a thread; the profiler's
+	// overhead ranges lie in the main thread's), lanes[len-1] the end.
+	lanes []int32
 }
 
 // buildOpTree nests host operators per thread the way torch's
@@ -203,7 +207,7 @@ func buildOpTree(t *Trace) (*opTree, []int32) {
 	for l := 0; l+1 < len(laneStart); l++ {
 		tmp = sortNearlySorted(ops[laneStart[l]:laneStart[l+1]], tmp, byTime)
 	}
-	tr := &opTree{ops: ops, parent: make([]int32, n), alive: make([]bool, n)}
+	tr := &opTree{ops: ops, parent: make([]int32, n), alive: make([]bool, n), lanes: laneStart}
 	childCount := make([]int32, n)
 	var stack []int32
 	for i := range ops {
@@ -250,38 +254,6 @@ func buildOpTree(t *Trace) (*opTree, []int32) {
 	return tr, childCount
 }
 
-// byThread lists the host ops of each thread but the profiler's overhead
-// ranges in (start, -end) order, ties in index order: the tree's order
-// (lane, start, -end, index) read lane by lane, a lane being the thread
-// once overhead ranges are left out, so that the attribution need not
-// group and sort the ops again.
-func (tr *opTree) byThread(t *Trace) map[ThreadID][]int32 {
-	counts := make([]int, len(t.Threads))
-	for _, k := range tr.ops {
-		if o := &t.HostOps[k]; o.Cat != CatOverhead {
-			counts[o.Thread]++
-		}
-	}
-	all := make([]int32, 0, len(tr.ops))
-	lists := make([][]int32, len(t.Threads))
-	for th, c := range counts {
-		lists[th] = all[len(all) : len(all) : len(all)+c]
-		all = all[:len(all)+c]
-	}
-	for _, k := range tr.ops {
-		if o := &t.HostOps[k]; o.Cat != CatOverhead {
-			lists[o.Thread] = append(lists[o.Thread], k)
-		}
-	}
-	out := map[ThreadID][]int32{}
-	for th, l := range lists {
-		if len(l) > 0 {
-			out[ThreadID(th)] = l
-		}
-	}
-	return out
-}
-
 // sortNearlySorted sorts s by cmp, a total order. Kineto writes a thread's
 // ops almost in time order (a handful of ascending runs), where merging the
 // runs is many times faster than sorting; many runs fall back to a sort.
@@ -303,22 +275,7 @@ func sortNearlySorted(s, tmp []int32, cmp func(a, b int32) int) []int32 {
 		merged := []int{0}
 		for i := 0; i+1 < len(bounds); i += 2 {
 			if i+2 < len(bounds) {
-				lo, mid, hi := bounds[i], bounds[i+1], bounds[i+2]
-				tmp = append(tmp[:0], s[lo:mid]...)
-				a, b, k := 0, mid, lo
-				for a < len(tmp) && b < hi {
-					if cmp(s[b], tmp[a]) < 0 {
-						s[k] = s[b]
-						b++
-					} else {
-						s[k] = tmp[a]
-						a++
-					}
-					k++
-				}
-				copy(s[k:], tmp[a:])
-			}
-			if i+2 < len(bounds) {
+				tmp = mergeRuns(s, bounds[i], bounds[i+1], bounds[i+2], tmp, cmp)
 				merged = append(merged, bounds[i+2])
 			} else {
 				merged = append(merged, bounds[i+1])
@@ -326,6 +283,51 @@ func sortNearlySorted(s, tmp []int32, cmp func(a, b int32) int) []int32 {
 		}
 		bounds = merged
 	}
+	return tmp
+}
+
+// mergeRuns merges the sorted runs s[lo:mid] and s[mid:hi] in place. The
+// items of either run already in their place are found by binary search
+// and left alone (the runs of a nearly sorted list overlap by a few
+// items), and the shorter of what remains of the two is copied aside, so
+// that tmp holds the few items out of place, not half the list.
+func mergeRuns(s []int32, lo, mid, hi int, tmp []int32, cmp func(a, b int32) int) []int32 {
+	// s[lo:mid] items up to s[mid] stay first; s[mid:hi] items from
+	// s[mid-1] on stay last.
+	lo += sort.Search(mid-lo, func(k int) bool { return cmp(s[lo+k], s[mid]) > 0 })
+	hi = mid + sort.Search(hi-mid, func(k int) bool { return cmp(s[mid+k], s[mid-1]) > 0 })
+	if lo == mid || mid == hi {
+		return tmp
+	}
+	if mid-lo <= hi-mid {
+		tmp = append(tmp[:0], s[lo:mid]...)
+		a, b, k := 0, mid, lo
+		for a < len(tmp) && b < hi {
+			if cmp(s[b], tmp[a]) < 0 {
+				s[k] = s[b]
+				b++
+			} else {
+				s[k] = tmp[a]
+				a++
+			}
+			k++
+		}
+		copy(s[k:], tmp[a:])
+		return tmp
+	}
+	tmp = append(tmp[:0], s[mid:hi]...)
+	a, b, k := mid-1, len(tmp)-1, hi-1
+	for a >= lo && b >= 0 {
+		if cmp(tmp[b], s[a]) < 0 {
+			s[k] = s[a]
+			a--
+		} else {
+			s[k] = tmp[b]
+			b--
+		}
+		k--
+	}
+	copy(s[lo:], tmp[:b+1])
 	return tmp
 }
 
@@ -358,6 +360,14 @@ func Operators(t *Trace, opts OperatorOptions) []OperatorStats {
 // the operator tree both walk is built once, and the two passes over it
 // run side by side (a million-op tree is 15 MB and a tenth of a second).
 func AttributeAndOperators(t *Trace, opts OperatorOptions) (*Attribution, []OperatorStats) {
+	return AttributeAndOperatorsWith(t, opts, nil)
+}
+
+// AttributeAndOperatorsWith is AttributeAndOperators that runs meanwhile
+// (when not nil) beside the attribution's last stage, the Python frames,
+// which takes one core of the two the stages before took. By then the
+// operator tree and the table's memory indexes are garbage.
+func AttributeAndOperatorsWith(t *Trace, opts OperatorOptions, meanwhile func()) (*Attribution, []OperatorStats) {
 	var wg sync.WaitGroup
 	var tree *opTree
 	var scratch []int32
@@ -372,8 +382,10 @@ func AttributeAndOperators(t *Trace, opts OperatorOptions) (*Attribution, []Oper
 		tree, scratch = buildOpTree(t)
 		close(built)
 		return tree
-	})
-	wg.Wait()
+	}, func() {
+		wg.Wait()
+		tree, scratch = nil, nil // the table is made: garbage
+	}, meanwhile)
 	return a, ops
 }
 

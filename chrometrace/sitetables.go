@@ -87,34 +87,43 @@ func (a *Attribution) sites() *siteTables {
 	return &a.siteTab
 }
 
+// PrepareSites builds the site tables now rather than at their first use
+// (UserStack, OpChainText, SiteNodes), for a caller that knows they will
+// be wanted and has an idle core meanwhile.
+func (a *Attribution) PrepareSites() { a.sites() }
+
 func (a *Attribution) buildSiteTables() {
 	t := a.t
 	st := &a.siteTab
 	st.eventStack = make([]int32, len(a.Events))
 	st.eventChain = make([]int32, len(a.Events))
 
-	stacks := &trie{index: map[trieEdge]int32{}}
-	frameNode := make([]int32, len(t.PyFrames))
-	for i := range frameNode {
-		frameNode[i] = -2
-	}
-	chains := &trie{index: map[trieEdge]int32{}}
-	opNode := make([]int32, len(t.HostOps))
-	for i := range opNode {
-		opNode[i] = -2
-	}
-	stepName := map[StrID]bool{}
-	for i, s := range t.Strings {
-		if strings.HasPrefix(s, profilerStepPrefix) {
-			stepName[StrID(i)] = true
+	// The stacks, then the chains, each memoized per frame or op in one
+	// scratch list (-2: not yet resolved) used for both in turn.
+	memo := make([]int32, max(len(t.PyFrames), len(t.HostOps)))
+	scratch := func(n int) []int32 {
+		m := memo[:n]
+		for i := range m {
+			m[i] = -2
 		}
+		return m
 	}
-	frameName := func(g int32) StrID { return t.PyFrames[g].Name }
-	opName := func(g int32) StrID { return t.HostOps[g].Name }
-	isStep := func(g int32) bool { return stepName[t.HostOps[g].Name] }
 	var path []int32
+	stacks := &trie{index: map[trieEdge]int32{}}
+	frameNode := scratch(len(t.PyFrames))
+	frameName := func(g int32) StrID { return t.PyFrames[g].Name }
 	for i, ev := range a.Events {
 		path, st.eventStack[i] = resolveNodes(ev.Frame, a.frameParent, frameNode, stacks, frameName, nil, path)
+	}
+	chains := &trie{index: map[trieEdge]int32{}}
+	opNode := scratch(len(t.HostOps))
+	stepName := make([]bool, len(t.Strings))
+	for i, s := range t.Strings {
+		stepName[i] = strings.HasPrefix(s, profilerStepPrefix)
+	}
+	opName := func(g int32) StrID { return t.HostOps[g].Name }
+	isStep := func(g int32) bool { return stepName[t.HostOps[g].Name] }
+	for i, ev := range a.Events {
 		path, st.eventChain[i] = resolveNodes(ev.Op, a.opParent, opNode, chains, opName, isStep, path)
 	}
 

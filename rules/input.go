@@ -142,25 +142,32 @@ func (in *Input) prepare(site memtimeline.SiteOptions) {
 
 // prepareShared computes the passes the other analyses build on before
 // they start: the attribution beside the operator table, sharing their
-// operator tree, then the lifetimes. Their scratch memory (the tree, the
-// per-thread orders, the memory indexes) is garbage before the analyses
-// after them allocate theirs, so the two peaks do not add up; on a large
-// trace it is returned to the OS at once (see releaseScratch).
+// operator tree, the lifetimes beside the attribution's last stage, then
+// the site tables. Their scratch memory (the tree, the per-thread orders,
+// the memory indexes, the site tables' memos) is garbage before the
+// passes after them allocate theirs, so the peaks do not add up; on a
+// large trace it is returned to the OS at once (see releaseScratch).
 func (in *Input) prepareShared() {
 	if in.Trace == nil || in.Digest != nil {
 		return
 	}
 	Memo(in, "shared-passes", func() bool {
 		Get(in, keyAttribution, func() *chrometrace.Attribution {
-			a, ops := chrometrace.AttributeAndOperators(in.Trace, operatorOptions)
+			// The lifetimes beside the attribution's last stage (its
+			// Python frames, one core), once its operator tree and the
+			// table's indexes are garbage: returned to the OS first, so
+			// that the lifetimes' allocations do not add to them.
+			a, ops := chrometrace.AttributeAndOperatorsWith(in.Trace, operatorOptions, func() {
+				releaseScratch(in.Trace)
+				in.Lifetimes(-1)
+			})
 			Memo(in, keyOperators, func() []chrometrace.OperatorStats { return ops })
 			return a
 		})
-		// Before the lifetimes too: their allocations would otherwise
-		// add to the attribution's scratch (1 GB trace: analyze's peak
-		// 225 -> 214 MB).
-		releaseScratch(in.Trace)
-		in.Lifetimes(-1)
+		// The site tables next, alone: their scratch (a node per frame,
+		// then per op) is garbage before the analyses that read them
+		// allocate theirs.
+		in.Attribution().PrepareSites()
 		releaseScratch(in.Trace)
 		return true
 	})
