@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"math"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 )
@@ -31,44 +32,43 @@ type Attribution struct {
 	opParent    []int32         // HostOps index -> enclosing HostOps index, -1
 	frameParent []int32         // PyFrames index -> enclosing PyFrames index, -1
 	// framesByThread lists PyFrames indices per thread by (start, -end).
-	framesByThread map[ThreadID][]int32
+	framesByThread map[ThreadID]frameList
 	t              *Trace
 	siteTab        siteTables
 }
 
 // Attribute computes the context of every memory event.
 func Attribute(t *Trace) *Attribution {
-	return attribute(t, func() *opTree { tree, _ := buildOpTree(t); return tree }, nil, nil)
+	return attribute(t, nil, nil)
 }
 
-// attribute is Attribute with the op tree from opTreeOf, which it only
-// reads. It works in two stages: the operators (the tree, each event's
-// innermost op), then the Python frames. Between them it calls opsDone,
-// when set, which may wait for other readers of the tree to finish, so
-// that the tree and their scratch are garbage before the frames' lists
-// are allocated (the two stages' memory does not add up); meanwhile, when
-// set, runs beside the frames' stage, which takes one core.
-func attribute(t *Trace, opTreeOf func() *opTree, opsDone, meanwhile func()) *Attribution {
+// attribute is Attribute with the op tree given (nil: built here), which
+// it only reads. The operators (each event's innermost op) and the Python
+// frames are independent: they are attributed side by side, and then,
+// once the tree is garbage, the backward work (by forward op), while
+// meanwhile (when set) runs beside it.
+func attribute(t *Trace, tree *opTree, meanwhile func()) *Attribution {
 	a := &Attribution{
-		Events:      make([]MemoryContext, len(t.Memory)),
-		opParent:    make([]int32, len(t.HostOps)),
-		frameParent: make([]int32, len(t.PyFrames)),
-		t:           t,
+		Events:   make([]MemoryContext, len(t.Memory)),
+		opParent: make([]int32, len(t.HostOps)),
+		t:        t,
 	}
 	for i := range a.Events {
 		a.Events[i] = MemoryContext{Op: -1, Frame: -1, Forward: -1}
 	}
 	memByThread := groupByThread(len(t.Memory), func(i int) (ThreadID, int64) { return t.Memory[i].Thread, t.Memory[i].TS })
-
-	// Operators: torch's nesting, with duplicate nodes and the profiler's
-	// own overhead ranges made transparent.
-	a.attributeOps(opTreeOf(), memByThread)
-	if opsDone != nil {
-		opsDone()
-	}
-
-	// Python frames, nested by time on each thread.
 	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		a.attributeFrames(memByThread)
+	}()
+	if tree == nil {
+		tree, _ = buildOpTree(t)
+	}
+	a.attributeOps(tree, memByThread) // the tree's last reader
+	wg.Wait()
+
 	if meanwhile != nil {
 		wg.Add(1)
 		go func() {
@@ -76,7 +76,6 @@ func attribute(t *Trace, opTreeOf func() *opTree, opsDone, meanwhile func()) *At
 			meanwhile()
 		}()
 	}
-	a.attributeFrames(memByThread)
 	a.attributeBackward()
 	wg.Wait()
 	return a
@@ -110,17 +109,16 @@ func (a *Attribution) attributeOps(tree *opTree, memByThread map[ThreadID][]int3
 // in start order rather than searched for one by one (frameAt).
 func (a *Attribution) attributeFrames(memByThread map[ThreadID][]int32) {
 	t := a.t
-	a.framesByThread = groupIntervals(len(t.PyFrames), func(i int) (ThreadID, int64, int64, bool) {
-		f := &t.PyFrames[i]
-		return f.Thread, f.Start, f.End(), true
-	})
+	a.framesByThread = framesByThread(t)
+	a.frameParent = make([]int32, len(t.PyFrames))
 	for i := range a.frameParent {
 		a.frameParent[i] = -1
 	}
 	var stack []int32
 	for _, ivs := range a.framesByThread {
 		stack = stack[:0]
-		for _, iv := range ivs {
+		for k := range ivs.len() {
+			iv := ivs.at(k)
 			f := &t.PyFrames[iv]
 			for len(stack) > 0 && t.PyFrames[stack[len(stack)-1]].End() < f.Start {
 				stack = stack[:len(stack)-1]
@@ -133,15 +131,16 @@ func (a *Attribution) attributeFrames(memByThread map[ThreadID][]int32) {
 	}
 	for th, pts := range memByThread {
 		ivs := a.framesByThread[th]
+		n := ivs.len()
 		k := 0 // ivs[:k] start at or before the event
 		for _, p := range pts {
 			ts := t.Memory[p].TS
-			for k < len(ivs) && t.PyFrames[ivs[k]].Start <= ts {
+			for k < n && t.PyFrames[ivs.at(k)].Start <= ts {
 				k++
 			}
 			f := int32(-1)
 			if k > 0 {
-				f = ivs[k-1]
+				f = ivs.at(k - 1)
 				for f >= 0 && t.PyFrames[f].End() < ts {
 					f = a.frameParent[f]
 				}
@@ -149,6 +148,72 @@ func (a *Attribution) attributeFrames(memByThread map[ThreadID][]int32) {
 			a.Events[p].Frame = f
 		}
 	}
+}
+
+// frameList is one thread's Python frames in (start, -end) order, ties in
+// index order: the PyFrames indices lo..lo+n-1 where the file holds them
+// so (the usual trace: one thread runs Python and the profiler writes its
+// frames in that order), a list of indices otherwise. The range takes no
+// memory where the list took 4 bytes a frame.
+type frameList struct {
+	lo, n int32
+	idx   []int32 // nil for the range
+}
+
+func (l frameList) len() int {
+	if l.idx != nil {
+		return len(l.idx)
+	}
+	return int(l.n)
+}
+
+// at is the k-th frame of the list.
+func (l frameList) at(k int) int32 {
+	if l.idx != nil {
+		return l.idx[k]
+	}
+	return l.lo + int32(k)
+}
+
+// framesByThread lists each thread's Python frames in (start, -end)
+// order: ranges where every thread's frames are contiguous in the file and
+// in that order, else sorted lists.
+func framesByThread(t *Trace) map[ThreadID]frameList {
+	type span struct{ first, last, n int32 }
+	spans := make([]span, len(t.Threads))
+	ranges := true
+	for i := range t.PyFrames {
+		f := &t.PyFrames[i]
+		sp := &spans[f.Thread]
+		if sp.n > 0 {
+			p := &t.PyFrames[sp.last]
+			if sp.last != int32(i)-1 || p.Start > f.Start || (p.Start == f.Start && p.End() < f.End()) {
+				ranges = false
+				break
+			}
+		} else {
+			sp.first = int32(i)
+		}
+		sp.last = int32(i)
+		sp.n++
+	}
+	out := map[ThreadID]frameList{}
+	if ranges {
+		for th, sp := range spans {
+			if sp.n > 0 {
+				out[ThreadID(th)] = frameList{lo: sp.first, n: sp.n}
+			}
+		}
+		return out
+	}
+	lists := groupIntervals(len(t.PyFrames), func(i int) (ThreadID, int64, int64, bool) {
+		f := &t.PyFrames[i]
+		return f.Thread, f.Start, f.End(), true
+	})
+	for th, l := range lists {
+		out[th] = frameList{idx: l}
+	}
+	return out
 }
 
 // attributeBackward ties backward work to the forward op with the same
@@ -161,6 +226,7 @@ func (a *Attribution) attributeBackward() {
 		return
 	}
 	firstBySeq := forwardBySeq(t)
+	lastFwd, lastFrame := int32(-1), int32(-1) // a backward node's events come together
 	for i := range a.Events {
 		ev := &a.Events[i]
 		if ev.Frame >= 0 || ev.Op < 0 {
@@ -172,8 +238,10 @@ func (a *Attribution) attributeBackward() {
 				continue
 			}
 			if fwd := firstBySeq.get(o.SeqNr); fwd >= 0 && t.HostOps[fwd].Thread != o.Thread {
-				ev.Forward = fwd
-				ev.Frame = a.frameAt(t.HostOps[fwd].Thread, t.HostOps[fwd].Start)
+				if fwd != lastFwd {
+					lastFwd, lastFrame = fwd, a.frameAt(t.HostOps[fwd].Thread, t.HostOps[fwd].Start)
+				}
+				ev.Forward, ev.Frame = fwd, lastFrame
 				break
 			}
 		}
@@ -297,13 +365,12 @@ func (a *Attribution) frameAt(th ThreadID, ts int64) int32 {
 	ivs := a.framesByThread[th]
 	// The innermost frame containing ts is the last one starting at or
 	// before ts whose ancestors or itself still contain ts.
-	k, _ := slices.BinarySearchFunc(ivs, ts, func(iv int32, ts int64) int {
-		return cmp.Compare(t.PyFrames[iv].Start, ts+1)
-	})
+	after := ts + 1 // the first frame starting after ts (none found where this wraps)
+	k := sort.Search(ivs.len(), func(k int) bool { return t.PyFrames[ivs.at(k)].Start >= after })
 	if k == 0 {
 		return -1
 	}
-	f := ivs[k-1]
+	f := ivs.at(k - 1)
 	for f >= 0 && t.PyFrames[f].End() < ts {
 		f = a.frameParent[f]
 	}

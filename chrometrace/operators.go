@@ -123,11 +123,11 @@ func (m *memoryIndex) fill(events []MemoryEvent, sel []int32, limit int64) bool 
 	return ok
 }
 
-// span returns the index range of events with start <= ts <= end: torch
-// counts an event at either boundary as inside (closed interval).
-func (m *memoryIndex) span(start, end int64) (lo, hi int) {
-	lo, _ = slices.BinarySearch(m.ts, start)
-	hi = lo
+// spanFrom returns the index range of events with start <= ts <= end
+// given lo, the first event at or after start: torch counts an event at
+// either boundary as inside (closed interval).
+func (m *memoryIndex) spanFrom(lo int, end int64) (int, int) {
+	hi := lo
 	for hi < len(m.ts) && m.ts[hi] <= end {
 		// Short ranges are the common case; fall back to binary search
 		// when the range covers many events.
@@ -144,6 +144,39 @@ func (m *memoryIndex) span(start, end int64) (lo, hi int) {
 		hi++
 	}
 	return lo, hi
+}
+
+// spanCursor finds the events of ranges whose starts mostly increase
+// (the op tree's nodes in order: by start within each lane): the first
+// event at or after a start is found by galloping on from the last one
+// rather than by a binary search over all events.
+type spanCursor struct {
+	m    *memoryIndex
+	lo   int   // the first event at or after last
+	last int64 // the last start
+}
+
+func (m *memoryIndex) cursor() *spanCursor {
+	return &spanCursor{m: m, last: math.MinInt64}
+}
+
+// span returns the index range of events with start <= ts <= end.
+func (c *spanCursor) span(start, end int64) (lo, hi int) {
+	ts := c.m.ts
+	if start < c.last {
+		c.lo, _ = slices.BinarySearch(ts, start) // a new lane
+	} else {
+		// Gallop from the last position, then search the last step.
+		step := 1
+		for c.lo+step < len(ts) && ts[c.lo+step-1] < start {
+			c.lo += step
+			step *= 2
+		}
+		k, _ := slices.BinarySearch(ts[c.lo:min(c.lo+step, len(ts))], start)
+		c.lo += k
+	}
+	c.last = start
+	return c.m.spanFrom(c.lo, end)
 }
 
 // opTree is the host operator forest after torch's nesting and duplicate
@@ -353,45 +386,43 @@ func (t *Trace) MainThread() ThreadID {
 // key_averages() does for "Self CUDA Mem" / "CUDA Mem" (FORMATS.md §2),
 // adding allocation counts. Rows come out sorted by name.
 func Operators(t *Trace, opts OperatorOptions) []OperatorStats {
-	return operatorsOf(t, opts, func() (*opTree, []int32) { return buildOpTree(t) })
+	ops, _ := operatorsOf(t, opts)
+	return ops
 }
 
 // AttributeAndOperators is Attribute(t) and Operators(t, opts) at once:
-// the operator tree both walk is built once, and the two passes over it
-// run side by side (a million-op tree is 15 MB and a tenth of a second).
+// the operator tree both walk is built once (a million-op tree is 15 MB
+// and a tenth of a second).
 func AttributeAndOperators(t *Trace, opts OperatorOptions) (*Attribution, []OperatorStats) {
-	return AttributeAndOperatorsWith(t, opts, nil)
+	return AttributeAndOperatorsWith(t, opts, Stages{})
 }
 
-// AttributeAndOperatorsWith is AttributeAndOperators that runs meanwhile
-// (when not nil) beside the attribution's last stage, the Python frames,
-// which takes one core of the two the stages before took. By then the
-// operator tree and the table's memory indexes are garbage.
-func AttributeAndOperatorsWith(t *Trace, opts OperatorOptions, meanwhile func()) (*Attribution, []OperatorStats) {
-	var wg sync.WaitGroup
-	var tree *opTree
-	var scratch []int32
-	built := make(chan struct{})
-	var ops []OperatorStats
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		ops = operatorsOf(t, opts, func() (*opTree, []int32) { <-built; return tree, scratch })
-	}()
-	a := attribute(t, func() *opTree {
-		tree, scratch = buildOpTree(t)
-		close(built)
-		return tree
-	}, func() {
-		wg.Wait()
-		tree, scratch = nil, nil // the table is made: garbage
-	}, meanwhile)
-	return a, ops
+// Stages are what a caller of AttributeAndOperatorsWith runs between and
+// beside its stages; nil for nothing.
+type Stages struct {
+	// TableMade runs once the operator table is made and its memory
+	// indexes are garbage, before the attribution allocates its lists
+	// (a caller may return the memory to the OS then).
+	TableMade func()
+	// Meanwhile runs beside the attribution's last stage, which takes one
+	// core of two, once the operator tree is garbage too.
+	Meanwhile func()
 }
 
-// operatorsOf is Operators with the op tree from opTreeOf (its second
-// result is scratch space of one int32 per node, the caller's to give).
-func operatorsOf(t *Trace, opts OperatorOptions, opTreeOf func() (*opTree, []int32)) []OperatorStats {
+// AttributeAndOperatorsWith is AttributeAndOperators with the caller's
+// stages. The table comes first, its memory indexes garbage before the
+// attribution allocates its lists, and the tree is garbage by the last
+// stage: their memory does not add up.
+func AttributeAndOperatorsWith(t *Trace, opts OperatorOptions, s Stages) (*Attribution, []OperatorStats) {
+	ops, tree := operatorsOf(t, opts)
+	if s.TableMade != nil {
+		s.TableMade()
+	}
+	return attribute(t, tree, s.Meanwhile), ops
+}
+
+// operatorsOf is Operators, and the op tree it built.
+func operatorsOf(t *Trace, opts OperatorOptions) ([]OperatorStats, *opTree) {
 	// The memory indexes build while the op tree does.
 	var dev, cpu *memoryIndex
 	var wg sync.WaitGroup
@@ -403,7 +434,7 @@ func operatorsOf(t *Trace, opts OperatorOptions, opTreeOf func() (*opTree, []int
 		})
 		cpu = newMemoryIndex(t.Memory, func(e *MemoryEvent) bool { return e.DeviceType == DeviceCPU })
 	}()
-	tree, scratch := opTreeOf()
+	tree, scratch := buildOpTree(t)
 
 	rs := &operatorRows{groupBy: opts.GroupBy, rowOf: map[operatorRowKey]int32{}}
 	nodeRow := rs.hostOps(t, tree, scratch)
@@ -426,7 +457,7 @@ func operatorsOf(t *Trace, opts OperatorOptions, opTreeOf func() (*opTree, []int
 		out = []OperatorStats{}
 	}
 	sortOperatorRows(out)
-	return out
+	return out, tree
 }
 
 // operatorRowKey is what makes ops share a row.
@@ -468,6 +499,14 @@ func (rs *operatorRows) hostOps(t *Trace, tree *opTree, scratch []int32) []int32
 		annotation bool
 	}
 	rowOfIDs := map[idKey]int32{}
+	// By name alone (the default), the ids index a list: no hashing.
+	var rowOfName []int32 // [2*name + annotation], -1 until made
+	if rs.groupBy == GroupByName {
+		rowOfName = make([]int32, 2*len(t.Strings))
+		for i := range rowOfName {
+			rowOfName[i] = -1
+		}
+	}
 	nodeRow := scratch // every live node's entry is set below
 	for i, k := range tree.ops {
 		if !tree.alive[i] {
@@ -475,17 +514,29 @@ func (rs *operatorRows) hostOps(t *Trace, tree *opTree, scratch []int32) []int32
 		}
 		op := &t.HostOps[k]
 		ik := idKey{name: op.Name, annotation: op.Cat == CatUserAnnotation}
-		switch rs.groupBy {
-		case GroupByShape:
-			ik.arg = op.InputDims
-		case GroupByStack:
-			ik.arg = op.CallStack
-		}
-		r, ok := rowOfIDs[ik]
-		if !ok {
-			extra, stack := groupExtra(t, rs.groupBy, op.InputDims, op.CallStack)
-			r = rs.get(displayName(t.Str(op.Name)), extra, stack, false, ik.annotation)
-			rowOfIDs[ik] = r
+		var r int32
+		if rowOfName != nil {
+			slot := 2 * int(op.Name)
+			if ik.annotation {
+				slot++
+			}
+			if r = rowOfName[slot]; r < 0 {
+				r = rs.get(displayName(t.Str(op.Name)), "", nil, false, ik.annotation)
+				rowOfName[slot] = r
+			}
+		} else {
+			switch rs.groupBy {
+			case GroupByShape:
+				ik.arg = op.InputDims
+			case GroupByStack:
+				ik.arg = op.CallStack
+			}
+			var ok bool
+			if r, ok = rowOfIDs[ik]; !ok {
+				extra, stack := groupExtra(t, rs.groupBy, op.InputDims, op.CallStack)
+				r = rs.get(displayName(t.Str(op.Name)), extra, stack, false, ik.annotation)
+				rowOfIDs[ik] = r
+			}
 		}
 		nodeRow[i] = r
 		rs.rows[r].Calls++
@@ -513,16 +564,17 @@ func sumOperatorMemory(t *Trace, tree *opTree, nodeRow []int32, dev, cpu *memory
 		go func() {
 			defer wg.Done()
 			rs := sums[p]
+			devAt, cpuAt := dev.cursor(), cpu.cursor()
 			for i := lo; i < hi; i++ {
 				if !tree.alive[i] {
 					continue
 				}
 				op := &t.HostOps[tree.ops[i]]
-				a, b := dev.span(op.Start, op.End())
+				a, b := devAt.span(op.Start, op.End())
 				total := SubSat(dev.bytes[b], dev.bytes[a])
 				allocs := int64(dev.allocs[b] - dev.allocs[a])
 				allocBytes := SubSat(dev.allocBytes[b], dev.allocBytes[a])
-				a, b = cpu.span(op.Start, op.End())
+				a, b = cpuAt.span(op.Start, op.End())
 				cpuTotal := SubSat(cpu.bytes[b], cpu.bytes[a])
 				r := &rs[nodeRow[i]]
 				r.self = AddSat(r.self, total)

@@ -153,20 +153,25 @@ func (in *Input) prepareShared() {
 	}
 	Memo(in, "shared-passes", func() bool {
 		Get(in, keyAttribution, func() *chrometrace.Attribution {
-			// The lifetimes beside the attribution's last stage (its
-			// Python frames, one core), once its operator tree and the
-			// table's indexes are garbage: returned to the OS first, so
-			// that the lifetimes' allocations do not add to them.
-			a, ops := chrometrace.AttributeAndOperatorsWith(in.Trace, operatorOptions, func() {
-				releaseScratch(in.Trace)
-				in.Lifetimes(-1)
+			a, ops := chrometrace.AttributeAndOperatorsWith(in.Trace, operatorOptions, chrometrace.Stages{
+				// The table's indexes, returned before the attribution
+				// allocates: it would not reuse all their pages.
+				TableMade: func() { releaseScratch(in.Trace) },
+				// The lifetimes beside the attribution's last stage, the
+				// tree returned first.
+				Meanwhile: func() {
+					releaseScratch(in.Trace)
+					in.Lifetimes(-1)
+				},
 			})
 			Memo(in, keyOperators, func() []chrometrace.OperatorStats { return ops })
 			return a
 		})
 		// The site tables next, alone: their scratch (a node per frame,
 		// then per op) is garbage before the analyses that read them
-		// allocate theirs.
+		// allocate theirs. What the lifetimes and the backward pass left
+		// is returned first, or the scratch comes on top of it.
+		releaseScratch(in.Trace)
 		in.Attribution().PrepareSites()
 		releaseScratch(in.Trace)
 		return true
