@@ -179,6 +179,59 @@ func (c *spanCursor) span(start, end int64) (lo, hi int) {
 	return c.m.spanFrom(c.lo, end)
 }
 
+// parallelLane is the ops a lane needs for buildOpTree to do it beside
+// the others.
+const parallelLane = 1 << 16
+
+// nestLane sorts the nodes lo..hi-1 of one lane by (start, -end), nests
+// them the way torch's _populate_cpu_children does and removes their
+// duplicates like EventList._remove_dup_nodes (see buildOpTree). tmp is
+// scratch space, returned for reuse.
+func (tr *opTree) nestLane(h []HostOp, lo, hi int32, childCount, tmp []int32, byTime func(a, b int32) int) []int32 {
+	ops := tr.ops
+	tmp = sortNearlySorted(ops[lo:hi], tmp, byTime)
+	var stack []int32
+	for i := lo; i < hi; i++ {
+		tr.alive[i] = true
+		tr.parent[i] = -1
+		e := &h[ops[i]]
+		for len(stack) > 0 {
+			p := &h[ops[stack[len(stack)-1]]]
+			if e.Start >= p.End() || e.End() > p.End() {
+				stack = stack[:len(stack)-1]
+				continue
+			}
+			tr.parent[i] = stack[len(stack)-1]
+			childCount[stack[len(stack)-1]]++
+			break
+		}
+		stack = append(stack, i)
+	}
+
+	// Torch's pass removes a node whose parent has it as only child and
+	// the same name, moving its children up to the parent. Parents come
+	// before their children in ops order, so one pass in that order
+	// decides every node with final facts: a node's parent was decided
+	// before it (a removed parent hands its children to its own parent,
+	// one step up, already decided too), and a parent's child count only
+	// changes when its only child goes, becoming that child's count. A
+	// count above one never drops, so torch's repeat passes find nothing
+	// more; no child lists are needed (12 bytes a node saved).
+	for i := lo; i < hi; i++ {
+		p := tr.parent[i]
+		if p >= 0 && !tr.alive[p] {
+			p = tr.parent[p]
+			tr.parent[i] = p
+		}
+		if p < 0 || childCount[p] != 1 || h[ops[p]].Name != h[ops[i]].Name {
+			continue
+		}
+		childCount[p] = childCount[i]
+		tr.alive[i] = false
+	}
+	return tmp
+}
+
 // opTree is the host operator forest after torch's nesting and duplicate
 // removal; node i is HostOps[ops[i]].
 type opTree struct {
@@ -236,54 +289,31 @@ func buildOpTree(t *Trace) (*opTree, []int32) {
 		}
 		return cmp.Compare(a, b)
 	}
-	var tmp []int32
-	for l := 0; l+1 < len(laneStart); l++ {
-		tmp = sortNearlySorted(ops[laneStart[l]:laneStart[l+1]], tmp, byTime)
-	}
 	tr := &opTree{ops: ops, parent: make([]int32, n), alive: make([]bool, n), lanes: laneStart}
 	childCount := make([]int32, n)
-	var stack []int32
-	for i := range ops {
-		tr.alive[i] = true
-		tr.parent[i] = -1
-		e := &h[ops[i]]
-		if i > 0 && lane(ops[i-1]) != lane(ops[i]) {
-			stack = stack[:0]
+	// Each lane is sorted, nested and rid of its duplicates on its own
+	// (a node's parent is in its lane): the large ones side by side.
+	var wg sync.WaitGroup
+	var tmp []int32
+	big := -1 // the last large lane, done here
+	for l := 0; l+1 < len(laneStart); l++ {
+		if laneStart[l+1]-laneStart[l] >= parallelLane {
+			big = l
 		}
-		for len(stack) > 0 {
-			p := &h[ops[stack[len(stack)-1]]]
-			if e.Start >= p.End() || e.End() > p.End() {
-				stack = stack[:len(stack)-1]
-				continue
-			}
-			tr.parent[i] = stack[len(stack)-1]
-			childCount[stack[len(stack)-1]]++
-			break
-		}
-		stack = append(stack, int32(i))
 	}
-
-	// Torch's pass removes a node whose parent has it as only child and
-	// the same name, moving its children up to the parent. Parents come
-	// before their children in ops order, so one pass in that order
-	// decides every node with final facts: a node's parent was decided
-	// before it (a removed parent hands its children to its own parent,
-	// one step up, already decided too), and a parent's child count only
-	// changes when its only child goes, becoming that child's count. A
-	// count above one never drops, so torch's repeat passes find nothing
-	// more; no child lists are needed (12 bytes a node saved).
-	for i := range ops {
-		p := tr.parent[i]
-		if p >= 0 && !tr.alive[p] {
-			p = tr.parent[p]
-			tr.parent[i] = p
-		}
-		if p < 0 || childCount[p] != 1 || h[ops[p]].Name != h[ops[i]].Name {
+	for l := 0; l+1 < len(laneStart); l++ {
+		lo, hi := laneStart[l], laneStart[l+1]
+		if hi-lo >= parallelLane && l != big {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				tr.nestLane(h, lo, hi, childCount, nil, byTime)
+			}()
 			continue
 		}
-		childCount[p] = childCount[i]
-		tr.alive[i] = false
+		tmp = tr.nestLane(h, lo, hi, childCount, tmp, byTime)
 	}
+	wg.Wait()
 	return tr, childCount
 }
 

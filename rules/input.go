@@ -167,12 +167,16 @@ func (in *Input) prepareShared() {
 			Memo(in, keyOperators, func() []chrometrace.OperatorStats { return ops })
 			return a
 		})
-		// The site tables next, alone: their scratch (a node per frame,
-		// then per op) is garbage before the analyses that read them
-		// allocate theirs. What the lifetimes and the backward pass left
-		// is returned first, or the scratch comes on top of it.
+		// The site tables next, before the analyses: their scratch (a
+		// node per frame, then per op) is garbage before the analyses
+		// that read them allocate theirs. What the lifetimes and the
+		// backward pass left is returned first, or the scratch comes on
+		// top of it.
 		releaseScratch(in.Trace)
+		var g crash.Group
+		g.Go(func() { in.Overview(-1) }) // beside them: it allocates nothing
 		in.Attribution().PrepareSites()
+		g.Wait()
 		releaseScratch(in.Trace)
 		return true
 	})
