@@ -2,7 +2,9 @@ package chrometrace
 
 import (
 	"cmp"
+	"math"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 )
@@ -30,108 +32,115 @@ type Attribution struct {
 	opParent    []int32         // HostOps index -> enclosing HostOps index, -1
 	frameParent []int32         // PyFrames index -> enclosing PyFrames index, -1
 	// framesByThread lists PyFrames indices per thread by (start, -end).
-	framesByThread map[ThreadID][]int32
+	framesByThread map[ThreadID]frameList
 	t              *Trace
 	siteTab        siteTables
 }
 
 // Attribute computes the context of every memory event.
 func Attribute(t *Trace) *Attribution {
-	return attribute(t, func() *opTree { tree, _ := buildOpTree(t); return tree })
+	return attribute(t, nil, nil)
 }
 
-// attribute is Attribute with the op tree from opTreeOf, which it only
-// reads.
-func attribute(t *Trace, opTreeOf func() *opTree) *Attribution {
+// attribute is Attribute with the op tree given (nil: built here), which
+// it only reads. The operators (each event's innermost op) and the Python
+// frames are independent: they are attributed side by side, and then,
+// once the tree is garbage, the backward work (by forward op), while
+// meanwhile (when set) runs beside it.
+func attribute(t *Trace, tree *opTree, meanwhile func()) *Attribution {
 	a := &Attribution{
-		Events:      make([]MemoryContext, len(t.Memory)),
-		opParent:    make([]int32, len(t.HostOps)),
-		frameParent: make([]int32, len(t.PyFrames)),
-		t:           t,
+		Events:   make([]MemoryContext, len(t.Memory)),
+		opParent: make([]int32, len(t.HostOps)),
+		t:        t,
 	}
 	for i := range a.Events {
 		a.Events[i] = MemoryContext{Op: -1, Frame: -1, Forward: -1}
 	}
-
-	// The operator and Python-frame nestings are independent: build them
-	// side by side (two cores halve the wait for every analysis after).
 	memByThread := groupByThread(len(t.Memory), func(i int) (ThreadID, int64) { return t.Memory[i].Thread, t.Memory[i].TS })
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		// Python frames, nested by time on each thread.
-		a.framesByThread = groupIntervals(len(t.PyFrames), func(i int) (ThreadID, int64, int64, bool) {
-			f := &t.PyFrames[i]
-			return f.Thread, f.Start, f.End(), true
-		})
-		for i := range a.frameParent {
-			a.frameParent[i] = -1
-		}
-		for _, ivs := range a.framesByThread {
-			var stack []int32
-			for _, iv := range ivs {
-				f := &t.PyFrames[iv]
-				for len(stack) > 0 && t.PyFrames[stack[len(stack)-1]].End() < f.Start {
-					stack = stack[:len(stack)-1]
-				}
-				if len(stack) > 0 {
-					a.frameParent[iv] = stack[len(stack)-1]
-				}
-				stack = append(stack, iv)
-			}
-		}
+		a.attributeFrames(memByThread)
 	}()
+	if tree == nil {
+		tree, _ = buildOpTree(t)
+	}
+	a.attributeOps(tree, memByThread) // the tree's last reader
+	wg.Wait()
 
-	// Operators: torch's nesting, with duplicate nodes and the profiler's
-	// own overhead ranges made transparent.
-	tree := opTreeOf()
+	if meanwhile != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			meanwhile()
+		}()
+	}
+	a.attributeBackward()
+	wg.Wait()
+	return a
+}
+
+// attributeOps sets every host op's visible parent (opParent) and every
+// memory event's innermost op.
+func (a *Attribution) attributeOps(tree *opTree, memByThread map[ThreadID][]int32) {
+	t := a.t
 	visible := func(node int32) int32 {
 		for node >= 0 && (!tree.alive[node] || t.HostOps[tree.ops[node]].Cat == CatOverhead) {
 			node = tree.parent[node]
 		}
 		return node
 	}
-	for i := range a.opParent {
-		a.opParent[i] = -1
+	for node, h := range tree.ops {
+		p := visible(tree.parent[node])
+		if p >= 0 {
+			p = tree.ops[p]
+		}
+		a.opParent[h] = p
 	}
-	for node := range tree.ops {
-		if p := visible(tree.parent[node]); p >= 0 {
-			a.opParent[tree.ops[node]] = tree.ops[p]
+	for th, pts := range memByThread {
+		a.innermostOps(tree, th, pts)
+	}
+}
+
+// attributeFrames nests the Python frames of each thread by time
+// (frameParent) and gives every memory event its innermost frame on its
+// thread: the events of a thread swept in time order against its frames
+// in start order rather than searched for one by one (frameAt).
+func (a *Attribution) attributeFrames(memByThread map[ThreadID][]int32) {
+	t := a.t
+	a.framesByThread = framesByThread(t)
+	a.frameParent = make([]int32, len(t.PyFrames))
+	for i := range a.frameParent {
+		a.frameParent[i] = -1
+	}
+	var stack []int32
+	for _, ivs := range a.framesByThread {
+		stack = stack[:0]
+		for k := range ivs.len() {
+			iv := ivs.at(k)
+			f := &t.PyFrames[iv]
+			for len(stack) > 0 && t.PyFrames[stack[len(stack)-1]].End() < f.Start {
+				stack = stack[:len(stack)-1]
+			}
+			if len(stack) > 0 {
+				a.frameParent[iv] = stack[len(stack)-1]
+			}
+			stack = append(stack, iv)
 		}
 	}
-	opsByThread := tree.byThread(t)
-	// Host ops whose node torch's pass removed (a duplicate of its
-	// parent), by HostOps index: a byte each, where a node index was four.
-	removed := make([]bool, len(t.HostOps))
-	for node, h := range tree.ops {
-		removed[h] = !tree.alive[node]
-	}
-	for th, pts := range memByThread {
-		innermost(opsByThread[th], pts, func(point int32, iv int32) {
-			// An innermost duplicate stands for its identical parent.
-			for iv >= 0 && removed[iv] {
-				iv = a.opParent[iv]
-			}
-			a.Events[point].Op = iv
-		}, func(i int32) int64 { return t.Memory[i].TS }, t.HostOps, nil)
-	}
-
-	wg.Wait()
-	// Each event's innermost frame (frameAt), the events of a thread
-	// swept in time order against its frames in start order rather than
-	// searched for one by one.
 	for th, pts := range memByThread {
 		ivs := a.framesByThread[th]
+		n := ivs.len()
 		k := 0 // ivs[:k] start at or before the event
 		for _, p := range pts {
 			ts := t.Memory[p].TS
-			for k < len(ivs) && t.PyFrames[ivs[k]].Start <= ts {
+			for k < n && t.PyFrames[ivs.at(k)].Start <= ts {
 				k++
 			}
 			f := int32(-1)
 			if k > 0 {
-				f = ivs[k-1]
+				f = ivs.at(k - 1)
 				for f >= 0 && t.PyFrames[f].End() < ts {
 					f = a.frameParent[f]
 				}
@@ -139,23 +148,85 @@ func attribute(t *Trace, opTreeOf func() *opTree) *Attribution {
 			a.Events[p].Frame = f
 		}
 	}
-	frameAt := a.frameAt
+}
 
-	// Backward work: find the forward op by autograd sequence number.
-	backward := make([]bool, len(t.Strings)) // by name, once per name
-	for i, name := range t.Strings {
-		backward[i] = isBackwardName(name)
+// frameList is one thread's Python frames in (start, -end) order, ties in
+// index order: the PyFrames indices lo..lo+n-1 where the file holds them
+// so (the usual trace: one thread runs Python and the profiler writes its
+// frames in that order), a list of indices otherwise. The range takes no
+// memory where the list took 4 bytes a frame.
+type frameList struct {
+	lo, n int32
+	idx   []int32 // nil for the range
+}
+
+func (l frameList) len() int {
+	if l.idx != nil {
+		return len(l.idx)
 	}
-	firstBySeq := map[int64]int32{}
-	for i := range t.HostOps {
-		o := &t.HostOps[i]
-		if o.SeqNr < 0 || o.Cat != CatCPUOp || backward[o.Name] {
-			continue
-		}
-		if j, ok := firstBySeq[o.SeqNr]; !ok || o.Start < t.HostOps[j].Start {
-			firstBySeq[o.SeqNr] = int32(i)
-		}
+	return int(l.n)
+}
+
+// at is the k-th frame of the list.
+func (l frameList) at(k int) int32 {
+	if l.idx != nil {
+		return l.idx[k]
 	}
+	return l.lo + int32(k)
+}
+
+// framesByThread lists each thread's Python frames in (start, -end)
+// order: ranges where every thread's frames are contiguous in the file and
+// in that order, else sorted lists.
+func framesByThread(t *Trace) map[ThreadID]frameList {
+	type span struct{ first, last, n int32 }
+	spans := make([]span, len(t.Threads))
+	ranges := true
+	for i := range t.PyFrames {
+		f := &t.PyFrames[i]
+		sp := &spans[f.Thread]
+		if sp.n > 0 {
+			p := &t.PyFrames[sp.last]
+			if sp.last != int32(i)-1 || p.Start > f.Start || (p.Start == f.Start && p.End() < f.End()) {
+				ranges = false
+				break
+			}
+		} else {
+			sp.first = int32(i)
+		}
+		sp.last = int32(i)
+		sp.n++
+	}
+	out := map[ThreadID]frameList{}
+	if ranges {
+		for th, sp := range spans {
+			if sp.n > 0 {
+				out[ThreadID(th)] = frameList{lo: sp.first, n: sp.n}
+			}
+		}
+		return out
+	}
+	lists := groupIntervals(len(t.PyFrames), func(i int) (ThreadID, int64, int64, bool) {
+		f := &t.PyFrames[i]
+		return f.Thread, f.Start, f.End(), true
+	})
+	for th, l := range lists {
+		out[th] = frameList{idx: l}
+	}
+	return out
+}
+
+// attributeBackward ties backward work to the forward op with the same
+// autograd sequence number, and so to that op's Python frame. Only
+// events with an operator but no Python frame of their own need it: the
+// index is not built when every event has its frame.
+func (a *Attribution) attributeBackward() {
+	t := a.t
+	if !slices.ContainsFunc(a.Events, func(ev MemoryContext) bool { return ev.Frame < 0 && ev.Op >= 0 }) {
+		return
+	}
+	firstBySeq := forwardBySeq(t)
+	lastFwd, lastFrame := int32(-1), int32(-1) // a backward node's events come together
 	for i := range a.Events {
 		ev := &a.Events[i]
 		if ev.Frame >= 0 || ev.Op < 0 {
@@ -166,14 +237,125 @@ func attribute(t *Trace, opTreeOf func() *opTree) *Attribution {
 			if o.SeqNr < 0 {
 				continue
 			}
-			if fwd, ok := firstBySeq[o.SeqNr]; ok && t.HostOps[fwd].Thread != o.Thread {
-				ev.Forward = fwd
-				ev.Frame = frameAt(t.HostOps[fwd].Thread, t.HostOps[fwd].Start)
+			if fwd := firstBySeq.get(o.SeqNr); fwd >= 0 && t.HostOps[fwd].Thread != o.Thread {
+				if fwd != lastFwd {
+					lastFwd, lastFrame = fwd, a.frameAt(t.HostOps[fwd].Thread, t.HostOps[fwd].Start)
+				}
+				ev.Forward, ev.Frame = fwd, lastFrame
 				break
 			}
 		}
 	}
-	return a
+}
+
+// innermostOps gives the memory events pts of thread th (in time order)
+// their innermost enclosing operator: a sweep against the thread's ops in
+// the tree's order, lane th with the profiler's overhead ranges left out
+// (they lie in the main thread's lane but enclose no event of their own).
+// An innermost duplicate node torch's pass removed stands for its parent,
+// which is live: opParent skips removed nodes.
+func (a *Attribution) innermostOps(tree *opTree, th ThreadID, pts []int32) {
+	if int(th)+1 >= len(tree.lanes) {
+		return // no ops on the thread: every event keeps Op -1
+	}
+	ops, mem := a.t.HostOps, a.t.Memory
+	lo, hi := tree.lanes[th], tree.lanes[th+1]
+	var stack []int32 // nodes
+	next := lo
+	for _, p := range pts {
+		ts := mem[p].TS
+		for next < hi && ops[tree.ops[next]].Start <= ts {
+			node := next
+			next++
+			o := &ops[tree.ops[node]]
+			if o.Cat == CatOverhead {
+				continue
+			}
+			for len(stack) > 0 && ops[tree.ops[stack[len(stack)-1]]].End() < o.Start {
+				stack = stack[:len(stack)-1]
+			}
+			stack = append(stack, node)
+		}
+		for len(stack) > 0 && ops[tree.ops[stack[len(stack)-1]]].End() < ts {
+			stack = stack[:len(stack)-1]
+		}
+		if len(stack) > 0 {
+			node := stack[len(stack)-1]
+			h := tree.ops[node]
+			if !tree.alive[node] {
+				h = a.opParent[h]
+			}
+			a.Events[p].Op = h
+		}
+	}
+}
+
+// seqIndex maps autograd sequence numbers to the first forward op that
+// carries each: a slice where the numbers are dense (torch counts them up
+// from 0), a map otherwise.
+type seqIndex struct {
+	min   int64
+	dense []int32
+	m     map[int64]int32
+}
+
+// get is the HostOps index of seq's forward op, -1 for none.
+func (x *seqIndex) get(seq int64) int32 {
+	if x.m != nil {
+		if j, ok := x.m[seq]; ok {
+			return j
+		}
+		return -1
+	}
+	if k := seq - x.min; seq >= x.min && k < int64(len(x.dense)) {
+		return x.dense[k]
+	}
+	return -1
+}
+
+// forwardBySeq indexes the forward ops (cpu_ops with a sequence number,
+// not autograd's own) by sequence number, the earliest of each (ties: the
+// first in the file).
+func forwardBySeq(t *Trace) *seqIndex {
+	backward := make([]bool, len(t.Strings)) // by name, once per name
+	for i, name := range t.Strings {
+		backward[i] = isBackwardName(name)
+	}
+	forward := func(o *HostOp) bool { return o.SeqNr >= 0 && o.Cat == CatCPUOp && !backward[o.Name] }
+	lo, hi, n := int64(math.MaxInt64), int64(-1), 0
+	for i := range t.HostOps {
+		if o := &t.HostOps[i]; forward(o) {
+			lo, hi, n = min(lo, o.SeqNr), max(hi, o.SeqNr), n+1
+		}
+	}
+	x := &seqIndex{min: lo}
+	if n == 0 {
+		return x
+	}
+	var first func(seq int64) (int32, bool)
+	var set func(seq int64, i int32)
+	if span := uint64(hi - lo); span < uint64(2*n+1024) {
+		x.dense = make([]int32, span+1)
+		for k := range x.dense {
+			x.dense[k] = -1
+		}
+		first = func(seq int64) (int32, bool) { j := x.dense[seq-lo]; return j, j >= 0 }
+		set = func(seq int64, i int32) { x.dense[seq-lo] = i }
+	} else {
+		x.m = map[int64]int32{}
+		first = func(seq int64) (int32, bool) { j, ok := x.m[seq]; return j, ok }
+		set = func(seq int64, i int32) { x.m[seq] = i }
+	}
+	for i := range t.HostOps {
+		o := &t.HostOps[i]
+		if !forward(o) {
+			continue
+		}
+		if j, ok := first(o.SeqNr); !ok || o.Start < t.HostOps[j].Start {
+			set(o.SeqNr, int32(i))
+		}
+	}
+	return x
 }
 
 // frameAt returns the innermost Python frame on thread th that contains
@@ -183,13 +365,12 @@ func (a *Attribution) frameAt(th ThreadID, ts int64) int32 {
 	ivs := a.framesByThread[th]
 	// The innermost frame containing ts is the last one starting at or
 	// before ts whose ancestors or itself still contain ts.
-	k, _ := slices.BinarySearchFunc(ivs, ts, func(iv int32, ts int64) int {
-		return cmp.Compare(t.PyFrames[iv].Start, ts+1)
-	})
+	after := ts + 1 // the first frame starting after ts (none found where this wraps)
+	k := sort.Search(ivs.len(), func(k int) bool { return t.PyFrames[ivs.at(k)].Start >= after })
 	if k == 0 {
 		return -1
 	}
-	f := ivs[k-1]
+	f := ivs.at(k - 1)
 	for f >= 0 && t.PyFrames[f].End() < ts {
 		f = a.frameParent[f]
 	}
@@ -284,33 +465,6 @@ func group(n int, key func(int) (ThreadID, bool)) map[ThreadID][]int32 {
 		}
 	}
 	return out
-}
-
-// innermost sweeps time-sorted points against (start, -end)-sorted nested
-// intervals of one thread and reports the innermost interval containing
-// each point (closed ranges), or -1.
-func innermost(ivs []int32, pts []int32, found func(point int32, iv int32), ts func(int32) int64, ops []HostOp, _ []PyFrame) {
-	var stack []int32
-	next := 0
-	for _, p := range pts {
-		t := ts(p)
-		for next < len(ivs) && ops[ivs[next]].Start <= t {
-			iv := ivs[next]
-			for len(stack) > 0 && ops[stack[len(stack)-1]].End() < ops[iv].Start {
-				stack = stack[:len(stack)-1]
-			}
-			stack = append(stack, iv)
-			next++
-		}
-		for len(stack) > 0 && ops[stack[len(stack)-1]].End() < t {
-			stack = stack[:len(stack)-1]
-		}
-		if len(stack) > 0 {
-			found(p, stack[len(stack)-1])
-		} else {
-			found(p, -1)
-		}
-	}
 }
 
 // OpChain returns the operator names around memory event i, outermost

@@ -5,6 +5,7 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 )
@@ -122,11 +123,11 @@ func (m *memoryIndex) fill(events []MemoryEvent, sel []int32, limit int64) bool 
 	return ok
 }
 
-// span returns the index range of events with start <= ts <= end: torch
-// counts an event at either boundary as inside (closed interval).
-func (m *memoryIndex) span(start, end int64) (lo, hi int) {
-	lo, _ = slices.BinarySearch(m.ts, start)
-	hi = lo
+// spanFrom returns the index range of events with start <= ts <= end
+// given lo, the first event at or after start: torch counts an event at
+// either boundary as inside (closed interval).
+func (m *memoryIndex) spanFrom(lo int, end int64) (int, int) {
+	hi := lo
 	for hi < len(m.ts) && m.ts[hi] <= end {
 		// Short ranges are the common case; fall back to binary search
 		// when the range covers many events.
@@ -145,12 +146,101 @@ func (m *memoryIndex) span(start, end int64) (lo, hi int) {
 	return lo, hi
 }
 
+// spanCursor finds the events of ranges whose starts mostly increase
+// (the op tree's nodes in order: by start within each lane): the first
+// event at or after a start is found by galloping on from the last one
+// rather than by a binary search over all events.
+type spanCursor struct {
+	m    *memoryIndex
+	lo   int   // the first event at or after last
+	last int64 // the last start
+}
+
+func (m *memoryIndex) cursor() *spanCursor {
+	return &spanCursor{m: m, last: math.MinInt64}
+}
+
+// span returns the index range of events with start <= ts <= end.
+func (c *spanCursor) span(start, end int64) (lo, hi int) {
+	ts := c.m.ts
+	if start < c.last {
+		c.lo, _ = slices.BinarySearch(ts, start) // a new lane
+	} else {
+		// Gallop from the last position, then search the last step.
+		step := 1
+		for c.lo+step < len(ts) && ts[c.lo+step-1] < start {
+			c.lo += step
+			step *= 2
+		}
+		k, _ := slices.BinarySearch(ts[c.lo:min(c.lo+step, len(ts))], start)
+		c.lo += k
+	}
+	c.last = start
+	return c.m.spanFrom(c.lo, end)
+}
+
+// parallelLane is the ops a lane needs for buildOpTree to do it beside
+// the others.
+const parallelLane = 1 << 16
+
+// nestLane sorts the nodes lo..hi-1 of one lane by (start, -end), nests
+// them the way torch's _populate_cpu_children does and removes their
+// duplicates like EventList._remove_dup_nodes (see buildOpTree). tmp is
+// scratch space, returned for reuse.
+func (tr *opTree) nestLane(h []HostOp, lo, hi int32, childCount, tmp []int32, byTime func(a, b int32) int) []int32 {
+	ops := tr.ops
+	tmp = sortNearlySorted(ops[lo:hi], tmp, byTime)
+	var stack []int32
+	for i := lo; i < hi; i++ {
+		tr.alive[i] = true
+		tr.parent[i] = -1
+		e := &h[ops[i]]
+		for len(stack) > 0 {
+			p := &h[ops[stack[len(stack)-1]]]
+			if e.Start >= p.End() || e.End() > p.End() {
+				stack = stack[:len(stack)-1]
+				continue
+			}
+			tr.parent[i] = stack[len(stack)-1]
+			childCount[stack[len(stack)-1]]++
+			break
+		}
+		stack = append(stack, i)
+	}
+
+	// Torch's pass removes a node whose parent has it as only child and
+	// the same name, moving its children up to the parent. Parents come
+	// before their children in ops order, so one pass in that order
+	// decides every node with final facts: a node's parent was decided
+	// before it (a removed parent hands its children to its own parent,
+	// one step up, already decided too), and a parent's child count only
+	// changes when its only child goes, becoming that child's count. A
+	// count above one never drops, so torch's repeat passes find nothing
+	// more; no child lists are needed (12 bytes a node saved).
+	for i := lo; i < hi; i++ {
+		p := tr.parent[i]
+		if p >= 0 && !tr.alive[p] {
+			p = tr.parent[p]
+			tr.parent[i] = p
+		}
+		if p < 0 || childCount[p] != 1 || h[ops[p]].Name != h[ops[i]].Name {
+			continue
+		}
+		childCount[p] = childCount[i]
+		tr.alive[i] = false
+	}
+	return tmp
+}
+
 // opTree is the host operator forest after torch's nesting and duplicate
 // removal; node i is HostOps[ops[i]].
 type opTree struct {
-	ops    []int32 // indices into Trace.HostOps, in (start, -end) order
+	ops    []int32 // indices into Trace.HostOps, in (lane, start, -end) order
 	parent []int32 // parent node or -1
 	alive  []bool  // false for nodes removed as duplicates
+	// lanes[l] is the first node of lane l (a thread; the profiler's
+	// overhead ranges lie in the main thread's), lanes[len-1] the end.
+	lanes []int32
 }
 
 // buildOpTree nests host operators per thread the way torch's
@@ -199,87 +289,32 @@ func buildOpTree(t *Trace) (*opTree, []int32) {
 		}
 		return cmp.Compare(a, b)
 	}
-	var tmp []int32
-	for l := 0; l+1 < len(laneStart); l++ {
-		tmp = sortNearlySorted(ops[laneStart[l]:laneStart[l+1]], tmp, byTime)
-	}
-	tr := &opTree{ops: ops, parent: make([]int32, n), alive: make([]bool, n)}
+	tr := &opTree{ops: ops, parent: make([]int32, n), alive: make([]bool, n), lanes: laneStart}
 	childCount := make([]int32, n)
-	var stack []int32
-	for i := range ops {
-		tr.alive[i] = true
-		tr.parent[i] = -1
-		e := &h[ops[i]]
-		if i > 0 && lane(ops[i-1]) != lane(ops[i]) {
-			stack = stack[:0]
+	// Each lane is sorted, nested and rid of its duplicates on its own
+	// (a node's parent is in its lane): the large ones side by side.
+	var wg sync.WaitGroup
+	var tmp []int32
+	big := -1 // the last large lane, done here
+	for l := 0; l+1 < len(laneStart); l++ {
+		if laneStart[l+1]-laneStart[l] >= parallelLane {
+			big = l
 		}
-		for len(stack) > 0 {
-			p := &h[ops[stack[len(stack)-1]]]
-			if e.Start >= p.End() || e.End() > p.End() {
-				stack = stack[:len(stack)-1]
-				continue
-			}
-			tr.parent[i] = stack[len(stack)-1]
-			childCount[stack[len(stack)-1]]++
-			break
-		}
-		stack = append(stack, int32(i))
 	}
-
-	// Torch's pass removes a node whose parent has it as only child and
-	// the same name, moving its children up to the parent. Parents come
-	// before their children in ops order, so one pass in that order
-	// decides every node with final facts: a node's parent was decided
-	// before it (a removed parent hands its children to its own parent,
-	// one step up, already decided too), and a parent's child count only
-	// changes when its only child goes, becoming that child's count. A
-	// count above one never drops, so torch's repeat passes find nothing
-	// more; no child lists are needed (12 bytes a node saved).
-	for i := range ops {
-		p := tr.parent[i]
-		if p >= 0 && !tr.alive[p] {
-			p = tr.parent[p]
-			tr.parent[i] = p
-		}
-		if p < 0 || childCount[p] != 1 || h[ops[p]].Name != h[ops[i]].Name {
+	for l := 0; l+1 < len(laneStart); l++ {
+		lo, hi := laneStart[l], laneStart[l+1]
+		if hi-lo >= parallelLane && l != big {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				tr.nestLane(h, lo, hi, childCount, nil, byTime)
+			}()
 			continue
 		}
-		childCount[p] = childCount[i]
-		tr.alive[i] = false
+		tmp = tr.nestLane(h, lo, hi, childCount, tmp, byTime)
 	}
+	wg.Wait()
 	return tr, childCount
-}
-
-// byThread lists the host ops of each thread but the profiler's overhead
-// ranges in (start, -end) order, ties in index order: the tree's order
-// (lane, start, -end, index) read lane by lane, a lane being the thread
-// once overhead ranges are left out, so that the attribution need not
-// group and sort the ops again.
-func (tr *opTree) byThread(t *Trace) map[ThreadID][]int32 {
-	counts := make([]int, len(t.Threads))
-	for _, k := range tr.ops {
-		if o := &t.HostOps[k]; o.Cat != CatOverhead {
-			counts[o.Thread]++
-		}
-	}
-	all := make([]int32, 0, len(tr.ops))
-	lists := make([][]int32, len(t.Threads))
-	for th, c := range counts {
-		lists[th] = all[len(all) : len(all) : len(all)+c]
-		all = all[:len(all)+c]
-	}
-	for _, k := range tr.ops {
-		if o := &t.HostOps[k]; o.Cat != CatOverhead {
-			lists[o.Thread] = append(lists[o.Thread], k)
-		}
-	}
-	out := map[ThreadID][]int32{}
-	for th, l := range lists {
-		if len(l) > 0 {
-			out[ThreadID(th)] = l
-		}
-	}
-	return out
 }
 
 // sortNearlySorted sorts s by cmp, a total order. Kineto writes a thread's
@@ -303,22 +338,7 @@ func sortNearlySorted(s, tmp []int32, cmp func(a, b int32) int) []int32 {
 		merged := []int{0}
 		for i := 0; i+1 < len(bounds); i += 2 {
 			if i+2 < len(bounds) {
-				lo, mid, hi := bounds[i], bounds[i+1], bounds[i+2]
-				tmp = append(tmp[:0], s[lo:mid]...)
-				a, b, k := 0, mid, lo
-				for a < len(tmp) && b < hi {
-					if cmp(s[b], tmp[a]) < 0 {
-						s[k] = s[b]
-						b++
-					} else {
-						s[k] = tmp[a]
-						a++
-					}
-					k++
-				}
-				copy(s[k:], tmp[a:])
-			}
-			if i+2 < len(bounds) {
+				tmp = mergeRuns(s, bounds[i], bounds[i+1], bounds[i+2], tmp, cmp)
 				merged = append(merged, bounds[i+2])
 			} else {
 				merged = append(merged, bounds[i+1])
@@ -326,6 +346,51 @@ func sortNearlySorted(s, tmp []int32, cmp func(a, b int32) int) []int32 {
 		}
 		bounds = merged
 	}
+	return tmp
+}
+
+// mergeRuns merges the sorted runs s[lo:mid] and s[mid:hi] in place. The
+// items of either run already in their place are found by binary search
+// and left alone (the runs of a nearly sorted list overlap by a few
+// items), and the shorter of what remains of the two is copied aside, so
+// that tmp holds the few items out of place, not half the list.
+func mergeRuns(s []int32, lo, mid, hi int, tmp []int32, cmp func(a, b int32) int) []int32 {
+	// s[lo:mid] items up to s[mid] stay first; s[mid:hi] items from
+	// s[mid-1] on stay last.
+	lo += sort.Search(mid-lo, func(k int) bool { return cmp(s[lo+k], s[mid]) > 0 })
+	hi = mid + sort.Search(hi-mid, func(k int) bool { return cmp(s[mid+k], s[mid-1]) > 0 })
+	if lo == mid || mid == hi {
+		return tmp
+	}
+	if mid-lo <= hi-mid {
+		tmp = append(tmp[:0], s[lo:mid]...)
+		a, b, k := 0, mid, lo
+		for a < len(tmp) && b < hi {
+			if cmp(s[b], tmp[a]) < 0 {
+				s[k] = s[b]
+				b++
+			} else {
+				s[k] = tmp[a]
+				a++
+			}
+			k++
+		}
+		copy(s[k:], tmp[a:])
+		return tmp
+	}
+	tmp = append(tmp[:0], s[mid:hi]...)
+	a, b, k := mid-1, len(tmp)-1, hi-1
+	for a >= lo && b >= 0 {
+		if cmp(tmp[b], s[a]) < 0 {
+			s[k] = s[a]
+			a--
+		} else {
+			s[k] = tmp[b]
+			b--
+		}
+		k--
+	}
+	copy(s[lo:], tmp[:b+1])
 	return tmp
 }
 
@@ -351,35 +416,43 @@ func (t *Trace) MainThread() ThreadID {
 // key_averages() does for "Self CUDA Mem" / "CUDA Mem" (FORMATS.md §2),
 // adding allocation counts. Rows come out sorted by name.
 func Operators(t *Trace, opts OperatorOptions) []OperatorStats {
-	return operatorsOf(t, opts, func() (*opTree, []int32) { return buildOpTree(t) })
+	ops, _ := operatorsOf(t, opts)
+	return ops
 }
 
 // AttributeAndOperators is Attribute(t) and Operators(t, opts) at once:
-// the operator tree both walk is built once, and the two passes over it
-// run side by side (a million-op tree is 15 MB and a tenth of a second).
+// the operator tree both walk is built once (a million-op tree is 15 MB
+// and a tenth of a second).
 func AttributeAndOperators(t *Trace, opts OperatorOptions) (*Attribution, []OperatorStats) {
-	var wg sync.WaitGroup
-	var tree *opTree
-	var scratch []int32
-	built := make(chan struct{})
-	var ops []OperatorStats
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		ops = operatorsOf(t, opts, func() (*opTree, []int32) { <-built; return tree, scratch })
-	}()
-	a := attribute(t, func() *opTree {
-		tree, scratch = buildOpTree(t)
-		close(built)
-		return tree
-	})
-	wg.Wait()
-	return a, ops
+	return AttributeAndOperatorsWith(t, opts, Stages{})
 }
 
-// operatorsOf is Operators with the op tree from opTreeOf (its second
-// result is scratch space of one int32 per node, the caller's to give).
-func operatorsOf(t *Trace, opts OperatorOptions, opTreeOf func() (*opTree, []int32)) []OperatorStats {
+// Stages are what a caller of AttributeAndOperatorsWith runs between and
+// beside its stages; nil for nothing.
+type Stages struct {
+	// TableMade runs once the operator table is made and its memory
+	// indexes are garbage, before the attribution allocates its lists
+	// (a caller may return the memory to the OS then).
+	TableMade func()
+	// Meanwhile runs beside the attribution's last stage, which takes one
+	// core of two, once the operator tree is garbage too.
+	Meanwhile func()
+}
+
+// AttributeAndOperatorsWith is AttributeAndOperators with the caller's
+// stages. The table comes first, its memory indexes garbage before the
+// attribution allocates its lists, and the tree is garbage by the last
+// stage: their memory does not add up.
+func AttributeAndOperatorsWith(t *Trace, opts OperatorOptions, s Stages) (*Attribution, []OperatorStats) {
+	ops, tree := operatorsOf(t, opts)
+	if s.TableMade != nil {
+		s.TableMade()
+	}
+	return attribute(t, tree, s.Meanwhile), ops
+}
+
+// operatorsOf is Operators, and the op tree it built.
+func operatorsOf(t *Trace, opts OperatorOptions) ([]OperatorStats, *opTree) {
 	// The memory indexes build while the op tree does.
 	var dev, cpu *memoryIndex
 	var wg sync.WaitGroup
@@ -391,7 +464,7 @@ func operatorsOf(t *Trace, opts OperatorOptions, opTreeOf func() (*opTree, []int
 		})
 		cpu = newMemoryIndex(t.Memory, func(e *MemoryEvent) bool { return e.DeviceType == DeviceCPU })
 	}()
-	tree, scratch := opTreeOf()
+	tree, scratch := buildOpTree(t)
 
 	rs := &operatorRows{groupBy: opts.GroupBy, rowOf: map[operatorRowKey]int32{}}
 	nodeRow := rs.hostOps(t, tree, scratch)
@@ -414,7 +487,7 @@ func operatorsOf(t *Trace, opts OperatorOptions, opTreeOf func() (*opTree, []int
 		out = []OperatorStats{}
 	}
 	sortOperatorRows(out)
-	return out
+	return out, tree
 }
 
 // operatorRowKey is what makes ops share a row.
@@ -456,6 +529,14 @@ func (rs *operatorRows) hostOps(t *Trace, tree *opTree, scratch []int32) []int32
 		annotation bool
 	}
 	rowOfIDs := map[idKey]int32{}
+	// By name alone (the default), the ids index a list: no hashing.
+	var rowOfName []int32 // [2*name + annotation], -1 until made
+	if rs.groupBy == GroupByName {
+		rowOfName = make([]int32, 2*len(t.Strings))
+		for i := range rowOfName {
+			rowOfName[i] = -1
+		}
+	}
 	nodeRow := scratch // every live node's entry is set below
 	for i, k := range tree.ops {
 		if !tree.alive[i] {
@@ -463,17 +544,29 @@ func (rs *operatorRows) hostOps(t *Trace, tree *opTree, scratch []int32) []int32
 		}
 		op := &t.HostOps[k]
 		ik := idKey{name: op.Name, annotation: op.Cat == CatUserAnnotation}
-		switch rs.groupBy {
-		case GroupByShape:
-			ik.arg = op.InputDims
-		case GroupByStack:
-			ik.arg = op.CallStack
-		}
-		r, ok := rowOfIDs[ik]
-		if !ok {
-			extra, stack := groupExtra(t, rs.groupBy, op.InputDims, op.CallStack)
-			r = rs.get(displayName(t.Str(op.Name)), extra, stack, false, ik.annotation)
-			rowOfIDs[ik] = r
+		var r int32
+		if rowOfName != nil {
+			slot := 2 * int(op.Name)
+			if ik.annotation {
+				slot++
+			}
+			if r = rowOfName[slot]; r < 0 {
+				r = rs.get(displayName(t.Str(op.Name)), "", nil, false, ik.annotation)
+				rowOfName[slot] = r
+			}
+		} else {
+			switch rs.groupBy {
+			case GroupByShape:
+				ik.arg = op.InputDims
+			case GroupByStack:
+				ik.arg = op.CallStack
+			}
+			var ok bool
+			if r, ok = rowOfIDs[ik]; !ok {
+				extra, stack := groupExtra(t, rs.groupBy, op.InputDims, op.CallStack)
+				r = rs.get(displayName(t.Str(op.Name)), extra, stack, false, ik.annotation)
+				rowOfIDs[ik] = r
+			}
 		}
 		nodeRow[i] = r
 		rs.rows[r].Calls++
@@ -501,16 +594,17 @@ func sumOperatorMemory(t *Trace, tree *opTree, nodeRow []int32, dev, cpu *memory
 		go func() {
 			defer wg.Done()
 			rs := sums[p]
+			devAt, cpuAt := dev.cursor(), cpu.cursor()
 			for i := lo; i < hi; i++ {
 				if !tree.alive[i] {
 					continue
 				}
 				op := &t.HostOps[tree.ops[i]]
-				a, b := dev.span(op.Start, op.End())
+				a, b := devAt.span(op.Start, op.End())
 				total := SubSat(dev.bytes[b], dev.bytes[a])
 				allocs := int64(dev.allocs[b] - dev.allocs[a])
 				allocBytes := SubSat(dev.allocBytes[b], dev.allocBytes[a])
-				a, b = cpu.span(op.Start, op.End())
+				a, b = cpuAt.span(op.Start, op.End())
 				cpuTotal := SubSat(cpu.bytes[b], cpu.bytes[a])
 				r := &rs[nodeRow[i]]
 				r.self = AddSat(r.self, total)

@@ -57,29 +57,30 @@ func (tr *trie) names(t *Trace, n int32) []string {
 }
 
 // resolveNodes gives item i (and every ancestor not yet seen) its trie
-// node: node[i] = the node of its nearest kept ancestor extended by its own
-// name, or that ancestor's node when skip(i). -2 marks "not yet".
-func resolveNodes(i int32, parentOf []int32, node []int32, tr *trie, nameOf func(int32) StrID, skip func(int32) bool, path []int32) ([]int32, int32) {
+// node: the node of its nearest kept ancestor extended by its own name,
+// or that ancestor's node when skip(i). memo holds each item's node plus
+// 2, 0 for "not yet": a fresh (zeroed) list needs no filling.
+func resolveNodes(i int32, parentOf []int32, memo []int32, tr *trie, nameOf func(int32) StrID, skip func(int32) bool, path []int32) ([]int32, int32) {
 	path = path[:0]
-	for g := i; g >= 0 && node[g] == -2; g = parentOf[g] {
+	for g := i; g >= 0 && memo[g] == 0; g = parentOf[g] {
 		path = append(path, g)
 	}
 	for k := len(path) - 1; k >= 0; k-- {
 		g := path[k]
 		base := int32(-1)
 		if p := parentOf[g]; p >= 0 {
-			base = node[p]
+			base = memo[p] - 2
 		}
 		if skip != nil && skip(g) {
-			node[g] = base
+			memo[g] = base + 2
 		} else {
-			node[g] = tr.node(base, nameOf(g))
+			memo[g] = tr.node(base, nameOf(g)) + 2
 		}
 	}
 	if i < 0 {
 		return path, -1
 	}
-	return path, node[i]
+	return path, memo[i] - 2
 }
 
 func (a *Attribution) sites() *siteTables {
@@ -87,34 +88,37 @@ func (a *Attribution) sites() *siteTables {
 	return &a.siteTab
 }
 
+// PrepareSites builds the site tables now rather than at their first use
+// (UserStack, OpChainText, SiteNodes), for a caller that knows they will
+// be wanted and has an idle core meanwhile.
+func (a *Attribution) PrepareSites() { a.sites() }
+
 func (a *Attribution) buildSiteTables() {
 	t := a.t
 	st := &a.siteTab
 	st.eventStack = make([]int32, len(a.Events))
 	st.eventChain = make([]int32, len(a.Events))
 
-	stacks := &trie{index: map[trieEdge]int32{}}
-	frameNode := make([]int32, len(t.PyFrames))
-	for i := range frameNode {
-		frameNode[i] = -2
-	}
-	chains := &trie{index: map[trieEdge]int32{}}
-	opNode := make([]int32, len(t.HostOps))
-	for i := range opNode {
-		opNode[i] = -2
-	}
-	stepName := map[StrID]bool{}
-	for i, s := range t.Strings {
-		if strings.HasPrefix(s, profilerStepPrefix) {
-			stepName[StrID(i)] = true
-		}
-	}
-	frameName := func(g int32) StrID { return t.PyFrames[g].Name }
-	opName := func(g int32) StrID { return t.HostOps[g].Name }
-	isStep := func(g int32) bool { return stepName[t.HostOps[g].Name] }
+	// The stacks, then the chains, each memoized per frame or op in one
+	// scratch list (see resolveNodes) used for both in turn.
+	memo := make([]int32, max(len(t.PyFrames), len(t.HostOps)))
 	var path []int32
+	stacks := &trie{index: map[trieEdge]int32{}}
+	frameNode := memo[:len(t.PyFrames)]
+	frameName := func(g int32) StrID { return t.PyFrames[g].Name }
 	for i, ev := range a.Events {
 		path, st.eventStack[i] = resolveNodes(ev.Frame, a.frameParent, frameNode, stacks, frameName, nil, path)
+	}
+	chains := &trie{index: map[trieEdge]int32{}}
+	clear(memo[:len(t.PyFrames)])
+	opNode := memo[:len(t.HostOps)]
+	stepName := make([]bool, len(t.Strings))
+	for i, s := range t.Strings {
+		stepName[i] = strings.HasPrefix(s, profilerStepPrefix)
+	}
+	opName := func(g int32) StrID { return t.HostOps[g].Name }
+	isStep := func(g int32) bool { return stepName[t.HostOps[g].Name] }
+	for i, ev := range a.Events {
 		path, st.eventChain[i] = resolveNodes(ev.Op, a.opParent, opNode, chains, opName, isStep, path)
 	}
 

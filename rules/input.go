@@ -142,25 +142,41 @@ func (in *Input) prepare(site memtimeline.SiteOptions) {
 
 // prepareShared computes the passes the other analyses build on before
 // they start: the attribution beside the operator table, sharing their
-// operator tree, then the lifetimes. Their scratch memory (the tree, the
-// per-thread orders, the memory indexes) is garbage before the analyses
-// after them allocate theirs, so the two peaks do not add up; on a large
-// trace it is returned to the OS at once (see releaseScratch).
+// operator tree, the lifetimes beside the attribution's last stage, then
+// the site tables. Their scratch memory (the tree, the per-thread orders,
+// the memory indexes, the site tables' memos) is garbage before the
+// passes after them allocate theirs, so the peaks do not add up; on a
+// large trace it is returned to the OS at once (see releaseScratch).
 func (in *Input) prepareShared() {
 	if in.Trace == nil || in.Digest != nil {
 		return
 	}
 	Memo(in, "shared-passes", func() bool {
 		Get(in, keyAttribution, func() *chrometrace.Attribution {
-			a, ops := chrometrace.AttributeAndOperators(in.Trace, operatorOptions)
+			a, ops := chrometrace.AttributeAndOperatorsWith(in.Trace, operatorOptions, chrometrace.Stages{
+				// The table's indexes, returned before the attribution
+				// allocates: it would not reuse all their pages.
+				TableMade: func() { releaseScratch(in.Trace) },
+				// The lifetimes beside the attribution's last stage, the
+				// tree returned first.
+				Meanwhile: func() {
+					releaseScratch(in.Trace)
+					in.Lifetimes(-1)
+				},
+			})
 			Memo(in, keyOperators, func() []chrometrace.OperatorStats { return ops })
 			return a
 		})
-		// Before the lifetimes too: their allocations would otherwise
-		// add to the attribution's scratch (1 GB trace: analyze's peak
-		// 225 -> 214 MB).
+		// The site tables next, before the analyses: their scratch (a
+		// node per frame, then per op) is garbage before the analyses
+		// that read them allocate theirs. What the lifetimes and the
+		// backward pass left is returned first, or the scratch comes on
+		// top of it.
 		releaseScratch(in.Trace)
-		in.Lifetimes(-1)
+		var g crash.Group
+		g.Go(func() { in.Overview(-1) }) // beside them: it allocates nothing
+		in.Attribution().PrepareSites()
+		g.Wait()
 		releaseScratch(in.Trace)
 		return true
 	})

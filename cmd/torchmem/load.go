@@ -58,8 +58,13 @@ func loadInputs(stderr io.Writer, args []string, q question) ([]*rules.Input, er
 // loaderOptions are the loader's options for q: every input of every
 // command is opened and read with them.
 func loaderOptions(stderr io.Writer, q question) load.Options {
+	tr := q.trace
+	// No command reads a trace's flow arrows (backward work is tied to its
+	// forward op by sequence number): they would be 5 MB of a 1 GB trace
+	// kept to the end for nothing.
+	tr.SkipFlows = true
 	return load.Options{
-		Trace:    q.trace,
+		Trace:    tr,
 		Limits:   q.limits,
 		Kinds:    q.kinds,
 		Fallback: q.fallback,

@@ -25,8 +25,8 @@ import (
 // gradEvent is one thing between optimizer steps, in time order.
 type gradEvent struct {
 	ts   int64
+	op   int32 // HostOps index
 	kind uint8 // gradStep, gradZero, gradAddInPlace, gradFresh
-	op   int   // HostOps index
 }
 
 const (
@@ -59,44 +59,89 @@ type Report struct {
 // gradients were reset between them.
 func Analyze(t *chrometrace.Trace) Report {
 	rep := Report{StepOp: -1}
+	// What each name is, decided once per string, not once per op.
+	const (
+		other uint8 = iota
+		step
+		zero
+		accumulate
+		child // a child of AccumulateGrad that tells in place from fresh
+		addInPlace
+	)
+	kinds := make([]uint8, len(t.Strings))
+	for i, name := range t.Strings {
+		switch {
+		case strings.HasPrefix(name, "Optimizer.step#"):
+			kinds[i] = step
+		case strings.HasPrefix(name, "Optimizer.zero_grad#"):
+			kinds[i] = zero
+		case name == "torch::autograd::AccumulateGrad":
+			kinds[i] = accumulate
+		case name == "aten::add_":
+			kinds[i] = addInPlace
+		case name == "aten::detach" || name == "aten::copy_" || name == "aten::clone" || name == "aten::empty_like" || name == "aten::empty_strided":
+			kinds[i] = child
+		}
+	}
 	var evs []gradEvent
 	// AccumulateGrad's children tell in place from fresh: index the
 	// aten::add_ / aten::detach ops per thread to look inside each one.
-	var acc []int
-	byThread := map[chrometrace.ThreadID][]int{}
+	var acc []int32
+	children := make([]int32, len(t.Threads)) // per thread
+	isOp := func(h *chrometrace.HostOp) bool {
+		return h.Cat == chrometrace.CatCPUOp || h.Cat == chrometrace.CatUserAnnotation
+	}
 	for i := range t.HostOps {
 		h := &t.HostOps[i]
-		if h.Cat != chrometrace.CatCPUOp && h.Cat != chrometrace.CatUserAnnotation {
+		if !isOp(h) {
 			continue
 		}
-		name := t.Str(h.Name)
-		switch {
-		case strings.HasPrefix(name, "Optimizer.step#"):
-			evs = append(evs, gradEvent{h.Start, gradStep, i})
-		case strings.HasPrefix(name, "Optimizer.zero_grad#"):
-			evs = append(evs, gradEvent{h.Start, gradZero, i})
-		case name == "torch::autograd::AccumulateGrad":
-			acc = append(acc, i)
-		case name == "aten::add_" || name == "aten::detach" || name == "aten::copy_" || name == "aten::clone" || name == "aten::empty_like" || name == "aten::empty_strided":
-			byThread[h.Thread] = append(byThread[h.Thread], i)
+		switch kinds[h.Name] {
+		case step:
+			evs = append(evs, gradEvent{h.Start, int32(i), gradStep})
+		case zero:
+			evs = append(evs, gradEvent{h.Start, int32(i), gradZero})
+		case accumulate:
+			acc = append(acc, int32(i))
+		case child, addInPlace:
+			children[h.Thread]++
 		}
 	}
-	for th := range byThread {
-		l := byThread[th]
-		slices.SortFunc(l, func(a, b int) int { return cmp.Compare(t.HostOps[a].Start, t.HostOps[b].Start) })
-	}
-	for _, i := range acc {
-		a := &t.HostOps[i]
-		kind := gradFresh
-		l := byThread[a.Thread]
-		k, _ := slices.BinarySearchFunc(l, a.Start, func(j int, ts int64) int { return cmp.Compare(t.HostOps[j].Start, ts) })
-		for ; k < len(l) && t.HostOps[l[k]].Start <= a.End(); k++ {
-			if t.Str(t.HostOps[l[k]].Name) == "aten::add_" {
-				kind = gradAddInPlace
-				break
+	if len(acc) > 0 {
+		// Each thread's children in one exactly sized list (counted
+		// above), sorted by start.
+		byThread := make([][]int32, len(t.Threads))
+		total := 0
+		for _, n := range children {
+			total += int(n)
+		}
+		all := make([]int32, 0, total)
+		for th, n := range children {
+			byThread[th] = all[len(all) : len(all) : len(all)+int(n)]
+			all = all[:len(all)+int(n)]
+		}
+		for i := range t.HostOps {
+			if h := &t.HostOps[i]; isOp(h) && (kinds[h.Name] == child || kinds[h.Name] == addInPlace) {
+				byThread[h.Thread] = append(byThread[h.Thread], int32(i))
 			}
 		}
-		evs = append(evs, gradEvent{a.Start, kind, i})
+		for _, l := range byThread {
+			slices.SortFunc(l, func(a, b int32) int { return cmp.Compare(t.HostOps[a].Start, t.HostOps[b].Start) })
+		}
+		evs = slices.Grow(evs, len(acc))
+		for _, i := range acc {
+			a := &t.HostOps[i]
+			kind := gradFresh
+			l := byThread[a.Thread]
+			k, _ := slices.BinarySearchFunc(l, a.Start, func(j int32, ts int64) int { return cmp.Compare(t.HostOps[j].Start, ts) })
+			for ; k < len(l) && t.HostOps[l[k]].Start <= a.End(); k++ {
+				if kinds[t.HostOps[l[k]].Name] == addInPlace {
+					kind = gradAddInPlace
+					break
+				}
+			}
+			evs = append(evs, gradEvent{a.Start, i, kind})
+		}
 	}
 	slices.SortStableFunc(evs, func(a, b gradEvent) int { return cmp.Compare(a.ts, b.ts) })
 	stepNo := func(ts int64) int64 {
@@ -113,7 +158,7 @@ func Analyze(t *chrometrace.Trace) Report {
 		case gradStep:
 			rep.OptimizerSteps++
 			if rep.StepOp < 0 {
-				rep.StepOp = e.op
+				rep.StepOp = int(e.op)
 			}
 			n := stepNo(e.ts)
 			if cur != nil {
