@@ -54,6 +54,11 @@ type rawEvent struct {
 	Dur  json.Number `json:"dur"`
 	ID   rawJSON     `json:"id"`
 	Args rawArgs     `json:"args"`
+	// tsNs and durNs are Ts and Dur in nanoseconds, read by fastDecode
+	// while it checks them, where tsFast and durFast say so: what
+	// parseMicros makes of the text, without reading it again.
+	tsNs, durNs     int64
+	tsFast, durFast bool
 }
 
 // rawJSON is the JSON text of a value, like json.RawMessage but pointing

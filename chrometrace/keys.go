@@ -1,0 +1,198 @@
+package chrometrace
+
+import (
+	"encoding/binary"
+)
+
+// keyID names a key fastDecode reads; keySkip is any other key (its value
+// is checked and skipped).
+type keyID uint8
+
+const keySkip keyID = 0
+
+// The keys of an event.
+const (
+	evPh keyID = iota + 1
+	evCat
+	evName
+	evPid
+	evTid
+	evTs
+	evDur
+	evID
+	evArgs
+)
+
+// The keys of an event's args.
+const (
+	argBytes keyID = iota + 1
+	argAddr
+	argTotalAllocated
+	argTotalReserved
+	argDeviceType
+	argDeviceID
+	argOptDeviceType
+	argOptDeviceID
+	argExternalID
+	argExternalIDOld
+	argSeqNr
+	argFwdThread
+	argInputDims
+	argCallStack
+	argPythonID
+	argPythonParentID
+	argCopySize
+	argMemBytes
+	argDevice
+	argStream
+	argName
+)
+
+// eventKeyTable and argKeyTable list the keys rawEvent and rawArgs have (their
+// json tags), then keys Kineto writes that are skipped: matching those
+// as a whole is cheaper than scanning them byte by byte. Within a first
+// letter, the more frequent keys come first.
+var (
+	eventKeyTable = newKeyTable([]keyName{
+		{"ph", evPh}, {"pid", evPid}, {"cat", evCat}, {"name", evName},
+		{"tid", evTid}, {"ts", evTs}, {"dur", evDur}, {"id", evID},
+		{"args", evArgs}, {"s", keySkip}, {"bp", keySkip},
+	})
+	argKeyTable = newKeyTable([]keyName{
+		{"Bytes", argBytes}, {"Addr", argAddr},
+		{"Total Reserved", argTotalReserved}, {"Total Allocated", argTotalAllocated},
+		{"Device Id", argDeviceID}, {"Device Type", argDeviceType},
+		{"device_option Type", argOptDeviceType}, {"device_option Id", argOptDeviceID},
+		{"Ev Idx", keySkip}, {"External id", argExternalID}, {"external id", argExternalIDOld},
+		{"Sequence number", argSeqNr}, {"Fwd thread id", argFwdThread},
+		{"Input Dims", argInputDims}, {"Input type", keySkip}, {"Input Strides", keySkip},
+		{"Call stack", argCallStack}, {"Concrete Inputs", keySkip},
+		{"Python parent id", argPythonParentID}, {"Python id", argPythonID}, {"Python module id", keySkip},
+		{"stream", argStream}, {"size", argCopySize}, {"shared memory", keySkip},
+		{"bytes", argMemBytes}, {"blocks per SM", keySkip}, {"block", keySkip},
+		{"device", argDevice}, {"name", argName},
+		{"Record function id", keySkip}, {"finished", keySkip},
+		{"correlation", keySkip}, {"context", keySkip}, {"cbid", keySkip},
+		{"queued", keySkip}, {"registers per thread", keySkip}, {"warps per SM", keySkip},
+		{"grid", keySkip}, {"est. achieved occupancy %", keySkip}, {"memory bandwidth (GB/s)", keySkip},
+	})
+)
+
+type keyName struct {
+	name string
+	id   keyID
+}
+
+// keyEntry is a key as its member starts in the text: `"name":`, in two
+// little-endian words (zero past its end) and their masks, and the rest
+// past 16 bytes.
+type keyEntry struct {
+	w0, w1, m0, m1 uint64
+	n              int
+	tail           string
+	name           string
+	id             keyID
+}
+
+// keyTable finds a member's key among known ones with a word compare or
+// two instead of scanning it: a key equal to a known one is a valid
+// JSON string without escapes.
+type keyTable struct {
+	first   [128][2]uint8 // entries of keys starting with a letter: [from, to)
+	entries []keyEntry
+}
+
+func newKeyTable(keys []keyName) *keyTable {
+	if len(keys) >= len(keyPred{}.next) {
+		panic("too many keys for keyPred")
+	}
+	t := &keyTable{}
+	for c := 0; c < 128; c++ {
+		t.first[c][0] = uint8(len(t.entries))
+		for _, k := range keys {
+			if k.name[0] != byte(c) {
+				continue
+			}
+			pat := `"` + k.name + `":`
+			var buf [16]byte
+			copy(buf[:], pat)
+			e := keyEntry{n: len(pat), name: k.name, id: k.id}
+			e.w0 = binary.LittleEndian.Uint64(buf[:8])
+			e.w1 = binary.LittleEndian.Uint64(buf[8:])
+			e.m0, e.m1 = byteMask(min(len(pat), 8)), byteMask(max(min(len(pat)-8, 8), 0))
+			if len(pat) > 16 {
+				e.tail = pat[16:]
+			}
+			t.entries = append(t.entries, e)
+		}
+		t.first[c][1] = uint8(len(t.entries))
+	}
+	return t
+}
+
+// byteMask has the low n bytes set.
+func byteMask(n int) uint64 {
+	if n >= 8 {
+		return ^uint64(0)
+	}
+	return 1<<(8*n) - 1
+}
+
+// keyPred guesses each key of an object from the key before it: writers
+// put an object's keys in the same order every time, so one compare with
+// the key that followed last time mostly settles it. One per decoding
+// goroutine and object kind.
+type keyPred struct {
+	prev uint8     // entry of the previous key + 1; 0 at the object's start
+	next [64]uint8 // by prev: the entry that followed it last time + 1
+}
+
+// scan reads the key at b[i] and the ':' after it, returning the key's id
+// and the index of the value; like scanKey, it fails on a key with
+// escapes or non-ASCII bytes.
+func (t *keyTable) scan(b []byte, i int, p *keyPred) (keyID, int, bool) {
+	if i+16 <= len(b) && b[i] == '"' && b[i+1] < 128 {
+		w0 := binary.LittleEndian.Uint64(b[i:])
+		w1 := binary.LittleEndian.Uint64(b[i+8:])
+		if k := p.next[p.prev]; k != 0 {
+			e := &t.entries[k-1]
+			if w0&e.m0 == e.w0 && w1&e.m1 == e.w1 {
+				// Predicted entries have no tail (see below).
+				p.prev = k
+				return e.id, valueAt(b, i+e.n), true
+			}
+		}
+		r := t.first[b[i+1]]
+		for k := r[0]; k < r[1]; k++ {
+			e := &t.entries[k]
+			if w0&e.m0 == e.w0 && w1&e.m1 == e.w1 && (e.tail == "" || i+e.n <= len(b) && string(b[i+16:i+e.n]) == e.tail) {
+				if e.tail == "" {
+					p.next[p.prev] = k + 1
+				}
+				p.prev = k + 1
+				return e.id, valueAt(b, i+e.n), true
+			}
+		}
+	}
+	key, j, ok := scanKey(b, i)
+	p.prev = 0
+	if !ok || len(key) == 0 || key[0] >= 128 {
+		return keySkip, j, ok
+	}
+	r := t.first[key[0]]
+	for k := r[0]; k < r[1]; k++ {
+		if t.entries[k].name == key {
+			p.prev = k + 1
+			return t.entries[k].id, j, true
+		}
+	}
+	return keySkip, j, true
+}
+
+// valueAt skips the white space before a value at b[j], after a ':'.
+func valueAt(b []byte, j int) int {
+	if j < len(b) && b[j] == ' ' {
+		j++ // ": ", as pretty printers write it
+	}
+	return skipWS(b, j)
+}
