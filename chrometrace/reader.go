@@ -185,6 +185,10 @@ func Read(r io.Reader, opts ReadOptions) (*Trace, error) {
 	b.limits = opts.Limits.WithDefaults()
 	if in, ok := r.(*Input); ok {
 		b.sizeHint = in.sizeHint
+		// The batches are the buffer: reading into them straight from
+		// the decompressor (or the file) saves copying every byte
+		// through the Input's buffer first.
+		r = in.unbuffered()
 	}
 	sp := newSplitter(r, b.limits.ValueBytes)
 
