@@ -98,7 +98,7 @@ type keyEntry struct {
 // two instead of scanning it: a key equal to a known one is a valid
 // JSON string without escapes.
 type keyTable struct {
-	first   [128][2]uint8 // entries of keys starting with a letter: [from, to)
+	first   [256][2]uint8 // entries of keys starting with a byte: [from, to)
 	entries []keyEntry
 }
 
@@ -107,7 +107,7 @@ func newKeyTable(keys []keyName) *keyTable {
 		panic("too many keys for keyPred")
 	}
 	t := &keyTable{}
-	for c := 0; c < 128; c++ {
+	for c := 0; c < 256; c++ {
 		t.first[c][0] = uint8(len(t.entries))
 		for _, k := range keys {
 			if k.name[0] != byte(c) {
@@ -151,7 +151,8 @@ type keyPred struct {
 // and the index of the value; like scanKey, it fails on a key with
 // escapes or non-ASCII bytes.
 func (t *keyTable) scan(b []byte, i int, p *keyPred) (keyID, int, bool) {
-	if i+16 <= len(b) && b[i] == '"' && b[i+1] < 128 {
+	if i+16 <= len(b) {
+		// The patterns start with the quote: a match is a key.
 		w0 := binary.LittleEndian.Uint64(b[i:])
 		w1 := binary.LittleEndian.Uint64(b[i+8:])
 		if k := p.next[p.prev]; k != 0 {
@@ -159,10 +160,14 @@ func (t *keyTable) scan(b []byte, i int, p *keyPred) (keyID, int, bool) {
 			if w0&e.m0 == e.w0 && w1&e.m1 == e.w1 {
 				// Predicted entries have no tail (see below).
 				p.prev = k
-				return e.id, valueAt(b, i+e.n), true
+				j := i + e.n
+				if j+1 < len(b) && b[j] == ' ' && b[j+1] > ' ' {
+					return e.id, j + 1, true // ": ", as pretty printers write it
+				}
+				return e.id, skipWS(b, j), true
 			}
 		}
-		r := t.first[b[i+1]]
+		r := t.first[byte(w0>>8)]
 		for k := r[0]; k < r[1]; k++ {
 			e := &t.entries[k]
 			if w0&e.m0 == e.w0 && w1&e.m1 == e.w1 && (e.tail == "" || i+e.n <= len(b) && string(b[i+16:i+e.n]) == e.tail) {
@@ -170,13 +175,13 @@ func (t *keyTable) scan(b []byte, i int, p *keyPred) (keyID, int, bool) {
 					p.next[p.prev] = k + 1
 				}
 				p.prev = k + 1
-				return e.id, valueAt(b, i+e.n), true
+				return e.id, skipWS(b, i+e.n), true
 			}
 		}
 	}
 	key, j, ok := scanKey(b, i)
 	p.prev = 0
-	if !ok || len(key) == 0 || key[0] >= 128 {
+	if !ok || len(key) == 0 {
 		return keySkip, j, ok
 	}
 	r := t.first[key[0]]
@@ -187,12 +192,4 @@ func (t *keyTable) scan(b []byte, i int, p *keyPred) (keyID, int, bool) {
 		}
 	}
 	return keySkip, j, true
-}
-
-// valueAt skips the white space before a value at b[j], after a ':'.
-func valueAt(b []byte, j int) int {
-	if j < len(b) && b[j] == ' ' {
-		j++ // ": ", as pretty printers write it
-	}
-	return skipWS(b, j)
 }

@@ -151,6 +151,10 @@ func scanEvent(b []byte, i int, ev *rawEvent, preds *scanPreds) (int, bool) {
 		if !ok {
 			return 0, false
 		}
+		if i+2 < len(b) && b[i] == ',' && b[i+1] == ' ' && b[i+2] > ' ' {
+			i += 2 // nextMember's common case, inline
+			continue
+		}
 		if i, ok = nextMember(b, i); !ok || i < 0 {
 			return -i, ok
 		}
@@ -161,6 +165,13 @@ func scanEvent(b []byte, i int, ev *rawEvent, preds *scanPreds) (int, bool) {
 // the index of the next key; after '}' it returns minus the index just past
 // the object.
 func nextMember(b []byte, i int) (int, bool) {
+	if i+2 < len(b) && binary.LittleEndian.Uint16(b[i:]) == ','|' '<<8 && b[i+2] > ' ' {
+		return i + 2, true // ", " before the next key on the line (Kineto)
+	}
+	return nextMemberRun(b, i)
+}
+
+func nextMemberRun(b []byte, i int) (int, bool) {
 	i = skipWS(b, i)
 	if i >= len(b) {
 		return 0, false
@@ -258,6 +269,10 @@ func scanArgs(b []byte, i int, a *rawArgs, pred *keyPred) (int, bool) {
 		}
 		if !ok {
 			return 0, false
+		}
+		if i+2 < len(b) && b[i] == ',' && b[i+1] == ' ' && b[i+2] > ' ' {
+			i += 2 // nextMember's common case, inline
+			continue
 		}
 		if i, ok = nextMember(b, i); !ok || i < 0 {
 			return -i, ok
@@ -576,26 +591,28 @@ func scanNumVal(b []byte, i int) (json.Number, int, bool) {
 
 // scanInt reads an integer that fits int64.
 func scanInt(b []byte, i int) (int64, int, bool) {
-	end, integer, ok := scanNumber(b, i)
-	if !ok || !integer {
-		return 0, 0, false
-	}
-	d := b[i:end]
-	neg := d[0] == '-'
+	// One pass reads and checks a plain integer.
+	j := i
+	neg := j < len(b) && b[j] == '-'
 	if neg {
-		d = d[1:]
-	}
-	if len(d) > 18 {
-		return 0, 0, false // might overflow: sonic's call
+		j++
 	}
 	var v int64
-	for _, c := range d {
-		v = v*10 + int64(c-'0')
+	start := j
+	for ; j < len(b) && b[j] >= '0' && b[j] <= '9'; j++ {
+		v = v*10 + int64(b[j]-'0')
+	}
+	n := j - start
+	if n == 0 || n > 18 || n > 1 && b[start] == '0' ||
+		j < len(b) && (b[j] == '.' || b[j] == 'e' || b[j] == 'E') {
+		// Not a number, not an integer, a leading zero (invalid), or
+		// one that might overflow: sonic's call.
+		return 0, 0, false
 	}
 	if neg {
 		v = -v
 	}
-	return v, end, true
+	return v, j, true
 }
 
 // scanRaw returns the text of any value (rawJSON).
