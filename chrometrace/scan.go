@@ -658,31 +658,7 @@ func skipValue(b []byte, i, depth int) (int, bool) {
 			}
 		}
 	case '[':
-		if depth >= maxScanDepth {
-			return 0, false
-		}
-		i = skipWS(b, i+1)
-		if i < len(b) && b[i] == ']' {
-			return i + 1, true
-		}
-		for {
-			var ok bool
-			if i, ok = skipValue(b, i, depth+1); !ok {
-				return 0, false
-			}
-			i = skipWS(b, i)
-			if i >= len(b) {
-				return 0, false
-			}
-			switch b[i] {
-			case ',':
-				i = skipWS(b, i+1)
-			case ']':
-				return i + 1, true
-			default:
-				return 0, false
-			}
-		}
+		return skipArray(b, i, depth)
 	case 't':
 		return literal(b, i, "true")
 	case 'f':
@@ -693,6 +669,55 @@ func skipValue(b []byte, i, depth int) (int, bool) {
 		end, _, ok := scanNumber(b, i)
 		return end, ok
 	}
+}
+
+// skipArray checks the array at b[i] ('[') and returns the index past it;
+// string and number elements (shapes, strides, type names) are read here
+// rather than through a call of skipValue each.
+func skipArray(b []byte, i, depth int) (int, bool) {
+	if depth >= maxScanDepth {
+		return 0, false
+	}
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return i + 1, true
+	}
+	for i < len(b) {
+		var ok bool
+		switch c := b[i]; {
+		case c == '"':
+			if j := strEnd(b, i+1); j < len(b) && b[j] == '"' {
+				i = j + 1
+			} else if i, ok = skipValue(b, i, depth+1); !ok {
+				return 0, false
+			}
+		case c >= '0' && c <= '9' || c == '-':
+			if i, _, ok = scanNumber(b, i); !ok {
+				return 0, false
+			}
+		case c == '[':
+			if i, ok = skipArray(b, i, depth+1); !ok {
+				return 0, false
+			}
+		default:
+			if i, ok = skipValue(b, i, depth+1); !ok {
+				return 0, false
+			}
+		}
+		i = skipWS(b, i)
+		if i >= len(b) {
+			return 0, false
+		}
+		switch b[i] {
+		case ',':
+			i = skipWS(b, i+1)
+		case ']':
+			return i + 1, true
+		default:
+			return 0, false
+		}
+	}
+	return 0, false
 }
 
 // scanKeyAny checks a key of an object being skipped (escapes allowed) and
