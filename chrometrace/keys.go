@@ -2,6 +2,7 @@ package chrometrace
 
 import (
 	"encoding/binary"
+	"unsafe"
 )
 
 // keyID names a key fastDecode reads; keySkip is any other key (its value
@@ -89,9 +90,9 @@ type keyName struct {
 type keyEntry struct {
 	w0, w1, m0, m1 uint64
 	n              int
+	id             keyID
 	tail           string
 	name           string
-	id             keyID
 }
 
 // keyTable finds a member's key among known ones with a word compare or
@@ -99,16 +100,20 @@ type keyEntry struct {
 // JSON string without escapes.
 type keyTable struct {
 	first   [256][2]uint8 // entries of keys starting with a byte: [from, to)
-	entries []keyEntry
+	entries [maxKeys]keyEntry
+	len     int
 }
 
+// maxKeys bounds a keyTable (and keyPred's table).
+const maxKeys = 64
+
 func newKeyTable(keys []keyName) *keyTable {
-	if len(keys) >= len(keyPred{}.next) {
-		panic("too many keys for keyPred")
+	if len(keys) >= maxKeys {
+		panic("too many keys for a keyTable")
 	}
 	t := &keyTable{}
 	for c := 0; c < 256; c++ {
-		t.first[c][0] = uint8(len(t.entries))
+		t.first[c][0] = uint8(t.len)
 		for _, k := range keys {
 			if k.name[0] != byte(c) {
 				continue
@@ -123,11 +128,18 @@ func newKeyTable(keys []keyName) *keyTable {
 			if len(pat) > 16 {
 				e.tail = pat[16:]
 			}
-			t.entries = append(t.entries, e)
+			t.entries[t.len] = e
+			t.len++
 		}
-		t.first[c][1] = uint8(len(t.entries))
+		t.first[c][1] = uint8(t.len)
 	}
 	return t
+}
+
+// load64 reads the little-endian word at b[i:i+8]; the caller has checked
+// that i+8 <= len(b) (the bounds checks of b[i:] cost more than the load).
+func load64(b []byte, i int) uint64 {
+	return binary.LittleEndian.Uint64(unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(b)), i)), 8))
 }
 
 // byteMask has the low n bytes set.
@@ -143,8 +155,8 @@ func byteMask(n int) uint64 {
 // the key that followed last time mostly settles it. One per decoding
 // goroutine and object kind.
 type keyPred struct {
-	prev uint8     // entry of the previous key + 1; 0 at the object's start
-	next [64]uint8 // by prev: the entry that followed it last time + 1
+	prev uint8          // entry of the previous key + 1; 0 at the object's start
+	next [maxKeys]uint8 // by prev: the entry that followed it last time + 1
 }
 
 // scan reads the key at b[i] and the ':' after it, returning the key's id
@@ -153,10 +165,9 @@ type keyPred struct {
 func (t *keyTable) scan(b []byte, i int, p *keyPred) (keyID, int, bool) {
 	if i+16 <= len(b) {
 		// The patterns start with the quote: a match is a key.
-		w0 := binary.LittleEndian.Uint64(b[i:])
-		w1 := binary.LittleEndian.Uint64(b[i+8:])
-		if k := p.next[p.prev]; k != 0 {
-			e := &t.entries[k-1]
+		w0, w1 := load64(b, i), load64(b, i+8)
+		if k := p.next[p.prev%maxKeys]; k != 0 {
+			e := &t.entries[(k-1)%maxKeys]
 			if w0&e.m0 == e.w0 && w1&e.m1 == e.w1 {
 				// Predicted entries have no tail (see below).
 				p.prev = k
@@ -169,10 +180,10 @@ func (t *keyTable) scan(b []byte, i int, p *keyPred) (keyID, int, bool) {
 		}
 		r := t.first[byte(w0>>8)]
 		for k := r[0]; k < r[1]; k++ {
-			e := &t.entries[k]
+			e := &t.entries[k%maxKeys]
 			if w0&e.m0 == e.w0 && w1&e.m1 == e.w1 && (e.tail == "" || i+e.n <= len(b) && string(b[i+16:i+e.n]) == e.tail) {
 				if e.tail == "" {
-					p.next[p.prev] = k + 1
+					p.next[p.prev%maxKeys] = k + 1
 				}
 				p.prev = k + 1
 				return e.id, skipWS(b, i+e.n), true
@@ -186,9 +197,9 @@ func (t *keyTable) scan(b []byte, i int, p *keyPred) (keyID, int, bool) {
 	}
 	r := t.first[key[0]]
 	for k := r[0]; k < r[1]; k++ {
-		if t.entries[k].name == key {
+		if t.entries[k%maxKeys].name == key {
 			p.prev = k + 1
-			return t.entries[k].id, j, true
+			return t.entries[k%maxKeys].id, j, true
 		}
 	}
 	return keySkip, j, true

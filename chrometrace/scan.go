@@ -89,7 +89,7 @@ func skipWSRun(b []byte, i int) int {
 		return i + 1 // one space, after a ':' or a ',' of a pretty-printed trace
 	}
 	for ; i+8 <= len(b); i += 8 {
-		x := binary.LittleEndian.Uint64(b[i:])
+		x := load64(b, i)
 		if m := nonZeroLanes(x^lanes20) & nonZeroLanes(x^lanes0A); m != 0 {
 			i += bits.TrailingZeros64(m) >> 3
 			break
@@ -307,7 +307,7 @@ const (
 // exact (borrows only spill into higher lanes).
 func strEnd(b []byte, j int) int {
 	for ; j+8 <= len(b); j += 8 {
-		x := binary.LittleEndian.Uint64(b[j:])
+		x := load64(b, j)
 		q := x ^ lanesQ
 		bs := x ^ lanesBS
 		m := ((q - lanes01) &^ q) | ((bs - lanes01) &^ bs) | ((x - lanes20) &^ x) | x
