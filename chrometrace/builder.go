@@ -25,10 +25,13 @@ type builder struct {
 	deviceOps chunked[DeviceOp]
 	flows     chunked[Flow]
 
-	strs     map[string]StrID
-	threads  map[threadKey]ThreadID
-	warned   map[string]bool
-	dimsBuf  []byte
+	strs    map[string]StrID
+	threads map[threadKey]ThreadID
+	warned  map[string]bool
+	dimsBuf []byte
+	// dimsOf caches canonicalDims by the raw text (a local builder's
+	// keys point into its batch, like its strings).
+	dimsOf   map[string]StrID
 	badTimes int64
 	// Consecutive events mostly share a lane; remembering the last one
 	// skips a map lookup per event.
@@ -86,6 +89,7 @@ func (b *builder) reset() {
 	clear(b.strs)
 	b.strs[""] = NoStr
 	clear(b.threads)
+	clear(b.dimsOf)
 	t.Threads = t.Threads[:0]
 	t.Steps = t.Steps[:0]
 	t.OOMs = t.OOMs[:0]
@@ -263,6 +267,22 @@ func (b *builder) canonicalDims(raw []byte) StrID {
 	if len(raw) == 0 || string(raw) == "null" {
 		return NoStr
 	}
+	// Ops repeat their shapes: most lookups find the text seen before.
+	if id, ok := b.dimsOf[string(raw)]; ok {
+		return id
+	}
+	id := b.canonicalDimsText(raw)
+	if b.local {
+		if b.dimsOf == nil {
+			b.dimsOf = map[string]StrID{}
+		}
+		b.dimsOf[unsafeString(raw)] = id
+	}
+	return id
+}
+
+// canonicalDimsText is canonicalDims without the cache.
+func (b *builder) canonicalDimsText(raw []byte) StrID {
 	out := b.dimsBuf[:0]
 	depth := 0
 	inputStart := 0 // where the current input's text begins in out
@@ -312,14 +332,24 @@ func (b *builder) warnOnce(msg string) {
 }
 
 func (b *builder) times(ev *rawEvent) (start, dur int64, ok bool) {
-	start, err := parseMicros(string(ev.Ts))
-	if err != nil {
-		b.badTimes++
-		return 0, 0, false
+	start = ev.tsNs
+	if !ev.tsFast {
+		var err error
+		if start, err = parseMicros(string(ev.Ts)); err != nil {
+			b.badTimes++
+			return 0, 0, false
+		}
 	}
 	if ev.Dur != "" {
-		dur, err = parseMicros(string(ev.Dur))
-		if err != nil || dur < 0 {
+		dur = ev.durNs
+		if !ev.durFast {
+			var err error
+			if dur, err = parseMicros(string(ev.Dur)); err != nil {
+				b.badTimes++
+				return 0, 0, false
+			}
+		}
+		if dur < 0 {
 			b.badTimes++
 			return 0, 0, false
 		}

@@ -42,6 +42,8 @@ const smallGzip = 128 << 10
 // Input is a possibly decompressed byte stream with look-ahead.
 type Input struct {
 	*bufio.Reader
+	// src is what Reader buffers: the decompressor or the input itself.
+	src     io.Reader
 	Gzipped bool
 	closers []io.Closer
 	// sizeHint is the bytes the stream will likely yield (0: unknown):
@@ -74,7 +76,8 @@ func NewInput(r io.Reader) (*Input, error) {
 				return nil, fmt.Errorf("corrupt gzip: %w", err)
 			}
 			in.closers = append(in.closers, zr)
-			in.Reader = bufio.NewReaderSize(&gzipErrReader{zr}, 64<<10)
+			in.src = &gzipErrReader{zr}
+			in.Reader = bufio.NewReaderSize(in.src, 64<<10)
 		} else {
 			// pgzip decompresses ahead in its own goroutine, so inflating
 			// and parsing overlap on two cores (measured 270 MB/s against
@@ -84,7 +87,8 @@ func NewInput(r io.Reader) (*Input, error) {
 				return nil, fmt.Errorf("corrupt gzip: %w", err)
 			}
 			in.closers = append(in.closers, zr)
-			in.Reader = bufio.NewReaderSize(&gzipErrReader{zr}, 1<<20)
+			in.src = &gzipErrReader{zr}
+			in.Reader = bufio.NewReaderSize(in.src, 1<<20)
 		}
 		if _, err := in.Reader.Peek(1); err != nil {
 			if err == io.EOF {
@@ -94,8 +98,26 @@ func NewInput(r io.Reader) (*Input, error) {
 		}
 		return in, nil
 	}
-	in.Reader = br
+	in.Reader, in.src = br, r
 	return in, nil
+}
+
+// unbuffered reads the rest of the input: what the buffer holds (the
+// bytes peeked at), then straight from what it buffers. A reader that
+// fills large buffers of its own (Read) saves a copy of every byte.
+func (in *Input) unbuffered() io.Reader { return drainReader{in} }
+
+type drainReader struct{ in *Input }
+
+func (d drainReader) Read(p []byte) (int, error) {
+	if d.in.Buffered() > 0 {
+		return d.in.Reader.Read(p)
+	}
+	// An error the buffer met while filling comes first.
+	if _, err := d.in.Reader.Read(nil); err != nil {
+		return 0, err
+	}
+	return d.in.src.Read(p)
 }
 
 // regularSize is r's size when r is a regular file, else 0.

@@ -54,6 +54,11 @@ type rawEvent struct {
 	Dur  json.Number `json:"dur"`
 	ID   rawJSON     `json:"id"`
 	Args rawArgs     `json:"args"`
+	// tsNs and durNs are Ts and Dur in nanoseconds, read by fastDecode
+	// while it checks them, where tsFast and durFast say so: what
+	// parseMicros makes of the text, without reading it again.
+	tsNs, durNs     int64
+	tsFast, durFast bool
 }
 
 // rawJSON is the JSON text of a value, like json.RawMessage but pointing
@@ -180,6 +185,10 @@ func Read(r io.Reader, opts ReadOptions) (*Trace, error) {
 	b.limits = opts.Limits.WithDefaults()
 	if in, ok := r.(*Input); ok {
 		b.sizeHint = in.sizeHint
+		// The batches are the buffer: reading into them straight from
+		// the decompressor (or the file) saves copying every byte
+		// through the Input's buffer first.
+		r = in.unbuffered()
 	}
 	sp := newSplitter(r, b.limits.ValueBytes)
 
@@ -603,10 +612,38 @@ func rawInt(r rawJSON) (v int64, ok bool) {
 			return int64(u), err == nil
 		}
 	}
+	if v, ok := plainInt(s); ok {
+		return v, true
+	}
 	if v, err := strconv.ParseInt(s, 10, 64); err == nil {
 		return v, true
 	}
 	return 0, false
+}
+
+// plainInt reads an optional '-' and at most 18 decimal digits, which is
+// what strconv.ParseInt makes of them without its generality (most of the
+// builder's integers are these); ok is false for anything else.
+func plainInt(s string) (int64, bool) {
+	d := s
+	if len(d) > 0 && d[0] == '-' {
+		d = d[1:]
+	}
+	if len(d) == 0 || len(d) > 18 {
+		return 0, false
+	}
+	var v int64
+	for i := 0; i < len(d); i++ {
+		c := d[i] - '0'
+		if c > 9 {
+			return 0, false
+		}
+		v = v*10 + int64(c)
+	}
+	if len(d) < len(s) {
+		v = -v
+	}
+	return v, true
 }
 
 // rawUint is rawInt for addresses, which use all 64 bits.
@@ -614,6 +651,9 @@ func rawUint(r rawJSON) (v uint64, ok bool) {
 	if len(r) == 0 || r[0] == '"' {
 		i, ok := rawInt(r)
 		return uint64(i), ok
+	}
+	if v, ok := plainInt(unsafeString(r)); ok && v >= 0 && r[0] != '-' {
+		return uint64(v), true
 	}
 	v, err := strconv.ParseUint(unsafeString(r), 10, 64)
 	return v, err == nil
@@ -630,6 +670,9 @@ func int32Or(v int64, def int32) int32 {
 func numberOr(n json.Number, def int64) int64 {
 	if n == "" {
 		return def
+	}
+	if v, ok := plainInt(string(n)); ok {
+		return v
 	}
 	v, err := strconv.ParseInt(string(n), 10, 64)
 	if err != nil {

@@ -31,13 +31,14 @@ func fastDecode(data []byte, ev *rawEvent, each func(*rawEvent) bool) bool {
 	if i < len(data) && data[i] == ']' {
 		return skipWS(data, i+1) == len(data)
 	}
+	var preds scanPreds
 	for {
 		if i >= len(data) || data[i] != '{' {
 			return false
 		}
 		*ev = rawEvent{}
 		var ok bool
-		if i, ok = scanEvent(data, i, ev); !ok || !each(ev) {
+		if i, ok = scanEvent(data, i, ev, &preds); !ok || !each(ev) {
 			return false
 		}
 		i = skipWS(data, i)
@@ -73,55 +74,86 @@ const maxScanDepth = 32
 var isWS = [256]bool{' ': true, '\n': true, '\r': true, '\t': true}
 
 func skipWS(b []byte, i int) int {
-	// Most calls find no white space or one byte of it: one compare
-	// settles a byte above ' ', with no table load.
-	for i < len(b) && b[i] <= ' ' && isWS[b[i]] {
+	// Most calls find no white space: one compare settles it inline.
+	if i < len(b) && b[i] > ' ' {
+		return i
+	}
+	return skipWSRun(b, i)
+}
+
+// skipWSRun skips a run of white space, a newline and its indentation
+// eight bytes at a time: the first byte that is neither ' ' nor '\n' ends
+// a word's run (a '\t' or '\r' is then stepped over byte by byte).
+func skipWSRun(b []byte, i int) int {
+	if i+1 < len(b) && b[i] == ' ' && b[i+1] > ' ' {
+		return i + 1 // one space, after a ':' or a ',' of a pretty-printed trace
+	}
+	for ; i+8 <= len(b); i += 8 {
+		x := load64(b, i)
+		if m := nonZeroLanes(x^lanes20) & nonZeroLanes(x^lanes0A); m != 0 {
+			i += bits.TrailingZeros64(m) >> 3
+			break
+		}
+	}
+	for i < len(b) && isWS[b[i]] {
 		i++
 	}
 	return i
 }
 
+// nonZeroLanes sets the top bit of each byte of x that is not zero, and
+// no other bit: adding 0x7f to the low seven bits cannot carry out of a
+// byte, so every lane is exact.
+func nonZeroLanes(x uint64) uint64 {
+	return ((x & lanes7F) + lanes7F | x) & lanes80
+}
+
 // scanEvent reads the object at b[i] ('{') into ev and returns the index
 // just past it.
-func scanEvent(b []byte, i int, ev *rawEvent) (int, bool) {
+func scanEvent(b []byte, i int, ev *rawEvent, preds *scanPreds) (int, bool) {
 	i = skipWS(b, i+1)
 	if i < len(b) && b[i] == '}' {
 		return i + 1, true
 	}
+	preds.ev.prev = 0
 	for {
-		key, j, ok := scanKey(b, i)
+		key, j, ok := eventKeyTable.scan(b, i, &preds.ev)
 		if !ok {
 			return 0, false
 		}
 		i = j
 		switch key {
-		case "ph":
+		case evPh:
 			i, ok = strField(b, i, &ev.Ph)
-		case "cat":
+		case evCat:
 			i, ok = strField(b, i, &ev.Cat)
-		case "name":
+		case evName:
 			i, ok = strField(b, i, &ev.Name)
-		case "pid":
+		case evPid:
 			ev.Pid, i, ok = scanRaw(b, i)
-		case "tid":
+		case evTid:
 			ev.Tid, i, ok = scanRaw(b, i)
-		case "ts":
-			i, ok = numField(b, i, &ev.Ts)
-		case "dur":
-			i, ok = numField(b, i, &ev.Dur)
-		case "id":
+		case evTs:
+			i, ok = microsField(b, i, &ev.Ts, &ev.tsNs, &ev.tsFast)
+		case evDur:
+			i, ok = microsField(b, i, &ev.Dur, &ev.durNs, &ev.durFast)
+		case evID:
 			ev.ID, i, ok = scanRaw(b, i)
-		case "args":
+		case evArgs:
 			if j, null := nullAt(b, i); null {
 				i = j // sonic leaves the field as it is
 			} else {
-				i, ok = scanArgs(b, i, &ev.Args)
+				i, ok = scanArgs(b, i, &ev.Args, &preds.args)
 			}
 		default:
 			i, ok = skipValue(b, i, 1)
 		}
 		if !ok {
 			return 0, false
+		}
+		if i+2 < len(b) && b[i] == ',' && b[i+1] == ' ' && b[i+2] > ' ' {
+			i += 2 // nextMember's common case, inline
+			continue
 		}
 		if i, ok = nextMember(b, i); !ok || i < 0 {
 			return -i, ok
@@ -133,6 +165,13 @@ func scanEvent(b []byte, i int, ev *rawEvent) (int, bool) {
 // the index of the next key; after '}' it returns minus the index just past
 // the object.
 func nextMember(b []byte, i int) (int, bool) {
+	if i+2 < len(b) && binary.LittleEndian.Uint16(b[i:]) == ','|' '<<8 && b[i+2] > ' ' {
+		return i + 2, true // ", " before the next key on the line (Kineto)
+	}
+	return nextMemberRun(b, i)
+}
+
+func nextMemberRun(b []byte, i int) (int, bool) {
 	i = skipWS(b, i)
 	if i >= len(b) {
 		return 0, false
@@ -164,7 +203,10 @@ func scanKey(b []byte, i int) (string, int, bool) {
 	return key, skipWS(b, j+1), true
 }
 
-func scanArgs(b []byte, i int, a *rawArgs) (int, bool) {
+// scanPreds are the key guesses of one fastDecode (see keyPred).
+type scanPreds struct{ ev, args keyPred }
+
+func scanArgs(b []byte, i int, a *rawArgs, pred *keyPred) (int, bool) {
 	if i >= len(b) || b[i] != '{' {
 		return 0, false
 	}
@@ -172,60 +214,65 @@ func scanArgs(b []byte, i int, a *rawArgs) (int, bool) {
 	if i < len(b) && b[i] == '}' {
 		return i + 1, true
 	}
+	pred.prev = 0
 	for {
-		key, j, ok := scanKey(b, i)
+		key, j, ok := argKeyTable.scan(b, i, pred)
 		if !ok {
 			return 0, false
 		}
 		i = j
 		switch key {
-		case "Bytes":
+		case argBytes:
 			i, ok = intField(b, i, &a.Bytes)
-		case "Addr":
+		case argAddr:
 			a.Addr, i, ok = scanRaw(b, i)
-		case "Total Allocated":
+		case argTotalAllocated:
 			a.TotalAllocated, i, ok = scanRaw(b, i)
-		case "Total Reserved":
+		case argTotalReserved:
 			a.TotalReserved, i, ok = scanRaw(b, i)
-		case "Device Type":
+		case argDeviceType:
 			i, ok = intField(b, i, &a.DeviceType)
-		case "Device Id":
+		case argDeviceID:
 			i, ok = intField(b, i, &a.DeviceID)
-		case "device_option Type":
+		case argOptDeviceType:
 			a.OptDeviceType, i, ok = scanRaw(b, i)
-		case "device_option Id":
+		case argOptDeviceID:
 			a.OptDeviceID, i, ok = scanRaw(b, i)
-		case "External id":
+		case argExternalID:
 			i, ok = intField(b, i, &a.ExternalID)
-		case "external id":
+		case argExternalIDOld:
 			i, ok = intField(b, i, &a.ExternalIDOld)
-		case "Sequence number":
+		case argSeqNr:
 			i, ok = numField(b, i, &a.SeqNr)
-		case "Fwd thread id":
+		case argFwdThread:
 			i, ok = numField(b, i, &a.FwdThread)
-		case "Input Dims":
+		case argInputDims:
 			a.InputDims, i, ok = scanRaw(b, i)
-		case "Call stack":
+		case argCallStack:
 			i, ok = strField(b, i, &a.CallStack)
-		case "Python id":
+		case argPythonID:
 			i, ok = numField(b, i, &a.PythonID)
-		case "Python parent id":
+		case argPythonParentID:
 			i, ok = numField(b, i, &a.PythonParentID)
-		case "size":
+		case argCopySize:
 			a.CopySize, i, ok = scanRaw(b, i)
-		case "bytes":
+		case argMemBytes:
 			i, ok = intField(b, i, &a.MemBytes)
-		case "device":
+		case argDevice:
 			i, ok = intField(b, i, &a.Device)
-		case "stream":
+		case argStream:
 			a.Stream, i, ok = scanRaw(b, i)
-		case "name":
+		case argName:
 			i, ok = strField(b, i, &a.MetaName)
 		default:
 			i, ok = skipValue(b, i, 2)
 		}
 		if !ok {
 			return 0, false
+		}
+		if i+2 < len(b) && b[i] == ',' && b[i+1] == ' ' && b[i+2] > ' ' {
+			i += 2 // nextMember's common case, inline
+			continue
 		}
 		if i, ok = nextMember(b, i); !ok || i < 0 {
 			return -i, ok
@@ -250,6 +297,8 @@ const (
 	lanes20 = 0x2020202020202020
 	lanesQ  = 0x2222222222222222 // '"'
 	lanesBS = 0x5c5c5c5c5c5c5c5c // '\\'
+	lanes0A = 0x0a0a0a0a0a0a0a0a // '\n'
+	lanes7F = 0x7f7f7f7f7f7f7f7f
 )
 
 // strEnd returns the index of the first byte at or after j that strStop
@@ -258,7 +307,7 @@ const (
 // exact (borrows only spill into higher lanes).
 func strEnd(b []byte, j int) int {
 	for ; j+8 <= len(b); j += 8 {
-		x := binary.LittleEndian.Uint64(b[j:])
+		x := load64(b, j)
 		q := x ^ lanesQ
 		bs := x ^ lanesBS
 		m := ((q - lanes01) &^ q) | ((bs - lanes01) &^ bs) | ((x - lanes20) &^ x) | x
@@ -475,6 +524,61 @@ func scanNumber(b []byte, i int) (end int, integer, ok bool) {
 	return i, integer, true
 }
 
+// microsField is numField for a timestamp or duration in microseconds,
+// also giving its value in nanoseconds when it is a plain decimal that
+// parseMicros reads exactly (fast); otherwise the text is left to it.
+func microsField(b []byte, i int, dst *json.Number, ns *int64, fast *bool) (int, bool) {
+	*fast = false
+	if j, null := nullAt(b, i); null {
+		return j, true
+	}
+	start := i
+	neg := i < len(b) && b[i] == '-'
+	if neg {
+		i++
+	}
+	var whole int64
+	digits := 0
+	for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+		whole = whole*10 + int64(b[i]-'0')
+		digits++
+	}
+	var frac int64
+	fracDigits := 0
+	if i < len(b) && b[i] == '.' {
+		for i++; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+			frac = frac*10 + int64(b[i]-'0')
+			fracDigits++
+		}
+	}
+	// At most 15 digits before the point cannot overflow in
+	// nanoseconds; a leading zero must stand alone (JSON); more than 3
+	// digits after the point round, which parseMicros does.
+	if digits == 0 || digits > 15 || digits > 1 && b[start+boolInt(neg)] == '0' ||
+		i < len(b) && (b[i] == 'e' || b[i] == 'E' || b[i] == '.') || fracDigits > 3 ||
+		fracDigits == 0 && i > start && b[i-1] == '.' {
+		v, j, ok := scanNumVal(b, start)
+		*dst = v
+		return j, ok
+	}
+	for d := fracDigits; d < 3; d++ {
+		frac *= 10
+	}
+	v := whole*1000 + frac
+	if neg {
+		v = -v
+	}
+	*dst, *ns, *fast = json.Number(unsafeString(b[start:i])), v, true
+	return i, true
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // scanNumVal reads a number as its text (json.Number); a quoted number,
 // which sonic also accepts, is left to sonic.
 func scanNumVal(b []byte, i int) (json.Number, int, bool) {
@@ -487,26 +591,28 @@ func scanNumVal(b []byte, i int) (json.Number, int, bool) {
 
 // scanInt reads an integer that fits int64.
 func scanInt(b []byte, i int) (int64, int, bool) {
-	end, integer, ok := scanNumber(b, i)
-	if !ok || !integer {
-		return 0, 0, false
-	}
-	d := b[i:end]
-	neg := d[0] == '-'
+	// One pass reads and checks a plain integer.
+	j := i
+	neg := j < len(b) && b[j] == '-'
 	if neg {
-		d = d[1:]
-	}
-	if len(d) > 18 {
-		return 0, 0, false // might overflow: sonic's call
+		j++
 	}
 	var v int64
-	for _, c := range d {
-		v = v*10 + int64(c-'0')
+	start := j
+	for ; j < len(b) && b[j] >= '0' && b[j] <= '9'; j++ {
+		v = v*10 + int64(b[j]-'0')
+	}
+	n := j - start
+	if n == 0 || n > 18 || n > 1 && b[start] == '0' ||
+		j < len(b) && (b[j] == '.' || b[j] == 'e' || b[j] == 'E') {
+		// Not a number, not an integer, a leading zero (invalid), or
+		// one that might overflow: sonic's call.
+		return 0, 0, false
 	}
 	if neg {
 		v = -v
 	}
-	return v, end, true
+	return v, j, true
 }
 
 // scanRaw returns the text of any value (rawJSON).
@@ -552,31 +658,7 @@ func skipValue(b []byte, i, depth int) (int, bool) {
 			}
 		}
 	case '[':
-		if depth >= maxScanDepth {
-			return 0, false
-		}
-		i = skipWS(b, i+1)
-		if i < len(b) && b[i] == ']' {
-			return i + 1, true
-		}
-		for {
-			var ok bool
-			if i, ok = skipValue(b, i, depth+1); !ok {
-				return 0, false
-			}
-			i = skipWS(b, i)
-			if i >= len(b) {
-				return 0, false
-			}
-			switch b[i] {
-			case ',':
-				i = skipWS(b, i+1)
-			case ']':
-				return i + 1, true
-			default:
-				return 0, false
-			}
-		}
+		return skipArray(b, i, depth)
 	case 't':
 		return literal(b, i, "true")
 	case 'f':
@@ -587,6 +669,55 @@ func skipValue(b []byte, i, depth int) (int, bool) {
 		end, _, ok := scanNumber(b, i)
 		return end, ok
 	}
+}
+
+// skipArray checks the array at b[i] ('[') and returns the index past it;
+// string and number elements (shapes, strides, type names) are read here
+// rather than through a call of skipValue each.
+func skipArray(b []byte, i, depth int) (int, bool) {
+	if depth >= maxScanDepth {
+		return 0, false
+	}
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return i + 1, true
+	}
+	for i < len(b) {
+		var ok bool
+		switch c := b[i]; {
+		case c == '"':
+			if j := strEnd(b, i+1); j < len(b) && b[j] == '"' {
+				i = j + 1
+			} else if i, ok = skipValue(b, i, depth+1); !ok {
+				return 0, false
+			}
+		case c >= '0' && c <= '9' || c == '-':
+			if i, _, ok = scanNumber(b, i); !ok {
+				return 0, false
+			}
+		case c == '[':
+			if i, ok = skipArray(b, i, depth+1); !ok {
+				return 0, false
+			}
+		default:
+			if i, ok = skipValue(b, i, depth+1); !ok {
+				return 0, false
+			}
+		}
+		i = skipWS(b, i)
+		if i >= len(b) {
+			return 0, false
+		}
+		switch b[i] {
+		case ',':
+			i = skipWS(b, i+1)
+		case ']':
+			return i + 1, true
+		default:
+			return 0, false
+		}
+	}
+	return 0, false
 }
 
 // scanKeyAny checks a key of an object being skipped (escapes allowed) and
