@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -42,7 +43,10 @@ func torchmem(t *testing.T, args ...string) (string, string, int) {
 // testdata/ (a path argument anywhere else fails the test: a file a test
 // writes may change between two calls) and callers that change neither
 // the environment nor a package variable; the key is the arguments, the
-// working directory and COLUMNS.
+// working directory and COLUMNS, with --format and its value moved right
+// after the command (where a command line puts its flags does not change
+// what it prints), so that "check --format json DIR" and "check DIR
+// --format json" are one evaluation.
 func torchmemShared(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
 	wd, err := os.Getwd()
@@ -51,6 +55,9 @@ func torchmemShared(t *testing.T, args ...string) (string, string, int) {
 	}
 	if !onTestdata(args) {
 		t.Fatalf("torchmemShared %v: only recordings under testdata/ are shared", args)
+	}
+	if i := slices.Index(args, "--format"); i > 1 && i+1 < len(args) {
+		args = slices.Concat(args[:1], args[i:i+2], args[1:i], args[i+2:])
 	}
 	key := strings.Join(append([]string{wd, os.Getenv("COLUMNS")}, args...), "\x00")
 	e, _ := sharedRuns.LoadOrStore(key, &sharedRun{})
