@@ -23,7 +23,7 @@ func TestCleanVerdictFailsNoGate(t *testing.T) {
 		if st, err := os.Stat(dir); err != nil || !st.IsDir() || filepath.Base(dir) == "logs" {
 			continue
 		}
-		out, _, code := torchmem(t, "check", "--format", "json", dir)
+		out, _, code := torchmemShared(t, "check", "--format", "json", dir) // TestEveryCommandAgrees asks too
 		var doc struct {
 			Verdicts []struct {
 				Sources []string `json:"sources"`

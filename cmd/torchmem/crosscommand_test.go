@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 )
 
 // The cross-command test: every command in every format on the recorded
@@ -18,11 +20,13 @@ import (
 // folders with a truth.json; they are run in parallel, each once per
 // command, so the test stays a few seconds of CPU per run.
 
-// runFolders are testdata's run folders (a truth.json beside the files).
+// runFolders are testdata's run folders (a truth.json beside the files),
+// named as memtest.Testdata names them: the other tests that ask for a
+// folder's JSON (torchmemShared) then share its evaluation.
 func runFolders(t *testing.T) []string {
 	t.Helper()
 	var out []string
-	err := filepath.WalkDir("testdata", func(p string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(memtest.Testdata(), func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -36,6 +40,15 @@ func runFolders(t *testing.T) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// testdataName is path's name under testdata/ (a subtest's name).
+func testdataName(path string) string {
+	rel, err := filepath.Rel(memtest.Testdata(), path)
+	if err != nil {
+		return path
+	}
+	return filepath.ToSlash(rel)
 }
 
 // runAnswer is what a command concluded of one run and rank: the figures
@@ -81,9 +94,8 @@ func answersOf(t *testing.T, what, out string) []runAnswer {
 // verdicts, bytes per step, peak and OOM count) and one exit code; a
 // steps log alone says in steps what analyze says of it.
 func TestEveryCommandAgrees(t *testing.T) {
-	t.Chdir(filepath.Join("..", ".."))
 	for _, dir := range runFolders(t) {
-		t.Run(dir, func(t *testing.T) {
+		t.Run(testdataName(dir), func(t *testing.T) {
 			t.Parallel()
 			var first []runAnswer
 			firstCode := -1
@@ -148,9 +160,8 @@ func stepsAgree(t *testing.T, log string) {
 // A folder holding one run gives the JSON of that run's files given
 // alone, field for field.
 func TestFolderEqualsItsFiles(t *testing.T) {
-	t.Chdir(filepath.Join("..", ".."))
 	for _, dir := range runFolders(t) {
-		t.Run(dir, func(t *testing.T) {
+		t.Run(testdataName(dir), func(t *testing.T) {
 			t.Parallel()
 			entries, err := os.ReadDir(dir)
 			if err != nil {

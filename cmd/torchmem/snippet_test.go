@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -145,8 +146,11 @@ func TestTorchmemReadsEverySnippetV2Recording(t *testing.T) {
 					t.Fatalf("%d %s files, want 1: %v", len(byKind[k]), k, truth.Files)
 				}
 			}
+			// In the folder's order: TestFolderEqualsItsFiles asks analyze
+			// the same of the same files, and the evaluation is shared.
 			all := append(append(append([]string{}, byKind["trace"]...), byKind["snapshot"]...), byKind["steps"]...)
-			out, errOut, code := torchmem(t, append([]string{"analyze", "--format", "json"}, all...)...)
+			slices.Sort(all)
+			out, errOut, code := torchmemShared(t, append([]string{"analyze", "--format", "json"}, all...)...)
 			if code == exitBadInput {
 				t.Fatalf("analyze: exit 2: %s", errOut)
 			}
@@ -166,7 +170,7 @@ func TestTorchmemReadsEverySnippetV2Recording(t *testing.T) {
 			// The folder as the snippet leaves it (with truth.json, memory_stats.json and,
 			// in logged_memory_summary, the training logs beside the files).
 			logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
-			out, errOut, code = torchmem(t, "analyze", "--format", "json", dir)
+			out, errOut, code = torchmemShared(t, "analyze", "--format", "json", dir) // as TestEveryCommandAgrees asks
 			if code == exitBadInput {
 				t.Fatalf("analyze %s: exit 2: %s", dir, errOut)
 			}
@@ -181,13 +185,27 @@ func TestTorchmemReadsEverySnippetV2Recording(t *testing.T) {
 			}
 			for _, cmd := range [][]string{
 				{"ops", byKind["trace"][0]}, {"stacks", byKind["trace"][0]}, {"leaks", byKind["trace"][0]},
-				{"frag", byKind["trace"][0]}, {"check", byKind["trace"][0], byKind["snapshot"][0]},
+				{"frag", byKind["trace"][0]},
 				{"snapshot", byKind["snapshot"][0]}, {"leaks", byKind["snapshot"][0]}, {"frag", byKind["snapshot"][0]},
 				{"steps", byKind["steps"][0]},
 			} {
 				if _, errOut, code := torchmem(t, cmd...); code == exitBadInput {
 					t.Errorf("%s %s: exit 2: %s", cmd[0], filepath.Base(cmd[1]), errOut)
 				}
+			}
+			// check reads the trace and the snapshot together: the folder,
+			// as TestEveryCommandAgrees asks (its evaluation shared), with
+			// both among the sources of its verdict.
+			out, errOut, code = torchmemShared(t, "check", "--format", "json", dir)
+			var checked struct {
+				Verdicts []struct {
+					Sources []string `json:"sources"`
+				} `json:"verdicts"`
+			}
+			decodeJSON(t, out, &checked)
+			if code == exitBadInput || len(checked.Verdicts) != 1 ||
+				!slices.Contains(checked.Verdicts[0].Sources, byKind["trace"][0]) || !slices.Contains(checked.Verdicts[0].Sources, byKind["snapshot"][0]) {
+				t.Errorf("check %s: exit %d, verdicts %+v, want one from its trace and its snapshot: %s", dir, code, checked.Verdicts, errOut)
 			}
 			// One steps-log line per step(): the log is whole.
 			lines, err := os.ReadFile(byKind["steps"][0])

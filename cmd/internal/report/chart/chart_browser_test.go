@@ -150,10 +150,11 @@ func TestChartRendersInBrowser(t *testing.T) {
 	screenshot(t, ctx, "demo.png")
 }
 
-// TestChartNamesCannotInjectInBrowser hovers over every place a name is
-// shown (tooltip, step band, marker) and checks no element or dialog came
-// from the payload.
-func TestChartNamesCannotInjectInBrowser(t *testing.T) {
+// TestNamesCannotInjectInBrowser hovers over every place a name is shown
+// on a chart (tooltip, step band, marker) and checks no element or dialog
+// came from the payload; the explorer's names are checked on the same page
+// (checkExplorerNamesAreText: a page load costs seconds of CPU).
+func TestNamesCannotInjectInBrowser(t *testing.T) {
 	s := memtimeline.Series{Name: xssName, T: []int64{0, 1e6, 2e6, 3e6, 4e6}, V: []int64{1 << 30, 3 << 30, 2 << 30, 4 << 30, 1 << 30}}
 	spec := Spec{
 		ID:         "xss",
@@ -163,7 +164,7 @@ func TestChartNamesCannotInjectInBrowser(t *testing.T) {
 		Steps:      []StepSpan{{Name: xssName, StartNs: 0, EndNs: 2e6}, {Name: "ProfilerStep#2", StartNs: 2e6, EndNs: 4e6}},
 		Markers:    []Marker{{Name: xssName, TNs: 3e6, Bytes: 4 << 30}},
 	}
-	path := writePage(t, "xss.html", xssName, spec)
+	path := writePage(t, "xss.html", xssName, spec, hostileExplorerSpec())
 	ctx, _ := openPage(t, path, true)
 	box := eval[[]float64](t, ctx, `(function(){var r=document.getElementById("xss").getBoundingClientRect();return [r.left,r.top,r.width,r.height];})()`)
 	sawName := false
@@ -193,6 +194,7 @@ func TestChartNamesCannotInjectInBrowser(t *testing.T) {
 		t.Errorf("page title %q, want the payload as text", title)
 	}
 	screenshot(t, ctx, "xss.png")
+	t.Run("Explorer", func(t *testing.T) { checkExplorerNamesAreText(t, ctx) })
 }
 
 // TestBrowserCheckCatchesProblems plants a request, a console error, an
@@ -234,18 +236,22 @@ throw new Error("planted exception");</script>
 	}
 }
 
-// The tooltip lists the lines holding the most memory at the hovered
-// time, from a real trace's lifetimes; a hostile line name is text.
-func TestChartTooltipShowsHolders(t *testing.T) {
+// Two charts of a real trace (leak_module_cache) on one page (a page load
+// costs seconds of CPU): the first's tooltip lists the lines holding the
+// most memory at the hovered time, from the trace's lifetimes, a hostile
+// line name as text; the second's explorer is bounded (checkExplorerBound).
+func TestRealTraceChartsInBrowser(t *testing.T) {
 	tr := memtest.NamedTrace(t, "leak_module_cache")
+	attr, lts := chrometrace.Attribute(tr), memtimeline.Lifetimes(tr, -1)
 	c := rules.TraceCharts(tr)[0]
 	spec := Spec{ID: "holders0", Title: c.Title, StartNs: c.StartNs, Allocated: c.Allocated, Reserved: c.Reserved}
-	spec.Holders = memtimeline.HolderSamples(tr, chrometrace.Attribute(tr), memtimeline.Lifetimes(tr, -1), 0, 200, 3)
+	spec.Holders = memtimeline.HolderSamples(tr, attr, lts, 0, 200, 3)
 	if len(spec.Holders) < 100 {
 		t.Fatalf("%d holder samples", len(spec.Holders))
 	}
 	spec.Holders[len(spec.Holders)/2].Lines = append(spec.Holders[len(spec.Holders)/2].Lines, memtimeline.Share{Name: `<img id=pwn src=x onerror=alert(1)>`, Bytes: 1})
-	path := writePage(t, "holders.html", "holders", spec)
+	bound := boundSpec(tr, attr, lts)
+	path := writePage(t, "holders.html", "holders", spec, bound)
 	ctx, _ := openPage(t, path, true)
 	box := eval[[]float64](t, ctx, `(function(){var r=document.getElementById("holders0").getBoundingClientRect();return [r.left,r.top,r.width,r.height];})()`)
 	seen := false
@@ -265,4 +271,5 @@ func TestChartTooltipShowsHolders(t *testing.T) {
 	if n := eval[int](t, ctx, `document.querySelectorAll("#pwn").length`); n != 0 {
 		t.Error("a holder name became an element")
 	}
+	t.Run("ExplorerBound", func(t *testing.T) { checkExplorerBound(t, ctx, bound) })
 }

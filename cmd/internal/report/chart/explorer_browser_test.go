@@ -1,6 +1,7 @@
 package chart
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -11,7 +12,6 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline"
-	"github.com/torchmem/torchmem/memtimeline/memtest"
 	"github.com/torchmem/torchmem/rules"
 )
 
@@ -22,18 +22,20 @@ func brushJS(id string, a, b float64) string {
 
 var restNote = regexp.MustCompile(`carries the (\d+) largest of the (\d+) allocations on this device; about (\d+) smaller ones`)
 
+// boundSpec is leak_module_cache's chart with an explorer that lists only
+// the 30 largest allocations (checkExplorerBound).
+func boundSpec(tr *chrometrace.Trace, attr *chrometrace.Attribution, lts []memtimeline.Lifetime) Spec {
+	c := rules.TraceCharts(tr)[0]
+	spec := Spec{ID: "bound0", Title: c.Title, StartNs: c.StartNs, Allocated: c.Allocated, Reserved: c.Reserved}
+	spec.Explorer = memtimeline.TraceExplorer(tr, attr, lts, 0, 30)
+	return spec
+}
+
 // Bounded for large traces: with only the 30 largest allocations listed, a
 // range says how many smaller ones it also holds, and that count is the
 // trace's own, up to the allocations within one bucket of the range's
-// edges.
-func TestExplorerBoundInBrowser(t *testing.T) {
-	tr := memtest.NamedTrace(t, "leak_module_cache")
-	lts := memtimeline.Lifetimes(tr, -1)
-	c := rules.TraceCharts(tr)[0]
-	spec := Spec{ID: "bound0", Title: c.Title, StartNs: c.StartNs, Allocated: c.Allocated, Reserved: c.Reserved}
-	spec.Explorer = memtimeline.TraceExplorer(tr, chrometrace.Attribute(tr), lts, 0, 30)
-	path := writePage(t, "bound.html", "bound", spec)
-	ctx, _ := openPage(t, path, true)
+// edges. (On the page of TestRealTraceChartsInBrowser.)
+func checkExplorerBound(t *testing.T, ctx context.Context, spec Spec) {
 	last := spec.Allocated.T[len(spec.Allocated.T)-1]
 	a, b := float64(last-spec.StartNs)/1e6*0.4, float64(last-spec.StartNs)/1e6*0.6
 	eval[any](t, ctx, brushJS("bound0", a, b))
@@ -72,16 +74,20 @@ func abs(x float64) float64 {
 	return x
 }
 
-// Names in the explorer (an operator, a line, stack frames) are text: a
-// click on a moment lists the allocation, a click on its row shows its
-// stack, and no element or dialog comes from the payload.
-func TestExplorerNamesAreTextInBrowser(t *testing.T) {
+// hostileExplorerSpec is a chart whose explorer's one allocation has the
+// payload for its operator, its line and a stack frame.
+func hostileExplorerSpec() Spec {
 	s := memtimeline.Series{Name: "allocated", T: []int64{0, 1e6, 2e6, 3e6}, V: []int64{0, 1 << 30, 1 << 30, 0}}
-	spec := Spec{ID: "xx", Title: "explorer", Allocated: s, Explorer: &Explorer{Total: 1, Allocs: []memtimeline.Allocation{{
+	return Spec{ID: "xx", Title: "explorer", Allocated: s, Explorer: &Explorer{Total: 1, Allocs: []memtimeline.Allocation{{
 		Bytes: 1 << 30, StartNs: 1e6, EndNs: 3e6, Operators: []string{xssName}, Line: xssName + ".py(1): f", Stack: []string{"main.py(1): <module>", xssName},
 	}}}}
-	path := writePage(t, "xx.html", "explorer", spec)
-	ctx, _ := openPage(t, path, true)
+}
+
+// Names in the explorer (an operator, a line, stack frames) are text: a
+// click on a moment lists the allocation, a click on its row shows its
+// stack, and no element or dialog comes from the payload. (On the page of
+// TestNamesCannotInjectInBrowser.)
+func checkExplorerNamesAreText(t *testing.T, ctx context.Context) {
 	eval[any](t, ctx, brushJS("xx", 1.5, 1.5))
 	if err := chromedp.Do(ctx, chromedp.Sleep(400*time.Millisecond), chromedp.Click(chromedp.CSS("#xx-explorer tr.tx-row")), chromedp.Sleep(100*time.Millisecond)); err != nil {
 		t.Fatal(err)
