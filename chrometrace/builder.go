@@ -332,29 +332,24 @@ func (b *builder) warnOnce(msg string) {
 }
 
 func (b *builder) times(ev *rawEvent) (start, dur int64, ok bool) {
-	start = ev.tsNs
-	if !ev.tsFast {
-		var err error
-		if start, err = parseMicros(string(ev.Ts)); err != nil {
-			b.badTimes++
-			return 0, 0, false
-		}
+	start, err := nanos(ev.Ts, ev.tsNs, ev.tsFast)
+	if err == nil && ev.Dur != "" {
+		dur, err = nanos(ev.Dur, ev.durNs, ev.durFast)
 	}
-	if ev.Dur != "" {
-		dur = ev.durNs
-		if !ev.durFast {
-			var err error
-			if dur, err = parseMicros(string(ev.Dur)); err != nil {
-				b.badTimes++
-				return 0, 0, false
-			}
-		}
-		if dur < 0 {
-			b.badTimes++
-			return 0, 0, false
-		}
+	if err != nil || dur < 0 {
+		b.badTimes++
+		return 0, 0, false
 	}
 	return start, dur, true
+}
+
+// nanos is a ts or dur in nanoseconds: as fastDecode read it on the way
+// (fast), else parsed from its text.
+func nanos(text json.Number, ns int64, fast bool) (int64, error) {
+	if fast {
+		return ns, nil
+	}
+	return parseMicros(string(text))
 }
 
 const profilerStepPrefix = "ProfilerStep#"
