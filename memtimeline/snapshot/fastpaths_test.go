@@ -6,7 +6,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/memtimeline/memtest"
 )
 
 // TestFastPathsOnRealSnapshots: the path a large snapshot takes (the file
@@ -24,27 +24,15 @@ func TestFastPathsOnRealSnapshots(t *testing.T) {
 	if len(paths) < 5 {
 		t.Fatalf("only %d snapshots in testdata", len(paths))
 	}
-	read := func(p string) *Snapshot {
-		in, err := chrometrace.Open(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer in.Close()
-		s, err := Read(in)
-		if err != nil {
-			t.Fatalf("%s: %v", p, err)
-		}
-		return s
-	}
 	entries := 0
 	for _, p := range paths {
 		if st, err := os.Stat(p); err != nil || !st.Mode().IsRegular() {
 			continue
 		}
-		plain := read(p)
+		plain := memtest.Decode(t, p, Read)
 		ahead := aheadAfter
 		aheadAfter = 4 << 10
-		fast := read(p)
+		fast := memtest.Decode(t, p, Read)
 		aheadAfter = ahead
 		if !reflect.DeepEqual(plain, fast) {
 			t.Errorf("%s: read ahead, the snapshot differs from the plain read", p)
