@@ -1,6 +1,9 @@
 package snapshot
 
-import "fmt"
+import (
+	"fmt"
+	"math/rand/v2"
+)
 
 // AddrMap maps block addresses to ints that fit 32 bits (indices of
 // trace entries): the blocks live during a replay
@@ -9,10 +12,15 @@ import "fmt"
 // back, so no tombstones); Go's map took a third of a replay of the 1 GB
 // snapshot's 7.2M entries. A slot is 16 bytes and the table at most 3/4
 // full, about what a Go map takes. The zero AddrMap is empty and ready.
+//
+// Addresses come from the file: with a fixed hash, a crafted snapshot
+// could give every block the same home slot and make each replay
+// quadratic. Like Go's map, each table hashes with its own random seed.
 type AddrMap struct {
 	slots []addrSlot
 	n     int
-	shift uint // 64 - log2(len(slots))
+	shift uint   // 64 - log2(len(slots))
+	seed  uint64 // mixed into every address before hashing
 }
 
 type addrSlot struct {
@@ -21,7 +29,9 @@ type addrSlot struct {
 	used bool
 }
 
-func (m *AddrMap) home(addr uint64) int { return int((addr * 0x9E3779B97F4A7C15) >> m.shift) }
+func (m *AddrMap) home(addr uint64) int {
+	return int(((addr ^ m.seed) * 0x9E3779B97F4A7C15) >> m.shift)
+}
 
 // Len is the number of addresses held.
 func (m *AddrMap) Len() int { return m.n }
@@ -100,6 +110,9 @@ func (m *AddrMap) All(fn func(addr uint64, v int)) {
 
 func (m *AddrMap) grow() {
 	old := m.slots
+	if old == nil {
+		m.seed = rand.Uint64()
+	}
 	size := max(64, 2*len(old))
 	m.slots = make([]addrSlot, size)
 	m.shift = 64

@@ -55,3 +55,40 @@ func TestAddrMapAgreesWithMap(t *testing.T) {
 		t.Errorf("All gave %d, want %d", n, len(want))
 	}
 }
+
+// TestAddrMapCraftedAddresses: addresses a file could choose so that, with
+// the multiplier alone, every one hashes to slot 0 of any table (the
+// multiplier's inverse times 0, 1, 2...): with the table's seed they
+// spread out, so no run of occupied slots grows with their number.
+func TestAddrMapCraftedAddresses(t *testing.T) {
+	const mul = 0x9E3779B97F4A7C15
+	inv := uint64(mul) // Newton's iteration: mul * inv == 1 mod 2^64
+	for range 6 {
+		inv *= 2 - mul*inv
+	}
+	if mul*inv != 1 {
+		t.Fatal("no inverse")
+	}
+	var m AddrMap
+	const n = 4096
+	for x := range uint64(n) {
+		m.Set(x*inv, int(x))
+	}
+	longest, run := 0, 0
+	for i := range 2 * len(m.slots) { // twice round: a run may wrap
+		if m.slots[i%len(m.slots)].used {
+			run++
+			longest = max(longest, run)
+		} else {
+			run = 0
+		}
+	}
+	if longest > n/16 {
+		t.Errorf("%d crafted addresses: a run of %d occupied slots (a table of %d)", n, longest, len(m.slots))
+	}
+	for x := range uint64(n) {
+		if v, ok := m.Get(x * inv); !ok || v != int(x) {
+			t.Fatalf("Get(%#x) = %d, %v", x*inv, v, ok)
+		}
+	}
+}
