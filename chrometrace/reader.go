@@ -188,7 +188,7 @@ func Read(r io.Reader, opts ReadOptions) (*Trace, error) {
 		// The batches are the buffer: reading into them straight from
 		// the decompressor (or the file) saves copying every byte
 		// through the Input's buffer first.
-		r = in.unbuffered()
+		r = in.Unbuffered()
 	}
 	sp := newSplitter(r, b.limits.ValueBytes)
 

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/torchmem/torchmem/internal/readahead"
+
 	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/memtimeline/snapshot/internal/pickle"
 )
@@ -159,8 +161,8 @@ func ReadLimited(r io.Reader, lim chrometrace.Limits) (*Snapshot, error) {
 		return ReadJSON(br)
 	}
 	m := newMapper()
-	ra := &readAhead{src: br}
-	defer ra.close()
+	ra := readahead.New(br, aheadAfter)
+	defer ra.Close()
 	a, root, err := pickle.DecodeRecords(ra, lim.WithDefaults().ValueBytes, m)
 	if err != nil {
 		return nil, err
@@ -169,6 +171,11 @@ func ReadLimited(r io.Reader, lim chrometrace.Limits) (*Snapshot, error) {
 	m.budget = 8*a.InputBytes + 1<<20
 	return m.snapshot(root)
 }
+
+// aheadAfter: past this many bytes the pickle is read ahead on a goroutine
+// (the read system calls of a large plain pickle are a twentieth of
+// decoding 1 GB); a variable for TestFastPathsOnRealSnapshots.
+var aheadAfter int64 = 16 << 20
 
 func newMapper() *snapMapper {
 	return &snapMapper{frames: map[int]Frame{}, stacks: map[uint32]uint32{}, strs: map[string]string{},
