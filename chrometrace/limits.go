@@ -86,10 +86,13 @@ func (l Limits) WithDefaults() Limits {
 type CountLimitError struct {
 	What  string // "events in one trace", "timeline points", "decompressed bytes", ...
 	Limit int64
-	Flag  string // the torchmem flag that raises the cap
+	Flag  string // the torchmem flag that raises the cap; "" for a fixed cap
 }
 
 func (e *CountLimitError) Error() string {
+	if e.Flag == "" {
+		return fmt.Sprintf("more than %d %s, the cap on one input", e.Limit, e.What)
+	}
 	return fmt.Sprintf("more than %d %s, the cap on one input (--%s raises it)", e.Limit, e.What, e.Flag)
 }
 

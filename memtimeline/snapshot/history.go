@@ -3,7 +3,9 @@ package snapshot
 import (
 	"fmt"
 	"iter"
+	"math"
 
+	"github.com/torchmem/torchmem/chrometrace"
 	"github.com/torchmem/torchmem/internal/hugepages"
 )
 
@@ -63,6 +65,27 @@ func (t Trace) Entries() []TraceEntry {
 func NewTrace(entries []TraceEntry) Trace {
 	b := newHistoryBuilder(&history{})
 	return b.trace(entries)
+}
+
+// maxHistoryEntries caps the entries of one snapshot's history, every
+// device's trace together: a replay keys a trace's entries by index in an
+// AddrMap (32 bits) and a record's id is 31 bits (the pickle decoder's
+// refRecord). A real snapshot has far fewer (the 1 GB bench input 7.2M);
+// more is a property of the file (a pickle over about 8 GiB could say it),
+// refused as a *chrometrace.CountLimitError before any entry past the cap
+// is stored. A variable so that tests can lower it.
+var maxHistoryEntries = math.MaxInt32
+
+// historyTooLong is the error for a history past maxHistoryEntries:
+// device_traces[dev] has n entries to store after the before ones stored
+// (the records, the traces before it), or (dev < 0) the decoder's
+// records alone are too many.
+func historyTooLong(dev, n, before int) error {
+	err := &chrometrace.CountLimitError{What: "trace entries in one snapshot's device_traces (all devices together; entries are indexed by 32-bit ints)", Limit: int64(maxHistoryEntries)}
+	if dev < 0 {
+		return err
+	}
+	return fmt.Errorf("device_traces[%d] has %d entries, with %d stored before them: %w", dev, n, before, err)
 }
 
 // history holds the entries of a snapshot's traces, every device's, in

@@ -146,7 +146,10 @@ func ReadJSON(r io.Reader) (*Snapshot, error) {
 	if js.DeviceTraces != nil {
 		contexts := map[EntryContext]*EntryContext{}
 		hb := newHistoryBuilder(&history{})
-		for _, tr := range *js.DeviceTraces {
+		for d, tr := range *js.DeviceTraces {
+			if len(tr) > maxHistoryEntries-hb.h.n {
+				return nil, historyTooLong(d, len(tr), hb.h.n)
+			}
 			out := make([]TraceEntry, len(tr))
 			for i, e := range tr {
 				out[i] = TraceEntry{Action: e.Action, Addr: e.Addr, Size: e.Size, Stream: e.Stream, TimeUS: e.TimeUS, DeviceFree: e.DeviceFree, Frames: frames(e.Frames)}

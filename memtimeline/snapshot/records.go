@@ -15,9 +15,9 @@ type rec struct {
 // (pickle.Recorder) when every field the mapper reads converts as trace
 // would convert it; anything else stays a dict, for trace to read, or to
 // refuse with the entry's location.
-func (m *snapMapper) Record(a *pickle.Arena, keys, vals []pickle.Value) (uint32, bool) {
+func (m *snapMapper) Record(a *pickle.Arena, keys, vals []pickle.Value) (uint32, bool, error) {
 	if len(keys) > 16 {
-		return 0, false
+		return 0, false, nil
 	}
 	m.a = a
 	var x rec
@@ -27,17 +27,17 @@ func (m *snapMapper) Record(a *pickle.Arena, keys, vals []pickle.Value) (uint32,
 	framesAt := -1
 	for i, k := range keys {
 		if k.Kind() != pickle.KindStr {
-			return 0, false
+			return 0, false, nil
 		}
 		v := vals[i]
 		f := m.entryField(a, k)
 		if f < 0 {
 			// Not a trace entry's key: a dict that could be read as
 			// something else (a frame, a segment) stays a dict.
-			return 0, false
+			return 0, false, nil
 		}
 		if seen&(1<<f) != 0 {
-			return 0, false // a key given twice: trace says what it makes of it
+			return 0, false, nil // a key given twice: trace says what it makes of it
 		}
 		seen |= 1 << f
 		ok := true
@@ -71,18 +71,18 @@ func (m *snapMapper) Record(a *pickle.Arena, keys, vals []pickle.Value) (uint32,
 			ctx.UserMetadata, ok = recStr(a, v)
 		}
 		if !ok {
-			return 0, false
+			return 0, false, nil
 		}
 	}
 	if seen&(1<<fAction) == 0 {
-		return 0, false
+		return 0, false, nil
 	}
 	if framesAt >= 0 {
 		v := vals[framesAt]
 		if v.Kind() != pickle.KindNone {
 			id, err := m.stackID(v, nil)
 			if err != nil {
-				return 0, false
+				return 0, false, nil
 			}
 			x.stack = id
 			a.Freeze(v)
@@ -91,7 +91,10 @@ func (m *snapMapper) Record(a *pickle.Arena, keys, vals []pickle.Value) (uint32,
 	if ctx != (EntryContext{}) {
 		x.ctx = m.contextID(ctx)
 	}
-	return uint32(m.h.add(entry{addr: x.addr, size: x.size, timeUS: x.timeUS, stack: x.stack, meta: m.metaID(&x)})), true
+	if m.h.n >= maxHistoryEntries {
+		return 0, false, historyTooLong(-1, -1, 0)
+	}
+	return uint32(m.h.add(entry{addr: x.addr, size: x.size, timeUS: x.timeUS, stack: x.stack, meta: m.metaID(&x)})), true, nil
 }
 
 // metaKey is what an entryMeta is made of, as the mapper's ids.

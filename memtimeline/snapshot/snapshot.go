@@ -608,6 +608,9 @@ func (m *snapMapper) trace(v pickle.Value, devLoc *loc) (Trace, error) {
 		return Trace{}, err
 	}
 	first := m.h.n
+	if len(items) > maxHistoryEntries-first {
+		return Trace{}, historyTooLong(devLoc.idx, len(items), first)
+	}
 	// One loc reused for every entry: it escapes only into error messages.
 	l := &loc{parent: devLoc, idx: 0}
 	for i, ev := range items {

@@ -423,9 +423,11 @@ const (
 // than 1000 items), so that millions of trace entries never exist as
 // generic dicts. keys and vals pair by position and alias decoder memory:
 // read them during the call only. The dict then reads as empty (Dict)
-// and Record returns id; a later change to it is an error.
+// and Record returns id; a later change to it is an error. An id must be
+// below 1<<31. A non-nil err stops decoding with it (wrapped: errors.As
+// finds it), e.g. the Recorder's cap on records.
 type Recorder interface {
-	Record(a *Arena, keys, vals []Value) (id uint32, ok bool)
+	Record(a *Arena, keys, vals []Value) (id uint32, ok bool, err error)
 }
 
 var errChanged = errors.New("a container changed after a trace entry took it (Python's pickle never writes this): not an allocator snapshot")
@@ -971,14 +973,16 @@ func (d *pickleDecoder) appendItems(i int, items []Value) error {
 }
 
 // newDict makes a dict with the interleaved key/value items.
-func (d *pickleDecoder) newDict(items []Value) Value {
+func (d *pickleDecoder) newDict(items []Value) (Value, error) {
 	d.built += 28
 	d.a.dictRef.Add(0)
 	i := d.a.dictRef.Len() - 1
 	if len(items) > 0 {
-		d.setItems(i, items, true)
+		if err := d.setItems(i, items, true); err != nil {
+			return 0, err
+		}
 	}
-	return mkval(KindDict, uint64(i))
+	return mkval(KindDict, uint64(i)), nil
 }
 
 // setItems adds interleaved key/value items to dict handle i; batch says
@@ -1000,7 +1004,11 @@ func (d *pickleDecoder) setItems(i int, items []Value, batch bool) error {
 		}
 		d.kscratch, d.vscratch = keys[:0], vals[:0]
 		if batch && d.rec != nil {
-			if id, ok := d.rec.Record(&d.a, keys, vals); ok && id < refRecord {
+			id, ok, err := d.rec.Record(&d.a, keys, vals)
+			if err != nil {
+				return err
+			}
+			if ok && id < refRecord {
 				d.a.dictRef.Set(i, refRecord|id)
 				if id == d.a.recDict.n {
 					d.a.recDict.add(uint32(i))
@@ -1460,7 +1468,8 @@ const maxShared = 256
 func (d *pickleDecoder) buildOp(op byte, opOff int64) error {
 	switch op {
 	case opEMPTYDICT:
-		d.push(d.newDict(nil))
+		v, _ := d.newDict(nil) // no items: no error
+		d.push(v)
 	case opEMPTYLIST:
 		d.push(d.newList(KindList, nil))
 	case opEMPTYTUPLE:
@@ -1495,7 +1504,11 @@ func (d *pickleDecoder) buildOp(op byte, opOff int64) error {
 			if len(items)%2 != 0 {
 				return d.errorf(opOff, op, "malformed pickle: DICT with an odd number of items")
 			}
-			d.push(d.newDict(items))
+			v, err := d.newDict(items)
+			if err != nil {
+				return fmt.Errorf("pickle byte %d (opcode 0x%02x): %w", opOff, op, err)
+			}
+			d.push(v)
 		}
 	}
 	return nil
@@ -1566,7 +1579,7 @@ func (d *pickleDecoder) setItemOp(op byte, opOff int64) error {
 		return &ValueLimitError{Offset: opOff, What: fmt.Sprintf("a dict of %d items", n), Limit: d.limit}
 	}
 	if err := d.setItems(di, items, op == opSETITEMS); err != nil {
-		return d.errorf(opOff, op, "%v", err)
+		return fmt.Errorf("pickle byte %d (opcode 0x%02x): %w", opOff, op, err)
 	}
 	return nil
 }

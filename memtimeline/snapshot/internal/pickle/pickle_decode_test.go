@@ -212,14 +212,14 @@ func TestRealSnapshotsBuildWithinBudget(t *testing.T) {
 // seqRecorder takes every dict with an "action" key as the next record.
 type seqRecorder struct{ n uint32 }
 
-func (r *seqRecorder) Record(a *Arena, keys, vals []Value) (uint32, bool) {
+func (r *seqRecorder) Record(a *Arena, keys, vals []Value) (uint32, bool, error) {
 	for _, k := range keys {
 		if s, _ := a.Str(k); s == "action" {
 			r.n++
-			return r.n - 1, true
+			return r.n - 1, true, nil
 		}
 	}
-	return 0, false
+	return 0, false, nil
 }
 
 // TestRecordRuns: a list of consecutive records is kept as their run
