@@ -56,9 +56,10 @@ type builder struct {
 	// id, for the copies on the GPU that record no "bytes".
 	copySizes map[int64]int64
 	// sizeHint is the input's likely size in bytes (0: unknown) and
-	// reserved whether the record lists were sized from it (see reserve).
-	sizeHint int64
-	reserved bool
+	// reserved whether the record lists were sized from it (see reserve);
+	// consumed is the input merged so far, in bytes.
+	sizeHint, consumed int64
+	reserved           bool
 }
 
 type threadKey struct{ pid, tid string }
@@ -568,11 +569,12 @@ func (b *builder) finish() {
 	// One copy of the records, with the chunks returned to the OS along
 	// the way (see releaseBytes).
 	unreleased := 0
-	b.t.Flows = flatten(&b.flows, &unreleased)
-	b.t.DeviceOps = flatten(&b.deviceOps, &unreleased)
-	b.t.Memory = flatten(&b.memory, &unreleased)
-	b.t.PyFrames = flatten(&b.pyFrames, &unreleased)
-	b.t.HostOps = flatten(&b.hostOps, &unreleased)
+	b.t.regrownLists = b.flows.regrown + b.deviceOps.regrown + b.memory.regrown + b.pyFrames.regrown + b.hostOps.regrown
+	b.t.Flows = flatten(&b.flows, &unreleased, &b.t.copiedLists)
+	b.t.DeviceOps = flatten(&b.deviceOps, &unreleased, &b.t.copiedLists)
+	b.t.Memory = flatten(&b.memory, &unreleased, &b.t.copiedLists)
+	b.t.PyFrames = flatten(&b.pyFrames, &unreleased, &b.t.copiedLists)
+	b.t.HostOps = flatten(&b.hostOps, &unreleased, &b.t.copiedLists)
 	if unreleased >= releaseBytes/4 {
 		debug.FreeOSMemory()
 	}
@@ -757,30 +759,64 @@ const (
 var reserveMin int64 = 16 << 20 // a variable for tests
 
 // reserve sizes the record lists for the whole input once a share of it
-// (consumed bytes) is read, from the records that share made: each list
-// then fills one slice, which finish returns as it is, instead of chunks
-// copied into it at the end (a second copy of every record, and as many
-// pages to fault in: 16% of the CPU of analyze on a 1 GB trace). The
-// estimate has a margin; pages of a slice's capacity never written are
-// never resident, and a list that outgrows its slice continues in chunks
-// (finish copies them then, as before).
+// (consumed bytes, the input merged so far) is read, from the records
+// that share made: each list then fills one slice, which finish returns
+// as it is, instead of chunks copied into it at the end (a second copy of
+// every record, and as many pages to fault in: 16% of the CPU of analyze
+// on a 1 GB trace). The estimate has a margin; pages of a slice's
+// capacity never written are never resident. A list denser later than
+// in the first share (the 1 GB trace's device ops: 102k reserved, 158k
+// in all) fills its slice early: it is reserved again from the density
+// seen by then (regrow), as is a list with no record yet when its first
+// chunk fills; only past the input's hint or a cap does a list continue
+// in chunks (finish copies them then).
 func (b *builder) reserve(consumed int64) {
+	b.consumed = consumed
 	if b.reserved || b.sizeHint < reserveMin || consumed < b.sizeHint/reserveAfter {
 		return
 	}
 	b.reserved, b.t.reservedLists = true, true
-	scale := func(n, size int, limit int64) int {
-		est := int64(float64(n)*float64(b.sizeHint)/float64(consumed)*1.125) + 1024
-		return int(min(est, limit, b.sizeHint/reserveShare/int64(size)))
-	}
-	b.hostOps.reserve(scale(b.hostOps.n, int(unsafe.Sizeof(HostOp{})), b.limits.Events))
-	b.deviceOps.reserve(scale(b.deviceOps.n, int(unsafe.Sizeof(DeviceOp{})), b.limits.Events))
-	b.memory.reserve(scale(b.memory.n, int(unsafe.Sizeof(MemoryEvent{})), int64(b.limits.MemoryEvents)))
-	b.pyFrames.reserve(scale(b.pyFrames.n, int(unsafe.Sizeof(PyFrame{})), b.limits.Events))
-	b.flows.reserve(scale(b.flows.n, int(unsafe.Sizeof(Flow{})), b.limits.Events))
+	b.hostOps.reserve(b.estimate(b.hostOps.n, int(unsafe.Sizeof(HostOp{})), b.limits.Events), b.regrow(b.limits.Events))
+	b.deviceOps.reserve(b.estimate(b.deviceOps.n, int(unsafe.Sizeof(DeviceOp{})), b.limits.Events), b.regrow(b.limits.Events))
+	b.memory.reserve(b.estimate(b.memory.n, int(unsafe.Sizeof(MemoryEvent{})), int64(b.limits.MemoryEvents)), b.regrow(int64(b.limits.MemoryEvents)))
+	b.pyFrames.reserve(b.estimate(b.pyFrames.n, int(unsafe.Sizeof(PyFrame{})), b.limits.Events), b.regrow(b.limits.Events))
+	b.flows.reserve(b.estimate(b.flows.n, int(unsafe.Sizeof(Flow{})), b.limits.Events), b.regrow(b.limits.Events))
 	// The chunks just copied are garbage that the next collection, with
 	// the reserved slices counted live, would only find at the end.
 	debug.FreeOSMemory()
+}
+
+// reserveMargin is the share reserve and regrow add to their estimates (a
+// variable for tests, which lower it to make lists fill their slices).
+var reserveMargin = 1.125
+
+// estimate is the records of size bytes the whole input will make, at n
+// in what was merged so far, with a margin, at most limit (the cap on
+// them) and reserveShare of the input's size in bytes.
+func (b *builder) estimate(n, size int, limit int64) int {
+	est := int64(float64(n)*float64(b.sizeHint)/float64(b.consumed)*reserveMargin) + 1024
+	return int(min(est, limit, b.sizeHint/reserveShare/int64(size)))
+}
+
+// regrow gives a reserved list that filled up the capacity of its next
+// slice (chunked.grow): estimate at the density seen so far, at least
+// twice what it holds, as append grows (so that the copies add up to the
+// records at most, for a list that starts late in the input and is
+// underestimated again and again too; capacity never written costs no
+// memory), within estimate's caps; 0 once the input is past its hint
+// (an estimate from it means nothing) or a cap is reached: the list
+// continues in chunks.
+func (b *builder) regrow(limit int64) func(n, size int) int {
+	return func(n, size int) int {
+		if b.consumed >= b.sizeHint {
+			return 0
+		}
+		next := max(b.estimate(n, size, limit), min(2*n, int(min(limit, b.sizeHint/reserveShare/int64(size)))))
+		if next <= n {
+			return 0
+		}
+		return next
+	}
 }
 
 // chunked collects records in chunks that never move. Appending to one
@@ -792,8 +828,14 @@ type chunked[T any] struct {
 	chunks [][]T
 	cur    []T
 	n      int
-	// reserved: cur is the slice reserve made, advised huge pages.
+	// reserved: cur is a slice reserve or regrow sized, advised huge
+	// pages. regrow (reserve's) gives the capacity of the slice that
+	// follows cur when it fills up holding every record (0: chunks
+	// follow).
 	reserved bool
+	regrow   func(n, size int) int
+	// regrown counts the slices regrow sized.
+	regrown int
 }
 
 // maxChunkBytes bounds a chunk; chunks start small for small traces.
@@ -826,8 +868,10 @@ func (c *chunked[T]) each(fn func([]T)) {
 }
 
 // reserve moves c's records into one slice with room for n, which the
-// records added next fill first.
-func (c *chunked[T]) reserve(n int) {
+// records added next fill first; regrow sizes the next slice when one
+// that holds every record is full (a list empty so far: its first).
+func (c *chunked[T]) reserve(n int, regrow func(n, size int) int) {
+	c.regrow = regrow
 	if c.n == 0 || n <= c.n {
 		return
 	}
@@ -840,6 +884,18 @@ func (c *chunked[T]) reserve(n int) {
 
 func (c *chunked[T]) grow() {
 	var zero T
+	if c.regrow != nil && len(c.chunks) == 0 {
+		// cur, full, holds every record: they move once into a larger
+		// slice, as append would move them, sized by the estimate.
+		if n := c.regrow(c.n, int(unsafe.Sizeof(zero))); n > len(c.cur) {
+			all := make([]T, 0, n)
+			hugepages.Advise(all)
+			c.cur, c.reserved = append(all, c.cur...), true
+			c.regrown++
+			return
+		}
+		c.regrow = nil
+	}
 	limit := max(maxChunkBytes/int(unsafe.Sizeof(zero)), 1)
 	size := min(max(2*cap(c.cur), 64), limit)
 	if c.cur != nil {
@@ -859,7 +915,7 @@ const releaseBytes = 16 << 20
 // flatten returns the records in order in one slice (nil if none) and
 // empties c. unreleased counts the bytes of chunks copied and dropped but
 // not yet returned to the OS, across lists.
-func flatten[T any](c *chunked[T], unreleased *int) []T {
+func flatten[T any](c *chunked[T], unreleased, copied *int) []T {
 	if c.n == 0 {
 		return nil
 	}
@@ -874,6 +930,7 @@ func flatten[T any](c *chunked[T], unreleased *int) []T {
 		*c = chunked[T]{}
 		return out
 	}
+	*copied++
 	out := make([]T, 0, c.n)
 	for i := range c.chunks {
 		out = append(out, c.chunks[i]...)

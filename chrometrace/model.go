@@ -362,6 +362,10 @@ type Trace struct {
 	// reservedLists says the record lists were sized from the input's
 	// size hint (see builder.reserve), for tests.
 	reservedLists bool
+	// regrownLists counts the reserved slices that filled up and were
+	// reserved again (chunked.grow), copiedLists the lists that finish
+	// copied from chunks (flatten), for tests.
+	regrownLists, copiedLists int
 	// skippedPyFrames counts the python_function events read but not kept
 	// (ReadOptions.SkipPyFrames).
 	skippedPyFrames int64

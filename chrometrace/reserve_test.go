@@ -41,3 +41,45 @@ func TestReserveKeepsTrace(t *testing.T) {
 		}
 	}
 }
+
+// TestRegrowKeepsTrace: with the estimates' margin lowered to a quarter,
+// the reserved slices fill up long before the input ends; each list is
+// reserved again as it fills (regrow), and the trace is the one read
+// without a hint. With the hint right, finish finds every list in one
+// slice (copies none); with the hint too small, a list continues in
+// chunks past it, and the trace is still the same.
+func TestRegrowKeepsTrace(t *testing.T) {
+	defer func(m int64, c, mc, bb int, r float64) {
+		reserveMin, specChunkBytes, maxSpecChunkBytes, batchBytes, reserveMargin = m, c, mc, bb, r
+	}(reserveMin, specChunkBytes, maxSpecChunkBytes, batchBytes, reserveMargin)
+	reserveMin, specChunkBytes, maxSpecChunkBytes, batchBytes, reserveMargin = 1, 16<<10, 4<<20, 16<<10, 0.25
+	for _, name := range []string{"leak_module_cache", "resnet_train_clean"} {
+		data := gunzipFile(t, filepath.Join("..", "testdata", "traces", name, "trace.json.gz"))
+		read := func(hint int64) (*Trace, string) {
+			in, err := NewInput(bytes.NewReader(data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			in.sizeHint = hint
+			tr, err := Read(in, ReadOptions{Workers: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var buf bytes.Buffer
+			WriteCanonical(&buf, tr)
+			return tr, buf.String()
+		}
+		_, want := read(0)
+		n := int64(len(data))
+		tr, got := read(n)
+		if got != want {
+			t.Errorf("%s: lists reserved again as they fill, the trace differs", name)
+		}
+		if tr.regrownLists == 0 || tr.copiedLists != 0 {
+			t.Errorf("%s, hint right: %d slices reserved again, %d lists copied from chunks; want some, none", name, tr.regrownLists, tr.copiedLists)
+		}
+		if tr, got = read(n / 4); got != want || tr.copiedLists == 0 {
+			t.Errorf("%s, hint a quarter: the trace differs (%v) or no list continued in chunks (%d)", name, got != want, tr.copiedLists)
+		}
+	}
+}
