@@ -80,10 +80,11 @@ func NewInput(r io.Reader) (*Input, error) {
 		if err != nil {
 			return nil, fmt.Errorf("corrupt gzip: %w", err)
 		}
+		// zr holds nothing to release (its Close only reports its
+		// error), so it is not closed: the read-ahead goroutine may still
+		// be inside it when the Input is closed.
 		in.ahead = readahead.New(&gzipErrReader{zr}, inflateAheadAfter)
-		// The read-ahead goroutine must leave the inflater before it is
-		// closed: closers run last to first.
-		in.closers = append(in.closers, zr, in.ahead)
+		in.closers = append(in.closers, in.ahead)
 		in.src = in.ahead
 		in.Reader = bufio.NewReaderSize(in.src, 1<<20)
 		if _, err := in.Reader.Peek(1); err != nil {
