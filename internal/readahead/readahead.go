@@ -11,10 +11,7 @@
 // and no hand-off.
 package readahead
 
-import (
-	"io"
-	"sync"
-)
+import "io"
 
 const (
 	bufSize = 1 << 20
@@ -32,7 +29,6 @@ type Reader struct {
 	full chan chunk
 	free chan []byte
 	stop chan struct{}
-	done sync.WaitGroup
 	cur  chunk
 	off  int
 }
@@ -88,9 +84,7 @@ func (r *Reader) start() {
 	for range bufs {
 		r.free <- make([]byte, bufSize)
 	}
-	r.done.Add(1)
 	go func() {
-		defer r.done.Done()
 		for {
 			var b []byte
 			select {
@@ -124,9 +118,12 @@ func (r *Reader) start() {
 	}()
 }
 
-// Close stops the goroutine and waits for it to leave the source (after
-// the read it is in, if any), so the caller may then close the source.
-// It does not close the source.
+// Close stops the goroutine: it reads the source no more once the read
+// it may be in returns, and never blocks after it (its last chunk has a
+// free slot). Close does not wait for that read (a pipe that stays
+// silent would hang the caller's exit) and does not close the source, so
+// the source must be safe to leave mid-read: an os.File is (its Close
+// waits for nothing), and a gzip.Reader needs no closing.
 func (r *Reader) Close() error {
 	if r.stop != nil {
 		select {
@@ -134,7 +131,6 @@ func (r *Reader) Close() error {
 		default:
 			close(r.stop)
 		}
-		r.done.Wait()
 	}
 	return nil
 }

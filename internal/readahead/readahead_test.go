@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
+	"sync/atomic"
 	"testing"
 	"testing/iotest"
 	"time"
@@ -95,26 +96,26 @@ func TestDirect(t *testing.T) {
 	}
 }
 
-// blockingReader blocks each Read until release is closed; the first
-// Read says so on inside.
+// blockingReader blocks each Read until release is closed, counting
+// the reads begun; the first says so on inside.
 type blockingReader struct {
 	release chan struct{}
 	inside  chan struct{}
+	reads   atomic.Int32
 }
 
 func (b *blockingReader) Read(p []byte) (int, error) {
-	select {
-	case b.inside <- struct{}{}:
-	default:
+	if b.reads.Add(1) == 1 {
+		b.inside <- struct{}{}
 	}
 	<-b.release
 	return len(p), nil
 }
 
-// TestCloseWaits: Close returns only once the goroutine has left the
-// source, so that the caller may close the source after it (a gzip
-// reader is not safe to close while it is being read).
-func TestCloseWaits(t *testing.T) {
+// TestCloseStops: Close returns at once, even while the goroutine is
+// blocked in the source (a silent pipe must not hang the caller), and
+// once that read returns the goroutine reads the source no more.
+func TestCloseStops(t *testing.T) {
 	src := &blockingReader{release: make(chan struct{}), inside: make(chan struct{}, 1)}
 	r := New(src, 0)
 	go r.Read(make([]byte, 1)) // starts the goroutine, which blocks in src
@@ -126,9 +127,12 @@ func TestCloseWaits(t *testing.T) {
 	}()
 	select {
 	case <-closed:
-		t.Fatal("Close returned while the goroutine was still reading the source")
-	case <-time.After(50 * time.Millisecond):
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close waited for the read in progress")
 	}
 	close(src.release)
-	<-closed
+	time.Sleep(50 * time.Millisecond)
+	if n := src.reads.Load(); n != 1 {
+		t.Errorf("the source was read %d times; after Close, only the read in progress should finish", n)
+	}
 }
