@@ -2,6 +2,7 @@ package chrometrace
 
 import (
 	"bytes"
+	"compress/gzip"
 	"io"
 	"path/filepath"
 	"testing"
@@ -49,5 +50,52 @@ func TestGzipInflatesInPlaceForTraces(t *testing.T) {
 	}
 	if !in.ahead.Started() {
 		t.Error("a buffered read of the whole stream never started the read-ahead")
+	}
+}
+
+// TestGzipMembers: a gzip file of several members (concatenated files,
+// pigz, a writer that flushes members) reads as their concatenation,
+// through the trace reader's in-place path and through the buffer.
+func TestGzipMembers(t *testing.T) {
+	path := filepath.Join("..", "testdata", "traces", "leak_eval_no_grad", "trace.json.gz")
+	want := gunzipFile(t, path)
+	var multi bytes.Buffer
+	for _, part := range [][]byte{want[:len(want)/3], want[len(want)/3 : len(want)*2/3], want[len(want)*2/3:]} {
+		zw := gzip.NewWriter(&multi)
+		zw.Write(part)
+		zw.Close()
+	}
+
+	in, err := NewInput(bytes.NewReader(multi.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	got, err := io.ReadAll(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("buffered read of 3 members: %d bytes, want the %d they hold", len(got), len(want))
+	}
+
+	single, err := Read(bytes.NewReader(want), ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err = NewInput(bytes.NewReader(multi.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	fromMembers, err := Read(in, ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fromMembers.Events != single.Events || len(fromMembers.HostOps) != len(single.HostOps) ||
+		len(fromMembers.Memory) != len(single.Memory) || fromMembers.Truncated != single.Truncated {
+		t.Errorf("trace read from 3 members: %d events, %d host ops, %d memory events (truncated %v); from the JSON: %d, %d, %d (%v)",
+			fromMembers.Events, len(fromMembers.HostOps), len(fromMembers.Memory), fromMembers.Truncated,
+			single.Events, len(single.HostOps), len(single.Memory), single.Truncated)
 	}
 }
