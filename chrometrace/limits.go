@@ -1,6 +1,9 @@
 package chrometrace
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // Limits cap what one input may make a reader read and build, whatever it
 // claims or repeats, so that a hostile file (a gzip bomb, one endless
@@ -55,8 +58,14 @@ const (
 	DefaultMaxSeries             = 1 << 16
 )
 
+// MaxIndexedEvents is the most events (and [memory] events) one trace
+// may have: the model and its analyses index records with int32 (the op
+// tree, the memory index, the lifetimes). Events and MemoryEvents above it
+// are lowered to it; the command line refuses more.
+const MaxIndexedEvents = math.MaxInt32
+
 // WithDefaults returns l with every zero (or negative) field set to its
-// default.
+// default, and the event caps at most MaxIndexedEvents.
 func (l Limits) WithDefaults() Limits {
 	if l.ValueBytes <= 0 {
 		l.ValueBytes = DefaultMaxValueBytes
@@ -70,6 +79,8 @@ func (l Limits) WithDefaults() Limits {
 	if l.MemoryEvents <= 0 {
 		l.MemoryEvents = DefaultMaxMemoryEvents
 	}
+	l.Events = min(l.Events, MaxIndexedEvents)
+	l.MemoryEvents = min(l.MemoryEvents, MaxIndexedEvents)
 	if l.Records <= 0 {
 		l.Records = DefaultMaxRecords
 	}

@@ -129,3 +129,15 @@ func TestLimitsWithDefaults(t *testing.T) {
 		t.Errorf("set fields %+v", l)
 	}
 }
+
+// TestLimitsIndexable: caps above what the model can index (int32) are
+// lowered to it, whoever sets them.
+func TestLimitsIndexable(t *testing.T) {
+	l := Limits{Events: 1 << 40, MemoryEvents: 1 << 36}.WithDefaults()
+	if l.Events != MaxIndexedEvents || l.MemoryEvents != MaxIndexedEvents {
+		t.Errorf("caps of 2^40 and 2^36 became %d and %d, want %d", l.Events, l.MemoryEvents, MaxIndexedEvents)
+	}
+	if l := (Limits{}).WithDefaults(); l.Events != DefaultMaxEvents || l.MemoryEvents != DefaultMaxMemoryEvents {
+		t.Errorf("defaults %d, %d changed", l.Events, l.MemoryEvents)
+	}
+}

@@ -29,6 +29,9 @@ func (f *limitFlag) Type() string   { return f.typ }
 func (f *limitFlag) Set(s string) error {
 	n, err := parseByteCount(s, f.max)
 	if err != nil {
+		if f.typ == "count" {
+			return fmt.Errorf("want a positive count up to %d such as 16777216 or 16M, got %q", f.max, s)
+		}
 		return err
 	}
 	f.n = n
@@ -59,9 +62,9 @@ func addLimitFlags(root *cobra.Command) {
 	add("max-input-bytes", "count", "largest input (after decompression) read from a snapshot, timeline, nvidia-smi or per-step log (e.g. 64GiB)",
 		int(lim.InputBytes), 1<<50, func(l *chrometrace.Limits, n int) { l.InputBytes = int64(n) })
 	add("max-events", "count", "most events read from one trace, 64M by default (an 18 GB trace; e.g. 256M)",
-		int(lim.Events), 1<<40, func(l *chrometrace.Limits, n int) { l.Events = int64(n) })
+		int(lim.Events), chrometrace.MaxIndexedEvents, func(l *chrometrace.Limits, n int) { l.Events = int64(n) })
 	add("max-memory-events", "count", "most [memory] events read from one trace; about 250 bytes of memory each in analyze and report (e.g. 16M)",
-		lim.MemoryEvents, 1<<36, func(l *chrometrace.Limits, n int) { l.MemoryEvents = n })
+		lim.MemoryEvents, chrometrace.MaxIndexedEvents, func(l *chrometrace.Limits, n int) { l.MemoryEvents = n })
 	add("max-records", "count", "most points of a memory timeline, rows of an nvidia-smi log or lines of a per-step log read from one input (e.g. 16M)",
 		lim.Records, 1<<34, func(l *chrometrace.Limits, n int) {
 			l.Records = n

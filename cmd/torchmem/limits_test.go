@@ -47,6 +47,10 @@ func TestMaxValueBytes(t *testing.T) {
 		{[]string{"ops", "--max-events", "1000", realTrace("leak_module_cache")}, 2, realTrace("leak_module_cache") + ": more than 1000 events in one trace"},
 		{[]string{"analyze", "--max-memory-events", "100", realTrace("leak_module_cache")}, 2, realTrace("leak_module_cache") + ": more than 100 [memory] events in one trace"},
 		{[]string{"analyze", realTrace("leak_module_cache")}, 1, ""},
+		// The model indexes a trace's records with int32: no cap above that.
+		{[]string{"ops", "--max-events", "2GiB", realTrace("leak_module_cache")}, 2, "want a positive count up to 2147483647"},
+		{[]string{"ops", "--max-memory-events", "2147483648", realTrace("leak_module_cache")}, 2, "up to 2147483647"},
+		{[]string{"ops", "--max-memory-events", "2147483647", realTrace("leak_module_cache")}, 0, ""},
 	}
 	for _, c := range cases {
 		_, errOut, code := torchmem(t, c.args...)
