@@ -20,32 +20,16 @@ func TestGzipInflatesInPlaceForTraces(t *testing.T) {
 		t.Fatalf("%s: %d bytes decompressed, want a trace past the read-ahead's threshold", path, len(want))
 	}
 
-	in, err := NewInput(bytes.NewReader(readFile(t, path)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	tr, err := Read(in, ReadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if tr.Events == 0 {
+	in := testInput(t, readFile(t, path))
+	if tr := readInput(t, in); tr.Events == 0 {
 		t.Fatal("no events read")
 	}
 	if in.ahead.Started() {
 		t.Error("reading a trace started the read-ahead goroutine; the batches should be inflated in place")
 	}
 
-	in, err = NewInput(bytes.NewReader(readFile(t, path)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	got, err := io.ReadAll(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
+	in = testInput(t, readFile(t, path))
+	if got := readAllInput(t, in); !bytes.Equal(got, want) {
 		t.Errorf("buffered read: %d bytes, want the %d gunzip gives", len(got), len(want))
 	}
 	if !in.ahead.Started() {
@@ -66,36 +50,47 @@ func TestGzipMembers(t *testing.T) {
 		zw.Close()
 	}
 
-	in, err := NewInput(bytes.NewReader(multi.Bytes()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	got, err := io.ReadAll(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
+	if got := readAllInput(t, testInput(t, multi.Bytes())); !bytes.Equal(got, want) {
 		t.Fatalf("buffered read of 3 members: %d bytes, want the %d they hold", len(got), len(want))
 	}
 
-	single, err := Read(bytes.NewReader(want), ReadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err = NewInput(bytes.NewReader(multi.Bytes()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	fromMembers, err := Read(in, ReadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	single := readInput(t, testInput(t, want))
+	fromMembers := readInput(t, testInput(t, multi.Bytes()))
 	if fromMembers.Events != single.Events || len(fromMembers.HostOps) != len(single.HostOps) ||
 		len(fromMembers.Memory) != len(single.Memory) || fromMembers.Truncated != single.Truncated {
 		t.Errorf("trace read from 3 members: %d events, %d host ops, %d memory events (truncated %v); from the JSON: %d, %d, %d (%v)",
 			fromMembers.Events, len(fromMembers.HostOps), len(fromMembers.Memory), fromMembers.Truncated,
 			single.Events, len(single.HostOps), len(single.Memory), single.Truncated)
 	}
+}
+
+// testInput is NewInput over data, closed when the test ends.
+func testInput(t *testing.T, data []byte) *Input {
+	t.Helper()
+	in, err := NewInput(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close() })
+	return in
+}
+
+// readInput reads the trace in in.
+func readInput(t *testing.T, in *Input) *Trace {
+	t.Helper()
+	tr, err := Read(in, ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+// readAllInput reads the rest of in through its buffer.
+func readAllInput(t *testing.T, in *Input) []byte {
+	t.Helper()
+	b, err := io.ReadAll(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -16,21 +16,11 @@ func TestReserveKeepsTrace(t *testing.T) {
 	for _, name := range []string{"leak_module_cache", "resnet_train_clean"} {
 		data := gunzipFile(t, filepath.Join("..", "testdata", "traces", name, "trace.json.gz"))
 		render := func(hint int64) string {
-			in, err := NewInput(bytes.NewReader(data))
-			if err != nil {
-				t.Fatal(err)
-			}
-			in.sizeHint = hint
-			tr, err := Read(in, ReadOptions{Workers: 2})
-			if err != nil {
-				t.Fatal(err)
-			}
+			tr, text := readWithHint(t, data, hint)
 			if tr.reservedLists != (hint > 0) {
 				t.Fatalf("%s hint %d: reserved %v", name, hint, tr.reservedLists)
 			}
-			var buf bytes.Buffer
-			WriteCanonical(&buf, tr)
-			return buf.String()
+			return text
 		}
 		want := render(0)
 		n := int64(len(data))
@@ -55,20 +45,7 @@ func TestRegrowKeepsTrace(t *testing.T) {
 	reserveMin, specChunkBytes, maxSpecChunkBytes, batchBytes, reserveMargin = 1, 16<<10, 4<<20, 16<<10, 0.25
 	for _, name := range []string{"leak_module_cache", "resnet_train_clean"} {
 		data := gunzipFile(t, filepath.Join("..", "testdata", "traces", name, "trace.json.gz"))
-		read := func(hint int64) (*Trace, string) {
-			in, err := NewInput(bytes.NewReader(data))
-			if err != nil {
-				t.Fatal(err)
-			}
-			in.sizeHint = hint
-			tr, err := Read(in, ReadOptions{Workers: 2})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var buf bytes.Buffer
-			WriteCanonical(&buf, tr)
-			return tr, buf.String()
-		}
+		read := func(hint int64) (*Trace, string) { return readWithHint(t, data, hint) }
 		_, want := read(0)
 		n := int64(len(data))
 		tr, got := read(n)
@@ -82,4 +59,22 @@ func TestRegrowKeepsTrace(t *testing.T) {
 			t.Errorf("%s, hint a quarter: the trace differs (%v) or no list continued in chunks (%d)", name, got != want, tr.copiedLists)
 		}
 	}
+}
+
+// readWithHint reads the trace JSON data as if its size hint were hint
+// (0: none), returning the trace and its canonical text.
+func readWithHint(t *testing.T, data []byte, hint int64) (*Trace, string) {
+	t.Helper()
+	in, err := NewInput(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.sizeHint = hint
+	tr, err := Read(in, ReadOptions{Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	WriteCanonical(&buf, tr)
+	return tr, buf.String()
 }
