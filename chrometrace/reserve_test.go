@@ -10,9 +10,8 @@ import (
 // small: the lists outgrow their slices, too large) is the trace read
 // without one.
 func TestReserveKeepsTrace(t *testing.T) {
-	defer func(m int64, c, mc int) { reserveMin, specChunkBytes, maxSpecChunkBytes = m, c, mc }(reserveMin, specChunkBytes, maxSpecChunkBytes)
 	// Batches of 64 KiB: the lists are sized after a few of them.
-	reserveMin, specChunkBytes, maxSpecChunkBytes = 1, 64<<10, 4<<20
+	reserveEarly(t, 64<<10)
 	for _, name := range []string{"leak_module_cache", "resnet_train_clean"} {
 		data := gunzipFile(t, filepath.Join("..", "testdata", "traces", name, "trace.json.gz"))
 		render := func(hint int64) string {
@@ -39,10 +38,9 @@ func TestReserveKeepsTrace(t *testing.T) {
 // slice (copies none); with the hint too small, a list continues in
 // chunks past it, and the trace is still the same.
 func TestRegrowKeepsTrace(t *testing.T) {
-	defer func(m int64, c, mc, bb int, r float64) {
-		reserveMin, specChunkBytes, maxSpecChunkBytes, batchBytes, reserveMargin = m, c, mc, bb, r
-	}(reserveMin, specChunkBytes, maxSpecChunkBytes, batchBytes, reserveMargin)
-	reserveMin, specChunkBytes, maxSpecChunkBytes, batchBytes, reserveMargin = 1, 16<<10, 4<<20, 16<<10, 0.25
+	reserveEarly(t, 16<<10)
+	defer func(bb int, r float64) { batchBytes, reserveMargin = bb, r }(batchBytes, reserveMargin)
+	batchBytes, reserveMargin = 16<<10, 0.25
 	for _, name := range []string{"leak_module_cache", "resnet_train_clean"} {
 		data := gunzipFile(t, filepath.Join("..", "testdata", "traces", name, "trace.json.gz"))
 		read := func(hint int64) (*Trace, string) { return readWithHint(t, data, hint) }
@@ -77,4 +75,12 @@ func readWithHint(t *testing.T, data []byte, hint int64) (*Trace, string) {
 	var buf bytes.Buffer
 	WriteCanonical(&buf, tr)
 	return tr, buf.String()
+}
+
+// reserveEarly makes Read size its record lists after the first batches,
+// of chunk bytes each, for the rest of the test.
+func reserveEarly(t *testing.T, chunk int) {
+	m, c, mc := reserveMin, specChunkBytes, maxSpecChunkBytes
+	t.Cleanup(func() { reserveMin, specChunkBytes, maxSpecChunkBytes = m, c, mc })
+	reserveMin, specChunkBytes, maxSpecChunkBytes = 1, chunk, 4<<20
 }
