@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/torchmem/torchmem/chrometrace"
+	"github.com/torchmem/torchmem/internal/crash"
 
 	"github.com/torchmem/torchmem/memtimeline/exported"
 	"github.com/torchmem/torchmem/memtimeline/memsummary"
@@ -206,12 +207,22 @@ func Run(rs []Rule, in *Input) []Finding {
 		return out
 	}
 	kind := in.InputKind()
+	// The rules check side by side: each reads analyses computed once
+	// (Memo), and the slowest few (idle gaps, zero_grad, op holdings on a
+	// large trace) would otherwise run one after another after the rest
+	// of the evaluation is done. Findings come out in the rules' order.
+	found := make([][]Finding, len(rs))
+	var g crash.Group
 	for i := range rs {
 		r := &rs[i]
-		if !r.reads(kind) {
-			continue
+		if r.reads(kind) {
+			g.Go(func() { found[i] = r.Check(r, in) })
 		}
-		for _, f := range r.Check(r, in) {
+	}
+	g.Wait()
+	for i := range rs {
+		r := &rs[i]
+		for _, f := range found[i] {
 			if f.Rule == "" {
 				f.Rule = r.ID
 			}
