@@ -93,36 +93,35 @@ func (a *Attribution) sites() *siteTables {
 // be wanted and has an idle core meanwhile.
 func (a *Attribution) PrepareSites() { a.sites() }
 
+// buildSiteTables resolves every event's Python stack and operator chain
+// to trie nodes and names the nodes events use. The two tries are
+// independent: they build side by side, each memoized per frame or op in
+// its own scratch list (see resolveNodes).
 func (a *Attribution) buildSiteTables() {
-	t := a.t
 	st := &a.siteTab
 	st.eventStack = make([]int32, len(a.Events))
 	st.eventChain = make([]int32, len(a.Events))
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		a.buildStackTable()
+	}()
+	a.buildChainTable()
+	wg.Wait()
+}
 
-	// The stacks, then the chains, each memoized per frame or op in one
-	// scratch list (see resolveNodes) used for both in turn.
-	memo := make([]int32, max(len(t.PyFrames), len(t.HostOps)))
+// buildStackTable fills eventStack and stackUser: the user's frames of
+// each stack events name (prefixes only events name are skipped).
+func (a *Attribution) buildStackTable() {
+	t, st := a.t, &a.siteTab
 	var path []int32
 	stacks := &trie{index: map[trieEdge]int32{}}
-	frameNode := memo[:len(t.PyFrames)]
+	frameNode := make([]int32, len(t.PyFrames))
 	frameName := func(g int32) StrID { return t.PyFrames[g].Name }
 	for i, ev := range a.Events {
 		path, st.eventStack[i] = resolveNodes(ev.Frame, a.frameParent, frameNode, stacks, frameName, nil, path)
 	}
-	chains := &trie{index: map[trieEdge]int32{}}
-	clear(memo[:len(t.PyFrames)])
-	opNode := memo[:len(t.HostOps)]
-	stepName := make([]bool, len(t.Strings))
-	for i, s := range t.Strings {
-		stepName[i] = strings.HasPrefix(s, profilerStepPrefix)
-	}
-	opName := func(g int32) StrID { return t.HostOps[g].Name }
-	isStep := func(g int32) bool { return stepName[t.HostOps[g].Name] }
-	for i, ev := range a.Events {
-		path, st.eventChain[i] = resolveNodes(ev.Op, a.opParent, opNode, chains, opName, isStep, path)
-	}
-
-	// Names for the nodes events use; prefixes only events name are skipped.
 	st.stackUser = make([][]string, len(stacks.parent))
 	done := make([]bool, len(stacks.parent))
 	for _, n := range st.eventStack {
@@ -137,13 +136,31 @@ func (a *Attribution) buildSiteTables() {
 		user := UserChain(frames)
 		st.stackUser[n] = user[:len(user):len(user)] // an append by a reader copies
 	}
+}
+
+// buildChainTable fills eventChain and chainText: each chain events name,
+// its ops joined with " > " (ProfilerStep ranges skipped).
+func (a *Attribution) buildChainTable() {
+	t, st := a.t, &a.siteTab
+	var path []int32
+	chains := &trie{index: map[trieEdge]int32{}}
+	opNode := make([]int32, len(t.HostOps))
+	stepName := make([]bool, len(t.Strings))
+	for i, s := range t.Strings {
+		stepName[i] = strings.HasPrefix(s, profilerStepPrefix)
+	}
+	opName := func(g int32) StrID { return t.HostOps[g].Name }
+	isStep := func(g int32) bool { return stepName[t.HostOps[g].Name] }
+	for i, ev := range a.Events {
+		path, st.eventChain[i] = resolveNodes(ev.Op, a.opParent, opNode, chains, opName, isStep, path)
+	}
 	st.chainText = make([]string, len(chains.parent))
-	doneChain := make([]bool, len(chains.parent))
+	done := make([]bool, len(chains.parent))
 	for _, n := range st.eventChain {
-		if n < 0 || doneChain[n] {
+		if n < 0 || done[n] {
 			continue
 		}
-		doneChain[n] = true
+		done[n] = true
 		st.chainText[n] = strings.Join(chains.names(t, n), " > ")
 	}
 }
