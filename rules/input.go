@@ -135,6 +135,7 @@ func (in *Input) prepare(site memtimeline.SiteOptions) {
 		func() { in.Frag() },
 		func() { in.Sites(site) },
 		func() { in.Overview(-1) },
+		func() { in.PeakComposition() }, // the peak verdict's: else computed alone, after the rules
 	} {
 		g.Go(f)
 	}
