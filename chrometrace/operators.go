@@ -68,7 +68,10 @@ type memoryIndex struct {
 	allocBytes []int64
 }
 
-func newMemoryIndex(events []MemoryEvent, keep func(*MemoryEvent) bool) *memoryIndex {
+// MemoryInTimeOrder is the indexes of the events keep selects, sorted by
+// time, ties in file order (a stable sort). Events come nearly in time
+// order: merging their runs beats a sort.
+func MemoryInTimeOrder(events []MemoryEvent, keep func(*MemoryEvent) bool) []int32 {
 	var sel []int32
 	for i := range events {
 		if keep(&events[i]) {
@@ -78,9 +81,12 @@ func newMemoryIndex(events []MemoryEvent, keep func(*MemoryEvent) bool) *memoryI
 			sel = append(sel, int32(i))
 		}
 	}
-	// Stable by time: ties keep file order. Events come nearly in time
-	// order: merging their runs beats a sort.
 	sortNearlySorted(sel, nil, func(a, b int32) int { return cmp.Or(cmp.Compare(events[a].TS, events[b].TS), cmp.Compare(a, b)) })
+	return sel
+}
+
+func newMemoryIndex(events []MemoryEvent, keep func(*MemoryEvent) bool) *memoryIndex {
+	sel := MemoryInTimeOrder(events, keep)
 	m := &memoryIndex{
 		ts:         make([]int64, len(sel)),
 		bytes:      make([]int64, len(sel)+1),

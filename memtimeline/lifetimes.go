@@ -1,8 +1,6 @@
 package memtimeline
 
 import (
-	"cmp"
-	"slices"
 
 	"github.com/torchmem/torchmem/chrometrace"
 )
@@ -43,32 +41,33 @@ type Lifetime struct {
 // GPU index, -1 all. Events without Addr (torch < 1.10) have no lifetime
 // (Trace.MemorySchema.WithoutAddr counts them). Lifetimes come out in allocation (or free) time order.
 func Lifetimes(t *chrometrace.Trace, device int) []Lifetime {
-	idx := make([]int32, 0, len(t.Memory))
-	for i := range t.Memory {
-		e := &t.Memory[i]
-		// An event without Addr (torch < 1.10) pairs with nothing: it is
-		// left out rather than paired at address 0.
-		if e.DeviceType.IsGPU() && (device < 0 || int(e.DeviceID) == device) && e.Bytes != 0 && e.Fields&chrometrace.MemAddr != 0 {
-			idx = append(idx, int32(i))
-		}
-	}
-	slices.SortStableFunc(idx, func(a, b int32) int { return cmp.Compare(t.Memory[a].TS, t.Memory[b].TS) })
-	type key struct {
-		dev  int8
-		addr uint64
-	}
-	open := map[key]int{} // -> index in out
+	// An event without Addr (torch < 1.10) pairs with nothing: it is left
+	// out rather than paired at address 0.
+	idx := chrometrace.MemoryInTimeOrder(t.Memory, func(e *chrometrace.MemoryEvent) bool {
+		return e.DeviceType.IsGPU() && (device < 0 || int(e.DeviceID) == device) && e.Bytes != 0 && e.Fields&chrometrace.MemAddr != 0
+	})
+	// The open blocks by address, a map per device: runs of one device's
+	// events look up uint64 keys (the map's fast path).
+	byDevice := map[int8]map[uint64]int{} // -> index in out
+	var open map[uint64]int
+	openDevice, haveOpen := int8(0), false
 	out := make([]Lifetime, 0, len(idx)/2+1)
 	for _, i := range idx {
 		e := &t.Memory[i]
-		k := key{e.DeviceID, e.Addr}
+		if !haveOpen || e.DeviceID != openDevice {
+			if open = byDevice[e.DeviceID]; open == nil {
+				open = map[uint64]int{}
+				byDevice[e.DeviceID] = open
+			}
+			openDevice, haveOpen = e.DeviceID, true
+		}
 		if e.Bytes > 0 {
-			open[k] = len(out)
+			open[e.Addr] = len(out)
 			out = append(out, Lifetime{Alloc: i, Free: -1, State: Unreleased, Bytes: e.Bytes, Addr: e.Addr, Start: e.TS, End: -1, Device: e.DeviceID})
 			continue
 		}
-		if j, ok := open[k]; ok {
-			delete(open, k)
+		if j, ok := open[e.Addr]; ok {
+			delete(open, e.Addr)
 			out[j].Free, out[j].End, out[j].State = i, e.TS, Freed
 			continue
 		}
