@@ -143,9 +143,8 @@ func (in *Input) prepare(site memtimeline.SiteOptions) {
 }
 
 // prepareShared computes the passes the other analyses build on before
-// they start: the attribution beside the operator table, sharing their
-// operator tree, the lifetimes beside the attribution's last stage, then
-// the site tables. Their scratch memory (the tree, the per-thread orders,
+// they start: the attribution after the operator table, sharing their
+// operator tree, the lifetimes beside both, then the site tables. Their scratch memory (the tree, the per-thread orders,
 // the memory indexes, the site tables' memos) is garbage before the
 // passes after them allocate theirs, so the peaks do not add up; on a
 // large trace it is collected at once (see releaseScratch).
@@ -154,21 +153,24 @@ func (in *Input) prepareShared() {
 		return
 	}
 	Memo(in, "shared-passes", func() bool {
+		// The lifetimes read only the memory events: they pair them
+		// beside the table and the attribution, which leave a core idle
+		// at times (the table's serial steps, the backward pass).
+		var lifetimes crash.Group
+		lifetimes.Go(func() { in.Lifetimes(-1) })
 		Get(in, keyAttribution, func() *chrometrace.Attribution {
 			a, ops := chrometrace.AttributeAndOperatorsWith(in.Trace, operatorOptions, chrometrace.Stages{
 				// The table's indexes, collected before the attribution
 				// allocates.
 				TableMade: func() { releaseScratch(in.Trace, false) },
-				// The lifetimes beside the attribution's last stage, the
-				// tree returned to the OS first.
-				Meanwhile: func() {
-					releaseScratch(in.Trace, true)
-					in.Lifetimes(-1)
-				},
+				// The tree returned to the OS before the attribution's
+				// last stage.
+				Meanwhile: func() { releaseScratch(in.Trace, true) },
 			})
 			Memo(in, keyOperators, func() []chrometrace.OperatorStats { return ops })
 			return a
 		})
+		lifetimes.Wait()
 		// The site tables next, before the analyses: their scratch (a
 		// node per frame, then per op) is garbage before the analyses
 		// that read them allocate theirs. What the lifetimes and the
