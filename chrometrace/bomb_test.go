@@ -100,7 +100,8 @@ func TestReadGzipBomb(t *testing.T) {
 // [memory] events 1.8 GB: the reader now decodes at most batchEvents per
 // batch, gives an event without "ph" to the exact path at once, and stops
 // at Limits.Events and Limits.MemoryEvents (set low here: the input is generated
-// as read, the caps are what the test measures).
+// as read, the caps are what the test measures). It reads with the most
+// workers any machine gets, the largest peak.
 func TestReadSmallEventBombs(t *testing.T) {
 	s := func(x string) []byte { return []byte(x) }
 	memEv := `,{"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":1,"args":{"Bytes":512,"Total Allocated":512,"Device Id":0,"Device Type":1,"Addr":1}}`
@@ -123,8 +124,10 @@ func TestReadSmallEventBombs(t *testing.T) {
 		}, "events in one trace", 48 << 20, Limits{Events: 1 << 22}},
 		{"[memory] events past the memory events cap", func() io.Reader {
 			return &bombtest.Reader{Head: s(`{"traceEvents":[` + bombEvent), Fill: s(memEv), N: int64(len(memEv)) << 30, Tail: s(`]}`)}
-			// The peak follows the cap (1 << 19 here once: 34 MB, under 96).
-		}, "[memory] events in one trace", 40 << 20, Limits{MemoryEvents: 1 << 17}},
+			// The peak follows the cap (1 << 19 here once: 34 MB, under 96)
+			// and the workers, each holding a batch of records: 18, 29 and
+			// 47 MB with 2, 4 and 8 on the exact path.
+		}, "[memory] events in one trace", 56 << 20, Limits{MemoryEvents: 1 << 17}},
 	}
 	for _, spec := range []bool{true, false} {
 		for _, c := range cases {
@@ -132,7 +135,7 @@ func TestReadSmallEventBombs(t *testing.T) {
 				defer func(old bool) { speculate = old }(speculate)
 				speculate = spec
 				var err error
-				peak := bombtest.PeakHeap(func() { _, err = Read(c.r(), ReadOptions{Limits: c.lim}) })
+				peak := bombtest.PeakHeap(func() { _, err = Read(c.r(), ReadOptions{Limits: c.lim, Workers: maxWorkers}) })
 				var ce *CountLimitError
 				switch {
 				case c.what == "" && err != nil:
