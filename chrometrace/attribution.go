@@ -3,6 +3,7 @@ package chrometrace
 import (
 	"cmp"
 	"math"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -56,6 +57,13 @@ func attribute(t *Trace, tree *opTree, meanwhile func()) *Attribution {
 	for i := range a.Events {
 		a.Events[i] = MemoryContext{Op: -1, Frame: -1, Forward: -1}
 	}
+	// The forward ops by sequence number read only the ops: on a large
+	// trace they are indexed beside the rest, for the backward work.
+	var fwd *seqIndex
+	var fwdDone sync.WaitGroup
+	if len(t.HostOps) >= parallelLane {
+		fwdDone.Go(func() { fwd = forwardBySeq(t) })
+	}
 	memByThread := groupByThread(len(t.Memory), func(i int) (ThreadID, int64) { return t.Memory[i].Thread, t.Memory[i].TS })
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -76,7 +84,8 @@ func attribute(t *Trace, tree *opTree, meanwhile func()) *Attribution {
 			meanwhile()
 		}()
 	}
-	a.attributeBackward()
+	fwdDone.Wait()
+	a.attributeBackward(fwd)
 	wg.Wait()
 	return a
 }
@@ -91,16 +100,34 @@ func (a *Attribution) attributeOps(tree *opTree, memByThread map[ThreadID][]int3
 		}
 		return node
 	}
-	for node, h := range tree.ops {
-		p := visible(tree.parent[node])
-		if p >= 0 {
-			p = tree.ops[p]
-		}
-		a.opParent[h] = p
+	// Each node sets its own op's parent, so parts of the tree go side
+	// by side; then each thread's events, which read those parents.
+	parts := 1
+	if len(tree.ops) >= parallelLane {
+		parts = runtime.GOMAXPROCS(0)
 	}
+	var wg sync.WaitGroup
+	for part := range parts {
+		lo, hi := part*len(tree.ops)/parts, (part+1)*len(tree.ops)/parts
+		wg.Go(func() {
+			for node := lo; node < hi; node++ {
+				p := visible(tree.parent[node])
+				if p >= 0 {
+					p = tree.ops[p]
+				}
+				a.opParent[tree.ops[node]] = p
+			}
+		})
+	}
+	wg.Wait()
 	for th, pts := range memByThread {
-		a.innermostOps(tree, th, pts)
+		if len(pts) >= parallelLane/16 {
+			wg.Go(func() { a.innermostOps(tree, th, pts) })
+		} else {
+			a.innermostOps(tree, th, pts)
+		}
 	}
+	wg.Wait()
 }
 
 // attributeFrames nests the Python frames of each thread by time
@@ -218,16 +245,34 @@ func framesByThread(t *Trace) map[ThreadID]frameList {
 
 // attributeBackward ties backward work to the forward op with the same
 // autograd sequence number, and so to that op's Python frame. Only
-// events with an operator but no Python frame of their own need it: the
-// index is not built when every event has its frame.
-func (a *Attribution) attributeBackward() {
-	t := a.t
+// events with an operator but no Python frame of their own need it.
+// firstBySeq is the index when built already (on a large trace, beside
+// the other passes); nil builds it here, only when some event needs it.
+func (a *Attribution) attributeBackward(firstBySeq *seqIndex) {
 	if !slices.ContainsFunc(a.Events, func(ev MemoryContext) bool { return ev.Frame < 0 && ev.Op >= 0 }) {
 		return
 	}
-	firstBySeq := forwardBySeq(t)
+	if firstBySeq == nil {
+		firstBySeq = forwardBySeq(a.t)
+	}
+	// Each event is settled alone: parts of them go side by side.
+	parts := 1
+	if len(a.Events) >= parallelLane {
+		parts = runtime.GOMAXPROCS(0)
+	}
+	var wg sync.WaitGroup
+	for part := range parts {
+		lo, hi := part*len(a.Events)/parts, (part+1)*len(a.Events)/parts
+		wg.Go(func() { a.backwardEvents(firstBySeq, lo, hi) })
+	}
+	wg.Wait()
+}
+
+// backwardEvents is attributeBackward for a.Events[lo:hi].
+func (a *Attribution) backwardEvents(firstBySeq *seqIndex, lo, hi int) {
+	t := a.t
 	lastFwd, lastFrame := int32(-1), int32(-1) // a backward node's events come together
-	for i := range a.Events {
+	for i := lo; i < hi; i++ {
 		ev := &a.Events[i]
 		if ev.Frame >= 0 || ev.Op < 0 {
 			continue
