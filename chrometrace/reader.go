@@ -18,12 +18,16 @@ import (
 )
 
 // maxWorkers caps the decoding workers of one Read. Each holds a batch and
-// its records, so more cost memory; measured on the 1 GB trace on 16
-// cores (ops, then analyze, wall and peak RSS): 4 workers 0.61-0.78 s and
-// 0.78-0.99 s, 137-143 / 193-195 MB; 8 workers 0.46-0.51 s and 0.58-0.64 s,
-// 142-154 / 200-202 MB; 12 workers 0.36-0.41 s, 0.50-0.56 s, 160 / 206 MB
-// (analyze past 20% of the file); 16 no faster. A gzipped trace waits on
-// its one inflater whatever the count.
+// its records, so more cost memory; measured on the 1 GB trace (1010 MiB)
+// on 16 cores, ops then analyze, wall and peak RSS, 3 runs each:
+//
+//	 4 workers  0.61-0.78 s  0.78-0.99 s  133-139 MiB  189-190 MiB
+//	 8 workers  0.46-0.51 s  0.58-0.64 s  138-150 MiB  195-197 MiB
+//	12 workers  0.36-0.41 s  0.50-0.56 s  156-158 MiB  200-202 MiB (20% of the file)
+//	16 workers  0.36-0.38 s  0.49-0.55 s  169-172 MiB  218 MiB
+//
+// 8 keeps analyze's peak clear of a fifth of the file. A gzipped trace
+// waits on its one inflater whatever the count.
 const maxWorkers = 8
 
 // ErrNotTrace means the input is JSON but not a Chrome trace.
