@@ -84,3 +84,24 @@ func TestQuickBench(t *testing.T) {
 		}
 	}
 }
+
+// TestCommitOfGivenBinary: a binary given with -torchmem is named by its
+// own VCS stamp, never by the clone's commit (figures measured with a
+// binary of another commit were printed under the clone's). Test
+// binaries carry no stamp.
+func TestCommitOfGivenBinary(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := commit(root, self, false); !strings.Contains(got, "carries no VCS stamp") {
+		t.Errorf("commit of an unstamped binary = %q, want it said unknown", got)
+	}
+	if got := commit(root, filepath.Join(t.TempDir(), "missing"), false); got != "commit unknown" {
+		t.Errorf("commit of a missing binary = %q, want %q", got, "commit unknown")
+	}
+}

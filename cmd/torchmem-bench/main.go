@@ -22,6 +22,7 @@ package main
 
 import (
 	"bytes"
+	"debug/buildinfo"
 	"errors"
 	"flag"
 	"fmt"
@@ -43,6 +44,7 @@ type config struct {
 	root           string
 	dir            string
 	torchmem       string
+	built          bool // torchmem was built here from root (else given with -torchmem)
 	python         string
 	traceSource    string // relative to root; "" is big_transformer's trace
 	traceCopies    int
@@ -216,6 +218,7 @@ func run(c config) error {
 	}
 	logf := func(format string, args ...any) { fmt.Fprintf(c.log, "torchmem-bench: "+format+"\n", args...) }
 	if c.torchmem == "" {
+		c.built = true
 		c.torchmem = filepath.Join(c.dir, "torchmem")
 		logf("building %s", c.torchmem)
 		build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", c.torchmem, "./cmd/torchmem")
@@ -318,7 +321,7 @@ func run(c config) error {
 
 	w := c.out
 	fmt.Fprintf(w, "torchmem-bench: %s\n", machine())
-	fmt.Fprintf(w, "torchmem %s; %s\n", version(c.torchmem), commit(c.root))
+	fmt.Fprintf(w, "torchmem %s; %s\n", version(c.torchmem), commit(c.root, c.torchmem, c.built))
 	for _, in := range inputs {
 		st, _ := os.Stat(in)
 		fmt.Fprintf(w, "input %s: %s on disk, %s decompressed\n", filepath.Base(in), mib(st.Size()), mib(sizes[in]))
@@ -611,7 +614,31 @@ func version(bin string) string {
 	return f[len(f)-1]
 }
 
-func commit(root string) string {
+// commit names the commit of the binary measured: the clone's when the
+// bench built it, else the binary's own VCS stamp, if it has one (a
+// binary given with -torchmem need not come from the clone at hand).
+func commit(root, bin string, built bool) string {
+	if !built {
+		info, err := buildinfo.ReadFile(bin)
+		if err != nil {
+			return "commit unknown"
+		}
+		rev, modified := "", ""
+		for _, s := range info.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				if s.Value == "true" {
+					modified = "-dirty"
+				}
+			}
+		}
+		if rev == "" {
+			return "commit unknown (" + filepath.Base(bin) + " carries no VCS stamp)"
+		}
+		return "commit " + rev[:min(len(rev), 7)] + modified
+	}
 	out, err := exec.Command("git", "-C", root, "describe", "--always", "--dirty").Output()
 	if err != nil {
 		return "commit unknown"
