@@ -102,24 +102,16 @@ func (a *Attribution) attributeOps(tree *opTree, memByThread map[ThreadID][]int3
 	}
 	// Each node sets its own op's parent, so parts of the tree go side
 	// by side; then each thread's events, which read those parents.
-	parts := 1
-	if len(tree.ops) >= parallelLane {
-		parts = runtime.GOMAXPROCS(0)
-	}
-	var wg sync.WaitGroup
-	for part := range parts {
-		lo, hi := part*len(tree.ops)/parts, (part+1)*len(tree.ops)/parts
-		wg.Go(func() {
-			for node := lo; node < hi; node++ {
-				p := visible(tree.parent[node])
-				if p >= 0 {
-					p = tree.ops[p]
-				}
-				a.opParent[tree.ops[node]] = p
+	inParts(len(tree.ops), func(lo, hi int) {
+		for node := lo; node < hi; node++ {
+			p := visible(tree.parent[node])
+			if p >= 0 {
+				p = tree.ops[p]
 			}
-		})
-	}
-	wg.Wait()
+			a.opParent[tree.ops[node]] = p
+		}
+	})
+	var wg sync.WaitGroup
 	for th, pts := range memByThread {
 		if len(pts) >= parallelLane/16 {
 			wg.Go(func() { a.innermostOps(tree, th, pts) })
@@ -256,14 +248,20 @@ func (a *Attribution) attributeBackward(firstBySeq *seqIndex) {
 		firstBySeq = forwardBySeq(a.t)
 	}
 	// Each event is settled alone: parts of them go side by side.
+	inParts(len(a.Events), func(lo, hi int) { a.backwardEvents(firstBySeq, lo, hi) })
+}
+
+// inParts calls f on parts of [0, n) side by side, one per CPU, when n is
+// large enough to gain from it (parallelLane), else once on all of it.
+// f must touch only its part's entries.
+func inParts(n int, f func(lo, hi int)) {
 	parts := 1
-	if len(a.Events) >= parallelLane {
+	if n >= parallelLane {
 		parts = runtime.GOMAXPROCS(0)
 	}
 	var wg sync.WaitGroup
 	for part := range parts {
-		lo, hi := part*len(a.Events)/parts, (part+1)*len(a.Events)/parts
-		wg.Go(func() { a.backwardEvents(firstBySeq, lo, hi) })
+		wg.Go(func() { f(part*n/parts, (part+1)*n/parts) })
 	}
 	wg.Wait()
 }
