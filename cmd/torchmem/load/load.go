@@ -557,6 +557,15 @@ func Load(args []string, o Options) ([]*File, error) {
 	if par <= 0 {
 		par = runtime.GOMAXPROCS(0)
 	}
+	if o.Trace.Workers == 0 && len(srcs) > 1 {
+		// Inputs read at once share the CPUs: each trace decodes with
+		// its share of them (a trace alone takes them all, up to
+		// chrometrace's cap), so a folder of ranks keeps no more batches
+		// in flight than a few traces do. Two at least: a run's folder
+		// (a trace beside its small logs) reads its trace as fast as a
+		// 2-CPU machine reads one trace alone.
+		o.Trace.Workers = max(2, runtime.GOMAXPROCS(0)/min(par, len(srcs)))
+	}
 	var g errgroup.Group // a bad file is a result here, not the group's error
 	g.SetLimit(par)
 	for i, s := range srcs {
