@@ -1,7 +1,6 @@
 package memtimeline
 
 import (
-
 	"github.com/torchmem/torchmem/chrometrace"
 )
 
