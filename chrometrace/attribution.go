@@ -113,7 +113,7 @@ func (a *Attribution) attributeOps(tree *opTree, memByThread map[ThreadID][]int3
 	})
 	var wg sync.WaitGroup
 	for th, pts := range memByThread {
-		if len(pts) >= parallelLane/16 {
+		if len(pts) >= parallelLane/16 { // a thread of 4096 events or more: on its own goroutine
 			wg.Go(func() { a.innermostOps(tree, th, pts) })
 		} else {
 			a.innermostOps(tree, th, pts)

@@ -252,8 +252,8 @@ func TestExpand(t *testing.T) {
 // TestTracesReadAtOnceShareWorkers: traces read at once share the CPUs'
 // decoding workers rather than each taking as many as a trace alone
 // would, whose batches in flight then added up (8 copies of
-// big_transformer under GOMAXPROCS 16: 380 MB peak RSS with 8 workers
-// each, 245 MB sharing). The peak heap with the default is compared with
+// big_transformer, analyze under GOMAXPROCS 16: 359 MiB peak RSS with 8
+// workers each, 235 MiB sharing). The peak heap with the default is compared with
 // the same read forcing 8 workers per trace, the count before sharing.
 func TestTracesReadAtOnceShareWorkers(t *testing.T) {
 	if testing.Short() {
