@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 
 	"github.com/klauspost/compress/gzip"
+	"github.com/torchmem/torchmem/internal/gzmembers"
 	"github.com/torchmem/torchmem/internal/readahead"
 )
 
@@ -73,6 +75,9 @@ func NewInput(r io.Reader) (*Input, error) {
 	in := &Input{sizeHint: regularSize(r)}
 	if len(head) == 2 && head[0] == gzipMagic[0] && head[1] == gzipMagic[1] {
 		in.Gzipped = true
+		if runtime.GOMAXPROCS(0) > 2 && gzmembers.Indexed(br) {
+			return in.indexedGzip(r, br)
+		}
 		in.sizeHint = gzipSizeHint(r, in.sizeHint)
 		// One inflater, klauspost's, for every gzip input. pgzip (which
 		// inflates ahead in its own goroutine) cost 15% more CPU than
@@ -105,6 +110,34 @@ func NewInput(r io.Reader) (*Input, error) {
 		return in, nil
 	}
 	in.Reader, in.src = br, r
+	return in, nil
+}
+
+// maxInflaters caps the goroutines inflating an indexed gzip file's
+// members (see gzmembers); each holds a member of 1 MiB or so.
+const maxInflaters = 8
+
+// indexedGzip reads a gzip file whose members name their compressed size
+// (the snippet writes them so): the members inflate on several cores at
+// once (gzmembers), ahead of the reader, so no read-ahead goroutine is
+// needed. On the 1 GB bench trace, 16-core Xeon, 3 runs: ops 0.64-0.68 s
+// against 1.84-2.16 s as one stream (0.43-0.54 s as plain JSON); 4 cores
+// 1.34-1.53 s against 1.80-1.98 s. With 2 CPUs or fewer it is read as one
+// stream: inflating and parsing already fill both, and the members' hand-
+// offs cost 5% more time there (NewInput's condition).
+func (in *Input) indexedGzip(r io.Reader, br *bufio.Reader) (*Input, error) {
+	in.sizeHint = gzipSizeHint(r, in.sizeHint)
+	zr := gzmembers.NewReader(br, min(runtime.GOMAXPROCS(0)-1, maxInflaters))
+	in.closers = append(in.closers, zr)
+	in.src = &gzipErrReader{zr}
+	in.Reader = bufio.NewReaderSize(in.src, 1<<20)
+	if _, err := in.Reader.Peek(1); err != nil {
+		in.Close()
+		if err == io.EOF {
+			return nil, ErrEmpty
+		}
+		return nil, err
+	}
 	return in, nil
 }
 
@@ -157,15 +190,19 @@ func regularSize(r io.Reader) int64 {
 // never a result.
 const maxGzipRatio = 128
 
-// gzipSizeHint reads the ISIZE trailer of a gzip file of size bytes: the
-// last member's decompressed size modulo 4 GiB, at most maxGzipRatio
-// times size. It is only a hint (a multi-member file, a file over 4 GiB,
+// gzipSizeHint reads the size the snippet's indexed gzip names at its
+// end (gzmembers.TotalSize), or else the ISIZE trailer of a gzip file of
+// size bytes: the last member's decompressed size modulo 4 GiB; at most
+// maxGzipRatio times size. It is only a hint (a multi-member file, a file over 4 GiB,
 // a damaged or crafted trailer); 0 when it cannot be read or is below the
 // compressed size, which no trace is.
 func gzipSizeHint(r io.Reader, size int64) int64 {
 	f, ok := r.(*os.File)
 	if !ok || size < 18 {
 		return 0
+	}
+	if n, ok := gzmembers.TotalSize(f, size); ok {
+		return min(n, size*maxGzipRatio) // the snippet's indexed gzip
 	}
 	var tail [4]byte
 	if _, err := f.ReadAt(tail[:], size-4); err != nil {
