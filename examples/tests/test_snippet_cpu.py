@@ -4,17 +4,20 @@ Run by `go test ./examples` (examples/python_test.go), or directly:
     python3 -m unittest discover -s examples/tests -v
 """
 
+import gzip
 import importlib
 import io
 import json
 import logging
 import os
 import re
+import struct
 import subprocess
 import sys
 import tempfile
 import unittest
 import warnings
+import zlib
 from contextlib import redirect_stderr
 from unittest import mock
 
@@ -102,6 +105,34 @@ def run_fake(allocated, steps, env=None, reserved=None, fraction=1.0, capacity=6
     return tm, err.getvalue()
 
 
+def indexed_members(path):
+    """The inflated sizes of an indexed gzip file's members and the total its last one names,
+    checking that every member names its compressed size exactly and carries its CRC."""
+    data = open(path, "rb").read()
+    sizes, total, i = [], None, 0
+    while i < len(data):
+        if data[i : i + 4] != b"\x1f\x8b\x08\x04":
+            raise AssertionError("member at %d: not a gzip member with an extra field" % i)
+        (xlen,) = struct.unpack_from("<H", data, i + 10)
+        extra, body_at = data[i + 12 : i + 12 + xlen], i + 12 + xlen
+        fields = {}
+        while extra:
+            sid, n = struct.unpack_from("<2sH", extra)
+            fields[sid], extra = extra[4 : 4 + n], extra[4 + n :]
+        (size,) = struct.unpack("<I", fields[b"MZ"])
+        body = data[body_at : body_at + size]
+        crc, isize = struct.unpack_from("<II", data, body_at + size)
+        raw = zlib.decompress(body, -zlib.MAX_WBITS)
+        if zlib.crc32(raw) & 0xFFFFFFFF != crc or len(raw) != isize:
+            raise AssertionError("member at %d: its trailer does not match its data" % i)
+        if b"TS" in fields:
+            (total,) = struct.unpack("<Q", fields[b"TS"])
+        else:
+            sizes.append(isize)
+        i = body_at + size + 8
+    return sizes, total
+
+
 def leaking(n, start, per_step, base=200 * MiB):
     return [base + max(0, i - start + 1) * per_step for i in range(n)]
 
@@ -171,6 +202,16 @@ class CPUProfileTest(unittest.TestCase):
         self.assertFalse(any("snapshot" in n or n.endswith(".jsonl") for n in names))
         self.assertIsNone(tm.dump_snapshot())
         self.assertEqual(tm.alarms, [])
+        # The trace is gzip in indexed members (see _IndexedGzip): one stream to gzip.open,
+        # each member naming its compressed size, the last the total, as torchmem reads them.
+        path = os.path.join(out, names[0])
+        with gzip.open(path, "rb") as f:
+            plain = f.read()
+        json.loads(plain)  # the trace torch exported, whole
+        sizes, total = indexed_members(path)
+        self.assertEqual(total, len(plain))
+        self.assertEqual(sum(sizes), len(plain))
+        self.assertTrue(all(s <= tp._IndexedGzip.MEMBER for s in sizes), sizes)
 
     def test_disabled(self):
         out = tempfile.mkdtemp(prefix="torchmem_off_")
