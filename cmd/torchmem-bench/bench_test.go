@@ -53,7 +53,7 @@ func TestQuickBench(t *testing.T) {
 	}
 	text := out.String()
 	want := []string{"| ops | `.json` | 1 |", "| analyze | `.json` | 1 |", "| report | `.json.gz` | 1 |", "| zcat | `.json.gz` |",
-		"| decompress only | `.json.gz` |", "analyze / ops, wall, .json: ", "ops .json.gz speed as a share of zcat's", "bound on that share on ", "load average (1, 5, 15 min) round 1: "}
+		"| decompress only | `.json.gz` |", "| ops | `.members.json.gz` | 1 |", "ops .members.json.gz / ops .json, wall: ", "analyze / ops, wall, .json: ", "ops .json.gz speed as a share of zcat's", "bound on that share on ", "load average (1, 5, 15 min) round 1: "}
 	if pyErr == nil {
 		want = append(want, "| snapshot | `.pickle` | 1 |", "| analyze | `.pickle.gz` | 1 |", "| pickle.load | `.pickle` | 1 |",
 			"pickle.load / snapshot, wall, .pickle: ")

@@ -13,6 +13,7 @@ import (
 	"strconv"
 
 	"github.com/klauspost/pgzip"
+	"github.com/torchmem/torchmem/internal/gzmembers"
 )
 
 // The inputs are real recordings tiled: big_transformer's Kineto trace (76
@@ -110,6 +111,29 @@ func gzipCopy(src string) error {
 	defer in.Close()
 	return writeAtomically(src+".gz", func(w io.Writer) error {
 		zw, err := pgzip.NewWriterLevel(w, 6)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(zw, in); err != nil {
+			return err
+		}
+		return zw.Close()
+	})
+}
+
+// membersSuffix names the trace gzipped as the snippet gzips it.
+const membersSuffix = ".members.json.gz"
+
+// gzipMembers writes src as the snippet writes a trace: gzip members of
+// 1 MiB of input, each naming its compressed size (gzmembers.Writer).
+func gzipMembers(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	return writeAtomically(dst, func(w io.Writer) error {
+		zw, err := gzmembers.NewWriter(w, 6)
 		if err != nil {
 			return err
 		}

@@ -140,6 +140,8 @@ func child(mode string, args []string) error {
 		return tiledTrace(args[0], args[1], copies)
 	case mode == "-child-gzip" && len(args) == 1:
 		return gzipCopy(args[0])
+	case mode == "-child-gzip-members" && len(args) == 2:
+		return gzipMembers(args[0], args[1])
 	case mode == "-child-snapshot" && len(args) == 4:
 		copies, err := strconv.Atoi(args[3])
 		if err != nil {
@@ -254,9 +256,15 @@ func run(c config) error {
 		if err := ensure(trace+".gz", logf, inChild(self, "-child-gzip", trace)); err != nil {
 			return err
 		}
+		// The snippet's gzip: members that name their sizes, which
+		// torchmem inflates on several cores (internal/gzmembers).
+		members := strings.TrimSuffix(trace, ".json") + membersSuffix
+		if err := ensure(members, logf, inChild(self, "-child-gzip-members", trace, members)); err != nil {
+			return err
+		}
 		size := fileSize(trace)
-		sizes[trace], sizes[trace+".gz"] = size, size
-		inputs = append(inputs, trace, trace+".gz")
+		sizes[trace], sizes[trace+".gz"], sizes[members] = size, size, size
+		inputs = append(inputs, trace, trace+".gz", members)
 		html := filepath.Join(c.dir, "report.html")
 		jobs = append(jobs,
 			job{name: "cat", input: trace, argv: []string{"cat", trace}, size: size},
@@ -268,6 +276,9 @@ func run(c config) error {
 			job{name: "ops", input: trace + ".gz", argv: []string{c.torchmem, "ops", trace + ".gz"}, size: size},
 			job{name: "analyze", input: trace + ".gz", argv: []string{c.torchmem, "analyze", trace + ".gz"}, size: size},
 			job{name: "report", input: trace + ".gz", argv: []string{c.torchmem, "report", trace + ".gz", "-o", html}, size: size},
+			job{name: "decompress only", input: members, argv: []string{self, "-child-decompress-only", members}, size: size},
+			job{name: "ops", input: members, argv: []string{c.torchmem, "ops", members}, size: size},
+			job{name: "analyze", input: members, argv: []string{c.torchmem, "analyze", members}, size: size},
 		)
 		if hta {
 			htaDir := filepath.Join(c.dir, fmt.Sprintf("hta%d", c.traceCopies))
@@ -455,6 +466,12 @@ func printRatios(w io.Writer, jobs []job, samples [][]sample, rounds int) {
 		// most CPUs x decompression CPU / ops CPU.
 		{fmt.Sprintf("bound on that share on %.0f CPUs (CPUs x decompression CPU / ops CPU, user+sys)", cpus), find("ops", ".json.gz"), find("decompress only", ".json.gz"), cpu, true, cpus},
 		{"analyze .json.gz speed as a share of zcat's", find("analyze", ".json.gz"), find("zcat", ".json.gz"), wall, true, 0},
+		// The snippet's members inflate on several cores where there
+		// are more than 2: the yardsticks are then the plain JSON and
+		// one stream's inflating.
+		{"ops " + membersSuffix + " / ops .json, wall", find("ops", membersSuffix), find("ops", ".json"), wall, false, 0},
+		{"analyze " + membersSuffix + " / analyze .json, wall", find("analyze", membersSuffix), find("analyze", ".json"), wall, false, 0},
+		{"ops " + membersSuffix + " speed as a share of one stream's decompression alone (.json.gz)", find("ops", membersSuffix), find("decompress only", ".json.gz"), wall, true, 0},
 		{"torchmem's decompression alone / zcat, wall", find("decompress only", ".json.gz"), find("zcat", ".json.gz"), wall, false, 0},
 		{"HTA TraceAnalysis / analyze, wall, .json.gz", find("HTA TraceAnalysis", ".json.gz"), find("analyze", ".json.gz"), wall, false, 0},
 		{"HTA TraceAnalysis / analyze, peak RSS", find("HTA TraceAnalysis", ".json.gz"), find("analyze", ".json.gz"), rss, false, 0},
@@ -501,7 +518,7 @@ func printRatios(w io.Writer, jobs []job, samples [][]sample, rounds int) {
 	}
 	fmt.Fprintln(w, "Peak RSS as a share of the decompressed input (median):")
 	for _, name := range []string{"ops", "analyze", "report", "snapshot"} {
-		for _, suffix := range []string{".json", ".json.gz", ".pickle", ".pickle.gz"} {
+		for _, suffix := range []string{".json", ".json.gz", membersSuffix, ".pickle", ".pickle.gz"} {
 			i := find(name, suffix)
 			if i < 0 {
 				continue
@@ -543,7 +560,7 @@ func median[T any](xs []T, f func(T) float64) float64 {
 
 func inputLabel(path string) string {
 	base := filepath.Base(path)
-	for _, ext := range []string{".json.gz", ".pickle.gz", ".json", ".pickle"} {
+	for _, ext := range []string{membersSuffix, ".json.gz", ".pickle.gz", ".json", ".pickle"} {
 		if strings.HasSuffix(base, ext) {
 			return "`" + ext + "`"
 		}
