@@ -4,6 +4,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 )
 
 // startProfiles writes Go pprof profiles of this run when asked through
@@ -11,7 +12,10 @@ import (
 //
 //	TORCHMEM_CPUPROFILE=cpu.prof TORCHMEM_MEMPROFILE=mem.prof torchmem analyze big.json
 //	go tool pprof -top torchmem cpu.prof
+//	TORCHMEM_TRACE=exec.trace torchmem ops big.json.gz; go tool trace exec.trace
 //
+// The execution trace shows what each core ran when, and where one waited
+// (a reader behind its inflater, a serial stage on a machine of two cores).
 // The heap profile is written at exit: its alloc_space shows what each
 // analysis allocated. The returned function stops and writes them.
 func startProfiles() (stop func()) {
@@ -28,7 +32,23 @@ func startProfiles() (stop func()) {
 			cpu = f
 		}
 	}
+	var exec *os.File
+	if tracePath := os.Getenv("TORCHMEM_TRACE"); tracePath != "" {
+		f, err := os.Create(tracePath)
+		if err == nil {
+			err = trace.Start(f)
+		}
+		if err != nil {
+			warn(os.Stderr, "TORCHMEM_TRACE: %v", err)
+		} else {
+			exec = f
+		}
+	}
 	return func() {
+		if exec != nil {
+			trace.Stop()
+			exec.Close()
+		}
 		if cpu != nil {
 			pprof.StopCPUProfile()
 			cpu.Close()
