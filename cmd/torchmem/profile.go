@@ -12,7 +12,7 @@ import (
 //
 //	TORCHMEM_CPUPROFILE=cpu.prof TORCHMEM_MEMPROFILE=mem.prof torchmem analyze big.json
 //	go tool pprof -top torchmem cpu.prof
-//	TORCHMEM_TRACE=exec.trace torchmem ops big.json.gz; go tool trace exec.trace
+//	TORCHMEM_EXECTRACE=exec.trace torchmem ops big.json.gz; go tool trace exec.trace
 //
 // The execution trace shows what each core ran when, and where one waited
 // (a reader behind its inflater, a serial stage on a machine of two cores).
@@ -33,13 +33,13 @@ func startProfiles() (stop func()) {
 		}
 	}
 	var exec *os.File
-	if tracePath := os.Getenv("TORCHMEM_TRACE"); tracePath != "" {
+	if tracePath := os.Getenv("TORCHMEM_EXECTRACE"); tracePath != "" {
 		f, err := os.Create(tracePath)
 		if err == nil {
 			err = trace.Start(f)
 		}
 		if err != nil {
-			warn(os.Stderr, "TORCHMEM_TRACE: %v", err)
+			warn(os.Stderr, "TORCHMEM_EXECTRACE: %v", err)
 		} else {
 			exec = f
 		}
