@@ -102,23 +102,10 @@ func tiledSnapshot(root, python, path string, copies int) error {
 	return os.Rename(tmp, path)
 }
 
-// gzipCopy writes src gzipped (level 6, gzip's default) to src+".gz".
+// gzipCopy writes src gzipped (level 6, gzip's default) to src+".gz", as
+// one stream.
 func gzipCopy(src string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	return writeAtomically(src+".gz", func(w io.Writer) error {
-		zw, err := pgzip.NewWriterLevel(w, 6)
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(zw, in); err != nil {
-			return err
-		}
-		return zw.Close()
-	})
+	return compress(src, src+".gz", func(w io.Writer) (io.WriteCloser, error) { return pgzip.NewWriterLevel(w, 6) })
 }
 
 // membersSuffix names the trace gzipped as the snippet gzips it.
@@ -127,13 +114,18 @@ const membersSuffix = ".members.json.gz"
 // gzipMembers writes src as the snippet writes a trace: gzip members of
 // 1 MiB of input, each naming its compressed size (gzmembers.Writer).
 func gzipMembers(src, dst string) error {
+	return compress(src, dst, func(w io.Writer) (io.WriteCloser, error) { return gzmembers.NewWriter(w, 6) })
+}
+
+// compress writes src to dst through the compressor newWriter makes.
+func compress(src, dst string, newWriter func(io.Writer) (io.WriteCloser, error)) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
 	return writeAtomically(dst, func(w io.Writer) error {
-		zw, err := gzmembers.NewWriter(w, 6)
+		zw, err := newWriter(w)
 		if err != nil {
 			return err
 		}
