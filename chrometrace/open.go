@@ -120,11 +120,12 @@ const maxInflaters = 8
 // indexedGzip reads a gzip file whose members name their compressed size
 // (the snippet writes them so): the members inflate on several cores at
 // once (gzmembers), ahead of the reader, so no read-ahead goroutine is
-// needed. On the 1 GB bench trace, 16-core Xeon, 3 runs: ops 0.64-0.68 s
-// against 1.84-2.16 s as one stream (0.43-0.54 s as plain JSON); 4 cores
-// 1.34-1.53 s against 1.80-1.98 s. With 2 CPUs or fewer it is read as one
-// stream: inflating and parsing already fill both, and the members' hand-
-// offs cost 5% more time there (NewInput's condition).
+// needed. On the 1 GB bench trace, 16-core Xeon, torchmem-bench's 3
+// rounds: ops 0.63 s against 1.67 s as one stream (0.42 s as plain JSON),
+// for 6.1 s of CPU against 3.8 s (8 inflaters share the cores with the
+// parse); 4 cores 1.51 s against 2.09 s. With 2 CPUs or fewer it is read
+// as one stream: inflating and parsing already fill both, and the
+// members' hand-offs cost 5% more time there (NewInput's condition).
 func (in *Input) indexedGzip(r io.Reader, br *bufio.Reader) (*Input, error) {
 	in.sizeHint = gzipSizeHint(r, in.sizeHint)
 	zr := gzmembers.NewReader(br, min(runtime.GOMAXPROCS(0)-1, maxInflaters))
