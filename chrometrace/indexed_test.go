@@ -12,9 +12,10 @@ import (
 
 // TestIndexedGzipTrace: a real trace gzipped as the snippet writes it
 // (members naming their sizes, the total at the end) is read with its
-// members inflated in parallel where there are more than 2 CPUs, sized
+// members inflated in parallel where its share of the CPUs is over 2
+// (GOMAXPROCS, or what the loader gives a trace read beside others), sized
 // from the total it names, into the very trace its plain JSON gives; with
-// 2 CPUs it is read as one stream, to the same trace.
+// a share of 2 it is read as one stream, to the same trace.
 func TestIndexedGzipTrace(t *testing.T) {
 	data := gunzipFile(t, filepath.Join("..", "testdata", "traces", "leak_module_cache", "trace.json.gz"))
 	var file bytes.Buffer
@@ -31,9 +32,14 @@ func TestIndexedGzipTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, want := readWithHint(t, data, 0)
-	for _, procs := range []int{4, 2} {
-		prev := runtime.GOMAXPROCS(procs)
-		in, err := Open(path)
+	// cpus 0 is GOMAXPROCS, set here; 2 is a trace's share beside others.
+	for _, c := range []struct{ procs, cpus int }{{4, 0}, {2, 0}, {4, 2}, {1, 3}} {
+		prev := runtime.GOMAXPROCS(c.procs)
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, err := NewInputCPUs(f, c.cpus)
 		if err != nil {
 			runtime.GOMAXPROCS(prev)
 			t.Fatal(err)
@@ -41,20 +47,25 @@ func TestIndexedGzipTrace(t *testing.T) {
 		parallel := in.ahead == nil // the one-stream path reads ahead
 		tr, err := Read(in, ReadOptions{})
 		in.Close()
+		f.Close()
 		runtime.GOMAXPROCS(prev)
 		if err != nil {
-			t.Fatalf("GOMAXPROCS %d: %v", procs, err)
+			t.Fatalf("%+v: %v", c, err)
 		}
-		if parallel != (procs > 2) {
-			t.Errorf("GOMAXPROCS %d: members inflated in parallel: %v", procs, parallel)
+		cpus := c.cpus
+		if cpus == 0 {
+			cpus = c.procs
+		}
+		if parallel != (cpus > 2) {
+			t.Errorf("%+v: members inflated in parallel: %v", c, parallel)
 		}
 		if in.sizeHint != int64(len(data)) {
-			t.Errorf("GOMAXPROCS %d: size hint %d, want the %d bytes the file names", procs, in.sizeHint, len(data))
+			t.Errorf("%+v: size hint %d, want the %d bytes the file names", c, in.sizeHint, len(data))
 		}
 		var got bytes.Buffer
 		WriteCanonical(&got, tr)
 		if got.String() != want {
-			t.Errorf("GOMAXPROCS %d: the indexed gzip's trace differs from the plain JSON's", procs)
+			t.Errorf("%+v: the indexed gzip's trace differs from the plain JSON's", c)
 		}
 	}
 }

@@ -63,7 +63,16 @@ const smallGzip = 128 << 10
 const inflateAheadAfter = 1 << 20
 
 // NewInput wraps r, decompressing it when it starts with the gzip magic.
-func NewInput(r io.Reader) (*Input, error) {
+func NewInput(r io.Reader) (*Input, error) { return NewInputCPUs(r, 0) }
+
+// NewInputCPUs is NewInput for an input read beside others: cpus is its
+// share of the CPUs (0: GOMAXPROCS), which bounds the goroutines that
+// inflate an indexed gzip's members (indexedGzip). Traces read at once
+// share the cores already: a member reader each would only hold members.
+func NewInputCPUs(r io.Reader, cpus int) (*Input, error) {
+	if cpus <= 0 {
+		cpus = runtime.GOMAXPROCS(0)
+	}
 	br := bufio.NewReaderSize(r, 256<<10)
 	head, err := br.Peek(2)
 	if len(head) == 0 {
@@ -75,8 +84,8 @@ func NewInput(r io.Reader) (*Input, error) {
 	in := &Input{sizeHint: regularSize(r)}
 	if len(head) == 2 && head[0] == gzipMagic[0] && head[1] == gzipMagic[1] {
 		in.Gzipped = true
-		if runtime.GOMAXPROCS(0) > 2 && gzmembers.Indexed(br) {
-			return in.indexedGzip(r, br)
+		if cpus > 2 && gzmembers.Indexed(br) {
+			return in.indexedGzip(r, br, min(cpus-1, maxInflaters))
 		}
 		in.sizeHint = gzipSizeHint(r, in.sizeHint)
 		// One inflater, klauspost's, for every gzip input. pgzip (which
@@ -125,10 +134,10 @@ const maxInflaters = 8
 // for 6.1 s of CPU against 3.8 s (8 inflaters share the cores with the
 // parse); 4 cores 1.51 s against 2.09 s. With 2 CPUs or fewer it is read
 // as one stream: inflating and parsing already fill both, and the
-// members' hand-offs cost 5% more time there (NewInput's condition).
-func (in *Input) indexedGzip(r io.Reader, br *bufio.Reader) (*Input, error) {
+// members' hand-offs cost 5% more time there (NewInputCPUs's condition).
+func (in *Input) indexedGzip(r io.Reader, br *bufio.Reader, inflaters int) (*Input, error) {
 	in.sizeHint = gzipSizeHint(r, in.sizeHint)
-	zr := gzmembers.NewReader(br, min(runtime.GOMAXPROCS(0)-1, maxInflaters))
+	zr := gzmembers.NewReader(br, inflaters)
 	in.closers = append(in.closers, zr)
 	in.src = &gzipErrReader{zr}
 	in.Reader = bufio.NewReaderSize(in.src, 1<<20)

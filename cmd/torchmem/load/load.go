@@ -242,7 +242,9 @@ func Open(path string, o *Options) (*Reader, error) {
 	if o.Progress != nil && size > 0 {
 		raw, done = o.Progress(path, size, raw)
 	}
-	in, err := chrometrace.NewInput(raw)
+	// A trace read beside others has its share of the CPUs (Load sets
+	// Trace.Workers to it): its gzip members inflate on that share.
+	in, err := chrometrace.NewInputCPUs(raw, o.Trace.Workers)
 	if err != nil {
 		if done != nil {
 			done()
