@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -19,31 +20,9 @@ import (
 // The heap profile is written at exit: its alloc_space shows what each
 // analysis allocated. The returned function stops and writes them.
 func startProfiles() (stop func()) {
-	cpuPath, memPath := os.Getenv("TORCHMEM_CPUPROFILE"), os.Getenv("TORCHMEM_MEMPROFILE")
-	var cpu *os.File
-	if cpuPath != "" {
-		f, err := os.Create(cpuPath)
-		if err == nil {
-			err = pprof.StartCPUProfile(f)
-		}
-		if err != nil {
-			warn(os.Stderr, "TORCHMEM_CPUPROFILE: %v", err)
-		} else {
-			cpu = f
-		}
-	}
-	var exec *os.File
-	if tracePath := os.Getenv("TORCHMEM_EXECTRACE"); tracePath != "" {
-		f, err := os.Create(tracePath)
-		if err == nil {
-			err = trace.Start(f)
-		}
-		if err != nil {
-			warn(os.Stderr, "TORCHMEM_EXECTRACE: %v", err)
-		} else {
-			exec = f
-		}
-	}
+	memPath := os.Getenv("TORCHMEM_MEMPROFILE")
+	cpu := startTo("TORCHMEM_CPUPROFILE", pprof.StartCPUProfile)
+	exec := startTo("TORCHMEM_EXECTRACE", trace.Start)
 	return func() {
 		if exec != nil {
 			trace.Stop()
@@ -65,4 +44,25 @@ func startProfiles() (stop func()) {
 			}
 		}
 	}
+}
+
+// startTo starts a recording (start) into the file the environment
+// variable env names, if it names one; nil (after a warning) if the file
+// cannot be written or the recording not started.
+func startTo(env string, start func(io.Writer) error) *os.File {
+	path := os.Getenv(env)
+	if path == "" {
+		return nil
+	}
+	f, err := os.Create(path)
+	if err == nil {
+		if err = start(f); err != nil {
+			f.Close()
+		}
+	}
+	if err != nil {
+		warn(os.Stderr, "%s: %v", env, err)
+		return nil
+	}
+	return f
 }
