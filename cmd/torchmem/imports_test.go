@@ -121,7 +121,7 @@ func TestCommandsCallNoAnalysis(t *testing.T) {
 			"steplog.DefaultOptions": "", "digest.Make": "", "digest.Names": "", "splice.Events": "annotate.go",
 		},
 		"load": {
-			"chrometrace.Read": "", "chrometrace.NewInput": "", "chrometrace.OneLine": "", "chrometrace.LooksLikeTrace": "",
+			"chrometrace.Read": "", "chrometrace.NewInput": "", "chrometrace.NewInputCPUs": "", "chrometrace.OneLine": "", "chrometrace.LooksLikeTrace": "",
 			"memtimeline.LimitInput": "", "snapshot.ReadLimited": "", "snapshot.LooksLike": "", "smi.ReadLimited": "",
 			"smi.ReadAppsLimited": "", "smi.LooksLike": "", "smi.LooksLikeApps": "", "steplog.ReadLimited": "", "steplog.LooksLike": "",
 			"memsummary.ReadLimited": "", "memsummary.LooksLike": "", "exported.ReadLimited": "", "exported.LooksLike": "",
@@ -184,7 +184,7 @@ func TestCommandsPrintNothing(t *testing.T) {
 	// The functions that name the process's streams: main hands them to
 	// run, the progress bars draw on a terminal's stderr, the profiles
 	// warn there before any command runs.
-	streams := []string{"main", "progressBar", "summarizeProgress", "startProfiles"}
+	streams := []string{"main", "progressBar", "summarizeProgress", "startProfiles", "startTo"}
 	// Files that may break the rule, each with why.
 	exceptions := map[string]string{
 		"snippet.go": "copies examples.TorchmemProfile to stdout byte for byte: a file, not an answer",
