@@ -234,6 +234,7 @@ class _IndexedGzip:
         self._total = 0
 
     def write(self, data):
+        data = memoryview(data).cast("B")  # len in bytes, whatever pickle hands over
         self._buf += data
         self._total += len(data)
         while len(self._buf) >= self.MEMBER:
