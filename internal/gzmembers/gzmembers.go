@@ -227,7 +227,10 @@ func (r *Reader) produce(br *bufio.Reader, work chan<- *member) {
 			return
 		}
 		if m.done != nil {
-			work <- m // never blocks: as many slots as the queue
+			// As many slots as the queue, and the reader's member
+			// may still be in it: a wait here lasts until a worker
+			// takes one, which nothing else holds up.
+			work <- m
 		}
 		if m.cut {
 			return
