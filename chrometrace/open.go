@@ -84,33 +84,22 @@ func NewInputCPUs(r io.Reader, cpus int) (*Input, error) {
 	in := &Input{sizeHint: regularSize(r)}
 	if len(head) == 2 && head[0] == gzipMagic[0] && head[1] == gzipMagic[1] {
 		in.Gzipped = true
-		if cpus > 2 && gzmembers.Indexed(br) {
-			return in.indexedGzip(r, br, min(cpus-1, maxInflaters))
-		}
 		in.sizeHint = gzipSizeHint(r, in.sizeHint)
-		// One inflater, klauspost's, for every gzip input. pgzip (which
-		// inflates ahead in its own goroutine) cost 15% more CPU than
-		// inflating in place (1 GB: 1.19-1.29 s against 1.00-1.09 s),
-		// and the trace reader, whose batches are read on a goroutine of
-		// their own already, inflates in place (Direct).
-		zr, err := gzip.NewReader(br)
-		if err != nil {
-			return nil, fmt.Errorf("corrupt gzip: %w", err)
-		}
-		// zr holds nothing to release (its Close only reports its
-		// error), so it is not closed: the read-ahead goroutine may still
-		// be inside it when the Input is closed.
-		in.ahead = readahead.New(&gzipErrReader{zr}, inflateAheadAfter)
-		in.closers = append(in.closers, in.ahead)
-		in.src = in.ahead
 		size := 1 << 20
 		if _, err := br.Peek(smallGzip); err != nil {
 			// A small file (a summary, a short log; a reduce reads
-			// thousands): a small buffer.
+			// thousands): a small buffer. Peeked before an inflater
+			// reads br, which the members' reader does on a goroutine.
 			size = 64 << 10
+		}
+		if cpus > 2 && gzmembers.Indexed(br) {
+			in.indexedGzip(br, min(cpus-1, maxInflaters))
+		} else if err := in.oneStreamGzip(br); err != nil {
+			return nil, err
 		}
 		in.Reader = bufio.NewReaderSize(in.src, size)
 		if _, err := in.Reader.Peek(1); err != nil {
+			in.Close()
 			if err == io.EOF {
 				return nil, ErrEmpty
 			}
@@ -120,6 +109,26 @@ func NewInputCPUs(r io.Reader, cpus int) (*Input, error) {
 	}
 	in.Reader, in.src = br, r
 	return in, nil
+}
+
+// oneStreamGzip inflates br as one gzip stream (any gzip file).
+func (in *Input) oneStreamGzip(br *bufio.Reader) error {
+	// One inflater, klauspost's, for every gzip input. pgzip (which
+	// inflates ahead in its own goroutine) cost 15% more CPU than
+	// inflating in place (1 GB: 1.19-1.29 s against 1.00-1.09 s), and
+	// the trace reader, whose batches are read on a goroutine of their
+	// own already, inflates in place (Direct).
+	zr, err := gzip.NewReader(br)
+	if err != nil {
+		return fmt.Errorf("corrupt gzip: %w", err)
+	}
+	// zr holds nothing to release (its Close only reports its error), so
+	// it is not closed: the read-ahead goroutine may still be inside it
+	// when the Input is closed.
+	in.ahead = readahead.New(&gzipErrReader{zr}, inflateAheadAfter)
+	in.closers = append(in.closers, in.ahead)
+	in.src = in.ahead
+	return nil
 }
 
 // maxInflaters caps the goroutines inflating an indexed gzip file's
@@ -135,20 +144,10 @@ const maxInflaters = 8
 // parse); 4 cores 1.51 s against 2.09 s. With 2 CPUs or fewer it is read
 // as one stream: inflating and parsing already fill both, and the
 // members' hand-offs cost 5% more time there (NewInputCPUs's condition).
-func (in *Input) indexedGzip(r io.Reader, br *bufio.Reader, inflaters int) (*Input, error) {
-	in.sizeHint = gzipSizeHint(r, in.sizeHint)
+func (in *Input) indexedGzip(br *bufio.Reader, inflaters int) {
 	zr := gzmembers.NewReader(br, inflaters)
 	in.closers = append(in.closers, zr)
 	in.src = &gzipErrReader{zr}
-	in.Reader = bufio.NewReaderSize(in.src, 1<<20)
-	if _, err := in.Reader.Peek(1); err != nil {
-		in.Close()
-		if err == io.EOF {
-			return nil, ErrEmpty
-		}
-		return nil, err
-	}
-	return in, nil
 }
 
 // Unbuffered reads the rest of the input: what the buffer holds (the
