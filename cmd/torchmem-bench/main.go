@@ -439,9 +439,11 @@ type ratio struct {
 }
 
 func printRatios(w io.Writer, jobs []job, samples [][]sample, rounds int) {
+	// By the input's kind as the table labels it: ".json.gz" is not
+	// ".members.json.gz", whatever the jobs' order.
 	find := func(name, suffix string) int {
 		for i, j := range jobs {
-			if j.name == name && strings.HasSuffix(j.input, suffix) {
+			if j.name == name && inputLabel(j.input) == "`"+suffix+"`" {
 				return i
 			}
 		}
