@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -43,11 +44,7 @@ func indexed(t testing.TB, data []byte, memberSize int) []byte {
 // readAll reads file with NewReader (br's buffer as the trace reader's
 // Input has it), returning what it read and the error that ended it.
 func readAll(file []byte, workers int) ([]byte, error) {
-	br := bufio.NewReaderSize(bytes.NewReader(file), 256<<10)
-	r := NewReader(br, workers)
-	defer r.Close()
-	out, err := io.ReadAll(r)
-	return out, err
+	return readLimited(file, workers, math.MaxInt64)
 }
 
 func readLimited(file []byte, workers int, limit int64) ([]byte, error) {
@@ -65,13 +62,7 @@ func oneStreamLimited(file []byte, limit int64) ([]byte, error) {
 }
 
 // oneStream reads file as one gzip stream (the reader for every other file).
-func oneStream(file []byte) ([]byte, error) {
-	zr, err := gzip.NewReader(bytes.NewReader(file))
-	if err != nil {
-		return nil, err
-	}
-	return io.ReadAll(zr)
-}
+func oneStream(file []byte) ([]byte, error) { return oneStreamLimited(file, math.MaxInt64) }
 
 // TestRoundTrip: every size around the member boundaries, with 1 to 4
 // workers, reads back exactly, and the file is one ordinary gzip stream

@@ -1,6 +1,7 @@
 package gzmembers
 
 import (
+	"bytes"
 	"encoding/binary"
 	"hash/crc32"
 	"io"
@@ -23,17 +24,10 @@ type Writer struct {
 	w          io.Writer
 	fw         *flate.Writer
 	buf        []byte
-	comp       memberBuf
+	comp       bytes.Buffer // a member's compressed data
 	memberSize int
 	total      int64
 	err        error
-}
-
-type memberBuf struct{ b []byte }
-
-func (m *memberBuf) Write(p []byte) (int, error) {
-	m.b = append(m.b, p...)
-	return len(p), nil
 }
 
 // NewWriter writes members of MemberSize at a flate level.
@@ -71,7 +65,7 @@ func (z *Writer) Write(p []byte) (int, error) {
 
 // member writes the buffered input as one member.
 func (z *Writer) member() {
-	z.comp.b = z.comp.b[:0]
+	z.comp.Reset()
 	z.fw.Reset(&z.comp)
 	if _, err := z.fw.Write(z.buf); err != nil {
 		z.err = err
@@ -83,11 +77,11 @@ func (z *Writer) member() {
 	}
 	var hdr [20]byte
 	copy(hdr[:], []byte{0x1f, 0x8b, 8, flagExtra, 0, 0, 0, 0, 0, 255, 8, 0, 'M', 'Z', 4, 0})
-	binary.LittleEndian.PutUint32(hdr[16:], uint32(len(z.comp.b)))
+	binary.LittleEndian.PutUint32(hdr[16:], uint32(z.comp.Len()))
 	var trailer [8]byte
 	binary.LittleEndian.PutUint32(trailer[:], crc32.ChecksumIEEE(z.buf))
 	binary.LittleEndian.PutUint32(trailer[4:], uint32(len(z.buf)))
-	for _, b := range [][]byte{hdr[:], z.comp.b, trailer[:]} {
+	for _, b := range [][]byte{hdr[:], z.comp.Bytes(), trailer[:]} {
 		if _, err := z.w.Write(b); err != nil {
 			z.err = err
 			return
