@@ -155,8 +155,89 @@ func byteMask(n int) uint64 {
 // the key that followed last time mostly settles it. One per decoding
 // goroutine and object kind.
 type keyPred struct {
-	prev uint8          // entry of the previous key + 1; 0 at the object's start
-	next [maxKeys]uint8 // by prev: the entry that followed it last time + 1
+	prev    uint8          // entry of the previous key + 1; 0 at the object's start
+	next    [maxKeys]uint8 // by prev: the entry that followed it last time + 1
+	gaps    [maxKeys]gap   // by prev: the text that followed its value last time
+	opening gap            // the text from the object's '{' to its first value last time
+}
+
+// gap is the text between a member's value and the next member's value
+// (", " or a newline and indentation, the key, ": ") or the object's end
+// (white space and '}'), as it was last time after the same key. A writer
+// puts the same bytes there every time, so one compare of up to four words
+// replaces the white space, separator and key scans. Only text the full
+// scan has read as valid is learned, so an exact match is valid too.
+type gap struct {
+	w, m [4]uint64 // the text in little-endian words, zero past its end, and their masks
+	n    uint8     // its length; 0: none learned
+	next uint8     // the next key's entry + 1 (keyPred.prev after it); 0 at the end
+	id   keyID     // the next key's id
+}
+
+// maxGap is the longest gap learned: Kineto's longest is 31 bytes
+// (`, "est. achieved occupancy %": `).
+const maxGap = 32
+
+// set makes b[from:to], which the full scan has read, the gap's text.
+func (g *gap) set(b []byte, from, to int, next uint8, id keyID) {
+	n := to - from
+	if n <= 0 || n > maxGap {
+		return
+	}
+	var buf [maxGap]byte
+	copy(buf[:], b[from:to])
+	for w := range g.w {
+		g.w[w] = binary.LittleEndian.Uint64(buf[8*w:])
+		g.m[w] = byteMask(min(max(n-8*w, 0), 8))
+	}
+	g.n, g.next, g.id = uint8(n), next, id
+}
+
+// open reads an object's start at b[i] ('{') and its first key: the key's
+// id and the index of its value, or (end) the index just past an empty
+// object.
+func (t *keyTable) open(b []byte, i int, p *keyPred) (id keyID, j int, end, ok bool) {
+	if g := &p.opening; i+maxGap < len(b) && g.n != 0 &&
+		load64(b, i)&g.m[0] == g.w[0] && load64(b, i+8)&g.m[1] == g.w[1] &&
+		(g.n <= 16 || load64(b, i+16)&g.m[2] == g.w[2] && load64(b, i+24)&g.m[3] == g.w[3]) {
+		p.prev, j = g.next, i+int(g.n)
+		if b[j] <= ' ' {
+			j = skipWSRun(b, j) // more white space than last time
+		}
+		return g.id, j, false, true
+	}
+	p.prev = 0
+	j = skipWS(b, i+1)
+	if j < len(b) && b[j] == '}' {
+		return 0, j + 1, true, true
+	}
+	if id, j, ok = t.scan(b, j, p); ok && p.prev != 0 {
+		p.opening.set(b, i, j, p.prev, id)
+	}
+	return id, j, false, ok
+}
+
+// next reads what follows a member's value at b[i] as nextMember and scan
+// do, when it is not the gap learned after the same key (the member loops
+// of scanEvent and scanArgs match that inline), and learns it: the next
+// key's id and the index of its value, or (end) the index just past the
+// object.
+func (t *keyTable) next(b []byte, i int, p *keyPred) (id keyID, j int, end, ok bool) {
+	prev := p.prev
+	if i+2 < len(b) && b[i] == ',' && b[i+1] == ' ' && b[i+2] > ' ' {
+		j = i + 2 // nextMember's common case, inline
+	} else if j, ok = nextMember(b, i); !ok {
+		return 0, 0, false, false
+	} else if j < 0 {
+		if prev != 0 {
+			p.gaps[prev%maxKeys].set(b, i, -j, 0, 0)
+		}
+		return 0, -j, true, true
+	}
+	if id, j, ok = t.scan(b, j, p); ok && prev != 0 && p.prev != 0 {
+		p.gaps[prev%maxKeys].set(b, i, j, p.prev, id)
+	}
+	return id, j, false, ok
 }
 
 // scan reads the key at b[i] and the ':' after it, returning the key's id

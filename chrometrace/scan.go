@@ -32,6 +32,7 @@ func fastDecode(data []byte, ev *rawEvent, each func(*rawEvent) bool) bool {
 		return skipWS(data, i+1) == len(data)
 	}
 	var preds scanPreds
+	var sep gap // the text between two events, up to the '{', last time
 	for {
 		if i >= len(data) || data[i] != '{' {
 			return false
@@ -41,6 +42,15 @@ func fastDecode(data []byte, ev *rawEvent, each func(*rawEvent) bool) bool {
 		if i, ok = scanEvent(data, i, ev, &preds); !ok || !each(ev) {
 			return false
 		}
+		if i+maxGap < len(data) && sep.n != 0 &&
+			load64(data, i)&sep.m[0] == sep.w[0] && load64(data, i+8)&sep.m[1] == sep.w[1] &&
+			(sep.n <= 16 || load64(data, i+16)&sep.m[2] == sep.w[2] && load64(data, i+24)&sep.m[3] == sep.w[3]) {
+			if i += int(sep.n); data[i] <= ' ' {
+				i = skipWSRun(data, i) // more white space than last time
+			}
+			continue
+		}
+		from := i
 		i = skipWS(data, i)
 		if i >= len(data) {
 			return false
@@ -48,6 +58,9 @@ func fastDecode(data []byte, ev *rawEvent, each func(*rawEvent) bool) bool {
 		switch data[i] {
 		case ',':
 			i = skipWS(data, i+1)
+			if i < len(data) && data[i] == '{' {
+				sep.set(data, from, i, 0, 0)
+			}
 		case ']':
 			return skipWS(data, i+1) == len(data)
 		default:
@@ -111,20 +124,22 @@ func nonZeroLanes(x uint64) uint64 {
 // scanEvent reads the object at b[i] ('{') into ev and returns the index
 // just past it.
 func scanEvent(b []byte, i int, ev *rawEvent, preds *scanPreds) (int, bool) {
-	i = skipWS(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		return i + 1, true
+	pe := &preds.ev[0]
+	key, i, end, ok := eventKeyTable.open(b, i, pe)
+	if end {
+		return i, true
 	}
-	preds.ev.prev = 0
 	for {
-		key, j, ok := eventKeyTable.scan(b, i, &preds.ev)
 		if !ok {
 			return 0, false
 		}
-		i = j
 		switch key {
 		case evPh:
-			i, ok = strField(b, i, &ev.Ph)
+			if i, ok = strField(b, i, &ev.Ph); ok && len(ev.Ph) > 0 {
+				// Each phase has its own keys and layout.
+				q := &preds.ev[ev.Ph[0]%predKinds]
+				q.prev, pe = pe.prev, q
+			}
 		case evCat:
 			i, ok = strField(b, i, &ev.Cat)
 		case evName:
@@ -143,7 +158,7 @@ func scanEvent(b []byte, i int, ev *rawEvent, preds *scanPreds) (int, bool) {
 			if j, null := nullAt(b, i); null {
 				i = j // sonic leaves the field as it is
 			} else {
-				i, ok = scanArgs(b, i, &ev.Args, &preds.args)
+				i, ok = scanArgs(b, i, &ev.Args, &preds.args[argsKind(ev.Cat)])
 			}
 		default:
 			i, ok = skipValue(b, i, 1)
@@ -151,12 +166,22 @@ func scanEvent(b []byte, i int, ev *rawEvent, preds *scanPreds) (int, bool) {
 		if !ok {
 			return 0, false
 		}
-		if i+2 < len(b) && b[i] == ',' && b[i+1] == ' ' && b[i+2] > ' ' {
-			i += 2 // nextMember's common case, inline
+		// keyTable.next's learned gap, inline: it runs once per member.
+		if g := &pe.gaps[pe.prev%maxKeys]; i+maxGap < len(b) && g.n != 0 &&
+			load64(b, i)&g.m[0] == g.w[0] && load64(b, i+8)&g.m[1] == g.w[1] &&
+			(g.n <= 16 || load64(b, i+16)&g.m[2] == g.w[2] && load64(b, i+24)&g.m[3] == g.w[3]) {
+			i += int(g.n)
+			if pe.prev = g.next; g.next == 0 {
+				return i, true
+			}
+			if key = g.id; b[i] <= ' ' {
+				i = skipWSRun(b, i)
+			}
 			continue
 		}
-		if i, ok = nextMember(b, i); !ok || i < 0 {
-			return -i, ok
+		var end bool
+		if key, i, end, ok = eventKeyTable.next(b, i, pe); end {
+			return i, true
 		}
 	}
 }
@@ -203,24 +228,35 @@ func scanKey(b []byte, i int) (string, int, bool) {
 	return key, skipWS(b, j+1), true
 }
 
-// scanPreds are the key guesses of one fastDecode (see keyPred).
-type scanPreds struct{ ev, args keyPred }
+// scanPreds are the key guesses of one fastDecode (see keyPred): an
+// event's by its phase, its args' by its category, as each kind of event
+// has its own keys and layout (a few kinds may share one).
+type scanPreds struct{ ev, args [predKinds]keyPred }
+
+const predKinds = 8
+
+// argsKind picks the args' guesses for an event's category: Kineto's ten
+// categories with args fall in seven kinds (python_function and
+// gpu_memset, the most and the least frequent, share one).
+func argsKind(cat string) int {
+	if len(cat) < 2 {
+		return 0
+	}
+	return (len(cat)*3 + int(cat[1])) % predKinds
+}
 
 func scanArgs(b []byte, i int, a *rawArgs, pred *keyPred) (int, bool) {
 	if i >= len(b) || b[i] != '{' {
 		return 0, false
 	}
-	i = skipWS(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		return i + 1, true
+	key, i, end, ok := argKeyTable.open(b, i, pred)
+	if end {
+		return i, true
 	}
-	pred.prev = 0
 	for {
-		key, j, ok := argKeyTable.scan(b, i, pred)
 		if !ok {
 			return 0, false
 		}
-		i = j
 		switch key {
 		case argBytes:
 			i, ok = intField(b, i, &a.Bytes)
@@ -270,12 +306,21 @@ func scanArgs(b []byte, i int, a *rawArgs, pred *keyPred) (int, bool) {
 		if !ok {
 			return 0, false
 		}
-		if i+2 < len(b) && b[i] == ',' && b[i+1] == ' ' && b[i+2] > ' ' {
-			i += 2 // nextMember's common case, inline
+		if g := &pred.gaps[pred.prev%maxKeys]; i+maxGap < len(b) && g.n != 0 &&
+			load64(b, i)&g.m[0] == g.w[0] && load64(b, i+8)&g.m[1] == g.w[1] &&
+			(g.n <= 16 || load64(b, i+16)&g.m[2] == g.w[2] && load64(b, i+24)&g.m[3] == g.w[3]) {
+			i += int(g.n)
+			if pred.prev = g.next; g.next == 0 {
+				return i, true
+			}
+			if key = g.id; b[i] <= ' ' {
+				i = skipWSRun(b, i)
+			}
 			continue
 		}
-		if i, ok = nextMember(b, i); !ok || i < 0 {
-			return -i, ok
+		var end bool
+		if key, i, end, ok = argKeyTable.next(b, i, pred); end {
+			return i, true
 		}
 	}
 }
@@ -710,7 +755,11 @@ func skipArray(b []byte, i, depth int) (int, bool) {
 		}
 		switch b[i] {
 		case ',':
-			i = skipWS(b, i+1)
+			if i+2 < len(b) && b[i+1] == ' ' && b[i+2] > ' ' {
+				i += 2 // ", " between elements, inline
+			} else {
+				i = skipWS(b, i+1)
+			}
 		case ']':
 			return i + 1, true
 		default:

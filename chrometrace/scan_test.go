@@ -256,6 +256,45 @@ func TestFastDecodeCorners(t *testing.T) {
 	}
 }
 
+// TestFastDecodeLearnedGaps: the text between members, learned from one
+// event and matched in the next ones (keyPred's gaps), gives what sonic
+// gives whatever the later events change: white space, key order, a key
+// that starts like a learned one, a value's type, the end of the batch.
+func TestFastDecodeLearnedGaps(t *testing.T) {
+	const ev = "{\n    \"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::mm\", \"pid\": 1, \"tid\": 2,\n" +
+		"    \"ts\": 10.5, \"dur\": 2.25,\n    \"args\": {\n      \"External id\": 7,\"Record function id\": 0, " +
+		"\"Input Dims\": [[4, 4], [4, 4]], \"Ev Idx\": 3\n    }\n  }"
+	kernel := "{\n    \"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k\", \"pid\": 0, \"tid\": 7,\n" +
+		"    \"ts\": 11, \"dur\": 1,\n    \"args\": {\n      \"External id\": 7,      \"queued\": 0, \"device\": 0, " +
+		"\"context\": 1,      \"stream\": 7, \"est. achieved occupancy %\": 100\n    }\n  }"
+	batch := func(evs ...string) string { return "[\n  " + strings.Join(evs, ",\n  ") + "\n]" }
+	swap := func(old, new string) string { return strings.Replace(ev, old, new, 1) }
+	cases := []struct {
+		name, in string
+		accept   bool
+	}{
+		{"the same layout", batch(ev, ev, ev, kernel, ev, kernel, kernel), true},
+		{"more white space after a gap", batch(ev, swap(`"ph": "X"`, `"ph":  "X"`), swap(`"ts": `, `"ts":   `), swap(`"tid": 2,`+"\n    ", `"tid": 2,`+"\n\t  ")), true},
+		{"more white space between events", strings.Replace(batch(ev, ev, ev, ev), ",\n  {", ",\n   {", 2), true},
+		{"less white space between events", strings.Replace(batch(ev, ev, ev, ev), ",\n  {", ",{", 2), true},
+		{"no event after a separator", batch(ev, ev, ev+",\n  [1]"), false},
+		{"keys in another order", batch(ev, ev, swap(`"pid": 1, "tid": 2`, `"tid": 2, "pid": 1`), ev), true},
+		{"a key longer than the learned one", batch(ev, ev, swap(`"dur": 2.25`, `"durx": 2.25`), ev), true},
+		{"a member more, then one less", batch(ev, ev, swap(`"Ev Idx": 3`, `"Ev Idx": 3, "Bytes": 5`), swap(`, "Ev Idx": 3`, ``), ev), true},
+		{"an empty args, then full", batch(ev, swap(`"args": {`, `"args": {}, "x": {`), ev), true},
+		{"a string where a number was", batch(ev, ev, swap(`"dur": 2.25`, `"dur": "2.25"`)), false},
+		{"a string where a raw value was", batch(ev, ev, swap(`"pid": 1`, `"pid": "1"`)), true},
+		{"a broken value after a learned gap", batch(ev, ev, swap(`"dur": 2.25`, `"dur": ]`)), false},
+		{"a missing comma", batch(ev, ev, swap(`"dur": 2.25,`, `"dur": 2.25`)), false},
+		{"the batch ending inside a gap's reach", batch(ev, ev, `{"ph": "X", "cat": "cpu_op"}`), true},
+	}
+	for _, c := range cases {
+		if got := sameAsSonic(t, []byte(c.in)); got != c.accept {
+			t.Errorf("%s: accepted %v, want %v\n%s", c.name, got, c.accept, c.in)
+		}
+	}
+}
+
 // TestStrEnd checks the eight-bytes-at-a-time scan against the byte loop.
 func TestStrEnd(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
@@ -288,6 +327,13 @@ func FuzzFastDecode(f *testing.F) {
 	f.Add([]byte(`[{"ph":"X","cat":"cpu_op","name":"a","pid":1,"tid":"2","ts":1.5,"dur":2,"args":{"External id":3,"Input Dims":[[1]]}}]`))
 	f.Add([]byte(`[{"ph":"i","name":"[memory]","args":{"Bytes":-512,"Addr":1,"Total Allocated":5}},{"ph":"M","name":"thread_name","args":{"name":"x"}}]`))
 	f.Add([]byte(`[{"ph":"s","id":7,"cat":"fwdbwd","x":[true,null,{"y":"\u00e9"}]}]`))
+	// Events in Kineto's layout, for the gaps learned between members.
+	for _, ev := range []string{
+		"{\n    \"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::mm\", \"pid\": 1, \"tid\": 2,\n    \"ts\": 10.5, \"dur\": 2.25,\n    \"args\": {\n      \"External id\": 7,\"Record function id\": 0, \"Ev Idx\": 3\n    }\n  }",
+		"{\n    \"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"s\": \"t\", \"name\": \"[memory]\",\n    \"pid\": 1, \"tid\": 2,\n    \"ts\": 11,\n    \"args\": {\n      \"Total Reserved\": 4, \"Total Allocated\": 2, \"Bytes\": 2, \"Device Id\": 0, \"Device Type\": 1, \"Addr\": 9\n    }\n  }",
+	} {
+		f.Add([]byte("[\n  " + ev + ",\n  " + ev + ",\n  " + ev + "\n]"))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		sameAsSonic(t, data)
 	})
