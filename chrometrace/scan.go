@@ -166,7 +166,9 @@ func scanEvent(b []byte, i int, ev *rawEvent, preds *scanPreds) (int, bool) {
 		if !ok {
 			return 0, false
 		}
-		// keyTable.next's learned gap, inline: it runs once per member.
+		// The gap learned after this key (see keyPred), matched inline:
+		// it runs once per member, and as a method Go does not inline it
+		// (over the budget) and the call cost most of the gain.
 		if g := &pe.gaps[pe.prev%maxKeys]; i+maxGap < len(b) && g.n != 0 &&
 			load64(b, i)&g.m[0] == g.w[0] && load64(b, i+8)&g.m[1] == g.w[1] &&
 			(g.n <= 16 || load64(b, i+16)&g.m[2] == g.w[2] && load64(b, i+24)&g.m[3] == g.w[3]) {
@@ -306,6 +308,7 @@ func scanArgs(b []byte, i int, a *rawArgs, pred *keyPred) (int, bool) {
 		if !ok {
 			return 0, false
 		}
+		// The learned gap, inline as in scanEvent.
 		if g := &pred.gaps[pred.prev%maxKeys]; i+maxGap < len(b) && g.n != 0 &&
 			load64(b, i)&g.m[0] == g.w[0] && load64(b, i+8)&g.m[1] == g.w[1] &&
 			(g.n <= 16 || load64(b, i+16)&g.m[2] == g.w[2] && load64(b, i+24)&g.m[3] == g.w[3]) {
